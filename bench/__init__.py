@@ -1,0 +1,1 @@
+"""Benchmarks of the bot's own cost (not part of the test command)."""

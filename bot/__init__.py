@@ -1,0 +1,1 @@
+"""The support bot application: settings, engine wiring, Redis, Telegram and the CLIs."""

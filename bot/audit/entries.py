@@ -1,0 +1,88 @@
+"""Audit entries as written to the stream: flat string fields only."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tools.execution import ToolAuditRecord
+
+
+def _optional(value: int | str | None) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAuditEntry:
+    """One tool execution of one turn (``step`` is the model call that asked for it)."""
+
+    record: ToolAuditRecord
+    chat_id: str
+    turn_id: str
+    step: int
+
+    def to_fields(self) -> dict[str, str]:
+        """The stream entry's fields."""
+        return {
+            "type": "tool",
+            "call_id": self.record.call_id,
+            "tool_name": self.record.tool_name,
+            "status": str(self.record.status),
+            "error_code": self.record.error_code or "",
+            "started_at": self.record.started_at,
+            "duration_ms": f"{self.record.duration_seconds * 1000:.3f}",
+            "chat_id": self.chat_id,
+            "turn_id": self.turn_id,
+            "step": str(self.step),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAuditEntry:
+    """How one turn ended (``outcome`` is ``answered`` or the failure kind)."""
+
+    chat_id: str
+    turn_id: str
+    outcome: str
+    model: str
+    model_steps: int
+    tool_calls: int
+    tool_names: tuple[str, ...]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    latency_ms: float
+    prompt_id: str
+    prompt_version: str
+
+    def to_fields(self) -> dict[str, str]:
+        """The stream entry's fields."""
+        return {
+            "type": "turn",
+            "chat_id": self.chat_id,
+            "turn_id": self.turn_id,
+            "outcome": self.outcome,
+            "model": self.model,
+            "model_steps": str(self.model_steps),
+            "tool_calls": str(self.tool_calls),
+            "tool_names": ",".join(self.tool_names),
+            "prompt_tokens": _optional(self.prompt_tokens),
+            "completion_tokens": _optional(self.completion_tokens),
+            "total_tokens": _optional(self.total_tokens),
+            "latency_ms": f"{self.latency_ms:.3f}",
+            "prompt_id": self.prompt_id,
+            "prompt_version": self.prompt_version,
+        }
+
+
+AuditEntry = ToolAuditEntry | TurnAuditEntry
+
+
+class AuditSink(Protocol):
+    """Where a turn's audit entries go, all at once at the end of the turn.
+
+    ``write`` must not raise: an audit failure never costs the customer an answer.
+    """
+
+    async def write(self, entries: Sequence[AuditEntry]) -> None:
+        """Append the entries, in order."""
+        ...

@@ -1,0 +1,1 @@
+"""Chat model clients: the OpenAI-compatible one and the offline demo model."""

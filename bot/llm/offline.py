@@ -1,0 +1,224 @@
+"""A deterministic local model for demos and offline tests: no network, no key.
+
+It reads the customer's words, asks for the tool a real model would pick (an
+order number, a product, a question about hours or the catalogue), and after
+the tool results writes a short Russian answer from their JSON. Its model name
+is ``offline-demo`` so that nobody mistakes it for a real model.
+"""
+
+import itertools
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.tokens import estimate_messages_tokens, estimate_text_tokens
+from tools.call import ToolCall
+from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
+from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
+from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
+from tools.store import ShopStore
+from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
+
+OFFLINE_MODEL_NAME = "offline-demo"
+
+_ORDER_NUMBER = re.compile(r"(?<!\d)(\d{4})(?!\d)")
+_HOURS_WORDS = re.compile(
+    r"час[аы]? работы|график|режим работы|когда (вы )?работа|открыт|оператор|выходн"
+)
+_SEARCH_WORDS = re.compile(
+    r"сколько стоит|цен[аыу]|есть ли|в наличии|найд|найти|подобрать|купить|каталог|ищу"
+)
+_RETURN_WORDS = re.compile(r"верну|возвра|сдать")
+_GREETING = re.compile(r"^(здравствуй|привет|добр|hello|hi)")
+_WORD = re.compile(r"[a-zа-яё0-9]+")
+
+
+def _stem(word: str) -> str:
+    return word[:5] if len(word) > 5 else word
+
+
+class OfflineChatModel:
+    """Speaks the same client interface as the OpenAI client, deterministically."""
+
+    def __init__(self, store: ShopStore) -> None:
+        self._policy_products = [policy.product for policy in store.return_policies]
+        self._catalogue_words = sorted(
+            {
+                _stem(word)
+                for product in store.products
+                for word in _WORD.findall(f"{product.name} {product.category}".lower())
+                if len(word) >= 4
+            }
+        )
+        self._ids = itertools.count(1)
+
+    @property
+    def model_name(self) -> str:
+        """Always ``offline-demo``."""
+        return OFFLINE_MODEL_NAME
+
+    async def generate_with_tools(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResult:
+        """Ask for the next planned tool, or answer from the tool results."""
+        if not tools:
+            return self._result(messages, text=_summarise(messages), tool_calls=())
+        offered = {tool["function"]["name"] for tool in tools}
+        user_text, called, results = _current_turn(messages)
+        if tool_choice == "auto":
+            for name, arguments in self._plan(user_text):
+                if name in offered and name not in called:
+                    call = ToolCall(
+                        id=f"call_offline_{next(self._ids)}",
+                        name=name,
+                        arguments=json.dumps(arguments, ensure_ascii=False),
+                    )
+                    return self._result(messages, text=None, tool_calls=(call,))
+        return self._result(messages, text=_answer(user_text, results), tool_calls=())
+
+    def _plan(self, user_text: str) -> list[tuple[str, dict[str, Any]]]:
+        text = user_text.lower()
+        plan: list[tuple[str, dict[str, Any]]] = []
+        if match := _ORDER_NUMBER.search(text):
+            plan.append((GET_ORDER_STATUS_TOOL_NAME, {"order_id": match.group(1)}))
+        if _RETURN_WORDS.search(text):
+            product = next((p for p in self._policy_products if _stem(p) in text), None)
+            if product is not None:
+                plan.append((GET_RETURN_POLICY_TOOL_NAME, {"product": product}))
+        if _HOURS_WORDS.search(text):
+            plan.append((GET_SUPPORT_HOURS_TOOL_NAME, {}))
+        words = [_stem(word) for word in _WORD.findall(text) if len(word) >= 4]
+        mentioned = [word for word in words if word in self._catalogue_words]
+        if mentioned and (_SEARCH_WORDS.search(text) or not plan):
+            plan.append((SEARCH_PRODUCTS_TOOL_NAME, {"query": " ".join(dict.fromkeys(mentioned))}))
+        return plan
+
+    def _result(
+        self, messages: Sequence[Message], text: str | None, tool_calls: tuple[ToolCall, ...]
+    ) -> LLMResult:
+        prompt_tokens = estimate_messages_tokens(messages)
+        completion_tokens = estimate_text_tokens(text or "") + sum(
+            estimate_text_tokens(call.arguments) for call in tool_calls
+        )
+        return LLMResult(
+            text=text,
+            refusal=None,
+            finish_reason="tool_calls" if tool_calls else "stop",
+            tool_calls=tool_calls,
+            model=OFFLINE_MODEL_NAME,
+            response_id=f"offline-{next(self._ids)}",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        )
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+def _current_turn(messages: Sequence[Message]) -> tuple[str, set[str], list[tuple[str, Any]]]:
+    """The last user text, the tools called since, and their decoded results."""
+    last_user = max(
+        (i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1
+    )
+    user_text = str(messages[last_user].get("content") or "") if last_user >= 0 else ""
+    names_by_id: dict[str, str] = {}
+    results: list[tuple[str, Any]] = []
+    for message in messages[last_user + 1 :]:
+        for call in message.get("tool_calls") or ():
+            names_by_id[call["id"]] = call["function"]["name"]
+        if message.get("role") == "tool":
+            name = names_by_id.get(str(message.get("tool_call_id")), "")
+            try:
+                results.append((name, json.loads(str(message.get("content")))))
+            except json.JSONDecodeError:
+                results.append((name, None))
+    return user_text, set(names_by_id.values()), results
+
+
+def _answer(user_text: str, results: list[tuple[str, Any]]) -> str:
+    if not results:
+        if _GREETING.search(user_text.strip().lower()):
+            return "Здравствуйте! Чем могу помочь?"
+        return (
+            "Я демо-режим бота без подключения к языковой модели. Я могу подсказать статус "
+            "заказа (напишите номер из четырёх цифр), условия возврата товара, найти товар "
+            "в каталоге или назвать часы работы поддержки."
+        )
+    parts = [_describe(name, payload) for name, payload in results]
+    return "\n\n".join(part for part in parts if part)
+
+
+def _describe(name: str, payload: Any) -> str:
+    if not isinstance(payload, dict):
+        return "Не удалось прочитать ответ сервиса."
+    if not payload.get("ok"):
+        message = (payload.get("error") or {}).get("message")
+        return str(message or "Сервис не смог ответить на этот вопрос.")
+    describe = _DESCRIBERS.get(name)
+    return describe(payload.get("data") or {}) if describe else "Готово."
+
+
+def _describe_order(data: dict[str, Any]) -> str:
+    line = f"Заказ {data['order_id']}: {data['status_text']}."
+    if data.get("delivery_estimate"):
+        line += f" Ожидаемая дата доставки: {data['delivery_estimate']}."
+    return line
+
+
+def _describe_return_policy(data: dict[str, Any]) -> str:
+    if not data.get("found"):
+        return f"Для товара «{data['product']}» отдельных условий возврата нет."
+    return (
+        f"Товар «{data['product']}» можно вернуть в течение {data['return_days']} дней. "
+        f"{data['conditions']}"
+    )
+
+
+def _describe_products(data: dict[str, Any]) -> str:
+    items = data.get("items") or []
+    if not items:
+        return "В каталоге ничего не нашлось."
+    lines = [
+        f"• {item['name']} — {item['price_rub']} ₽, "
+        + ("в наличии" if item["in_stock"] else "нет в наличии")
+        for item in items[:3]
+    ]
+    return "Нашлось в каталоге:\n" + "\n".join(lines)
+
+
+def _describe_hours(data: dict[str, Any]) -> str:
+    days = [
+        f"{day['day']}: {day['opens']}–{day['closes']}"
+        if day["opens"]
+        else f"{day['day']}: выходной"
+        for day in data.get("schedule", [])
+    ]
+    state = "Сейчас поддержка работает." if data.get("open_now") else "Сейчас поддержка закрыта."
+    return f"{state} График ({data.get('timezone')}): " + "; ".join(days) + "."
+
+
+_DESCRIBERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    GET_ORDER_STATUS_TOOL_NAME: _describe_order,
+    GET_RETURN_POLICY_TOOL_NAME: _describe_return_policy,
+    SEARCH_PRODUCTS_TOOL_NAME: _describe_products,
+    GET_SUPPORT_HOURS_TOOL_NAME: _describe_hours,
+}
+
+
+def _summarise(messages: Sequence[Message]) -> str:
+    """Summary mode (no tools): keep the customer's recent questions, shortened."""
+    text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
+    questions = [
+        line[len("Клиент:") :].strip()[:80]
+        for line in text.splitlines()
+        if line.startswith("Клиент:")
+    ]
+    if not questions:
+        return "Клиент обращался в поддержку."
+    return "Клиент спрашивал: " + "; ".join(questions[-6:]) + "."

@@ -1,0 +1,150 @@
+"""The chat model client over ``openai.AsyncOpenAI`` (OpenAI and compatible servers)."""
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import openai
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion
+
+from bot.llm.errors import (
+    LLMBadResponseError,
+    LLMClientError,
+    LLMRateLimitError,
+    LLMRequestError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+)
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from tools.call import ToolCall
+
+logger = logging.getLogger(__name__)
+
+InstructionsRole = Literal["developer", "system"]
+
+
+class OpenAIChatClient:
+    """Chat completions with tools; every SDK failure becomes an :class:`LLMClientError`.
+
+    ``instructions_role`` renames the leading instruction message's role: OpenAI's
+    newer models expect ``developer``, many compatible servers (vLLM, Ollama,
+    LM Studio) only know ``system``.
+    """
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        instructions_role: InstructionsRole = "developer",
+    ) -> None:
+        self._client = client
+        self._model = model
+        self._instructions_role = instructions_role
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        timeout_seconds: float,
+        max_retries: int,
+        instructions_role: InstructionsRole = "developer",
+    ) -> "OpenAIChatClient":
+        """Build the SDK client with our timeout and retry budget."""
+        client = AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_seconds,
+            max_retries=max_retries,
+        )
+        return cls(client, model, instructions_role)
+
+    @property
+    def model_name(self) -> str:
+        """The configured model name."""
+        return self._model
+
+    async def generate_with_tools(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResult:
+        """One chat completion; tools are offered only when there are any."""
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": [self._with_role(message) for message in messages],
+        }
+        if tools:
+            request["tools"] = list(tools)
+            request["tool_choice"] = tool_choice
+            request["parallel_tool_calls"] = False
+        try:
+            completion = await self._client.chat.completions.create(**request)
+        except openai.APITimeoutError as error:
+            raise LLMTimeoutError("the model did not answer in time") from error
+        except openai.RateLimitError as error:
+            raise LLMRateLimitError("the model provider is rate limiting us") from error
+        except openai.InternalServerError as error:
+            raise LLMUnavailableError(f"the model provider answered {error.status_code}") from error
+        except openai.APIConnectionError as error:
+            raise LLMUnavailableError("the model provider cannot be reached") from error
+        except openai.APIResponseValidationError as error:
+            raise LLMBadResponseError("the model provider sent an invalid response") from error
+        except openai.APIStatusError as error:
+            raise LLMRequestError(
+                f"the model provider refused the request ({error.status_code})"
+            ) from error
+        except openai.OpenAIError as error:
+            raise LLMClientError("the model request failed") from error
+        except ValueError as error:
+            # A body that is not JSON surfaces from the SDK as a decoding error.
+            raise LLMBadResponseError("the model provider sent a body that is not JSON") from error
+        try:
+            return _to_result(completion)
+        except LLMBadResponseError:
+            raise
+        except (AttributeError, TypeError, ValueError) as error:
+            # The SDK does not validate bodies strictly; a malformed one fails on access.
+            raise LLMBadResponseError("the model provider sent a malformed completion") from error
+
+    def _with_role(self, message: Message) -> Message:
+        if (
+            message.get("role") in ("developer", "system")
+            and message.get("role") != self._instructions_role
+        ):
+            return {**message, "role": self._instructions_role}
+        return message
+
+    async def close(self) -> None:
+        """Close the SDK's HTTP connection pool."""
+        await self._client.close()
+
+
+def _to_result(completion: ChatCompletion) -> LLMResult:
+    if not isinstance(completion, ChatCompletion):
+        raise LLMBadResponseError("the model provider sent something that is not a chat completion")
+    if not completion.choices:
+        raise LLMBadResponseError("the model provider sent no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    tool_calls = tuple(
+        ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
+        for call in message.tool_calls or ()
+        if call.type == "function"
+    )
+    usage = completion.usage
+    return LLMResult(
+        text=message.content,
+        refusal=message.refusal,
+        finish_reason=choice.finish_reason,
+        tool_calls=tool_calls,
+        model=completion.model,
+        response_id=completion.id,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        total_tokens=usage.total_tokens if usage else None,
+    )

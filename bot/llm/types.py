@@ -1,0 +1,52 @@
+"""What the application exchanges with a chat model, independent of any SDK."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from tools.call import ToolCall
+
+Message = dict[str, Any]
+"""One chat message in the OpenAI wire shape (role, content, tool_calls, tool_call_id)."""
+
+ToolDefinition = dict[str, Any]
+"""One function tool in the OpenAI wire shape."""
+
+ToolChoice = Literal["auto", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResult:
+    """One model response; any usage count may be unknown (``None``)."""
+
+    text: str | None
+    refusal: str | None
+    finish_reason: str | None
+    tool_calls: tuple[ToolCall, ...]
+    model: str
+    response_id: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class ToolCallingClient(Protocol):
+    """The one capability the tool loop and the summary service need from a model."""
+
+    async def generate_with_tools(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResult:
+        """Send the conversation (and tools, if any) and return the model's answer."""
+        ...
+
+    @property
+    def model_name(self) -> str:
+        """The configured model name, for logs and metadata."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...

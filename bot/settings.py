@@ -1,0 +1,222 @@
+"""Application settings: environment variables (and ``.env``), one class per concern."""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tools.store import DEFAULT_STORE_PATH
+
+_ENV = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+
+def _env(name: str) -> AliasChoices:
+    return AliasChoices(name)
+
+
+class TelegramSettings(BaseSettings):
+    """Bot API access and which chats the bot serves."""
+
+    model_config = _ENV
+
+    bot_token: SecretStr | None = Field(default=None, validation_alias=_env("TELEGRAM_BOT_TOKEN"))
+    api_base_url: str = Field(
+        default="https://api.telegram.org", validation_alias=_env("TELEGRAM_API_BASE_URL")
+    )
+    allow_groups: bool = Field(default=False, validation_alias=_env("TELEGRAM_ALLOW_GROUPS"))
+    shutdown_grace_seconds: float = Field(
+        default=30.0, gt=0, validation_alias=_env("TELEGRAM_SHUTDOWN_GRACE_SECONDS")
+    )
+    send_max_attempts: int = Field(
+        default=5, ge=1, le=20, validation_alias=_env("TELEGRAM_SEND_MAX_ATTEMPTS")
+    )
+
+
+class WebhookSettings(BaseSettings):
+    """The webhook server (``python -m bot webhook``)."""
+
+    model_config = _ENV
+
+    url: str | None = Field(default=None, validation_alias=_env("WEBHOOK_URL"))
+    path: str = Field(default="/telegram/webhook", validation_alias=_env("WEBHOOK_PATH"))
+    secret: SecretStr | None = Field(default=None, validation_alias=_env("WEBHOOK_SECRET"))
+    host: str = Field(default="0.0.0.0", validation_alias=_env("WEBHOOK_HOST"))  # noqa: S104 - a server in a container listens on all interfaces
+    port: int = Field(default=8080, ge=1, le=65535, validation_alias=_env("WEBHOOK_PORT"))
+
+
+class LLMSettings(BaseSettings):
+    """The chat model."""
+
+    model_config = _ENV
+
+    backend: Literal["openai", "offline"] = Field(
+        default="openai", validation_alias=_env("LLM_BACKEND")
+    )
+    api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
+    model: str = Field(default="gpt-4.1-mini", min_length=1, validation_alias=_env("LLM_MODEL"))
+    timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, validation_alias=_env("LLM_TIMEOUT_SECONDS")
+    )
+    max_retries: int = Field(default=2, ge=0, le=10, validation_alias=_env("LLM_MAX_RETRIES"))
+    instructions_role: Literal["developer", "system"] = Field(
+        default="developer", validation_alias=_env("LLM_INSTRUCTIONS_ROLE")
+    )
+
+    @model_validator(mode="after")
+    def _key_for_openai(self) -> "LLMSettings":
+        if self.backend == "openai" and (
+            self.api_key is None or not self.api_key.get_secret_value().strip()
+        ):
+            raise ValueError(
+                "OPENAI_API_KEY is not set: set it, or run the offline demo model "
+                "with LLM_BACKEND=offline"
+            )
+        return self
+
+
+class RedisSettings(BaseSettings):
+    """Where sessions, locks, limits and the audit stream live."""
+
+    model_config = _ENV
+
+    # A SecretStr because the URL may carry the password (redis://:pw@host/0).
+    url: SecretStr = Field(
+        default=SecretStr("redis://localhost:6379/0"), validation_alias=_env("REDIS_URL")
+    )
+    key_prefix: str = Field(
+        default="support",
+        pattern=r"^[A-Za-z0-9_.:-]{1,32}$",
+        validation_alias=_env("REDIS_KEY_PREFIX"),
+    )
+    socket_timeout_seconds: float = Field(
+        default=5.0, gt=0, validation_alias=_env("REDIS_SOCKET_TIMEOUT_SECONDS")
+    )
+
+
+class SessionSettings(BaseSettings):
+    """Conversation sessions and the history window."""
+
+    model_config = _ENV
+
+    ttl_seconds: int = Field(
+        default=7 * 24 * 3600, ge=60, validation_alias=_env("SESSION_TTL_SECONDS")
+    )
+    archive_ttl_seconds: int = Field(
+        default=30 * 24 * 3600, ge=60, validation_alias=_env("SESSION_ARCHIVE_TTL_SECONDS")
+    )
+    history_token_budget: int = Field(
+        default=2000, ge=100, le=200_000, validation_alias=_env("HISTORY_TOKEN_BUDGET")
+    )
+    message_max_chars: int = Field(
+        default=4000, ge=1, le=100_000, validation_alias=_env("MESSAGE_MAX_CHARS")
+    )
+    lock_wait_seconds: float = Field(
+        default=120.0, gt=0, validation_alias=_env("SESSION_LOCK_WAIT_SECONDS")
+    )
+
+
+class ToolSettings(BaseSettings):
+    """The tool loop and the tools' data."""
+
+    model_config = _ENV
+
+    max_steps: int = Field(default=3, ge=1, le=5, validation_alias=_env("TOOL_MAX_STEPS"))
+    max_calls_per_turn: int = Field(
+        default=4, ge=1, le=20, validation_alias=_env("TOOL_MAX_CALLS_PER_TURN")
+    )
+    max_workers: int = Field(default=4, ge=1, le=64, validation_alias=_env("TOOL_MAX_WORKERS"))
+    data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
+    support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
+
+
+class AuditSettings(BaseSettings):
+    """The audit stream."""
+
+    model_config = _ENV
+
+    stream: str = Field(
+        default="support:audit", min_length=1, validation_alias=_env("AUDIT_STREAM")
+    )
+    stream_maxlen: int = Field(
+        default=1_000_000, ge=1000, validation_alias=_env("AUDIT_STREAM_MAXLEN")
+    )
+    pseudonymize_chat_ids: bool = Field(
+        default=False, validation_alias=_env("AUDIT_PSEUDONYMIZE_CHAT_IDS")
+    )
+    hmac_key: SecretStr | None = Field(default=None, validation_alias=_env("AUDIT_HMAC_KEY"))
+
+    @model_validator(mode="after")
+    def _key_for_pseudonyms(self) -> "AuditSettings":
+        if self.pseudonymize_chat_ids and (
+            self.hmac_key is None or len(self.hmac_key.get_secret_value()) < 16
+        ):
+            raise ValueError(
+                "AUDIT_PSEUDONYMIZE_CHAT_IDS=true needs AUDIT_HMAC_KEY of at least 16 characters"
+            )
+        return self
+
+
+class FloodSettings(BaseSettings):
+    """Per-user rate limits and the daily cap of model turns."""
+
+    model_config = _ENV
+
+    burst: int = Field(default=5, ge=1, le=1000, validation_alias=_env("FLOOD_BURST"))
+    interval_seconds: float = Field(
+        default=3.0, gt=0, le=3600, validation_alias=_env("FLOOD_INTERVAL_SECONDS")
+    )
+    daily_turn_limit: int = Field(
+        default=200, ge=1, le=1_000_000, validation_alias=_env("DAILY_TURN_LIMIT")
+    )
+
+
+class PromptSettings(BaseSettings):
+    """Which prompt versions are active."""
+
+    model_config = _ENV
+
+    support_chat_version: str = Field(
+        default="1.2.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
+    )
+    summary_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
+
+
+class Settings(BaseModel):
+    """Every section, read from the environment at once."""
+
+    telegram: TelegramSettings
+    webhook: WebhookSettings
+    llm: LLMSettings
+    redis: RedisSettings
+    session: SessionSettings
+    tools: ToolSettings
+    audit: AuditSettings
+    flood: FloodSettings
+    prompts: PromptSettings
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        """Read every section (raises pydantic's ``ValidationError`` on bad values)."""
+        return cls(
+            telegram=TelegramSettings(),
+            webhook=WebhookSettings(),
+            llm=LLMSettings(),
+            redis=RedisSettings(),
+            session=SessionSettings(),
+            tools=ToolSettings(),
+            audit=AuditSettings(),
+            flood=FloodSettings(),
+            prompts=PromptSettings(),
+            log_level=_LogSettings().level,
+        )
+
+
+class _LogSettings(BaseSettings):
+    model_config = _ENV
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", validation_alias=_env("LOG_LEVEL")
+    )

@@ -1,0 +1,37 @@
+"""Offline token estimate for budgeting the history window (no tokenizer download)."""
+
+from collections.abc import Iterable
+from math import ceil
+
+from bot.llm.types import Message
+
+# GPT tokenizers spend about one token per 2.5-4 characters of Russian text
+# (o200k is nearer 4, cl100k nearer 2.5) and per 4 characters of English.
+# Dividing by 3 errs on the generous side for o200k models, so a window that
+# fits the estimate fits the real budget; see README "Token estimate".
+CHARS_PER_TOKEN = 3.0
+# Role, separators and framing the API adds around every message.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Estimated tokens of a piece of text."""
+    return ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def estimate_message_tokens(message: Message) -> int:
+    """Estimated tokens of one chat message, framing included."""
+    content = message.get("content")
+    tokens = MESSAGE_OVERHEAD_TOKENS
+    if isinstance(content, str):
+        tokens += estimate_text_tokens(content)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        tokens += estimate_text_tokens(str(function.get("name", "")))
+        tokens += estimate_text_tokens(str(function.get("arguments", "")))
+    return tokens
+
+
+def estimate_messages_tokens(messages: Iterable[Message]) -> int:
+    """Estimated tokens of a whole request's messages."""
+    return sum(estimate_message_tokens(message) for message in messages)

@@ -1,0 +1,217 @@
+"""The bounded tool loop: model, allowed tools, model again, at most ``max_steps`` times."""
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.llm.errors import LLMClientError
+from bot.llm.types import LLMResult, Message, ToolCallingClient
+from tools.call import ToolCall
+from tools.context import ToolContext
+from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
+from tools.registry import ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS = 3
+DEFAULT_MAX_TOOL_CALLS = 4
+
+
+class ToolLoopError(RuntimeError):
+    """Base of every way a turn can end without an answer (also: the model failed)."""
+
+
+class ToolLoopProtocolError(ToolLoopError):
+    """The model answered outside the protocol: refusal, empty text, odd finish reason."""
+
+
+class ToolLoopLimitError(ToolLoopError):
+    """The step or tool-call budget ran out before a final answer."""
+
+
+class ToolLoopExecutionError(ToolLoopError):
+    """A tool call could not be executed; carries the execution's audit record."""
+
+    def __init__(self, message: str, audit: ToolAuditRecord) -> None:
+        super().__init__(message)
+        self.audit = audit
+
+
+class ToolLoopObserver(Protocol):
+    """Sees every model response and every tool execution as it happens.
+
+    The chat service collects them for the turn's audit; a turn that fails
+    half-way has still reported everything it did.
+    """
+
+    def on_model_response(self, step: int, result: LLMResult) -> None:
+        """One model call finished (``step`` counts from 1)."""
+
+    def on_tool_executed(self, step: int, record: ToolAuditRecord) -> None:
+        """One tool execution finished, whatever its outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLoopResult:
+    """The final answer of one turn and what it cost."""
+
+    text: str
+    model: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    response_ids: tuple[str, ...]
+    model_steps: int
+    tool_calls_count: int
+    tool_names: tuple[str, ...]
+    audit_records: tuple[ToolAuditRecord, ...]
+
+
+class BoundedToolLoop:
+    """Runs one turn: the model may call registered tools, then must answer.
+
+    * at most ``max_steps`` model calls; the last one is made with
+      ``tool_choice="none"`` so a cooperative model answers instead of hitting the limit;
+    * a server that ignores ``parallel_tool_calls=False`` gets each of its calls
+      executed in order, within ``max_tool_calls`` executions per turn.
+    """
+
+    def __init__(
+        self,
+        client: ToolCallingClient,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+    ) -> None:
+        if not 1 <= max_steps <= 5:
+            raise ValueError("max_steps must be between 1 and 5")
+        if max_tool_calls < 1:
+            raise ValueError("max_tool_calls must be positive")
+        self._client = client
+        self._registry = registry
+        self._executor = executor
+        self._max_steps = max_steps
+        self._max_tool_calls = max_tool_calls
+
+    @property
+    def max_steps(self) -> int:
+        """The model-call budget of one turn."""
+        return self._max_steps
+
+    async def run(
+        self,
+        messages: Sequence[Message],
+        context: ToolContext,
+        observer: ToolLoopObserver | None = None,
+    ) -> ToolLoopResult:
+        """Run one turn over a copy of ``messages``; raises a :class:`ToolLoopError`."""
+        conversation = list(messages)
+        schemas = self._registry.api_schemas()
+        llm_results: list[LLMResult] = []
+        audit_records: list[ToolAuditRecord] = []
+
+        for step in range(1, self._max_steps + 1):
+            last_step = step == self._max_steps
+            try:
+                result = await self._client.generate_with_tools(
+                    conversation, schemas, tool_choice="none" if last_step else "auto"
+                )
+            except LLMClientError as error:
+                raise ToolLoopError(f"model call {step} failed: {error}") from error
+            llm_results.append(result)
+            if observer is not None:
+                observer.on_model_response(step, result)
+
+            if result.refusal:
+                raise ToolLoopProtocolError("the model refused to answer")
+            if result.tool_calls and result.finish_reason in ("tool_calls", "stop"):
+                # Some compatible servers report "stop" with tool calls; the calls decide.
+                if last_step:
+                    raise ToolLoopLimitError(
+                        f"the model asked for a tool on the last allowed step ({step})"
+                    )
+                if len(audit_records) + len(result.tool_calls) > self._max_tool_calls:
+                    raise ToolLoopLimitError(
+                        f"the turn would exceed {self._max_tool_calls} tool executions"
+                    )
+                conversation.append(_assistant_tool_message(result))
+                for tool_call in result.tool_calls:
+                    content = await self._execute(tool_call, context, step, audit_records, observer)
+                    conversation.append(
+                        {"role": "tool", "tool_call_id": tool_call.id, "content": content}
+                    )
+                continue
+            if result.finish_reason == "stop":
+                return _build_result(_require_text(result), llm_results, audit_records)
+            raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
+
+        # Unreachable while the last step forbids tools, kept as the loop's contract.
+        raise ToolLoopLimitError("the loop ended without a final answer")
+
+    async def _execute(
+        self,
+        tool_call: ToolCall,
+        context: ToolContext,
+        step: int,
+        audit_records: list[ToolAuditRecord],
+        observer: ToolLoopObserver | None,
+    ) -> str:
+        try:
+            execution = await self._executor.execute(tool_call, context)
+        except ToolExecutionError as error:
+            audit_records.append(error.audit)
+            if observer is not None:
+                observer.on_tool_executed(step, error.audit)
+            raise ToolLoopExecutionError(str(error), error.audit) from error
+        audit_records.append(execution.audit)
+        if observer is not None:
+            observer.on_tool_executed(step, execution.audit)
+        return execution.content
+
+
+def _assistant_tool_message(result: LLMResult) -> Message:
+    return {
+        "role": "assistant",
+        "content": result.text,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in result.tool_calls
+        ],
+    }
+
+
+def _require_text(result: LLMResult) -> str:
+    text = (result.text or "").strip()
+    if not text:
+        raise ToolLoopProtocolError("the model returned no text")
+    return text
+
+
+def _sum_usage(values: Sequence[int | None]) -> int | None:
+    # An unknown count makes the sum unknown: a partial sum would look exact.
+    if any(value is None for value in values):
+        return None
+    return sum(value for value in values if value is not None)
+
+
+def _build_result(
+    text: str, llm_results: Sequence[LLMResult], audit_records: Sequence[ToolAuditRecord]
+) -> ToolLoopResult:
+    return ToolLoopResult(
+        text=text,
+        model=llm_results[-1].model,
+        prompt_tokens=_sum_usage([r.prompt_tokens for r in llm_results]),
+        completion_tokens=_sum_usage([r.completion_tokens for r in llm_results]),
+        total_tokens=_sum_usage([r.total_tokens for r in llm_results]),
+        response_ids=tuple(r.response_id for r in llm_results),
+        model_steps=len(llm_results),
+        tool_calls_count=len(audit_records),
+        tool_names=tuple(record.tool_name for record in audit_records),
+        audit_records=tuple(audit_records),
+    )

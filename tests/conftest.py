@@ -1,0 +1,35 @@
+"""Fixtures shared by the whole suite: a private redis-server and clients to it."""
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from tests.support.redis_server import RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One redis-server for the session; tests that stop it use ``own_redis_server``."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def own_redis_server() -> Iterator[RedisServer]:
+    """A redis-server of this test alone, free to be stopped and restarted."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+async def redis_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
+    """A client to the shared server, on a database flushed before the test."""
+    client = aioredis.Redis.from_url(redis_server.url, decode_responses=False)
+    await client.flushdb()
+    yield client
+    await client.aclose()

@@ -1,0 +1,1 @@
+"""The tool mechanism (registry, executor, context) and the read-only support tools."""

@@ -1,0 +1,25 @@
+"""The tools this application allows, built fresh for every application instance."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from tools.order_status import build_order_status_tool
+from tools.product_search import build_product_search_tool
+from tools.registry import ToolRegistry
+from tools.return_policy import build_return_policy_tool
+from tools.store import ShopStore
+from tools.support_hours import build_support_hours_tool
+
+
+def build_default_tool_registry(
+    store: ShopStore,
+    timezone: str | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> ToolRegistry:
+    """A new registry with the four read-only support tools over ``store``."""
+    registry = ToolRegistry()
+    registry.register(build_order_status_tool(store))
+    registry.register(build_return_policy_tool(store))
+    registry.register(build_product_search_tool(store))
+    registry.register(build_support_hours_tool(store, timezone=timezone, clock=clock))
+    return registry

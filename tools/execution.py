@@ -1,0 +1,191 @@
+"""Running one model-requested tool call safely: allowlist, validation, timeout, audit."""
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from time import perf_counter
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tools.call import ToolCall
+from tools.context import ToolContext
+from tools.registry import RegisteredTool, ToolNotRegisteredError, ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+
+class ToolBusinessError(RuntimeError):
+    """Raised by a handler when a product rule says no (not a malfunction).
+
+    The executor turns it into a normal result the model can explain.
+    """
+
+    def __init__(self, message: str, code: str = "business_error") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ToolExecutionStatus(StrEnum):
+    """How one tool execution ended."""
+
+    SUCCESS = "success"
+    BUSINESS_ERROR = "business_error"
+    REJECTED = "rejected"
+    TIMEOUT = "timeout"
+    TECHNICAL_ERROR = "technical_error"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAuditRecord:
+    """What happened in one execution: never the arguments, never message text."""
+
+    call_id: str
+    tool_name: str
+    started_at: str
+    duration_seconds: float
+    status: ToolExecutionStatus
+    error_code: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionResult:
+    """The JSON text for the ``tool`` message, and the audit of the execution."""
+
+    content: str
+    audit: ToolAuditRecord
+
+
+class ToolExecutionError(RuntimeError):
+    """An execution that cannot give the model a result; carries its audit record."""
+
+    def __init__(self, message: str, audit: ToolAuditRecord) -> None:
+        super().__init__(message)
+        self.audit = audit
+
+
+class ToolNotAllowedError(ToolExecutionError):
+    """The model named a tool that is not registered."""
+
+
+class ToolArgumentsError(ToolExecutionError):
+    """The model's arguments failed the tool's arguments model."""
+
+
+class ToolTimeoutError(ToolExecutionError):
+    """The handler did not finish within the tool's timeout."""
+
+
+class ToolTechnicalError(ToolExecutionError):
+    """The handler failed unexpectedly or returned the wrong type."""
+
+
+class ToolExecutor:
+    """Runs registered tools for the model.
+
+    Plain (non-async) handlers run in a pool of at most ``max_workers`` threads.
+    A timeout stops the *wait*, not the thread: a plain handler that ignores its
+    timeout keeps its worker busy until it returns, which is why the pool is
+    bounded and why handlers doing I/O must set their own client timeouts.
+    """
+
+    def __init__(self, registry: ToolRegistry, max_workers: int = 4) -> None:
+        if max_workers <= 0:
+            raise ValueError("max_workers must be positive")
+        self._registry = registry
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tool")
+
+    async def execute(self, tool_call: ToolCall, context: ToolContext) -> ToolExecutionResult:
+        """Validate and run one tool call; every outcome yields exactly one audit record."""
+        started_at = datetime.now(UTC).isoformat()
+        started = perf_counter()
+
+        def audit(status: ToolExecutionStatus, error_code: str | None) -> ToolAuditRecord:
+            return ToolAuditRecord(
+                call_id=tool_call.id,
+                tool_name=tool_call.name,
+                started_at=started_at,
+                duration_seconds=perf_counter() - started,
+                status=status,
+                error_code=error_code,
+            )
+
+        try:
+            tool = self._registry.get(tool_call.name)
+        except ToolNotRegisteredError as error:
+            raise ToolNotAllowedError(
+                "the model asked for a tool that is not registered",
+                audit(ToolExecutionStatus.REJECTED, "unknown_tool"),
+            ) from error
+
+        try:
+            arguments = tool.arguments_model.model_validate_json(tool_call.arguments or "{}")
+        except ValidationError as error:
+            raise ToolArgumentsError(
+                f"arguments of {tool.name} failed validation",
+                audit(ToolExecutionStatus.REJECTED, "invalid_arguments"),
+            ) from error
+
+        try:
+            result = await self._run_handler(tool, arguments, context)
+        except TimeoutError as error:
+            raise ToolTimeoutError(
+                f"{tool.name} did not finish within {tool.timeout_seconds} s",
+                audit(ToolExecutionStatus.TIMEOUT, "timeout"),
+            ) from error
+        except ToolBusinessError as error:
+            return ToolExecutionResult(
+                content=_dump({"ok": False, "error": {"code": error.code, "message": str(error)}}),
+                audit=audit(ToolExecutionStatus.BUSINESS_ERROR, error.code),
+            )
+        except Exception as error:
+            # The original text may hold internals; it stays in the chain for the logs only.
+            raise ToolTechnicalError(
+                f"{tool.name} failed",
+                audit(ToolExecutionStatus.TECHNICAL_ERROR, "technical_error"),
+            ) from error
+
+        if not isinstance(result, BaseModel):
+            raise ToolTechnicalError(
+                f"{tool.name} returned {type(result).__name__}, not a pydantic model",
+                audit(ToolExecutionStatus.TECHNICAL_ERROR, "invalid_result_type"),
+            )
+        return ToolExecutionResult(
+            content=_dump({"ok": True, "data": result.model_dump(mode="json")}),
+            audit=audit(ToolExecutionStatus.SUCCESS, None),
+        )
+
+    async def _run_handler(
+        self, tool: RegisteredTool[Any, Any], arguments: BaseModel, context: ToolContext
+    ) -> object:
+        # The union of handler shapes is settled at registration (takes_context).
+        handler: Callable[..., Any] = tool.handler
+        call_args = (arguments, context) if tool.takes_context else (arguments,)
+        # asyncio.timeout tells our deadline apart from a TimeoutError the handler raises itself.
+        deadline = asyncio.timeout(tool.timeout_seconds)
+        try:
+            async with deadline:
+                if tool.is_async:
+                    return await handler(*call_args)
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(
+                    self._pool, functools.partial(handler, *call_args)
+                )
+        except TimeoutError as error:
+            if deadline.expired():
+                raise
+            raise RuntimeError("the handler raised TimeoutError itself") from error
+
+    def close(self) -> None:
+        """Stop the worker threads (waits for handlers that are still running)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dump(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False)

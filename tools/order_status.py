@@ -1,0 +1,69 @@
+"""get_order_status: where an order is and what state it is in."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.context import ToolContext
+from tools.execution import ToolBusinessError
+from tools.registry import RegisteredTool
+from tools.store import ShopStore
+
+GET_ORDER_STATUS_TOOL_NAME = "get_order_status"
+
+
+class GetOrderStatusArguments(BaseModel):
+    """Arguments the model writes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    order_id: str = Field(
+        pattern=r"^\d{4}$",
+        description="Четырёхзначный номер заказа, например 8041.",
+    )
+
+
+class OrderStatusResult(BaseModel):
+    """What the model may tell the customer about the order."""
+
+    order_id: str
+    status: str
+    status_text: str
+    updated_at: str
+    delivery_estimate: str | None
+    items: list[str]
+
+
+def build_order_status_tool(
+    store: ShopStore,
+) -> RegisteredTool[GetOrderStatusArguments, OrderStatusResult]:
+    """The order status tool over ``store``."""
+
+    def get_order_status(
+        arguments: GetOrderStatusArguments, context: ToolContext
+    ) -> OrderStatusResult:
+        order = store.find_order(arguments.order_id)
+        # An order owned by somebody else answers exactly like a missing one,
+        # so the tool never confirms that an order number exists.
+        if order is None or (
+            order.owner_user_id is not None and order.owner_user_id != context.user_id
+        ):
+            raise ToolBusinessError(
+                f"Заказ {arguments.order_id} не найден.", code="order_not_found"
+            )
+        return OrderStatusResult(
+            order_id=order.order_id,
+            status=order.status,
+            status_text=order.status_text,
+            updated_at=order.updated_at,
+            delivery_estimate=order.delivery_estimate,
+            items=list(order.items),
+        )
+
+    return RegisteredTool(
+        name=GET_ORDER_STATUS_TOOL_NAME,
+        description=(
+            "Возвращает актуальный статус заказа по его четырёхзначному номеру. "
+            "Используй для вопросов о статусе, доставке или местонахождении заказа."
+        ),
+        arguments_model=GetOrderStatusArguments,
+        handler=get_order_status,
+    )

@@ -1,0 +1,162 @@
+"""The allowlist of tools the model may call."""
+
+import copy
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from openai import pydantic_function_tool
+from pydantic import BaseModel
+
+from tools.context import ToolContext
+
+ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+ToolHandler = (
+    Callable[[ArgumentsT], ResultT | Awaitable[ResultT]]
+    | Callable[[ArgumentsT, ToolContext], ResultT | Awaitable[ResultT]]
+)
+
+_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+# Keywords OpenAI accepts in a strict function schema. Pydantic also emits
+# constraints such as minLength or default; those stay enforced by our own
+# validation of the arguments and are dropped from what the model sees.
+_STRICT_SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "anyOf",
+        "enum",
+        "const",
+        "description",
+        "title",
+        "$ref",
+        "$defs",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    }
+)
+_SCHEMA_MAPS = frozenset({"properties", "$defs"})
+
+
+def _strip_unsupported(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_strip_unsupported(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in _STRICT_SCHEMA_KEYWORDS:
+            continue
+        if key in _SCHEMA_MAPS:
+            cleaned[key] = {name: _strip_unsupported(sub) for name, sub in value.items()}
+        else:
+            cleaned[key] = _strip_unsupported(value)
+    return cleaned
+
+
+@dataclass(frozen=True)
+class RegisteredTool(Generic[ArgumentsT, ResultT]):
+    """A tool the application allows: its contract, its handler and its time limit.
+
+    The handler may be ``async def`` or a plain function (run in a worker
+    thread), and may take a second parameter, the :class:`ToolContext`.
+    """
+
+    name: str
+    description: str
+    arguments_model: type[ArgumentsT]
+    handler: ToolHandler[ArgumentsT, ResultT]
+    timeout_seconds: float = 2.0
+    takes_context: bool = field(init=False)
+    is_async: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        if _NAME_PATTERN.fullmatch(self.name) is None:
+            raise ValueError(
+                f"tool name {self.name!r} must match {_NAME_PATTERN.pattern}",
+            )
+        if not self.description.strip():
+            raise ValueError(f"tool {self.name!r} needs a non-empty description")
+        if not self.timeout_seconds > 0:
+            raise ValueError(f"tool {self.name!r} needs a positive timeout")
+        if self.arguments_model.model_config.get("extra") != "forbid":
+            raise ValueError(f"arguments model of tool {self.name!r} must set extra='forbid'")
+        parameters = list(inspect.signature(self.handler).parameters.values())
+        if len(parameters) not in (1, 2):
+            raise ValueError(
+                f"handler of tool {self.name!r} must take (arguments) or (arguments, context)",
+            )
+        object.__setattr__(self, "takes_context", len(parameters) == 2)
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
+
+    def to_api_schema(self) -> dict[str, Any]:
+        """The OpenAI function tool (``strict: true``) built from the arguments model."""
+        tool = pydantic_function_tool(
+            self.arguments_model,
+            name=self.name,
+            description=self.description.strip(),
+        )
+        function = dict(tool["function"])
+        parameters = _strip_unsupported(function.get("parameters", {}))
+        # The model's docstring is for developers; the tool description speaks to the model.
+        parameters.pop("description", None)
+        function["parameters"] = parameters
+        return {"type": "function", "function": function}
+
+
+class ToolRegistryError(RuntimeError):
+    """Base of the registry's errors."""
+
+
+class DuplicateToolError(ToolRegistryError):
+    """A tool with that name is registered already."""
+
+
+class ToolNotRegisteredError(ToolRegistryError):
+    """No tool with that name is registered."""
+
+
+class ToolRegistry:
+    """The tools the application allows, by name, in registration order."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, RegisteredTool[Any, Any]] = {}
+        self._schemas: tuple[dict[str, Any], ...] = ()
+
+    def register(self, tool: RegisteredTool[Any, Any]) -> None:
+        """Add a tool; a second tool with the same name is refused."""
+        if tool.name in self._tools:
+            raise DuplicateToolError(f"tool already registered: {tool.name}")
+        self._tools[tool.name] = tool
+        # Schemas are built once here, not on every model request.
+        self._schemas = (*self._schemas, tool.to_api_schema())
+
+    def get(self, name: str) -> RegisteredTool[Any, Any]:
+        """The tool registered under ``name``."""
+        try:
+            return self._tools[name]
+        except KeyError as error:
+            raise ToolNotRegisteredError(f"tool not registered: {name!r}") from error
+
+    def names(self) -> tuple[str, ...]:
+        """Registered names, in registration order."""
+        return tuple(self._tools)
+
+    def api_schemas(self) -> list[dict[str, Any]]:
+        """A new list of the tools' API schemas, in registration order."""
+        return copy.deepcopy(list(self._schemas))

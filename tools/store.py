@@ -1,0 +1,86 @@
+"""The shop data the tools read: a JSON export (the demo file ships with the project)."""
+
+from datetime import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_STORE_PATH = Path(__file__).with_name("demo_store.json")
+
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Order(_Frozen):
+    """One order; ``owner_user_id`` (a Telegram user id) restricts who may see it."""
+
+    order_id: str = Field(pattern=r"^\d{4}$")
+    status: str
+    status_text: str
+    updated_at: str
+    delivery_estimate: str | None = None
+    items: tuple[str, ...] = ()
+    owner_user_id: int | None = None
+
+
+class ReturnPolicy(_Frozen):
+    """Return terms for one product kind."""
+
+    product: str
+    return_days: int = Field(gt=0)
+    conditions: str
+
+
+class Product(_Frozen):
+    """One catalogue item."""
+
+    sku: str
+    name: str
+    category: str
+    price_rub: int = Field(ge=0)
+    in_stock: bool
+
+
+class SupportHours(_Frozen):
+    """Weekly opening hours in the shop's time zone (``None``: closed that day)."""
+
+    timezone: str
+    weekly: dict[Weekday, tuple[time, time] | None]
+    contact: str
+
+    @field_validator("weekly")
+    @classmethod
+    def _every_day_listed(
+        cls, weekly: dict[Weekday, tuple[time, time] | None]
+    ) -> dict[Weekday, tuple[time, time] | None]:
+        missing = [day for day in WEEKDAYS if day not in weekly]
+        if missing:
+            raise ValueError(f"support hours miss days: {', '.join(missing)}")
+        return weekly
+
+
+class ShopStore(_Frozen):
+    """Everything the tools can look up, loaded once at start."""
+
+    orders: tuple[Order, ...]
+    return_policies: tuple[ReturnPolicy, ...]
+    products: tuple[Product, ...]
+    support_hours: SupportHours
+
+    @classmethod
+    def load(cls, path: Path = DEFAULT_STORE_PATH) -> "ShopStore":
+        """Read and validate a store file (raises ``OSError`` or ``ValidationError``)."""
+        return cls.model_validate_json(path.read_bytes())
+
+    def find_order(self, order_id: str) -> Order | None:
+        """The order with that number, if any."""
+        return next((order for order in self.orders if order.order_id == order_id), None)
+
+    def find_return_policy(self, product: str) -> ReturnPolicy | None:
+        """The policy for a normalised product name, if any."""
+        return next((p for p in self.return_policies if p.product == product), None)

@@ -1,0 +1,89 @@
+"""get_support_hours: the support schedule and whether support is open now."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime, time
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict
+
+from tools.registry import RegisteredTool
+from tools.store import WEEKDAYS, ShopStore
+
+GET_SUPPORT_HOURS_TOOL_NAME = "get_support_hours"
+
+_DAY_NAMES = {
+    "mon": "понедельник",
+    "tue": "вторник",
+    "wed": "среда",
+    "thu": "четверг",
+    "fri": "пятница",
+    "sat": "суббота",
+    "sun": "воскресенье",
+}
+
+
+class GetSupportHoursArguments(BaseModel):
+    """The tool takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class DayHours(BaseModel):
+    """Opening hours of one weekday (``None``: closed)."""
+
+    day: str
+    opens: str | None
+    closes: str | None
+
+
+class SupportHoursResult(BaseModel):
+    """The schedule and the state right now."""
+
+    timezone: str
+    open_now: bool
+    local_time: str
+    schedule: list[DayHours]
+    contact: str
+
+
+def _hhmm(value: time) -> str:
+    return value.strftime("%H:%M")
+
+
+def build_support_hours_tool(
+    store: ShopStore,
+    timezone: str | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> RegisteredTool[GetSupportHoursArguments, SupportHoursResult]:
+    """The support hours tool; ``timezone`` overrides the store's, ``clock`` is for tests."""
+    hours = store.support_hours
+    zone = ZoneInfo(timezone or hours.timezone)
+
+    def get_support_hours(arguments: GetSupportHoursArguments) -> SupportHoursResult:
+        now = clock().astimezone(zone)
+        today = hours.weekly[WEEKDAYS[now.weekday()]]
+        open_now = today is not None and today[0] <= now.time().replace(tzinfo=None) < today[1]
+        return SupportHoursResult(
+            timezone=zone.key,
+            open_now=open_now,
+            local_time=now.strftime("%Y-%m-%d %H:%M"),
+            schedule=[
+                DayHours(
+                    day=_DAY_NAMES[day],
+                    opens=_hhmm(span[0]) if (span := hours.weekly[day]) else None,
+                    closes=_hhmm(span[1]) if span else None,
+                )
+                for day in WEEKDAYS
+            ],
+            contact=hours.contact,
+        )
+
+    return RegisteredTool(
+        name=GET_SUPPORT_HOURS_TOOL_NAME,
+        description=(
+            "Возвращает часы работы поддержки и открыта ли она сейчас. "
+            "Используй для вопросов о графике работы и о том, когда ответит оператор."
+        ),
+        arguments_model=GetSupportHoursArguments,
+        handler=get_support_hours,
+    )
