@@ -3,12 +3,14 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tools.store import DEFAULT_STORE_PATH
 
-_ENV = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+_ENV = SettingsConfigDict(
+    env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+)
 
 
 def _env(name: str) -> AliasChoices:
@@ -220,3 +222,13 @@ class _LogSettings(BaseSettings):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", validation_alias=_env("LOG_LEVEL")
     )
+
+
+def describe_settings_error(error: ValidationError) -> list[str]:
+    """One line per problem, naming the environment variable (never its value)."""
+    lines = []
+    for problem in error.errors(include_input=False, include_url=False):
+        name = ".".join(str(part) for part in problem["loc"])
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        lines.append(f"{name}: {message}" if name else message)
+    return lines

@@ -193,8 +193,8 @@ def _require_text(result: LLMResult) -> str:
     return text
 
 
-def _sum_usage(values: Sequence[int | None]) -> int | None:
-    # An unknown count makes the sum unknown: a partial sum would look exact.
+def sum_usage(values: Sequence[int | None]) -> int | None:
+    """The sum of token counts, or ``None`` if any is unknown (a partial sum would look exact)."""
     if any(value is None for value in values):
         return None
     return sum(value for value in values if value is not None)
@@ -206,9 +206,9 @@ def _build_result(
     return ToolLoopResult(
         text=text,
         model=llm_results[-1].model,
-        prompt_tokens=_sum_usage([r.prompt_tokens for r in llm_results]),
-        completion_tokens=_sum_usage([r.completion_tokens for r in llm_results]),
-        total_tokens=_sum_usage([r.total_tokens for r in llm_results]),
+        prompt_tokens=sum_usage([r.prompt_tokens for r in llm_results]),
+        completion_tokens=sum_usage([r.completion_tokens for r in llm_results]),
+        total_tokens=sum_usage([r.total_tokens for r in llm_results]),
         response_ids=tuple(r.response_id for r in llm_results),
         model_steps=len(llm_results),
         tool_calls_count=len(audit_records),

@@ -1,0 +1,211 @@
+"""The composition root: builds every component once, closes them in reverse order."""
+
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from bot.audit.pseudonym import ChatPseudonymizer
+from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.chat_service import ChatLimits, ChatService
+from bot.history import HistoryWindow
+from bot.llm.offline import OfflineChatModel
+from bot.llm.openai_client import OpenAIChatClient
+from bot.llm.types import ToolCallingClient
+from bot.sessions.redis_store import RedisSessionStore
+from bot.settings import Settings
+from bot.summary import ConversationSummaryService
+from bot.tool_loop import BoundedToolLoop
+from prompts.registry import (
+    SUMMARY_PROMPT_ID,
+    SUPPORT_CHAT_PROMPT_ID,
+    UnknownPromptError,
+    build_default_prompt_registry,
+)
+from prompts.template import PromptTemplate
+from tools.default_registry import build_default_tool_registry
+from tools.execution import ToolExecutor
+from tools.registry import ToolRegistry
+from tools.store import ShopStore
+
+logger = logging.getLogger(__name__)
+
+# Added to the longest possible turn so that a lease never expires under a live turn.
+LEASE_MARGIN_SECONDS = 30.0
+
+
+class StartupError(RuntimeError):
+    """The application cannot start; ``str()`` is one line for the operator."""
+
+
+@dataclass(frozen=True)
+class Application:
+    """Every long-lived component, built by :func:`build_application`."""
+
+    settings: Settings
+    redis: "aioredis.Redis"
+    shop: ShopStore
+    llm: ToolCallingClient
+    registry: ToolRegistry
+    executor: ToolExecutor
+    loop: BoundedToolLoop
+    audit: RedisStreamAuditSink
+    sessions: RedisSessionStore
+    chat: ChatService
+
+    async def aclose(self) -> None:
+        """Close in reverse order of construction; in-flight summaries get a short grace."""
+        await self.chat.drain(grace_seconds=5.0)
+        self.executor.close()
+        await self.llm.close()
+        await self.redis.aclose()
+
+
+def redacted_url(url: str) -> str:
+    """The URL without its password, for logs and error lines."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def turn_lease_seconds(settings: Settings) -> float:
+    """The longest a turn can take: every model call with its retries, every tool, a margin."""
+    llm = settings.llm
+    model_time = llm.timeout_seconds * (llm.max_retries + 1) * settings.tools.max_steps
+    # Tools run with their own timeouts (2 s by default); the cap bounds how many run.
+    tool_time = 10.0 * settings.tools.max_calls_per_turn
+    return model_time + tool_time + LEASE_MARGIN_SECONDS
+
+
+def _build_llm(settings: Settings, shop: ShopStore) -> ToolCallingClient:
+    llm = settings.llm
+    if llm.backend == "offline":
+        return OfflineChatModel(shop)
+    assert llm.api_key is not None  # noqa: S101 - LLMSettings refuses the openai backend without a key
+    return OpenAIChatClient.create(
+        api_key=llm.api_key.get_secret_value(),
+        base_url=llm.base_url,
+        model=llm.model,
+        timeout_seconds=llm.timeout_seconds,
+        max_retries=llm.max_retries,
+        instructions_role=llm.instructions_role,
+    )
+
+
+def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
+    registry = build_default_prompt_registry()
+    try:
+        return (
+            registry.get(SUPPORT_CHAT_PROMPT_ID, settings.prompts.support_chat_version),
+            registry.get(SUMMARY_PROMPT_ID, settings.prompts.summary_version),
+        )
+    except UnknownPromptError as error:
+        raise StartupError(str(error)) from error
+
+
+async def connect_redis(settings: Settings) -> "aioredis.Redis":
+    """A client to ``REDIS_URL`` that answered PING, or :class:`StartupError`."""
+    url = settings.redis.url.get_secret_value()
+    timeout = settings.redis.socket_timeout_seconds
+    try:
+        client = aioredis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            health_check_interval=30,
+        )
+    except ValueError as error:
+        raise StartupError(f"REDIS_URL is not a valid Redis URL: {redacted_url(url)}") from error
+    try:
+        await client.ping()
+    except (RedisError, OSError) as error:
+        await client.aclose()
+        raise StartupError(
+            f"Redis is unreachable at {redacted_url(url)}: {type(error).__name__}"
+        ) from error
+    return client
+
+
+async def build_application(
+    settings: Settings, llm: ToolCallingClient | None = None
+) -> Application:
+    """Build everything; ``llm`` replaces the configured model client (tests, benchmarks)."""
+    support_prompt, summary_prompt = _prompts(settings)
+    try:
+        shop = ShopStore.load(settings.tools.data_path)
+    except (OSError, ValidationError) as error:
+        raise StartupError(
+            f"TOOL_DATA_PATH {settings.tools.data_path} cannot be read as a shop store"
+        ) from error
+    redis = await connect_redis(settings)
+    client = llm or _build_llm(settings, shop)
+    registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
+    executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
+    loop = BoundedToolLoop(
+        client,
+        registry,
+        executor,
+        max_steps=settings.tools.max_steps,
+        max_tool_calls=settings.tools.max_calls_per_turn,
+    )
+    audit_settings = settings.audit
+    pseudonymizer = (
+        ChatPseudonymizer(audit_settings.hmac_key.get_secret_value().encode())
+        if audit_settings.pseudonymize_chat_ids and audit_settings.hmac_key is not None
+        else None
+    )
+    audit = RedisStreamAuditSink(
+        redis,
+        stream=audit_settings.stream,
+        maxlen=audit_settings.stream_maxlen,
+        pseudonymizer=pseudonymizer,
+    )
+    sessions = RedisSessionStore(
+        redis,
+        key_prefix=settings.redis.key_prefix,
+        ttl_seconds=settings.session.ttl_seconds,
+        archive_ttl_seconds=settings.session.archive_ttl_seconds,
+    )
+    chat = ChatService(
+        store=sessions,
+        loop=loop,
+        window=HistoryWindow(settings.session.history_token_budget),
+        summaries=ConversationSummaryService(client, summary_prompt),
+        audit=audit,
+        prompt=support_prompt,
+        limits=ChatLimits(
+            lease_seconds=turn_lease_seconds(settings),
+            wait_seconds=settings.session.lock_wait_seconds,
+            max_message_chars=settings.session.message_max_chars,
+        ),
+        model_name=client.model_name,
+    )
+    logger.info(
+        "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
+        settings.llm.backend if llm is None else "injected",
+        client.model_name,
+        support_prompt.prompt_id,
+        support_prompt.version,
+        redacted_url(settings.redis.url.get_secret_value()),
+        ",".join(registry.names()),
+    )
+    return Application(
+        settings=settings,
+        redis=redis,
+        shop=shop,
+        llm=client,
+        registry=registry,
+        executor=executor,
+        loop=loop,
+        audit=audit,
+        sessions=sessions,
+        chat=chat,
+    )

@@ -1,0 +1,1 @@
+"""Conversation sessions: the stored model, the store seam and its Redis implementation."""

@@ -1,0 +1,58 @@
+"""The session store seam: load under a lease, commit version-checked, archive."""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.sessions.models import ConversationSession
+
+
+class SessionStoreError(RuntimeError):
+    """Base of the store's failures."""
+
+
+class SessionStoreUnavailableError(SessionStoreError):
+    """The backing store cannot be reached."""
+
+
+class SessionLockTimeoutError(SessionStoreError):
+    """Another turn held the conversation longer than the wait allows."""
+
+
+class SessionConflictError(SessionStoreError):
+    """The stored session changed since it was loaded: this write would lose a newer one."""
+
+
+@dataclass(frozen=True, slots=True)
+class LockedSession:
+    """A conversation held by this process: its session (``None`` if new) and version."""
+
+    conversation_key: str
+    token: str
+    session: ConversationSession | None
+    version: str
+
+
+class SessionStore(Protocol):
+    """Where sessions live; one implementation per backend."""
+
+    async def acquire(
+        self, conversation_key: str, *, lease_seconds: float, wait_seconds: float
+    ) -> LockedSession:
+        """Take the conversation's lease and load its session."""
+        ...
+
+    async def commit(self, locked: LockedSession, session: ConversationSession) -> None:
+        """Save ``session`` if nobody saved since ``locked`` was loaded, then release."""
+        ...
+
+    async def release(self, locked: LockedSession) -> None:
+        """Give the lease back without saving."""
+        ...
+
+    async def archive(self, locked: LockedSession) -> None:
+        """Move the session aside (for staff) and release: the conversation starts fresh."""
+        ...
+
+    async def load(self, conversation_key: str) -> ConversationSession | None:
+        """Read the session without the lease (for background work and inspection)."""
+        ...

@@ -1,0 +1,30 @@
+"""What every entry point does first: read settings, set up logging."""
+
+import logging
+import sys
+
+from pydantic import ValidationError
+
+from bot.settings import Settings, describe_settings_error
+
+
+def load_settings() -> Settings | None:
+    """Settings from the environment, or ``None`` after printing one line per problem."""
+    try:
+        return Settings.from_env()
+    except ValidationError as error:
+        for line in describe_settings_error(error):
+            print(f"configuration error: {line}", file=sys.stderr)
+        return None
+
+
+def configure_logging(level: str) -> None:
+    """Plain, one-line log records on stderr."""
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # The HTTP clients log every request at INFO; that is noise for an operator.
+    for noisy in ("httpx", "openai", "aiogram.event"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,54 @@
+"""Collects one turn's audit entries as they happen, for one write at the end."""
+
+from dataclasses import dataclass, field
+
+from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
+from bot.llm.types import LLMResult
+from bot.tool_loop import sum_usage
+from tools.execution import ToolAuditRecord
+
+
+@dataclass
+class TurnAuditRecorder:
+    """A :class:`~bot.tool_loop.ToolLoopObserver` that remembers what one turn did."""
+
+    chat_id: str
+    turn_id: str
+    model: str
+    tool_entries: list[ToolAuditEntry] = field(default_factory=list)
+    responses: list[LLMResult] = field(default_factory=list)
+
+    def on_model_response(self, step: int, result: LLMResult) -> None:
+        """Remember the response for the turn's counts."""
+        self.responses.append(result)
+
+    def on_tool_executed(self, step: int, record: ToolAuditRecord) -> None:
+        """Remember the execution as a tool entry."""
+        self.tool_entries.append(
+            ToolAuditEntry(record=record, chat_id=self.chat_id, turn_id=self.turn_id, step=step)
+        )
+
+    def entries(
+        self, outcome: str, latency_ms: float, prompt_id: str, prompt_version: str
+    ) -> list[AuditEntry]:
+        """The tool entries in order, then the turn entry."""
+        turn = TurnAuditEntry(
+            chat_id=self.chat_id,
+            turn_id=self.turn_id,
+            outcome=outcome,
+            model=self.responses[-1].model if self.responses else self.model,
+            model_steps=len(self.responses),
+            tool_calls=len(self.tool_entries),
+            tool_names=tuple(entry.record.tool_name for entry in self.tool_entries),
+            prompt_tokens=_usage([r.prompt_tokens for r in self.responses]),
+            completion_tokens=_usage([r.completion_tokens for r in self.responses]),
+            total_tokens=_usage([r.total_tokens for r in self.responses]),
+            latency_ms=latency_ms,
+            prompt_id=prompt_id,
+            prompt_version=prompt_version,
+        )
+        return [*self.tool_entries, turn]
+
+
+def _usage(values: list[int | None]) -> int | None:
+    return sum_usage(values) if values else None

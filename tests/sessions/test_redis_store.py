@@ -1,0 +1,228 @@
+"""RedisSessionStore against a real redis-server."""
+
+import asyncio
+import json
+import logging
+from datetime import UTC, datetime
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.sessions.models import ConversationSession
+from bot.sessions.redis_store import RedisSessionStore
+from bot.sessions.store import (
+    SessionConflictError,
+    SessionLockTimeoutError,
+    SessionStoreUnavailableError,
+)
+from tests.support.redis_server import RedisServer
+
+TTL = 3600
+ARCHIVE_TTL = 7200
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def make_store(client: aioredis.Redis) -> RedisSessionStore:
+    return RedisSessionStore(
+        client, key_prefix="t", ttl_seconds=TTL, archive_ttl_seconds=ARCHIVE_TTL
+    )
+
+
+def session_for(key: str, turns: int = 1) -> ConversationSession:
+    session = ConversationSession.start(key, NOW, "support_chat", "1.2.0")
+    for i in range(turns):
+        session = session.with_turn(f"вопрос {i}", f"ответ {i}", NOW, "1.2.0")
+    return session
+
+
+async def test_a_new_conversation_has_no_session_and_an_empty_version(redis_client):
+    store = make_store(redis_client)
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    assert locked.session is None
+    assert locked.version == ""
+    await store.release(locked)
+
+
+async def test_a_committed_session_survives_new_store_and_client_objects(
+    redis_client, redis_server
+):
+    store = make_store(redis_client)
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    session = session_for("100", turns=2)
+    await store.commit(locked, session)
+
+    other_client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        fresh = make_store(other_client)
+        relocked = await fresh.acquire("100", lease_seconds=5, wait_seconds=1)
+        assert relocked.session == session
+        assert relocked.version == "1"
+        await fresh.release(relocked)
+    finally:
+        await other_client.aclose()
+
+
+async def test_commit_sets_the_ttl_and_every_commit_refreshes_it(redis_client):
+    store = make_store(redis_client)
+    key = store.key("100", "session")
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    await store.commit(locked, session_for("100"))
+    assert 0 < await redis_client.ttl(key) <= TTL
+
+    await redis_client.expire(key, 10)
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    await store.commit(locked, session_for("100", turns=2))
+    assert await redis_client.ttl(key) > TTL - 5
+
+
+async def test_two_conversations_are_isolated(redis_client):
+    store = make_store(redis_client)
+    for key, turns in (("1", 1), ("2", 3)):
+        locked = await store.acquire(key, lease_seconds=5, wait_seconds=1)
+        await store.commit(locked, session_for(key, turns))
+    first = await store.load("1")
+    second = await store.load("2")
+    assert first is not None and len(first.messages) == 2
+    assert second is not None and len(second.messages) == 6
+
+
+async def test_every_key_of_a_conversation_shares_one_cluster_hash_tag(redis_client):
+    store = make_store(redis_client)
+    locked = await store.acquire("-100123", lease_seconds=5, wait_seconds=1)
+    await store.commit(locked, session_for("-100123"))
+    locked = await store.acquire("-100123", lease_seconds=5, wait_seconds=1)
+    await store.archive(locked)
+    keys = [key.decode() for key in await redis_client.keys("t:*")]
+    assert keys
+    assert all(key.startswith("t:{-100123}:") for key in keys)
+
+
+async def test_a_second_turn_waits_a_bounded_time_for_the_lease(redis_client):
+    store = make_store(redis_client)
+    held = await store.acquire("100", lease_seconds=30, wait_seconds=1)
+    with pytest.raises(SessionLockTimeoutError):
+        await store.acquire("100", lease_seconds=30, wait_seconds=0.2)
+    await store.release(held)
+    again = await store.acquire("100", lease_seconds=30, wait_seconds=0.2)
+    await store.release(again)
+
+
+async def test_a_lease_of_a_dead_process_expires(redis_client):
+    store = make_store(redis_client)
+    await store.acquire("100", lease_seconds=0.2, wait_seconds=1)  # never released
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=3)
+    assert locked.session is None
+    await store.release(locked)
+
+
+async def test_a_lost_lease_never_overwrites_a_newer_session(redis_client):
+    store = make_store(redis_client)
+    slow = await store.acquire("100", lease_seconds=0.1, wait_seconds=1)
+    await asyncio.sleep(0.2)  # the slow turn's lease runs out
+    fast = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    newer = session_for("100", turns=1)
+    await store.commit(fast, newer)
+
+    with pytest.raises(SessionConflictError):
+        await store.commit(slow, session_for("100", turns=5))
+    assert await store.load("100") == newer
+
+
+async def test_a_corrupt_entry_is_quarantined_and_the_conversation_starts_fresh(
+    redis_client, caplog
+):
+    store = make_store(redis_client)
+    await redis_client.hset(store.key("100", "session"), mapping={"v": "3", "d": "{not json"})
+    with caplog.at_level(logging.WARNING):
+        locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    assert locked.session is None
+    assert "unreadable" in caplog.text
+
+    quarantined = await redis_client.keys("t:{100}:quarantine:*")
+    assert len(quarantined) == 1
+    assert await redis_client.hget(quarantined[0], "d") == b"{not json"
+    assert 0 < await redis_client.ttl(quarantined[0]) <= ARCHIVE_TTL
+
+    fresh = session_for("100")
+    await store.commit(locked, fresh)
+    assert await store.load("100") == fresh
+
+
+async def test_an_entry_of_an_older_schema_is_quarantined_not_misread(redis_client):
+    store = make_store(redis_client)
+    old = session_for("100").model_dump(mode="json")
+    old["schema_version"] = 0
+    await redis_client.hset(
+        store.key("100", "session"),
+        mapping={"v": "1", "d": json.dumps(old)},
+    )
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    assert locked.session is None
+    assert len(await redis_client.keys("t:{100}:quarantine:*")) == 1
+    await store.release(locked)
+
+
+async def test_archive_moves_the_session_aside_with_its_own_ttl(redis_client):
+    store = make_store(redis_client)
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    session = session_for("100", turns=2)
+    await store.commit(locked, session)
+
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    await store.archive(locked)
+    assert await store.load("100") is None
+    archive_key = store.key("100", f"archive:{session.session_id}")
+    assert (
+        ConversationSession.model_validate_json(await redis_client.hget(archive_key, "d"))
+        == session
+    )
+    assert TTL < await redis_client.ttl(archive_key) <= ARCHIVE_TTL
+    # The lease was released with the archive.
+    again = await store.acquire("100", lease_seconds=5, wait_seconds=0.1)
+    assert again.session is None
+    await store.release(again)
+
+
+# Commands our scripts run inside Redis; commandstats counts them too.
+SCRIPT_INTERNAL = {
+    "cmdstat_set",
+    "cmdstat_hmget",
+    "cmdstat_get",
+    "cmdstat_hget",
+    "cmdstat_hset",
+    "cmdstat_expire",
+    "cmdstat_del",
+}
+
+
+async def test_one_turn_costs_two_redis_round_trips(redis_client):
+    store = make_store(redis_client)
+    warm = await store.acquire("100", lease_seconds=5, wait_seconds=1)  # scripts get cached
+    await store.commit(warm, session_for("100"))
+
+    await redis_client.config_resetstat()
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    await store.commit(locked, session_for("100", turns=2))
+    stats = await redis_client.info("commandstats")
+    calls = {
+        name: value["calls"]
+        for name, value in stats.items()
+        if name not in ("cmdstat_config|resetstat", "cmdstat_info")
+    }
+    assert calls.pop("cmdstat_evalsha") == 2
+    assert set(calls) <= SCRIPT_INTERNAL, calls
+
+
+async def test_an_unreachable_redis_is_reported_as_unavailable(own_redis_server: RedisServer):
+    client = aioredis.Redis.from_url(
+        own_redis_server.url, socket_timeout=1, socket_connect_timeout=1
+    )
+    store = make_store(client)
+    own_redis_server.stop()
+    try:
+        with pytest.raises(SessionStoreUnavailableError):
+            await store.acquire("100", lease_seconds=5, wait_seconds=1)
+        with pytest.raises(SessionStoreUnavailableError):
+            await store.load("100")
+    finally:
+        await client.aclose()
