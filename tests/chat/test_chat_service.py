@@ -1,0 +1,287 @@
+"""ChatService with a real Redis: sessions, failures, summaries, /new, concurrency."""
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.chat_errors import (
+    ChatBadRequestError,
+    ChatLimitError,
+    ChatModelProtocolError,
+    ChatModelUnavailableError,
+    ChatStorageError,
+    ChatToolFailureError,
+    EmptyMessageError,
+    MessageTooLongError,
+)
+from bot.chat_service import ChatLimits, ChatService
+from bot.history import HistoryWindow
+from bot.llm.errors import LLMRequestError, LLMTimeoutError
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.sessions.redis_store import RedisSessionStore
+from bot.summary import ConversationSummaryService
+from bot.tool_loop import BoundedToolLoop
+from bot.turns import new_turn_id
+from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
+from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
+from tests.support.redis_server import RedisServer
+from tests.support.scripted_client import ScriptedClient, echo_responder, text_result, tool_result
+from tools.context import ToolContext
+from tools.default_registry import build_default_tool_registry
+from tools.execution import ToolExecutor
+from tools.store import ShopStore
+
+STREAM = "t:audit"
+
+
+class Harness:
+    """One ChatService over a Redis client, with everything it needs."""
+
+    def __init__(
+        self, client: aioredis.Redis, llm: ScriptedClient, budget: int = 2000, max_steps: int = 3
+    ) -> None:
+        self.redis = client
+        self.llm = llm
+        registry = build_default_tool_registry(ShopStore.load())
+        self.executor = ToolExecutor(registry)
+        self.store = RedisSessionStore(
+            client, key_prefix="t", ttl_seconds=3600, archive_ttl_seconds=7200
+        )
+        self.chat = ChatService(
+            store=self.store,
+            loop=BoundedToolLoop(llm, registry, self.executor, max_steps=max_steps),
+            window=HistoryWindow(budget),
+            summaries=ConversationSummaryService(llm, SUMMARY_PROMPT_V1_0_0),
+            audit=RedisStreamAuditSink(client, stream=STREAM, maxlen=10_000),
+            prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
+            limits=ChatLimits(lease_seconds=30, wait_seconds=10, max_message_chars=500),
+            model_name="scripted",
+        )
+
+    async def ask(self, key: str, text: str, user_id: int | None = None):
+        return await self.chat.reply(key, text, ToolContext(key, user_id, new_turn_id()))
+
+    async def history(self, key: str) -> list[tuple[str, str]]:
+        session = await self.store.load(key)
+        return [] if session is None else [(m.role, m.content) for m in session.messages]
+
+    async def audit_entries(self) -> list[dict[str, str]]:
+        entries = await self.redis.xrange(STREAM)
+        return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in entries]
+
+    async def close(self) -> None:
+        await self.chat.drain(grace_seconds=5)
+        self.executor.close()
+
+
+@pytest.fixture
+async def make_harness(redis_client):
+    made: list[Harness] = []
+
+    def factory(llm: ScriptedClient | None = None, **kwargs) -> Harness:
+        harness = Harness(redis_client, llm or ScriptedClient(echo_responder), **kwargs)
+        made.append(harness)
+        return harness
+
+    yield factory
+    for harness in made:
+        await harness.close()
+
+
+def raising(error: Exception):
+    def responder(messages, tools, tool_choice):
+        raise error
+
+    return responder
+
+
+async def test_a_tool_turn_stores_only_the_question_and_the_final_answer(make_harness):
+    script = iter([tool_result("get_order_status", {"order_id": "8041"}), text_result("В пути.")])
+    harness = make_harness(ScriptedClient(lambda m, t, c: next(script)))
+    reply = await harness.ask("1", "Где заказ 8041?")
+
+    assert reply.text == "В пути."
+    assert reply.tool_names == ("get_order_status",)
+    assert reply.model_steps == 2
+    assert len(reply.response_ids) == 2 and reply.response_id == reply.response_ids[-1]
+    assert await harness.history("1") == [("user", "Где заказ 8041?"), ("assistant", "В пути.")]
+
+
+async def test_history_is_sent_to_the_model_on_the_next_turn(make_harness):
+    harness = make_harness()
+    await harness.ask("1", "первый")
+    await harness.ask("1", "второй")
+    sent = harness.llm.requests[-1][0]
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("user", "первый"),
+        ("assistant", "Ответ: первый"),
+        ("user", "второй"),
+    ]
+
+
+async def test_sessions_survive_a_restart_of_the_service_objects(make_harness, redis_server):
+    await make_harness().ask("1", "до перезапуска")
+    other = aioredis.Redis.from_url(redis_server.url)
+    try:
+        restarted = Harness(other, ScriptedClient(echo_responder))
+        reply = await restarted.ask("1", "после")
+        await restarted.close()
+    finally:
+        await other.aclose()
+    assert reply.history_messages == 4
+    assert reply.context_history_messages == 2
+
+
+async def test_two_conversations_do_not_see_each_other(make_harness):
+    harness = make_harness()
+    await harness.ask("1", "секрет первого")
+    await harness.ask("2", "вопрос второго")
+    sent = harness.llm.requests[-1][0]
+    assert all("секрет первого" not in str(m.get("content")) for m in sent)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [("", EmptyMessageError), ("   \n\t", EmptyMessageError), ("я" * 501, MessageTooLongError)],
+)
+async def test_bad_input_is_refused_without_a_model_call(make_harness, text, error):
+    harness = make_harness()
+    with pytest.raises(error) as raised:
+        await harness.ask("1", text)
+    assert harness.llm.requests == []
+    assert str(raised.value)  # a message fit for the customer
+    assert (await harness.audit_entries())[-1]["outcome"] == error.kind
+
+
+@pytest.mark.parametrize(
+    ("responder", "error"),
+    [
+        (raising(LLMTimeoutError("slow")), ChatModelUnavailableError),
+        (raising(LLMRequestError("context too long")), ChatBadRequestError),
+        (lambda m, t, c: text_result("   "), ChatModelProtocolError),
+        (lambda m, t, c: tool_result("delete_everything", {}), ChatToolFailureError),
+        (lambda m, t, c: tool_result("get_order_status", {"order_id": "x"}), ChatToolFailureError),
+        (lambda m, t, c: tool_result("get_support_hours", {}), ChatLimitError),
+    ],
+)
+async def test_a_failed_turn_names_its_kind_and_writes_no_half_turn(make_harness, responder, error):
+    harness = make_harness(
+        ScriptedClient(echo_responder), max_steps=1 if error is ChatLimitError else 3
+    )
+    await harness.ask("1", "было до")
+    harness.llm.responder = responder
+    turn_id = new_turn_id()
+    with pytest.raises(error) as raised:
+        await harness.chat.reply("1", "Где заказ?", ToolContext("1", None, turn_id))
+    assert raised.value.turn_id == turn_id
+    assert raised.value.__cause__ is not None
+    assert await harness.history("1") == [("user", "было до"), ("assistant", "Ответ: было до")]
+    turn_entry = (await harness.audit_entries())[-1]
+    assert turn_entry["type"] == "turn"
+    assert turn_entry["turn_id"] == turn_id
+    assert turn_entry["outcome"] == error.kind
+
+
+async def test_redis_down_is_a_storage_error_and_the_next_turn_works_after_restart(
+    own_redis_server: RedisServer,
+):
+    client = aioredis.Redis.from_url(
+        own_redis_server.url, socket_timeout=1, socket_connect_timeout=1
+    )
+    harness = Harness(client, ScriptedClient(echo_responder))
+    try:
+        await harness.ask("1", "первый")
+        own_redis_server.stop()
+        with pytest.raises(ChatStorageError):
+            await harness.ask("1", "во время сбоя")
+        own_redis_server.start()
+        reply = await harness.ask("1", "после")
+        assert reply.text == "Ответ: после"
+    finally:
+        await harness.close()
+        await client.aclose()
+
+
+async def test_new_archives_the_session_and_the_model_sees_no_history(make_harness):
+    harness = make_harness()
+    first = await harness.ask("1", "старый вопрос")
+    await harness.chat.reset("1")
+    reply = await harness.ask("1", "новый вопрос")
+    assert reply.session_id != first.session_id
+    assert reply.context_history_messages == 0
+    assert [m["role"] for m in harness.llm.requests[-1][0]] == ["developer", "user"]
+    archive = harness.store.key("1", f"archive:{first.session_id}")
+    assert await harness.redis.exists(archive) == 1
+
+
+def summarising(fail_summaries: list[bool]):
+    """Echo answers; summary requests fail while ``fail_summaries`` says so."""
+
+    def responder(
+        messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
+    ) -> LLMResult:
+        if not tools and fail_summaries and fail_summaries.pop(0):
+            raise LLMTimeoutError("summary model down")
+        return echo_responder(messages, tools, choice)
+
+    return responder
+
+
+async def test_old_messages_are_folded_into_a_summary_after_the_reply(make_harness):
+    harness = make_harness(ScriptedClient(summarising([])), budget=150)
+    replies = [await harness.ask("1", f"вопрос номер {i} " + "я" * 60) for i in range(6)]
+    await harness.chat.drain(grace_seconds=5)
+
+    assert any(reply.summary_updated for reply in replies)
+    session = await harness.store.load("1")
+    assert session is not None
+    assert session.summary == "Краткое резюме прошлых сообщений."
+    assert session.summarized_messages > 0
+    assert len(session.messages) + session.summarized_messages == 12
+    # The summary request carried the old messages as data, with no tools.
+    summary_requests = [r for r in harness.llm.requests if not r[1]]
+    assert summary_requests and "<messages>" in summary_requests[0][0][1]["content"]
+
+    await harness.ask("1", "следующий")
+    sent = harness.llm.requests[-1][0]
+    assert "<conversation_summary>" in sent[1]["content"]
+
+
+async def test_a_failed_summary_keeps_everything_and_is_retried_later(make_harness):
+    failures = [True]
+    harness = make_harness(ScriptedClient(summarising(failures)), budget=150)
+    for i in range(4):
+        await harness.ask("1", f"вопрос номер {i} " + "я" * 60)
+        await harness.chat.drain(grace_seconds=5)
+        session = await harness.store.load("1")
+        assert session is not None
+        if session.summary is not None:
+            break
+    assert failures == []  # the failing attempt happened
+    assert session.summary is not None  # and a later turn retried successfully
+    assert len(session.messages) + session.summarized_messages == (i + 1) * 2
+
+
+async def test_twenty_concurrent_messages_on_two_services_all_land_in_order(make_harness):
+    first = make_harness()
+    second = make_harness()
+    texts = [f"сообщение {i:02d}" for i in range(20)]
+    services = [first if i % 2 == 0 else second for i in range(20)]
+    await asyncio.gather(
+        *(svc.ask("chat", text) for svc, text in zip(services, texts, strict=True))
+    )
+
+    history = await first.history("chat")
+    questions = [content for role, content in history if role == "user"]
+    assert sorted(questions) == texts
+    # Every answer directly follows its own question.
+    for (role_q, q), (role_a, a) in zip(history[::2], history[1::2], strict=True):
+        assert (role_q, role_a) == ("user", "assistant")
+        assert a == f"Ответ: {q}"
+    # Each process keeps its own arrival order.
+    for parity in (0, 1):
+        mine = [q for q in questions if int(q.split()[-1]) % 2 == parity]
+        assert mine == sorted(mine)
