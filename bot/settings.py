@@ -2,14 +2,28 @@
 
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tools.store import DEFAULT_STORE_PATH
 
 _ENV = SettingsConfigDict(
-    env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    env_file=".env",
+    env_file_encoding="utf-8",
+    extra="ignore",
+    populate_by_name=True,
+    # "KEY=" in .env means "not set", not "set to the empty string".
+    env_ignore_empty=True,
 )
 
 
@@ -131,6 +145,16 @@ class ToolSettings(BaseSettings):
     max_workers: int = Field(default=4, ge=1, le=64, validation_alias=_env("TOOL_MAX_WORKERS"))
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
+
+    @field_validator("support_timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError) as error:
+                raise ValueError(f"unknown time zone {value!r}") from error
+        return value
 
 
 class AuditSettings(BaseSettings):
