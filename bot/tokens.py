@@ -5,10 +5,9 @@ from math import ceil
 
 from bot.llm.types import Message
 
-# GPT tokenizers spend about one token per 2.5-4 characters of Russian text
-# (o200k is nearer 4, cl100k nearer 2.5) and per 4 characters of English.
-# Dividing by 3 errs on the generous side for o200k models, so a window that
-# fits the estimate fits the real budget; see README "Token estimate".
+# Measured on Russian prose: cl100k spends a token per 2.65 characters, o200k
+# per 4.52. Dividing by 3 is within about a tenth for cl100k and conservative
+# for o200k (see README, "Sessions, history and summaries").
 CHARS_PER_TOKEN = 3.0
 # Role, separators and framing the API adds around every message.
 MESSAGE_OVERHEAD_TOKENS = 4
