@@ -1,0 +1,323 @@
+"""A scripted OpenAI-compatible server over real HTTP, for the suite and the benchmark.
+
+The real ``AsyncOpenAI`` client talks to it at ``server.base_url``. Each request to
+``POST /v1/chat/completions`` is recorded, then answered by the next scripted step,
+else by ``server.responder``; with neither, the request is *unscripted*: it is
+answered 500 (marked not retryable) and kept in ``server.unscripted`` so a test can
+assert that it never happened.
+
+    async with ScriptedOpenAIServer() as server:
+        server.script(tool_call_answer("get_order_status", {"order_id": "8041"}),
+                      text_answer("Заказ в пути."))
+"""
+
+import asyncio
+import inspect
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+DEFAULT_MODEL = "scripted-model"
+DEFAULT_USAGE = (12, 5)
+"""Prompt and completion tokens of a scripted answer (total is their sum)."""
+
+JsonBody = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted HTTP answer: status, body (JSON object or raw text), headers, delay."""
+
+    status: int = 200
+    body: JsonBody | str = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request the server received: parsed JSON body (``None`` if not JSON), headers.
+
+    Header names are lower-cased, so lookups do not depend on the client's spelling.
+    """
+
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The ``messages`` the client sent."""
+        return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
+
+
+Responder = Callable[[Any], Reply | Awaitable[Reply]]
+
+
+# ---- builders of complete chat.completion bodies ---------------------------------------
+
+
+def completion_body(
+    message: Mapping[str, Any] | None,
+    *,
+    finish_reason: str | None = "stop",
+    usage: tuple[int, int] | None = DEFAULT_USAGE,
+    model: str = DEFAULT_MODEL,
+) -> JsonBody:
+    """A ``chat.completion`` object with one choice (none if ``message`` is ``None``)."""
+    body: JsonBody = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": []
+        if message is None
+        else [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "refusal": None, **message},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+        ],
+    }
+    if usage is not None:
+        prompt, completion = usage
+        body["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+    return body
+
+
+def text_answer(
+    text: str | None,
+    *,
+    finish_reason: str | None = "stop",
+    usage: tuple[int, int] | None = DEFAULT_USAGE,
+    model: str = DEFAULT_MODEL,
+) -> Reply:
+    """A plain assistant answer (any ``finish_reason``, usage present or absent)."""
+    return Reply(
+        body=completion_body(
+            {"content": text}, finish_reason=finish_reason, usage=usage, model=model
+        )
+    )
+
+
+def tool_calls_answer(
+    calls: Sequence[tuple[str, Mapping[str, Any] | str]],
+    *,
+    finish_reason: str | None = "tool_calls",
+    usage: tuple[int, int] | None = DEFAULT_USAGE,
+    content: str | None = None,
+) -> Reply:
+    """One assistant message asking for every ``(name, arguments)`` call, in order.
+
+    Arguments given as a string are sent verbatim (for malformed JSON).
+    """
+    tool_calls = [
+        {
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {
+                "name": name,
+                "arguments": arguments
+                if isinstance(arguments, str)
+                else json.dumps(arguments, ensure_ascii=False),
+            },
+        }
+        for name, arguments in calls
+    ]
+    return Reply(
+        body=completion_body(
+            {"content": content, "tool_calls": tool_calls},
+            finish_reason=finish_reason,
+            usage=usage,
+        )
+    )
+
+
+def tool_call_answer(
+    name: str,
+    arguments: Mapping[str, Any] | str,
+    *,
+    finish_reason: str | None = "tool_calls",
+    usage: tuple[int, int] | None = DEFAULT_USAGE,
+) -> Reply:
+    """An assistant message asking for one tool call."""
+    return tool_calls_answer([(name, arguments)], finish_reason=finish_reason, usage=usage)
+
+
+def refusal_answer(refusal: str = "I can't help with that.") -> Reply:
+    """A refusal: ``content`` null, ``refusal`` set, finish reason ``stop``."""
+    return Reply(body=completion_body({"refusal": refusal}))
+
+
+def empty_choices() -> Reply:
+    """A well-formed completion whose ``choices`` list is empty."""
+    return Reply(body=completion_body(None))
+
+
+def json_answer(body: JsonBody, status: int = 200) -> Reply:
+    """Any JSON object as the body (a recorded completion, for instance)."""
+    return Reply(status=status, body=body)
+
+
+# ---- builders of failures ---------------------------------------------------------------
+
+
+def error(
+    status: int,
+    message: str = "scripted error",
+    *,
+    code: str | None = None,
+    error_type: str = "server_error",
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
+    """An HTTP error with OpenAI's error envelope.
+
+    The SDK retries 408/409/429/5xx; pass ``headers={"retry-after-ms": "10"}`` to keep
+    its back-off short, or ``{"x-should-retry": "false"}`` to stop it retrying.
+    """
+    envelope = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    return Reply(status=status, body=envelope, headers=dict(headers or {}))
+
+
+def rate_limited(retry_after_seconds: float = 0.01) -> Reply:
+    """429 with a ``retry-after`` header."""
+    return error(
+        429,
+        "Rate limit reached (scripted).",
+        code="rate_limit_exceeded",
+        error_type="requests",
+        headers={"retry-after": str(retry_after_seconds)},
+    )
+
+
+def raw_body(text: str, status: int = 200, content_type: str = "application/json") -> Reply:
+    """A body sent verbatim, e.g. one that is not JSON at all."""
+    return Reply(status=status, body=text, headers={"Content-Type": content_type})
+
+
+def delay(seconds: float, step: Reply) -> Reply:
+    """``step``, answered after ``seconds``."""
+    return replace(step, delay_seconds=seconds)
+
+
+def hang(seconds: float = 30.0) -> Reply:
+    """A response that does not come within any sensible client timeout."""
+    return delay(seconds, text_answer("слишком поздно"))
+
+
+# ---- the server ----------------------------------------------------------------------------
+
+
+class ScriptedOpenAIServer:
+    """``POST /v1/chat/completions`` on 127.0.0.1 (a free port), answered from a script."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.unscripted: list[RecordedRequest] = []
+        self.responder: Responder | None = None
+        self.latency_seconds = 0.0
+        self._steps: deque[Reply] = deque()
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` for the SDK, ``http://127.0.0.1:PORT/v1``."""
+        if self._port is None:
+            raise RuntimeError("the server is not started")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def pending_steps(self) -> int:
+        """Scripted steps not consumed yet."""
+        return len(self._steps)
+
+    def script(self, *steps: Reply) -> None:
+        """Append steps; each request consumes the oldest one."""
+        self._steps.extend(steps)
+
+    async def start(self) -> None:
+        """Listen on a free port."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        # handler_cancellation: a client that gave up (timeout) cancels its hung handler;
+        # a short shutdown timeout keeps teardown quick.
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        """Release hung handlers and close the listener."""
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> "ScriptedOpenAIServer":
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = None
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        recorded = RecordedRequest(path=request.path, headers=headers, body=body)
+        self.requests.append(recorded)
+
+        step = await self._next_step(body)
+        if step is None:
+            self.unscripted.append(recorded)
+            step = error(
+                500,
+                f"unscripted request #{len(self.requests)} to the scripted OpenAI server",
+                code="unscripted_request",
+                headers={"x-should-retry": "false"},
+            )
+        await self._sleep(self.latency_seconds + step.delay_seconds)
+        if isinstance(step.body, str):
+            return web.Response(status=step.status, body=step.body.encode(), headers=step.headers)
+        return web.json_response(step.body, status=step.status, headers=step.headers)
+
+    async def _next_step(self, body: Any) -> Reply | None:
+        if self._steps:
+            return self._steps.popleft()
+        if self.responder is None:
+            return None
+        answer = self.responder(body)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        # Waiting on the closing event lets stop() release a deliberately hung response.
+        try:
+            await asyncio.wait_for(self._closing.wait(), timeout=seconds)
+        except TimeoutError:
+            return

@@ -1,0 +1,1 @@
+"""Unit tests of the core engine: tools, executor, tool loop, prompts, LLM clients."""

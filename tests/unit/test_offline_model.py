@@ -1,0 +1,122 @@
+"""The offline demo model picks the tools a real model would and answers in Russian from them."""
+
+import re
+
+import pytest
+
+from bot.llm.offline import OFFLINE_MODEL_NAME, OfflineChatModel
+from bot.llm.types import Message
+from bot.tool_loop import BoundedToolLoop
+from tools.context import ToolContext
+from tools.execution import ToolExecutionStatus, ToolExecutor
+from tools.registry import ToolRegistry
+from tools.store import ShopStore
+
+CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
+
+
+def conversation(text: str) -> list[Message]:
+    return [
+        {"role": "developer", "content": "Инструкция."},
+        {"role": "user", "content": text},
+    ]
+
+
+async def test_order_question_asks_for_the_order_status_tool(
+    store: ShopStore, default_registry: ToolRegistry
+) -> None:
+    model = OfflineChatModel(store)
+
+    result = await model.generate_with_tools(
+        conversation("Где заказ 8041?"), default_registry.api_schemas()
+    )
+
+    assert result.finish_reason == "tool_calls"
+    assert result.text is None
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [
+        ("get_order_status", '{"order_id": "8041"}')
+    ]
+    assert result.model == OFFLINE_MODEL_NAME == model.model_name
+
+
+async def test_two_questions_drive_two_tools_in_sequence_through_the_loop(
+    store: ShopStore,
+    default_registry: ToolRegistry,
+    default_executor: ToolExecutor,
+    context: ToolContext,
+) -> None:
+    loop = BoundedToolLoop(OfflineChatModel(store), default_registry, default_executor, 3)
+
+    result = await loop.run(conversation("Где заказ 8041 и можно ли вернуть кофемашину?"), context)
+
+    assert result.tool_names == ("get_order_status", "get_return_policy")
+    assert [r.status for r in result.audit_records] == [ToolExecutionStatus.SUCCESS] * 2
+    assert result.model_steps == 3
+    assert "Заказ 8041: Передан в службу доставки." in result.text
+    assert "2026-12-05" in result.text
+    assert "«кофемашина» можно вернуть в течение 14 дней" in result.text
+    assert result.total_tokens is not None
+
+
+async def test_tool_errors_are_retold_in_russian(
+    store: ShopStore,
+    default_registry: ToolRegistry,
+    default_executor: ToolExecutor,
+    context: ToolContext,
+) -> None:
+    loop = BoundedToolLoop(OfflineChatModel(store), default_registry, default_executor, 3)
+
+    result = await loop.run(conversation("Где мой заказ 5150?"), context)
+
+    assert result.text == "Заказ 5150 не найден."
+
+
+async def test_no_tools_when_tool_choice_is_none(
+    store: ShopStore, default_registry: ToolRegistry
+) -> None:
+    result = await OfflineChatModel(store).generate_with_tools(
+        conversation("Где заказ 8041?"), default_registry.api_schemas(), tool_choice="none"
+    )
+
+    assert result.tool_calls == ()
+    assert result.finish_reason == "stop"
+    assert result.text
+    assert CYRILLIC.search(result.text)
+
+
+@pytest.mark.parametrize("text", ["Расскажите анекдот", "Здравствуйте!"])
+async def test_no_tools_when_nothing_matches(
+    store: ShopStore, default_registry: ToolRegistry, text: str
+) -> None:
+    result = await OfflineChatModel(store).generate_with_tools(
+        conversation(text), default_registry.api_schemas()
+    )
+
+    assert result.tool_calls == ()
+    assert result.finish_reason == "stop"
+    assert result.text
+    assert CYRILLIC.search(result.text)
+
+
+async def test_tools_not_offered_are_never_requested(store: ShopStore) -> None:
+    result = await OfflineChatModel(store).generate_with_tools(
+        conversation("Где заказ 8041?"),
+        [{"type": "function", "function": {"name": "get_support_hours"}}],
+    )
+
+    assert result.tool_calls == ()
+
+
+async def test_summary_mode_without_tools_keeps_the_customer_questions(store: ShopStore) -> None:
+    messages: list[Message] = [
+        {"role": "developer", "content": "Сожми историю."},
+        {
+            "role": "user",
+            "content": "Клиент: Где заказ 8041?\nБот: В пути.\nКлиент: Можно вернуть наушники?",
+        },
+    ]
+
+    result = await OfflineChatModel(store).generate_with_tools(messages, [])
+
+    assert result.tool_calls == ()
+    assert result.text == "Клиент спрашивал: Где заказ 8041?; Можно вернуть наушники?."

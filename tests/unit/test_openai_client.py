@@ -1,0 +1,304 @@
+"""OpenAIChatClient over HTTP: the real AsyncOpenAI against the scripted server."""
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.llm.errors import (
+    LLMBadResponseError,
+    LLMRateLimitError,
+    LLMRequestError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+)
+from bot.llm.openai_client import InstructionsRole, OpenAIChatClient
+from bot.llm.types import Message
+from tests.fakes.openai_server import (
+    ScriptedOpenAIServer,
+    empty_choices,
+    error,
+    hang,
+    json_answer,
+    rate_limited,
+    raw_body,
+    refusal_answer,
+    text_answer,
+    tool_call_answer,
+    tool_calls_answer,
+)
+from tools.registry import ToolRegistry
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RECORDED = REPO_ROOT.parent / "shared" / "corpus" / "openai_chat_completions" / "recorded.json"
+FAST_RETRY = {"retry-after-ms": "10"}
+MESSAGES: list[Message] = [
+    {"role": "developer", "content": "Инструкция."},
+    {"role": "user", "content": "Где заказ 8041?"},
+]
+
+ClientFactory = Callable[..., Awaitable[OpenAIChatClient]]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedOpenAIServer]:
+    async with ScriptedOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def make_client(server: ScriptedOpenAIServer) -> AsyncIterator[ClientFactory]:
+    """Builds clients to ``server`` (no retries, 2 s timeout unless asked) and closes them."""
+    clients: list[OpenAIChatClient] = []
+
+    async def make(
+        *,
+        max_retries: int = 0,
+        timeout_seconds: float = 2.0,
+        instructions_role: InstructionsRole = "developer",
+    ) -> OpenAIChatClient:
+        client = OpenAIChatClient.create(
+            api_key="test-key",
+            base_url=server.base_url,
+            model="test-model",
+            timeout_seconds=timeout_seconds,
+            max_retries=max_retries,
+            instructions_role=instructions_role,
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+async def test_text_answer_maps_to_a_result(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(text_answer("Заказ в пути.", usage=(30, 7)))
+    client = await make_client()
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert (result.text, result.refusal, result.finish_reason) == ("Заказ в пути.", None, "stop")
+    assert result.tool_calls == ()
+    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (30, 7, 37)
+    assert result.response_id.startswith("chatcmpl-")
+    assert server.requests[0].headers["authorization"] == "Bearer test-key"
+    assert server.unscripted == []
+
+
+async def test_tool_calls_map_with_ids_and_raw_arguments(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    reply = tool_calls_answer(
+        [("get_order_status", {"order_id": "8041"}), ("get_return_policy", "{bad json")]
+    )
+    server.script(reply)
+    client = await make_client()
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert isinstance(reply.body, dict)
+    sent = reply.body["choices"][0]["message"]["tool_calls"]
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
+        (sent[0]["id"], "get_order_status", '{"order_id": "8041"}'),
+        (sent[1]["id"], "get_return_policy", "{bad json"),
+    ]
+    assert result.finish_reason == "tool_calls"
+
+
+async def test_missing_usage_maps_to_unknown_counts(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(text_answer("ok", usage=None))
+    client = await make_client()
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (
+        None,
+        None,
+        None,
+    )
+
+
+async def test_refusal_and_custom_finish_reason_pass_through(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(refusal_answer("Не могу."), text_answer("Обрез", finish_reason="length"))
+    client = await make_client()
+
+    refused = await client.generate_with_tools(MESSAGES, [])
+    cut = await client.generate_with_tools(MESSAGES, [])
+
+    assert (refused.text, refused.refusal) == (None, "Не могу.")
+    assert (cut.text, cut.finish_reason) == ("Обрез", "length")
+
+
+async def test_429_becomes_rate_limit_error_after_the_sdk_retries(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(rate_limited(0.01), rate_limited(0.01))
+    client = await make_client(max_retries=1)
+
+    with pytest.raises(LLMRateLimitError):
+        await client.generate_with_tools(MESSAGES, [])
+
+    assert len(server.requests) == 2
+    assert server.unscripted == []
+
+
+async def test_500_becomes_unavailable_error_after_the_sdk_retries(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(*[error(500, headers=FAST_RETRY) for _ in range(3)])
+    client = await make_client(max_retries=2)
+
+    with pytest.raises(LLMUnavailableError):
+        await client.generate_with_tools(MESSAGES, [])
+
+    assert len(server.requests) == 3
+    assert server.unscripted == []
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+async def test_4xx_becomes_request_error_without_retry(
+    server: ScriptedOpenAIServer, make_client: ClientFactory, status: int
+) -> None:
+    server.script(error(status, "context_length_exceeded", error_type="invalid_request_error"))
+    client = await make_client(max_retries=2)
+
+    with pytest.raises(LLMRequestError):
+        await client.generate_with_tools(MESSAGES, [])
+
+    assert len(server.requests) == 1
+
+
+async def test_hung_server_becomes_timeout_error(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(hang())
+    client = await make_client(timeout_seconds=0.3)
+
+    with pytest.raises(LLMTimeoutError):
+        await client.generate_with_tools(MESSAGES, [])
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["not json", "", '{"id": "x", "choices": [{"message": 5}]}', "[1, 2]"],
+    ids=["text", "empty", "wrong-shape", "json-list"],
+)
+async def test_malformed_body_becomes_bad_response_error(
+    server: ScriptedOpenAIServer, make_client: ClientFactory, body: str
+) -> None:
+    server.script(raw_body(body))
+    client = await make_client()
+
+    with pytest.raises(LLMBadResponseError):
+        await client.generate_with_tools(MESSAGES, [])
+
+
+async def test_empty_choices_becomes_bad_response_error(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(empty_choices())
+    client = await make_client()
+
+    with pytest.raises(LLMBadResponseError, match="no choices"):
+        await client.generate_with_tools(MESSAGES, [])
+
+
+@pytest.mark.parametrize("tool_choice", ["auto", "none"])
+async def test_request_offers_tools_sequentially_when_there_are_tools(
+    server: ScriptedOpenAIServer,
+    make_client: ClientFactory,
+    default_registry: ToolRegistry,
+    tool_choice: Any,
+) -> None:
+    server.script(tool_call_answer("get_order_status", {"order_id": "8041"}))
+    client = await make_client()
+
+    await client.generate_with_tools(MESSAGES, default_registry.api_schemas(), tool_choice)
+
+    body = server.requests[0].body
+    assert body["model"] == "test-model"
+    assert body["messages"] == MESSAGES
+    assert body["tools"] == default_registry.api_schemas()
+    assert body["tool_choice"] == tool_choice
+    assert body["parallel_tool_calls"] is False
+
+
+async def test_request_without_tools_carries_no_tool_fields(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(text_answer("Резюме."))
+    client = await make_client()
+
+    await client.generate_with_tools(MESSAGES, [], "none")
+
+    body = server.requests[0].body
+    assert body["messages"] == MESSAGES
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & body.keys()
+
+
+@pytest.mark.parametrize(
+    ("role", "sent", "expected"),
+    [("system", "developer", "system"), ("developer", "system", "developer")],
+)
+async def test_instructions_role_renames_the_instruction_message(
+    server: ScriptedOpenAIServer,
+    make_client: ClientFactory,
+    role: InstructionsRole,
+    sent: str,
+    expected: str,
+) -> None:
+    server.script(text_answer("ok"))
+    client = await make_client(instructions_role=role)
+    messages: list[Message] = [{"role": sent, "content": "Инструкция."}, MESSAGES[1]]
+
+    await client.generate_with_tools(messages, [])
+
+    roles = [m["role"] for m in server.requests[0].messages]
+    assert roles == [expected, "user"]
+    assert messages[0]["role"] == sent  # the caller's message is left alone
+
+
+def _recorded_bodies() -> list[Any]:
+    if not RECORDED.parent.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{RECORDED.parent} is absent"))]
+    bodies = json.loads(RECORDED.read_text(encoding="utf-8"))
+    return [pytest.param(body, id=f"{index}-{body['id']}") for index, body in enumerate(bodies)]
+
+
+@pytest.mark.parametrize("body", _recorded_bodies())
+async def test_recorded_openai_bodies_map_field_by_field(
+    server: ScriptedOpenAIServer, make_client: ClientFactory, body: dict[str, Any]
+) -> None:
+    """Bodies recorded from the real API (openai-python's tests) map to matching LLMResults."""
+    server.script(json_answer(body))
+    client = await make_client()
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    choice = body["choices"][0]
+    message = choice["message"]
+    usage = body["usage"]
+    calls = message.get("tool_calls") or []
+    assert result.response_id == body["id"]
+    assert result.model == body["model"]
+    assert result.text == message["content"]
+    assert result.refusal == message.get("refusal")
+    assert result.finish_reason == choice["finish_reason"]
+    assert len(result.tool_calls) == len(calls)
+    assert [c.name for c in result.tool_calls] == [c["function"]["name"] for c in calls]
+    assert [c.arguments for c in result.tool_calls] == [c["function"]["arguments"] for c in calls]
+    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (
+        usage["prompt_tokens"],
+        usage["completion_tokens"],
+        usage["total_tokens"],
+    )
