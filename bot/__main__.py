@@ -1,19 +1,22 @@
-"""Entry point: ``python -m bot [polling|webhook|console|audit ...]``."""
+"""Entry point: ``python -m bot [polling|webhook|console|audit ...]``.
+
+Each mode imports only what it needs: aiogram alone takes seconds to import,
+which the console and the staff's audit CLI should not pay.
+"""
 
 import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
 
-from bot.app import StartupError, build_application
-from bot.audit.cli import main as audit_main
-from bot.console import run_console
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
-from bot.telegram.runner import main as telegram_main
 
 
 async def _console(settings: Settings, conversation: str | None) -> int:
+    from bot.app import StartupError, build_application  # noqa: PLC0415 - see module docstring
+    from bot.console import run_console  # noqa: PLC0415 - see module docstring
+
     try:
         app = await build_application(settings)
     except StartupError as error:
@@ -41,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the chosen mode; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "audit":
+        from bot.audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
+
         return audit_main(args[1:])
 
     parser = argparse.ArgumentParser(prog="python -m bot", description="Telegram support bot")
@@ -53,8 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parsed = parser.parse_args(args)
     if parsed.mode == "console":
         return console_main(parsed.session)
-    mode = "webhook" if parsed.mode == "webhook" else "polling"
-    return telegram_main(mode)
+    from bot.telegram.runner import main as telegram_main  # noqa: PLC0415 - see module docstring
+
+    return telegram_main("webhook" if parsed.mode == "webhook" else "polling")
 
 
 if __name__ == "__main__":

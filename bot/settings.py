@@ -225,19 +225,27 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls) -> "Settings":
-        """Read every section (raises pydantic's ``ValidationError`` on bad values)."""
-        return cls(
-            telegram=TelegramSettings(),
-            webhook=WebhookSettings(),
-            llm=LLMSettings(),
-            redis=RedisSettings(),
-            session=SessionSettings(),
-            tools=ToolSettings(),
-            audit=AuditSettings(),
-            flood=FloodSettings(),
-            prompts=PromptSettings(),
-            log_level=_LogSettings().level,
-        )
+        """Read every section; raises :class:`SettingsError` listing every problem at once."""
+        sections: dict[str, BaseSettings] = {}
+        problems: list[str] = []
+        for name, section in _SECTIONS.items():
+            try:
+                sections[name] = section()
+            except ValidationError as error:
+                problems.extend(describe_settings_error(error))
+        if problems:
+            raise SettingsError(problems)
+        log = sections.pop("log")
+        assert isinstance(log, _LogSettings)  # noqa: S101 - narrows the type for mypy
+        return cls.model_validate({**sections, "log_level": log.level})
+
+
+class SettingsError(ValueError):
+    """Invalid configuration; ``problems`` has one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 class _LogSettings(BaseSettings):
@@ -256,3 +264,17 @@ def describe_settings_error(error: ValidationError) -> list[str]:
         message = str(problem["msg"]).removeprefix("Value error, ")
         lines.append(f"{name}: {message}" if name else message)
     return lines
+
+
+_SECTIONS: dict[str, type[BaseSettings]] = {
+    "telegram": TelegramSettings,
+    "webhook": WebhookSettings,
+    "llm": LLMSettings,
+    "redis": RedisSettings,
+    "session": SessionSettings,
+    "tools": ToolSettings,
+    "audit": AuditSettings,
+    "flood": FloodSettings,
+    "prompts": PromptSettings,
+    "log": _LogSettings,
+}

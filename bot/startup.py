@@ -3,17 +3,15 @@
 import logging
 import sys
 
-from pydantic import ValidationError
-
-from bot.settings import Settings, describe_settings_error
+from bot.settings import Settings, SettingsError
 
 
 def load_settings() -> Settings | None:
     """Settings from the environment, or ``None`` after printing one line per problem."""
     try:
         return Settings.from_env()
-    except ValidationError as error:
-        for line in describe_settings_error(error):
+    except SettingsError as error:
+        for line in error.problems:
             print(f"configuration error: {line}", file=sys.stderr)
         return None
 

@@ -106,7 +106,8 @@ async def test_a_tool_turn_stores_only_the_question_and_the_final_answer(make_ha
     assert reply.text == "В пути."
     assert reply.tool_names == ("get_order_status",)
     assert reply.model_steps == 2
-    assert len(reply.response_ids) == 2 and reply.response_id == reply.response_ids[-1]
+    assert len(reply.response_ids) == 2
+    assert reply.response_id == reply.response_ids[-1]
     assert await harness.history("1") == [("user", "Где заказ 8041?"), ("assistant", "В пути.")]
 
 
@@ -243,7 +244,8 @@ async def test_old_messages_are_folded_into_a_summary_after_the_reply(make_harne
     assert len(session.messages) + session.summarized_messages == 12
     # The summary request carried the old messages as data, with no tools.
     summary_requests = [r for r in harness.llm.requests if not r[1]]
-    assert summary_requests and "<messages>" in summary_requests[0][0][1]["content"]
+    assert summary_requests
+    assert "<messages>" in summary_requests[0][0][1]["content"]
 
     await harness.ask("1", "следующий")
     sent = harness.llm.requests[-1][0]

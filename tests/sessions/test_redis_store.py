@@ -82,8 +82,10 @@ async def test_two_conversations_are_isolated(redis_client):
         await store.commit(locked, session_for(key, turns))
     first = await store.load("1")
     second = await store.load("2")
-    assert first is not None and len(first.messages) == 2
-    assert second is not None and len(second.messages) == 6
+    assert first is not None
+    assert len(first.messages) == 2
+    assert second is not None
+    assert len(second.messages) == 6
 
 
 async def test_every_key_of_a_conversation_shares_one_cluster_hash_tag(redis_client):

@@ -1,0 +1,68 @@
+"""``python -m bot console`` as a developer runs it: a real process, a real Redis."""
+
+import os
+import subprocess
+import sys
+
+import redis
+
+from tests.support.redis_server import RedisServer, free_port
+
+
+def run_console(redis_url: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "LLM_BACKEND": "offline",
+        "REDIS_URL": redis_url,
+        "REDIS_KEY_PREFIX": "console-test",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "console", "--session", "dev"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_console_answers_with_tools_and_keeps_the_session_in_redis(redis_server: RedisServer):
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    result = run_console(redis_server.url, "Где заказ 8041?\n/exit\n")
+    assert result.returncode == 0, result.stderr
+    assert "Передан в службу доставки" in result.stdout
+    assert "model=offline-demo steps=2 tools=get_order_status" in result.stdout
+    assert client.exists("console-test:{dev}:session") == 1
+
+    again = run_console(redis_server.url, "/new\nЗдравствуйте\n/exit\n")
+    assert "Начат новый диалог." in again.stdout
+    assert client.keys("console-test:{dev}:archive:*")
+    client.close()
+
+
+def test_the_console_says_in_one_line_that_redis_is_unreachable():
+    result = run_console(f"redis://127.0.0.1:{free_port()}/0", "")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [errors[0]]
+    assert "Redis is unreachable" in errors[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_settings_are_one_line_each_and_exit_2():
+    env = {**os.environ, "LLM_BACKEND": "openai", "OPENAI_API_KEY": "", "TOOL_MAX_STEPS": "9"}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert any(line.startswith("configuration error: TOOL_MAX_STEPS") for line in lines)
+    assert any("OPENAI_API_KEY is not set" in line for line in lines)
+    assert "Traceback" not in result.stderr
