@@ -69,12 +69,16 @@ class Harness:
         return [] if session is None else [(m.role, m.content) for m in session.messages]
 
     async def audit_entries(self) -> list[dict[str, str]]:
-        entries = await self.redis.xrange(STREAM)
-        return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in entries]
+        entries = await self.redis.xrange(STREAM) or []
+        return [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]
 
     async def close(self) -> None:
         await self.chat.drain(grace_seconds=5)
         self.executor.close()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""The Telegram front end: aiogram dispatcher, handlers, middlewares, polling and webhook."""

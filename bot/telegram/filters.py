@@ -1,0 +1,41 @@
+"""Which messages are meant for the bot: every private one; in groups, only when addressed."""
+
+from aiogram import Bot
+from aiogram.enums import ChatType, MessageEntityType
+from aiogram.filters import Filter
+from aiogram.types import Message
+
+
+class AddressedToBot(Filter):
+    """Private chats always; groups if allowed and the bot is mentioned, replied to or commanded."""
+
+    def __init__(self, *, allow_groups: bool) -> None:
+        self._allow_groups = allow_groups
+
+    async def __call__(self, message: Message, bot: Bot) -> bool:
+        """Whether ``message`` is for this bot."""
+        if message.chat.type == ChatType.PRIVATE:
+            return True
+        if not self._allow_groups or message.chat.type not in (ChatType.GROUP, ChatType.SUPERGROUP):
+            return False
+        me = await bot.me()
+        replied = message.reply_to_message
+        if replied is not None and replied.from_user is not None and replied.from_user.id == me.id:
+            return True
+        text = message.text or ""
+        if text.startswith("/"):
+            return True
+        mention = f"@{me.username}".lower() if me.username else None
+        return mention is not None and any(
+            entity.type == MessageEntityType.MENTION
+            and entity.extract_from(text).lower() == mention
+            for entity in message.entities or ()
+        )
+
+
+def question_text(message: Message, bot_username: str | None) -> str:
+    """The customer's words, without the ``@bot`` mention used to address it in a group."""
+    text = message.text or ""
+    if message.chat.type != ChatType.PRIVATE and bot_username:
+        text = text.replace(f"@{bot_username}", " ")
+    return text.strip()

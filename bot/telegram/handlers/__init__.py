@@ -1,0 +1,1 @@
+"""Routers per feature: commands, text turns, other messages, errors."""

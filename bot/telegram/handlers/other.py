@@ -1,0 +1,19 @@
+"""Anything that is not text (photo, sticker, voice, document, location...): no model call."""
+
+from aiogram import Bot, Router
+from aiogram.types import Message
+
+from bot.telegram import messages
+from bot.telegram.sending import ReplySender
+
+
+async def not_text(message: Message, bot: Bot, replies: ReplySender) -> None:
+    """Say that only text is understood."""
+    await replies.send_plain(bot, message.chat.id, messages.NON_TEXT)
+
+
+def build_router() -> Router:
+    """A fresh router with the catch-all for non-text messages; include it last."""
+    router = Router(name=__name__)
+    router.message.register(not_text)
+    return router

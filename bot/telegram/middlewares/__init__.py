@@ -1,0 +1,1 @@
+"""Cross-cutting steps every update goes through before its handler."""

@@ -1,0 +1,114 @@
+"""Delivering a reply: split to fit, formatted safely, retried only when that cannot duplicate it.
+
+aiogram raises ``TelegramRetryAfter`` on a 429 and never retries by itself. A
+429 (and a 5xx, and a connection that never opened) means Telegram did not
+take the message, so sending again cannot duplicate it: those are retried,
+after the wait Telegram asks for, within a bounded number of attempts. A
+timeout or a dropped connection may mean Telegram *did* take it, so those are
+not retried: a lost reply is better than a doubled one the customer has to read
+twice. A 400 for a formatted message is re-sent once as plain text.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiogram import Bot
+from aiogram.exceptions import (
+    TelegramBadRequest,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+)
+from aiohttp import ClientConnectorError
+
+from bot.telegram.formatting import FormattedText, markdown_to_entities, split_formatted
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class ReplyNotDeliveredError(RuntimeError):
+    """Telegram did not take a piece of the reply within the allowed attempts."""
+
+
+class ReplySender:
+    """Sends texts to a chat with bounded, duplicate-free retries."""
+
+    def __init__(
+        self,
+        *,
+        max_attempts: int,
+        max_retry_after_seconds: float = 60.0,
+        backoff_seconds: float = 0.5,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self._max_attempts = max_attempts
+        self._max_retry_after = max_retry_after_seconds
+        self._backoff = backoff_seconds
+        self._sleep = sleep
+
+    async def send_answer(self, bot: Bot, chat_id: int, markdown: str) -> int:
+        """Send a model answer (Markdown) as formatted pieces; returns how many were sent."""
+        pieces = split_formatted(markdown_to_entities(markdown))
+        for piece in pieces:
+            await self._send_piece(bot, chat_id, piece)
+        return len(pieces)
+
+    async def send_plain(self, bot: Bot, chat_id: int, text: str) -> int:
+        """Send the bot's own text, unformatted; returns how many pieces were sent."""
+        pieces = split_formatted(FormattedText(text))
+        for piece in pieces:
+            await self._send_piece(bot, chat_id, piece)
+        return len(pieces)
+
+    async def _send_piece(self, bot: Bot, chat_id: int, piece: FormattedText) -> None:
+        entities = list(piece.entities)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await bot.send_message(
+                    chat_id=chat_id, text=piece.text, entities=entities or None, parse_mode=None
+                )
+                return
+            except TelegramRetryAfter as error:
+                if error.retry_after > self._max_retry_after:
+                    raise ReplyNotDeliveredError(
+                        f"Telegram asked to wait {error.retry_after} s, over the "
+                        f"{self._max_retry_after} s allowed"
+                    ) from error
+                delay = float(error.retry_after)
+                failure: Exception = error
+            except TelegramBadRequest as error:
+                if not entities:
+                    raise ReplyNotDeliveredError("Telegram refused the message") from error
+                logger.warning(
+                    "Telegram refused a formatted message to %s (%s); re-sending as plain text",
+                    chat_id,
+                    error.message,
+                )
+                entities = []
+                continue
+            except TelegramServerError as error:
+                delay = self._backoff * 2 ** (attempt - 1)
+                failure = error
+            except TelegramNetworkError as error:
+                if not isinstance(error.__cause__, ClientConnectorError):
+                    # The request may have reached Telegram: do not risk a duplicate.
+                    raise ReplyNotDeliveredError("delivery uncertain; not retried") from error
+                delay = self._backoff * 2 ** (attempt - 1)
+                failure = error
+            if attempt >= self._max_attempts:
+                raise ReplyNotDeliveredError(f"not delivered after {attempt} attempts") from failure
+            logger.info(
+                "Sending to %s failed (%s); retry %d in %.1f s",
+                chat_id,
+                type(failure).__name__,
+                attempt,
+                delay,
+            )
+            await self._sleep(delay)

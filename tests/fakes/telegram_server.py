@@ -1,0 +1,362 @@
+"""A small fake of Telegram's Bot API over real HTTP, for the bot's end-to-end tests.
+
+It speaks what aiogram uses in polling mode (``getMe``, ``deleteWebhook``,
+``getUpdates`` with offset and long-poll timeout, ``sendMessage``,
+``sendChatAction``, ``setMyCommands``; also ``setWebhook``), parses aiogram's
+form-encoded requests, records every call, and answers with Telegram's
+envelopes, including errors (``error_code``, ``description``,
+``parameters.retry_after``). Tests push updates into it, inject errors, and
+wait (bounded) for the calls they expect.
+
+Like Telegram it refuses a ``sendMessage`` whose text is empty, longer than
+4096 UTF-16 code units, or whose entities fall outside the text: a bot that
+splits or formats badly fails here the way it would fail in production.
+"""
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+TEST_TOKEN = "123456789:AAH-test-token-for-the-fake-server-0001"
+TEXT_LIMIT = 4096
+_INT_FIELDS = {"chat_id", "offset", "timeout", "limit", "message_id", "reply_to_message_id"}
+
+
+def utf16_len(text: str) -> int:
+    """Telegram's length of ``text``."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One request the bot made: method, decoded parameters, what the fake answered."""
+
+    method: str
+    params: dict[str, Any]
+    status: int
+    at: float
+
+    @property
+    def ok(self) -> bool:
+        """Whether the fake answered with success."""
+        return self.status == 200
+
+
+@dataclass
+class _Injected:
+    method: str
+    status: int
+    description: str
+    retry_after: int | None
+    remaining: int
+    when: Callable[[dict[str, Any]], bool] | None
+
+
+@dataclass
+class _Pending:
+    update: dict[str, Any]
+    # A redelivery is returned whatever the offset says (Telegram re-sending after
+    # the bot crashed before confirming, or a webhook retry).
+    forced: bool = False
+
+
+@dataclass
+class FakeTelegramServer:
+    """The fake Bot API; ``await start()``, use ``base_url``, ``await close()``."""
+
+    token: str = TEST_TOKEN
+    bot_id: int = 123456789
+    bot_username: str = "support_test_bot"
+    calls: list[ApiCall] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    webhook: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._pending: list[_Pending] = []
+        self._injected: list[_Injected] = []
+        self._changed = asyncio.Condition()
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+        self._closing = False
+        self._received: dict[str, int] = {}
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen on a free port of 127.0.0.1."""
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = int(self._runner.addresses[0][1])
+
+    async def close(self) -> None:
+        """Wake every long poll and stop listening."""
+        self._closing = True
+        async with self._changed:
+            self._changed.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        """What ``TELEGRAM_API_BASE_URL`` should be set to."""
+        return f"http://127.0.0.1:{self._port}"
+
+    # --- updates -----------------------------------------------------------------
+
+    def message_update(
+        self,
+        chat_id: int,
+        text: str | None = None,
+        *,
+        user_id: int | None = None,
+        update_id: int | None = None,
+        chat_type: str = "private",
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A ``message`` update from a user (text, or whatever ``extra`` holds)."""
+        user = {"id": user_id or chat_id, "is_bot": False, "first_name": "Покупатель"}
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = "Покупатель"
+        else:
+            chat["title"] = "Группа"
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": user,
+        }
+        if text is not None:
+            message["text"] = text
+            if text.startswith("/"):
+                command = text.split()[0]
+                message["entities"] = [
+                    {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
+                ]
+        message.update(extra or {})
+        return {
+            "update_id": update_id if update_id is not None else next(self._update_ids),
+            "message": message,
+        }
+
+    async def push(self, *updates: dict[str, Any]) -> None:
+        """Queue updates; all of them come back in the same ``getUpdates`` batch."""
+        async with self._changed:
+            self._pending.extend(_Pending(update) for update in updates)
+            self._changed.notify_all()
+
+    async def push_message(self, chat_id: int, text: str | None = None, **kwargs: Any) -> int:
+        """Queue one message update; returns its update id."""
+        update = self.message_update(chat_id, text, **kwargs)
+        await self.push(update)
+        return int(update["update_id"])
+
+    async def redeliver(self, update: dict[str, Any]) -> None:
+        """Deliver an update again, as Telegram does when it thinks it was not received."""
+        async with self._changed:
+            self._pending.append(_Pending(update, forced=True))
+            self._changed.notify_all()
+
+    # --- errors --------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        status: int,
+        description: str,
+        *,
+        retry_after: int | None = None,
+        times: int = 1,
+        when: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` (matching ``when``) with an error."""
+        self._injected.append(_Injected(method, status, description, retry_after, times, when))
+
+    # --- inspection ------------------------------------------------------------------
+
+    def calls_of(self, method: str) -> list[ApiCall]:
+        """Every recorded call of ``method``, in order."""
+        return [call for call in self.calls if call.method == method]
+
+    def received(self, method: str) -> int:
+        """How many calls of ``method`` arrived (a long poll counts before it is answered)."""
+        return self._received.get(method, 0)
+
+    def sent_texts(self, chat_id: int | None = None) -> list[str]:
+        """Texts of the messages Telegram accepted (optionally to one chat), in order."""
+        return [
+            str(call.params["text"])
+            for call in self.calls_of("sendMessage")
+            if call.ok and (chat_id is None or call.params.get("chat_id") == chat_id)
+        ]
+
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds after some call; fail after ``within`` seconds."""
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(predicate)
+
+    async def wait_for_texts(self, chat_id: int, count: int, within: float = 10.0) -> list[str]:
+        """Wait until ``count`` messages reached ``chat_id``; returns all of them."""
+        await self.wait_for(lambda: len(self.sent_texts(chat_id)) >= count, within)
+        return self.sent_texts(chat_id)
+
+    # --- the API -------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = _decode(await request.post())
+        async with self._changed:
+            self._received[method] = self._received.get(method, 0) + 1
+            self._changed.notify_all()
+        if request.match_info["token"] != self.token:
+            response = self._error(401, "Unauthorized")
+        elif (injected := self._take_injected(method, params)) is not None:
+            response = self._error(injected.status, injected.description, injected.retry_after)
+        else:
+            handler = getattr(self, f"_api_{method}", None)
+            if handler is None:
+                response = self._error(404, "Not Found")
+            else:
+                response = await handler(params)
+        async with self._changed:
+            self.calls.append(ApiCall(method, params, response.status, time.monotonic()))
+            self._changed.notify_all()
+        return response
+
+    def _take_injected(self, method: str, params: dict[str, Any]) -> _Injected | None:
+        for injected in self._injected:
+            if injected.method != method or injected.remaining <= 0:
+                continue
+            if injected.when is not None and not injected.when(params):
+                continue
+            injected.remaining -= 1
+            return injected
+        return None
+
+    @staticmethod
+    def _ok(result: Any) -> web.Response:
+        return web.json_response({"ok": True, "result": result})
+
+    @staticmethod
+    def _error(status: int, description: str, retry_after: int | None = None) -> web.Response:
+        body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+        if retry_after is not None:
+            body["parameters"] = {"retry_after": retry_after}
+        return web.json_response(body, status=status)
+
+    def _bot_user(self) -> dict[str, Any]:
+        return {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Support",
+            "username": self.bot_username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _api_getMe(self, params: dict[str, Any]) -> web.Response:
+        return self._ok(self._bot_user())
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> web.Response:
+        self.webhook = {}
+        return self._ok(True)
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> web.Response:
+        self.webhook = dict(params)
+        return self._ok(True)
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> web.Response:
+        self.commands = list(params.get("commands", []))
+        return self._ok(True)
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:
+        return self._ok(True)
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> web.Response:
+        text = str(params.get("text", ""))
+        if not text.strip():
+            return self._error(400, "Bad Request: message text is empty")
+        length = utf16_len(text)
+        if length > TEXT_LIMIT:
+            return self._error(400, "Bad Request: message is too long")
+        for entity in params.get("entities") or []:
+            offset, size = entity.get("offset", -1), entity.get("length", 0)
+            if offset < 0 or size <= 0 or offset + size > length:
+                return self._error(
+                    400, f"Bad Request: can't parse entities: entity at {offset} is out of range"
+                )
+        chat_id = params.get("chat_id")
+        message = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {
+                "id": chat_id,
+                "type": "private" if isinstance(chat_id, int) and chat_id > 0 else "group",
+                "first_name": "Покупатель",
+            },
+            "from": self._bot_user(),
+            "text": text,
+        }
+        if params.get("entities"):
+            message["entities"] = params["entities"]
+        return self._ok(message)
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> web.Response:
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+        async with self._changed:
+            self._confirm(offset)
+            if not self._pending and timeout > 0 and not self._closing:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._changed.wait_for(lambda: bool(self._pending) or self._closing)
+                except TimeoutError:
+                    pass
+                self._confirm(offset)
+            batch = self._pending[:limit]
+            # A redelivered update is handed out once, then forgotten like a confirmed one.
+            self._pending = [
+                p for p in self._pending if not (p.forced and any(p is b for b in batch))
+            ]
+        return self._ok([pending.update for pending in batch])
+
+    def _confirm(self, offset: int) -> None:
+        self._pending = [
+            p for p in self._pending if p.forced or int(p.update["update_id"]) >= offset
+        ]
+
+
+def _decode(form: Any) -> dict[str, Any]:
+    """aiogram sends every field as a string; JSON for lists and objects."""
+    params: dict[str, Any] = {}
+    for key, value in form.items():
+        if not isinstance(value, str):
+            continue
+        decoded: Any = value
+        if value[:1] in "[{":
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                decoded = value
+        elif key in _INT_FIELDS:
+            try:
+                decoded = int(value)
+            except ValueError:
+                decoded = value
+        params[key] = decoded
+    return params

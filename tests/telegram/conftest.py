@@ -1,0 +1,28 @@
+"""Fixtures of the Telegram tests: the fake Bot API server and a Bot pointed at it."""
+
+from collections.abc import AsyncIterator
+
+import pytest
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+
+from tests.fakes.telegram_server import FakeTelegramServer
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegramServer]:
+    """A fresh fake Bot API server on a free port."""
+    server = FakeTelegramServer()
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def bot(telegram: FakeTelegramServer) -> AsyncIterator[Bot]:
+    """A real aiogram Bot whose HTTP session talks to the fake server."""
+    session = AiohttpSession(api=TelegramAPIServer.from_base(telegram.base_url))
+    bot = Bot(token=telegram.token, session=session)
+    yield bot
+    await bot.session.close()

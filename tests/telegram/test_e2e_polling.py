@@ -1,0 +1,318 @@
+"""The whole bot over real sockets: fake Bot API, scripted OpenAI server, real redis-server.
+
+Each test runs the real runner (``bot.telegram.runner.run_bot``: the engine from
+``build_application``, the dispatcher, long polling, graceful shutdown) in this
+process, pushes updates into the fake Bot API and waits, bounded, for the
+messages the bot sends back. The model is the real ``AsyncOpenAI`` client
+talking to the scripted server.
+"""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from bot.settings import Settings
+from bot.telegram import messages
+from bot.telegram.runner import run_bot
+from bot.telegram.text_split import utf16_length
+from tests.fakes.openai_server import (
+    Reply,
+    ScriptedOpenAIServer,
+    error,
+    text_answer,
+    tool_call_answer,
+    tool_calls_answer,
+)
+from tests.fakes.telegram_server import FakeTelegramServer
+from tests.support.redis_server import RedisServer
+from tests.telegram.support import make_settings
+
+Body = dict[str, Any]
+
+
+def user_texts(body: Body) -> list[str]:
+    """The user messages the model was shown, oldest first."""
+    return [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
+
+
+def tool_results(body: Body) -> list[dict[str, Any]]:
+    """The tool results of the current turn, decoded."""
+    return [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+
+def echo(body: Body) -> Reply:
+    """Answers ``Ответ: <last user text>``."""
+    return text_answer(f"Ответ: {user_texts(body)[-1]}")
+
+
+class BotProcess:
+    """The bot's runner as a task; ``start()`` returns once it polls, ``stop()`` is SIGTERM."""
+
+    def __init__(self, settings: Settings, telegram: FakeTelegramServer) -> None:
+        self._settings = settings
+        self._telegram = telegram
+        self._task: asyncio.Task[int] | None = None
+        self._stop = asyncio.Event()
+
+    async def start(self) -> None:
+        polls_before = self._telegram.received("getUpdates")
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(run_bot(self._settings, "polling", self._stop))
+        task = self._task
+        await self._telegram.wait_for(
+            lambda: self._telegram.received("getUpdates") > polls_before or task.done()
+        )
+        assert not task.done(), "the bot stopped during start-up"
+
+    async def stop(self) -> int:
+        """Stop gracefully (idempotent); returns the runner's exit code."""
+        if self._task is None:
+            return 0
+        self._stop.set()
+        async with asyncio.timeout(20):
+            code = await self._task
+        self._task = None
+        return code
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegramServer]:
+    server = FakeTelegramServer()
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedOpenAIServer]:
+    async with ScriptedOpenAIServer() as server:
+        yield server
+
+
+def settings_for(
+    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_url: str, **env: Any
+) -> Settings:
+    return make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        LLM_BACKEND="openai",
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=model.base_url,
+        LLM_MODEL="scripted-model",
+        LLM_MAX_RETRIES=0,
+        LLM_TIMEOUT_SECONDS=5,
+        REDIS_URL=redis_url,
+        REDIS_KEY_PREFIX="e2e",
+        AUDIT_STREAM="e2e:audit",
+        REDIS_SOCKET_TIMEOUT_SECONDS=1,
+        **env,
+    )
+
+
+@pytest.fixture
+async def running(
+    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+) -> AsyncIterator[BotProcess]:
+    """The bot running against the three servers (the shared Redis, flushed)."""
+    process = BotProcess(settings_for(telegram, model, redis_server.url), telegram)
+    await process.start()
+    yield process
+    assert await process.stop() == 0
+
+
+async def test_start_registers_the_command_menu_and_greets(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    assert [c["command"] for c in telegram.commands] == ["start", "help", "new"]
+    assert telegram.calls_of("deleteWebhook")
+    await telegram.push_message(10, "/start")
+    assert await telegram.wait_for_texts(10, 1) == [messages.GREETING]
+    assert model.requests == []
+
+
+async def test_one_tool_then_two_tools_answer_from_the_demo_store(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    model.script(
+        tool_call_answer("get_order_status", {"order_id": "8041"}),
+        text_answer("Заказ **8041** передан в службу доставки."),
+        tool_calls_answer([("get_order_status", {"order_id": "8042"}), ("get_support_hours", {})]),
+        text_answer("Заказ 8042 собирается на складе. Поддержка работает ежедневно."),
+    )
+    await telegram.push_message(11, "Где мой заказ 8041?")
+    assert await telegram.wait_for_texts(11, 1) == ["Заказ 8041 передан в службу доставки."]
+    await telegram.push_message(11, "А заказ 8042? И когда вы работаете?")
+    texts = await telegram.wait_for_texts(11, 2)
+    assert texts[1] == "Заказ 8042 собирается на складе. Поддержка работает ежедневно."
+    first_results = tool_results(model.requests[1].body)
+    assert first_results[0]["ok"] is True
+    assert first_results[0]["data"]["status"] == "in_transit"
+    second = tool_results(model.requests[3].body)
+    assert [result["ok"] for result in second] == [True, True]
+    assert telegram.calls_of("sendChatAction")
+    assert model.pending_steps == 0
+
+
+async def test_history_survives_a_second_turn_and_a_restart_and_new_forgets_it(
+    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+) -> None:
+    model.responder = lambda body: text_answer(" | ".join(user_texts(body)))
+    process = BotProcess(settings_for(telegram, model, redis_server.url), telegram)
+    await process.start()
+    await telegram.push_message(12, "первый")
+    await telegram.wait_for_texts(12, 1)
+    await telegram.push_message(12, "второй")
+    assert (await telegram.wait_for_texts(12, 2))[1] == "первый | второй"
+    assert await process.stop() == 0
+
+    await process.start()
+    await telegram.push_message(12, "после перезапуска")
+    texts = await telegram.wait_for_texts(12, 3)
+    assert texts[2] == "первый | второй | после перезапуска"
+    await telegram.push_message(12, "/new")
+    await telegram.push_message(12, "заново")
+    texts = await telegram.wait_for_texts(12, 5)
+    assert texts[3:] == [messages.NEW_CONVERSATION, "заново"]
+    assert await process.stop() == 0
+
+
+async def test_two_chats_are_isolated(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    model.responder = lambda body: text_answer(" | ".join(user_texts(body)))
+    await telegram.push_message(21, "я из чата 21")
+    await telegram.push_message(22, "я из чата 22")
+    await telegram.wait_for_texts(21, 1)
+    await telegram.wait_for_texts(22, 1)
+    await telegram.push_message(21, "ещё")
+    assert (await telegram.wait_for_texts(21, 2))[1] == "я из чата 21 | ещё"
+    assert telegram.sent_texts(22) == ["я из чата 22"]
+
+
+async def test_non_text_message_gets_a_reply_without_a_model_call(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    photo = [{"file_id": "p", "file_unique_id": "u", "width": 90, "height": 90}]
+    await telegram.push_message(13, None, extra={"photo": photo})
+    assert await telegram.wait_for_texts(13, 1) == [messages.NON_TEXT]
+    assert model.requests == []
+
+
+async def test_a_ten_thousand_character_answer_arrives_in_valid_pieces(
+    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+) -> None:
+    paragraph = ("Это **подробное** предложение длинного ответа. " * 25).strip()
+    answer = "\n\n".join([paragraph] * 9)
+    assert len(answer) >= 10_000
+    model.script(text_answer(answer))
+    process = BotProcess(
+        settings_for(telegram, model, redis_server.url, HISTORY_TOKEN_BUDGET=50_000), telegram
+    )
+    await process.start()
+    await telegram.push_message(14, "Расскажите подробно")
+    await telegram.wait_for(lambda: "".join(telegram.sent_texts(14)).count("подробное") == 225)
+    calls = telegram.calls_of("sendMessage")
+    assert len(calls) >= 3
+    assert all(call.ok for call in calls)  # no piece refused: length and entities valid
+    assert all(utf16_length(text) <= 4096 for text in telegram.sent_texts(14))
+    assert all(text.endswith(".") for text in telegram.sent_texts(14))
+    assert await process.stop() == 0
+
+
+async def test_a_redelivered_update_is_answered_once(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    model.responder = echo
+    update = telegram.message_update(15, "вопрос один раз")
+    await telegram.push(update)
+    await telegram.wait_for_texts(15, 1)
+    await telegram.redeliver(update)
+    await telegram.push_message(15, "следующий")
+    texts = await telegram.wait_for_texts(15, 2)
+    assert texts == ["Ответ: вопрос один раз", "Ответ: следующий"]
+    assert [user_texts(r.body)[-1] for r in model.requests] == ["вопрос один раз", "следующий"]
+
+
+async def test_ten_messages_in_one_batch_are_answered_in_order(
+    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+) -> None:
+    model.responder = echo
+    model.latency_seconds = 0.01
+    # A burst of ten is allowed here; flood control has its own tests.
+    process = BotProcess(settings_for(telegram, model, redis_server.url, FLOOD_BURST=10), telegram)
+    await process.start()
+    await telegram.push(*(telegram.message_update(16, f"сообщение {n}") for n in range(10)))
+    texts = await telegram.wait_for_texts(16, 10, within=20)
+    assert texts == [f"Ответ: сообщение {n}" for n in range(10)]
+    # Each turn saw the ones before it: they ran one at a time, in order.
+    assert user_texts(model.requests[-1].body)[-10:] == [f"сообщение {n}" for n in range(10)]
+    assert await process.stop() == 0
+
+
+async def test_flooding_user_is_told_once_and_costs_no_model_calls(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    model.responder = echo
+    await telegram.push(*(telegram.message_update(23, f"спам {n}") for n in range(8)))
+    await telegram.wait_for_texts(23, 6)
+    # A graceful stop lets every update in flight finish: after it, nothing more comes.
+    assert await running.stop() == 0
+    assert telegram.sent_texts(23) == [
+        *(f"Ответ: спам {n}" for n in range(5)),
+        messages.RATE_LIMITED,
+    ]
+    assert len(model.requests) == 5
+
+
+async def test_a_model_that_always_wants_tools_is_bounded_and_the_customer_told(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    model.responder = lambda body: tool_call_answer("get_support_hours", {})
+    await telegram.push_message(17, "Когда вы работаете?")
+    (text,) = await telegram.wait_for_texts(17, 1)
+    assert len(model.requests) == 3  # TOOL_MAX_STEPS
+    assert "несколько простых" in text
+    assert "Код обращения: " in text
+
+
+async def test_a_model_that_is_down_gets_an_incident_message_then_works_again(
+    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+) -> None:
+    down: Callable[[Body], Reply] = lambda body: error(  # noqa: E731
+        503, "overloaded", headers={"x-should-retry": "false"}
+    )
+    model.responder = down
+    await telegram.push_message(18, "Где заказ 8041?")
+    (incident,) = await telegram.wait_for_texts(18, 1)
+    assert "повторите" in incident
+    assert "overloaded" not in incident
+    assert "503" not in incident
+    code = incident.split("Код обращения: ")[1].split(".")[0]
+    assert len(code) == 10
+    model.responder = echo
+    await telegram.push_message(18, "Где заказ 8041?")
+    assert (await telegram.wait_for_texts(18, 2))[1] == "Ответ: Где заказ 8041?"
+
+
+async def test_redis_stopped_during_a_turn_then_restarted(
+    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, own_redis_server: RedisServer
+) -> None:
+    def stop_redis_then_answer(body: Body) -> Reply:
+        if user_texts(body)[-1] == "во время сбоя":
+            own_redis_server.stop()
+        return echo(body)
+
+    model.responder = stop_redis_then_answer
+    process = BotProcess(settings_for(telegram, model, own_redis_server.url), telegram)
+    await process.start()
+    await telegram.push_message(19, "во время сбоя")
+    (during,) = await telegram.wait_for_texts(19, 1)
+    assert "временно недоступен" in during
+    assert "Код обращения: " in during
+    own_redis_server.start()
+    await telegram.push_message(19, "после сбоя")
+    texts = await telegram.wait_for_texts(19, 2)
+    assert texts[1] == "Ответ: после сбоя"
+    assert await process.stop() == 0

@@ -1,0 +1,43 @@
+"""Customer texts: Russian, kind per failure, incident code, no internals."""
+
+import pytest
+
+from bot import chat_errors
+from bot.chat_errors import ChatServiceError
+from bot.telegram import messages
+
+_ERROR_TYPES = [
+    cls
+    for cls in vars(chat_errors).values()
+    if isinstance(cls, type) and issubclass(cls, ChatServiceError)
+]
+
+
+@pytest.mark.parametrize("error_type", _ERROR_TYPES, ids=lambda cls: cls.__name__)
+def test_every_failure_kind_has_a_russian_message_with_the_code(error_type) -> None:
+    error = error_type("Traceback: KeyError('secret internals')", "K7M2QX9PAF")
+    text = messages.failure_message(error, error.turn_id)
+    assert "K7M2QX9PAF" in text
+    assert "Traceback" not in text
+    assert "KeyError" not in text
+    assert error_type.__name__ not in text
+    assert any("а" <= char <= "я" for char in text.lower())
+
+
+def test_kinds_are_told_apart() -> None:
+    busy = messages.failure_message(chat_errors.ChatModelUnavailableError("x", "A"), "A")
+    down = messages.failure_message(chat_errors.ChatStorageError("x", "A"), "A")
+    too_long = messages.failure_message(chat_errors.MessageTooLongError("x", "A"), "A")
+    assert len({busy, down, too_long}) == 3
+    assert "повторите" in busy
+    assert "временно недоступен" in down
+    assert "длинное" in too_long
+
+
+def test_unknown_subclass_falls_back_to_its_parent_kind() -> None:
+    class Unforeseen(chat_errors.ChatStorageError):
+        kind = "something_new"
+
+    assert messages.failure_message(Unforeseen("x", "B"), "B") == messages.failure_message(
+        chat_errors.ChatStorageError("x", "B"), "B"
+    )

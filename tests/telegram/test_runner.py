@@ -1,0 +1,201 @@
+"""``python -m bot`` as a real process: exit codes, start-up checks, SIGTERM drains; the webhook.
+
+The processes run in an empty temporary directory, so that no developer's
+``.env`` leaks in; everything they need comes from the environment given here.
+"""
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.telegram.runner import main, run_bot, settings_problems
+from bot.telegram.webhook import SECRET_HEADER
+from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
+from tests.support.redis_server import RedisServer, free_port
+from tests.telegram.support import make_settings
+
+# Variables of this suite's own environment that must not reach the child process.
+_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
+
+
+def child_env(**env: Any) -> dict[str, str]:
+    base = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
+    base.update({"LLM_BACKEND": "offline", "LOG_LEVEL": "INFO"})
+    base.update({key: str(value) for key, value in env.items()})
+    return base
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No ``.env`` and none of the bot's variables: ``main()`` sees only what a test sets."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith(("TELEGRAM_", "WEBHOOK_", "LLM_", "OPENAI_", "REDIS_", "FLOOD_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("LLM_BACKEND", "offline")
+    # Nothing listens here: had main() connected anywhere, the error would be another one.
+    monkeypatch.setenv("TELEGRAM_API_BASE_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    monkeypatch.setenv("REDIS_SOCKET_TIMEOUT_SECONDS", "1")
+    return monkeypatch
+
+
+def test_missing_token_is_one_line_and_exit_2_before_any_connection(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main("polling") == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "configuration error: TELEGRAM_BOT_TOKEN is not set: put the token from @BotFather in .env"
+    ]
+
+
+def test_malformed_token_is_one_line_exit_2_and_not_echoed(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_env.setenv("TELEGRAM_BOT_TOKEN", "not a token s3cr3t")
+    assert main("polling") == 2
+    err = capsys.readouterr().err
+    assert "TELEGRAM_BOT_TOKEN is malformed" in err
+    assert "s3cr3t" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unreachable_redis_is_one_line_and_exit_1(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_env.setenv("TELEGRAM_BOT_TOKEN", TEST_TOKEN)
+    assert main("polling") == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert "Redis is unreachable" in errors[0]
+
+
+def test_webhook_mode_needs_url_and_secret() -> None:
+    problems = settings_problems(make_settings(), "webhook")
+    assert any("WEBHOOK_URL" in problem for problem in problems)
+    assert any("WEBHOOK_SECRET" in problem for problem in problems)
+    assert settings_problems(make_settings(), "polling") == []
+
+
+async def test_sigterm_lets_the_turn_in_flight_finish_then_exits_0(
+    tmp_path: Path, telegram: FakeTelegramServer, redis_server: RedisServer, redis_client
+) -> None:
+    """The real process: a slow turn is in flight when SIGTERM arrives; the reply still comes."""
+    model_called = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(body: dict[str, Any]) -> Reply:
+        model_called.set()
+        await release.wait()
+        return text_answer("Ответ после паузы.")
+
+    async with ScriptedOpenAIServer() as model:
+        model.responder = slow
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            cwd=tmp_path,
+            env=child_env(
+                TELEGRAM_BOT_TOKEN=TEST_TOKEN,
+                TELEGRAM_API_BASE_URL=telegram.base_url,
+                LLM_BACKEND="openai",
+                OPENAI_API_KEY="sk-test",
+                OPENAI_BASE_URL=model.base_url,
+                LLM_MAX_RETRIES=0,
+                REDIS_URL=redis_server.url,
+                REDIS_KEY_PREFIX="proc",
+            ),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await telegram.wait_for(lambda: telegram.received("getUpdates") > 0, within=20)
+            await telegram.push_message(30, "Медленный вопрос")
+            async with asyncio.timeout(10):
+                await model_called.wait()
+            process.send_signal(signal.SIGTERM)
+            # Give the signal time to land before the model answers (not a timing assertion:
+            # the reply must come either way; this only makes the drain path the likely one).
+            await asyncio.sleep(0.3)
+            release.set()
+            assert await telegram.wait_for_texts(30, 1) == ["Ответ после паузы."]
+            async with asyncio.timeout(20):
+                _, stderr = await process.communicate()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 0, stderr.decode()
+    log = stderr.decode()
+    assert "Bot @support_test_bot starting (polling)" in log
+    assert TEST_TOKEN.split(":")[1] not in log
+
+
+@pytest.fixture
+async def slow_model() -> AsyncIterator[tuple[ScriptedOpenAIServer, asyncio.Event]]:
+    release = asyncio.Event()
+
+    async def gated(body: dict[str, Any]) -> Reply:
+        await release.wait()
+        return text_answer("Ответ через вебхук.")
+
+    async with ScriptedOpenAIServer() as model:
+        model.responder = gated
+        yield model, release
+
+
+async def test_webhook_answers_telegram_at_once_and_replies_in_the_background(
+    telegram: FakeTelegramServer,
+    slow_model: tuple[ScriptedOpenAIServer, asyncio.Event],
+    redis_server: RedisServer,
+    redis_client,
+) -> None:
+    model, release = slow_model
+    port = free_port()
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        LLM_BACKEND="openai",
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=model.base_url,
+        LLM_MAX_RETRIES=0,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="hook",
+        WEBHOOK_URL="https://bot.example.com/",
+        WEBHOOK_PATH="/tg",
+        WEBHOOK_SECRET="s3cret-token",
+        WEBHOOK_HOST="127.0.0.1",
+        WEBHOOK_PORT=port,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_bot(settings, "webhook", stop))
+    try:
+        await telegram.wait_for(lambda: bool(telegram.calls_of("setWebhook")) or task.done())
+        assert telegram.webhook["url"] == "https://bot.example.com/tg"
+        assert telegram.webhook["secret_token"] == "s3cret-token"
+        url = f"http://127.0.0.1:{port}/tg"
+        update = telegram.message_update(40, "Вопрос через вебхук")
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url, json=update, headers={SECRET_HEADER: "wrong"}) as response:
+                assert response.status == 401
+            async with http.post(
+                url, json=update, headers={SECRET_HEADER: "s3cret-token"}
+            ) as response:
+                # Answered while the model has not answered yet.
+                assert response.status == 200
+                assert telegram.sent_texts(40) == []
+        release.set()
+        assert await telegram.wait_for_texts(40, 1) == ["Ответ через вебхук."]
+        assert len(model.requests) == 1  # the wrong secret never reached the model
+    finally:
+        stop.set()
+        async with asyncio.timeout(20):
+            assert await task == 0
