@@ -6,6 +6,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from pydantic import ValidationError
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from bot.audit.pseudonym import ChatPseudonymizer
@@ -116,14 +118,21 @@ async def connect_redis(settings: Settings) -> "aioredis.Redis":
     url = settings.redis.url.get_secret_value()
     timeout = settings.redis.socket_timeout_seconds
     try:
-        client = aioredis.Redis.from_url(
+        # A blocking pool makes a burst of turns wait (up to the socket timeout) for a
+        # free connection; redis-py's default pool fails every command past 100 at once.
+        # Two quick retries ride out a blip without holding a turn long when Redis is down.
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=settings.redis.max_connections,
+            timeout=timeout,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             health_check_interval=30,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
         )
     except ValueError as error:
         raise StartupError(f"REDIS_URL is not a valid Redis URL: {redacted_url(url)}") from error
+    client = aioredis.Redis.from_pool(pool)
     try:
         await client.ping()
     except (RedisError, OSError) as error:
@@ -167,6 +176,7 @@ async def build_application(
         stream=audit_settings.stream,
         maxlen=audit_settings.stream_maxlen,
         pseudonymizer=pseudonymizer,
+        timeout_seconds=settings.redis.socket_timeout_seconds,
     )
     sessions = RedisSessionStore(
         redis,

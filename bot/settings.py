@@ -109,6 +109,9 @@ class RedisSettings(BaseSettings):
     socket_timeout_seconds: float = Field(
         default=5.0, gt=0, validation_alias=_env("REDIS_SOCKET_TIMEOUT_SECONDS")
     )
+    max_connections: int = Field(
+        default=200, ge=2, le=10_000, validation_alias=_env("REDIS_MAX_CONNECTIONS")
+    )
 
 
 class SessionSettings(BaseSettings):

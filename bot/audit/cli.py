@@ -1,0 +1,551 @@
+"""``support-audit`` / ``python -m bot audit``: support staff read the audit stream.
+
+Commands: ``tail`` (newest entries, ``--follow`` for new ones), ``turn`` (one
+incident), ``stats`` (per tool and per turn), ``export`` (every entry once,
+through a consumer group) and ``pseudonym`` (the stream's name for a chat).
+Only the Redis and audit settings are read, so no bot token or model key is needed.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from typing import NoReturn, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from pydantic import ValidationError
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
+from bot.audit.reader import (
+    TOOL_STATUSES,
+    AuditStats,
+    AuditStreamError,
+    AuditStreamReader,
+    Distribution,
+    EntryFilter,
+    StreamEntry,
+    StreamExporter,
+    TimeSpecError,
+    compute_stats,
+    parse_since,
+    stream_id_at,
+)
+from bot.settings import AuditSettings, RedisSettings
+
+PROGRAM = "support-audit"
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class _UsageError(Exception):
+    """Bad command-line arguments (argparse would print usage and exit)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse prints a usage block and exits; staff get one line and main() keeps control.
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every command needs, built once by :func:`main`."""
+
+    client: redis.Redis
+    stream: str
+    hmac_key: bytes | None
+    zone: tzinfo | None
+    out: TextIO
+    now: datetime
+    block_ms: int
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (0 ok, 1 failure, 2 bad arguments or settings)."""
+    try:
+        args = _build_parser().parse_args(argv)
+        redis_settings = RedisSettings()
+        audit_settings = AuditSettings()
+    except _UsageError as error:
+        return _fail(f"{error} (see {PROGRAM} --help)", EXIT_USAGE)
+    except SystemExit as exit_request:  # --help prints and asks to exit
+        return exit_request.code if isinstance(exit_request.code, int) else EXIT_USAGE
+    except ValidationError as error:
+        return _fail(f"bad settings: {_first_error(error)}", EXIT_USAGE)
+
+    url = redis_settings.url.get_secret_value()
+    try:
+        # One attempt, no back-off: a command line should fail at once, not after ten retries.
+        client = redis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_connect_timeout=redis_settings.socket_timeout_seconds,
+            socket_timeout=redis_settings.socket_timeout_seconds,
+            retry=Retry(NoBackoff(), 0),
+        )
+    except ValueError as error:
+        return _fail(f"bad REDIS_URL {_safe_url(url)}: {error}", EXIT_USAGE)
+    hmac_key = audit_settings.hmac_key
+    context = _Context(
+        client=client,
+        stream=args.stream or audit_settings.stream,
+        hmac_key=hmac_key.get_secret_value().encode("utf-8") if hmac_key is not None else None,
+        zone=UTC if args.utc else None,
+        out=sys.stdout,
+        now=datetime.now(UTC),
+        # Block a little under the socket timeout so that a quiet stream is not a timeout.
+        block_ms=max(int(min(1.0, redis_settings.socket_timeout_seconds / 2) * 1000), 1),
+    )
+    with client:
+        return _run(args.run, args, context, _safe_url(url))
+
+
+def _run(
+    command: Callable[[argparse.Namespace, _Context], int],
+    args: argparse.Namespace,
+    context: _Context,
+    shown_url: str,
+) -> int:
+    """Run ``command`` and turn every expected failure into one line and an exit status."""
+    try:
+        return command(args, context)
+    except KeyboardInterrupt:
+        # Ctrl-C is how staff end --follow: a normal end, not a failure.
+        return EXIT_OK
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        return _fail(f"cannot reach Redis at {shown_url}: {_one_line(error)}", EXIT_FAILURE)
+    except (AuditStreamError, TimeSpecError) as error:
+        return _fail(str(error), EXIT_FAILURE)
+    except redis.RedisError as error:
+        return _fail(f"Redis refused the command: {_one_line(error)}", EXIT_FAILURE)
+    except BrokenPipeError:
+        # The reader of our output went away (``| head``): nothing more to say, and
+        # stdout goes to /dev/null so that the interpreter's final flush stays quiet.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _build_parser() -> _Parser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--stream", default=None, help="stream to read (default: AUDIT_STREAM, support:audit)"
+    )
+    common.add_argument("--utc", action="store_true", help="show times in UTC, not local time")
+
+    parser = _Parser(
+        prog=PROGRAM,
+        description="Read the support bot's audit stream (REDIS_URL, AUDIT_STREAM).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    tail = commands.add_parser(
+        "tail", parents=[common], help="newest entries as a table (or JSON lines)"
+    )
+    tail.add_argument("-n", type=_positive_int, default=20, help="how many entries (default 20)")
+    tail.add_argument("--follow", "-f", action="store_true", help="then print new entries")
+    tail.add_argument("--chat", help="only this chat (real id or pseudonym)")
+    tail.add_argument("--tool", help="only this tool (and turns that called it)")
+    tail.add_argument("--status", help="only this tool status or turn outcome")
+    tail.add_argument("--type", choices=("tool", "turn"), dest="entry_type")
+    tail.add_argument("--since", help="only entries after this: 15m, 1h, 2d, 1w or ISO-8601")
+    tail.add_argument("--json", action="store_true", help="one JSON object per line")
+    tail.set_defaults(run=_tail)
+
+    turn = commands.add_parser(
+        "turn", parents=[common], help="everything recorded for one turn (incident code)"
+    )
+    turn.add_argument("turn_id", help="the incident code the customer was shown")
+    turn.add_argument("--since", help="look no further back than this (faster on long streams)")
+    turn.add_argument("--json", action="store_true", help="one JSON object per line")
+    turn.set_defaults(run=_turn)
+
+    stats = commands.add_parser(
+        "stats", parents=[common], help="per tool and per turn: counts, errors, latency"
+    )
+    stats.add_argument("--since", default="24h", help="period (default 24h)")
+    stats.add_argument("--json", action="store_true", help="one JSON object")
+    stats.set_defaults(run=_stats)
+
+    export = commands.add_parser(
+        "export", parents=[common], help="every entry exactly once as JSON lines (consumer group)"
+    )
+    export.add_argument("--group", required=True, help="consumer group (created if missing)")
+    export.add_argument(
+        "--consumer", default=socket.gethostname(), help="consumer name (default: host name)"
+    )
+    export.add_argument(
+        "--claim-idle-ms",
+        type=_non_negative_int,
+        default=60_000,
+        help="reclaim entries another run left unacknowledged this long (default 60000)",
+    )
+    export.add_argument("--follow", "-f", action="store_true", help="keep exporting until Ctrl-C")
+    export.set_defaults(run=_export)
+
+    pseudonym = commands.add_parser(
+        "pseudonym", parents=[common], help="the pseudonym of a chat id (needs AUDIT_HMAC_KEY)"
+    )
+    pseudonym.add_argument("chat_id")
+    pseudonym.set_defaults(run=_pseudonym)
+    return parser
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _tail(args: argparse.Namespace, context: _Context) -> int:
+    reader = AuditStreamReader(context.client, context.stream)
+    reader.check()
+    entry_filter = EntryFilter(
+        chat_ids=_chat_forms(args.chat, context.hmac_key),
+        tool=args.tool,
+        status=args.status,
+        entry_type=args.entry_type,
+    )
+    since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+    # The newest id is taken first so that --follow continues exactly where the tail ended.
+    last_id = reader.last_id()
+    entries = reader.newest(args.n, entry_filter, since_id=since_id, until_id=last_id)
+    table = _Table(context.zone, fixed=args.follow)
+    if args.json:
+        _print_json_lines(entries, context.out)
+    else:
+        table.print(entries, context.out, header=True)
+    if not args.follow:
+        return EXIT_OK
+    context.out.flush()
+    for entry in reader.follow(last_id, entry_filter, block_ms=context.block_ms):
+        if args.json:
+            _print_json_lines([entry], context.out)
+        else:
+            table.print([entry], context.out, header=False)
+        context.out.flush()
+    return EXIT_OK
+
+
+def _turn(args: argparse.Namespace, context: _Context) -> int:
+    reader = AuditStreamReader(context.client, context.stream)
+    reader.check()
+    since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+    entries = reader.turn(args.turn_id.strip().upper(), since_id=since_id)
+    if not entries:
+        return _fail(
+            f"no entries for turn {args.turn_id!r} in {context.stream!r} "
+            "(mistyped, or older than the stream keeps)",
+            EXIT_FAILURE,
+        )
+    if args.json:
+        _print_json_lines(entries, context.out)
+        return EXIT_OK
+    _Table(context.zone).print(entries, context.out, header=True)
+    summary = next((entry for entry in entries if entry.type == "turn"), None)
+    print(file=context.out)
+    if summary is None:
+        print(
+            "no turn entry: the turn was still running, or its end was not recorded",
+            file=context.out,
+        )
+        return EXIT_OK
+    for name, value in summary.fields.items():
+        print(f"{name + ':':<19}{value or '-'}", file=context.out)
+    return EXIT_OK
+
+
+def _stats(args: argparse.Namespace, context: _Context) -> int:
+    reader = AuditStreamReader(context.client, context.stream)
+    reader.check()
+    since = parse_since(args.since, context.now)
+    counted = _Counting(reader.scan(since_id=stream_id_at(since)))
+    stats = compute_stats(counted)
+    if args.json:
+        print(
+            json.dumps(_stats_json(stats, since, counted.count), ensure_ascii=False),
+            file=context.out,
+        )
+        return EXIT_OK
+    for line in _stats_lines(stats, since, counted.count, context.zone):
+        print(line, file=context.out)
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace, context: _Context) -> int:
+    exporter = StreamExporter(
+        context.client,
+        context.stream,
+        group=args.group,
+        consumer=args.consumer,
+        claim_idle_ms=args.claim_idle_ms,
+    )
+    exporter.ensure_group()
+    out = context.out
+
+    def emit(entry: StreamEntry) -> None:
+        out.write(json.dumps(entry.to_json_dict(), ensure_ascii=False) + "\n")
+        # Flushed before the entry is acknowledged: an acknowledged entry has left the process.
+        out.flush()
+
+    try:
+        exporter.run(emit, follow=args.follow, block_ms=context.block_ms)
+    except BrokenPipeError:
+        # Unlike a tail cut short by ``| head``, a receiver that went away is a failed
+        # delivery: the entry being written stays pending for the next run.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail(
+            "the receiver closed the output; unexported entries stay for the next run",
+            EXIT_FAILURE,
+        )
+    return EXIT_OK
+
+
+def _pseudonym(args: argparse.Namespace, context: _Context) -> int:
+    if context.hmac_key is None:
+        return _fail("AUDIT_HMAC_KEY is not set: there is no pseudonym to compute", EXIT_USAGE)
+    print(chat_pseudonym(args.chat_id, context.hmac_key), file=context.out)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- output
+
+
+_DURATION_FIELDS = {"tool": "duration_ms", "turn": "latency_ms"}
+
+
+class _Table:
+    """Aligned rows: local time, type, chat, turn, step, tool, status, error, duration, details."""
+
+    _HEADERS = ("TIME", "TYPE", "CHAT", "TURN", "STEP", "TOOL", "STATUS", "ERROR", "DURATION")
+    # Widths used when rows arrive one by one (--follow) and cannot be measured first.
+    _FIXED = (19, 4, 18, 10, 4, 18, 17, 17, 11)
+
+    def __init__(self, zone: tzinfo | None, fixed: bool = False) -> None:
+        self._zone = zone
+        self._fixed = fixed
+
+    def print(self, entries: Sequence[StreamEntry], out: TextIO, header: bool) -> None:
+        """Print ``entries`` (and the header line first, if asked)."""
+        rows = [self._row(entry) for entry in entries]
+        if self._fixed:
+            widths = list(self._FIXED)
+        else:
+            widths = [
+                max([len(title)] + [len(row[index]) for row in rows])
+                for index, title in enumerate(self._HEADERS)
+            ]
+        if header:
+            print(_join(self._HEADERS, widths, "DETAILS"), file=out)
+        for row, entry in zip(rows, entries, strict=True):
+            print(_join(row, widths, _details(entry)), file=out)
+
+    def _row(self, entry: StreamEntry) -> tuple[str, ...]:
+        when = entry.event_time.astimezone(self._zone).strftime("%Y-%m-%d %H:%M:%S")
+        duration = _format_ms(entry.get(_DURATION_FIELDS.get(entry.type, "")))
+        if entry.type == "turn":
+            tool = entry.get("tool_names") or "-"
+            return (when, "turn", entry.get("chat_id"), entry.get("turn_id"), "", tool,
+                    entry.get("outcome"), "", duration)  # fmt: skip
+        return (when, entry.type or "?", entry.get("chat_id"), entry.get("turn_id"),
+                entry.get("step"), entry.get("tool_name"), entry.get("status"),
+                entry.get("error_code"), duration)  # fmt: skip
+
+
+def _join(cells: Sequence[str], widths: Sequence[int], details: str) -> str:
+    parts = [
+        cell.rjust(width) if index == len(cells) - 1 else cell.ljust(width)
+        for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+    ]
+    return ("  ".join(parts) + "  " + details).rstrip()
+
+
+def _details(entry: StreamEntry) -> str:
+    if entry.type == "turn":
+        tokens = "/".join(
+            entry.get(name) or "?"
+            for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+        )
+        return (
+            f"model={entry.get('model')} steps={entry.get('model_steps')} "
+            f"tools={entry.get('tool_calls')} tokens={tokens} "
+            f"prompt={entry.get('prompt_id')}@{entry.get('prompt_version')}"
+        )
+    if entry.type == "tool":
+        return f"call={entry.get('call_id')}"
+    return ""
+
+
+def _format_ms(text: str) -> str:
+    try:
+        value = float(text)
+    except ValueError:
+        return "-"
+    return f"{value:.1f} ms" if value < 10_000 else f"{value / 1000:.2f} s"
+
+
+def _print_json_lines(entries: Iterable[StreamEntry], out: TextIO) -> None:
+    for entry in entries:
+        print(json.dumps(entry.to_json_dict(), ensure_ascii=False), file=out)
+
+
+def _stats_lines(
+    stats: AuditStats, since: datetime, entries: int, zone: tzinfo | None
+) -> list[str]:
+    start = since.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
+    lines = [f"since {start}: {entries} entries, {stats.turns.count} turns", ""]
+    headers = ("TOOL", "CALLS", *(status.upper() for status in TOOL_STATUSES), "ERR%")
+    headers += ("P50", "P95", "MAX")
+    rows = [
+        (
+            tool.tool_name,
+            str(tool.count),
+            *(str(tool.by_status.get(status, 0)) for status in TOOL_STATUSES),
+            f"{tool.error_rate * 100:.1f}%",
+            *_ms_cells(tool.duration_ms),
+        )
+        for tool in stats.tools
+    ]
+    if rows:
+        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+        lines.append(_align(headers, widths))
+        lines.extend(_align(row, widths) for row in rows)
+    else:
+        lines.append("no tool calls")
+    lines.append("")
+    turns = stats.turns
+    outcomes = ", ".join(f"{name} {count}" for name, count in turns.by_outcome.items())
+    lines.append(f"turns: {turns.count}" + (f" ({outcomes})" if outcomes else ""))
+    p50, p95, top = _ms_cells(turns.latency_ms)
+    lines.append(f"latency:  p50 {p50}  p95 {p95}  max {top}")
+    tokens = turns.total_tokens
+    lines.append(
+        f"tokens:   p50 {_int_cell(tokens.p50)}  p95 {_int_cell(tokens.p95)}  "
+        f"max {_int_cell(tokens.max)}  total {turns.tokens_sum}  "
+        f"(unknown in {turns.tokens_unknown} turns)"
+    )
+    return lines
+
+
+def _align(cells: Sequence[str], widths: Sequence[int]) -> str:
+    # The first column is a name (left), the rest are numbers (right).
+    return "  ".join(
+        cell.ljust(width) if index == 0 else cell.rjust(width)
+        for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+    )
+
+
+def _ms_cells(distribution: Distribution) -> tuple[str, str, str]:
+    return (
+        _format_ms(str(distribution.p50)),
+        _format_ms(str(distribution.p95)),
+        _format_ms(str(distribution.max)),
+    )
+
+
+def _int_cell(value: float | None) -> str:
+    return "-" if value is None else str(int(value))
+
+
+def _stats_json(stats: AuditStats, since: datetime, entries: int) -> dict[str, object]:
+    def distribution(value: Distribution) -> dict[str, float | None]:
+        return {"p50": value.p50, "p95": value.p95, "max": value.max}
+
+    return {
+        "since": since.isoformat(),
+        "entries": entries,
+        "tools": [
+            {
+                "tool_name": tool.tool_name,
+                "count": tool.count,
+                "by_status": dict(tool.by_status),
+                "error_rate": tool.error_rate,
+                "duration_ms": distribution(tool.duration_ms),
+            }
+            for tool in stats.tools
+        ],
+        "turns": {
+            "count": stats.turns.count,
+            "by_outcome": dict(stats.turns.by_outcome),
+            "latency_ms": distribution(stats.turns.latency_ms),
+            "total_tokens": distribution(stats.turns.total_tokens),
+            "tokens_sum": stats.turns.tokens_sum,
+            "tokens_unknown": stats.turns.tokens_unknown,
+        },
+    }
+
+
+class _Counting:
+    """Passes entries through and counts them (stats say how many entries they read)."""
+
+    def __init__(self, entries: Iterable[StreamEntry]) -> None:
+        self._entries = entries
+        self.count = 0
+
+    def __iter__(self) -> Iterator[StreamEntry]:
+        for entry in self._entries:
+            self.count += 1
+            yield entry
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def _chat_forms(chat: str | None, hmac_key: bytes | None) -> frozenset[str]:
+    """Every form ``chat`` may have in the stream: as typed, and its pseudonym if a key is set."""
+    if not chat:
+        return frozenset()
+    forms = {chat}
+    if hmac_key is not None and not is_pseudonym(chat):
+        forms.add(chat_pseudonym(chat, hmac_key))
+    return frozenset(forms)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password, fit for an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    names = ", ".join(str(part) for part in first.get("loc", ()))
+    return f"{names}: {first['msg']}" if names else str(first["msg"])
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
