@@ -35,9 +35,7 @@ def tool_result(name: str, arguments: dict[str, Any], *, usage: int | None = 10)
         text=None,
         refusal=None,
         finish_reason="tool_calls",
-        tool_calls=(
-            ToolCall(id=f"call-{next(_ids)}", name=name, arguments=json.dumps(arguments)),
-        ),
+        tool_calls=(ToolCall(id=f"call-{next(_ids)}", name=name, arguments=json.dumps(arguments)),),
         model="scripted",
         response_id=f"resp-{next(_ids)}",
         prompt_tokens=usage,

@@ -5,15 +5,21 @@ from typing import Any
 
 from aiogram import BaseMiddleware
 from aiogram.types import TelegramObject, Update
+from aiogram.types.update import UpdateTypeLookupError
 
 from bot.keyed_locks import KeyedLocks
 
 
 def update_chat_id(update: Update) -> int | None:
     """The chat an update belongs to, if any."""
-    chat = getattr(update.event, "chat", None)
+    try:
+        event = update.event
+    except UpdateTypeLookupError:
+        # A newer Bot API update kind aiogram cannot name: it belongs to no chat we know.
+        return None
+    chat = getattr(event, "chat", None)
     if chat is None:
-        message = getattr(update.event, "message", None)  # e.g. a callback query
+        message = getattr(event, "message", None)  # e.g. a callback query
         chat = getattr(message, "chat", None)
     chat_id = getattr(chat, "id", None)
     return chat_id if isinstance(chat_id, int) else None

@@ -1,0 +1,175 @@
+"""``python -m bench``: the benchmark suite (see bench/README.md).
+
+Runs each scenario ``--runs`` times against a private redis-server and scripted
+model servers over real sockets, prints a short summary and writes the medians
+(plus every run's raw figures) to ``bench/results/latest.json``.
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import scenarios
+from bench.stack import BenchRedis
+from bench.stats import median_of_runs
+
+RESULTS = Path(__file__).with_name("results")
+
+Scenario = Callable[[str], Awaitable[dict[str, Any]]]
+
+
+def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
+    table: dict[str, Scenario] = {
+        "overhead_direct": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=False),
+        "overhead_two_tools": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=True),
+        "cost_growth": scenarios.cost_growth,
+        "concurrency_1000": lambda url: scenarios.concurrency(url, customers=args.customers),
+        "saturation": lambda url: scenarios.saturation(url, sessions=args.sessions),
+        "soak": lambda url: scenarios.soak(url, seconds=args.soak_seconds),
+    }
+    chosen = args.only or list(table)
+    return {name: table[name] for name in chosen if name not in (args.skip or [])}
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    model = next(
+        (line.split(":", 1)[1].strip() for line in lscpu.splitlines() if "Model name" in line),
+        platform.processor(),
+    )
+    redis_version = subprocess.run(
+        ["redis-server", "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "cpu": model,
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "redis": redis_version,
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every chosen scenario, ``args.runs`` times each."""
+    chosen = _scenarios(args)
+    raw: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
+    with BenchRedis() as redis:
+        for run_index in range(args.runs):
+            for name, scenario in chosen.items():
+                print(f"run {run_index + 1}/{args.runs}: {name} ...", file=sys.stderr, flush=True)
+                raw[name].append(await scenario(redis.url))
+    return {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "runs": args.runs,
+        "results": {name: median_of_runs(runs) for name, runs in raw.items()},
+        "raw": raw,
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    """A few lines for humans."""
+    r = report["results"]
+    lines = [
+        f"machine: {report['machine']['cpu']}, {report['machine']['nproc']} CPUs, "
+        f"Python {report['machine']['python']}; medians of {report['runs']} runs"
+    ]
+    for name in ("overhead_direct", "overhead_two_tools"):
+        if name in r:
+            o, red = r[name]["bot_overhead"], r[name]["redis"]
+            lines.append(
+                f"{name}: bot overhead p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, "
+                f"p99 {o['p99_ms']} ms; Redis {red['round_trips_per_turn']} round trips, "
+                f"{red['top_level_commands_per_turn']} commands "
+                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
+            )
+    if "cost_growth" in r:
+        c = r["cost_growth"]
+        lines.append(
+            f"cost_growth: prompt tokens turn 1 {c['prompt_tokens_turn_1']}, max "
+            f"{c['prompt_tokens_max']}, turn 60 {c['prompt_tokens_turn_60']}; slope after the "
+            f"window fills {c['slope_tokens_per_turn_after_window_fills']} tokens/turn; "
+            f"{c['summary_calls']} summary calls per {c['turns']} turns; session "
+            f"{c.get('session_bytes_after_10_turns')} B after 10 turns, "
+            f"{c.get('session_bytes_after_60_turns')} B after 60"
+        )
+    if "concurrency_1000" in r:
+        c = r["concurrency_1000"]
+        lines.append(
+            f"concurrency: {c['customers']} customers, model {c['model_latency_s']} s: all "
+            f"replied in {c['all_replied_s']} s ({c['failed']} failed)"
+        )
+    if "saturation" in r:
+        s = r["saturation"]
+        lines.append(
+            f"saturation: {s['turns_per_second']} turns/s (zero-latency model); RSS "
+            f"{s['rss_mb_after_warmup']} MB -> {s['rss_mb_after_sessions']} MB after "
+            f"{s['turns']} sessions"
+        )
+    if "soak" in r:
+        s = r["soak"]
+        lines.append(
+            f"soak: {s['seconds']} s at {s['turns_per_second']} turns/s; RSS "
+            f"{s['rss_mb_after_warmup']} MB after warm-up -> {s['rss_mb_at_end']} MB "
+            f"({s['rss_slope_mb_per_minute_after_warmup']} MB/min)"
+        )
+    return "\n".join(lines)
+
+
+async def profile(args: argparse.Namespace) -> Path:
+    """Profile the two-tool overhead scenario once with pyinstrument."""
+    from pyinstrument import Profiler  # noqa: PLC0415 - optional, only for --profile
+
+    RESULTS.mkdir(exist_ok=True)
+    target = RESULTS / "profile_two_tools.txt"
+    with BenchRedis() as redis:
+        profiler = Profiler(async_mode="enabled", interval=0.0005)
+        profiler.start()
+        await scenarios.overhead(redis.url, turns=args.turns, two_tools=True)
+        profiler.stop()
+    target.write_text(profiler.output_text(unicode=True, color=False, show_all=False))
+    return target
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--runs", type=int, default=3, help="repetitions (medians reported)")
+    parser.add_argument("--turns", type=int, default=500, help="measured turns per overhead run")
+    parser.add_argument("--customers", type=int, default=1000, help="concurrency scenario size")
+    parser.add_argument("--sessions", type=int, default=10_000, help="saturation scenario size")
+    parser.add_argument("--soak-seconds", type=float, default=20.0, help="soak duration")
+    parser.add_argument("--only", nargs="*", help="run only these scenarios")
+    parser.add_argument("--skip", nargs="*", help="skip these scenarios")
+    parser.add_argument("--profile", action="store_true", help="profile the two-tool turn only")
+    parser.add_argument("--output", type=Path, default=RESULTS / "latest.json")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    if args.profile:
+        print(f"profile written to {asyncio.run(profile(args))}")
+        return 0
+    report = asyncio.run(run(args))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    print(summary(report))
+    print(f"results written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""Engine-level scenarios: ChatService as built for production, over real sockets.
+
+Each scenario starts what it needs (the scripted model in-process or as a child
+process), uses the run's redis-server, and returns a JSON-able dict.
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from time import monotonic, perf_counter
+from typing import Any
+
+from bench.model_script import TWO_TOOLS
+from bench.stack import (
+    ModelServerProcess,
+    RedisStats,
+    TimedOpenAIServer,
+    bench_settings,
+    open_engine,
+    rss_bytes,
+)
+from bench.stats import latency_summary_ms, slope
+from bot.app import Application
+from bot.chat_service import ChatReply
+from bot.tokens import estimate_messages_tokens
+from bot.turns import new_turn_id
+from tools.context import ToolContext
+
+QUESTION = "Здравствуйте! Подскажите, пожалуйста, где сейчас мой заказ 8041 и когда его привезут?"
+TURNS_PER_CONVERSATION = 5
+"""Overhead turns are spread over short conversations: some history, no summaries."""
+
+
+async def ask(app: Application, key: str, text: str, user_id: int = 1) -> ChatReply:
+    """One turn as the Telegram front end makes it."""
+    return await app.chat.reply(key, text, ToolContext(key, user_id, new_turn_id()))
+
+
+async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, Any]:
+    """Bot time per turn (wall time minus the model server's time) and Redis cost per turn."""
+    text = f"{QUESTION} {TWO_TOOLS}" if two_tools else QUESTION
+    stats = RedisStats(redis_url)
+    server = TimedOpenAIServer()
+    async with server:
+        app, counters = await open_engine(bench_settings(redis_url, server.base_url))
+        try:
+            for i in range(50):  # warm-up: connections, script cache, first-call imports
+                await ask(app, f"warm{i // TURNS_PER_CONVERSATION}", text)
+            await stats.reset()
+            trips, commands = counters.round_trips, counters.commands
+            requests = len(server.requests)
+            bot_seconds = []
+            for i in range(turns):
+                key = f"o{i // TURNS_PER_CONVERSATION}"
+                started, model_before = perf_counter(), server.model_seconds
+                reply = await ask(app, key, text, user_id=1000 + i)
+                wall = perf_counter() - started
+                bot_seconds.append(wall - (server.model_seconds - model_before))
+                assert not reply.summary_updated  # noqa: S101 - would add a model call
+            per_turn = {
+                name: round(count / turns, 2) for name, count in (await stats.commands()).items()
+            }
+            result = {
+                "turns": turns,
+                "model_requests_per_turn": round((len(server.requests) - requests) / turns, 2),
+                "bot_overhead": latency_summary_ms(bot_seconds),
+                "redis": {
+                    "round_trips_per_turn": round((counters.round_trips - trips) / turns, 2),
+                    "top_level_commands_per_turn": round((counters.commands - commands) / turns, 2),
+                    "server_commands_per_turn": round(sum(per_turn.values()), 2),
+                    "scripts_per_turn": round(
+                        per_turn.get("evalsha", 0) + per_turn.get("eval", 0), 2
+                    ),
+                    "server_commands_by_name": per_turn,
+                },
+            }
+        finally:
+            await app.aclose()
+            await stats.flush()
+            await stats.aclose()
+    return result
+
+
+async def cost_growth(redis_url: str, *, turns: int = 60) -> dict[str, Any]:
+    """Prompt tokens sent per turn over one long conversation, with window and summaries."""
+    stats = RedisStats(redis_url)
+    server = TimedOpenAIServer()
+    async with server:
+        app, _ = await open_engine(bench_settings(redis_url, server.base_url))
+        key = "cost"
+        session_key = app.sessions.key(key, "session")
+        per_turn_tokens: list[int] = []
+        summary_calls = 0
+        memory: dict[str, int] = {}
+        first_fold = None
+        try:
+            for turn in range(1, turns + 1):
+                seen = len(server.requests)
+                await ask(app, key, f"Вопрос {turn}. {QUESTION}")
+                # A customer types slower than a summary takes: let it land before the next turn.
+                await app.chat.drain(grace_seconds=10)
+                new = server.requests[seen:]
+                per_turn_tokens.append(
+                    sum(estimate_messages_tokens(r.messages) for r in new if r.body.get("tools"))
+                )
+                folded = sum(1 for r in new if not r.body.get("tools"))
+                summary_calls += folded
+                if folded and first_fold is None:
+                    first_fold = turn
+                if turn in (10, 60):
+                    memory[f"session_bytes_after_{turn}_turns"] = await stats.memory_usage(
+                        session_key
+                    )
+        finally:
+            await app.aclose()
+            await stats.flush()
+            await stats.aclose()
+    filled = first_fold or turns
+    tail = list(range(filled + 1, turns + 1))
+    return {
+        "turns": turns,
+        "history_token_budget": 2000,
+        "prompt_tokens_per_turn": per_turn_tokens,
+        "prompt_tokens_turn_1": per_turn_tokens[0],
+        "prompt_tokens_turn_60": per_turn_tokens[-1],
+        "prompt_tokens_max": max(per_turn_tokens),
+        "first_summary_at_turn": filled,
+        "slope_tokens_per_turn_before_window_fills": round(
+            slope(list(range(1, filled + 1)), per_turn_tokens[:filled]), 2
+        ),
+        "slope_tokens_per_turn_after_window_fills": round(
+            slope(tail, [per_turn_tokens[t - 1] for t in tail]), 2
+        ),
+        "summary_calls": summary_calls,
+        **memory,
+    }
+
+
+async def _run_turns(
+    total: int, concurrency: int, turn: Callable[[int], Awaitable[ChatReply]]
+) -> tuple[float, int]:
+    """Run ``total`` turns with at most ``concurrency`` in flight; (seconds, failures)."""
+    next_index = 0
+    failures = 0
+
+    async def worker() -> None:
+        nonlocal next_index, failures
+        while next_index < total:
+            index = next_index
+            next_index += 1
+            try:
+                await turn(index)
+            except Exception:  # a failed turn is counted, the load goes on
+                failures += 1
+
+    started = perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return perf_counter() - started, failures
+
+
+async def concurrency(
+    redis_url: str, *, customers: int = 1000, latency: float = 1.0
+) -> dict[str, Any]:
+    """``customers`` first messages at once against a model that takes ``latency`` seconds."""
+    stats = RedisStats(redis_url)
+    with ModelServerProcess(latency) as model:
+        app, _ = await open_engine(bench_settings(redis_url, model.base_url))
+        try:
+            started = perf_counter()
+            results = await asyncio.gather(
+                *(ask(app, f"c{i}", QUESTION, user_id=i) for i in range(customers)),
+                return_exceptions=True,
+            )
+            elapsed = perf_counter() - started
+        finally:
+            await app.aclose()
+            await stats.flush()
+            await stats.aclose()
+    failed = [r for r in results if isinstance(r, BaseException)]
+    return {
+        "customers": customers,
+        "model_latency_s": latency,
+        "all_replied_s": round(elapsed, 3),
+        "failed": len(failed),
+        "failure_kinds": sorted({type(f).__name__ for f in failed}),
+    }
+
+
+async def saturation(
+    redis_url: str, *, sessions: int = 10_000, concurrency: int = 64
+) -> dict[str, Any]:
+    """Turns per second with a zero-latency model; bot RSS after ``sessions`` conversations."""
+    stats = RedisStats(redis_url)
+    with ModelServerProcess(0.0) as model:
+        app, _ = await open_engine(bench_settings(redis_url, model.base_url))
+        try:
+            await _run_turns(500, concurrency, lambda i: ask(app, f"w{i}", QUESTION, user_id=i))
+            rss_before = rss_bytes()
+            elapsed, failures = await _run_turns(
+                sessions, concurrency, lambda i: ask(app, f"s{i}", QUESTION, user_id=i)
+            )
+            rss_after = rss_bytes()
+        finally:
+            await app.aclose()
+            await stats.flush()
+            await stats.aclose()
+    return {
+        "turns": sessions,
+        "concurrency": concurrency,
+        "turns_per_second": round(sessions / elapsed, 1),
+        "failures": failures,
+        "rss_mb_after_warmup": round(rss_before / 2**20, 1),
+        "rss_mb_after_sessions": round(rss_after / 2**20, 1),
+        "rss_growth_mb": round((rss_after - rss_before) / 2**20, 1),
+    }
+
+
+async def soak(
+    redis_url: str, *, seconds: float, concurrency: int = 50, conversations: int = 2000
+) -> dict[str, Any]:
+    """Steady load (50 ms model, long conversations with summaries); RSS over time."""
+    stats = RedisStats(redis_url)
+    with ModelServerProcess(0.05) as model:
+        app, _ = await open_engine(bench_settings(redis_url, model.base_url))
+        samples: list[tuple[float, int]] = []
+        done = 0
+        failures = 0
+        deadline = monotonic() + seconds
+
+        async def worker(offset: int) -> None:
+            nonlocal done, failures
+            index = offset
+            while monotonic() < deadline:
+                key = f"soak{index % conversations}"
+                index += concurrency
+                try:
+                    await ask(app, key, f"{QUESTION} {TWO_TOOLS}" if index % 3 == 0 else QUESTION)
+                    done += 1
+                except Exception:  # counted; the soak goes on
+                    failures += 1
+
+        async def sampler() -> None:
+            started = monotonic()
+            while monotonic() < deadline:
+                samples.append((monotonic() - started, rss_bytes()))
+                await asyncio.sleep(1.0)
+
+        try:
+            await asyncio.gather(sampler(), *(worker(i) for i in range(concurrency)))
+        finally:
+            await app.aclose()
+            await stats.flush()
+            await stats.aclose()
+    warm = [rss for t, rss in samples if t >= seconds * 0.25]
+    after_warmup = warm[0] if warm else 0
+    last = samples[-1][1] if samples else 0
+    return {
+        "seconds": seconds,
+        "turns": done,
+        "failures": failures,
+        "turns_per_second": round(done / seconds, 1),
+        "rss_mb_after_warmup": round(after_warmup / 2**20, 1),
+        "rss_mb_at_end": round(last / 2**20, 1),
+        "rss_growth_after_warmup_mb": round((last - after_warmup) / 2**20, 1),
+        "rss_slope_mb_per_minute_after_warmup": round(
+            slope(
+                [t for t, _ in samples if t >= seconds * 0.25],
+                [rss / 2**20 for t, rss in samples if t >= seconds * 0.25],
+            )
+            * 60,
+            2,
+        ),
+    }

@@ -1,0 +1,234 @@
+"""The real parts a benchmark runs against: redis-server, a scripted model, the engine.
+
+Everything talks over real sockets. The engine is built by the production
+composition root (:func:`bot.app.build_application`); the benchmark only swaps the
+Redis connection class for one that counts round trips and commands.
+"""
+
+import asyncio
+import subprocess
+import sys
+from dataclasses import dataclass
+from time import perf_counter
+from types import TracebackType
+from typing import Any
+
+import redis.asyncio as aioredis
+from aiohttp import web
+from pydantic import SecretStr
+from redis.asyncio.connection import Connection
+
+from bench.model_script import bench_responder
+from bot.app import Application, build_application
+from bot.settings import (
+    AuditSettings,
+    FloodSettings,
+    LLMSettings,
+    PromptSettings,
+    RedisSettings,
+    SessionSettings,
+    Settings,
+    TelegramSettings,
+    ToolSettings,
+    WebhookSettings,
+)
+from tests.fakes.openai_server import ScriptedOpenAIServer
+from tests.support.redis_server import RedisServer
+
+KEY_PREFIX = "bench"
+AUDIT_STREAM = "bench:audit"
+BOT_TOKEN = "123456:bench-token-bench-token-bench-token"  # noqa: S105 - fake, for the fake API
+
+
+@dataclass
+class RedisCounters:
+    """Round trips (socket writes) and top-level commands sent by the engine's client."""
+
+    round_trips: int = 0
+    commands: int = 0
+
+
+class CountingConnection(Connection):
+    """A redis-py connection that counts what it sends (a pipeline is one round trip)."""
+
+    def __init__(self, *, counters: RedisCounters, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._counters = counters
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        self._counters.commands += 1
+        return super().pack_command(*args)
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        self._counters.round_trips += 1
+        await super().send_packed_command(command, check_health)
+
+
+class TimedOpenAIServer(ScriptedOpenAIServer):
+    """The scripted server, adding up the time it spends on each request.
+
+    That time (reading the body, scripting, the configured latency, encoding the
+    answer) is the *model's* time; everything else in a turn is the bot's.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model_seconds = 0.0
+        self.responder = bench_responder
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        started = perf_counter()
+        try:
+            return await super()._handle(request)
+        finally:
+            self.model_seconds += perf_counter() - started
+
+
+class ModelServerProcess:
+    """``python -m bench.model_server`` as a child process (its own core, its own memory)."""
+
+    def __init__(self, latency_seconds: float) -> None:
+        self._latency = latency_seconds
+        self._process: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> "ModelServerProcess":
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.model_server", "--latency", str(self._latency)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None  # noqa: S101 - stdout=PIPE above
+        self.base_url = self._process.stdout.readline().strip()
+        if not self.base_url.startswith("http://"):
+            self.__exit__(None, None, None)
+            raise RuntimeError("the model server process did not start")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
+            if self._process.stdout is not None:
+                self._process.stdout.close()
+            self._process = None
+
+
+def bench_settings(
+    redis_url: str, model_base_url: str, *, history_token_budget: int = 2000
+) -> Settings:
+    """Production defaults, pointed at the benchmark's Redis and model server."""
+    return Settings(
+        telegram=TelegramSettings(bot_token=SecretStr(BOT_TOKEN)),
+        webhook=WebhookSettings(),
+        llm=LLMSettings(
+            backend="openai",
+            api_key=SecretStr("sk-bench"),
+            base_url=model_base_url,
+            model="bench-model",
+            max_retries=0,
+        ),
+        redis=RedisSettings(url=SecretStr(redis_url), key_prefix=KEY_PREFIX),
+        session=SessionSettings(history_token_budget=history_token_budget),
+        tools=ToolSettings(),
+        audit=AuditSettings(stream=AUDIT_STREAM),
+        flood=FloodSettings(),
+        prompts=PromptSettings(),
+        log_level="WARNING",
+    )
+
+
+async def open_engine(settings: Settings) -> tuple[Application, RedisCounters]:
+    """The production application, its Redis client counting round trips and commands."""
+    app = await build_application(settings)
+    counters = RedisCounters()
+    pool = app.redis.connection_pool
+    pool.connection_class = CountingConnection
+    pool.connection_kwargs["counters"] = counters
+    # Drop the connection made for the start-up PING; new ones are counting ones.
+    await pool.disconnect()
+    pool.reset()
+    return app, counters
+
+
+class RedisStats:
+    """Server-side command counts (``INFO commandstats``) over a measured window."""
+
+    def __init__(self, url: str) -> None:
+        self._client = aioredis.Redis.from_url(url)
+
+    async def reset(self) -> None:
+        """Zero the counters (``CONFIG RESETSTAT``)."""
+        await self._client.config_resetstat()
+
+    async def commands(self) -> dict[str, int]:
+        """Calls per command since the reset, the statistics' own calls excluded.
+
+        Commands run inside Lua scripts are counted too (Redis counts them).
+        """
+        info: dict[str, Any] = await self._client.info("commandstats")
+        calls = {
+            name.removeprefix("cmdstat_"): int(stats["calls"])
+            for name, stats in info.items()
+            if name.startswith("cmdstat_")
+        }
+        if "info" in calls:
+            calls["info"] -= 1
+        calls.pop("config|resetstat", None)
+        return {name: count for name, count in calls.items() if count}
+
+    async def memory_usage(self, key: str) -> int:
+        """Bytes Redis spends on ``key`` (all samples)."""
+        used = await self._client.memory_usage(key, samples=0)
+        return int(used or 0)
+
+    async def flush(self) -> None:
+        """Empty the database."""
+        await self._client.flushdb()
+
+    async def aclose(self) -> None:
+        """Close the statistics client."""
+        await self._client.aclose()
+
+
+class BenchRedis:
+    """A private redis-server for one benchmark run."""
+
+    def __init__(self) -> None:
+        self.server = RedisServer()
+
+    def __enter__(self) -> "BenchRedis":
+        self.server.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        """``redis://`` URL of the server."""
+        return self.server.url
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process now."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+async def settle() -> None:
+    """Let callbacks scheduled by the last turn run before the next measurement."""
+    await asyncio.sleep(0)
