@@ -30,6 +30,7 @@ from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
+from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.webhook import WebhookReceiver
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ async def run_bot(
         if not await _prepare_bot(bot, app, mode):
             return 1
         if mode == "webhook":
-            await _serve_webhook(bot, front, settings, stop)
+            await _serve_webhook(bot, front, app, stop)
         else:
             await _serve_polling(bot, front, stop)
             await _drain(front, settings.telegram.shutdown_grace_seconds)
@@ -167,13 +168,17 @@ async def _serve_polling(bot: Bot, front: TelegramFrontEnd, stop: asyncio.Event)
 
 
 async def _serve_webhook(
-    bot: Bot, front: TelegramFrontEnd, settings: Settings, stop: asyncio.Event
+    bot: Bot, front: TelegramFrontEnd, app: Application, stop: asyncio.Event
 ) -> None:
+    settings = app.settings
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
     receiver = WebhookReceiver(front.dispatcher, bot, secret=secret)
     web_app = web.Application()
     web_app.router.add_post(webhook.path, receiver.handle)
+    web_app.router.add_get(
+        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight).handle
+    )
     runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, webhook.host, webhook.port)

@@ -195,6 +195,14 @@ async def test_webhook_answers_telegram_at_once_and_replies_in_the_background(
         release.set()
         assert await telegram.wait_for_texts(40, 1) == ["Ответ через вебхук."]
         assert len(model.requests) == 1  # the wrong secret never reached the model
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{port}/healthz") as response,
+        ):
+            assert response.status == 200
+            health = await response.json()
+        assert health["redis"] is True
+        assert health["lost_audit_entries"] == 0
     finally:
         stop.set()
         async with asyncio.timeout(20):
