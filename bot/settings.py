@@ -231,7 +231,7 @@ class Settings(BaseModel):
         """Read every section; raises :class:`SettingsError` listing every problem at once."""
         sections: dict[str, BaseSettings] = {}
         problems: list[str] = []
-        for name, section in _SECTIONS.items():
+        for name, section in SETTINGS_SECTIONS.items():
             try:
                 sections[name] = section()
             except ValidationError as error:
@@ -269,7 +269,7 @@ def describe_settings_error(error: ValidationError) -> list[str]:
     return lines
 
 
-_SECTIONS: dict[str, type[BaseSettings]] = {
+SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "telegram": TelegramSettings,
     "webhook": WebhookSettings,
     "llm": LLMSettings,

@@ -1,0 +1,66 @@
+"""Settings: every variable documented, every problem reported at once, secrets hidden."""
+
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import AliasChoices
+
+from bot.settings import SETTINGS_SECTIONS, LLMSettings, Settings, SettingsError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def variable_names() -> set[str]:
+    names = set()
+    for section in SETTINGS_SECTIONS.values():
+        for field in section.model_fields.values():
+            alias = field.validation_alias
+            assert isinstance(alias, AliasChoices)
+            names.update(str(choice) for choice in alias.choices)
+    return names
+
+
+def test_env_example_documents_every_setting_with_a_comment():
+    lines = (ROOT / ".env.example").read_text(encoding="utf-8").splitlines()
+    documented = {}
+    for index, line in enumerate(lines):
+        if match := re.match(r"^([A-Z_]+)=", line):
+            documented[match.group(1)] = index
+    assert set(documented) == variable_names()
+    for name, index in documented.items():
+        above = lines[index - 1]
+        assert above.startswith("#") or re.match(r"^[A-Z_]+=", above), name
+
+
+def test_every_problem_is_reported_at_once(monkeypatch):
+    monkeypatch.setenv("LLM_BACKEND", "openai")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("TOOL_MAX_STEPS", "9")
+    monkeypatch.setenv("SUPPORT_TIMEZONE", "Mars/Olympus")
+    monkeypatch.chdir(ROOT / "tests")  # no .env here
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env()
+    problems = raised.value.problems
+    assert any("OPENAI_API_KEY is not set" in p for p in problems)
+    assert any(p.startswith("TOOL_MAX_STEPS:") for p in problems)
+    assert any(p.startswith("SUPPORT_TIMEZONE:") for p in problems)
+
+
+def test_an_empty_value_means_not_set(monkeypatch):
+    monkeypatch.setenv("LLM_BACKEND", "offline")
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    assert LLMSettings(_env_file=None).base_url is None
+
+
+def test_secrets_never_show_in_reprs_or_problems(monkeypatch):
+    monkeypatch.setenv("LLM_BACKEND", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-value")
+    monkeypatch.setenv("LLM_TIMEOUT_SECONDS", "-1")
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env()
+    assert "sk-very-secret-value" not in str(raised.value)
+    monkeypatch.setenv("LLM_TIMEOUT_SECONDS", "5")
+    settings = LLMSettings(_env_file=None)
+    assert "sk-very-secret-value" not in repr(settings)
+    assert "sk-very-secret-value" not in str(settings.model_dump())
