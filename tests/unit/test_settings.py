@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def variable_names() -> set[str]:
-    names = set()
+    names: set[str] = set()
     for section in SETTINGS_SECTIONS.values():
         for field in section.model_fields.values():
             alias = field.validation_alias
@@ -23,7 +23,7 @@ def variable_names() -> set[str]:
 
 def test_env_example_documents_every_setting_with_a_comment():
     lines = (ROOT / ".env.example").read_text(encoding="utf-8").splitlines()
-    documented = {}
+    documented: dict[str, int] = {}
     for index, line in enumerate(lines):
         if match := re.match(r"^([A-Z_]+)=", line):
             documented[match.group(1)] = index
