@@ -2,7 +2,6 @@
 
 import logging
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from pydantic import ValidationError
@@ -17,6 +16,7 @@ from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import ToolCallingClient
+from bot.redaction import redacted_url
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import Settings
 from bot.summary import ConversationSummaryService
@@ -64,18 +64,6 @@ class Application:
         self.executor.close()
         await self.llm.close()
         await self.redis.aclose()
-
-
-def redacted_url(url: str) -> str:
-    """The URL without its password, for logs and error lines."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
 
 def turn_lease_seconds(settings: Settings) -> float:

@@ -16,28 +16,27 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import NoReturn, TextIO
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from pydantic import ValidationError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from bot.audit.export import StreamExporter
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
-from bot.audit.reader import (
-    TOOL_STATUSES,
-    AuditStats,
-    AuditStreamError,
-    AuditStreamReader,
-    Distribution,
-    EntryFilter,
-    StreamEntry,
-    StreamExporter,
-    TimeSpecError,
-    compute_stats,
-    parse_since,
-    stream_id_at,
+from bot.audit.reader import AuditStreamReader
+from bot.audit.render import (
+    EntryTable,
+    field_lines,
+    json_line,
+    print_json_lines,
+    stats_json,
+    stats_lines,
 )
+from bot.audit.stats import compute_stats
+from bot.audit.stream_entries import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
+from bot.audit.time_spec import TimeSpecError, parse_since
+from bot.redaction import redacted_url
 from bot.settings import AuditSettings, RedisSettings
 
 PROGRAM = "support-audit"
@@ -93,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             retry=Retry(NoBackoff(), 0),
         )
     except ValueError as error:
-        return _fail(f"bad REDIS_URL {_safe_url(url)}: {error}", EXIT_USAGE)
+        return _fail(f"bad REDIS_URL {redacted_url(url)}: {error}", EXIT_USAGE)
     hmac_key = audit_settings.hmac_key
     context = _Context(
         client=client,
@@ -106,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         block_ms=max(int(min(1.0, redis_settings.socket_timeout_seconds / 2) * 1000), 1),
     )
     with client:
-        return _run(args.run, args, context, _safe_url(url))
+        return _run(args.run, args, context, redacted_url(url))
 
 
 def _run(
@@ -216,9 +215,9 @@ def _tail(args: argparse.Namespace, context: _Context) -> int:
     # The newest id is taken first so that --follow continues exactly where the tail ended.
     last_id = reader.last_id()
     entries = reader.newest(args.n, entry_filter, since_id=since_id, until_id=last_id)
-    table = _Table(context.zone, fixed=args.follow)
+    table = EntryTable(context.zone, fixed=args.follow)
     if args.json:
-        _print_json_lines(entries, context.out)
+        print_json_lines(entries, context.out)
     else:
         table.print(entries, context.out, header=True)
     if not args.follow:
@@ -226,7 +225,7 @@ def _tail(args: argparse.Namespace, context: _Context) -> int:
     context.out.flush()
     for entry in reader.follow(last_id, entry_filter, block_ms=context.block_ms):
         if args.json:
-            _print_json_lines([entry], context.out)
+            print_json_lines([entry], context.out)
         else:
             table.print([entry], context.out, header=False)
         context.out.flush()
@@ -245,9 +244,9 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
             EXIT_FAILURE,
         )
     if args.json:
-        _print_json_lines(entries, context.out)
+        print_json_lines(entries, context.out)
         return EXIT_OK
-    _Table(context.zone).print(entries, context.out, header=True)
+    EntryTable(context.zone).print(entries, context.out, header=True)
     summary = next((entry for entry in entries if entry.type == "turn"), None)
     print(file=context.out)
     if summary is None:
@@ -256,8 +255,8 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
             file=context.out,
         )
         return EXIT_OK
-    for name, value in summary.fields.items():
-        print(f"{name + ':':<19}{value or '-'}", file=context.out)
+    for line in field_lines(summary):
+        print(line, file=context.out)
     return EXIT_OK
 
 
@@ -269,11 +268,11 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     stats = compute_stats(counted)
     if args.json:
         print(
-            json.dumps(_stats_json(stats, since, counted.count), ensure_ascii=False),
+            json.dumps(stats_json(stats, since, counted.count), ensure_ascii=False),
             file=context.out,
         )
         return EXIT_OK
-    for line in _stats_lines(stats, since, counted.count, context.zone):
+    for line in stats_lines(stats, since, counted.count, context.zone):
         print(line, file=context.out)
     return EXIT_OK
 
@@ -290,7 +289,7 @@ def _export(args: argparse.Namespace, context: _Context) -> int:
     out = context.out
 
     def emit(entry: StreamEntry) -> None:
-        out.write(json.dumps(entry.to_json_dict(), ensure_ascii=False) + "\n")
+        out.write(json_line(entry) + "\n")
         # Flushed before the entry is acknowledged: an acknowledged entry has left the process.
         out.flush()
 
@@ -315,171 +314,7 @@ def _pseudonym(args: argparse.Namespace, context: _Context) -> int:
     return EXIT_OK
 
 
-# ---------------------------------------------------------------- output
-
-
-_DURATION_FIELDS = {"tool": "duration_ms", "turn": "latency_ms"}
-
-
-class _Table:
-    """Aligned rows: local time, type, chat, turn, step, tool, status, error, duration, details."""
-
-    _HEADERS = ("TIME", "TYPE", "CHAT", "TURN", "STEP", "TOOL", "STATUS", "ERROR", "DURATION")
-    # Widths used when rows arrive one by one (--follow) and cannot be measured first.
-    _FIXED = (19, 4, 18, 10, 4, 18, 17, 17, 11)
-
-    def __init__(self, zone: tzinfo | None, fixed: bool = False) -> None:
-        self._zone = zone
-        self._fixed = fixed
-
-    def print(self, entries: Sequence[StreamEntry], out: TextIO, header: bool) -> None:
-        """Print ``entries`` (and the header line first, if asked)."""
-        rows = [self._row(entry) for entry in entries]
-        if self._fixed:
-            widths = list(self._FIXED)
-        else:
-            widths = [
-                max([len(title)] + [len(row[index]) for row in rows])
-                for index, title in enumerate(self._HEADERS)
-            ]
-        if header:
-            print(_join(self._HEADERS, widths, "DETAILS"), file=out)
-        for row, entry in zip(rows, entries, strict=True):
-            print(_join(row, widths, _details(entry)), file=out)
-
-    def _row(self, entry: StreamEntry) -> tuple[str, ...]:
-        when = entry.event_time.astimezone(self._zone).strftime("%Y-%m-%d %H:%M:%S")
-        duration = _format_ms(entry.get(_DURATION_FIELDS.get(entry.type, "")))
-        if entry.type == "turn":
-            tool = entry.get("tool_names") or "-"
-            return (when, "turn", entry.get("chat_id"), entry.get("turn_id"), "", tool,
-                    entry.get("outcome"), "", duration)  # fmt: skip
-        return (when, entry.type or "?", entry.get("chat_id"), entry.get("turn_id"),
-                entry.get("step"), entry.get("tool_name"), entry.get("status"),
-                entry.get("error_code"), duration)  # fmt: skip
-
-
-def _join(cells: Sequence[str], widths: Sequence[int], details: str) -> str:
-    parts = [
-        cell.rjust(width) if index == len(cells) - 1 else cell.ljust(width)
-        for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
-    ]
-    return ("  ".join(parts) + "  " + details).rstrip()
-
-
-def _details(entry: StreamEntry) -> str:
-    if entry.type == "turn":
-        tokens = "/".join(
-            entry.get(name) or "?"
-            for name in ("prompt_tokens", "completion_tokens", "total_tokens")
-        )
-        return (
-            f"model={entry.get('model')} steps={entry.get('model_steps')} "
-            f"tools={entry.get('tool_calls')} tokens={tokens} "
-            f"prompt={entry.get('prompt_id')}@{entry.get('prompt_version')}"
-        )
-    if entry.type == "tool":
-        return f"call={entry.get('call_id')}"
-    return ""
-
-
-def _format_ms(text: str) -> str:
-    try:
-        value = float(text)
-    except ValueError:
-        return "-"
-    return f"{value:.1f} ms" if value < 10_000 else f"{value / 1000:.2f} s"
-
-
-def _print_json_lines(entries: Iterable[StreamEntry], out: TextIO) -> None:
-    for entry in entries:
-        print(json.dumps(entry.to_json_dict(), ensure_ascii=False), file=out)
-
-
-def _stats_lines(
-    stats: AuditStats, since: datetime, entries: int, zone: tzinfo | None
-) -> list[str]:
-    start = since.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
-    lines = [f"since {start}: {entries} entries, {stats.turns.count} turns", ""]
-    headers = ("TOOL", "CALLS", *(status.upper() for status in TOOL_STATUSES), "ERR%")
-    headers += ("P50", "P95", "MAX")
-    rows = [
-        (
-            tool.tool_name,
-            str(tool.count),
-            *(str(tool.by_status.get(status, 0)) for status in TOOL_STATUSES),
-            f"{tool.error_rate * 100:.1f}%",
-            *_ms_cells(tool.duration_ms),
-        )
-        for tool in stats.tools
-    ]
-    if rows:
-        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-        lines.append(_align(headers, widths))
-        lines.extend(_align(row, widths) for row in rows)
-    else:
-        lines.append("no tool calls")
-    lines.append("")
-    turns = stats.turns
-    outcomes = ", ".join(f"{name} {count}" for name, count in turns.by_outcome.items())
-    lines.append(f"turns: {turns.count}" + (f" ({outcomes})" if outcomes else ""))
-    p50, p95, top = _ms_cells(turns.latency_ms)
-    lines.append(f"latency:  p50 {p50}  p95 {p95}  max {top}")
-    tokens = turns.total_tokens
-    lines.append(
-        f"tokens:   p50 {_int_cell(tokens.p50)}  p95 {_int_cell(tokens.p95)}  "
-        f"max {_int_cell(tokens.max)}  total {turns.tokens_sum}  "
-        f"(unknown in {turns.tokens_unknown} turns)"
-    )
-    return lines
-
-
-def _align(cells: Sequence[str], widths: Sequence[int]) -> str:
-    # The first column is a name (left), the rest are numbers (right).
-    return "  ".join(
-        cell.ljust(width) if index == 0 else cell.rjust(width)
-        for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
-    )
-
-
-def _ms_cells(distribution: Distribution) -> tuple[str, str, str]:
-    return (
-        _format_ms(str(distribution.p50)),
-        _format_ms(str(distribution.p95)),
-        _format_ms(str(distribution.max)),
-    )
-
-
-def _int_cell(value: float | None) -> str:
-    return "-" if value is None else str(int(value))
-
-
-def _stats_json(stats: AuditStats, since: datetime, entries: int) -> dict[str, object]:
-    def distribution(value: Distribution) -> dict[str, float | None]:
-        return {"p50": value.p50, "p95": value.p95, "max": value.max}
-
-    return {
-        "since": since.isoformat(),
-        "entries": entries,
-        "tools": [
-            {
-                "tool_name": tool.tool_name,
-                "count": tool.count,
-                "by_status": dict(tool.by_status),
-                "error_rate": tool.error_rate,
-                "duration_ms": distribution(tool.duration_ms),
-            }
-            for tool in stats.tools
-        ],
-        "turns": {
-            "count": stats.turns.count,
-            "by_outcome": dict(stats.turns.by_outcome),
-            "latency_ms": distribution(stats.turns.latency_ms),
-            "total_tokens": distribution(stats.turns.total_tokens),
-            "tokens_sum": stats.turns.tokens_sum,
-            "tokens_unknown": stats.turns.tokens_unknown,
-        },
-    }
+# ---------------------------------------------------------------- small helpers
 
 
 class _Counting:
@@ -493,9 +328,6 @@ class _Counting:
         for entry in self._entries:
             self.count += 1
             yield entry
-
-
-# ---------------------------------------------------------------- small helpers
 
 
 def _chat_forms(chat: str | None, hmac_key: bytes | None) -> frozenset[str]:
@@ -520,16 +352,6 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative")
     return value
-
-
-def _safe_url(url: str) -> str:
-    """The URL without its password, fit for an error message."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _first_error(error: ValidationError) -> str:

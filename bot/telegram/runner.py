@@ -24,8 +24,9 @@ from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError, validate_token
 from aiohttp import web
 
-from bot.app import Application, StartupError, build_application, redacted_url
+from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
+from bot.redaction import redacted_url
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages

@@ -7,8 +7,9 @@ import pytest
 import redis
 
 from bot.audit.cli import main
+from bot.audit.export import StreamExporter
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
-from bot.audit.reader import StreamEntry, StreamExporter
+from bot.audit.stream_entries import StreamEntry
 from tests.audit.builders import append, hours_ago, simple_turn, tool_entry, turn_entry
 from tests.audit.conftest import HMAC_KEY, STREAM
 from tests.support.redis_server import free_port

@@ -4,18 +4,16 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from bot.audit.reader import (
+from bot.audit.stats import compute_stats, percentile
+from bot.audit.stream_entries import (
     EntryFilter,
     StreamEntry,
-    TimeSpecError,
-    compute_stats,
     parse_entries,
     parse_read_reply,
-    parse_since,
-    percentile,
     stream_id_at,
     stream_id_time,
 )
+from bot.audit.time_spec import TimeSpecError, parse_since
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 

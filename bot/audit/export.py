@@ -1,0 +1,109 @@
+"""Exporting the audit stream: every entry handed on once, through a consumer group.
+
+:class:`StreamExporter` takes an injected synchronous client created with
+``decode_responses=True``.
+"""
+
+from collections.abc import Callable, Sequence
+
+import redis
+
+from bot.audit.reader import check_stream
+from bot.audit.stream_entries import StreamEntry, parse_entries, parse_read_reply, reply_list
+
+
+class StreamExporter:
+    """Hands every entry of the stream to ``emit`` once, through a consumer group.
+
+    Entries a crashed exporter received but never acknowledged stay pending in
+    the group; the next run claims those idle for ``claim_idle_ms`` with
+    ``XAUTOCLAIM`` and emits them first. Each entry is acknowledged right after
+    ``emit`` returns, so ``emit`` must have written (and flushed) it by then: an
+    exporter that dies before that leaves the entry pending, never lost, and
+    one that dies between the two repeats at most that one entry (receivers
+    can drop it by its ``id``).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        stream: str,
+        *,
+        group: str,
+        consumer: str,
+        claim_idle_ms: int = 60_000,
+        batch_size: int = 100,
+    ) -> None:
+        if claim_idle_ms < 0:
+            raise ValueError("claim_idle_ms must not be negative")
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        self._client = client
+        self._stream = stream
+        self._group = group
+        self._consumer = consumer
+        self._claim_idle_ms = claim_idle_ms
+        self._batch = batch_size
+
+    def ensure_group(self) -> bool:
+        """Create the group at the start of the stream if missing; ``True`` if created."""
+        check_stream(self._client, self._stream)
+        try:
+            self._client.xgroup_create(self._stream, self._group, id="0")
+        except redis.ResponseError as error:
+            if str(error).startswith("BUSYGROUP"):
+                return False
+            raise
+        return True
+
+    def run(
+        self,
+        emit: Callable[[StreamEntry], None],
+        follow: bool = False,
+        block_ms: int = 1000,
+    ) -> int:
+        """Emit reclaimed, then new entries; return how many (``follow`` runs until interrupted)."""
+        emitted = self._reclaim(emit) + self._drain(emit, block_ms=None)
+        while follow:
+            emitted += self._reclaim(emit) + self._drain(emit, block_ms=block_ms)
+        return emitted
+
+    def _reclaim(self, emit: Callable[[StreamEntry], None]) -> int:
+        emitted = 0
+        cursor = "0-0"
+        while True:
+            reply = reply_list(
+                self._client.xautoclaim(
+                    self._stream,
+                    self._group,
+                    self._consumer,
+                    min_idle_time=self._claim_idle_ms,
+                    start_id=cursor,
+                    count=self._batch,
+                )
+            )
+            cursor = str(reply[0])
+            emitted += self._emit_all(parse_entries(reply[1]), emit)
+            if cursor == "0-0":
+                return emitted
+
+    def _drain(self, emit: Callable[[StreamEntry], None], block_ms: int | None) -> int:
+        emitted = 0
+        while True:
+            reply = self._client.xreadgroup(
+                self._group,
+                self._consumer,
+                {self._stream: ">"},
+                count=self._batch,
+                block=block_ms,
+            )
+            entries = parse_read_reply(reply, self._stream)
+            emitted += self._emit_all(entries, emit)
+            if len(entries) < self._batch:
+                return emitted
+
+    def _emit_all(self, entries: Sequence[StreamEntry], emit: Callable[[StreamEntry], None]) -> int:
+        for entry in entries:
+            emit(entry)
+            self._client.xack(self._stream, self._group, entry.entry_id)
+        return len(entries)

@@ -1,0 +1,120 @@
+"""Audit statistics: per tool counts, error rates, durations; per turn outcomes, latency, tokens."""
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bot.audit.stream_entries import StreamEntry
+
+TOOL_STATUSES = ("success", "business_error", "rejected", "timeout", "technical_error")
+"""Every tool status, in the order tables show them."""
+
+FAILED_STATUSES = frozenset({"rejected", "timeout", "technical_error"})
+"""Statuses that count as errors in stats: a business error is an answer, not a malfunction."""
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile of already sorted values (``None`` for no values)."""
+    if not sorted_values:
+        return None
+    rank = max(math.ceil(fraction * len(sorted_values)), 1)
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """p50, p95 and max of some measurements (all ``None`` when there were none)."""
+
+    count: int
+    p50: float | None
+    p95: float | None
+    max: float | None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> "Distribution":
+        """The distribution of ``values``."""
+        ordered = sorted(values)
+        return cls(
+            count=len(ordered),
+            p50=percentile(ordered, 0.50),
+            p95=percentile(ordered, 0.95),
+            max=ordered[-1] if ordered else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStats:
+    """One tool's executions."""
+
+    tool_name: str
+    count: int
+    by_status: Mapping[str, int]
+    error_rate: float
+    duration_ms: Distribution
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    """Every turn's outcome, latency and tokens (tokens only where known)."""
+
+    count: int
+    by_outcome: Mapping[str, int]
+    latency_ms: Distribution
+    total_tokens: Distribution
+    tokens_sum: int
+    tokens_unknown: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditStats:
+    """What ``audit stats`` shows."""
+
+    tools: tuple[ToolStats, ...]
+    turns: TurnStats
+
+
+def compute_stats(entries: Iterable[StreamEntry]) -> AuditStats:
+    """Per tool: count by status, error rate, duration; per turn: outcomes, latency, tokens."""
+    tool_statuses: dict[str, Counter[str]] = {}
+    tool_durations: dict[str, list[float]] = {}
+    outcomes: Counter[str] = Counter()
+    latencies: list[float] = []
+    tokens: list[float] = []
+    tokens_unknown = 0
+    for entry in entries:
+        if entry.type == "tool":
+            name = entry.get("tool_name")
+            tool_statuses.setdefault(name, Counter())[entry.get("status")] += 1
+            duration = entry.number("duration_ms")
+            if duration is not None:
+                tool_durations.setdefault(name, []).append(duration)
+        elif entry.type == "turn":
+            outcomes[entry.get("outcome")] += 1
+            latency = entry.number("latency_ms")
+            if latency is not None:
+                latencies.append(latency)
+            total = entry.number("total_tokens")
+            if total is None:
+                tokens_unknown += 1
+            else:
+                tokens.append(total)
+    tools = tuple(
+        ToolStats(
+            tool_name=name,
+            count=sum(statuses.values()),
+            by_status=dict(statuses),
+            error_rate=sum(statuses[s] for s in FAILED_STATUSES) / sum(statuses.values()),
+            duration_ms=Distribution.of(tool_durations.get(name, [])),
+        )
+        for name, statuses in sorted(tool_statuses.items())
+    )
+    turns = TurnStats(
+        count=sum(outcomes.values()),
+        by_outcome=dict(sorted(outcomes.items(), key=lambda item: (-item[1], item[0]))),
+        latency_ms=Distribution.of(latencies),
+        total_tokens=Distribution.of(tokens),
+        tokens_sum=int(sum(tokens)),
+        tokens_unknown=tokens_unknown,
+    )
+    return AuditStats(tools=tools, turns=turns)
