@@ -24,5 +24,5 @@ def configure_logging(level: str) -> None:
         stream=sys.stderr,
     )
     # The HTTP clients log every request at INFO; that is noise for an operator.
-    for noisy in ("httpx", "openai", "aiogram.event"):
+    for noisy in ("httpx", "httpx2", "openai", "aiogram.event"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,4 +1,4 @@
-"""Helpers of the Telegram tests: settings without any ``.env``, a recording chat stub."""
+"""Telegram test helpers: settings without any ``.env``, a recording chat stub, the runner."""
 
 import asyncio
 from dataclasses import dataclass, field
@@ -17,7 +17,8 @@ from bot.settings import (
     ToolSettings,
     WebhookSettings,
 )
-from tests.fakes.telegram_server import TEST_TOKEN
+from bot.telegram.runner import run_bot
+from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
 from tools.context import ToolContext
 
 
@@ -99,3 +100,43 @@ class StubChat:
         if self.failure is not None:
             raise self.failure
         self.resets.append(conversation_key)
+
+
+class PollingBot:
+    """The real runner (``run_bot`` in polling mode) as a task of this test's event loop.
+
+    ``start()`` returns once the bot polls the fake Bot API; ``stop()`` is what
+    SIGTERM does (graceful: turns in flight finish) and returns the exit code.
+    """
+
+    def __init__(self, settings: Settings, telegram: FakeTelegramServer) -> None:
+        self._settings = settings
+        self._telegram = telegram
+        self._task: asyncio.Task[int] | None = None
+        self._stop = asyncio.Event()
+
+    async def start(self, within: float = 15.0) -> None:
+        """Start the runner and wait (bounded) until its first ``getUpdates``."""
+        polls_before = self._telegram.received("getUpdates")
+        self._stop = asyncio.Event()
+        task = asyncio.create_task(run_bot(self._settings, "polling", self._stop))
+        self._task = task
+        await self._telegram.wait_for(
+            lambda: self._telegram.received("getUpdates") > polls_before or task.done(), within
+        )
+        assert not task.done(), "the bot stopped during start-up"
+
+    async def stop(self, within: float = 20.0) -> int:
+        """Stop gracefully (idempotent); returns the runner's exit code."""
+        if self._task is None:
+            return 0
+        self._stop.set()
+        async with asyncio.timeout(within):
+            code = await self._task
+        self._task = None
+        return code
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    """The user messages a chat-completions request showed the model, oldest first."""
+    return [str(m["content"]) for m in body["messages"] if m["role"] == "user"]

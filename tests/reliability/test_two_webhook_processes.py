@@ -1,0 +1,335 @@
+"""Two real ``python -m bot webhook`` processes on one Redis, messages spread across both.
+
+This is the scale-out the README promises: any number of webhook processes
+behind a load balancer, sharing Redis. The test plays the load balancer and
+posts Telegram updates (JSON, with the secret header) straight to the two
+processes; they answer through the fake Bot API and ask the scripted model
+server, both in this test's process.
+
+What "ordered" can mean here:
+
+* Within one process, updates of a chat are handled in arrival order (the
+  per-chat ordering middleware), so several messages posted to the same process
+  back to back need no waiting in between.
+* Across processes nothing orders two updates that are in flight at once; the
+  Redis lease only makes their turns exclusive (one after the other, each
+  seeing the other's pair, never interleaved). Like a customer who writes,
+  reads the answer and writes again, the test waits for a chat's replies
+  before its next message goes to the *other* process. Then that chat's
+  history must hold every pair, in the order the messages were written.
+* Two messages of one chat posted to both processes at the same moment: both
+  pairs are stored, each question next to its own answer, the later turn saw
+  the earlier one; which came first is not specified.
+
+A webhook retry that lands on the other process (the same update id posted to
+both) is handled exactly once.
+"""
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+
+from bot.sessions.models import ConversationSession
+from bot.telegram.webhook import SECRET_HEADER
+from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
+from tests.reliability.conftest import stream_entries
+from tests.support.redis_server import RedisServer, free_port
+from tests.telegram.support import user_texts
+
+PREFIX = "twohooks"
+STREAM = f"{PREFIX}:audit"
+SECRET = "two-hooks-secret"
+HOOK_PATH = "/tg"
+# Variables of this suite's environment the children need; nothing else leaks in.
+_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
+
+SEQUENTIAL_CHATS = (801, 802, 803, 804)
+MESSAGES_PER_CHAT = 6
+CONCURRENT_CHAT = 810
+RETRIED_CHAT = 820
+
+
+def history_answer(body: dict[str, Any]) -> Reply:
+    """Answers with every user message the model was shown, joined: the turn's view of history."""
+    return text_answer(" | ".join(user_texts(body)))
+
+
+@dataclass
+class WebhookProcess:
+    """One ``python -m bot webhook`` child: its port, its process, its log file."""
+
+    name: str
+    port: int
+    process: asyncio.subprocess.Process
+    log_path: Path
+    log_file: IO[bytes]
+
+    @property
+    def url(self) -> str:
+        """Where the load balancer would post updates for this process."""
+        return f"http://127.0.0.1:{self.port}{HOOK_PATH}"
+
+    def log(self) -> str:
+        """What the process logged so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    async def terminate(self, within: float = 20.0) -> int:
+        """SIGTERM, then the exit code (killed if it does not stop within ``within`` seconds)."""
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(within):
+                return await self.process.wait()
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        """Last resort for the fixture's clean-up; closes the log file."""
+        if self.process.returncode is None:
+            self.process.kill()
+        self.log_file.close()
+
+
+async def start_webhook_process(
+    name: str,
+    tmp_path: Path,
+    telegram: FakeTelegramServer,
+    model: ScriptedOpenAIServer,
+    redis_url: str,
+) -> WebhookProcess:
+    """Start one child in an empty directory (no developer ``.env`` leaks in)."""
+    port = free_port()
+    env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
+    env.update(
+        TELEGRAM_BOT_TOKEN=TEST_TOKEN,
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        LLM_BACKEND="openai",
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=model.base_url,
+        LLM_MODEL="scripted-model",
+        LLM_MAX_RETRIES="0",
+        REDIS_URL=redis_url,
+        REDIS_KEY_PREFIX=PREFIX,
+        AUDIT_STREAM=STREAM,
+        WEBHOOK_URL="https://bot.example.com",
+        WEBHOOK_PATH=HOOK_PATH,
+        WEBHOOK_SECRET=SECRET,
+        WEBHOOK_HOST="127.0.0.1",
+        WEBHOOK_PORT=str(port),
+        # Flood control has its own tests; this one sends a few dozen messages quickly.
+        FLOOD_BURST="100",
+        # Large enough that no pair leaves the window: the stored history stays whole.
+        HISTORY_TOKEN_BUDGET="50000",
+        TELEGRAM_SHUTDOWN_GRACE_SECONDS="10",
+        LOG_LEVEL="INFO",
+    )
+    workdir = tmp_path / name
+    workdir.mkdir()
+    log_path = tmp_path / f"{name}.log"
+    log_file = log_path.open("wb")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "webhook",
+        cwd=workdir,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=log_file,
+    )
+    return WebhookProcess(name, port, process, log_path, log_file)
+
+
+async def wait_until_registered(
+    children: Sequence[WebhookProcess], telegram: FakeTelegramServer, within: float
+) -> None:
+    """Wait until every child registered the webhook (its port listens by then).
+
+    Fails at once, with the logs, if a child exits first; ``within`` only guards
+    against a hang (the import of aiogram alone takes seconds on a loaded machine).
+    """
+
+    def registered() -> bool:
+        return len([call for call in telegram.calls_of("setWebhook") if call.ok]) == len(children)
+
+    waiting = asyncio.create_task(telegram.wait_for(registered, within))
+    exits = [asyncio.create_task(child.process.wait()) for child in children]
+    try:
+        await asyncio.wait({waiting, *exits}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, *exits):
+            task.cancel()
+        await asyncio.gather(waiting, *exits, return_exceptions=True)
+    if not (waiting.done() and not waiting.cancelled() and waiting.exception() is None):
+        logs = "\n".join(f"--- {child.name}:\n{child.log()}" for child in children)
+        pytest.fail(f"the webhook processes did not both start:\n{logs}")
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegramServer]:
+    """A fresh fake Bot API server on a free port."""
+    server = FakeTelegramServer()
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def processes(
+    tmp_path: Path,
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_server: RedisServer,
+    redis_client: aioredis.Redis,
+) -> AsyncIterator[tuple[WebhookProcess, WebhookProcess]]:
+    """Both processes started at once and ready (each registered its webhook)."""
+    openai_server.responder = history_answer
+    started = await asyncio.gather(
+        *(
+            start_webhook_process(name, tmp_path, telegram, openai_server, redis_server.url)
+            for name in ("a", "b")
+        )
+    )
+    first, second = started
+    try:
+        await wait_until_registered(started, telegram, within=60)
+        yield first, second
+    finally:
+        for child in started:
+            child.kill()
+            await child.process.wait()
+
+
+Post = Callable[[WebhookProcess, dict[str, Any]], Awaitable[None]]
+
+
+async def run_sequential_chat(
+    chat_id: int,
+    both: tuple[WebhookProcess, WebhookProcess],
+    telegram: FakeTelegramServer,
+    post: Post,
+) -> list[str]:
+    """Two messages back to back to one process, then the next two to the other, and so on.
+
+    Before the chat switches process, its replies so far are awaited (see the module
+    docstring). Returns the questions in the order they were written.
+    """
+    questions = [f"чат {chat_id} вопрос {n}" for n in range(MESSAGES_PER_CHAT)]
+    for n, question in enumerate(questions):
+        target = both[(chat_id + n // 2) % 2]
+        await post(target, telegram.message_update(chat_id, question))
+        switching = n % 2 == 1
+        if switching:
+            await telegram.wait_for_texts(chat_id, n + 1, within=15)
+    return questions
+
+
+async def stored_pairs(redis: aioredis.Redis, chat_id: int) -> list[tuple[str, str]]:
+    """The (role, content) messages of the chat's session in Redis."""
+    raw = await redis.hget(f"{PREFIX}:{{tg:{chat_id}}}:session", "d")
+    assert raw, f"no session for chat {chat_id}"
+    session = ConversationSession.model_validate_json(raw)
+    return [(message.role, message.content) for message in session.messages]
+
+
+async def test_two_webhook_processes_keep_histories_whole_ordered_and_updates_single(
+    processes: tuple[WebhookProcess, WebhookProcess],
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_client: aioredis.Redis,
+) -> None:
+    """Every pair stored once and in order, one reply and one audited turn per update."""
+    first, second = processes
+    async with aiohttp.ClientSession() as http:
+
+        async def post(target: WebhookProcess, update: dict[str, Any]) -> None:
+            async with http.post(
+                target.url, json=update, headers={SECRET_HEADER: SECRET}
+            ) as response:
+                assert response.status == 200, await response.text()
+
+        # A webhook retry landing on the other process: the same update posted to both.
+        retried = telegram.message_update(RETRIED_CHAT, "повтор вебхука")
+        async with asyncio.timeout(40):
+            written, _ = await asyncio.gather(
+                asyncio.gather(
+                    *(
+                        run_sequential_chat(chat, processes, telegram, post)
+                        for chat in SEQUENTIAL_CHATS
+                    )
+                ),
+                asyncio.gather(
+                    # Two messages of one chat at the same moment, one to each process.
+                    post(first, telegram.message_update(CONCURRENT_CHAT, "одновременно в A")),
+                    post(second, telegram.message_update(CONCURRENT_CHAT, "одновременно в B")),
+                    post(first, retried),
+                    post(second, retried),
+                ),
+            )
+        await telegram.wait_for_texts(CONCURRENT_CHAT, 2, within=15)
+        await telegram.wait_for_texts(RETRIED_CHAT, 1, within=15)
+        # The chat whose update was retried is served normally afterwards.
+        await post(second, telegram.message_update(RETRIED_CHAT, "после повтора"))
+        await telegram.wait_for_texts(RETRIED_CHAT, 2, within=15)
+
+    # SIGTERM drains what is in flight: after both exits, what is recorded is final.
+    codes = await asyncio.gather(first.terminate(), second.terminate())
+    logs = first.log() + second.log()
+    assert list(codes) == [0, 0], logs
+    assert "Traceback" not in logs
+
+    for chat_id, questions in zip(SEQUENTIAL_CHATS, written, strict=True):
+        # Each answer lists every question the turn saw: all earlier ones, whichever
+        # process stored them.
+        answers = [" | ".join(questions[: n + 1]) for n in range(len(questions))]
+        expected: list[tuple[str, str]] = []
+        for question, answer in zip(questions, answers, strict=True):
+            expected += [("user", question), ("assistant", answer)]
+        assert await stored_pairs(redis_client, chat_id) == expected
+        assert telegram.sent_texts(chat_id) == answers
+
+    concurrent = await stored_pairs(redis_client, CONCURRENT_CHAT)
+    (_, earlier), (_, earlier_answer), (_, later), (_, later_answer) = concurrent
+    assert {earlier, later} == {"одновременно в A", "одновременно в B"}
+    assert [role for role, _ in concurrent] == ["user", "assistant", "user", "assistant"]
+    assert earlier_answer == earlier
+    assert later_answer == f"{earlier} | {later}"  # the lease made the later turn see the first
+    assert sorted(telegram.sent_texts(CONCURRENT_CHAT)) == sorted([earlier_answer, later_answer])
+
+    assert await stored_pairs(redis_client, RETRIED_CHAT) == [
+        ("user", "повтор вебхука"),
+        ("assistant", "повтор вебхука"),
+        ("user", "после повтора"),
+        ("assistant", "повтор вебхука | после повтора"),
+    ]
+    assert telegram.sent_texts(RETRIED_CHAT) == ["повтор вебхука", "повтор вебхука | после повтора"]
+    assert logs.count("was already handled; dropped") == 1
+
+    handled = {
+        **{chat: MESSAGES_PER_CHAT for chat in SEQUENTIAL_CHATS},
+        CONCURRENT_CHAT: 2,
+        RETRIED_CHAT: 2,
+    }
+    turns = [
+        entry for entry in await stream_entries(redis_client, STREAM) if entry["type"] == "turn"
+    ]
+    assert {entry["outcome"] for entry in turns} == {"answered"}
+    per_chat = {chat: 0 for chat in handled}
+    for entry in turns:
+        per_chat[int(entry["chat_id"])] += 1
+    assert per_chat == handled
+    assert len({entry["turn_id"] for entry in turns}) == len(turns)
+    # One model call per handled update: no turn ran twice, in either process.
+    assert len(openai_server.requests) == sum(handled.values())
+    accepted = [call for call in telegram.calls_of("sendMessage") if call.ok]
+    assert len(accepted) == sum(handled.values())
