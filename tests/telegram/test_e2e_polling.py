@@ -7,7 +7,6 @@ messages the bot sends back. The model is the real ``AsyncOpenAI`` client
 talking to the scripted server.
 """
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -16,7 +15,6 @@ import pytest
 
 from bot.settings import Settings
 from bot.telegram import messages
-from bot.telegram.runner import run_bot
 from bot.telegram.text_split import utf16_length
 from tests.fakes.openai_server import (
     Reply,
@@ -28,7 +26,7 @@ from tests.fakes.openai_server import (
 )
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.support.redis_server import RedisServer
-from tests.telegram.support import make_settings
+from tests.telegram.support import PollingBot, make_settings
 
 Body = dict[str, Any]
 
@@ -46,36 +44,6 @@ def tool_results(body: Body) -> list[dict[str, Any]]:
 def echo(body: Body) -> Reply:
     """Answers ``Ответ: <last user text>``."""
     return text_answer(f"Ответ: {user_texts(body)[-1]}")
-
-
-class BotProcess:
-    """The bot's runner as a task; ``start()`` returns once it polls, ``stop()`` is SIGTERM."""
-
-    def __init__(self, settings: Settings, telegram: FakeTelegramServer) -> None:
-        self._settings = settings
-        self._telegram = telegram
-        self._task: asyncio.Task[int] | None = None
-        self._stop = asyncio.Event()
-
-    async def start(self) -> None:
-        polls_before = self._telegram.received("getUpdates")
-        self._stop = asyncio.Event()
-        self._task = asyncio.create_task(run_bot(self._settings, "polling", self._stop))
-        task = self._task
-        await self._telegram.wait_for(
-            lambda: self._telegram.received("getUpdates") > polls_before or task.done()
-        )
-        assert not task.done(), "the bot stopped during start-up"
-
-    async def stop(self) -> int:
-        """Stop gracefully (idempotent); returns the runner's exit code."""
-        if self._task is None:
-            return 0
-        self._stop.set()
-        async with asyncio.timeout(20):
-            code = await self._task
-        self._task = None
-        return code
 
 
 @pytest.fixture
@@ -114,16 +82,16 @@ def settings_for(
 @pytest.fixture
 async def running(
     telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
-) -> AsyncIterator[BotProcess]:
+) -> AsyncIterator[PollingBot]:
     """The bot running against the three servers (the shared Redis, flushed)."""
-    process = BotProcess(settings_for(telegram, model, redis_server.url), telegram)
+    process = PollingBot(settings_for(telegram, model, redis_server.url), telegram)
     await process.start()
     yield process
     assert await process.stop() == 0
 
 
 async def test_start_registers_the_command_menu_and_greets(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     assert [c["command"] for c in telegram.commands] == ["start", "help", "new"]
     assert telegram.calls_of("deleteWebhook")
@@ -133,7 +101,7 @@ async def test_start_registers_the_command_menu_and_greets(
 
 
 async def test_one_tool_then_two_tools_answer_from_the_demo_store(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     model.script(
         tool_call_answer("get_order_status", {"order_id": "8041"}),
@@ -159,7 +127,7 @@ async def test_history_survives_a_second_turn_and_a_restart_and_new_forgets_it(
     telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
 ) -> None:
     model.responder = lambda body: text_answer(" | ".join(user_texts(body)))
-    process = BotProcess(settings_for(telegram, model, redis_server.url), telegram)
+    process = PollingBot(settings_for(telegram, model, redis_server.url), telegram)
     await process.start()
     await telegram.push_message(12, "первый")
     await telegram.wait_for_texts(12, 1)
@@ -179,7 +147,7 @@ async def test_history_survives_a_second_turn_and_a_restart_and_new_forgets_it(
 
 
 async def test_two_chats_are_isolated(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     model.responder = lambda body: text_answer(" | ".join(user_texts(body)))
     await telegram.push_message(21, "я из чата 21")
@@ -192,7 +160,7 @@ async def test_two_chats_are_isolated(
 
 
 async def test_non_text_message_gets_a_reply_without_a_model_call(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     photo = [{"file_id": "p", "file_unique_id": "u", "width": 90, "height": 90}]
     await telegram.push_message(13, None, extra={"photo": photo})
@@ -207,7 +175,7 @@ async def test_a_ten_thousand_character_answer_arrives_in_valid_pieces(
     answer = "\n\n".join([paragraph] * 9)
     assert len(answer) >= 10_000
     model.script(text_answer(answer))
-    process = BotProcess(
+    process = PollingBot(
         settings_for(telegram, model, redis_server.url, HISTORY_TOKEN_BUDGET=50_000), telegram
     )
     await process.start()
@@ -222,7 +190,7 @@ async def test_a_ten_thousand_character_answer_arrives_in_valid_pieces(
 
 
 async def test_a_redelivered_update_is_answered_once(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     model.responder = echo
     update = telegram.message_update(15, "вопрос один раз")
@@ -241,7 +209,7 @@ async def test_ten_messages_in_one_batch_are_answered_in_order(
     model.responder = echo
     model.latency_seconds = 0.01
     # A burst of ten is allowed here; flood control has its own tests.
-    process = BotProcess(settings_for(telegram, model, redis_server.url, FLOOD_BURST=10), telegram)
+    process = PollingBot(settings_for(telegram, model, redis_server.url, FLOOD_BURST=10), telegram)
     await process.start()
     await telegram.push(*(telegram.message_update(16, f"сообщение {n}") for n in range(10)))
     texts = await telegram.wait_for_texts(16, 10, within=20)
@@ -252,7 +220,7 @@ async def test_ten_messages_in_one_batch_are_answered_in_order(
 
 
 async def test_flooding_user_is_told_once_and_costs_no_model_calls(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     model.responder = echo
     await telegram.push(*(telegram.message_update(23, f"спам {n}") for n in range(8)))
@@ -267,7 +235,7 @@ async def test_flooding_user_is_told_once_and_costs_no_model_calls(
 
 
 async def test_a_model_that_always_wants_tools_is_bounded_and_the_customer_told(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     model.responder = lambda body: tool_call_answer("get_support_hours", {})
     await telegram.push_message(17, "Когда вы работаете?")
@@ -278,7 +246,7 @@ async def test_a_model_that_always_wants_tools_is_bounded_and_the_customer_told(
 
 
 async def test_a_model_that_is_down_gets_an_incident_message_then_works_again(
-    running: BotProcess, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
 ) -> None:
     down: Callable[[Body], Reply] = lambda body: error(  # noqa: E731
         503, "overloaded", headers={"x-should-retry": "false"}
@@ -305,7 +273,7 @@ async def test_redis_stopped_during_a_turn_then_restarted(
         return echo(body)
 
     model.responder = stop_redis_then_answer
-    process = BotProcess(settings_for(telegram, model, own_redis_server.url), telegram)
+    process = PollingBot(settings_for(telegram, model, own_redis_server.url), telegram)
     await process.start()
     await telegram.push_message(19, "во время сбоя")
     (during,) = await telegram.wait_for_texts(19, 1)
