@@ -1,7 +1,8 @@
 """Application settings: environment variables (and ``.env``), one class per concern."""
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -227,13 +228,20 @@ class Settings(BaseModel):
     log_level: str = "INFO"
 
     @classmethod
-    def from_env(cls) -> "Settings":
-        """Read every section; raises :class:`SettingsError` listing every problem at once."""
+    def from_env(
+        cls, values: Mapping[str, object] | None = None, *, env_file: str | None = ".env"
+    ) -> "Settings":
+        """Read every section; raises :class:`SettingsError` listing every problem at once.
+
+        ``values`` (variable names as in ``.env``) take precedence over the
+        environment; ``env_file=None`` skips ``.env`` (tests, benchmarks).
+        """
+        given: dict[str, Any] = dict(values or {})
         sections: dict[str, BaseSettings] = {}
         problems: list[str] = []
         for name, section in SETTINGS_SECTIONS.items():
             try:
-                sections[name] = section()
+                sections[name] = section(_env_file=env_file, **given)
             except ValidationError as error:
                 problems.extend(describe_settings_error(error))
         if problems:

@@ -6,16 +6,7 @@ from typing import Any
 
 from bot.chat_service import ChatReply
 from bot.settings import (
-    AuditSettings,
-    FloodSettings,
-    LLMSettings,
-    PromptSettings,
-    RedisSettings,
-    SessionSettings,
     Settings,
-    TelegramSettings,
-    ToolSettings,
-    WebhookSettings,
 )
 from bot.telegram.runner import run_bot
 from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
@@ -30,21 +21,7 @@ def make_settings(**env: Any) -> Settings:
         "TELEGRAM_SHUTDOWN_GRACE_SECONDS": 10,
     }
     values.update(env)
-    sections: dict[str, Any] = {
-        "telegram": TelegramSettings,
-        "webhook": WebhookSettings,
-        "llm": LLMSettings,
-        "redis": RedisSettings,
-        "session": SessionSettings,
-        "tools": ToolSettings,
-        "audit": AuditSettings,
-        "flood": FloodSettings,
-        "prompts": PromptSettings,
-    }
-    return Settings(
-        **{name: cls(_env_file=None, **values) for name, cls in sections.items()},
-        log_level="INFO",
-    )
+    return Settings.from_env(values, env_file=None)
 
 
 def chat_reply(text: str, turn_id: str) -> ChatReply:
