@@ -46,7 +46,16 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ChatReply:
-    """The answer of one turn and what it took."""
+    """The answer of one turn and what it took.
+
+    ``history_messages`` counts the stored history after this turn;
+    ``context_history_messages`` how many of them the model saw and
+    ``removed_history_messages`` how many did not fit the window.
+    ``summary_updated`` says a summary update was started for messages that
+    left the window (it runs after the reply); ``has_summary`` that the
+    session carries one. Token counts are summed over the turn's model calls,
+    ``None`` when any call did not report them.
+    """
 
     text: str
     turn_id: str
