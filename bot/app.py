@@ -138,9 +138,16 @@ async def build_application(
     support_prompt, summary_prompt = _prompts(settings)
     try:
         shop = ShopStore.load(settings.tools.data_path)
-    except (OSError, ValidationError) as error:
+    except OSError as error:
         raise StartupError(
-            f"TOOL_DATA_PATH {settings.tools.data_path} cannot be read as a shop store"
+            f"TOOL_DATA_PATH {settings.tools.data_path} cannot be read: {error.strerror}"
+        ) from error
+    except ValidationError as error:
+        first = error.errors(include_input=False, include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise StartupError(
+            f"TOOL_DATA_PATH {settings.tools.data_path} is not a valid shop store: "
+            f"{where}: {first['msg']} ({error.error_count()} problem(s))"
         ) from error
     redis = await connect_redis(settings)
     client = llm or _build_llm(settings, shop)

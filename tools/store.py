@@ -3,6 +3,7 @@
 from datetime import time
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -52,6 +53,15 @@ class SupportHours(_Frozen):
     timezone: str
     weekly: dict[Weekday, tuple[time, time] | None]
     contact: str
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, timezone: str) -> str:
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError) as error:
+            raise ValueError(f"unknown time zone {timezone!r}") from error
+        return timezone
 
     @field_validator("weekly")
     @classmethod

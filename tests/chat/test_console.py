@@ -1,12 +1,16 @@
 """``python -m bot console`` as a developer runs it: a real process, a real Redis."""
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import redis
 
 from tests.support.redis_server import RedisServer, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_console(redis_url: str, stdin: str) -> subprocess.CompletedProcess[str]:
@@ -66,3 +70,24 @@ def test_bad_settings_are_one_line_each_and_exit_2():
     assert any(line.startswith("configuration error: TOOL_MAX_STEPS") for line in lines)
     assert any("OPENAI_API_KEY is not set" in line for line in lines)
     assert "Traceback" not in result.stderr
+
+
+def test_an_invalid_shop_store_is_one_line_and_exit_1(tmp_path, redis_server: RedisServer):
+    store = json.loads((ROOT / "tools" / "demo_store.json").read_text(encoding="utf-8"))
+    store["support_hours"]["timezone"] = "Mars/Olympus"
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps(store), encoding="utf-8")
+    env = {**os.environ, "LLM_BACKEND": "offline", "TOOL_DATA_PATH": str(path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console"],
+        capture_output=True,
+        text=True,
+        env={**env, "REDIS_URL": redis_server.url},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: TOOL_DATA_PATH {path} is not a valid shop store: support_hours.timezone: "
+        "Value error, unknown time zone 'Mars/Olympus' (1 problem(s))"
+    )
