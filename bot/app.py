@@ -147,7 +147,8 @@ async def build_application(
         where = ".".join(str(part) for part in first["loc"])
         raise StartupError(
             f"TOOL_DATA_PATH {settings.tools.data_path} is not a valid shop store: "
-            f"{where}: {first['msg']} ({error.error_count()} problem(s))"
+            f"{where}: {str(first['msg']).removeprefix('Value error, ')} "
+            f"({error.error_count()} problem(s))"
         ) from error
     redis = await connect_redis(settings)
     client = llm or _build_llm(settings, shop)

@@ -89,5 +89,5 @@ def test_an_invalid_shop_store_is_one_line_and_exit_1(tmp_path, redis_server: Re
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: TOOL_DATA_PATH {path} is not a valid shop store: support_hours.timezone: "
-        "Value error, unknown time zone 'Mars/Olympus' (1 problem(s))"
+        "unknown time zone 'Mars/Olympus' (1 problem(s))"
     )
