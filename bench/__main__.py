@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios
+from bench import scenarios, telegram_scenarios
 from bench.stack import BenchRedis
 from bench.stats import median_of_runs
 
@@ -35,6 +35,16 @@ def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
         "concurrency_1000": lambda url: scenarios.concurrency(url, customers=args.customers),
         "saturation": lambda url: scenarios.saturation(url, sessions=args.sessions),
         "soak": lambda url: scenarios.soak(url, seconds=args.soak_seconds),
+        "tg_overhead_direct": lambda url: telegram_scenarios.overhead(
+            url, turns=args.turns, two_tools=False
+        ),
+        "tg_overhead_two_tools": lambda url: telegram_scenarios.overhead(
+            url, turns=args.turns, two_tools=True
+        ),
+        "tg_concurrency_1000": lambda url: telegram_scenarios.concurrency(
+            url, customers=args.customers
+        ),
+        "tg_saturation": lambda url: telegram_scenarios.saturation(url, turns=args.tg_turns),
     }
     chosen = args.only or list(table)
     return {name: table[name] for name in chosen if name not in (args.skip or [])}
@@ -116,6 +126,29 @@ def summary(report: dict[str, Any]) -> str:
             f"{s['rss_mb_after_warmup']} MB -> {s['rss_mb_after_sessions']} MB after "
             f"{s['turns']} sessions"
         )
+    for name in ("tg_overhead_direct", "tg_overhead_two_tools"):
+        if name in r:
+            o, red = r[name]["bot_overhead"], r[name]["redis"]
+            lines.append(
+                f"{name}: update -> reply minus model time p50 {o['p50_ms']} ms, p95 "
+                f"{o['p95_ms']} ms, p99 {o['p99_ms']} ms; bot CPU {r[name]['bot_cpu_ms_per_turn']} "
+                f"ms/turn; Redis {red['round_trips_per_turn']} round trips, "
+                f"{red['top_level_commands_per_turn']} commands "
+                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
+            )
+    if "tg_concurrency_1000" in r:
+        c = r["tg_concurrency_1000"]
+        lines.append(
+            f"tg_concurrency: {c['customers']} customers via the Bot API, model "
+            f"{c['model_latency_s']} s: every reply sent after {c['all_replied_s']} s "
+            f"({c['missing_replies']} missing, {c['unexpected_replies']} unexpected)"
+        )
+    if "tg_saturation" in r:
+        s = r["tg_saturation"]
+        lines.append(
+            f"tg_saturation: {s['turns_per_second']} turns/s via the Bot API "
+            f"({s['in_flight']} customers waiting, zero-latency model)"
+        )
     if "soak" in r:
         s = r["soak"]
         lines.append(
@@ -127,15 +160,18 @@ def summary(report: dict[str, Any]) -> str:
 
 
 async def profile(args: argparse.Namespace) -> Path:
-    """Profile the two-tool overhead scenario once with pyinstrument."""
+    """Profile the two-tool overhead scenario once with pyinstrument (engine or Telegram level)."""
     from pyinstrument import Profiler  # noqa: PLC0415 - optional, only for --profile
 
     RESULTS.mkdir(exist_ok=True)
-    target = RESULTS / "profile_two_tools.txt"
+    telegram = args.profile == "telegram"
+    target = RESULTS / ("profile_tg_two_tools.txt" if telegram else "profile_two_tools.txt")
+    overhead = telegram_scenarios.overhead if telegram else scenarios.overhead
     with BenchRedis() as redis:
-        profiler = Profiler(async_mode="enabled", interval=0.0005)
+        # Telegram level: every task of the bot's loop (polling, sends), not just one chain.
+        profiler = Profiler(async_mode="disabled" if telegram else "enabled", interval=0.0005)
         profiler.start()
-        await scenarios.overhead(redis.url, turns=args.turns, two_tools=True)
+        await overhead(redis.url, turns=args.turns, two_tools=True)
         profiler.stop()
     target.write_text(profiler.output_text(unicode=True, color=False, show_all=False))
     return target
@@ -151,7 +187,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--soak-seconds", type=float, default=20.0, help="soak duration")
     parser.add_argument("--only", nargs="*", help="run only these scenarios")
     parser.add_argument("--skip", nargs="*", help="skip these scenarios")
-    parser.add_argument("--profile", action="store_true", help="profile the two-tool turn only")
+    parser.add_argument("--tg-turns", type=int, default=5000, help="Telegram saturation size")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="engine",
+        choices=["engine", "telegram"],
+        help="profile the two-tool turn only (engine level, or through the Bot API)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json")
     return parser.parse_args(argv)
 

@@ -1,37 +1,63 @@
 """The scripted OpenAI-compatible server as a process of its own (for load scenarios).
 
-``python -m bench.model_server --latency 1.0`` prints its base URL on one line and
-serves :func:`bench.model_script.bench_responder` until SIGTERM. Running it apart
-keeps its CPU time off the bot's core and its memory out of the bot's RSS.
+``python -m bench.model_server --latency 1.0`` prints its base URL and then its
+control URL, one a line, and serves :func:`bench.model_script.bench_responder`
+until SIGTERM. Running it apart keeps its CPU time off the bot's core and its
+memory out of the bot's RSS. ``GET <control>/timings`` returns (and forgets)
+when each request was handled: ``[[start, end], ...]`` in ``time.monotonic()``
+seconds, the system-wide clock every process of the bench shares. That span
+(reading the body, scripting, the latency, encoding the answer) is the model's
+time of a turn; the rest is the bot's.
 """
 
 import argparse
 import asyncio
-import signal
 import sys
-from typing import Any
+from time import monotonic
 
+from aiohttp import web
+
+from bench.control import ControlServer, wait_for_termination
 from bench.model_script import bench_responder
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer
+from tests.fakes.openai_server import ScriptedOpenAIServer
+
+
+class TimingModelServer(ScriptedOpenAIServer):
+    """The bench's scripted model, remembering when it handled each request."""
+
+    def __init__(self, latency_seconds: float) -> None:
+        super().__init__()
+        self.latency_seconds = latency_seconds
+        self.responder = bench_responder
+        self.intervals: list[tuple[float, float]] = []
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        started = monotonic()
+        try:
+            return await super()._handle(request)
+        finally:
+            self.intervals.append((started, monotonic()))
+            # The base class records every request; a long load run must not grow it.
+            self.requests.clear()
+
+    async def timings(self, request: web.Request) -> web.Response:
+        """``GET /timings``: the handled requests' spans since the last call."""
+        intervals, self.intervals = self.intervals, []
+        return web.json_response({"intervals": intervals})
 
 
 async def serve(latency_seconds: float) -> None:
     """Serve until SIGTERM or SIGINT."""
-    async with ScriptedOpenAIServer() as server:
-        server.latency_seconds = latency_seconds
-
-        def respond(body: Any) -> Reply:
-            # The server records every request; a long load run must not grow it.
-            server.requests.clear()
-            return bench_responder(body)
-
-        server.responder = respond
-        print(server.base_url, flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+    server = TimingModelServer(latency_seconds)
+    async with server:
+        control = ControlServer([("GET", "/timings", server.timings)])
+        await control.start()
+        try:
+            print(server.base_url, flush=True)
+            print(control.url, flush=True)
+            await wait_for_termination()
+        finally:
+            await control.close()
 
 
 def main(argv: list[str] | None = None) -> int:

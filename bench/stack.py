@@ -6,12 +6,13 @@ Redis connection class for one that counts round trips and commands.
 """
 
 import asyncio
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from time import perf_counter
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -84,25 +85,29 @@ class TimedOpenAIServer(ScriptedOpenAIServer):
             self.model_seconds += perf_counter() - started
 
 
-class ModelServerProcess:
-    """``python -m bench.model_server`` as a child process (its own core, its own memory)."""
+class ChildServer:
+    """A benchmark server as a child process (its own core, its own memory).
 
-    def __init__(self, latency_seconds: float) -> None:
-        self._latency = latency_seconds
+    The child prints one URL per line once it listens (``urls`` of them); the
+    first is :attr:`base_url`, a second one, if any, is its control URL.
+    """
+
+    def __init__(self, module: str, *args: str, urls: int = 1) -> None:
+        self._command = [sys.executable, "-m", module, *args]
+        self._urls = urls
         self._process: subprocess.Popen[str] | None = None
         self.base_url = ""
+        self.control_url = ""
 
-    def __enter__(self) -> "ModelServerProcess":
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench.model_server", "--latency", str(self._latency)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+    def __enter__(self) -> Self:
+        self._process = subprocess.Popen(self._command, stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None  # noqa: S101 - stdout=PIPE above
-        self.base_url = self._process.stdout.readline().strip()
-        if not self.base_url.startswith("http://"):
+        lines = [self._process.stdout.readline().strip() for _ in range(self._urls)]
+        if not all(line.startswith("http://") for line in lines):
             self.__exit__(None, None, None)
-            raise RuntimeError("the model server process did not start")
+            raise RuntimeError(f"{self._command[2]} did not start")
+        self.base_url = lines[0]
+        self.control_url = lines[1] if len(lines) > 1 else ""
         return self
 
     def __exit__(
@@ -117,6 +122,23 @@ class ModelServerProcess:
             if self._process.stdout is not None:
                 self._process.stdout.close()
             self._process = None
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the child has used so far."""
+        if self._process is None:
+            return 0.0
+        return process_cpu_seconds(self._process.pid)
+
+
+class ModelServerProcess(ChildServer):
+    """``python -m bench.model_server``: the scripted model with ``latency_seconds`` per request.
+
+    Its control URL serves ``GET /timings``: when each request was handled
+    (``time.monotonic()`` of the child, the same clock as every process here).
+    """
+
+    def __init__(self, latency_seconds: float) -> None:
+        super().__init__("bench.model_server", "--latency", str(latency_seconds), urls=2)
 
 
 def bench_settings(
@@ -218,6 +240,14 @@ class BenchRedis:
     def url(self) -> str:
         """``redis://`` URL of the server."""
         return self.server.url
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` (from ``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        # The command name may contain spaces; the fields after it are fixed.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes() -> int:

@@ -4,8 +4,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import aiohttp
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAioHttpClient
 from openai.types.chat import ChatCompletion
 
 from bot.llm.errors import (
@@ -53,12 +54,18 @@ class OpenAIChatClient:
         max_retries: int,
         instructions_role: InstructionsRole = "developer",
     ) -> "OpenAIChatClient":
-        """Build the SDK client with our timeout and retry budget."""
+        """Build the SDK client with our timeout and retry budget, over aiohttp.
+
+        The SDK's aiohttp transport costs about a third less CPU per request than its
+        default httpx2 transport, and its connection pool does not slow down with a
+        thousand requests in flight (bench/README.md has the figures).
+        """
         client = AsyncOpenAI(
             api_key=api_key,
             base_url=base_url,
             timeout=timeout_seconds,
             max_retries=max_retries,
+            http_client=DefaultAioHttpClient(),
         )
         return cls(client, model, instructions_role)
 
@@ -93,12 +100,14 @@ class OpenAIChatClient:
                 options={"security": {"bearer_auth": True}},
             )
         except openai.APITimeoutError as error:
-            raise LLMTimeoutError("the model did not answer in time") from error
+            raise _timeout_error(error) from error
         except openai.RateLimitError as error:
             raise LLMRateLimitError("the model provider is rate limiting us") from error
         except openai.InternalServerError as error:
             raise LLMUnavailableError(f"the model provider answered {error.status_code}") from error
-        except openai.APIConnectionError as error:
+        except (openai.APIConnectionError, aiohttp.ClientError) as error:
+            # Malformed HTTP (a bad status line, broken headers) escapes the SDK's aiohttp
+            # transport as an aiohttp error, not retried; httpx2 made it a connection error.
             raise LLMUnavailableError("the model provider cannot be reached") from error
         except openai.APIResponseValidationError as error:
             raise LLMBadResponseError("the model provider sent an invalid response") from error
@@ -128,8 +137,24 @@ class OpenAIChatClient:
         return message
 
     async def close(self) -> None:
-        """Close the SDK's HTTP connection pool."""
+        """Close the SDK's HTTP client (with it the aiohttp session and its connections)."""
         await self._client.close()
+
+
+def _timeout_error(error: openai.APITimeoutError) -> LLMClientError:
+    """A timeout the SDK reports, unless it is really a refused or dropped connection.
+
+    The SDK's aiohttp transport maps every aiohttp connection error to httpx2's
+    ``ConnectTimeout``; httpx2's own transport raised ``ConnectError`` (refused) or
+    ``RemoteProtocolError`` (dropped), which the SDK reports as a connection error.
+    aiohttp's real timeouts are ``TimeoutError`` subclasses. Both kinds are retried alike.
+    """
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
+            return LLMUnavailableError("the model provider cannot be reached")
+        cause = cause.__cause__
+    return LLMTimeoutError("the model did not answer in time")
 
 
 def _to_result(completion: ChatCompletion) -> LLMResult:

@@ -17,7 +17,6 @@ from contextlib import suppress
 from typing import Literal
 
 from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import TelegramAPIError, TelegramUnauthorizedError
 from aiogram.types import BotCommand
@@ -32,6 +31,7 @@ from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
+from bot.telegram.session import BotApiSession
 from bot.telegram.webhook import WebhookReceiver
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def create_bot(settings: Settings) -> Bot:
     token = settings.telegram.bot_token
     if token is None:
         raise StartupError("TELEGRAM_BOT_TOKEN is not set")
-    session = AiohttpSession(api=TelegramAPIServer.from_base(settings.telegram.api_base_url))
+    session = BotApiSession(api=TelegramAPIServer.from_base(settings.telegram.api_base_url))
     return Bot(token=token.get_secret_value(), session=session)
 
 

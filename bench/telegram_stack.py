@@ -1,0 +1,191 @@
+"""The whole bot over real sockets: fake Bot API and scripted model as child processes.
+
+The bot runs in the bench process as ``python -m bot polling`` runs it: the
+production engine (:func:`bench.stack.open_engine`, i.e. ``build_application``
+with a Redis client that counts round trips), ``create_bot`` and
+``build_dispatcher`` from the runner, long polling with the runner's options,
+and the runner's drain at the end. The load generator lives in the fake Bot
+API's process (:mod:`bench.telegram_server`), so driving the load costs the
+bot's process nothing while a measurement runs.
+"""
+
+import asyncio
+from contextlib import suppress
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+from aiogram import Bot
+from pydantic import SecretStr
+
+from bench.stack import (
+    BOT_TOKEN,
+    ChildServer,
+    ModelServerProcess,
+    RedisCounters,
+    bench_settings,
+    open_engine,
+)
+from bench.telegram_server import LoadPlan
+from bot.app import Application
+from bot.settings import Settings, TelegramSettings
+from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
+from bot.telegram.runner import create_bot
+
+
+class TelegramServerProcess(ChildServer):
+    """``python -m bench.telegram_server``: the fake Bot API with the load generator."""
+
+    def __init__(self) -> None:
+        super().__init__("bench.telegram_server", "--token", BOT_TOKEN, urls=2)
+
+
+def telegram_bench_settings(redis_url: str, model_base_url: str, telegram_url: str) -> Settings:
+    """Production defaults (flood control included), pointed at the bench's servers."""
+    settings = bench_settings(redis_url, model_base_url)
+    telegram = TelegramSettings(bot_token=SecretStr(BOT_TOKEN), api_base_url=telegram_url)
+    return settings.model_copy(update={"telegram": telegram})
+
+
+class RunningBot:
+    """The bot polling the fake Bot API, from ``async with`` until its end (graceful stop)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._polling: asyncio.Task[None] | None = None
+        self._app: Application | None = None
+        self._bot: Bot | None = None
+        self._front: TelegramFrontEnd | None = None
+        self.counters = RedisCounters()
+
+    async def __aenter__(self) -> Self:
+        self._app, self.counters = await open_engine(self._settings)
+        self._bot = create_bot(self._settings)
+        self._front = build_dispatcher(
+            self._settings, chat_service=self._app.chat, redis=self._app.redis
+        )
+        await self._bot.me()
+        await self._bot.delete_webhook(drop_pending_updates=False)
+        dispatcher = self._front.dispatcher
+        # The runner's polling options (bot.telegram.runner._serve_polling).
+        self._polling = asyncio.create_task(
+            dispatcher.start_polling(
+                self._bot,
+                handle_signals=False,
+                close_bot_session=False,
+                allowed_updates=dispatcher.resolve_used_update_types(),
+            )
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._front is not None and self._polling is not None:
+            with suppress(RuntimeError):  # polling may not have started yet
+                await self._front.dispatcher.stop_polling()
+            await self._polling
+            if not await self._front.in_flight.wait_idle(10.0):
+                await self._front.in_flight.cancel_all()
+        if self._bot is not None:
+            await self._bot.session.close()
+        if self._app is not None:
+            await self._app.aclose()
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """One load run as the fake Bot API saw it, plus the model server's request spans."""
+
+    pushed: list[float | None]
+    replied: list[float | None]
+    unexpected_replies: int
+    fake_cpu_seconds: float
+    api_calls: dict[str, int]
+    model_intervals: list[tuple[float, float]]
+
+    @property
+    def missing(self) -> int:
+        """Turns that got no reply within the plan's timeout."""
+        return sum(1 for at in self.replied if at is None)
+
+    def span_seconds(self) -> float:
+        """From the first message queued to the last reply sent."""
+        pushed = [at for at in self.pushed if at is not None]
+        replied = [at for at in self.replied if at is not None]
+        return max(replied) - min(pushed) if pushed and replied else 0.0
+
+    def turn_seconds(self) -> list[tuple[float, float]]:
+        """Per turn that got its reply: (wall seconds, model seconds within it).
+
+        Meaningful for sequential plans, where one turn runs at a time: every
+        model request handled inside a turn's window belongs to that turn.
+        """
+        intervals = sorted(self.model_intervals)
+        result = []
+        index = 0
+        for pushed, replied in zip(self.pushed, self.replied, strict=True):
+            if pushed is None or replied is None:
+                continue
+            while index < len(intervals) and intervals[index][1] <= pushed:
+                index += 1
+            model = 0.0
+            scan = index
+            while scan < len(intervals) and intervals[scan][0] < replied:
+                start, end = intervals[scan]
+                model += max(0.0, min(end, replied) - max(start, pushed))
+                scan += 1
+            result.append((replied - pushed, model))
+        return result
+
+
+class LoadClient:
+    """Asks the fake Bot API to run a plan and the model server for its timings."""
+
+    def __init__(self, telegram: TelegramServerProcess, model: ModelServerProcess) -> None:
+        self._telegram = telegram
+        self._model = model
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Self:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def run(self, plan: LoadPlan) -> LoadReport:
+        """Run ``plan`` and return what happened."""
+        assert self._session is not None  # noqa: S101 - used inside ``async with``
+        await self.model_intervals()  # forget requests made before this run
+        async with self._session.post(
+            f"{self._telegram.control_url}/run", json=plan.model_dump()
+        ) as response:
+            response.raise_for_status()
+            body: dict[str, Any] = await response.json()
+        return LoadReport(
+            pushed=body["pushed"],
+            replied=body["replied"],
+            unexpected_replies=body["unexpected_replies"],
+            fake_cpu_seconds=body["fake_cpu_seconds"],
+            api_calls=body["api_calls"],
+            model_intervals=await self.model_intervals(),
+        )
+
+    async def model_intervals(self) -> list[tuple[float, float]]:
+        """The model requests handled since the last call, as (start, end)."""
+        assert self._session is not None  # noqa: S101 - used inside ``async with``
+        async with self._session.get(f"{self._model.control_url}/timings") as response:
+            response.raise_for_status()
+            body: dict[str, Any] = await response.json()
+        return [(float(start), float(end)) for start, end in body["intervals"]]
