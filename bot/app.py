@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
+# How long a command may wait for a free pooled connection. Longer than the
+# socket timeout on purpose: under a CPU-saturating burst, turns should queue
+# for a connection, not fail; a Redis that is down still fails at connect.
+REDIS_POOL_WAIT_SECONDS = 30.0
 
 
 class StartupError(RuntimeError):
@@ -112,7 +116,7 @@ async def connect_redis(settings: Settings) -> "aioredis.Redis":
         pool = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=settings.redis.max_connections,
-            timeout=timeout,
+            timeout=max(timeout, REDIS_POOL_WAIT_SECONDS),
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             health_check_interval=30,
