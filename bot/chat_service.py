@@ -40,6 +40,7 @@ from bot.tool_loop import (
 from bot.turn_audit import TurnAuditRecorder
 from prompts.template import PromptTemplate
 from tools.context import ToolContext
+from tools.execution import ToolTechnicalError
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,14 @@ class ChatService:
         except ToolLoopError as error:
             translated = _translate_loop_error(error, context.turn_id)
             outcome = translated.kind
+            # Our own messages carry no customer text; a crashed tool's trace is a bug to see.
+            logger.warning(
+                "Turn %s failed (%s): %s",
+                context.turn_id,
+                translated.kind,
+                error,
+                exc_info=isinstance(error.__cause__, ToolTechnicalError),
+            )
             raise translated from error
         except SessionStoreError as error:
             translated = _translate_store_error(error, context.turn_id)

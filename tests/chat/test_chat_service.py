@@ -32,6 +32,8 @@ from tests.support.scripted_client import ScriptedClient, echo_responder, text_r
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
+from tools.order_status import GetOrderStatusArguments
+from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
 
 STREAM = "t:audit"
@@ -41,11 +43,16 @@ class Harness:
     """One ChatService over a Redis client, with everything it needs."""
 
     def __init__(
-        self, client: aioredis.Redis, llm: ScriptedClient, budget: int = 2000, max_steps: int = 3
+        self,
+        client: aioredis.Redis,
+        llm: ScriptedClient,
+        budget: int = 2000,
+        max_steps: int = 3,
+        registry: ToolRegistry | None = None,
     ) -> None:
         self.redis = client
         self.llm = llm
-        registry = build_default_tool_registry(ShopStore.load())
+        registry = registry or build_default_tool_registry(ShopStore.load())
         self.executor = ToolExecutor(registry)
         self.store = RedisSessionStore(
             client, key_prefix="t", ttl_seconds=3600, archive_ttl_seconds=7200
@@ -291,3 +298,31 @@ async def test_twenty_concurrent_messages_on_two_services_all_land_in_order(make
     for parity in (0, 1):
         mine = [q for q in questions if int(q.split()[-1]) % 2 == parity]
         assert mine == sorted(mine)
+
+
+async def test_a_crashed_tool_is_logged_with_its_trace_but_never_with_the_customer_text(
+    make_harness, caplog
+):
+    def broken_handler(arguments: GetOrderStatusArguments) -> GetOrderStatusArguments:
+        raise RuntimeError("database exploded")
+
+    registry = ToolRegistry()
+    registry.register(
+        RegisteredTool(
+            name="get_order_status",
+            description="Статус заказа.",
+            arguments_model=GetOrderStatusArguments,
+            handler=broken_handler,
+        )
+    )
+    harness = make_harness(
+        ScriptedClient(lambda m, t, c: tool_result("get_order_status", {"order_id": "8041"})),
+        registry=registry,
+    )
+    with caplog.at_level("WARNING"), pytest.raises(ChatToolFailureError):
+        await harness.ask("1", "мой секретный вопрос")
+    failures = [r for r in caplog.records if r.getMessage().startswith("Turn ")]
+    assert len(failures) == 1
+    assert "tool_failure" in failures[0].getMessage()
+    assert "database exploded" in caplog.text  # the trace, for developers
+    assert "мой секретный вопрос" not in caplog.text
