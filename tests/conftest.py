@@ -1,10 +1,11 @@
-"""Fixtures shared by the whole suite: a private redis-server and clients to it."""
+"""Fixtures shared by the whole suite: a private redis-server, clients to it, a fake Bot API."""
 
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.asyncio as aioredis
 
+from tests.fakes.telegram_server import FakeTelegramServer
 from tests.support.redis_server import RedisServer
 
 
@@ -33,3 +34,12 @@ async def redis_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redi
     await client.flushdb()
     yield client
     await client.aclose()
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegramServer]:
+    """A fresh fake Bot API server on a free port."""
+    server = FakeTelegramServer()
+    await server.start()
+    yield server
+    await server.close()

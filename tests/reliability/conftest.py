@@ -1,7 +1,6 @@
 """The reliability suite's engine: ChatService + real OpenAI SDK over HTTP + real Redis."""
 
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -26,8 +25,6 @@ from tools.store import ShopStore
 
 STREAM = "rel:audit"
 PREFIX = "rel"
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
-"""Shared test inputs nobody here wrote (``<repo>/../shared/corpus``); read, never copied."""
 
 
 class Engine:

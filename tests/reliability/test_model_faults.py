@@ -33,7 +33,7 @@ from tests.fakes.openai_server import (
     tool_call_answer,
     tool_calls_answer,
 )
-from tests.reliability.conftest import CORPUS
+from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
 
 BEFORE = [("user", "было до"), ("assistant", "Ответ до сбоя.")]
 
@@ -175,11 +175,7 @@ async def test_a_two_tool_turn_over_http_answers_and_audits_both_tools(make_engi
 
 
 def _recorded_completions() -> list[dict[str, object]]:
-    path = CORPUS / "openai_chat_completions" / "recorded.json"
-    if not path.exists():
-        return []
-    loaded: list[dict[str, object]] = json.loads(path.read_text(encoding="utf-8"))
-    return loaded
+    return load_corpus(RECORDED_COMPLETIONS)
 
 
 @pytest.mark.skipif(

@@ -11,7 +11,6 @@ the point is the production sender inside the production dispatcher.
 """
 
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,12 +18,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.sessions.models import ConversationSession
-from bot.settings import Settings
 from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
 from tests.fakes.telegram_server import ApiCall, FakeTelegramServer
 from tests.reliability.conftest import stream_entries
 from tests.support.redis_server import RedisServer
-from tests.telegram.support import PollingBot, make_settings, user_texts
+from tests.telegram.support import PollingBot, stack_settings, user_texts
 
 PREFIX = "sendfault"
 STREAM = f"{PREFIX}:audit"
@@ -39,35 +37,6 @@ def echo(body: dict[str, Any]) -> Reply:
 def answer_to(question: str) -> str:
     """What ``echo`` answers to ``question``."""
     return f"Ответ: {question}"
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    """A fresh fake Bot API server on a free port."""
-    server = FakeTelegramServer()
-    await server.start()
-    yield server
-    await server.close()
-
-
-def settings_for(
-    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_url: str, **env: Any
-) -> Settings:
-    """The bot's settings against the three servers of the test."""
-    return make_settings(
-        TELEGRAM_API_BASE_URL=telegram.base_url,
-        LLM_BACKEND="openai",
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=model.base_url,
-        LLM_MODEL="scripted-model",
-        LLM_MAX_RETRIES=0,
-        LLM_TIMEOUT_SECONDS=5,
-        REDIS_URL=redis_url,
-        REDIS_KEY_PREFIX=PREFIX,
-        AUDIT_STREAM=STREAM,
-        REDIS_SOCKET_TIMEOUT_SECONDS=1,
-        **env,
-    )
 
 
 def refused_sends(telegram: FakeTelegramServer) -> list[ApiCall]:
@@ -124,7 +93,9 @@ async def test_a_refused_reply_is_delivered_once_when_telegram_recovers(
     """
     openai_server.responder = echo
     first, second = "Где заказ 8041?", "А когда вы работаете?"
-    bot = PollingBot(settings_for(telegram, openai_server, redis_server.url), telegram)
+    bot = PollingBot(
+        stack_settings(telegram, openai_server, redis_server.url, prefix=PREFIX), telegram
+    )
     await bot.start()
     telegram.fail_next(
         "sendMessage",
@@ -174,7 +145,9 @@ async def test_a_reply_refused_beyond_the_attempt_limit_is_given_up_and_the_bot_
     openai_server.responder = echo
     lost, served = "Первый вопрос", "Второй вопрос"
     bot = PollingBot(
-        settings_for(telegram, openai_server, redis_server.url, TELEGRAM_SEND_MAX_ATTEMPTS=2),
+        stack_settings(
+            telegram, openai_server, redis_server.url, prefix=PREFIX, TELEGRAM_SEND_MAX_ATTEMPTS=2
+        ),
         telegram,
     )
     await bot.start()

@@ -17,7 +17,6 @@ The same properties hold for the 48 real updates of ``../shared/corpus``.
 """
 
 import itertools
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,7 +35,7 @@ from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.ports import conversation_key
 from tests.fakes.telegram_server import FakeTelegramServer, utf16_len
-from tests.reliability.conftest import CORPUS
+from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
 from tests.support.redis_server import RedisServer
 from tests.telegram.support import make_settings
 
@@ -62,14 +61,6 @@ class Stack:
         key = self.app.sessions.key(conversation_key(chat_id), "session")
         raw = await self.app.redis.hget(key, "d")
         return None if raw is None else ConversationSession.model_validate_json(raw)
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    server = FakeTelegramServer()
-    await server.start()
-    yield server
-    await server.close()
 
 
 @pytest.fixture
@@ -211,11 +202,7 @@ async def test_any_update_is_answered_once_or_ignored_and_the_session_stays_read
 
 
 def _corpus() -> list[dict[str, Any]]:
-    path = CORPUS / "telegram_updates" / "teloxide.json"
-    if not path.exists():
-        return []
-    loaded: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
-    return loaded
+    return load_corpus(TELEGRAM_UPDATES)
 
 
 @pytest.mark.skipif(not _corpus(), reason="../shared/corpus/telegram_updates is absent")

@@ -176,15 +176,6 @@ async def wait_until_registered(
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    """A fresh fake Bot API server on a free port."""
-    server = FakeTelegramServer()
-    await server.start()
-    yield server
-    await server.close()
-
-
-@pytest.fixture
 async def processes(
     tmp_path: Path,
     telegram: FakeTelegramServer,

@@ -11,15 +11,6 @@ from tests.fakes.telegram_server import FakeTelegramServer
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    """A fresh fake Bot API server on a free port."""
-    server = FakeTelegramServer()
-    await server.start()
-    yield server
-    await server.close()
-
-
-@pytest.fixture
 async def bot(telegram: FakeTelegramServer) -> AsyncIterator[Bot]:
     """A real aiogram Bot whose HTTP session talks to the fake server."""
     session = AiohttpSession(api=TelegramAPIServer.from_base(telegram.base_url))

@@ -9,6 +9,7 @@ from bot.settings import (
     Settings,
 )
 from bot.telegram.runner import run_bot
+from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
 from tools.context import ToolContext
 
@@ -22,6 +23,31 @@ def make_settings(**env: Any) -> Settings:
     }
     values.update(env)
     return Settings.from_env(values, env_file=None)
+
+
+def stack_settings(
+    telegram: FakeTelegramServer,
+    model: ScriptedOpenAIServer,
+    redis_url: str,
+    *,
+    prefix: str,
+    **env: Any,
+) -> Settings:
+    """The bot's settings against a test's three servers; keys and the audit under ``prefix``."""
+    return make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        LLM_BACKEND="openai",
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=model.base_url,
+        LLM_MODEL="scripted-model",
+        LLM_MAX_RETRIES=0,
+        LLM_TIMEOUT_SECONDS=5,
+        REDIS_URL=redis_url,
+        REDIS_KEY_PREFIX=prefix,
+        AUDIT_STREAM=f"{prefix}:audit",
+        REDIS_SOCKET_TIMEOUT_SECONDS=1,
+        **env,
+    )
 
 
 def chat_reply(text: str, turn_id: str) -> ChatReply:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from bot.settings import Settings
 from bot.telegram import messages
 from bot.telegram.text_split import utf16_length
 from tests.fakes.openai_server import (
@@ -26,7 +25,7 @@ from tests.fakes.openai_server import (
 )
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.support.redis_server import RedisServer
-from tests.telegram.support import PollingBot, make_settings
+from tests.telegram.support import PollingBot, stack_settings
 
 Body = dict[str, Any]
 
@@ -47,36 +46,9 @@ def echo(body: Body) -> Reply:
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    server = FakeTelegramServer()
-    await server.start()
-    yield server
-    await server.close()
-
-
-@pytest.fixture
 async def model() -> AsyncIterator[ScriptedOpenAIServer]:
     async with ScriptedOpenAIServer() as server:
         yield server
-
-
-def settings_for(
-    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_url: str, **env: Any
-) -> Settings:
-    return make_settings(
-        TELEGRAM_API_BASE_URL=telegram.base_url,
-        LLM_BACKEND="openai",
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=model.base_url,
-        LLM_MODEL="scripted-model",
-        LLM_MAX_RETRIES=0,
-        LLM_TIMEOUT_SECONDS=5,
-        REDIS_URL=redis_url,
-        REDIS_KEY_PREFIX="e2e",
-        AUDIT_STREAM="e2e:audit",
-        REDIS_SOCKET_TIMEOUT_SECONDS=1,
-        **env,
-    )
 
 
 @pytest.fixture
@@ -84,7 +56,7 @@ async def running(
     telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
 ) -> AsyncIterator[PollingBot]:
     """The bot running against the three servers (the shared Redis, flushed)."""
-    process = PollingBot(settings_for(telegram, model, redis_server.url), telegram)
+    process = PollingBot(stack_settings(telegram, model, redis_server.url, prefix="e2e"), telegram)
     await process.start()
     yield process
     assert await process.stop() == 0
@@ -127,7 +99,7 @@ async def test_history_survives_a_second_turn_and_a_restart_and_new_forgets_it(
     telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
 ) -> None:
     model.responder = lambda body: text_answer(" | ".join(user_texts(body)))
-    process = PollingBot(settings_for(telegram, model, redis_server.url), telegram)
+    process = PollingBot(stack_settings(telegram, model, redis_server.url, prefix="e2e"), telegram)
     await process.start()
     await telegram.push_message(12, "первый")
     await telegram.wait_for_texts(12, 1)
@@ -176,7 +148,10 @@ async def test_a_ten_thousand_character_answer_arrives_in_valid_pieces(
     assert len(answer) >= 10_000
     model.script(text_answer(answer))
     process = PollingBot(
-        settings_for(telegram, model, redis_server.url, HISTORY_TOKEN_BUDGET=50_000), telegram
+        stack_settings(
+            telegram, model, redis_server.url, prefix="e2e", HISTORY_TOKEN_BUDGET=50_000
+        ),
+        telegram,
     )
     await process.start()
     await telegram.push_message(14, "Расскажите подробно")
@@ -209,7 +184,9 @@ async def test_ten_messages_in_one_batch_are_answered_in_order(
     model.responder = echo
     model.latency_seconds = 0.01
     # A burst of ten is allowed here; flood control has its own tests.
-    process = PollingBot(settings_for(telegram, model, redis_server.url, FLOOD_BURST=10), telegram)
+    process = PollingBot(
+        stack_settings(telegram, model, redis_server.url, prefix="e2e", FLOOD_BURST=10), telegram
+    )
     await process.start()
     await telegram.push(*(telegram.message_update(16, f"сообщение {n}") for n in range(10)))
     texts = await telegram.wait_for_texts(16, 10, within=20)
@@ -273,7 +250,9 @@ async def test_redis_stopped_during_a_turn_then_restarted(
         return echo(body)
 
     model.responder = stop_redis_then_answer
-    process = PollingBot(settings_for(telegram, model, own_redis_server.url), telegram)
+    process = PollingBot(
+        stack_settings(telegram, model, own_redis_server.url, prefix="e2e"), telegram
+    )
     await process.start()
     await telegram.push_message(19, "во время сбоя")
     (during,) = await telegram.wait_for_texts(19, 1)

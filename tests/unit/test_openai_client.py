@@ -1,8 +1,6 @@
 """OpenAIChatClient over HTTP: the real AsyncOpenAI against the scripted server."""
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,10 +27,9 @@ from tests.fakes.openai_server import (
     tool_call_answer,
     tool_calls_answer,
 )
+from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
 from tools.registry import ToolRegistry
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RECORDED = REPO_ROOT.parent / "shared" / "corpus" / "openai_chat_completions" / "recorded.json"
 FAST_RETRY = {"retry-after-ms": "10"}
 MESSAGES: list[Message] = [
     {"role": "developer", "content": "Инструкция."},
@@ -269,9 +266,10 @@ async def test_instructions_role_renames_the_instruction_message(
 
 
 def _recorded_bodies() -> list[Any]:
-    if not RECORDED.parent.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{RECORDED.parent} is absent"))]
-    bodies = json.loads(RECORDED.read_text(encoding="utf-8"))
+    bodies = load_corpus(RECORDED_COMPLETIONS)
+    if not bodies:
+        reason = f"{RECORDED_COMPLETIONS.parent} is absent"
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
     return [pytest.param(body, id=f"{index}-{body['id']}") for index, body in enumerate(bodies)]
 
 
