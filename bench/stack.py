@@ -16,22 +16,12 @@ from typing import Any, Self
 
 import redis.asyncio as aioredis
 from aiohttp import web
-from pydantic import SecretStr
 from redis.asyncio.connection import Connection
 
 from bench.model_script import bench_responder
 from bot.app import Application, build_application
 from bot.settings import (
-    AuditSettings,
-    FloodSettings,
-    LLMSettings,
-    PromptSettings,
-    RedisSettings,
-    SessionSettings,
     Settings,
-    TelegramSettings,
-    ToolSettings,
-    WebhookSettings,
 )
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.support.redis_server import RedisServer
@@ -144,24 +134,22 @@ class ModelServerProcess(ChildServer):
 def bench_settings(
     redis_url: str, model_base_url: str, *, history_token_budget: int = 2000
 ) -> Settings:
-    """Production defaults, pointed at the benchmark's Redis and model server."""
-    return Settings(
-        telegram=TelegramSettings(bot_token=SecretStr(BOT_TOKEN)),
-        webhook=WebhookSettings(),
-        llm=LLMSettings(
-            backend="openai",
-            api_key=SecretStr("sk-bench"),
-            base_url=model_base_url,
-            model="bench-model",
-            max_retries=0,
-        ),
-        redis=RedisSettings(url=SecretStr(redis_url), key_prefix=KEY_PREFIX),
-        session=SessionSettings(history_token_budget=history_token_budget),
-        tools=ToolSettings(),
-        audit=AuditSettings(stream=AUDIT_STREAM),
-        flood=FloodSettings(),
-        prompts=PromptSettings(),
-        log_level="WARNING",
+    """Production defaults, pointed at the benchmark's Redis and model server (no ``.env``)."""
+    return Settings.from_env(
+        {
+            "TELEGRAM_BOT_TOKEN": BOT_TOKEN,
+            "LLM_BACKEND": "openai",
+            "OPENAI_API_KEY": "sk-bench",
+            "OPENAI_BASE_URL": model_base_url,
+            "LLM_MODEL": "bench-model",
+            "LLM_MAX_RETRIES": 0,
+            "REDIS_URL": redis_url,
+            "REDIS_KEY_PREFIX": KEY_PREFIX,
+            "HISTORY_TOKEN_BUDGET": history_token_budget,
+            "AUDIT_STREAM": AUDIT_STREAM,
+            "LOG_LEVEL": "WARNING",
+        },
+        env_file=None,
     )
 
 
