@@ -19,8 +19,10 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import ChatToolFailureError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.tool_loop import BoundedToolLoop, ToolLoopError
+from bot.turn_audit import TurnAuditRecorder
 from tests.audit.builders import simple_turn, tool_entry, turn_entry
 from tests.support.redis_server import RedisServer
+from tests.support.scripted_client import ScriptedClient
 from tools.call import ToolCall
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
@@ -201,48 +203,6 @@ async def test_failed_turn_entry_names_the_failure_kind_and_leaves_unknown_token
 # ---------------------------------------------------------------- privacy
 
 
-class _ScriptedModel:
-    """Answers from a script: each step asks for the scripted tool calls or says the text."""
-
-    def __init__(self, steps: Sequence[tuple[ToolCall, ...] | str]) -> None:
-        self._steps = list(steps)
-        self.seen: list[Sequence[Message]] = []
-
-    @property
-    def model_name(self) -> str:
-        return "scripted"
-
-    async def generate_with_tools(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        tool_choice: ToolChoice = "auto",
-    ) -> LLMResult:
-        self.seen.append(list(messages))
-        step = self._steps.pop(0)
-        if isinstance(step, str):
-            return LLMResult(step, None, "stop", (), "scripted", "resp", 10, 5, 15)
-        return LLMResult(None, None, "tool_calls", step, "scripted", "resp", 10, 5, 15)
-
-    async def close(self) -> None:
-        return None
-
-
-class _Collector:
-    """Builds the audit entries of one turn the way the chat service does."""
-
-    def __init__(self, chat_id: str, turn_id: str) -> None:
-        self.chat_id = chat_id
-        self.turn_id = turn_id
-        self.entries: list[AuditEntry] = []
-
-    def on_model_response(self, step: int, result: LLMResult) -> None:
-        return None
-
-    def on_tool_executed(self, step: int, record: ToolAuditRecord) -> None:
-        self.entries.append(ToolAuditEntry(record, self.chat_id, self.turn_id, step))
-
-
 SECRETS = ("ZEBRA-ARGUMENT", "QUOKKA-CUSTOMER", "OKAPI-MODEL", "hunter2", "SECRET")
 
 
@@ -252,36 +212,28 @@ async def _run_turn(
     turn_id: str,
     steps: list[tuple[ToolCall, ...] | str],
 ) -> list[AuditEntry]:
-    model = _ScriptedModel(steps)
-    loop = BoundedToolLoop(model, registry, executor)
-    collector = _Collector("100200300", turn_id)
+    """One turn through the real loop, audited the way the chat service audits it."""
+    script = iter(steps)
+
+    def respond(
+        messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
+    ) -> LLMResult:
+        step = next(script)
+        if isinstance(step, str):
+            return LLMResult(step, None, "stop", (), "scripted", "resp", 10, 5, 15)
+        return LLMResult(None, None, "tool_calls", step, "scripted", "resp", 10, 5, 15)
+
+    loop = BoundedToolLoop(ScriptedClient(respond), registry, executor)
+    recorder = TurnAuditRecorder(chat_id="100200300", turn_id=turn_id, model="scripted")
     outcome = "answered"
     customer = [{"role": "user", "content": "Где мой заказ? QUOKKA-CUSTOMER-SECRET"}]
     try:
-        await loop.run(customer, ToolContext(100200300, 1, turn_id), observer=collector)
+        await loop.run(customer, ToolContext(100200300, 1, turn_id), observer=recorder)
     except ToolLoopError:
         outcome = ChatToolFailureError.kind
-    names = tuple(
-        entry.record.tool_name for entry in collector.entries if isinstance(entry, ToolAuditEntry)
+    return recorder.entries(
+        outcome=outcome, latency_ms=12.0, prompt_id="support_chat", prompt_version="1.2.0"
     )
-    collector.entries.append(
-        TurnAuditEntry(
-            chat_id="100200300",
-            turn_id=turn_id,
-            outcome=outcome,
-            model="scripted",
-            model_steps=len(model.seen),
-            tool_calls=len(names),
-            tool_names=names,
-            prompt_tokens=None,
-            completion_tokens=None,
-            total_tokens=None,
-            latency_ms=12.0,
-            prompt_id="support_chat",
-            prompt_version="1.2.0",
-        )
-    )
-    return collector.entries
 
 
 async def test_no_argument_customer_or_model_text_reaches_the_stream(
