@@ -29,7 +29,7 @@ from bench.stack import (
 )
 from bench.telegram_server import LoadPlan
 from bot.app import Application
-from bot.settings import Settings, TelegramSettings
+from bot.settings import Settings
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.runner import create_bot
 
@@ -44,7 +44,9 @@ class TelegramServerProcess(ChildServer):
 def telegram_bench_settings(redis_url: str, model_base_url: str, telegram_url: str) -> Settings:
     """Production defaults (flood control included), pointed at the bench's servers."""
     settings = bench_settings(redis_url, model_base_url)
-    telegram = TelegramSettings(bot_token=SecretStr(BOT_TOKEN), api_base_url=telegram_url)
+    telegram = settings.telegram.model_copy(
+        update={"bot_token": SecretStr(BOT_TOKEN), "api_base_url": telegram_url}
+    )
     return settings.model_copy(update={"telegram": telegram})
 
 

@@ -22,7 +22,8 @@ _ENV = SettingsConfigDict(
     env_file=".env",
     env_file_encoding="utf-8",
     extra="ignore",
-    populate_by_name=True,
+    # No populate_by_name: it would also read a field's bare name (PATH, URL, PORT...)
+    # from the environment. Each field answers to its documented variable only.
     # "KEY=" in .env means "not set", not "set to the empty string".
     env_ignore_empty=True,
 )

@@ -64,3 +64,27 @@ def test_secrets_never_show_in_reprs_or_problems(monkeypatch):
     settings = LLMSettings(_env_file=None)
     assert "sk-very-secret-value" not in repr(settings)
     assert "sk-very-secret-value" not in str(settings.model_dump())
+
+
+# Names an orchestrator or a shell sets for its own reasons; none of them is ours.
+_USUAL_SUSPECTS = ("PATH", "HOME", "URL", "HOST", "PORT", "MODEL", "SECRET", "LEVEL", "STREAM")
+
+
+def _poison_for(name: str) -> str:
+    # Values that would validate for most fields, so a leak shows as a changed setting
+    # rather than as a validation error.
+    return {"PATH": "/usr/bin:/bin"}.get(name, "7")
+
+
+def test_settings_read_only_their_documented_variables(monkeypatch):
+    documented = variable_names()
+    baseline = Settings.from_env({"LLM_BACKEND": "offline"}, env_file=None)
+    bare = {name.upper() for section in SETTINGS_SECTIONS.values() for name in section.model_fields}
+    poisoned = (bare | set(_USUAL_SUSPECTS)) - documented
+    assert {"PATH", "URL", "MODEL", "PORT", "HOST", "SECRET", "LEVEL", "STREAM"} <= poisoned
+    for name in poisoned:
+        monkeypatch.setenv(name, _poison_for(name))
+        monkeypatch.setenv(name.lower(), _poison_for(name))
+    loaded = Settings.from_env({"LLM_BACKEND": "offline"}, env_file=None)
+    assert loaded == baseline
+    assert loaded.webhook.path == "/telegram/webhook"
