@@ -22,8 +22,7 @@ from bench.stats import latency_summary_ms, slope
 from bot.app import Application
 from bot.chat_service import ChatReply
 from bot.tokens import estimate_messages_tokens
-from bot.turns import new_turn_id
-from tools.context import ToolContext
+from turn import TurnContext, new_turn_id
 
 QUESTION = "Здравствуйте! Подскажите, пожалуйста, где сейчас мой заказ 8041 и когда его привезут?"
 TURNS_PER_CONVERSATION = 5
@@ -32,7 +31,7 @@ TURNS_PER_CONVERSATION = 5
 
 async def ask(app: Application, key: str, text: str, user_id: int = 1) -> ChatReply:
     """One turn as the Telegram front end makes it."""
-    return await app.chat.reply(key, text, ToolContext(key, user_id, new_turn_id()))
+    return await app.chat.reply(key, text, TurnContext(key, user_id, new_turn_id()))
 
 
 async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, Any]:

@@ -13,10 +13,11 @@ from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_service import ChatLimits, ChatService
 from bot.history import HistoryWindow
-from bot.llm.offline import OfflineChatModel
+from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import ToolCallingClient
 from bot.redaction import redacted_url
+from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import Settings
 from bot.summary import ConversationSummaryService
@@ -30,8 +31,12 @@ from prompts.registry import (
 from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
+from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
+from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
 from tools.registry import ToolRegistry
+from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
 from tools.store import ShopStore
+from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +87,7 @@ def turn_lease_seconds(settings: Settings) -> float:
 def _build_llm(settings: Settings, shop: ShopStore) -> ToolCallingClient:
     llm = settings.llm
     if llm.backend == "offline":
-        return OfflineChatModel(shop)
+        return build_offline_model(shop)
     assert llm.api_key is not None  # noqa: S101 - LLMSettings refuses the openai backend without a key
     return OpenAIChatClient.create(
         api_key=llm.api_key.get_secret_value(),
@@ -91,6 +96,20 @@ def _build_llm(settings: Settings, shop: ShopStore) -> ToolCallingClient:
         timeout_seconds=llm.timeout_seconds,
         max_retries=llm.max_retries,
         instructions_role=llm.instructions_role,
+    )
+
+
+def build_offline_model(shop: ShopStore) -> OfflineChatModel:
+    """The offline demo model, told the tool names and the shop's words it may use."""
+    return OfflineChatModel(
+        OfflineDemoKnowledge(
+            order_status_tool=GET_ORDER_STATUS_TOOL_NAME,
+            return_policy_tool=GET_RETURN_POLICY_TOOL_NAME,
+            product_search_tool=SEARCH_PRODUCTS_TOOL_NAME,
+            support_hours_tool=GET_SUPPORT_HOURS_TOOL_NAME,
+            return_policy_products=tuple(policy.product for policy in shop.return_policies),
+            catalogue_texts=tuple(f"{p.name} {p.category}" for p in shop.products),
+        )
     )
 
 
@@ -180,7 +199,7 @@ async def build_application(
     )
     sessions = RedisSessionStore(
         redis,
-        key_prefix=settings.redis.key_prefix,
+        keys=RedisKeys(settings.redis.key_prefix),
         ttl_seconds=settings.session.ttl_seconds,
         archive_ttl_seconds=settings.session.archive_ttl_seconds,
     )

@@ -7,11 +7,13 @@ The loop's and the store's own exceptions stay in ``__cause__`` for the logs.
 
 from typing import ClassVar
 
+from turn import TurnOutcome
+
 
 class ChatServiceError(RuntimeError):
     """Base of every failed turn."""
 
-    kind: ClassVar[str] = "error"
+    kind: ClassVar[TurnOutcome] = TurnOutcome.ERROR
 
     def __init__(self, message: str, turn_id: str = "") -> None:
         super().__init__(message)
@@ -21,58 +23,72 @@ class ChatServiceError(RuntimeError):
 class ChatInputError(ChatServiceError):
     """The customer's message cannot be processed as it is; ``str()`` is fit for the user."""
 
-    kind = "bad_input"
+    kind = TurnOutcome.BAD_INPUT
 
 
 class EmptyMessageError(ChatInputError):
     """Empty or whitespace-only message."""
 
-    kind = "empty_message"
+    kind = TurnOutcome.EMPTY_MESSAGE
 
 
 class MessageTooLongError(ChatInputError):
     """Message over the configured maximum length."""
 
-    kind = "message_too_long"
+    kind = TurnOutcome.MESSAGE_TOO_LONG
 
 
 class ChatModelUnavailableError(ChatServiceError):
     """The model timed out, was rate limited or could not be reached: try again later."""
 
-    kind = "model_unavailable"
+    kind = TurnOutcome.MODEL_UNAVAILABLE
 
 
 class ChatBadRequestError(ChatServiceError):
     """The provider refused the request itself (for example, context too long)."""
 
-    kind = "bad_request"
+    kind = TurnOutcome.BAD_REQUEST
 
 
 class ChatModelProtocolError(ChatServiceError):
     """The model answered outside the protocol (refusal, empty text, malformed response)."""
 
-    kind = "model_error"
+    kind = TurnOutcome.MODEL_ERROR
 
 
 class ChatToolFailureError(ChatServiceError):
     """A tool call could not be executed (unknown tool, bad arguments, timeout, crash)."""
 
-    kind = "tool_failure"
+    kind = TurnOutcome.TOOL_FAILURE
 
 
 class ChatLimitError(ChatServiceError):
     """The turn ran out of model steps or tool calls before an answer."""
 
-    kind = "limit"
+    kind = TurnOutcome.LIMIT
 
 
 class ChatStorageError(ChatServiceError):
     """Session storage is unavailable, or the conversation stayed busy too long."""
 
-    kind = "storage_unavailable"
+    kind = TurnOutcome.STORAGE_UNAVAILABLE
 
 
 class ChatBusyError(ChatStorageError):
     """Another turn of the same conversation held it for longer than the wait allows."""
 
-    kind = "busy"
+    kind = TurnOutcome.BUSY
+
+
+def _subclasses(cls: type[ChatServiceError]) -> list[type[ChatServiceError]]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _subclasses(direct))]
+
+
+_BY_KIND: dict[TurnOutcome, type[ChatServiceError]] = {
+    cls.kind: cls for cls in _subclasses(ChatServiceError)
+}
+
+
+def chat_error_for(kind: TurnOutcome, message: str, turn_id: str) -> ChatServiceError:
+    """The chat error of ``kind`` (the generic one for a kind without its own class)."""
+    return _BY_KIND.get(kind, ChatServiceError)(message, turn_id)

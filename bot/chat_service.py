@@ -8,20 +8,15 @@ from time import perf_counter
 
 from bot.audit.entries import AuditSink
 from bot.chat_errors import (
-    ChatBadRequestError,
     ChatBusyError,
-    ChatLimitError,
-    ChatModelProtocolError,
-    ChatModelUnavailableError,
     ChatServiceError,
     ChatStorageError,
-    ChatToolFailureError,
     EmptyMessageError,
     MessageTooLongError,
+    chat_error_for,
 )
 from bot.history import HistoryWindow
 from bot.keyed_locks import KeyedLocks
-from bot.llm.errors import LLMBadResponseError, LLMRequestError
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
     LockedSession,
@@ -30,32 +25,24 @@ from bot.sessions.store import (
     SessionStoreError,
 )
 from bot.summary import ConversationSummaryService, SummaryError
-from bot.tool_loop import (
-    BoundedToolLoop,
-    ToolLoopError,
-    ToolLoopExecutionError,
-    ToolLoopLimitError,
-    ToolLoopProtocolError,
-)
+from bot.tool_loop import BoundedToolLoop
 from bot.turn_audit import TurnAuditRecorder
 from prompts.template import PromptTemplate
-from tools.context import ToolContext
 from tools.execution import ToolTechnicalError
+from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChatReply:
-    """The answer of one turn and what it took.
+    """The answer of one turn and what it took (what the front ends show or log).
 
-    ``history_messages`` counts the stored history after this turn;
-    ``context_history_messages`` how many of them the model saw and
-    ``removed_history_messages`` how many did not fit the window.
+    ``history_messages`` counts the stored history after this turn and
+    ``context_history_messages`` how many of them the model saw.
     ``summary_updated`` says a summary update was started for messages that
     left the window (it runs after the reply); ``has_summary`` that the
-    session carries one. Token counts are summed over the turn's model calls,
-    ``None`` when any call did not report them.
+    session carries one. ``usage`` is summed over the turn's model calls.
     """
 
     text: str
@@ -63,19 +50,11 @@ class ChatReply:
     session_id: str
     history_messages: int
     context_history_messages: int
-    removed_history_messages: int
-    estimated_prompt_tokens: int
     model: str
-    prompt_id: str
-    prompt_version: str
     elapsed_seconds: float
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    response_id: str
+    usage: Usage
     response_ids: tuple[str, ...]
     model_steps: int
-    tool_calls_count: int
     tool_names: tuple[str, ...]
     summary_updated: bool
     has_summary: bool
@@ -129,21 +108,21 @@ class ChatService:
         """The active support chat prompt."""
         return self._prompt
 
-    async def reply(self, conversation_key: str, text: str, context: ToolContext) -> ChatReply:
+    async def reply(self, context: TurnContext, text: str) -> ChatReply:
         """Answer one message; raises a :class:`ChatServiceError` subtype on failure."""
         started = perf_counter()
         recorder = TurnAuditRecorder(
             chat_id=str(context.chat_id), turn_id=context.turn_id, model=self._model_name
         )
-        outcome = "answered"
+        outcome = TurnOutcome.ANSWERED
         try:
             question = self._validate_input(text, context.turn_id)
-            return await self._reply(conversation_key, question, context, recorder, started)
+            return await self._reply(question, context, recorder, started)
         except ChatServiceError as error:
             outcome = error.kind
             raise
         except ToolLoopError as error:
-            translated = _translate_loop_error(error, context.turn_id)
+            translated = chat_error_for(error.kind, str(error), context.turn_id)
             outcome = translated.kind
             # Our own messages carry no customer text; a crashed tool's trace is a bug to see.
             logger.warning(
@@ -170,12 +149,12 @@ class ChatService:
 
     async def _reply(
         self,
-        conversation_key: str,
         question: str,
-        context: ToolContext,
+        context: TurnContext,
         recorder: TurnAuditRecorder,
         started: float,
     ) -> ChatReply:
+        conversation_key = context.conversation_key
         async with self._locks.hold(conversation_key):
             locked = await self._store.acquire(
                 conversation_key,
@@ -206,19 +185,11 @@ class ChatService:
             session_id=updated.session_id,
             history_messages=len(updated.messages),
             context_history_messages=prepared.context_history_messages,
-            removed_history_messages=prepared.removed_history_messages,
-            estimated_prompt_tokens=prepared.estimated_tokens,
             model=result.model,
-            prompt_id=self._prompt.prompt_id,
-            prompt_version=self._prompt.version,
             elapsed_seconds=perf_counter() - started,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            total_tokens=result.total_tokens,
-            response_id=result.response_ids[-1],
+            usage=result.usage,
             response_ids=result.response_ids,
             model_steps=result.model_steps,
-            tool_calls_count=result.tool_calls_count,
             tool_names=result.tool_names,
             summary_updated=summary_scheduled,
             has_summary=updated.summary is not None,
@@ -319,19 +290,6 @@ def _unchanged_head(current: ConversationSession, loaded: ConversationSession, f
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _translate_loop_error(error: ToolLoopError, turn_id: str) -> ChatServiceError:
-    cause = error.__cause__
-    if isinstance(error, ToolLoopExecutionError):
-        return ChatToolFailureError("a tool call could not be executed", turn_id)
-    if isinstance(error, ToolLoopLimitError):
-        return ChatLimitError("the turn ran out of steps", turn_id)
-    if isinstance(error, ToolLoopProtocolError) or isinstance(cause, LLMBadResponseError):
-        return ChatModelProtocolError("the model answered outside the protocol", turn_id)
-    if isinstance(cause, LLMRequestError):
-        return ChatBadRequestError("the model provider refused the request", turn_id)
-    return ChatModelUnavailableError("the model is unavailable", turn_id)
 
 
 def _translate_store_error(error: SessionStoreError, turn_id: str) -> ChatServiceError:

@@ -2,28 +2,26 @@
 
 import asyncio
 import getpass
-import re
 import sys
 from typing import TextIO
 
 from bot.app import Application
 from bot.chat_errors import ChatInputError, ChatServiceError
 from bot.chat_service import ChatReply
-from bot.turns import new_turn_id
-from tools.context import ToolContext
+from bot.redis_keys import safe_conversation_key
+from turn import TurnContext, new_turn_id
 
 HELP = "Команды: /new — новый диалог, /help — эта подсказка, /exit — выход."
 
 
 def console_conversation_key(name: str | None = None) -> str:
     """A local conversation id, stable per OS user unless a name is given."""
-    raw = name or f"console-{getpass.getuser()}"
-    return re.sub(r"[^A-Za-z0-9_.:-]", "_", raw)[:64] or "console"
+    return safe_conversation_key(name or f"console-{getpass.getuser()}", fallback="console")
 
 
 def _metadata(reply: ChatReply) -> str:
     tools = ", ".join(reply.tool_names) or "—"
-    tokens = "?" if reply.total_tokens is None else str(reply.total_tokens)
+    tokens = "?" if reply.usage.total_tokens is None else str(reply.usage.total_tokens)
     return (
         f"model={reply.model} steps={reply.model_steps} tools={tools} tokens={tokens} "
         f"history={reply.context_history_messages}/{reply.history_messages} "
@@ -81,9 +79,11 @@ class Console:
         self._print("Начат новый диалог.")
 
     async def _answer(self, text: str) -> None:
-        context = ToolContext(chat_id=self._key, user_id=None, turn_id=new_turn_id())
+        context = TurnContext(
+            conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
+        )
         try:
-            reply = await self._chat.reply(self._key, text, context)
+            reply = await self._chat.reply(context, text)
         except ChatInputError as error:
             self._print(f"! {error}")
             return

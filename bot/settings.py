@@ -16,6 +16,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.redis_keys import KEY_PREFIX_PATTERN
 from tools.store import DEFAULT_STORE_PATH
 
 _ENV = SettingsConfigDict(
@@ -105,7 +106,7 @@ class RedisSettings(BaseSettings):
     )
     key_prefix: str = Field(
         default="support",
-        pattern=r"^[A-Za-z0-9_.:-]{1,32}$",
+        pattern=KEY_PREFIX_PATTERN,
         validation_alias=_env("REDIS_KEY_PREFIX"),
     )
     socket_timeout_seconds: float = Field(

@@ -5,37 +5,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.llm.errors import LLMClientError
+from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
-from tools.call import ToolCall
-from tools.context import ToolContext
 from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
 from tools.registry import ToolRegistry
+from turn import (
+    ToolCall,
+    ToolLoopExecutionError,
+    ToolLoopLimitError,
+    ToolLoopModelError,
+    ToolLoopProtocolError,
+    TurnContext,
+    TurnOutcome,
+    Usage,
+)
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS = 3
 DEFAULT_MAX_TOOL_CALLS = 4
-
-
-class ToolLoopError(RuntimeError):
-    """Base of every way a turn can end without an answer (also: the model failed)."""
-
-
-class ToolLoopProtocolError(ToolLoopError):
-    """The model answered outside the protocol: refusal, empty text, odd finish reason."""
-
-
-class ToolLoopLimitError(ToolLoopError):
-    """The step or tool-call budget ran out before a final answer."""
-
-
-class ToolLoopExecutionError(ToolLoopError):
-    """A tool call could not be executed; carries the execution's audit record."""
-
-    def __init__(self, message: str, audit: ToolAuditRecord) -> None:
-        super().__init__(message)
-        self.audit = audit
 
 
 class ToolLoopObserver(Protocol):
@@ -58,9 +46,7 @@ class ToolLoopResult:
 
     text: str
     model: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
+    usage: Usage
     response_ids: tuple[str, ...]
     model_steps: int
     tool_calls_count: int
@@ -103,10 +89,10 @@ class BoundedToolLoop:
     async def run(
         self,
         messages: Sequence[Message],
-        context: ToolContext,
+        context: TurnContext,
         observer: ToolLoopObserver | None = None,
     ) -> ToolLoopResult:
-        """Run one turn over a copy of ``messages``; raises a :class:`ToolLoopError`."""
+        """Run one turn over a copy of ``messages``; raises a kind-carrying ``ToolLoopError``."""
         conversation = list(messages)
         schemas = self._registry.api_schemas()
         llm_results: list[LLMResult] = []
@@ -119,7 +105,9 @@ class BoundedToolLoop:
                     conversation, schemas, tool_choice="none" if last_step else "auto"
                 )
             except LLMClientError as error:
-                raise ToolLoopError(f"model call {step} failed: {error}") from error
+                raise ToolLoopModelError(
+                    f"model call {step} failed: {error}", kind=_model_failure_kind(error)
+                ) from error
             llm_results.append(result)
             if observer is not None:
                 observer.on_model_response(step, result)
@@ -153,7 +141,7 @@ class BoundedToolLoop:
     async def _execute(
         self,
         tool_call: ToolCall,
-        context: ToolContext,
+        context: TurnContext,
         step: int,
         audit_records: list[ToolAuditRecord],
         observer: ToolLoopObserver | None,
@@ -164,7 +152,7 @@ class BoundedToolLoop:
             audit_records.append(error.audit)
             if observer is not None:
                 observer.on_tool_executed(step, error.audit)
-            raise ToolLoopExecutionError(str(error), error.audit) from error
+            raise ToolLoopExecutionError(str(error)) from error
         audit_records.append(execution.audit)
         if observer is not None:
             observer.on_tool_executed(step, execution.audit)
@@ -193,25 +181,24 @@ def _require_text(result: LLMResult) -> str:
     return text
 
 
-def sum_usage(values: Sequence[int | None]) -> int | None:
-    """The sum of token counts, or ``None`` if any is unknown (a partial sum would look exact)."""
-    if any(value is None for value in values):
-        return None
-    return sum(value for value in values if value is not None)
-
-
 def _build_result(
     text: str, llm_results: Sequence[LLMResult], audit_records: Sequence[ToolAuditRecord]
 ) -> ToolLoopResult:
     return ToolLoopResult(
         text=text,
         model=llm_results[-1].model,
-        prompt_tokens=sum_usage([r.prompt_tokens for r in llm_results]),
-        completion_tokens=sum_usage([r.completion_tokens for r in llm_results]),
-        total_tokens=sum_usage([r.total_tokens for r in llm_results]),
+        usage=Usage.total(r.usage for r in llm_results),
         response_ids=tuple(r.response_id for r in llm_results),
         model_steps=len(llm_results),
         tool_calls_count=len(audit_records),
         tool_names=tuple(record.tool_name for record in audit_records),
         audit_records=tuple(audit_records),
     )
+
+
+def _model_failure_kind(error: LLMClientError) -> TurnOutcome:
+    if isinstance(error, LLMBadResponseError):
+        return TurnOutcome.MODEL_ERROR
+    if isinstance(error, LLMRequestError):
+        return TurnOutcome.BAD_REQUEST
+    return TurnOutcome.MODEL_UNAVAILABLE

@@ -4,8 +4,8 @@ from dataclasses import dataclass, field
 
 from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.llm.types import LLMResult
-from bot.tool_loop import sum_usage
 from tools.execution import ToolAuditRecord
+from turn import TurnOutcome, Usage
 
 
 @dataclass
@@ -29,7 +29,7 @@ class TurnAuditRecorder:
         )
 
     def entries(
-        self, outcome: str, latency_ms: float, prompt_id: str, prompt_version: str
+        self, outcome: TurnOutcome, latency_ms: float, prompt_id: str, prompt_version: str
     ) -> list[AuditEntry]:
         """The tool entries in order, then the turn entry."""
         turn = TurnAuditEntry(
@@ -40,15 +40,9 @@ class TurnAuditRecorder:
             model_steps=len(self.responses),
             tool_calls=len(self.tool_entries),
             tool_names=tuple(entry.record.tool_name for entry in self.tool_entries),
-            prompt_tokens=_usage([r.prompt_tokens for r in self.responses]),
-            completion_tokens=_usage([r.completion_tokens for r in self.responses]),
-            total_tokens=_usage([r.total_tokens for r in self.responses]),
+            usage=Usage.total(r.usage for r in self.responses),
             latency_ms=latency_ms,
             prompt_id=prompt_id,
             prompt_version=prompt_version,
         )
         return [*self.tool_entries, turn]
-
-
-def _usage(values: list[int | None]) -> int | None:
-    return sum_usage(values) if values else None

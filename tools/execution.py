@@ -8,38 +8,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from time import perf_counter
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tools.call import ToolCall
-from tools.context import ToolContext
 from tools.registry import RegisteredTool, ToolNotRegisteredError, ToolRegistry
+from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
 
 logger = logging.getLogger(__name__)
-
-
-class ToolBusinessError(RuntimeError):
-    """Raised by a handler when a product rule says no (not a malfunction).
-
-    The executor turns it into a normal result the model can explain.
-    """
-
-    def __init__(self, message: str, code: str = "business_error") -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ToolExecutionStatus(StrEnum):
-    """How one tool execution ended."""
-
-    SUCCESS = "success"
-    BUSINESS_ERROR = "business_error"
-    REJECTED = "rejected"
-    TIMEOUT = "timeout"
-    TECHNICAL_ERROR = "technical_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +27,7 @@ class ToolAuditRecord:
     tool_name: str
     started_at: str
     duration_seconds: float
-    status: ToolExecutionStatus
+    status: ToolStatus
     error_code: str | None
 
 
@@ -101,12 +78,12 @@ class ToolExecutor:
         self._registry = registry
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tool")
 
-    async def execute(self, tool_call: ToolCall, context: ToolContext) -> ToolExecutionResult:
+    async def execute(self, tool_call: ToolCall, context: TurnContext) -> ToolExecutionResult:
         """Validate and run one tool call; every outcome yields exactly one audit record."""
         started_at = datetime.now(UTC).isoformat()
         started = perf_counter()
 
-        def audit(status: ToolExecutionStatus, error_code: str | None) -> ToolAuditRecord:
+        def audit(status: ToolStatus, error_code: str | None) -> ToolAuditRecord:
             return ToolAuditRecord(
                 call_id=tool_call.id,
                 tool_name=tool_call.name,
@@ -121,7 +98,7 @@ class ToolExecutor:
         except ToolNotRegisteredError as error:
             raise ToolNotAllowedError(
                 "the model asked for a tool that is not registered",
-                audit(ToolExecutionStatus.REJECTED, "unknown_tool"),
+                audit(ToolStatus.REJECTED, "unknown_tool"),
             ) from error
 
         try:
@@ -129,7 +106,7 @@ class ToolExecutor:
         except ValidationError as error:
             raise ToolArgumentsError(
                 f"arguments of {tool.name} failed validation",
-                audit(ToolExecutionStatus.REJECTED, "invalid_arguments"),
+                audit(ToolStatus.REJECTED, "invalid_arguments"),
             ) from error
 
         try:
@@ -137,32 +114,32 @@ class ToolExecutor:
         except TimeoutError as error:
             raise ToolTimeoutError(
                 f"{tool.name} did not finish within {tool.timeout_seconds} s",
-                audit(ToolExecutionStatus.TIMEOUT, "timeout"),
+                audit(ToolStatus.TIMEOUT, "timeout"),
             ) from error
         except ToolBusinessError as error:
             return ToolExecutionResult(
                 content=_dump({"ok": False, "error": {"code": error.code, "message": str(error)}}),
-                audit=audit(ToolExecutionStatus.BUSINESS_ERROR, error.code),
+                audit=audit(ToolStatus.BUSINESS_ERROR, error.code),
             )
         except Exception as error:
             # The original text may hold internals; it stays in the chain for the logs only.
             raise ToolTechnicalError(
                 f"{tool.name} failed",
-                audit(ToolExecutionStatus.TECHNICAL_ERROR, "technical_error"),
+                audit(ToolStatus.TECHNICAL_ERROR, "technical_error"),
             ) from error
 
         if not isinstance(result, BaseModel):
             raise ToolTechnicalError(
                 f"{tool.name} returned {type(result).__name__}, not a pydantic model",
-                audit(ToolExecutionStatus.TECHNICAL_ERROR, "invalid_result_type"),
+                audit(ToolStatus.TECHNICAL_ERROR, "invalid_result_type"),
             )
         return ToolExecutionResult(
             content=_dump({"ok": True, "data": result.model_dump(mode="json")}),
-            audit=audit(ToolExecutionStatus.SUCCESS, None),
+            audit=audit(ToolStatus.SUCCESS, None),
         )
 
     async def _run_handler(
-        self, tool: RegisteredTool[Any, Any], arguments: BaseModel, context: ToolContext
+        self, tool: RegisteredTool[Any, Any], arguments: BaseModel, context: TurnContext
     ) -> object:
         # The union of handler shapes is settled at registration (takes_context).
         handler: Callable[..., Any] = tool.handler

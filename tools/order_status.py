@@ -2,10 +2,9 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.context import ToolContext
-from tools.execution import ToolBusinessError
 from tools.registry import RegisteredTool
 from tools.store import ShopStore
+from turn import ToolBusinessError, TurnContext
 
 GET_ORDER_STATUS_TOOL_NAME = "get_order_status"
 
@@ -38,7 +37,7 @@ def build_order_status_tool(
     """The order status tool over ``store``."""
 
     def get_order_status(
-        arguments: GetOrderStatusArguments, context: ToolContext
+        arguments: GetOrderStatusArguments, context: TurnContext
     ) -> OrderStatusResult:
         order = store.find_order(arguments.order_id)
         # An order owned by somebody else answers exactly like a missing one,

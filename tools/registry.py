@@ -10,14 +10,14 @@ from typing import Any, Generic, TypeVar
 from openai import pydantic_function_tool
 from pydantic import BaseModel
 
-from tools.context import ToolContext
+from turn import TurnContext
 
 ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
 
 ToolHandler = (
     Callable[[ArgumentsT], ResultT | Awaitable[ResultT]]
-    | Callable[[ArgumentsT, ToolContext], ResultT | Awaitable[ResultT]]
+    | Callable[[ArgumentsT, TurnContext], ResultT | Awaitable[ResultT]]
 )
 
 _NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -74,7 +74,7 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
     """A tool the application allows: its contract, its handler and its time limit.
 
     The handler may be ``async def`` or a plain function (run in a worker
-    thread), and may take a second parameter, the :class:`ToolContext`.
+    thread), and may take a second parameter, the :class:`TurnContext`.
     """
 
     name: str

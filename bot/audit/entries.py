@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tools.execution import ToolAuditRecord
+from turn import TurnOutcome, Usage
 
 
 def _optional(value: int | str | None) -> str:
@@ -42,14 +43,12 @@ class TurnAuditEntry:
 
     chat_id: str
     turn_id: str
-    outcome: str
+    outcome: TurnOutcome
     model: str
     model_steps: int
     tool_calls: int
     tool_names: tuple[str, ...]
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
+    usage: Usage
     latency_ms: float
     prompt_id: str
     prompt_version: str
@@ -60,14 +59,14 @@ class TurnAuditEntry:
             "type": "turn",
             "chat_id": self.chat_id,
             "turn_id": self.turn_id,
-            "outcome": self.outcome,
+            "outcome": str(self.outcome),
             "model": self.model,
             "model_steps": str(self.model_steps),
             "tool_calls": str(self.tool_calls),
             "tool_names": ",".join(self.tool_names),
-            "prompt_tokens": _optional(self.prompt_tokens),
-            "completion_tokens": _optional(self.completion_tokens),
-            "total_tokens": _optional(self.total_tokens),
+            "prompt_tokens": _optional(self.usage.prompt_tokens),
+            "completion_tokens": _optional(self.usage.completion_tokens),
+            "total_tokens": _optional(self.usage.total_tokens),
             "latency_ms": f"{self.latency_ms:.3f}",
             "prompt_id": self.prompt_id,
             "prompt_version": self.prompt_version,

@@ -10,16 +10,12 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.tokens import estimate_messages_tokens, estimate_text_tokens
-from tools.call import ToolCall
-from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
-from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
-from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
-from tools.store import ShopStore
-from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
+from turn import ToolCall, Usage
 
 OFFLINE_MODEL_NAME = "offline-demo"
 
@@ -39,19 +35,42 @@ def _stem(word: str) -> str:
     return word[:5] if len(word) > 5 else word
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflineDemoKnowledge:
+    """What the demo model knows of the shop, handed over by the composition root.
+
+    The tool names it may ask for, the products that have a return policy, and
+    the catalogue's texts (names and categories) it recognises in a question.
+    """
+
+    order_status_tool: str
+    return_policy_tool: str
+    product_search_tool: str
+    support_hours_tool: str
+    return_policy_products: tuple[str, ...]
+    catalogue_texts: tuple[str, ...]
+
+
 class OfflineChatModel:
     """Speaks the same client interface as the OpenAI client, deterministically."""
 
-    def __init__(self, store: ShopStore) -> None:
-        self._policy_products = [policy.product for policy in store.return_policies]
+    def __init__(self, knowledge: OfflineDemoKnowledge) -> None:
+        self._tools = knowledge
+        self._policy_products = list(knowledge.return_policy_products)
         self._catalogue_words = sorted(
             {
                 _stem(word)
-                for product in store.products
-                for word in _WORD.findall(f"{product.name} {product.category}".lower())
+                for text in knowledge.catalogue_texts
+                for word in _WORD.findall(text.lower())
                 if len(word) >= 4
             }
         )
+        self._describers: dict[str, Callable[[dict[str, Any]], str]] = {
+            knowledge.order_status_tool: _describe_order,
+            knowledge.return_policy_tool: _describe_return_policy,
+            knowledge.product_search_tool: _describe_products,
+            knowledge.support_hours_tool: _describe_hours,
+        }
         self._ids = itertools.count(1)
 
     @property
@@ -79,23 +98,27 @@ class OfflineChatModel:
                         arguments=json.dumps(arguments, ensure_ascii=False),
                     )
                     return self._result(messages, text=None, tool_calls=(call,))
-        return self._result(messages, text=_answer(user_text, results), tool_calls=())
+        return self._result(
+            messages, text=_answer(user_text, results, self._describers), tool_calls=()
+        )
 
     def _plan(self, user_text: str) -> list[tuple[str, dict[str, Any]]]:
         text = user_text.lower()
         plan: list[tuple[str, dict[str, Any]]] = []
         if match := _ORDER_NUMBER.search(text):
-            plan.append((GET_ORDER_STATUS_TOOL_NAME, {"order_id": match.group(1)}))
+            plan.append((self._tools.order_status_tool, {"order_id": match.group(1)}))
         if _RETURN_WORDS.search(text):
             product = next((p for p in self._policy_products if _stem(p) in text), None)
             if product is not None:
-                plan.append((GET_RETURN_POLICY_TOOL_NAME, {"product": product}))
+                plan.append((self._tools.return_policy_tool, {"product": product}))
         if _HOURS_WORDS.search(text):
-            plan.append((GET_SUPPORT_HOURS_TOOL_NAME, {}))
+            plan.append((self._tools.support_hours_tool, {}))
         words = [_stem(word) for word in _WORD.findall(text) if len(word) >= 4]
         mentioned = [word for word in words if word in self._catalogue_words]
         if mentioned and (_SEARCH_WORDS.search(text) or not plan):
-            plan.append((SEARCH_PRODUCTS_TOOL_NAME, {"query": " ".join(dict.fromkeys(mentioned))}))
+            plan.append(
+                (self._tools.product_search_tool, {"query": " ".join(dict.fromkeys(mentioned))})
+            )
         return plan
 
     def _result(
@@ -112,9 +135,11 @@ class OfflineChatModel:
             tool_calls=tool_calls,
             model=OFFLINE_MODEL_NAME,
             response_id=f"offline-{next(self._ids)}",
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
+            usage=Usage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                total_tokens=prompt_tokens + completion_tokens,
+            ),
         )
 
     async def close(self) -> None:
@@ -141,7 +166,11 @@ def _current_turn(messages: Sequence[Message]) -> tuple[str, set[str], list[tupl
     return user_text, set(names_by_id.values()), results
 
 
-def _answer(user_text: str, results: list[tuple[str, Any]]) -> str:
+def _answer(
+    user_text: str,
+    results: list[tuple[str, Any]],
+    describers: dict[str, Callable[[dict[str, Any]], str]],
+) -> str:
     if not results:
         if _GREETING.search(user_text.strip().lower()):
             return "Здравствуйте! Чем могу помочь?"
@@ -150,17 +179,16 @@ def _answer(user_text: str, results: list[tuple[str, Any]]) -> str:
             "заказа (напишите номер из четырёх цифр), условия возврата товара, найти товар "
             "в каталоге или назвать часы работы поддержки."
         )
-    parts = [_describe(name, payload) for name, payload in results]
+    parts = [_describe(describers.get(name), payload) for name, payload in results]
     return "\n\n".join(part for part in parts if part)
 
 
-def _describe(name: str, payload: Any) -> str:
+def _describe(describe: Callable[[dict[str, Any]], str] | None, payload: Any) -> str:
     if not isinstance(payload, dict):
         return "Не удалось прочитать ответ сервиса."
     if not payload.get("ok"):
         message = (payload.get("error") or {}).get("message")
         return str(message or "Сервис не смог ответить на этот вопрос.")
-    describe = _DESCRIBERS.get(name)
     return describe(payload.get("data") or {}) if describe else "Готово."
 
 
@@ -201,14 +229,6 @@ def _describe_hours(data: dict[str, Any]) -> str:
     ]
     state = "Сейчас поддержка работает." if data.get("open_now") else "Сейчас поддержка закрыта."
     return f"{state} График ({data.get('timezone')}): " + "; ".join(days) + "."
-
-
-_DESCRIBERS: dict[str, Callable[[dict[str, Any]], str]] = {
-    GET_ORDER_STATUS_TOOL_NAME: _describe_order,
-    GET_RETURN_POLICY_TOOL_NAME: _describe_return_policy,
-    SEARCH_PRODUCTS_TOOL_NAME: _describe_products,
-    GET_SUPPORT_HOURS_TOOL_NAME: _describe_hours,
-}
 
 
 def _summarise(messages: Sequence[Message]) -> str:

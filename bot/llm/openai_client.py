@@ -18,7 +18,7 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from tools.call import ToolCall
+from turn import ToolCall, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +177,11 @@ def _to_result(completion: ChatCompletion) -> LLMResult:
         tool_calls=tool_calls,
         model=completion.model,
         response_id=completion.id,
-        prompt_tokens=usage.prompt_tokens if usage else None,
-        completion_tokens=usage.completion_tokens if usage else None,
-        total_tokens=usage.total_tokens if usage else None,
+        usage=Usage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+        )
+        if usage
+        else Usage(),
     )

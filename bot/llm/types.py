@@ -1,10 +1,10 @@
 """What the application exchanges with a chat model, independent of any SDK."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from tools.call import ToolCall
+from turn import ToolCall, Usage
 
 Message = dict[str, Any]
 """One chat message in the OpenAI wire shape (role, content, tool_calls, tool_call_id)."""
@@ -25,9 +25,7 @@ class LLMResult:
     tool_calls: tuple[ToolCall, ...]
     model: str
     response_id: str
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
+    usage: Usage = field(default_factory=Usage)
 
 
 class ToolCallingClient(Protocol):

@@ -8,7 +8,6 @@ TTL + release, one script).
 
 import asyncio
 import logging
-import re
 import secrets
 from datetime import UTC, datetime
 from time import monotonic
@@ -17,6 +16,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bot.redis_keys import ConversationKeys, RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
     LockedSession,
@@ -26,8 +26,6 @@ from bot.sessions.store import (
 )
 
 logger = logging.getLogger(__name__)
-
-_KEY_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 # Take the lease; if it is ours, return the stored version and data in the same trip.
 _ACQUIRE = """
@@ -73,12 +71,12 @@ class RedisSessionStore:
     def __init__(
         self,
         client: "aioredis.Redis",
-        key_prefix: str,
+        keys: RedisKeys,
         ttl_seconds: int,
         archive_ttl_seconds: int,
     ) -> None:
         self._client = client
-        self._prefix = key_prefix
+        self._keys = keys
         self._ttl = ttl_seconds
         self._archive_ttl = archive_ttl_seconds
         self._acquire = client.register_script(_ACQUIRE)
@@ -86,18 +84,16 @@ class RedisSessionStore:
         self._release = client.register_script(_RELEASE)
         self._move_aside = client.register_script(_MOVE_ASIDE)
 
-    def key(self, conversation_key: str, suffix: str) -> str:
-        """``{prefix}:{<conversation>}:<suffix>``: one hash tag per conversation."""
-        if _KEY_PATTERN.fullmatch(conversation_key) is None:
-            raise ValueError(f"invalid conversation key {conversation_key!r}")
-        return f"{self._prefix}:{{{conversation_key}}}:{suffix}"
+    def keys(self, conversation_key: str) -> ConversationKeys:
+        """The keys of one conversation (one hash tag)."""
+        return self._keys.conversation(conversation_key)
 
     async def acquire(
         self, conversation_key: str, *, lease_seconds: float, wait_seconds: float
     ) -> LockedSession:
         """Take the lease (waiting at most ``wait_seconds``) and load the session."""
         token = secrets.token_hex(16)
-        keys = [self.key(conversation_key, "lock"), self.key(conversation_key, "session")]
+        keys = [self.keys(conversation_key).lease, self.keys(conversation_key).session]
         lease_ms = max(1, int(lease_seconds * 1000))
         deadline = monotonic() + wait_seconds
         pause = 0.005
@@ -129,7 +125,7 @@ class RedisSessionStore:
             if not version.isdigit():
                 raise ValueError(f"session version {version!r} is not a number")
         except (ValidationError, ValueError):
-            quarantine = self.key(conversation_key, f"quarantine:{_stamp()}")
+            quarantine = self.keys(conversation_key).quarantine(_stamp())
             logger.warning(
                 "Session of %s is unreadable; moved to %s, the conversation starts fresh",
                 conversation_key,
@@ -144,8 +140,8 @@ class RedisSessionStore:
         """Save over the loaded version, refresh the TTL and release, in one trip."""
         new_version = str(int(locked.version or "0") + 1)
         keys = [
-            self.key(locked.conversation_key, "session"),
-            self.key(locked.conversation_key, "lock"),
+            self.keys(locked.conversation_key).session,
+            self.keys(locked.conversation_key).lease,
         ]
         args: list[str | int] = [
             locked.token,
@@ -167,7 +163,7 @@ class RedisSessionStore:
         """Give the lease back (only if it is still ours)."""
         try:
             await self._release(
-                keys=[self.key(locked.conversation_key, "lock")], args=[locked.token]
+                keys=[self.keys(locked.conversation_key).lease], args=[locked.token]
             )
         except RedisError as error:
             raise SessionStoreUnavailableError("session storage is unreachable") from error
@@ -175,14 +171,14 @@ class RedisSessionStore:
     async def archive(self, locked: LockedSession) -> None:
         """Keep the session under an archive key for staff and release the lease."""
         session_id = locked.session.session_id if locked.session else _stamp()
-        archive = self.key(locked.conversation_key, f"archive:{session_id}")
+        archive = self.keys(locked.conversation_key).archive(session_id)
         await self._run_move_aside(locked.conversation_key, archive, token=locked.token)
 
     async def _run_move_aside(self, conversation_key: str, target: str, token: str) -> None:
         keys = [
-            self.key(conversation_key, "session"),
+            self.keys(conversation_key).session,
             target,
-            self.key(conversation_key, "lock"),
+            self.keys(conversation_key).lease,
         ]
         try:
             await self._move_aside(keys=keys, args=[token, self._archive_ttl])
@@ -192,7 +188,7 @@ class RedisSessionStore:
     async def load(self, conversation_key: str) -> ConversationSession | None:
         """Read the session without the lease; an unreadable one reads as ``None``."""
         try:
-            raw = await self._client.hget(self.key(conversation_key, "session"), "d")
+            raw = await self._client.hget(self.keys(conversation_key).session, "d")
         except RedisError as error:
             raise SessionStoreUnavailableError("session storage is unreachable") from error
         if not raw:

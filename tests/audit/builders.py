@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 import redis
 
 from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
-from tools.execution import ToolAuditRecord, ToolExecutionStatus
+from tools.execution import ToolAuditRecord
+from turn import ToolStatus
 
 BASE_TIME = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
@@ -15,7 +16,7 @@ def tool_entry(
     *,
     chat_id: str = "100200300",
     tool_name: str = "get_order_status",
-    status: ToolExecutionStatus = ToolExecutionStatus.SUCCESS,
+    status: ToolStatus = ToolStatus.SUCCESS,
     error_code: str | None = None,
     duration_ms: float = 12.5,
     step: int = 1,

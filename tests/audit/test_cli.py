@@ -13,7 +13,7 @@ from bot.audit.stream_entries import StreamEntry
 from tests.audit.builders import append, hours_ago, simple_turn, tool_entry, turn_entry
 from tests.audit.conftest import HMAC_KEY, STREAM
 from tests.support.redis_server import free_port
-from tools.execution import ToolExecutionStatus
+from turn import ToolStatus
 
 pytestmark = pytest.mark.usefixtures("cli_env")
 
@@ -45,7 +45,7 @@ def _incident(client: redis.Redis) -> list[str]:
             tool_entry(
                 "K7M2QX9PAF",
                 tool_name="get_order_status",
-                status=ToolExecutionStatus.TIMEOUT,
+                status=ToolStatus.TIMEOUT,
                 error_code="timeout",
                 duration_ms=2001.5,
                 step=2,

@@ -23,12 +23,11 @@ from bot.turn_audit import TurnAuditRecorder
 from tests.audit.builders import simple_turn, tool_entry, turn_entry
 from tests.support.redis_server import RedisServer
 from tests.support.scripted_client import ScriptedClient
-from tools.call import ToolCall
-from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
+from turn import ToolCall, TurnContext
 
 STREAM = "support:audit"
 TOOL_FIELDS = [
@@ -94,7 +93,7 @@ def executor(registry: ToolRegistry) -> Iterator[ToolExecutor]:
 
 async def _execute(executor: ToolExecutor, name: str, arguments: str) -> ToolAuditRecord:
     call = ToolCall(id=f"call_{name}", name=name, arguments=arguments)
-    context = ToolContext(chat_id=100200300, user_id=1, turn_id="TURNSTATUS")
+    context = TurnContext(chat_id=100200300, user_id=1, turn_id="TURNSTATUS")
     try:
         return (await executor.execute(call, context)).audit
     except ToolExecutionError as error:
@@ -228,7 +227,7 @@ async def _run_turn(
     outcome = "answered"
     customer = [{"role": "user", "content": "Где мой заказ? QUOKKA-CUSTOMER-SECRET"}]
     try:
-        await loop.run(customer, ToolContext(100200300, 1, turn_id), observer=recorder)
+        await loop.run(customer, TurnContext(100200300, 1, turn_id), observer=recorder)
     except ToolLoopError:
         outcome = ChatToolFailureError.kind
     return recorder.entries(

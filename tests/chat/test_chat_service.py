@@ -24,17 +24,16 @@ from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop
-from bot.turns import new_turn_id
 from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
 from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
 from tests.support.redis_server import RedisServer
 from tests.support.scripted_client import ScriptedClient, echo_responder, text_result, tool_result
-from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.order_status import GetOrderStatusArguments
 from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
+from turn import TurnContext, new_turn_id
 
 STREAM = "t:audit"
 
@@ -69,7 +68,7 @@ class Harness:
         )
 
     async def ask(self, key: str, text: str, user_id: int | None = None):
-        return await self.chat.reply(key, text, ToolContext(key, user_id, new_turn_id()))
+        return await self.chat.reply(key, text, TurnContext(key, user_id, new_turn_id()))
 
     async def history(self, key: str) -> list[tuple[str, str]]:
         session = await self.store.load(key)
@@ -187,7 +186,7 @@ async def test_a_failed_turn_names_its_kind_and_writes_no_half_turn(make_harness
     harness.llm.responder = responder
     turn_id = new_turn_id()
     with pytest.raises(error) as raised:
-        await harness.chat.reply("1", "Где заказ?", ToolContext("1", None, turn_id))
+        await harness.chat.reply("1", "Где заказ?", TurnContext("1", None, turn_id))
     assert raised.value.turn_id == turn_id
     assert raised.value.__cause__ is not None
     assert await harness.history("1") == [("user", "было до"), ("assistant", "Ответ: было до")]

@@ -19,13 +19,13 @@ from tests.fakes.openai_server import (
     text_answer,
     tool_call_answer,
 )
-from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
-from tools.execution import ToolExecutionStatus, ToolExecutor
+from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import Order, ShopStore
+from turn import ToolStatus, TurnContext
 
-CONTEXT = ToolContext(chat_id=555, user_id=7, turn_id="turn-http")
+CONTEXT = TurnContext(chat_id=555, user_id=7, turn_id="turn-http")
 MESSAGES: list[Message] = [
     {"role": "developer", "content": "Ты помогаешь клиенту магазина."},
     {"role": "user", "content": "Где заказ 8041 и можно ли вернуть кофемашину?"},
@@ -165,7 +165,7 @@ async def test_two_tools_in_sequence(server: ScriptedOpenAIServer, make_loop: Lo
 
     assert result.text == "Заказ в пути; кофемашину можно вернуть за 14 дней."
     assert result.tool_names == ("get_order_status", "get_return_policy")
-    assert [r.status for r in result.audit_records] == [ToolExecutionStatus.SUCCESS] * 2
+    assert [r.status for r in result.audit_records] == [ToolStatus.SUCCESS] * 2
     assert [r.body["tool_choice"] for r in server.requests] == ["auto", "auto", "none"]
     last = server.requests[2]
     tools = tool_messages(last)
@@ -228,7 +228,7 @@ async def test_malformed_tool_arguments_end_the_turn_before_the_handler_runs(
     audit = raised.value.audit
     assert (audit.tool_name, audit.status, audit.error_code) == (
         "get_order_status",
-        ToolExecutionStatus.REJECTED,
+        ToolStatus.REJECTED,
         "invalid_arguments",
     )
     assert store.order_lookups == []

@@ -13,15 +13,14 @@ from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop
-from bot.turns import new_turn_id
 from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
 from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
+from turn import TurnContext, new_turn_id
 
 STREAM = "rel:audit"
 PREFIX = "rel"
@@ -69,7 +68,7 @@ class Engine:
         self, key: str, text: str, user_id: int | None = None, turn_id: str | None = None
     ) -> ChatReply:
         """One customer turn in conversation ``key``."""
-        context = ToolContext(chat_id=key, user_id=user_id, turn_id=turn_id or new_turn_id())
+        context = TurnContext(chat_id=key, user_id=user_id, turn_id=turn_id or new_turn_id())
         return await self.chat.reply(key, text, context)
 
     async def history(self, key: str) -> list[tuple[str, str]]:

@@ -18,7 +18,6 @@ from bot.chat_errors import (
     ChatServiceError,
     ChatToolFailureError,
 )
-from bot.turns import new_turn_id
 from tests.fakes.openai_server import (
     Reply,
     ScriptedOpenAIServer,
@@ -34,6 +33,7 @@ from tests.fakes.openai_server import (
     tool_calls_answer,
 )
 from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
+from turn import new_turn_id
 
 BEFORE = [("user", "было до"), ("assistant", "Ответ до сбоя.")]
 

@@ -35,18 +35,16 @@ from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopResult
-from bot.turns import new_turn_id
 from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
 from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
 from tests.reliability.conftest import stream_entries
 from tests.support.redis_server import RedisServer
 from tests.support.scripted_client import ScriptedClient
-from tools.call import ToolCall
-from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
+from turn import ToolCall, TurnContext, new_turn_id
 
 MAX_TOOL_CALLS = 4
 STREAM = "prop:audit"
@@ -178,7 +176,7 @@ def test_any_model_behaviour_ends_the_loop_within_budget_with_an_answer_or_a_typ
     client = scripted(answers)
     loop = BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS)
     messages: list[Message] = [{"role": "user", "content": "Где заказ?"}]
-    context = ToolContext(chat_id=1, user_id=7, turn_id="T")
+    context = TurnContext(chat_id=1, user_id=7, turn_id="T")
 
     try:
         outcome: ToolLoopResult | ToolLoopError = asyncio.run(loop.run(messages, context))
@@ -225,7 +223,7 @@ async def _one_turn(
         )
         failure: ChatServiceError | None = None
         try:
-            reply = await chat.reply(key, "Где заказ?", ToolContext(key, 7, turn_id))
+            reply = await chat.reply(key, "Где заказ?", TurnContext(key, 7, turn_id))
         except ChatServiceError as error:
             failure = error
         if failure is not None:

@@ -3,7 +3,7 @@
 The model is assumed compromised: whatever a customer message or a tool result
 tells it to do, it does. What stays true is what the application enforces
 itself: only registered tools run, only arguments their schema accepts reach a
-handler, and a tool learns *who* asks from :class:`ToolContext`, never from
+handler, and a tool learns *who* asks from :class:`TurnContext`, never from
 model-written arguments, so demo order 5150 (owned by user 100500) stays
 invisible to everybody else.
 """
@@ -17,10 +17,10 @@ import pytest
 from pydantic import PrivateAttr
 
 from bot.chat_errors import ChatToolFailureError
-from bot.turns import new_turn_id
 from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer, tool_calls_answer
 from tools.default_registry import build_default_tool_registry
 from tools.store import Product, ShopStore
+from turn import new_turn_id
 
 OWNER = 100500
 STRANGER = 7
@@ -156,7 +156,7 @@ async def test_another_customers_order_stays_invisible_whatever_the_message_clai
     owner = await engine.ask("owner", claim, user_id=OWNER)
 
     assert shop.lookups == ["5150", "5150"]  # the handler ran for both ...
-    # ... but only the owner's identity, taken from ToolContext, unlocked the order.
+    # ... but only the owner's identity, taken from TurnContext, unlocked the order.
     assert "order_not_found" in stranger.text
     assert "электрический чайник" not in stranger.text
     assert "Ждёт в пункте выдачи" not in stranger.text

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from tools.call import ToolCall
+from turn import ToolCall, Usage
 
 Responder = Callable[[Sequence[Message], Sequence[ToolDefinition], ToolChoice], LLMResult]
 
@@ -23,9 +23,7 @@ def text_result(text: str, *, usage: int | None = 10, model: str = "scripted") -
         tool_calls=(),
         model=model,
         response_id=f"resp-{next(_ids)}",
-        prompt_tokens=usage,
-        completion_tokens=usage,
-        total_tokens=None if usage is None else usage * 2,
+        usage=_usage(usage),
     )
 
 
@@ -38,9 +36,7 @@ def tool_result(name: str, arguments: dict[str, Any], *, usage: int | None = 10)
         tool_calls=(ToolCall(id=f"call-{next(_ids)}", name=name, arguments=json.dumps(arguments)),),
         model="scripted",
         response_id=f"resp-{next(_ids)}",
-        prompt_tokens=usage,
-        completion_tokens=usage,
-        total_tokens=None if usage is None else usage * 2,
+        usage=_usage(usage),
     )
 
 
@@ -78,3 +74,11 @@ def echo_responder(
         return text_result("Краткое резюме прошлых сообщений.")
     last_user = next(m for m in reversed(messages) if m["role"] == "user")
     return text_result(f"Ответ: {last_user['content']}")
+
+
+def _usage(tokens: int | None) -> Usage:
+    return Usage(
+        prompt_tokens=tokens,
+        completion_tokens=tokens,
+        total_tokens=None if tokens is None else tokens * 2,
+    )

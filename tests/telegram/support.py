@@ -11,7 +11,7 @@ from bot.settings import (
 from bot.telegram.runner import run_bot
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tools.context import ToolContext
+from turn import TurnContext
 
 
 def make_settings(**env: Any) -> Settings:
@@ -86,11 +86,11 @@ class StubChat:
     """
 
     failure: BaseException | None = None
-    asked: list[tuple[str, str, ToolContext]] = field(default_factory=list)
+    asked: list[tuple[str, str, TurnContext]] = field(default_factory=list)
     resets: list[str] = field(default_factory=list)
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
 
-    async def reply(self, conversation_key: str, text: str, context: ToolContext) -> ChatReply:
+    async def reply(self, conversation_key: str, text: str, context: TurnContext) -> ChatReply:
         self.asked.append((conversation_key, text, context))
         gate = self.gates.get(text)
         if gate is not None:

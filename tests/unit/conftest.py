@@ -4,11 +4,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
+from turn import TurnContext
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +32,6 @@ def default_executor(default_registry: ToolRegistry) -> Iterator[ToolExecutor]:
 
 
 @pytest.fixture
-def context() -> ToolContext:
+def context() -> TurnContext:
     """A customer without restricted orders."""
-    return ToolContext(chat_id=42, user_id=7, turn_id="turn-1")
+    return TurnContext(chat_id=42, user_id=7, turn_id="turn-1")

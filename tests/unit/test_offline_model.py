@@ -7,10 +7,10 @@ import pytest
 from bot.llm.offline import OFFLINE_MODEL_NAME, OfflineChatModel
 from bot.llm.types import Message
 from bot.tool_loop import BoundedToolLoop
-from tools.context import ToolContext
-from tools.execution import ToolExecutionStatus, ToolExecutor
+from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
+from turn import ToolStatus, TurnContext
 
 CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 
@@ -43,14 +43,14 @@ async def test_two_questions_drive_two_tools_in_sequence_through_the_loop(
     store: ShopStore,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
-    context: ToolContext,
+    context: TurnContext,
 ) -> None:
     loop = BoundedToolLoop(OfflineChatModel(store), default_registry, default_executor, 3)
 
     result = await loop.run(conversation("Где заказ 8041 и можно ли вернуть кофемашину?"), context)
 
     assert result.tool_names == ("get_order_status", "get_return_policy")
-    assert [r.status for r in result.audit_records] == [ToolExecutionStatus.SUCCESS] * 2
+    assert [r.status for r in result.audit_records] == [ToolStatus.SUCCESS] * 2
     assert result.model_steps == 3
     assert "Заказ 8041: Передан в службу доставки." in result.text
     assert "2026-12-05" in result.text
@@ -62,7 +62,7 @@ async def test_tool_errors_are_retold_in_russian(
     store: ShopStore,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
-    context: ToolContext,
+    context: TurnContext,
 ) -> None:
     loop = BoundedToolLoop(OfflineChatModel(store), default_registry, default_executor, 3)
 

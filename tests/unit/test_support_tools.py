@@ -6,22 +6,21 @@ from typing import Any
 
 import pytest
 
-from tools.call import ToolCall
-from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
-from tools.execution import ToolArgumentsError, ToolExecutionStatus, ToolExecutor
+from tools.execution import ToolArgumentsError, ToolExecutor
 from tools.product_search import MAX_RESULTS
 from tools.store import ShopStore
+from turn import ToolCall, ToolStatus, TurnContext
 
 OWNER = 100500
 
 
 async def run(
     executor: ToolExecutor, name: str, arguments: dict[str, Any], user_id: int | None = 7
-) -> tuple[dict[str, Any], ToolExecutionStatus, str | None]:
+) -> tuple[dict[str, Any], ToolStatus, str | None]:
     result = await executor.execute(
         ToolCall(id="call-1", name=name, arguments=json.dumps(arguments, ensure_ascii=False)),
-        ToolContext(chat_id=1, user_id=user_id, turn_id="t"),
+        TurnContext(chat_id=1, user_id=user_id, turn_id="t"),
     )
     return json.loads(result.content), result.audit.status, result.audit.error_code
 
@@ -29,7 +28,7 @@ async def run(
 async def test_order_8041_is_found(default_executor: ToolExecutor) -> None:
     payload, status, _ = await run(default_executor, "get_order_status", {"order_id": "8041"})
 
-    assert status is ToolExecutionStatus.SUCCESS
+    assert status is ToolStatus.SUCCESS
     assert payload == {
         "ok": True,
         "data": {
@@ -46,7 +45,7 @@ async def test_order_8041_is_found(default_executor: ToolExecutor) -> None:
 async def test_unknown_order_is_a_business_error(default_executor: ToolExecutor) -> None:
     payload, status, code = await run(default_executor, "get_order_status", {"order_id": "9999"})
 
-    assert (status, code) == (ToolExecutionStatus.BUSINESS_ERROR, "order_not_found")
+    assert (status, code) == (ToolStatus.BUSINESS_ERROR, "order_not_found")
     assert payload["ok"] is False
     assert payload["error"]["code"] == "order_not_found"
     assert "9999" in payload["error"]["message"]
@@ -57,7 +56,7 @@ async def test_owned_order_is_visible_to_its_owner(default_executor: ToolExecuto
         default_executor, "get_order_status", {"order_id": "5150"}, user_id=OWNER
     )
 
-    assert status is ToolExecutionStatus.SUCCESS
+    assert status is ToolStatus.SUCCESS
     assert payload["data"]["status"] == "ready_for_pickup"
 
 
@@ -68,11 +67,11 @@ async def test_owned_order_looks_exactly_like_a_missing_one_to_anyone_else(
     """No existence leak: the content differs from an unknown order's only by the number."""
     hidden = await default_executor.execute(
         ToolCall(id="c", name="get_order_status", arguments='{"order_id": "5150"}'),
-        ToolContext(chat_id=1, user_id=user_id, turn_id="t"),
+        TurnContext(chat_id=1, user_id=user_id, turn_id="t"),
     )
     missing = await default_executor.execute(
         ToolCall(id="c", name="get_order_status", arguments='{"order_id": "9999"}'),
-        ToolContext(chat_id=1, user_id=user_id, turn_id="t"),
+        TurnContext(chat_id=1, user_id=user_id, turn_id="t"),
     )
 
     assert hidden.content.replace("5150", "NNNN") == missing.content.replace("9999", "NNNN")
@@ -88,7 +87,7 @@ async def test_return_policy_normalises_case_and_spaces(
 ) -> None:
     payload, status, _ = await run(default_executor, "get_return_policy", {"product": product})
 
-    assert status is ToolExecutionStatus.SUCCESS
+    assert status is ToolStatus.SUCCESS
     if product == "кофе машина":
         # Spaces are collapsed, not removed: a different name is a different product.
         assert payload["data"]["found"] is False
@@ -106,7 +105,7 @@ async def test_return_policy_of_an_unknown_product_is_found_false(
 ) -> None:
     payload, status, _ = await run(default_executor, "get_return_policy", {"product": "Телевизор"})
 
-    assert status is ToolExecutionStatus.SUCCESS
+    assert status is ToolStatus.SUCCESS
     assert payload["data"]["found"] is False
     assert payload["data"]["return_days"] is None
     assert payload["data"]["product"] == "телевизор"
@@ -126,7 +125,7 @@ async def test_product_search_finds_by_name_or_category(
 ) -> None:
     payload, status, _ = await run(default_executor, "search_products", {"query": query})
 
-    assert status is ToolExecutionStatus.SUCCESS
+    assert status is ToolStatus.SUCCESS
     assert {item["sku"] for item in payload["data"]["items"]} == expected_skus
     assert payload["data"]["total_found"] == len(expected_skus)
 
@@ -195,7 +194,7 @@ async def test_support_hours_use_the_injected_clock_and_zone(
         executor.close()
 
     data = payload["data"]
-    assert status is ToolExecutionStatus.SUCCESS
+    assert status is ToolStatus.SUCCESS
     assert data["open_now"] is open_now
     assert data["local_time"] == local_time
     assert data["timezone"] == (zone or "Europe/Moscow")
@@ -207,5 +206,5 @@ async def test_support_hours_refuse_any_argument(default_executor: ToolExecutor)
     with pytest.raises(ToolArgumentsError):
         await default_executor.execute(
             ToolCall(id="c", name="get_support_hours", arguments='{"day": "mon"}'),
-            ToolContext(chat_id=1, user_id=1, turn_id="t"),
+            TurnContext(chat_id=1, user_id=1, turn_id="t"),
         )

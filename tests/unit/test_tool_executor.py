@@ -10,19 +10,18 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.call import ToolCall
-from tools.context import ToolContext
 from tools.execution import (
     ToolArgumentsError,
     ToolAuditRecord,
     ToolBusinessError,
-    ToolExecutionStatus,
     ToolExecutor,
     ToolNotAllowedError,
+    ToolStatus,
     ToolTechnicalError,
     ToolTimeoutError,
 )
 from tools.registry import RegisteredTool, ToolRegistry
+from turn import ToolCall, TurnContext
 
 SECRET = "password=hunter2 at db.internal:5432"
 
@@ -43,7 +42,7 @@ class Calls:
 
     def __init__(self) -> None:
         self.count = 0
-        self.contexts: list[ToolContext] = []
+        self.contexts: list[TurnContext] = []
 
 
 def make(
@@ -83,11 +82,11 @@ def call(arguments: str = '{"order_id": "8041"}', name: str = "lookup") -> ToolC
     return ToolCall(id="call-1", name=name, arguments=arguments)
 
 
-CONTEXT = ToolContext(chat_id=1, user_id=2, turn_id="t")
+CONTEXT = TurnContext(chat_id=1, user_id=2, turn_id="t")
 
 
 def assert_audit(
-    record: ToolAuditRecord, status: ToolExecutionStatus, error_code: str | None, name: str
+    record: ToolAuditRecord, status: ToolStatus, error_code: str | None, name: str
 ) -> None:
     assert record.call_id == "call-1"
     assert record.tool_name == name
@@ -114,7 +113,7 @@ async def test_success_returns_ok_data_json_with_readable_cyrillic(
     }
     assert "В пути" in result.content  # not \u-escaped
     assert calls.count == 1
-    assert_audit(result.audit, ToolExecutionStatus.SUCCESS, None, "lookup")
+    assert_audit(result.audit, ToolStatus.SUCCESS, None, "lookup")
 
 
 async def test_business_error_is_a_result_the_model_can_explain(
@@ -129,7 +128,7 @@ async def test_business_error_is_a_result_the_model_can_explain(
         "ok": False,
         "error": {"code": "order_not_found", "message": "Заказ не найден."},
     }
-    assert_audit(result.audit, ToolExecutionStatus.BUSINESS_ERROR, "order_not_found", "lookup")
+    assert_audit(result.audit, ToolStatus.BUSINESS_ERROR, "order_not_found", "lookup")
 
 
 async def test_unknown_tool_is_rejected_without_calling_any_handler(
@@ -143,7 +142,7 @@ async def test_unknown_tool_is_rejected_without_calling_any_handler(
         await make(executors, lookup).execute(call(name="delete_order"), CONTEXT)
 
     assert calls.count == 0
-    assert_audit(raised.value.audit, ToolExecutionStatus.REJECTED, "unknown_tool", "delete_order")
+    assert_audit(raised.value.audit, ToolStatus.REJECTED, "unknown_tool", "delete_order")
 
 
 @pytest.mark.parametrize(
@@ -168,7 +167,7 @@ async def test_invalid_arguments_are_rejected_without_calling_the_handler(
         await make(executors, lookup).execute(call(arguments), CONTEXT)
 
     assert calls.count == 0
-    assert_audit(raised.value.audit, ToolExecutionStatus.REJECTED, "invalid_arguments", "lookup")
+    assert_audit(raised.value.audit, ToolStatus.REJECTED, "invalid_arguments", "lookup")
 
 
 async def test_slow_async_handler_times_out(executors: list[ToolExecutor]) -> None:
@@ -179,7 +178,7 @@ async def test_slow_async_handler_times_out(executors: list[ToolExecutor]) -> No
     with pytest.raises(ToolTimeoutError) as raised:
         await make(executors, lookup, timeout=0.05).execute(call(), CONTEXT)
 
-    assert_audit(raised.value.audit, ToolExecutionStatus.TIMEOUT, "timeout", "lookup")
+    assert_audit(raised.value.audit, ToolStatus.TIMEOUT, "timeout", "lookup")
 
 
 async def test_slow_sync_handler_times_out(executors: list[ToolExecutor]) -> None:
@@ -197,7 +196,7 @@ async def test_slow_sync_handler_times_out(executors: list[ToolExecutor]) -> Non
     finally:
         release.set()
 
-    assert_audit(raised.value.audit, ToolExecutionStatus.TIMEOUT, "timeout", "lookup")
+    assert_audit(raised.value.audit, ToolStatus.TIMEOUT, "timeout", "lookup")
 
 
 @pytest.mark.parametrize("is_async", [False, True])
@@ -214,9 +213,7 @@ async def test_handler_raising_timeout_error_itself_is_a_technical_error(
     with pytest.raises(ToolTechnicalError) as raised:
         await make(executors, handler, timeout=5).execute(call(), CONTEXT)
 
-    assert_audit(
-        raised.value.audit, ToolExecutionStatus.TECHNICAL_ERROR, "technical_error", "lookup"
-    )
+    assert_audit(raised.value.audit, ToolStatus.TECHNICAL_ERROR, "technical_error", "lookup")
 
 
 @pytest.mark.parametrize("is_async", [False, True])
@@ -236,9 +233,7 @@ async def test_technical_error_hides_the_original_text_but_chains_it(
     assert SECRET not in str(raised.value)
     assert isinstance(raised.value.__cause__, ConnectionError)
     assert str(raised.value.__cause__) == SECRET
-    assert_audit(
-        raised.value.audit, ToolExecutionStatus.TECHNICAL_ERROR, "technical_error", "lookup"
-    )
+    assert_audit(raised.value.audit, ToolStatus.TECHNICAL_ERROR, "technical_error", "lookup")
 
 
 async def test_a_result_that_is_not_a_pydantic_model_is_a_technical_error(
@@ -250,20 +245,18 @@ async def test_a_result_that_is_not_a_pydantic_model_is_a_technical_error(
     with pytest.raises(ToolTechnicalError) as raised:
         await make(executors, lookup).execute(call(), CONTEXT)
 
-    assert_audit(
-        raised.value.audit, ToolExecutionStatus.TECHNICAL_ERROR, "invalid_result_type", "lookup"
-    )
+    assert_audit(raised.value.audit, ToolStatus.TECHNICAL_ERROR, "invalid_result_type", "lookup")
 
 
 @pytest.mark.parametrize("is_async", [False, True])
 async def test_context_is_passed_to_two_parameter_handlers(
     executors: list[ToolExecutor], calls: Calls, is_async: bool
 ) -> None:
-    def sync_lookup(arguments: LookupArguments, context: ToolContext) -> LookupResult:
+    def sync_lookup(arguments: LookupArguments, context: TurnContext) -> LookupResult:
         calls.contexts.append(context)
         return LookupResult(order_id=arguments.order_id, status_text="ok")
 
-    async def async_lookup(arguments: LookupArguments, context: ToolContext) -> LookupResult:
+    async def async_lookup(arguments: LookupArguments, context: TurnContext) -> LookupResult:
         calls.contexts.append(context)
         return LookupResult(order_id=arguments.order_id, status_text="ok")
 

@@ -20,12 +20,11 @@ from bot.tool_loop import (
     ToolLoopProtocolError,
 )
 from tests.support.scripted_client import ScriptedClient
-from tools.call import ToolCall
-from tools.context import ToolContext
-from tools.execution import ToolAuditRecord, ToolExecutionStatus, ToolExecutor
+from tools.execution import ToolAuditRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
+from turn import ToolCall, ToolStatus, TurnContext
 
-CONTEXT = ToolContext(chat_id=10, user_id=20, turn_id="turn")
+CONTEXT = TurnContext(chat_id=10, user_id=20, turn_id="turn")
 MESSAGES: list[Message] = [
     {"role": "developer", "content": "Инструкция."},
     {"role": "user", "content": "Вопрос клиента"},
@@ -210,7 +209,7 @@ async def test_one_tool_call_then_an_answer(
     assert result.model_steps == 2
     assert result.tool_calls_count == 1
     assert result.tool_names == ("echo",)
-    assert [r.status for r in result.audit_records] == [ToolExecutionStatus.SUCCESS]
+    assert [r.status for r in result.audit_records] == [ToolStatus.SUCCESS]
     assert result.audit_records[0].call_id == ask.tool_calls[0].id
 
     second_request = client.requests[1][0]
@@ -403,15 +402,15 @@ async def test_model_failure_becomes_a_loop_error_with_the_cause_chained(
     assert raised.value.__cause__ is failure
 
 
-FailureCase = tuple[str, dict[str, Any], ToolExecutionStatus, str]
+FailureCase = tuple[str, dict[str, Any], ToolStatus, str]
 
 
 @pytest.mark.parametrize(
     "case",
     [
-        ("broken", {"text": "x"}, ToolExecutionStatus.TECHNICAL_ERROR, "technical_error"),
-        ("delete_order", {"text": "x"}, ToolExecutionStatus.REJECTED, "unknown_tool"),
-        ("echo", {"txt": "x"}, ToolExecutionStatus.REJECTED, "invalid_arguments"),
+        ("broken", {"text": "x"}, ToolStatus.TECHNICAL_ERROR, "technical_error"),
+        ("delete_order", {"text": "x"}, ToolStatus.REJECTED, "unknown_tool"),
+        ("echo", {"txt": "x"}, ToolStatus.REJECTED, "invalid_arguments"),
     ],
     ids=["technical", "unknown-tool", "invalid-arguments"],
 )

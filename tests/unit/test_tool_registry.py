@@ -5,13 +5,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from tools.context import ToolContext
 from tools.registry import (
     DuplicateToolError,
     RegisteredTool,
     ToolNotRegisteredError,
     ToolRegistry,
 )
+from turn import TurnContext
 
 # Keywords OpenAI's strict mode accepts (structured outputs guide, "Supported schemas").
 STRICT_KEYWORDS = {
@@ -95,7 +95,7 @@ def test_handler_must_take_one_or_two_parameters() -> None:
     def no_parameters() -> EchoResult:
         return EchoResult(text="")
 
-    def three_parameters(a: EchoArguments, b: ToolContext, c: int) -> EchoResult:
+    def three_parameters(a: EchoArguments, b: TurnContext, c: int) -> EchoResult:
         return EchoResult(text="")
 
     for handler in (no_parameters, three_parameters):
@@ -104,7 +104,7 @@ def test_handler_must_take_one_or_two_parameters() -> None:
 
 
 def test_handler_shape_is_detected_at_registration() -> None:
-    async def with_context(arguments: EchoArguments, context: ToolContext) -> EchoResult:
+    async def with_context(arguments: EchoArguments, context: TurnContext) -> EchoResult:
         return EchoResult(text=arguments.text)
 
     plain = make_tool()

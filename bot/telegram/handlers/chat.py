@@ -7,12 +7,12 @@ from aiogram.types import Message
 from aiogram.utils.chat_action import ChatActionSender
 
 from bot.chat_errors import ChatServiceError
+from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
 from bot.telegram.filters import question_text
-from bot.telegram.ports import ChatPort, conversation_key
+from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
-from bot.turns import new_turn_id
-from tools.context import ToolContext
+from turn import TurnContext, new_turn_id
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,8 @@ async def answer(message: Message, bot: Bot, replies: ReplySender, chat_service:
     """Run the turn and send the answer, or a kind message with the incident code."""
     chat_id = message.chat.id
     turn_id = new_turn_id()
-    context = ToolContext(
+    context = TurnContext(
+        conversation_key=telegram_conversation(chat_id),
         chat_id=chat_id,
         user_id=message.from_user.id if message.from_user else None,
         turn_id=turn_id,
@@ -29,7 +30,7 @@ async def answer(message: Message, bot: Bot, replies: ReplySender, chat_service:
     text = question_text(message, (await bot.me()).username)
     try:
         async with ChatActionSender.typing(bot=bot, chat_id=chat_id):
-            reply = await chat_service.reply(conversation_key(chat_id), text, context)
+            reply = await chat_service.reply(context, text)
     except ChatServiceError as error:
         logger.info("Turn %s in chat %s failed: %s", turn_id, chat_id, error.kind)
         await replies.send_plain(bot, chat_id, messages.failure_message(error, turn_id))

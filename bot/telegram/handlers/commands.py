@@ -5,10 +5,11 @@ from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
 from bot.chat_errors import ChatServiceError
+from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
-from bot.telegram.ports import ChatPort, conversation_key
+from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
-from bot.turns import new_turn_id
+from turn import new_turn_id
 
 
 async def start(message: Message, bot: Bot, replies: ReplySender) -> None:
@@ -26,7 +27,7 @@ async def new_conversation(
 ) -> None:
     """Archive the conversation and start a fresh one."""
     try:
-        await chat_service.reset(conversation_key(message.chat.id))
+        await chat_service.reset(telegram_conversation(message.chat.id))
     except ChatServiceError as error:
         # reset() has no turn of its own; give the customer a code that is logged.
         error.turn_id = error.turn_id or new_turn_id()

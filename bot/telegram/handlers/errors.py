@@ -15,7 +15,7 @@ from bot.chat_errors import ChatServiceError
 from bot.telegram import messages
 from bot.telegram.middlewares.ordering import update_chat_id
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
-from bot.turns import new_turn_id
+from turn import new_turn_id
 
 logger = logging.getLogger(__name__)
 

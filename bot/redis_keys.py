@@ -1,0 +1,132 @@
+"""Every Redis key of the project, built in one place; nothing else spells a key.
+
+Everything of one conversation shares the conversation's hash tag, so every
+script touches one cluster slot. Keys of different slots are only ever used
+by single-key commands (the work stream, the audit stream). ``<prefix>`` is
+``REDIS_KEY_PREFIX``; the audit stream is named by ``AUDIT_STREAM`` alone.
+
+| key (after ``<prefix>:``)         | type   | TTL                 | written by     | read by  |
+|-----------------------------------|--------|---------------------|----------------|----------|
+| ``{<conv>}:session``              | hash   | SESSION_TTL_SECONDS | commit,summary | turns    |
+| ``{<conv>}:lease``                | string | SESSION_LEASE_SECS  | worker         | workers  |
+| ``{<conv>}:queue``                | list   | SESSION_TTL_SECONDS | intake         | worker   |
+| ``{<conv>}:seen:<update id>``     | string | 24 h                | intake         | intake   |
+| ``{<conv>}:outbox``               | hash   | SESSION_TTL_SECONDS | commit         | delivery |
+| ``{<conv>}:flood:<user id>``      | hash   | burst x interval    | intake         | intake   |
+| ``{<conv>}:turns:<user>:<day>``   | string | 2 days              | intake         | intake   |
+| ``{<conv>}:blocked``              | string | 30 days             | my_chat_member | delivery |
+| ``{<conv>}:archive:<session id>`` | hash   | SESSION_ARCHIVE_TTL | ``/new``       | staff    |
+| ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
+| ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
+| ``AUDIT_STREAM`` (no prefix)      | stream | AUDIT_STREAM_MAXLEN | audit sink     | CLI      |
+| ``{AUDIT_STREAM}:done:<turn id>`` | string | 24 h                | audit sink     | sink     |
+
+``<conv>`` is a conversation key: ``tg:<chat id>`` for Telegram, the console's
+own name for the console; its alphabet is :data:`KEY_ALPHABET`.
+"""
+
+import re
+from dataclasses import dataclass
+
+KEY_ALPHABET = r"A-Za-z0-9_.:-"
+"""Characters allowed in a key prefix and in a conversation key."""
+
+KEY_PREFIX_PATTERN = rf"^[{KEY_ALPHABET}]{{1,32}}$"
+_CONVERSATION = re.compile(rf"[{KEY_ALPHABET}]{{1,128}}")
+_NOT_IN_ALPHABET = re.compile(rf"[^{KEY_ALPHABET}]")
+
+
+def telegram_conversation(chat_id: int) -> str:
+    """The conversation key of a Telegram chat (one conversation per chat)."""
+    return f"tg:{chat_id}"
+
+
+def telegram_chat_id(conversation_key: str) -> int | None:
+    """The chat id of a Telegram conversation key, ``None`` for other front ends."""
+    prefix, _, rest = conversation_key.partition(":")
+    if prefix != "tg":
+        return None
+    try:
+        return int(rest)
+    except ValueError:
+        return None
+
+
+def safe_conversation_key(raw: str, fallback: str) -> str:
+    """``raw`` made into a valid conversation key (other characters become ``_``)."""
+    return _NOT_IN_ALPHABET.sub("_", raw)[:64] or fallback
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKeys:
+    """The keys of one conversation, all under its hash tag ``{<conversation>}``."""
+
+    base: str
+
+    @property
+    def session(self) -> str:
+        """The stored session (hash: ``v`` version, ``d`` JSON)."""
+        return f"{self.base}:session"
+
+    @property
+    def lease(self) -> str:
+        """The worker lease: a token, renewed by heartbeat while turns run."""
+        return f"{self.base}:lease"
+
+    @property
+    def queue(self) -> str:
+        """The chat's FIFO of accepted updates, in intake order."""
+        return f"{self.base}:queue"
+
+    @property
+    def outbox(self) -> str:
+        """Replies committed and not yet delivered (hash: job id -> JSON)."""
+        return f"{self.base}:outbox"
+
+    @property
+    def blocked(self) -> str:
+        """Set while the customer has blocked the bot: nothing is sent to the chat."""
+        return f"{self.base}:blocked"
+
+    def seen(self, update_id: int) -> str:
+        """Marks an update id as accepted (de-duplication at intake)."""
+        return f"{self.base}:seen:{update_id}"
+
+    def flood(self, user_id: int) -> str:
+        """A user's token bucket in this chat."""
+        return f"{self.base}:flood:{user_id}"
+
+    def daily_turns(self, user_id: int, day: str) -> str:
+        """A user's count of model turns in this chat on ``day`` (``YYYYMMDD``, UTC)."""
+        return f"{self.base}:turns:{user_id}:{day}"
+
+    def archive(self, session_id: str) -> str:
+        """A session moved aside by ``/new``."""
+        return f"{self.base}:archive:{session_id}"
+
+    def quarantine(self, stamp: str) -> str:
+        """An unreadable session moved aside."""
+        return f"{self.base}:quarantine:{stamp}"
+
+
+@dataclass(frozen=True, slots=True)
+class RedisKeys:
+    """Key builders under ``REDIS_KEY_PREFIX``."""
+
+    prefix: str
+
+    def conversation(self, conversation_key: str) -> ConversationKeys:
+        """The keys of one conversation; refuses a key outside :data:`KEY_ALPHABET`."""
+        if _CONVERSATION.fullmatch(conversation_key) is None:
+            raise ValueError(f"invalid conversation key {conversation_key!r}")
+        return ConversationKeys(f"{self.prefix}:{{{conversation_key}}}")
+
+    @property
+    def work_stream(self) -> str:
+        """The stream that tells workers a conversation has queued work."""
+        return f"{self.prefix}:work"
+
+    @staticmethod
+    def audit_done(stream: str, turn_id: str) -> str:
+        """Marks a turn's audit entries as written, in the audit stream's own slot."""
+        return f"{{{stream}}}:done:{turn_id}"

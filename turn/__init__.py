@@ -1,0 +1,41 @@
+"""What a turn is: the lowest floor of the import graph, imported by everything above it.
+
+Nothing here imports ``bot``, ``tools`` or ``prompts``.
+
+- :class:`TurnContext`: who a turn is for (conversation, chat, user, turn id).
+- :class:`ToolCall`: one function call as the model asked for it.
+- :class:`Usage`: token counts, summed in one place.
+- :class:`TurnOutcome`, :class:`ToolStatus`: how a turn and a tool execution ended.
+- :class:`ToolLoopError` and its kinds; :class:`ToolBusinessError` for tools.
+- :func:`new_turn_id`: the incident code a customer can quote.
+"""
+
+from turn.calls import ToolCall
+from turn.context import TurnContext
+from turn.errors import (
+    ToolBusinessError,
+    ToolLoopError,
+    ToolLoopExecutionError,
+    ToolLoopLimitError,
+    ToolLoopModelError,
+    ToolLoopProtocolError,
+)
+from turn.ids import TURN_ID_ALPHABET, new_turn_id
+from turn.outcomes import ToolStatus, TurnOutcome
+from turn.usage import Usage
+
+__all__ = [
+    "TURN_ID_ALPHABET",
+    "ToolBusinessError",
+    "ToolCall",
+    "ToolLoopError",
+    "ToolLoopExecutionError",
+    "ToolLoopLimitError",
+    "ToolLoopModelError",
+    "ToolLoopProtocolError",
+    "ToolStatus",
+    "TurnContext",
+    "TurnOutcome",
+    "Usage",
+    "new_turn_id",
+]

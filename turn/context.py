@@ -1,0 +1,18 @@
+"""Who a turn is for."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnContext:
+    """Identity of one turn, built by the front end (Telegram, console), never by the model.
+
+    ``conversation_key`` names the stored session; ``chat_id`` and ``user_id`` are
+    what tools that need to know *who* asks (order ownership) read, never their
+    model-written arguments; ``turn_id`` is the incident code.
+    """
+
+    conversation_key: str
+    chat_id: int | str
+    user_id: int | None
+    turn_id: str

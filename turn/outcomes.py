@@ -1,0 +1,31 @@
+"""How a turn ended and how a tool execution ended: the audit's and the front ends' words."""
+
+from enum import StrEnum
+
+
+class TurnOutcome(StrEnum):
+    """The outcome of one customer turn (the audit's ``outcome`` field)."""
+
+    ANSWERED = "answered"
+    UNDELIVERED = "undelivered"
+    EMPTY_MESSAGE = "empty_message"
+    MESSAGE_TOO_LONG = "message_too_long"
+    BAD_INPUT = "bad_input"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    BAD_REQUEST = "bad_request"
+    MODEL_ERROR = "model_error"
+    TOOL_FAILURE = "tool_failure"
+    LIMIT = "limit"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
+    BUSY = "busy"
+    ERROR = "error"
+
+
+class ToolStatus(StrEnum):
+    """How one tool execution ended (the audit's ``status`` field)."""
+
+    SUCCESS = "success"
+    BUSINESS_ERROR = "business_error"
+    REJECTED = "rejected"
+    TIMEOUT = "timeout"
+    TECHNICAL_ERROR = "technical_error"
