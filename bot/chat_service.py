@@ -1,12 +1,11 @@
 """One customer turn: session, history window, tool loop, save, audit, summary."""
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
 
-from bot.audit.entries import AuditSink
+from bot.audit.entries import AuditEntry, AuditSink
 from bot.chat_errors import (
     ChatBusyError,
     ChatServiceError,
@@ -15,17 +14,20 @@ from bot.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
-from bot.history import HistoryWindow
+from bot.history import HistoryWindow, PreparedContext
 from bot.keyed_locks import KeyedLocks
+from bot.queue.jobs import OutboxEntry
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
+    JobCompletion,
     LockedSession,
     SessionLockTimeoutError,
     SessionStore,
     SessionStoreError,
 )
 from bot.summary import ConversationSummaryService, SummaryError
-from bot.tool_loop import BoundedToolLoop
+from bot.summary_tasks import BackgroundSummaries
+from bot.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.turn_audit import TurnAuditRecorder
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
@@ -69,6 +71,24 @@ class ChatLimits:
     max_message_chars: int = 4000
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeldTurn:
+    """A worker's turn: the lease it holds, the queued job it runs, the session it read.
+
+    The turn's commit then also pops the job and stores the reply in the
+    chat's outbox (one script), and the turn's audit entries travel with the
+    reply: they are written once the delivery's outcome is known.
+    """
+
+    token: str
+    job_raw: str
+    job_id: str
+    chat_id: int
+    queue_ms: float
+    session_version: str
+    session_data: str
+
+
 class ChatService:
     """Runs customer turns; the only thing front ends (Telegram, console) talk to.
 
@@ -101,23 +121,34 @@ class ChatService:
         self._limits = limits
         self._model_name = model_name
         self._locks = KeyedLocks()
-        self._summary_tasks: dict[str, asyncio.Task[None]] = {}
+        self._summaries_in_background = BackgroundSummaries(self.summarise)
 
     @property
     def prompt(self) -> PromptTemplate:
         """The active support chat prompt."""
         return self._prompt
 
-    async def reply(self, context: TurnContext, text: str) -> ChatReply:
-        """Answer one message; raises a :class:`ChatServiceError` subtype on failure."""
+    async def reply(
+        self, context: TurnContext, text: str, *, held: HeldTurn | None = None
+    ) -> ChatReply:
+        """Answer one message; raises a :class:`ChatServiceError` subtype on failure.
+
+        Without ``held`` (the console) the turn takes the conversation's lease
+        itself and writes its audit at once. With ``held`` (a worker) the audit
+        goes with the reply into the outbox, or onto the raised error
+        (``audit_fields``), for the deliverer to write.
+        """
         started = perf_counter()
         recorder = TurnAuditRecorder(
-            chat_id=str(context.chat_id), turn_id=context.turn_id, model=self._model_name
+            chat_id=str(context.chat_id),
+            turn_id=context.turn_id,
+            model=self._model_name,
+            queue_ms=held.queue_ms if held else None,
         )
         outcome = TurnOutcome.ANSWERED
         try:
             question = self._validate_input(text, context.turn_id)
-            return await self._reply(question, context, recorder, started)
+            return await self._reply(question, context, recorder, started, held)
         except ChatServiceError as error:
             outcome = error.kind
             raise
@@ -138,14 +169,8 @@ class ChatService:
             outcome = translated.kind
             raise translated from error
         finally:
-            await self._audit.write(
-                recorder.entries(
-                    outcome=outcome,
-                    latency_ms=(perf_counter() - started) * 1000,
-                    prompt_id=self._prompt.prompt_id,
-                    prompt_version=self._prompt.version,
-                )
-            )
+            if held is None:
+                await self._audit.write(self._audit_entries(recorder, outcome, started))
 
     async def _reply(
         self,
@@ -153,32 +178,49 @@ class ChatService:
         context: TurnContext,
         recorder: TurnAuditRecorder,
         started: float,
+        held: HeldTurn | None,
     ) -> ChatReply:
         conversation_key = context.conversation_key
-        async with self._locks.hold(conversation_key):
-            locked = await self._store.acquire(
-                conversation_key,
-                lease_seconds=self._limits.lease_seconds,
-                wait_seconds=self._limits.wait_seconds,
+        if held is not None:
+            locked = await self._store.held(
+                conversation_key, held.token, held.session_version, held.session_data
             )
-            committed = False
-            try:
-                session = locked.session or ConversationSession.start(
-                    conversation_key, _now(), self._prompt.prompt_id, self._prompt.version
+            prepared, result, updated = await self._run(locked, question, context, recorder)
+            entry = OutboxEntry(
+                job_id=held.job_id,
+                turn_id=context.turn_id,
+                chat_id=held.chat_id,
+                format="answer",
+                text=result.text,
+                audit=tuple(
+                    entry.to_fields()
+                    for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
+                ),
+            )
+            completion = JobCompletion(
+                job_raw=held.job_raw, job_id=held.job_id, outbox_entry=entry.model_dump_json()
+            )
+            await self._store.commit(locked, updated, completion=completion, release=False)
+            # The worker runs the summary itself, holding the lease, after delivery.
+            summary_scheduled = self._window.overflows(updated.messages)
+        else:
+            async with self._locks.hold(conversation_key):
+                locked = await self._store.acquire(
+                    conversation_key,
+                    lease_seconds=self._limits.lease_seconds,
+                    wait_seconds=self._limits.wait_seconds,
                 )
-                prepared = self._window.prepare(
-                    self._instruction, session.summary, session.messages, question
-                )
-                result = await self._loop.run(prepared.messages, context, observer=recorder)
-                updated = session.with_turn(question, result.text, _now(), self._prompt.version)
-                await self._store.commit(locked, updated)
-                committed = True
-            finally:
-                if not committed:
-                    await self._release_quietly(locked)
-        summary_scheduled = self._window.overflows(updated.messages) and self._schedule_summary(
-            conversation_key
-        )
+                committed = False
+                try:
+                    prepared, result, updated = await self._run(locked, question, context, recorder)
+                    await self._store.commit(locked, updated)
+                    committed = True
+                finally:
+                    if not committed:
+                        await self._release_quietly(locked)
+            summary_scheduled = self._window.overflows(
+                updated.messages
+            ) and self._summaries_in_background.schedule(conversation_key)
         return ChatReply(
             text=result.text,
             turn_id=context.turn_id,
@@ -195,9 +237,45 @@ class ChatService:
             has_summary=updated.summary is not None,
         )
 
-    async def reset(self, conversation_key: str) -> None:
-        """Start a fresh conversation; the old session is archived for support staff."""
+    async def _run(
+        self,
+        locked: LockedSession,
+        question: str,
+        context: TurnContext,
+        recorder: TurnAuditRecorder,
+    ) -> tuple[PreparedContext, ToolLoopResult, ConversationSession]:
+        session = locked.session or ConversationSession.start(
+            context.conversation_key, _now(), self._prompt.prompt_id, self._prompt.version
+        )
+        prepared = self._window.prepare(
+            self._instruction, session.summary, session.messages, question
+        )
+        result = await self._loop.run(prepared.messages, context, observer=recorder)
+        updated = session.with_turn(
+            question, result.text, _now(), self._prompt.version, turn_id=context.turn_id
+        )
+        return prepared, result, updated
+
+    def _audit_entries(
+        self, recorder: TurnAuditRecorder, outcome: TurnOutcome, started: float
+    ) -> list[AuditEntry]:
+        return recorder.entries(
+            outcome=outcome,
+            latency_ms=(perf_counter() - started) * 1000,
+            prompt_id=self._prompt.prompt_id,
+            prompt_version=self._prompt.version,
+        )
+
+    async def reset(self, conversation_key: str, *, token: str | None = None) -> None:
+        """Start a fresh conversation; the old session is archived for support staff.
+
+        ``token`` is the lease of a worker that holds the conversation already.
+        """
         try:
+            if token is not None:
+                locked = await self._store.reload(conversation_key, token)
+                await self._store.archive(locked, release=False)
+                return
             async with self._locks.hold(conversation_key):
                 locked = await self._store.acquire(
                     conversation_key,
@@ -210,13 +288,43 @@ class ChatService:
 
     async def drain(self, grace_seconds: float) -> None:
         """Wait (at most ``grace_seconds``) for background summaries, then cancel the rest."""
-        tasks = list(self._summary_tasks.values())
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=grace_seconds)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await self._summaries_in_background.drain(grace_seconds)
+
+    async def summarise(self, conversation_key: str, *, token: str | None = None) -> None:
+        """Fold the oldest messages into the summary; on failure keep everything for later.
+
+        ``token`` is the lease of a worker holding the conversation; without it
+        the summary takes the lease for its save and drops itself if stale.
+        """
+        try:
+            if token is not None:
+                locked = await self._store.reload(conversation_key, token)
+                session = locked.session
+                if session is None or (folded := self._window.fold_count(session.messages)) == 0:
+                    return
+                summary = await self._summaries.summarise(
+                    session.summary, session.messages[:folded]
+                )
+                await self._store.commit(
+                    locked, session.with_summary(summary, folded, _now()), release=False
+                )
+                return
+            await self._summarise_unheld(conversation_key)
+        except SummaryError:
+            logger.warning("Summary of %s failed; will retry on a later turn", conversation_key)
+        except SessionStoreError:
+            logger.warning("Summary of %s not saved: storage unavailable", conversation_key)
+
+    async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
+        """Record in the history that the answer of ``turn_id`` never reached the customer."""
+        try:
+            locked = await self._store.reload(conversation_key, token)
+            if locked.session is not None:
+                await self._store.commit(
+                    locked, locked.session.with_undelivered(turn_id), release=False
+                )
+        except SessionStoreError as error:
+            raise _translate_store_error(error, turn_id) from error
 
     def _validate_input(self, text: str, turn_id: str) -> str:
         question = text.strip()
@@ -230,47 +338,26 @@ class ChatService:
             )
         return question
 
-    def _schedule_summary(self, conversation_key: str) -> bool:
-        running = self._summary_tasks.get(conversation_key)
-        if running is not None and not running.done():
-            return False
-        task = asyncio.create_task(
-            self._summarise(conversation_key), name=f"summary:{conversation_key}"
-        )
-        self._summary_tasks[conversation_key] = task
-        task.add_done_callback(lambda done: self._forget_summary(conversation_key, done))
-        return True
-
-    def _forget_summary(self, conversation_key: str, task: asyncio.Task[None]) -> None:
-        if self._summary_tasks.get(conversation_key) is task:
-            del self._summary_tasks[conversation_key]
-
-    async def _summarise(self, conversation_key: str) -> None:
-        """Fold the oldest messages into the summary; on failure keep everything for later."""
-        try:
-            session = await self._store.load(conversation_key)
-            if session is None:
+    async def _summarise_unheld(self, conversation_key: str) -> None:
+        session = await self._store.load(conversation_key)
+        if session is None:
+            return
+        folded = self._window.fold_count(session.messages)
+        if folded == 0:
+            return
+        summary = await self._summaries.summarise(session.summary, session.messages[:folded])
+        async with self._locks.hold(conversation_key):
+            locked = await self._store.acquire(
+                conversation_key,
+                lease_seconds=self._limits.lease_seconds,
+                wait_seconds=self._limits.wait_seconds,
+            )
+            current = locked.session
+            if current is None or not _unchanged_head(current, session, folded):
+                # A /new or another summary got there first; this one is stale.
+                await self._release_quietly(locked)
                 return
-            folded = self._window.fold_count(session.messages)
-            if folded == 0:
-                return
-            summary = await self._summaries.summarise(session.summary, session.messages[:folded])
-            async with self._locks.hold(conversation_key):
-                locked = await self._store.acquire(
-                    conversation_key,
-                    lease_seconds=self._limits.lease_seconds,
-                    wait_seconds=self._limits.wait_seconds,
-                )
-                current = locked.session
-                if current is None or not _unchanged_head(current, session, folded):
-                    # A /new or another summary got there first; this one is stale.
-                    await self._release_quietly(locked)
-                    return
-                await self._store.commit(locked, current.with_summary(summary, folded, _now()))
-        except SummaryError:
-            logger.warning("Summary of %s failed; will retry on a later turn", conversation_key)
-        except SessionStoreError:
-            logger.warning("Summary of %s not saved: storage unavailable", conversation_key)
+            await self._store.commit(locked, current.with_summary(summary, folded, _now()))
 
     async def _release_quietly(self, locked: LockedSession) -> None:
         # The lease expires by itself; failing to release early must not hide the real error.

@@ -23,7 +23,12 @@ class PreparedContext:
     estimated_tokens: int
 
 
+UNDELIVERED_NOTE = "[Этот ответ не был доставлен клиенту: клиент его не видел.]"
+
+
 def _as_message(stored: StoredMessage) -> Message:
+    if stored.undelivered:
+        return {"role": stored.role, "content": f"{UNDELIVERED_NOTE}\n{stored.content}"}
     return {"role": stored.role, "content": stored.content}
 
 

@@ -15,6 +15,7 @@ class TurnAuditRecorder:
     chat_id: str
     turn_id: str
     model: str
+    queue_ms: float | None = None
     tool_entries: list[ToolAuditEntry] = field(default_factory=list)
     responses: list[LLMResult] = field(default_factory=list)
 
@@ -42,6 +43,7 @@ class TurnAuditRecorder:
             tool_names=tuple(entry.record.tool_name for entry in self.tool_entries),
             usage=Usage.total(r.usage for r in self.responses),
             latency_ms=latency_ms,
+            queue_ms=self.queue_ms,
             prompt_id=prompt_id,
             prompt_version=prompt_version,
         )

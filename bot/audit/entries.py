@@ -52,6 +52,7 @@ class TurnAuditEntry:
     latency_ms: float
     prompt_id: str
     prompt_version: str
+    queue_ms: float | None = None
 
     def to_fields(self) -> dict[str, str]:
         """The stream entry's fields."""
@@ -68,6 +69,7 @@ class TurnAuditEntry:
             "completion_tokens": _optional(self.usage.completion_tokens),
             "total_tokens": _optional(self.usage.total_tokens),
             "latency_ms": f"{self.latency_ms:.3f}",
+            "queue_ms": "" if self.queue_ms is None else f"{self.queue_ms:.3f}",
             "prompt_id": self.prompt_id,
             "prompt_version": self.prompt_version,
         }

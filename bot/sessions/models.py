@@ -17,6 +17,10 @@ class StoredMessage(BaseModel):
     role: Literal["user", "assistant"]
     content: str
     created_at: datetime
+    turn_id: str | None = None
+    # An answer Telegram refused (blocked bot, chat gone, retries exhausted): the
+    # customer never read it, and the model is told so on later turns.
+    undelivered: bool = False
 
 
 class ConversationSession(BaseModel):
@@ -50,15 +54,22 @@ class ConversationSession(BaseModel):
         )
 
     def with_turn(
-        self, question: str, answer: str, now: datetime, prompt_version: str
+        self,
+        question: str,
+        answer: str,
+        now: datetime,
+        prompt_version: str,
+        turn_id: str | None = None,
     ) -> "ConversationSession":
         """This session plus one question/answer pair."""
         return self.model_copy(
             update={
                 "messages": (
                     *self.messages,
-                    StoredMessage(role="user", content=question, created_at=now),
-                    StoredMessage(role="assistant", content=answer, created_at=now),
+                    StoredMessage(role="user", content=question, created_at=now, turn_id=turn_id),
+                    StoredMessage(
+                        role="assistant", content=answer, created_at=now, turn_id=turn_id
+                    ),
                 ),
                 "turn_count": self.turn_count + 1,
                 "updated_at": now,
@@ -74,5 +85,18 @@ class ConversationSession(BaseModel):
                 "messages": self.messages[folded:],
                 "summarized_messages": self.summarized_messages + folded,
                 "updated_at": now,
+            }
+        )
+
+    def with_undelivered(self, turn_id: str) -> "ConversationSession":
+        """The answer of ``turn_id`` marked as never delivered to the customer."""
+        return self.model_copy(
+            update={
+                "messages": tuple(
+                    message.model_copy(update={"undelivered": True})
+                    if message.role == "assistant" and message.turn_id == turn_id
+                    else message
+                    for message in self.messages
+                )
             }
         )

@@ -19,8 +19,10 @@ from redis.exceptions import RedisError
 from bot.redis_keys import ConversationKeys, RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
+    JobCompletion,
     LockedSession,
     SessionConflictError,
+    SessionLeaseLostError,
     SessionLockTimeoutError,
     SessionStoreUnavailableError,
 )
@@ -37,15 +39,30 @@ return {0, redis.call('PTTL', KEYS[1])}
 """
 
 # Save only over the version we loaded (a lost lease never overwrites a newer session).
+# KEYS: session, lease, queue, outbox.
+# ARGV: token, version, new version, data, ttl, job ('' for none), job id, outbox entry,
+#       release the lease (0/1), the lease must be ours (0/1).
+# Returns 1 saved, 2 saved before (a repeated run), 0 version changed, -1 lease not ours,
+# -2 the job is not at the head of the queue.
 _COMMIT = """
+if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then return 2 end
+local stored = redis.call('HMGET', KEYS[1], 'v', 'd')
+if stored[1] == ARGV[3] and stored[2] == ARGV[4] then return 2 end
 local ours = redis.call('GET', KEYS[2]) == ARGV[1]
-if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[2] then
-  if ours then redis.call('DEL', KEYS[2]) end
+if ARGV[10] == '1' and not ours then return -1 end
+if (stored[1] or '') ~= ARGV[2] then
+  if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
   return 0
 end
+if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
-if ours then redis.call('DEL', KEYS[2]) end
+if ARGV[6] ~= '' then
+  redis.call('LPOP', KEYS[3])
+  redis.call('HSET', KEYS[4], ARGV[7], ARGV[8])
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+end
+if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
 return 1
 """
 
@@ -114,6 +131,12 @@ class RedisSessionStore:
             await asyncio.sleep(min(pause, lease_left, remaining))
             pause = min(pause * 2, 0.1)
 
+    async def held(
+        self, conversation_key: str, token: str, raw_version: str, raw_data: str
+    ) -> LockedSession:
+        """A session read by a worker that already holds the lease ``token``."""
+        return await self._loaded(conversation_key, token, raw_version, raw_data)
+
     async def _loaded(
         self, conversation_key: str, token: str, raw_version: bytes | str, raw_data: bytes | str
     ) -> LockedSession:
@@ -136,25 +159,45 @@ class RedisSessionStore:
             return LockedSession(conversation_key, token, None, "")
         return LockedSession(conversation_key, token, session, version)
 
-    async def commit(self, locked: LockedSession, session: ConversationSession) -> None:
-        """Save over the loaded version, refresh the TTL and release, in one trip."""
+    async def commit(
+        self,
+        locked: LockedSession,
+        session: ConversationSession,
+        *,
+        completion: JobCompletion | None = None,
+        release: bool = True,
+    ) -> None:
+        """Save over the loaded version, refresh the TTL and release, in one trip.
+
+        With ``completion`` (a worker's turn) the lease must still be ours, and the
+        same script pops the job from the chat's queue and stores its reply in the
+        outbox. Safe to run twice: a repeated run finds its own save and succeeds.
+        """
         new_version = str(int(locked.version or "0") + 1)
-        keys = [
-            self.keys(locked.conversation_key).session,
-            self.keys(locked.conversation_key).lease,
-        ]
+        keys = self.keys(locked.conversation_key)
         args: list[str | int] = [
             locked.token,
             locked.version,
             new_version,
             session.model_dump_json(),
             self._ttl,
+            completion.job_raw if completion else "",
+            completion.job_id if completion else "",
+            completion.outbox_entry if completion else "",
+            1 if release else 0,
+            1 if completion or not release else 0,
         ]
         try:
-            saved = await self._commit(keys=keys, args=args)
+            saved = int(
+                await self._commit(
+                    keys=[keys.session, keys.lease, keys.queue, keys.outbox], args=args
+                )
+            )
         except RedisError as error:
             raise SessionStoreUnavailableError("session storage is unreachable") from error
-        if int(saved) != 1:
+        if saved == -1:
+            raise SessionLeaseLostError(f"the lease of {locked.conversation_key} is lost")
+        if saved <= 0:
             raise SessionConflictError(
                 f"session of {locked.conversation_key} changed since version {locked.version!r}"
             )
@@ -168,11 +211,22 @@ class RedisSessionStore:
         except RedisError as error:
             raise SessionStoreUnavailableError("session storage is unreachable") from error
 
-    async def archive(self, locked: LockedSession) -> None:
-        """Keep the session under an archive key for staff and release the lease."""
+    async def reload(self, conversation_key: str, token: str) -> LockedSession:
+        """Read the session again under a lease this worker already holds."""
+        keys = self.keys(conversation_key)
+        try:
+            version, data = await self._client.hmget(keys.session, ["v", "d"])
+        except RedisError as error:
+            raise SessionStoreUnavailableError("session storage is unreachable") from error
+        return await self._loaded(conversation_key, token, version or b"", data or b"")
+
+    async def archive(self, locked: LockedSession, *, release: bool = True) -> None:
+        """Keep the session under an archive key for staff (and release the lease)."""
         session_id = locked.session.session_id if locked.session else _stamp()
         archive = self.keys(locked.conversation_key).archive(session_id)
-        await self._run_move_aside(locked.conversation_key, archive, token=locked.token)
+        await self._run_move_aside(
+            locked.conversation_key, archive, token=locked.token if release else ""
+        )
 
     async def _run_move_aside(self, conversation_key: str, target: str, token: str) -> None:
         keys = [

@@ -22,6 +22,19 @@ class SessionConflictError(SessionStoreError):
     """The stored session changed since it was loaded: this write would lose a newer one."""
 
 
+class SessionLeaseLostError(SessionStoreError):
+    """The worker's lease expired or was taken: this turn must not be saved."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobCompletion:
+    """What a worker's commit does besides saving: pop ``job_raw``, store its reply."""
+
+    job_raw: str
+    job_id: str
+    outbox_entry: str
+
+
 @dataclass(frozen=True, slots=True)
 class LockedSession:
     """A conversation held by this process: its session (``None`` if new) and version."""
@@ -41,16 +54,33 @@ class SessionStore(Protocol):
         """Take the conversation's lease and load its session."""
         ...
 
-    async def commit(self, locked: LockedSession, session: ConversationSession) -> None:
-        """Save ``session`` if nobody saved since ``locked`` was loaded, then release."""
+    async def commit(
+        self,
+        locked: LockedSession,
+        session: ConversationSession,
+        *,
+        completion: JobCompletion | None = None,
+        release: bool = True,
+    ) -> None:
+        """Save ``session`` if nobody saved since ``locked`` was loaded (and complete the job)."""
+        ...
+
+    async def held(
+        self, conversation_key: str, token: str, raw_version: str, raw_data: str
+    ) -> LockedSession:
+        """A session read by a worker that already holds the lease ``token``."""
         ...
 
     async def release(self, locked: LockedSession) -> None:
         """Give the lease back without saving."""
         ...
 
-    async def archive(self, locked: LockedSession) -> None:
+    async def archive(self, locked: LockedSession, *, release: bool = True) -> None:
         """Move the session aside (for staff) and release: the conversation starts fresh."""
+        ...
+
+    async def reload(self, conversation_key: str, token: str) -> LockedSession:
+        """Read the session again under a lease this worker already holds."""
         ...
 
     async def load(self, conversation_key: str) -> ConversationSession | None:

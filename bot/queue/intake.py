@@ -1,0 +1,187 @@
+"""Intake: an accepted update is in Redis before Telegram is told it arrived.
+
+One script under the chat's hash tag de-duplicates the update id, applies
+flood control and the daily turn budget, and appends the job to the chat's
+FIFO queue, atomically; it is safe to run twice (a redelivered update, or a
+retried command, finds its ``seen`` mark and changes nothing). Then a signal
+on the work stream tells workers the chat has work; that is a second key (of
+another slot), so it is sent after the script, and again for a redelivered
+update whose chat still waits with no worker on it.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+import redis.asyncio as aioredis
+
+from bot.queue.jobs import Notice, QueuedJob, turn_id_for
+from bot.queue.work_stream import WorkStream
+from bot.redis_keys import RedisKeys
+
+logger = logging.getLogger(__name__)
+
+SEEN_TTL_SECONDS = 24 * 3600
+_DAY_COUNTER_TTL_SECONDS = 2 * 24 * 3600
+
+# KEYS: seen, queue, lease, flood bucket, day counter.
+# ARGV: seen ttl, job, rate-notice job, daily-notice job, check flood (0/1),
+#       counts a turn (0/1), burst, interval ms, daily limit, day counter ttl.
+# Returns {verdict, signal}: signal is 1 when the queue has work and no worker holds it.
+_INTAKE = """
+local function needs_signal()
+  if redis.call('LLEN', KEYS[2]) > 0 and redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
+  return 0
+end
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  return {'duplicate', needs_signal()}
+end
+local verdict = 'ok'
+if ARGV[5] == '1' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local burst = tonumber(ARGV[7])
+  local interval = tonumber(ARGV[8])
+  local state = redis.call('HMGET', KEYS[4], 'tokens', 'ts', 'warned')
+  local tokens = tonumber(state[1])
+  local ts = tonumber(state[2])
+  if tokens == nil or ts == nil then
+    tokens = burst
+    ts = now
+  end
+  tokens = math.min(burst, tokens + math.max(0, now - ts) / interval)
+  local ttl = math.ceil(burst * interval) + 1000
+  if tokens < 1 then
+    verdict = 'rate_quiet'
+    if state[3] ~= '1' then verdict = 'rate_warn' end
+    redis.call('HSET', KEYS[4], 'tokens', tostring(tokens), 'ts', tostring(now), 'warned', '1')
+  else
+    redis.call('HSET', KEYS[4], 'tokens', tostring(tokens - 1), 'ts', tostring(now), 'warned', '0')
+    if ARGV[6] == '1' then
+      local used = redis.call('INCR', KEYS[5])
+      if used == 1 then redis.call('EXPIRE', KEYS[5], tonumber(ARGV[10])) end
+      local limit = tonumber(ARGV[9])
+      if used == limit + 1 then
+        verdict = 'daily_warn'
+      elseif used > limit then
+        verdict = 'daily_quiet'
+      end
+    end
+  end
+  redis.call('PEXPIRE', KEYS[4], ttl)
+end
+if verdict == 'ok' then
+  redis.call('RPUSH', KEYS[2], ARGV[2])
+elseif verdict == 'rate_warn' then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+elseif verdict == 'daily_warn' then
+  redis.call('RPUSH', KEYS[2], ARGV[4])
+end
+return {verdict, needs_signal()}
+"""
+
+
+class IntakeVerdict(StrEnum):
+    """What intake did with one update."""
+
+    QUEUED = "ok"
+    DUPLICATE = "duplicate"
+    RATE_WARN = "rate_warn"
+    RATE_QUIET = "rate_quiet"
+    DAILY_WARN = "daily_warn"
+    DAILY_QUIET = "daily_quiet"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FloodLimits:
+    """A burst of ``burst`` messages, then one per ``interval_seconds``; ``daily_turns`` a day."""
+
+    burst: int
+    interval_seconds: float
+    daily_turns: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncomingUpdate:
+    """What intake needs to know of an update (the front end parses it)."""
+
+    update_id: int
+    chat_id: int
+    conversation_key: str
+    user_id: int | None
+    counts_turn: bool
+    payload: dict[str, object]
+
+
+class Intake:
+    """Accepts updates into their chats' queues; raises ``RedisError`` when Redis is down."""
+
+    def __init__(
+        self,
+        redis: "aioredis.Redis",
+        *,
+        keys: RedisKeys,
+        work: WorkStream,
+        limits: FloodLimits,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self._script = redis.register_script(_INTAKE)
+        self._keys = keys
+        self._work = work
+        self._limits = limits
+        self._clock_ms = clock_ms or _now_ms
+
+    async def accept(self, update: IncomingUpdate) -> IntakeVerdict:
+        """Queue ``update`` in its chat (once, whatever the number of deliveries)."""
+        conversation = self._keys.conversation(update.conversation_key)
+        day = datetime.now(UTC).strftime("%Y%m%d")
+        user = update.user_id if update.user_id is not None else 0
+        job = QueuedJob(
+            job_id=str(update.update_id),
+            update_id=update.update_id,
+            turn_id=turn_id_for(update.conversation_key, update.update_id),
+            enqueued_ms=self._clock_ms(),
+            chat_id=update.chat_id,
+            update=dict(update.payload),
+        )
+        rate_notice = job.model_copy(update={"notice": Notice.RATE_LIMITED, "update": {}})
+        daily_notice = job.model_copy(update={"notice": Notice.DAILY_LIMIT, "update": {}})
+        reply = await self._script(
+            keys=[
+                conversation.seen(update.update_id),
+                conversation.queue,
+                conversation.lease,
+                conversation.flood(user),
+                conversation.daily_turns(user, day),
+            ],
+            args=[
+                SEEN_TTL_SECONDS,
+                job.model_dump_json(),
+                rate_notice.model_dump_json(),
+                daily_notice.model_dump_json(),
+                1 if update.user_id is not None else 0,
+                1 if update.counts_turn else 0,
+                self._limits.burst,
+                self._limits.interval_seconds * 1000,
+                self._limits.daily_turns,
+                _DAY_COUNTER_TTL_SECONDS,
+            ],
+        )
+        verdict = IntakeVerdict(_text(reply[0]))
+        if int(reply[1]) == 1:
+            await self._work.signal(update.conversation_key)
+        if verdict is IntakeVerdict.DUPLICATE:
+            logger.info("Update %s was already accepted; not queued again", update.update_id)
+        elif verdict is not IntakeVerdict.QUEUED:
+            logger.info("Update %s over a limit: %s", update.update_id, verdict.value)
+        return verdict
+
+
+def _now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,56 @@
+"""What waits in a chat's queue and in its outbox (pydantic: both cross the Redis boundary)."""
+
+import hashlib
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turn import TURN_ID_ALPHABET
+from turn.ids import TURN_ID_LENGTH
+
+
+class Notice(StrEnum):
+    """Texts intake decides on its own (no model, no handler)."""
+
+    RATE_LIMITED = "rate_limited"
+    DAILY_LIMIT = "daily_limit"
+
+
+class QueuedJob(BaseModel):
+    """One accepted update in a chat's FIFO queue."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str
+    update_id: int
+    turn_id: str
+    enqueued_ms: int = Field(ge=0)
+    chat_id: int
+    notice: Notice | None = None
+    update: dict[str, Any] = Field(default_factory=dict)
+
+
+class OutboxEntry(BaseModel):
+    """A reply committed and not yet delivered, with the audit entries its delivery completes.
+
+    ``audit`` holds the turn's stream entries (flat string fields); the turn
+    entry's outcome is settled when delivery succeeds or fails.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str
+    turn_id: str
+    chat_id: int
+    format: Literal["answer", "plain"]
+    text: str
+    audit: tuple[dict[str, str], ...] = ()
+
+
+def turn_id_for(conversation_key: str, update_id: int) -> str:
+    """The turn id of an update: the same for every delivery of it, so commits are keyed by it."""
+    digest = hashlib.sha256(f"{conversation_key}/{update_id}".encode()).digest()
+    return "".join(
+        TURN_ID_ALPHABET[byte % len(TURN_ID_ALPHABET)] for byte in digest[:TURN_ID_LENGTH]
+    )

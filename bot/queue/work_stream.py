@@ -1,0 +1,103 @@
+"""The work stream: "this conversation has queued work", read by workers through a group.
+
+A signal is sent when a chat's queue has work and no worker holds the chat.
+A worker leaves a signal pending until it has drained the chat (or could not
+take it): a worker that dies keeps its signals pending, and another worker
+claims them (``XAUTOCLAIM``) once they have been idle for about one lease.
+Extra signals are harmless: a worker that finds nothing to do acknowledges.
+"""
+
+import logging
+import socket
+from dataclasses import dataclass
+from os import getpid
+from secrets import token_hex
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+logger = logging.getLogger(__name__)
+
+GROUP = "workers"
+# Acknowledged signals are only history; pending ones are reclaimed within a lease,
+# long before this many newer signals could push them out.
+STREAM_MAXLEN = 100_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signal:
+    """One signal: its stream id and the conversation that has work."""
+
+    signal_id: str
+    conversation_key: str
+
+
+def consumer_name() -> str:
+    """A name unique to this process (host, pid, random)."""
+    return f"{socket.gethostname()}-{getpid()}-{token_hex(3)}"
+
+
+class WorkStream:
+    """Signals on one stream key; single-key commands only (the stream has its own slot)."""
+
+    def __init__(self, redis: "aioredis.Redis", *, stream: str, consumer: str) -> None:
+        self._redis = redis
+        self._stream = stream
+        self.consumer = consumer
+
+    async def ensure_group(self) -> None:
+        """Create the consumer group (from the stream's start) unless it exists."""
+        try:
+            await self._redis.xgroup_create(self._stream, GROUP, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+
+    async def signal(self, conversation_key: str) -> None:
+        """Tell workers ``conversation_key`` has queued work."""
+        await self._redis.xadd(
+            self._stream, {"c": conversation_key}, maxlen=STREAM_MAXLEN, approximate=True
+        )
+
+    async def read(self, count: int, block_ms: int) -> list[Signal]:
+        """New signals for this consumer (at most ``count``; waits up to ``block_ms``)."""
+        reply: list[Any] = await self._redis.xreadgroup(
+            GROUP, self.consumer, {self._stream: ">"}, count=count, block=block_ms
+        )
+        signals: list[Signal] = []
+        for _stream, entries in reply or ():
+            signals.extend(_signals(entries))
+        return signals
+
+    async def claim_idle(self, min_idle_ms: int, count: int) -> list[Signal]:
+        """Signals other consumers left pending longer than ``min_idle_ms`` (dead or busy)."""
+        reply: list[Any] = await self._redis.xautoclaim(
+            self._stream, GROUP, self.consumer, min_idle_time=min_idle_ms, count=count
+        )
+        return _signals(reply[1])
+
+    async def ack(self, signal_id: str) -> None:
+        """The chat was drained: forget the signal."""
+        await self._redis.xack(self._stream, GROUP, signal_id)
+
+    async def pending(self) -> int:
+        """Signals delivered and not yet acknowledged, over all consumers."""
+        summary = await self._redis.xpending(self._stream, GROUP)
+        return int(summary["pending"]) if summary else 0
+
+
+def _signals(entries: list[tuple[bytes | str, dict[bytes | str, bytes | str]]]) -> list[Signal]:
+    signals = []
+    for entry_id, fields in entries:
+        if not fields:
+            # Trimmed from the stream while pending: nothing left to act on.
+            continue
+        key = fields.get(b"c", fields.get("c", b""))
+        signals.append(
+            Signal(
+                signal_id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+                conversation_key=key.decode() if isinstance(key, bytes) else key,
+            )
+        )
+    return signals

@@ -1,0 +1,283 @@
+"""Workers: claim chats with queued work, hold their lease by heartbeat, drain them in order.
+
+At most ``concurrency`` chats are drained at once per process; everything
+else waits in Redis (a worker reads only as many signals as it has free
+slots). A signal stays pending until its chat is drained, so a worker that
+dies leaves its chats to the others: they claim signals idle for about one
+lease. On a graceful stop a worker stops claiming, lets the chats it drains
+finish their current job within the grace, then hands what is left back
+(release the lease, signal again) instead of waiting to be reclaimed.
+"""
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from redis.exceptions import RedisError
+
+from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
+from bot.queue.jobs import OutboxEntry
+from bot.queue.work_stream import Signal, WorkStream
+
+logger = logging.getLogger(__name__)
+
+_REDIS_BACKOFF_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class HeldLease:
+    """A chat this worker drains: its key, its lease token, whether the heartbeat lost it."""
+
+    conversation_key: str
+    token: str
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobDone:
+    """What running a job left to do: the reply to deliver, and whether a summary is due."""
+
+    reply: OutboxEntry | None
+    summary_due: bool = False
+
+
+class JobRunner(Protocol):
+    """The front end's part of a worker: run a job, deliver a reply, summarise."""
+
+    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
+        """Run the head job of ``state`` and complete it in the queue (pop + outbox)."""
+        ...
+
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease) -> None:
+        """Send a committed reply, record it undelivered if it cannot be, audit the turn."""
+        ...
+
+    async def summarise(self, lease: HeldLease) -> None:
+        """Fold old messages into the summary while the lease is held."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    """How many chats at once, how long a lease lasts, how long shutdown may wait."""
+
+    concurrency: int
+    lease_seconds: float
+    shutdown_grace_seconds: float
+    read_block_ms: int = 1000
+
+
+@dataclass
+class _Slots:
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class WorkerPool:
+    """Drains chats signalled on the work stream, ``concurrency`` at a time."""
+
+    def __init__(
+        self,
+        *,
+        stream: WorkStream,
+        queue: ChatQueue,
+        runner: JobRunner,
+        settings: WorkerSettings,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._stream = stream
+        self._queue = queue
+        self._runner = runner
+        self._settings = settings
+        self._sleep = sleep
+        self._slots = _Slots()
+        self._draining: set[str] = set()
+        self._stopping = asyncio.Event()
+        self._free = asyncio.Event()
+        self._free.set()
+
+    @property
+    def active(self) -> int:
+        """Chats being drained by this process now."""
+        return len(self._slots.tasks)
+
+    async def run(self) -> None:
+        """Claim and drain until :meth:`stop`; then wait (bounded) for the chats in hand."""
+        await self._ensure_group()
+        claim_every = max(self._settings.lease_seconds / 3, 0.5)
+        next_claim = 0.0
+        loop = asyncio.get_running_loop()
+        while not self._stopping.is_set():
+            free = self._settings.concurrency - self.active
+            if free <= 0:
+                self._free.clear()
+                await self._wait_stop_or(self._free.wait())
+                continue
+            try:
+                signals: list[Signal] = []
+                if loop.time() >= next_claim:
+                    next_claim = loop.time() + claim_every
+                    signals = await self._stream.claim_idle(
+                        int(self._settings.lease_seconds * 1000), free
+                    )
+                if not signals:
+                    signals = await self._stream.read(free, self._settings.read_block_ms)
+            except (RedisError, OSError) as error:
+                logger.warning("Work stream unavailable (%s); retrying", type(error).__name__)
+                await self._wait_stop_or(self._sleep(_REDIS_BACKOFF_SECONDS))
+                continue
+            for signal in signals:
+                self._start(signal)
+        await self._finish()
+
+    def stop(self) -> None:
+        """Stop claiming; chats in hand finish their current job, then are handed back."""
+        self._stopping.set()
+
+    async def _ensure_group(self) -> None:
+        while True:
+            try:
+                await self._stream.ensure_group()
+                return
+            except (RedisError, OSError) as error:
+                logger.warning(
+                    "Cannot create the worker group (%s); retrying", type(error).__name__
+                )
+                await self._sleep(_REDIS_BACKOFF_SECONDS)
+
+    def _start(self, signal: Signal) -> None:
+        if signal.conversation_key in self._draining:
+            # Already draining it here; the signal is acknowledged by that drain's end.
+            task = asyncio.create_task(self._ack_quietly(signal.signal_id))
+        else:
+            self._draining.add(signal.conversation_key)
+            task = asyncio.create_task(self._drain(signal), name=f"drain:{signal.conversation_key}")
+        self._slots.tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._slots.tasks.discard(task)
+        self._free.set()
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("A chat drain failed", exc_info=task.exception())
+
+    async def _wait_stop_or(self, awaitable: Awaitable[object]) -> None:
+        waiter = asyncio.ensure_future(awaitable)
+        stopper = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (waiter, stopper):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _finish(self) -> None:
+        tasks = list(self._slots.tasks)
+        if not tasks:
+            return
+        logger.info(
+            "Waiting up to %.0f s for %d chat(s) in hand",
+            self._settings.shutdown_grace_seconds,
+            len(tasks),
+        )
+        _, pending = await asyncio.wait(tasks, timeout=self._settings.shutdown_grace_seconds)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if pending:
+            logger.warning(
+                "Shutdown grace ran out: %d chat(s) left queued for another worker", len(pending)
+            )
+
+    async def _ack_quietly(self, signal_id: str) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self._stream.ack(signal_id)
+
+    async def _drain(self, signal: Signal) -> None:
+        key = signal.conversation_key
+        lease = HeldLease(key, secrets.token_hex(16))
+        heartbeat: asyncio.Task[None] | None = None
+        finished = False
+        try:
+            state = await self._queue.take(key, lease.token)
+            if state is None:
+                # Another worker holds the chat: leave the signal pending; if that
+                # worker dies, this signal (or its own) is claimed again later.
+                return
+            heartbeat = asyncio.create_task(self._heartbeat(lease))
+            finished = await self._drain_held(state, lease)
+        except LeaseLostError:
+            logger.warning("Lease of %s lost; another worker takes over", key)
+        except (RedisError, OSError) as error:
+            logger.warning("Draining %s stopped: Redis unavailable (%s)", key, type(error).__name__)
+        finally:
+            self._draining.discard(key)
+            if heartbeat is not None:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+        if finished:
+            await self._ack_quietly(signal.signal_id)
+        elif heartbeat is not None and not lease.lost:
+            await self._hand_back(signal, lease)
+
+    async def _drain_held(self, state: ChatState, lease: HeldLease) -> bool:
+        """Drain while the lease is ours; ``True`` once the queue is empty and released."""
+        key = lease.conversation_key
+        next_state: ChatState | None = state
+        while next_state is not None:
+            state = next_state
+            if lease.lost:
+                raise LeaseLostError(f"lease of {key} lost")
+            for reply in sorted(state.outbox, key=lambda entry: _job_order(entry.job_id)):
+                # Committed before a crash or a failed send: deliver it before anything else.
+                await self._runner.deliver(reply, lease)
+                await self._queue.delivered(key, lease.token, reply.job_id, keep=True)
+            if self._stopping.is_set() and state.head_raw:
+                return False
+            if not state.head_raw:
+                next_state = await self._queue.delivered(key, lease.token, "")
+                continue
+            done = await self._runner.run(state, lease)
+            if done.reply is not None:
+                await self._runner.deliver(done.reply, lease)
+            job_id = done.reply.job_id if done.reply is not None else ""
+            next_state = await self._queue.delivered(
+                key, lease.token, job_id, keep=done.summary_due
+            )
+            if done.summary_due:
+                await self._runner.summarise(lease)
+                next_state = await self._queue.delivered(key, lease.token, "")
+        return True
+
+    async def _heartbeat(self, lease: HeldLease) -> None:
+        period = self._settings.lease_seconds / 3
+        while True:
+            await self._sleep(period)
+            try:
+                if not await self._queue.renew(lease.conversation_key, lease.token):
+                    lease.lost = True
+                    logger.warning("Heartbeat: lease of %s lost", lease.conversation_key)
+                    return
+            except (RedisError, OSError) as error:
+                # The lease outlives a short blip; the next beat tries again.
+                logger.warning(
+                    "Heartbeat of %s failed (%s)", lease.conversation_key, type(error).__name__
+                )
+
+    async def _hand_back(self, signal: Signal, lease: HeldLease) -> None:
+        """Stopping with work left: release the chat and signal it for another worker now."""
+        try:
+            await self._queue.release(lease.conversation_key, lease.token)
+            await self._stream.signal(lease.conversation_key)
+            await self._stream.ack(signal.signal_id)
+        except (RedisError, OSError):
+            # The signal stays pending and is claimed after about one lease.
+            logger.warning("Could not hand %s back; it is reclaimed later", lease.conversation_key)
+
+
+def _job_order(job_id: str) -> int:
+    return int(job_id) if job_id.isdigit() else 0
