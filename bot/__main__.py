@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bot [polling|webhook|console|audit ...]``.
+"""Entry point: ``python -m bot [polling|webhook|worker|console|audit ...]``.
 
 Each mode imports only what it needs: aiogram alone takes seconds to import,
 which the console and the staff's audit CLI should not pay.
@@ -51,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="Telegram support bot")
     sub = parser.add_subparsers(dest="mode")
     sub.add_parser("polling", help="run the bot with long polling (default)")
-    sub.add_parser("webhook", help="run the webhook server")
+    sub.add_parser("webhook", help="run the webhook server (intake and workers)")
+    sub.add_parser("worker", help="run workers only: add processes to either mode")
     console = sub.add_parser("console", help="chat in the terminal through the same engine")
     console.add_argument("--session", help="conversation id to use (default: console-<user>)")
     sub.add_parser("audit", help="read the audit stream (see: python -m bot audit --help)")
@@ -60,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return console_main(parsed.session)
     from bot.telegram.runner import main as telegram_main  # noqa: PLC0415 - see module docstring
 
-    return telegram_main("webhook" if parsed.mode == "webhook" else "polling")
+    if parsed.mode == "webhook":
+        return telegram_main("webhook")
+    if parsed.mode == "worker":
+        return telegram_main("worker")
+    return telegram_main("polling")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import ToolCallingClient
+from bot.queue.chat_queue import ChatQueue
+from bot.queue.intake import FloodLimits, Intake
+from bot.queue.work_stream import WorkStream, consumer_name
 from bot.redaction import redacted_url
 from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
@@ -66,6 +69,10 @@ class Application:
     audit: RedisStreamAuditSink
     sessions: RedisSessionStore
     chat: ChatService
+    keys: RedisKeys
+    work: WorkStream
+    queue: ChatQueue
+    intake: Intake
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
@@ -197,9 +204,10 @@ async def build_application(
         pseudonymizer=pseudonymizer,
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
+    keys = RedisKeys(settings.redis.key_prefix)
     sessions = RedisSessionStore(
         redis,
-        keys=RedisKeys(settings.redis.key_prefix),
+        keys=keys,
         ttl_seconds=settings.session.ttl_seconds,
         archive_ttl_seconds=settings.session.archive_ttl_seconds,
     )
@@ -226,6 +234,24 @@ async def build_application(
         redacted_url(settings.redis.url.get_secret_value()),
         ",".join(registry.names()),
     )
+    work = WorkStream(redis, stream=keys.work_stream, consumer=consumer_name())
+    flood = settings.flood
+    intake = Intake(
+        redis,
+        keys=keys,
+        work=work,
+        limits=FloodLimits(
+            burst=flood.burst,
+            interval_seconds=flood.interval_seconds,
+            daily_turns=flood.daily_turn_limit,
+        ),
+    )
+    queue = ChatQueue(
+        redis,
+        keys=keys,
+        lease_seconds=settings.session.lease_seconds,
+        outbox_ttl_seconds=settings.session.ttl_seconds,
+    )
     return Application(
         settings=settings,
         redis=redis,
@@ -237,4 +263,8 @@ async def build_application(
         audit=audit,
         sessions=sessions,
         chat=chat,
+        keys=keys,
+        work=work,
+        queue=queue,
+        intake=intake,
     )

@@ -45,6 +45,7 @@ class ChatReply:
     ``summary_updated`` says a summary update was started for messages that
     left the window (it runs after the reply); ``has_summary`` that the
     session carries one. ``usage`` is summed over the turn's model calls.
+    ``delivery`` is the outbox entry a worker's turn committed (to be sent).
     """
 
     text: str
@@ -60,6 +61,7 @@ class ChatReply:
     tool_names: tuple[str, ...]
     summary_updated: bool
     has_summary: bool
+    delivery: OutboxEntry | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,26 +153,40 @@ class ChatService:
             return await self._reply(question, context, recorder, started, held)
         except ChatServiceError as error:
             outcome = error.kind
-            raise
+            failure = error
         except ToolLoopError as error:
-            translated = chat_error_for(error.kind, str(error), context.turn_id)
-            outcome = translated.kind
+            failure = chat_error_for(error.kind, str(error), context.turn_id)
+            outcome = failure.kind
             # Our own messages carry no customer text; a crashed tool's trace is a bug to see.
             logger.warning(
                 "Turn %s failed (%s): %s",
                 context.turn_id,
-                translated.kind,
+                failure.kind,
                 error,
                 exc_info=isinstance(error.__cause__, ToolTechnicalError),
             )
-            raise translated from error
+            failure.__cause__ = error
         except SessionStoreError as error:
-            translated = _translate_store_error(error, context.turn_id)
-            outcome = translated.kind
-            raise translated from error
+            failure = _translate_store_error(error, context.turn_id)
+            outcome = failure.kind
+            failure.__cause__ = error
+        except Exception as error:
+            if held is None:
+                outcome = TurnOutcome.ERROR
+                raise
+            # A bug: a worker still answers the customer with the incident code.
+            logger.exception("Turn %s failed unexpectedly", context.turn_id)
+            failure = ChatServiceError("the turn failed unexpectedly", context.turn_id)
+            outcome = failure.kind
+            failure.__cause__ = error
         finally:
             if held is None:
                 await self._audit.write(self._audit_entries(recorder, outcome, started))
+        if held is not None:
+            failure.audit_fields = tuple(
+                entry.to_fields() for entry in self._audit_entries(recorder, outcome, started)
+            )
+        raise failure
 
     async def _reply(
         self,
@@ -201,6 +217,7 @@ class ChatService:
                 job_raw=held.job_raw, job_id=held.job_id, outbox_entry=entry.model_dump_json()
             )
             await self._store.commit(locked, updated, completion=completion, release=False)
+            delivery: OutboxEntry | None = entry
             # The worker runs the summary itself, holding the lease, after delivery.
             summary_scheduled = self._window.overflows(updated.messages)
         else:
@@ -215,6 +232,7 @@ class ChatService:
                     prepared, result, updated = await self._run(locked, question, context, recorder)
                     await self._store.commit(locked, updated)
                     committed = True
+                    delivery = None
                 finally:
                     if not committed:
                         await self._release_quietly(locked)
@@ -235,6 +253,7 @@ class ChatService:
             tool_names=result.tool_names,
             summary_updated=summary_scheduled,
             has_summary=updated.summary is not None,
+            delivery=delivery,
         )
 
     async def _run(

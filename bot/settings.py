@@ -137,6 +137,19 @@ class SessionSettings(BaseSettings):
     lock_wait_seconds: float = Field(
         default=120.0, gt=0, validation_alias=_env("SESSION_LOCK_WAIT_SECONDS")
     )
+    lease_seconds: float = Field(
+        default=15.0, ge=3, le=600, validation_alias=_env("SESSION_LEASE_SECONDS")
+    )
+
+
+class WorkerSettings(BaseSettings):
+    """Workers: how many chats one process drains at once."""
+
+    model_config = _ENV
+
+    concurrency: int = Field(
+        default=32, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
+    )
 
 
 class ToolSettings(BaseSettings):
@@ -223,6 +236,7 @@ class Settings(BaseModel):
     llm: LLMSettings
     redis: RedisSettings
     session: SessionSettings
+    worker: WorkerSettings
     tools: ToolSettings
     audit: AuditSettings
     flood: FloodSettings
@@ -285,6 +299,7 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "llm": LLMSettings,
     "redis": RedisSettings,
     "session": SessionSettings,
+    "worker": WorkerSettings,
     "tools": ToolSettings,
     "audit": AuditSettings,
     "flood": FloodSettings,

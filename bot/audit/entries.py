@@ -1,6 +1,6 @@
 """Audit entries as written to the stream: flat string fields only."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,4 +86,8 @@ class AuditSink(Protocol):
 
     async def write(self, entries: Sequence[AuditEntry]) -> None:
         """Append the entries, in order."""
+        ...
+
+    async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
+        """Append entries given as stream fields; a turn's entries are written once."""
         ...

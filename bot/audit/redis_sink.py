@@ -4,12 +4,13 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import redis.asyncio as aioredis
 
-from bot.audit.entries import AuditEntry, TurnAuditEntry
+from bot.audit.entries import AuditEntry
+from bot.redis_keys import RedisKeys
 
 logger = logging.getLogger(__name__)
 
@@ -17,6 +18,26 @@ logger = logging.getLogger(__name__)
 # up that does not fit may be any text at all, even the customer's, so it is not written.
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 INVALID_TOOL_NAME = "(invalid name)"
+
+_DONE_TTL_SECONDS = 24 * 3600
+
+# KEYS: stream, the turn's done mark (in the stream's slot).
+# ARGV: maxlen, mark ttl, entry count, then per entry: field count, field, value, ...
+_WRITE_ONCE = """
+if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+local i = 4
+for _ = 1, tonumber(ARGV[3]) do
+  local count = tonumber(ARGV[i])
+  i = i + 1
+  local command = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*'}
+  for _ = 1, count * 2 do
+    command[#command + 1] = ARGV[i]
+    i = i + 1
+  end
+  redis.call(unpack(command))
+end
+return 1
+"""
 
 
 class RedisStreamAuditSink:
@@ -61,6 +82,7 @@ class RedisStreamAuditSink:
         self._clock = clock
         self._lost_entries = 0
         self._written_entries = 0
+        self._write_once = client.register_script(_WRITE_ONCE)
 
     @property
     def lost_entries(self) -> int:
@@ -74,20 +96,33 @@ class RedisStreamAuditSink:
 
     def fields_of(self, entry: AuditEntry) -> dict[str, str]:
         """The fields as they go into the stream (chat id pseudonymised if configured)."""
-        fields = entry.to_fields()
-        if isinstance(entry, TurnAuditEntry):
-            fields["tool_names"] = ",".join(_safe_tool_name(name) for name in entry.tool_names)
-        else:
-            fields["tool_name"] = _safe_tool_name(entry.record.tool_name)
-        if self._pseudonymizer is not None:
+        return self._protected(entry.to_fields())
+
+    def _protected(self, raw: Mapping[str, str]) -> dict[str, str]:
+        fields = dict(raw)
+        if fields.get("type") == "turn":
+            fields["tool_names"] = ",".join(
+                _safe_tool_name(name) for name in fields.get("tool_names", "").split(",") if name
+            )
+        elif "tool_name" in fields:
+            fields["tool_name"] = _safe_tool_name(fields["tool_name"])
+        if self._pseudonymizer is not None and "chat_id" in fields:
             fields["chat_id"] = self._pseudonymizer(fields["chat_id"])
         return fields
 
     async def write(self, entries: Sequence[AuditEntry]) -> None:
         """Append ``entries`` in order, in one round trip; never raises."""
+        await self.write_fields([entry.to_fields() for entry in entries])
+
+    async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
+        """Append entries given as stream fields (a reply's audit carried through the outbox).
+
+        A turn's entries are written once: a repeated write of the same turn (a
+        reply delivered again after a crash) finds the turn's mark and adds nothing.
+        """
         if not entries:
             return
-        rows = [self.fields_of(entry) for entry in entries]
+        rows = [self._protected(entry) for entry in entries]
         try:
             async with asyncio.timeout(self._timeout_seconds):
                 results = await self._send(rows)
@@ -103,6 +138,9 @@ class RedisStreamAuditSink:
         self._written_entries += len(rows) - len(failed)
 
     async def _send(self, rows: list[dict[str, str]]) -> list[object]:
+        turn_ids = {row.get("turn_id", "") for row in rows}
+        if len(turn_ids) == 1 and "" not in turn_ids and self._max_age is None:
+            return await self._send_once(turn_ids.pop(), rows)
         pipe = self._client.pipeline(transaction=False)
         for fields in rows:
             # The dict is invariant in redis-py's stubs (FieldT, EncodableT); str fits both.
@@ -112,6 +150,17 @@ class RedisStreamAuditSink:
             pipe.xtrim(self._stream, minid=f"{max(oldest_ms, 0)}-0", approximate=True)
         results: list[object] = await pipe.execute(raise_on_error=False)
         return results[: len(rows)]
+
+    async def _send_once(self, turn_id: str, rows: list[dict[str, str]]) -> list[object]:
+        args: list[str | int] = [self._maxlen, _DONE_TTL_SECONDS, len(rows)]
+        for row in rows:
+            args.append(len(row))
+            for name, value in row.items():
+                args.extend((name, value))
+        await self._write_once(
+            keys=[self._stream, RedisKeys.audit_done(self._stream, turn_id)], args=args
+        )
+        return [None] * len(rows)
 
     def _lose(
         self, lost: Sequence[dict[str, str]], rows: Sequence[dict[str, str]], error: object

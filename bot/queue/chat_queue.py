@@ -150,10 +150,12 @@ class ChatQueue:
         job_id: str,
         reply: OutboxEntry | None,
     ) -> bool:
-        """Pop the head job and store its reply; ``True`` if it is done (now or before).
+        """Pop the head job and store its reply; ``False`` if that had happened before.
 
-        Raises :class:`LeaseLostError` when the lease is gone; a job that is no
-        longer at the head (another worker finished it) counts as done.
+        ``False`` means the outbox already holds this job's reply (a repeated
+        run, or the turn's own commit got there first). Raises
+        :class:`LeaseLostError` when the lease is gone; a job that is no longer
+        at the head (another worker finished it) counts as done.
         """
         keys = self.keys(conversation_key)
         result = int(
@@ -172,7 +174,7 @@ class ChatQueue:
             raise LeaseLostError(f"lease of {conversation_key} lost before job {job_id} completed")
         if result == -1:
             logger.warning("Job %s of %s was no longer at the head", job_id, conversation_key)
-        return True
+        return result != 2
 
     async def delivered(
         self, conversation_key: str, token: str, job_id: str, *, keep: bool = False

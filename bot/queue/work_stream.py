@@ -62,7 +62,7 @@ class WorkStream:
 
     async def read(self, count: int, block_ms: int) -> list[Signal]:
         """New signals for this consumer (at most ``count``; waits up to ``block_ms``)."""
-        reply: list[Any] = await self._redis.xreadgroup(
+        reply: Any = await self._redis.xreadgroup(
             GROUP, self.consumer, {self._stream: ">"}, count=count, block=block_ms
         )
         signals: list[Signal] = []
@@ -81,10 +81,43 @@ class WorkStream:
         """The chat was drained: forget the signal."""
         await self._redis.xack(self._stream, GROUP, signal_id)
 
-    async def pending(self) -> int:
-        """Signals delivered and not yet acknowledged, over all consumers."""
-        summary = await self._redis.xpending(self._stream, GROUP)
-        return int(summary["pending"]) if summary else 0
+    async def backlog(self, now_ms: int) -> "Backlog":
+        """Chats waiting for a worker or being drained, and how long the oldest has waited."""
+        groups: Any = await self._redis.xinfo_groups(self._stream)
+        group = next((g for g in groups if _text(g.get("name", g.get(b"name"))) == GROUP), None)
+        if group is None:
+            return Backlog(chats=0, oldest_seconds=0.0)
+        lag = group.get("lag")
+        pending = int(group.get("pending") or 0)
+        oldest_ids: list[str] = []
+        if pending:
+            summary: Any = await self._redis.xpending(self._stream, GROUP)
+            if summary and summary.get("min"):
+                oldest_ids.append(_text(summary["min"]))
+        last = _text(group.get("last-delivered-id") or "0-0")
+        waiting: Any = await self._redis.xrange(self._stream, min=f"({last}", count=1)
+        if waiting:
+            oldest_ids.append(_text(waiting[0][0]))
+        if lag is None:
+            # Redis before 7 does not count the lag; the stream's length past the last
+            # delivered entry is not cheap to count, so report what is known.
+            lag = 1 if waiting else 0
+        oldest_ms = min((int(entry.split("-")[0]) for entry in oldest_ids), default=now_ms)
+        return Backlog(
+            chats=int(lag) + pending, oldest_seconds=max(0.0, (now_ms - oldest_ms) / 1000)
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backlog:
+    """Chats with queued work not yet drained, and the age of the oldest signal among them."""
+
+    chats: int
+    oldest_seconds: float
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _signals(entries: list[tuple[bytes | str, dict[bytes | str, bytes | str]]]) -> list[Signal]:

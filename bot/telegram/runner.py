@@ -1,11 +1,13 @@
-"""Running the bot: settings check, start-up, polling or webhook, graceful shutdown.
+"""Running the bot: settings check, start-up, polling, webhook or worker, graceful shutdown.
 
 Start-up order: settings (exit 2 on a bad or missing token, before any
 connection), the engine (Redis must answer, exit 1 otherwise), the Bot API
-(the token must be accepted), the command menu, then updates. Shutdown on
-SIGINT/SIGTERM: stop taking updates, let turns in flight finish within
-``TELEGRAM_SHUTDOWN_GRACE_SECONDS`` (cancel what is left), close the bot's
-HTTP session, then the engine (executor, model client, Redis).
+(the token must be accepted), the command menu, then updates. Every mode
+runs workers (:mod:`bot.queue.worker`); ``polling`` and ``webhook`` also take
+updates in (intake). Shutdown on SIGINT/SIGTERM: stop taking updates, stop
+claiming chats, let the jobs in hand finish within
+``TELEGRAM_SHUTDOWN_GRACE_SECONDS`` and hand the rest back to Redis for
+another worker, close the bot's HTTP session, then the engine.
 """
 
 import asyncio
@@ -25,18 +27,23 @@ from aiohttp import web
 
 from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
+from bot.queue.worker import WorkerPool, WorkerSettings
 from bot.redaction import redacted_url
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.job_runner import TelegramJobRunner
+from bot.telegram.polling import Poller
+from bot.telegram.sending import ReplySender
 from bot.telegram.session import BotApiSession
 from bot.telegram.webhook import WebhookReceiver
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["polling", "webhook"]
+Mode = Literal["polling", "webhook", "worker"]
 
 # Telegram's rule for the webhook secret token.
 _SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
@@ -98,20 +105,60 @@ async def run_bot(
         return 1
     bot = create_bot(settings)
     try:
-        front = build_dispatcher(settings, chat_service=app.chat, redis=app.redis)
+        front = build_dispatcher(settings, chat_service=app.chat)
         if not await _prepare_bot(bot, app, mode):
             return 1
-        if mode == "webhook":
-            await _serve_webhook(bot, front, app, stop)
-        else:
-            await _serve_polling(bot, front, stop)
-            await _drain(front, settings.telegram.shutdown_grace_seconds)
+        workers = build_workers(app, bot, front)
+        working = asyncio.create_task(workers.run(), name="workers")
+        intake = TelegramIntake(app.intake, bot, allow_groups=settings.telegram.allow_groups)
+        try:
+            if mode == "webhook":
+                await _serve_webhook(bot, front, app, intake, stop)
+            elif mode == "polling":
+                await _serve_polling(bot, front, intake, stop)
+            else:
+                logger.info("Worker running (no intake)")
+                await _until(stop, working)
+        finally:
+            workers.stop()
+            await working
     finally:
         # The bot's session first (no more sends), then the engine in reverse order.
         await bot.session.close()
         await app.aclose()
     logger.info("Stopped")
     return 0
+
+
+def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> WorkerPool:
+    """The worker pool of this process, running queued Telegram updates."""
+    settings = app.settings
+    runner = TelegramJobRunner(
+        bot=bot,
+        dispatcher=front.dispatcher,
+        queue=app.queue,
+        replies=ReplySender(max_attempts=settings.telegram.send_max_attempts),
+        chat=app.chat,
+        audit=app.audit,
+    )
+    return WorkerPool(
+        stream=app.work,
+        queue=app.queue,
+        runner=runner,
+        settings=WorkerSettings(
+            concurrency=settings.worker.concurrency,
+            lease_seconds=settings.session.lease_seconds,
+            shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
+        ),
+    )
+
+
+async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({stopping, task}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    with suppress(asyncio.CancelledError):
+        await stopping
 
 
 async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
@@ -146,39 +193,33 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
     return True
 
 
-async def _serve_polling(bot: Bot, front: TelegramFrontEnd, stop: asyncio.Event) -> None:
-    dispatcher = front.dispatcher
+async def _serve_polling(
+    bot: Bot, front: TelegramFrontEnd, intake: TelegramIntake, stop: asyncio.Event
+) -> None:
     # getUpdates answers 409 while a webhook is set; polling takes over from it.
     await bot.delete_webhook(drop_pending_updates=False)
-    polling = asyncio.create_task(
-        dispatcher.start_polling(
-            bot,
-            handle_signals=False,
-            close_bot_session=False,
-            allowed_updates=dispatcher.resolve_used_update_types(),
-        )
-    )
-    stopping = asyncio.create_task(stop.wait())
-    await asyncio.wait({polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if not polling.done():
-        await dispatcher.stop_polling()
-    stopping.cancel()
-    with suppress(asyncio.CancelledError):
-        await stopping
+    poller = Poller(bot, intake, allowed_updates=front.dispatcher.resolve_used_update_types())
+    polling = asyncio.create_task(poller.run(), name="polling")
+    await _until(stop, polling)
+    poller.stop()
     await polling
 
 
 async def _serve_webhook(
-    bot: Bot, front: TelegramFrontEnd, app: Application, stop: asyncio.Event
+    bot: Bot,
+    front: TelegramFrontEnd,
+    app: Application,
+    intake: TelegramIntake,
+    stop: asyncio.Event,
 ) -> None:
     settings = app.settings
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
-    receiver = WebhookReceiver(front.dispatcher, bot, secret=secret)
+    receiver = WebhookReceiver(intake, bot, secret=secret)
     web_app = web.Application()
     web_app.router.add_post(webhook.path, receiver.handle)
     web_app.router.add_get(
-        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight).handle
+        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight, app.work).handle
     )
     runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
     await runner.setup()
@@ -195,19 +236,9 @@ async def _serve_webhook(
         logger.info("Webhook listening on %s:%s%s", webhook.host, webhook.port, webhook.path)
         await stop.wait()
     finally:
-        # Stop taking updates; the turns already started are drained by the caller.
+        # Stop taking updates; the workers finish or hand back what they hold.
         await site.stop()
-        await _drain(front, settings.telegram.shutdown_grace_seconds)
         await runner.cleanup()
-
-
-async def _drain(front: TelegramFrontEnd, grace_seconds: float) -> None:
-    in_flight = front.in_flight.in_flight
-    if in_flight:
-        logger.info("Waiting up to %.0f s for %d update(s) in flight", grace_seconds, in_flight)
-    if not await front.in_flight.wait_idle(grace_seconds):
-        cancelled = await front.in_flight.cancel_all()
-        logger.warning("Shutdown grace ran out: %d update(s) cancelled", cancelled)
 
 
 async def _run_until_signalled(settings: Settings, mode: Mode) -> int:
@@ -223,7 +254,7 @@ async def _run_until_signalled(settings: Settings, mode: Mode) -> int:
 
 
 def main(mode: Mode) -> int:
-    """``python -m bot [polling|webhook]``: 2 on bad settings, 1 on failed start-up, else 0."""
+    """``python -m bot polling|webhook|worker``: 2 on bad settings, 1 on failed start-up."""
     settings = load_settings()
     if settings is None:
         return 2

@@ -1,17 +1,21 @@
-"""The webhook endpoint: answer Telegram at once, handle the update in the background.
+"""The webhook endpoint: 200 only once the update is queued in Redis.
 
-Telegram resends an update it got no answer for within about a minute, and a
-model turn can take longer than that; so the request only checks the secret,
-parses the body, starts the handling as a task and answers 200 at once.
+Intake is one quick, idempotent script, so the request waits for it and
+answers Telegram afterwards: 200 means the update is safe; if Redis cannot
+take it the answer is 503 and Telegram delivers it again later. The turn
+itself runs in a worker (this process's or another's), bounded per process.
 """
 
-import asyncio
 import logging
 import secrets
-from typing import Any
 
-from aiogram import Bot, Dispatcher
+from aiogram import Bot
+from aiogram.types import Update
 from aiohttp import web
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from bot.telegram.intake import TelegramIntake
 
 logger = logging.getLogger(__name__)
 
@@ -19,16 +23,15 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name,
 
 
 class WebhookReceiver:
-    """The aiohttp handler for ``WEBHOOK_PATH``; keeps a reference to every task it starts."""
+    """The aiohttp handler for ``WEBHOOK_PATH``."""
 
-    def __init__(self, dispatcher: Dispatcher, bot: Bot, *, secret: str) -> None:
-        self._dispatcher = dispatcher
+    def __init__(self, intake: TelegramIntake, bot: Bot, *, secret: str) -> None:
+        self._intake = intake
         self._bot = bot
         self._secret = secret
-        self._tasks: set[asyncio.Task[None]] = set()
 
     async def handle(self, request: web.Request) -> web.Response:
-        """Check the secret, start handling the update, answer 200 without waiting."""
+        """Check the secret, queue the update, then answer."""
         given = request.headers.get(SECRET_HEADER, "")
         if not secrets.compare_digest(given.encode(), self._secret.encode()):
             return web.Response(status=401, text="Unauthorized")
@@ -38,14 +41,23 @@ class WebhookReceiver:
             return web.Response(status=400, text="Body is not JSON")
         if not isinstance(payload, dict):
             return web.Response(status=400, text="Body is not an Update")
-        task = asyncio.create_task(self._feed(payload))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return web.json_response({})
-
-    async def _feed(self, payload: dict[str, Any]) -> None:
         try:
-            await self._dispatcher.feed_raw_update(self._bot, payload)
-        # One malformed update must not take the others down; it is logged and dropped.
-        except Exception:
-            logger.exception("Update %s could not be handled", payload.get("update_id"))
+            update = Update.model_validate(payload, context={"bot": self._bot})
+        except ValidationError as error:
+            # The body may hold a customer's words: log where it failed, never its values.
+            logger.warning(
+                "Webhook body is not an Update (update_id=%r, %d problem(s))",
+                payload.get("update_id") if isinstance(payload.get("update_id"), int) else None,
+                error.error_count(),
+            )
+            return web.Response(status=400, text="Body is not an Update")
+        try:
+            await self._intake.accept(update)
+        except (RedisError, OSError) as error:
+            logger.warning(
+                "Update %s not queued: Redis unavailable (%s); Telegram will retry",
+                update.update_id,
+                type(error).__name__,
+            )
+            return web.Response(status=503, text="Storage unavailable")
+        return web.json_response({})

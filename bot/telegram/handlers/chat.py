@@ -7,40 +7,51 @@ from aiogram.types import Message
 from aiogram.utils.chat_action import ChatActionSender
 
 from bot.chat_errors import ChatServiceError
+from bot.chat_service import HeldTurn
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
 from bot.telegram.filters import question_text
+from bot.telegram.job_results import Committed, JobContext, JobResult, PlainReply
 from bot.telegram.ports import ChatPort
-from bot.telegram.sending import ReplySender
-from turn import TurnContext, new_turn_id
+from turn import TurnContext
 
 logger = logging.getLogger(__name__)
 
+# Most answers come faster than this: no "typing" request for them.
+TYPING_DELAY_SECONDS = 1.0
 
-async def answer(message: Message, bot: Bot, replies: ReplySender, chat_service: ChatPort) -> None:
-    """Run the turn and send the answer, or a kind message with the incident code."""
+
+async def answer(message: Message, bot: Bot, job: JobContext, chat_service: ChatPort) -> JobResult:
+    """Run the turn; its reply is committed, or a kind message with the incident code."""
     chat_id = message.chat.id
-    turn_id = new_turn_id()
+    turn_id = job.job.turn_id
     context = TurnContext(
         conversation_key=telegram_conversation(chat_id),
         chat_id=chat_id,
         user_id=message.from_user.id if message.from_user else None,
         turn_id=turn_id,
     )
+    held = HeldTurn(
+        token=job.token,
+        job_raw=job.job_raw,
+        job_id=job.job.job_id,
+        chat_id=chat_id,
+        queue_ms=job.queue_ms,
+        session_version=job.session_version,
+        session_data=job.session_data,
+    )
     text = question_text(message, (await bot.me()).username)
     try:
-        async with ChatActionSender.typing(bot=bot, chat_id=chat_id):
-            reply = await chat_service.reply(context, text)
+        async with ChatActionSender.typing(
+            bot=bot, chat_id=chat_id, initial_sleep=TYPING_DELAY_SECONDS
+        ):
+            reply = await chat_service.reply(context, text, held=held)
     except ChatServiceError as error:
         logger.info("Turn %s in chat %s failed: %s", turn_id, chat_id, error.kind)
-        await replies.send_plain(bot, chat_id, messages.failure_message(error, turn_id))
-        return
-    # Whatever else breaks inside the turn is a bug; the customer still gets the code.
-    except Exception:
-        logger.exception("Turn %s in chat %s failed unexpectedly", turn_id, chat_id)
-        await replies.send_plain(bot, chat_id, messages.unexpected_failure_message(turn_id))
-        return
-    await replies.send_answer(bot, chat_id, reply.text)
+        return PlainReply(text=messages.failure_message(error, turn_id), audit=error.audit_fields)
+    if reply.delivery is None:
+        raise RuntimeError("a worker's turn returned no committed reply")
+    return Committed(reply=reply.delivery, summary_due=reply.summary_updated)
 
 
 def build_router() -> Router:

@@ -1,43 +1,40 @@
 """/start, /help, /new (and any other command: the help)."""
 
-from aiogram import Bot, F, Router
+from aiogram import F, Router
 from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
 from bot.chat_errors import ChatServiceError
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
+from bot.telegram.job_results import JobContext, PlainReply
 from bot.telegram.ports import ChatPort
-from bot.telegram.sending import ReplySender
-from turn import new_turn_id
 
 
-async def start(message: Message, bot: Bot, replies: ReplySender) -> None:
+async def start(message: Message) -> PlainReply:
     """Greet and say what the bot can help with."""
-    await replies.send_plain(bot, message.chat.id, messages.GREETING)
+    return PlainReply(text=messages.GREETING)
 
 
-async def help_command(message: Message, bot: Bot, replies: ReplySender) -> None:
+async def help_command(message: Message) -> PlainReply:
     """List the commands."""
-    await replies.send_plain(bot, message.chat.id, messages.HELP)
+    return PlainReply(text=messages.HELP)
 
 
-async def new_conversation(
-    message: Message, bot: Bot, replies: ReplySender, chat_service: ChatPort
-) -> None:
+async def new_conversation(message: Message, job: JobContext, chat_service: ChatPort) -> PlainReply:
     """Archive the conversation and start a fresh one."""
     try:
-        await chat_service.reset(telegram_conversation(message.chat.id))
+        await chat_service.reset(telegram_conversation(message.chat.id), token=job.token)
     except ChatServiceError as error:
-        # reset() has no turn of its own; give the customer a code that is logged.
-        error.turn_id = error.turn_id or new_turn_id()
+        # reset() has no turn of its own; the job's turn id is the incident code.
+        error.turn_id = error.turn_id or job.job.turn_id
         raise
-    await replies.send_plain(bot, message.chat.id, messages.NEW_CONVERSATION)
+    return PlainReply(text=messages.NEW_CONVERSATION)
 
 
-async def unknown_command(message: Message, bot: Bot, replies: ReplySender) -> None:
+async def unknown_command(message: Message) -> PlainReply:
     """A command the bot does not have: show the ones it has."""
-    await replies.send_plain(bot, message.chat.id, messages.HELP)
+    return PlainReply(text=messages.HELP)
 
 
 def build_router() -> Router:

@@ -1,15 +1,15 @@
 """Anything that is not text (photo, sticker, voice, document, location...): no model call."""
 
-from aiogram import Bot, Router
+from aiogram import Router
 from aiogram.types import Message
 
 from bot.telegram import messages
-from bot.telegram.sending import ReplySender
+from bot.telegram.job_results import PlainReply
 
 
-async def not_text(message: Message, bot: Bot, replies: ReplySender) -> None:
+async def not_text(message: Message) -> PlainReply:
     """Say that only text is understood."""
-    await replies.send_plain(bot, message.chat.id, messages.NON_TEXT)
+    return PlainReply(text=messages.NON_TEXT)
 
 
 def build_router() -> Router:

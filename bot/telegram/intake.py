@@ -1,0 +1,48 @@
+"""From a Telegram update to the chat's queue: which updates are ours, and whose chat they are."""
+
+import logging
+
+from aiogram import Bot
+from aiogram.types import Update
+
+from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict
+from bot.redis_keys import telegram_conversation
+from bot.telegram.filters import AddressedToBot
+
+logger = logging.getLogger(__name__)
+
+
+class TelegramIntake:
+    """Accepts the updates the bot handles into their chat's queue (see :mod:`bot.queue`)."""
+
+    def __init__(self, intake: Intake, bot: Bot, *, allow_groups: bool) -> None:
+        self._intake = intake
+        self._bot = bot
+        self._addressed = AddressedToBot(allow_groups=allow_groups)
+
+    async def accept(self, update: Update) -> IntakeVerdict | None:
+        """Queue ``update``; ``None`` when it is not for the bot (nothing to do, nothing kept).
+
+        Raises ``RedisError`` when Redis cannot take it: the caller must not
+        acknowledge the update to Telegram then.
+        """
+        incoming = await self._incoming(update)
+        if incoming is None:
+            return None
+        return await self._intake.accept(incoming)
+
+    async def _incoming(self, update: Update) -> IncomingUpdate | None:
+        message = update.message
+        if message is None:
+            return None
+        if not await self._addressed(message, self._bot):
+            return None
+        text = message.text
+        return IncomingUpdate(
+            update_id=update.update_id,
+            chat_id=message.chat.id,
+            conversation_key=telegram_conversation(message.chat.id),
+            user_id=message.from_user.id if message.from_user else None,
+            counts_turn=text is not None and not text.startswith("/"),
+            payload=update.model_dump(mode="json", exclude_none=True, exclude_unset=True),
+        )

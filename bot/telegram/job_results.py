@@ -1,0 +1,43 @@
+"""What a handler gives back to the worker: the reply to commit and deliver, never a send.
+
+Handlers run inside a worker that holds the chat's lease (:class:`JobContext`
+reaches them as workflow data ``job``). A chat turn commits its reply itself
+(session, pop and outbox in one script) and returns :class:`Committed`; every
+other handler returns :class:`PlainReply`, which the worker commits (pop and
+outbox) before delivering.
+"""
+
+from dataclasses import dataclass
+
+from bot.queue.jobs import OutboxEntry, QueuedJob
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobContext:
+    """The queued job a handler runs, and the lease and session state its worker holds."""
+
+    job: QueuedJob
+    job_raw: str
+    token: str
+    queue_ms: float
+    session_version: str
+    session_data: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Committed:
+    """The chat turn committed its reply; the worker delivers it."""
+
+    reply: OutboxEntry
+    summary_due: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlainReply:
+    """The bot's own text for the customer (and a failed turn's audit entries)."""
+
+    text: str
+    audit: tuple[dict[str, str], ...] = ()
+
+
+JobResult = Committed | PlainReply

@@ -1,0 +1,153 @@
+"""The Telegram part of a worker: run a queued update through the dispatcher, deliver replies.
+
+A job runs through the same aiogram routers as ever (filters, commands,
+handlers per feature); handlers return what to say instead of sending it.
+The reply is committed to the chat's outbox first and sent afterwards, so a
+crash between the two sends it when another worker takes the chat over.
+
+The one window that can still send a reply twice: Telegram accepted it and
+the process died before the outbox entry was removed; the next worker then
+sends it again. Everything else (a crash before the commit, during the send,
+after the removal) sends it once or re-runs the turn that never committed.
+"""
+
+import logging
+import time
+
+from aiogram import Bot, Dispatcher
+from aiogram.dispatcher.event.bases import UNHANDLED
+from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
+from aiogram.types import Update
+from pydantic import ValidationError
+
+from bot.audit.entries import AuditSink
+from bot.chat_errors import ChatServiceError
+from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
+from bot.queue.worker import HeldLease, JobDone
+from bot.telegram import messages
+from bot.telegram.job_results import Committed, JobContext, PlainReply
+from bot.telegram.ports import ChatPort
+from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
+from turn import TurnOutcome
+
+logger = logging.getLogger(__name__)
+
+_NOTICES = {Notice.RATE_LIMITED: messages.RATE_LIMITED, Notice.DAILY_LIMIT: messages.DAILY_LIMIT}
+
+
+class TelegramJobRunner:
+    """Implements :class:`bot.queue.worker.JobRunner` for Telegram updates."""
+
+    def __init__(
+        self,
+        *,
+        bot: Bot,
+        dispatcher: Dispatcher,
+        queue: ChatQueue,
+        replies: ReplySender,
+        chat: ChatPort,
+        audit: AuditSink,
+    ) -> None:
+        self._bot = bot
+        self._dispatcher = dispatcher
+        self._queue = queue
+        self._replies = replies
+        self._chat = chat
+        self._audit = audit
+
+    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
+        """Run the head job and complete it; returns the reply to deliver."""
+        job = state.head
+        key = lease.conversation_key
+        if job is None:
+            # Unreadable: nothing can be answered; drop it so the chat moves on.
+            await self._queue.complete(key, lease.token, state.head_raw, "", None)
+            return JobDone(reply=None)
+        if job.notice is not None:
+            return await self._complete(state, lease, job, PlainReply(text=_NOTICES[job.notice]))
+        context = JobContext(
+            job=job,
+            job_raw=state.head_raw,
+            token=lease.token,
+            queue_ms=max(0.0, time.time() * 1000 - job.enqueued_ms),
+            session_version=state.session_version,
+            session_data=state.session_data,
+        )
+        try:
+            update = Update.model_validate(job.update, context={"bot": self._bot})
+        except ValidationError:
+            logger.warning("Queued update %s is not an Update; dropped", job.update_id)
+            await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+            return JobDone(reply=None)
+        result = await self._dispatcher.feed_update(self._bot, update, job=context)
+        if isinstance(result, Committed):
+            return JobDone(reply=result.reply, summary_due=result.summary_due)
+        if isinstance(result, PlainReply):
+            return await self._complete(state, lease, job, result)
+        if result is not UNHANDLED and result is not None:
+            logger.warning("Update %s: a handler returned %s", job.update_id, type(result))
+        await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+        return JobDone(reply=None)
+
+    async def _complete(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, reply: PlainReply
+    ) -> JobDone:
+        entry = OutboxEntry(
+            job_id=job.job_id,
+            turn_id=job.turn_id,
+            chat_id=job.chat_id,
+            format="plain",
+            text=reply.text,
+            audit=reply.audit,
+        )
+        key = lease.conversation_key
+        if await self._queue.complete(key, lease.token, state.head_raw, job.job_id, entry):
+            return JobDone(reply=entry)
+        # The turn had committed already (its commit's reply was lost to a timeout):
+        # the outbox holds its real answer, not this failure text; deliver that one.
+        fresh = await self._queue.take(key, lease.token)
+        stored = next((e for e in fresh.outbox if e.job_id == job.job_id), None) if fresh else None
+        return JobDone(reply=stored or entry)
+
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease) -> None:
+        """Send the reply; an undeliverable answer is recorded so; then audit the turn once."""
+        delivered = await self._send(reply)
+        if not delivered and reply.format == "answer":
+            try:
+                await self._chat.mark_undelivered(
+                    lease.conversation_key, lease.token, reply.turn_id
+                )
+            except ChatServiceError:
+                logger.warning("Turn %s: could not mark its answer undelivered", reply.turn_id)
+        if reply.audit:
+            await self._audit.write_fields(
+                [_with_delivery(fields, delivered) for fields in reply.audit]
+            )
+
+    async def summarise(self, lease: HeldLease) -> None:
+        """Fold old messages into the summary while the worker holds the lease."""
+        await self._chat.summarise(lease.conversation_key, token=lease.token)
+
+    async def _send(self, reply: OutboxEntry) -> bool:
+        try:
+            if reply.format == "answer":
+                await self._replies.send_answer(self._bot, reply.chat_id, reply.text)
+            else:
+                await self._replies.send_plain(self._bot, reply.chat_id, reply.text)
+        except TelegramForbiddenError:
+            logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
+            return False
+        except ReplyNotDeliveredError as error:
+            logger.warning("Turn %s not delivered: %s", reply.turn_id, error)
+            return False
+        except TelegramAPIError as error:
+            logger.warning("Turn %s not delivered: %s", reply.turn_id, type(error).__name__)
+            return False
+        return True
+
+
+def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:
+    if delivered or fields.get("type") != "turn" or fields.get("outcome") != TurnOutcome.ANSWERED:
+        return fields
+    return {**fields, "outcome": str(TurnOutcome.UNDELIVERED)}

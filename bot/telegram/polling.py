@@ -1,0 +1,108 @@
+"""Long polling that confirms a batch only after every update of it is in Redis.
+
+``getUpdates`` with an offset tells Telegram the updates before it arrived.
+The next offset is asked for only once the batch's updates are queued; if
+Redis is down, the same batch is queued again when it is back (intake is
+idempotent), so a crash or an outage never loses an update Telegram let go.
+"""
+
+import asyncio
+import contextlib
+import logging
+
+from aiogram import Bot
+from aiogram.exceptions import TelegramAPIError, TelegramNetworkError, TelegramServerError
+from aiogram.methods import GetUpdates
+from aiogram.types import Update
+from redis.exceptions import RedisError
+
+from bot.telegram.intake import TelegramIntake
+
+logger = logging.getLogger(__name__)
+
+POLL_TIMEOUT_SECONDS = 25
+_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0)
+
+
+class Poller:
+    """``getUpdates`` -> intake, until stopped."""
+
+    def __init__(self, bot: Bot, intake: TelegramIntake, *, allowed_updates: list[str]) -> None:
+        self._bot = bot
+        self._intake = intake
+        self._allowed = allowed_updates
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop after the current batch is queued (an unconfirmed batch comes again)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Poll and queue until :meth:`stop`."""
+        offset: int | None = None
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                updates = await self._poll(offset)
+            except (TelegramNetworkError, TelegramServerError) as error:
+                failures += 1
+                logger.warning("getUpdates failed (%s); retrying", type(error).__name__)
+                await self._pause(failures)
+                continue
+            except TelegramAPIError as error:
+                failures += 1
+                logger.error("getUpdates refused: %s", error)
+                await self._pause(failures)
+                continue
+            if updates is None:
+                return
+            failures = 0
+            for update in updates:
+                if not await self._accept(update):
+                    return
+                offset = update.update_id + 1
+
+    async def _poll(self, offset: int | None) -> list[Update] | None:
+        request = asyncio.ensure_future(
+            self._bot(
+                GetUpdates(
+                    offset=offset, timeout=POLL_TIMEOUT_SECONDS, allowed_updates=self._allowed
+                ),
+                request_timeout=int(self._bot.session.timeout + POLL_TIMEOUT_SECONDS),
+            )
+        )
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({request, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not request.done():
+            # Nothing of this poll was confirmed: Telegram hands it out again.
+            request.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TelegramAPIError):
+                await request
+            return None
+        return list(request.result())
+
+    async def _accept(self, update: Update) -> bool:
+        """Queue one update, retrying while Redis is down; ``False`` if stopped first."""
+        failures = 0
+        while True:
+            try:
+                await self._intake.accept(update)
+                return True
+            except (RedisError, OSError) as error:
+                failures += 1
+                logger.warning(
+                    "Update %s not queued: Redis unavailable (%s); retrying",
+                    update.update_id,
+                    type(error).__name__,
+                )
+                if not await self._pause(failures):
+                    return False
+
+    async def _pause(self, failures: int) -> bool:
+        """Back off; ``False`` if stopped meanwhile."""
+        delay = _BACKOFF_SECONDS[min(failures, len(_BACKOFF_SECONDS)) - 1]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._stop.wait()
+        return not self._stop.is_set()
