@@ -93,7 +93,9 @@ def executor(registry: ToolRegistry) -> Iterator[ToolExecutor]:
 
 async def _execute(executor: ToolExecutor, name: str, arguments: str) -> ToolAuditRecord:
     call = ToolCall(id=f"call_{name}", name=name, arguments=arguments)
-    context = TurnContext(chat_id=100200300, user_id=1, turn_id="TURNSTATUS")
+    context = TurnContext(
+        conversation_key="tg:100200300", chat_id=100200300, user_id=1, turn_id="TURNSTATUS"
+    )
     try:
         return (await executor.execute(call, context)).audit
     except ToolExecutionError as error:
@@ -227,7 +229,13 @@ async def _run_turn(
     outcome = "answered"
     customer = [{"role": "user", "content": "Где мой заказ? QUOKKA-CUSTOMER-SECRET"}]
     try:
-        await loop.run(customer, TurnContext(100200300, 1, turn_id), observer=recorder)
+        await loop.run(
+            customer,
+            TurnContext(
+                conversation_key="tg:100200300", chat_id=100200300, user_id=1, turn_id=turn_id
+            ),
+            observer=recorder,
+        )
     except ToolLoopError:
         outcome = ChatToolFailureError.kind
     return recorder.entries(

@@ -25,7 +25,7 @@ from tools.registry import ToolRegistry
 from tools.store import Order, ShopStore
 from turn import ToolStatus, TurnContext
 
-CONTEXT = TurnContext(chat_id=555, user_id=7, turn_id="turn-http")
+CONTEXT = TurnContext(conversation_key="tg:555", chat_id=555, user_id=7, turn_id="turn-http")
 MESSAGES: list[Message] = [
     {"role": "developer", "content": "Ты помогаешь клиенту магазина."},
     {"role": "user", "content": "Где заказ 8041 и можно ли вернуть кофемашину?"},

@@ -205,7 +205,9 @@ async def _one_turn(
 ) -> None:
     redis = aioredis.Redis.from_url(url)
     client = scripted(answers)
-    store = RedisSessionStore(redis, keys=RedisKeys("prop"), ttl_seconds=600, archive_ttl_seconds=600)
+    store = RedisSessionStore(
+        redis, keys=RedisKeys("prop"), ttl_seconds=600, archive_ttl_seconds=600
+    )
     chat = ChatService(
         store=store,
         loop=BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS),
@@ -222,10 +224,9 @@ async def _one_turn(
         before = ConversationSession.start(key, _epoch(), "p", "1").with_turn(
             "раньше", "ответ раньше", _epoch(), "1"
         )
-        await redis.hset(
-            store.keys(key).session, mapping={"v": "1", "d": before.model_dump_json()}
-        )
+        await redis.hset(store.keys(key).session, mapping={"v": "1", "d": before.model_dump_json()})
         failure: ChatServiceError | None = None
+        outcome: TurnOutcome
         try:
             context = TurnContext(conversation_key=key, chat_id=key, user_id=7, turn_id=turn_id)
             reply = await chat.reply(context, "Где заказ?")

@@ -82,7 +82,7 @@ def call(arguments: str = '{"order_id": "8041"}', name: str = "lookup") -> ToolC
     return ToolCall(id="call-1", name=name, arguments=arguments)
 
 
-CONTEXT = TurnContext(chat_id=1, user_id=2, turn_id="t")
+CONTEXT = TurnContext(conversation_key="tg:1", chat_id=1, user_id=2, turn_id="t")
 
 
 def assert_audit(
