@@ -13,15 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from tools.execution import (
     ToolArgumentsError,
     ToolAuditRecord,
-    ToolBusinessError,
     ToolExecutor,
     ToolNotAllowedError,
-    ToolStatus,
     ToolTechnicalError,
     ToolTimeoutError,
 )
 from tools.registry import RegisteredTool, ToolRegistry
-from turn import ToolCall, TurnContext
+from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
 
 SECRET = "password=hunter2 at db.internal:5432"
 
