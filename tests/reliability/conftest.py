@@ -9,8 +9,8 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_service import ChatLimits, ChatReply, ChatService
 from bot.history import HistoryWindow
 from bot.llm.openai_client import OpenAIChatClient
-from bot.sessions.models import ConversationSession
 from bot.redis_keys import RedisKeys
+from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop

@@ -31,8 +31,8 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.sessions.models import ConversationSession
 from bot.redis_keys import RedisKeys
+from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop, ToolLoopResult

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 import redis.asyncio as aioredis
 
-from bot.sessions.models import ConversationSession
 from bot.redis_keys import RedisKeys
+from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import (
     SessionConflictError,
