@@ -231,7 +231,7 @@ async def test_new_archives_the_session_and_the_model_sees_no_history(make_harne
     assert reply.session_id != first.session_id
     assert reply.context_history_messages == 0
     assert [m["role"] for m in harness.llm.requests[-1][0]] == ["developer", "user"]
-    archive = harness.store.key("1", f"archive:{first.session_id}")
+    archive = harness.store.keys("1").archive(first.session_id)
     assert await harness.redis.exists(archive) == 1
 
 
