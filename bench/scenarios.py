@@ -31,7 +31,8 @@ TURNS_PER_CONVERSATION = 5
 
 async def ask(app: Application, key: str, text: str, user_id: int = 1) -> ChatReply:
     """One turn as the Telegram front end makes it."""
-    return await app.chat.reply(key, text, TurnContext(key, user_id, new_turn_id()))
+    context = TurnContext(conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id())
+    return await app.chat.reply(context, text)
 
 
 async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, Any]:
@@ -86,7 +87,7 @@ async def cost_growth(redis_url: str, *, turns: int = 60) -> dict[str, Any]:
     async with server:
         app, _ = await open_engine(bench_settings(redis_url, server.base_url))
         key = "cost"
-        session_key = app.sessions.key(key, "session")
+        session_key = app.sessions.keys(key).session
         per_turn_tokens: list[int] = []
         summary_calls = 0
         memory: dict[str, int] = {}

@@ -6,7 +6,7 @@ import redis
 
 from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from tools.execution import ToolAuditRecord
-from turn import ToolStatus
+from turn import ToolStatus, TurnOutcome, Usage
 
 BASE_TIME = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
@@ -39,7 +39,7 @@ def turn_entry(
     turn_id: str,
     *,
     chat_id: str = "100200300",
-    outcome: str = "answered",
+    outcome: TurnOutcome = TurnOutcome.ANSWERED,
     tool_names: tuple[str, ...] = (),
     latency_ms: float = 1500.0,
     total_tokens: int | None = 900,
@@ -54,9 +54,11 @@ def turn_entry(
         model_steps=model_steps,
         tool_calls=len(tool_names),
         tool_names=tool_names,
-        prompt_tokens=None if total_tokens is None else total_tokens - 100,
-        completion_tokens=None if total_tokens is None else 100,
-        total_tokens=total_tokens,
+        usage=Usage(
+            prompt_tokens=None if total_tokens is None else total_tokens - 100,
+            completion_tokens=None if total_tokens is None else 100,
+            total_tokens=total_tokens,
+        ),
         latency_ms=latency_ms,
         prompt_id="support_chat",
         prompt_version="1.2.0",

@@ -13,7 +13,7 @@ from bot.audit.stream_entries import StreamEntry
 from tests.audit.builders import append, hours_ago, simple_turn, tool_entry, turn_entry
 from tests.audit.conftest import HMAC_KEY, STREAM
 from tests.support.redis_server import free_port
-from turn import ToolStatus
+from turn import ToolStatus, TurnOutcome
 
 pytestmark = pytest.mark.usefixtures("cli_env")
 
@@ -54,7 +54,7 @@ def _incident(client: redis.Redis) -> list[str]:
             ),
             turn_entry(
                 "K7M2QX9PAF",
-                outcome="tool_failure",
+                outcome=TurnOutcome.TOOL_FAILURE,
                 tool_names=("search_products", "get_order_status"),
                 latency_ms=3500.0,
                 total_tokens=None,

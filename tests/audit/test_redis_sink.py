@@ -18,7 +18,7 @@ from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import ChatToolFailureError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.tool_loop import BoundedToolLoop, ToolLoopError
+from bot.tool_loop import BoundedToolLoop
 from bot.turn_audit import TurnAuditRecorder
 from tests.audit.builders import simple_turn, tool_entry, turn_entry
 from tests.support.redis_server import RedisServer
@@ -27,7 +27,7 @@ from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
-from turn import ToolCall, TurnContext
+from turn import ToolCall, ToolLoopError, TurnContext, TurnOutcome, Usage
 
 STREAM = "support:audit"
 TOOL_FIELDS = [
@@ -93,7 +93,9 @@ def executor(registry: ToolRegistry) -> Iterator[ToolExecutor]:
 
 async def _execute(executor: ToolExecutor, name: str, arguments: str) -> ToolAuditRecord:
     call = ToolCall(id=f"call_{name}", name=name, arguments=arguments)
-    context = TurnContext(chat_id=100200300, user_id=1, turn_id="TURNSTATUS")
+    context = TurnContext(
+        conversation_key="tg:100200300", chat_id=100200300, user_id=1, turn_id="TURNSTATUS"
+    )
     try:
         return (await executor.execute(call, context)).audit
     except ToolExecutionError as error:
@@ -168,9 +170,7 @@ async def test_failed_turn_entry_names_the_failure_kind_and_leaves_unknown_token
             model_steps=1,
             tool_calls=1,
             tool_names=("slow_tool",),
-            prompt_tokens=None,
-            completion_tokens=None,
-            total_tokens=None,
+            usage=Usage(prompt_tokens=None, completion_tokens=None, total_tokens=None),
             latency_ms=2051.25,
             prompt_id="support_chat",
             prompt_version="1.2.0",
@@ -203,6 +203,11 @@ async def test_failed_turn_entry_names_the_failure_kind_and_leaves_unknown_token
 
 
 SECRETS = ("ZEBRA-ARGUMENT", "QUOKKA-CUSTOMER", "OKAPI-MODEL", "hunter2", "SECRET")
+USAGE = Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
+
+
+def _call(call_id: str, name: str, arguments: str) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
 async def _run_turn(
@@ -219,15 +224,21 @@ async def _run_turn(
     ) -> LLMResult:
         step = next(script)
         if isinstance(step, str):
-            return LLMResult(step, None, "stop", (), "scripted", "resp", 10, 5, 15)
-        return LLMResult(None, None, "tool_calls", step, "scripted", "resp", 10, 5, 15)
+            return LLMResult(step, None, "stop", (), "scripted", "resp", USAGE)
+        return LLMResult(None, None, "tool_calls", step, "scripted", "resp", USAGE)
 
     loop = BoundedToolLoop(ScriptedClient(respond), registry, executor)
     recorder = TurnAuditRecorder(chat_id="100200300", turn_id=turn_id, model="scripted")
-    outcome = "answered"
+    outcome = TurnOutcome.ANSWERED
     customer = [{"role": "user", "content": "Где мой заказ? QUOKKA-CUSTOMER-SECRET"}]
     try:
-        await loop.run(customer, TurnContext(100200300, 1, turn_id), observer=recorder)
+        await loop.run(
+            customer,
+            TurnContext(
+                conversation_key="tg:100200300", chat_id=100200300, user_id=1, turn_id=turn_id
+            ),
+            observer=recorder,
+        )
     except ToolLoopError:
         outcome = ChatToolFailureError.kind
     return recorder.entries(
@@ -245,10 +256,10 @@ async def test_no_argument_customer_or_model_text_reaches_the_stream(
     secret_query = json.dumps({"query": "ZEBRA-ARGUMENT-SECRET"})
     secret_order = json.dumps({"order_id": "ZEBRA-ARGUMENT-SECRET"})
     turns: list[list[tuple[ToolCall, ...] | str]] = [
-        [(ToolCall("c1", "search_products", secret_query),), "OKAPI-MODEL-SECRET answer"],
-        [(ToolCall("c2", "get_order_status", secret_order),), "never said"],
-        [(ToolCall("c3", "crashing_tool", "{}"),), "never said"],
-        [(ToolCall("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),), "never said"],
+        [(_call("c1", "search_products", secret_query),), "OKAPI-MODEL-SECRET answer"],
+        [(_call("c2", "get_order_status", secret_order),), "never said"],
+        [(_call("c3", "crashing_tool", "{}"),), "never said"],
+        [(_call("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),), "never said"],
     ]
     for index, steps in enumerate(turns):
         await sink.write(await _run_turn(registry, executor, f"PRIVACY{index:03d}", steps))

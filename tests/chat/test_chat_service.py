@@ -21,6 +21,7 @@ from bot.chat_service import ChatLimits, ChatService
 from bot.history import HistoryWindow
 from bot.llm.errors import LLMRequestError, LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop
@@ -54,7 +55,7 @@ class Harness:
         registry = registry or build_default_tool_registry(ShopStore.load())
         self.executor = ToolExecutor(registry)
         self.store = RedisSessionStore(
-            client, key_prefix="t", ttl_seconds=3600, archive_ttl_seconds=7200
+            client, keys=RedisKeys("t"), ttl_seconds=3600, archive_ttl_seconds=7200
         )
         self.chat = ChatService(
             store=self.store,
@@ -68,7 +69,10 @@ class Harness:
         )
 
     async def ask(self, key: str, text: str, user_id: int | None = None):
-        return await self.chat.reply(key, text, TurnContext(key, user_id, new_turn_id()))
+        context = TurnContext(
+            conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id()
+        )
+        return await self.chat.reply(context, text)
 
     async def history(self, key: str) -> list[tuple[str, str]]:
         session = await self.store.load(key)
@@ -109,15 +113,15 @@ def raising(error: Exception):
 
 
 async def test_a_tool_turn_stores_only_the_question_and_the_final_answer(make_harness):
-    script = iter([tool_result("get_order_status", {"order_id": "8041"}), text_result("В пути.")])
+    results = [tool_result("get_order_status", {"order_id": "8041"}), text_result("В пути.")]
+    script = iter(results)
     harness = make_harness(ScriptedClient(lambda m, t, c: next(script)))
     reply = await harness.ask("1", "Где заказ 8041?")
 
     assert reply.text == "В пути."
     assert reply.tool_names == ("get_order_status",)
     assert reply.model_steps == 2
-    assert len(reply.response_ids) == 2
-    assert reply.response_id == reply.response_ids[-1]
+    assert reply.response_ids == tuple(result.response_id for result in results)
     assert await harness.history("1") == [("user", "Где заказ 8041?"), ("assistant", "В пути.")]
 
 
@@ -186,7 +190,10 @@ async def test_a_failed_turn_names_its_kind_and_writes_no_half_turn(make_harness
     harness.llm.responder = responder
     turn_id = new_turn_id()
     with pytest.raises(error) as raised:
-        await harness.chat.reply("1", "Где заказ?", TurnContext("1", None, turn_id))
+        await harness.chat.reply(
+            TurnContext(conversation_key="1", chat_id="1", user_id=None, turn_id=turn_id),
+            "Где заказ?",
+        )
     assert raised.value.turn_id == turn_id
     assert raised.value.__cause__ is not None
     assert await harness.history("1") == [("user", "было до"), ("assistant", "Ответ: было до")]
@@ -224,7 +231,7 @@ async def test_new_archives_the_session_and_the_model_sees_no_history(make_harne
     assert reply.session_id != first.session_id
     assert reply.context_history_messages == 0
     assert [m["role"] for m in harness.llm.requests[-1][0]] == ["developer", "user"]
-    archive = harness.store.key("1", f"archive:{first.session_id}")
+    archive = harness.store.keys("1").archive(first.session_id)
     assert await harness.redis.exists(archive) == 1
 
 

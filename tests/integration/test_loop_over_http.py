@@ -9,8 +9,8 @@ from pydantic import PrivateAttr
 
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.openai_client import OpenAIChatClient
-from bot.llm.types import Message
-from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopExecutionError
+from bot.llm.types import LLMResult, Message
+from bot.tool_loop import BoundedToolLoop
 from tests.fakes.openai_server import (
     RecordedRequest,
     ScriptedOpenAIServer,
@@ -20,12 +20,19 @@ from tests.fakes.openai_server import (
     tool_call_answer,
 )
 from tools.default_registry import build_default_tool_registry
-from tools.execution import ToolExecutor
+from tools.execution import ToolAuditRecord, ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import Order, ShopStore
-from turn import ToolStatus, TurnContext
+from turn import (
+    ToolLoopExecutionError,
+    ToolLoopModelError,
+    ToolStatus,
+    TurnContext,
+    TurnOutcome,
+    Usage,
+)
 
-CONTEXT = TurnContext(chat_id=555, user_id=7, turn_id="turn-http")
+CONTEXT = TurnContext(conversation_key="tg:555", chat_id=555, user_id=7, turn_id="turn-http")
 MESSAGES: list[Message] = [
     {"role": "developer", "content": "Ты помогаешь клиенту магазина."},
     {"role": "user", "content": "Где заказ 8041 и можно ли вернуть кофемашину?"},
@@ -44,6 +51,19 @@ class CountingStore(ShopStore):
     def find_order(self, order_id: str) -> Order | None:
         self._order_lookups.append(order_id)
         return super().find_order(order_id)
+
+
+class ToolRecords:
+    """A loop observer keeping the audit record of every tool execution."""
+
+    def __init__(self) -> None:
+        self.records: list[ToolAuditRecord] = []
+
+    def on_model_response(self, step: int, result: LLMResult) -> None:
+        pass
+
+    def on_tool_executed(self, step: int, record: ToolAuditRecord) -> None:
+        self.records.append(record)
 
 
 LoopFactory = Callable[..., Awaitable[BoundedToolLoop]]
@@ -119,7 +139,7 @@ async def test_direct_answer(
     assert result.text == "Здравствуйте! Чем помочь?"
     assert result.model == "scripted-model"
     assert (result.model_steps, result.tool_calls_count) == (1, 0)
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (40, 8, 48)
+    assert result.usage == Usage(prompt_tokens=40, completion_tokens=8, total_tokens=48)
     [request] = server.requests
     assert request.body["messages"] == MESSAGES
     assert request.body["tools"] == registry.api_schemas()
@@ -204,9 +224,10 @@ async def test_a_hung_model_ends_the_turn_with_a_timeout(
     server.script(hang())
     loop = await make_loop(timeout_seconds=0.3)
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopModelError) as raised:
         await loop.run(MESSAGES, CONTEXT)
 
+    assert raised.value.kind is TurnOutcome.MODEL_UNAVAILABLE
     assert isinstance(raised.value.__cause__, LLMTimeoutError)
     assert len(server.requests) == 1
 
@@ -222,10 +243,13 @@ async def test_malformed_tool_arguments_end_the_turn_before_the_handler_runs(
     server.script(tool_call_answer("get_order_status", arguments), text_answer("never sent"))
     loop = await make_loop()
 
-    with pytest.raises(ToolLoopExecutionError) as raised:
-        await loop.run(MESSAGES, CONTEXT)
+    observer = ToolRecords()
 
-    audit = raised.value.audit
+    with pytest.raises(ToolLoopExecutionError) as raised:
+        await loop.run(MESSAGES, CONTEXT, observer)
+
+    assert raised.value.kind is TurnOutcome.TOOL_FAILURE
+    [audit] = observer.records
     assert (audit.tool_name, audit.status, audit.error_code) == (
         "get_order_status",
         ToolStatus.REJECTED,

@@ -9,6 +9,7 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_service import ChatLimits, ChatReply, ChatService
 from bot.history import HistoryWindow
 from bot.llm.openai_client import OpenAIChatClient
+from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
@@ -51,7 +52,7 @@ class Engine:
         self.registry = registry or build_default_tool_registry(ShopStore.load())
         self.executor = ToolExecutor(self.registry)
         self.store = RedisSessionStore(
-            redis, key_prefix=PREFIX, ttl_seconds=3600, archive_ttl_seconds=7200
+            redis, keys=RedisKeys(PREFIX), ttl_seconds=3600, archive_ttl_seconds=7200
         )
         self.chat = ChatService(
             store=self.store,
@@ -68,8 +69,10 @@ class Engine:
         self, key: str, text: str, user_id: int | None = None, turn_id: str | None = None
     ) -> ChatReply:
         """One customer turn in conversation ``key``."""
-        context = TurnContext(chat_id=key, user_id=user_id, turn_id=turn_id or new_turn_id())
-        return await self.chat.reply(key, text, context)
+        context = TurnContext(
+            conversation_key=key, chat_id=key, user_id=user_id, turn_id=turn_id or new_turn_id()
+        )
+        return await self.chat.reply(context, text)
 
     async def history(self, key: str) -> list[tuple[str, str]]:
         """The stored (role, content) pairs of a conversation."""

@@ -33,7 +33,7 @@ from tests.fakes.openai_server import (
     tool_calls_answer,
 )
 from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
-from turn import new_turn_id
+from turn import TurnOutcome, new_turn_id
 
 BEFORE = [("user", "было до"), ("assistant", "Ответ до сбоя.")]
 
@@ -198,7 +198,7 @@ async def test_recorded_real_completions_end_in_an_answer_or_a_typed_error(
             outcomes.append(failure.kind)
             assert await engine.history(key) == []
         else:
-            outcomes.append("answered")
+            outcomes.append(TurnOutcome.ANSWERED)
             assert await engine.history(key) == [
                 ("user", "Какая погода?"),
                 ("assistant", reply.text),

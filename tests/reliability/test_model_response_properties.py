@@ -31,10 +31,11 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
-from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopResult
+from bot.tool_loop import BoundedToolLoop, ToolLoopResult
 from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
 from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
 from tests.reliability.conftest import stream_entries
@@ -44,7 +45,7 @@ from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
-from turn import ToolCall, TurnContext, new_turn_id
+from turn import ToolCall, ToolLoopError, TurnContext, TurnOutcome, Usage, new_turn_id
 
 MAX_TOOL_CALLS = 4
 STREAM = "prop:audit"
@@ -98,9 +99,12 @@ results = st.builds(
     ),
     model=st.just("prop-model"),
     response_id=st.text(min_size=1, max_size=10),
-    prompt_tokens=st.none() | st.integers(0, 10_000),
-    completion_tokens=st.none() | st.integers(0, 10_000),
-    total_tokens=st.none() | st.integers(0, 20_000),
+    usage=st.builds(
+        Usage,
+        prompt_tokens=st.none() | st.integers(0, 10_000),
+        completion_tokens=st.none() | st.integers(0, 10_000),
+        total_tokens=st.none() | st.integers(0, 20_000),
+    ),
 )
 failures = st.sampled_from(
     [
@@ -176,7 +180,7 @@ def test_any_model_behaviour_ends_the_loop_within_budget_with_an_answer_or_a_typ
     client = scripted(answers)
     loop = BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS)
     messages: list[Message] = [{"role": "user", "content": "Где заказ?"}]
-    context = TurnContext(chat_id=1, user_id=7, turn_id="T")
+    context = TurnContext(conversation_key="1", chat_id=1, user_id=7, turn_id="T")
 
     try:
         outcome: ToolLoopResult | ToolLoopError = asyncio.run(loop.run(messages, context))
@@ -201,7 +205,9 @@ async def _one_turn(
 ) -> None:
     redis = aioredis.Redis.from_url(url)
     client = scripted(answers)
-    store = RedisSessionStore(redis, key_prefix="prop", ttl_seconds=600, archive_ttl_seconds=600)
+    store = RedisSessionStore(
+        redis, keys=RedisKeys("prop"), ttl_seconds=600, archive_ttl_seconds=600
+    )
     chat = ChatService(
         store=store,
         loop=BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS),
@@ -218,31 +224,31 @@ async def _one_turn(
         before = ConversationSession.start(key, _epoch(), "p", "1").with_turn(
             "раньше", "ответ раньше", _epoch(), "1"
         )
-        await redis.hset(
-            store.key(key, "session"), mapping={"v": "1", "d": before.model_dump_json()}
-        )
+        await redis.hset(store.keys(key).session, mapping={"v": "1", "d": before.model_dump_json()})
         failure: ChatServiceError | None = None
+        outcome: TurnOutcome
         try:
-            reply = await chat.reply(key, "Где заказ?", TurnContext(key, 7, turn_id))
+            context = TurnContext(conversation_key=key, chat_id=key, user_id=7, turn_id=turn_id)
+            reply = await chat.reply(context, "Где заказ?")
         except ChatServiceError as error:
             failure = error
         if failure is not None:
             # The front end shows the incident message with this turn id: the customer hears back.
             assert failure.turn_id == turn_id
-            assert failure.kind != "answered"
+            assert failure.kind is not TurnOutcome.ANSWERED
             expected_messages = before.messages
             outcome = failure.kind
         else:
             assert reply.text.strip()
             expected_messages = (*before.messages, *_pair(reply.text))
-            outcome = "answered"
+            outcome = TurnOutcome.ANSWERED
         stored = ConversationSession.model_validate_json(
-            await redis.hget(store.key(key, "session"), "d") or b""
+            await redis.hget(store.keys(key).session, "d") or b""
         )
         assert [(m.role, m.content) for m in stored.messages] == [
             (m.role, m.content) for m in expected_messages
         ]
-        assert await redis.exists(store.key(key, "lock")) == 0  # the lease was given back
+        assert await redis.exists(store.keys(key).lease) == 0  # the lease was given back
         turns = [
             fields
             for fields in await stream_entries(redis, STREAM)

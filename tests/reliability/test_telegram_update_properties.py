@@ -30,10 +30,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.app import Application, build_application
+from bot.redis_keys import telegram_conversation
 from bot.sessions.models import ConversationSession
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from bot.telegram.ports import conversation_key
 from tests.fakes.telegram_server import FakeTelegramServer, utf16_len
 from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
 from tests.support.redis_server import RedisServer
@@ -58,7 +58,7 @@ class Stack:
 
     async def session(self, chat_id: int) -> ConversationSession | None:
         """The stored session of a chat, parsed (raises if unreadable)."""
-        key = self.app.sessions.key(conversation_key(chat_id), "session")
+        key = self.app.sessions.keys(telegram_conversation(chat_id)).session
         raw = await self.app.redis.hget(key, "d")
         return None if raw is None else ConversationSession.model_validate_json(raw)
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 import redis.asyncio as aioredis
 
+from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import (
@@ -24,7 +25,7 @@ NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
 def make_store(client: aioredis.Redis) -> RedisSessionStore:
     return RedisSessionStore(
-        client, key_prefix="t", ttl_seconds=TTL, archive_ttl_seconds=ARCHIVE_TTL
+        client, keys=RedisKeys("t"), ttl_seconds=TTL, archive_ttl_seconds=ARCHIVE_TTL
     )
 
 
@@ -64,7 +65,7 @@ async def test_a_committed_session_survives_new_store_and_client_objects(
 
 async def test_commit_sets_the_ttl_and_every_commit_refreshes_it(redis_client):
     store = make_store(redis_client)
-    key = store.key("100", "session")
+    key = store.keys("100").session
     locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
     await store.commit(locked, session_for("100"))
     assert 0 < await redis_client.ttl(key) <= TTL
@@ -134,7 +135,7 @@ async def test_a_corrupt_entry_is_quarantined_and_the_conversation_starts_fresh(
     redis_client, caplog
 ):
     store = make_store(redis_client)
-    await redis_client.hset(store.key("100", "session"), mapping={"v": "3", "d": "{not json"})
+    await redis_client.hset(store.keys("100").session, mapping={"v": "3", "d": "{not json"})
     with caplog.at_level(logging.WARNING):
         locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
     assert locked.session is None
@@ -155,7 +156,7 @@ async def test_an_entry_of_an_older_schema_is_quarantined_not_misread(redis_clie
     old = session_for("100").model_dump(mode="json")
     old["schema_version"] = 0
     await redis_client.hset(
-        store.key("100", "session"),
+        store.keys("100").session,
         mapping={"v": "1", "d": json.dumps(old)},
     )
     locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
@@ -173,7 +174,7 @@ async def test_archive_moves_the_session_aside_with_its_own_ttl(redis_client):
     locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
     await store.archive(locked)
     assert await store.load("100") is None
-    archive_key = store.key("100", f"archive:{session.session_id}")
+    archive_key = store.keys("100").archive(session.session_id)
     assert (
         ConversationSession.model_validate_json(await redis_client.hget(archive_key, "d"))
         == session

@@ -11,7 +11,7 @@ from bot.settings import (
 from bot.telegram.runner import run_bot
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from turn import TurnContext
+from turn import TurnContext, Usage
 
 
 def make_settings(**env: Any) -> Settings:
@@ -58,19 +58,11 @@ def chat_reply(text: str, turn_id: str) -> ChatReply:
         session_id="s",
         history_messages=2,
         context_history_messages=0,
-        removed_history_messages=0,
-        estimated_prompt_tokens=10,
         model="stub",
-        prompt_id="support_chat",
-        prompt_version="1.2.0",
         elapsed_seconds=0.0,
-        prompt_tokens=None,
-        completion_tokens=None,
-        total_tokens=None,
-        response_id="r",
+        usage=Usage(),
         response_ids=("r",),
         model_steps=1,
-        tool_calls_count=0,
         tool_names=(),
         summary_updated=False,
         has_summary=False,
@@ -86,12 +78,12 @@ class StubChat:
     """
 
     failure: BaseException | None = None
-    asked: list[tuple[str, str, TurnContext]] = field(default_factory=list)
+    asked: list[tuple[TurnContext, str]] = field(default_factory=list)
     resets: list[str] = field(default_factory=list)
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
 
-    async def reply(self, conversation_key: str, text: str, context: TurnContext) -> ChatReply:
-        self.asked.append((conversation_key, text, context))
+    async def reply(self, context: TurnContext, text: str) -> ChatReply:
+        self.asked.append((context, text))
         gate = self.gates.get(text)
         if gate is not None:
             await gate.wait()

@@ -75,8 +75,8 @@ async def test_text_gets_the_answer_with_typing_indicator_first(
     release.set()
     await turn
     assert telegram.sent_texts(CHAT) == ["Ответ на: Где заказ 1234?"]
-    ((key, _, context),) = stub.asked
-    assert key == f"tg:{CHAT}"
+    ((context, _),) = stub.asked
+    assert context.conversation_key == f"tg:{CHAT}"
     assert (context.chat_id, context.user_id, len(context.turn_id)) == (CHAT, 42, 10)
 
 
@@ -145,7 +145,7 @@ async def test_allowed_groups_answer_only_when_addressed(
     )
     update["message"]["entities"] = [{"type": "mention", "offset": 0, "length": len(mention)}]
     await feed(front, bot, update)
-    assert [text for _, text, _ in stub.asked] == ["где заказ 1234?"]
+    assert [text for _, text in stub.asked] == ["где заказ 1234?"]
     assert telegram.sent_texts(-300) == ["Ответ на: где заказ 1234?"]
 
 
@@ -169,7 +169,7 @@ async def test_failed_turn_gets_a_kind_message_with_the_turn_id(  # noqa: PLR091
     stub.failure = error
     await feed(front, bot, telegram.message_update(CHAT, "вопрос"))
     (text,) = telegram.sent_texts(CHAT)
-    turn_id = stub.asked[0][2].turn_id
+    turn_id = stub.asked[0][0].turn_id
     assert expected in text
     assert f"Код обращения: {turn_id}" in text
     assert str(error) not in text
@@ -183,7 +183,7 @@ async def test_unexpected_exception_never_reaches_the_customer(
     (text,) = telegram.sent_texts(CHAT)
     assert "internal secret detail" not in text
     assert "KeyError" not in text
-    assert f"Код обращения: {stub.asked[0][2].turn_id}" in text
+    assert f"Код обращения: {stub.asked[0][0].turn_id}" in text
 
 
 async def test_new_failing_gets_an_incident_code(
@@ -218,7 +218,7 @@ async def test_flood_is_told_once_and_costs_no_model_call(
     front = _front(stub, redis_client, FLOOD_BURST=2, FLOOD_INTERVAL_SECONDS=600)
     for number in range(4):
         await feed(front, bot, telegram.message_update(CHAT, f"вопрос {number}"))
-    assert [text for _, text, _ in stub.asked] == ["вопрос 0", "вопрос 1"]
+    assert [text for _, text in stub.asked] == ["вопрос 0", "вопрос 1"]
     assert telegram.sent_texts(CHAT) == [
         "Ответ на: вопрос 0",
         "Ответ на: вопрос 1",
@@ -232,7 +232,7 @@ async def test_daily_cap_is_told_once_and_commands_still_work(
     front = _front(stub, redis_client, DAILY_TURN_LIMIT=1)
     for text in ("первый", "второй", "третий", "/help"):
         await feed(front, bot, telegram.message_update(CHAT, text))
-    assert [text for _, text, _ in stub.asked] == ["первый"]
+    assert [text for _, text in stub.asked] == ["первый"]
     assert telegram.sent_texts(CHAT) == ["Ответ на: первый", messages.DAILY_LIMIT, messages.HELP]
 
 
@@ -246,7 +246,7 @@ async def test_one_chat_in_order_while_another_chat_is_not_delayed(
     updates.insert(1, telegram.message_update(2, "B0"))
     tasks = [asyncio.create_task(feed(front, bot, update)) for update in updates]
     await telegram.wait_for_texts(2, 1)  # B answered while A0 is still stuck
-    assert [text for _, text, _ in stub.asked if text.startswith("A")] == ["A0"]
+    assert [text for _, text in stub.asked if text.startswith("A")] == ["A0"]
     release.set()
     await asyncio.gather(*tasks)
     assert telegram.sent_texts(1) == ["Ответ на: A0", "Ответ на: A1", "Ответ на: A2"]

@@ -5,6 +5,7 @@ import pytest
 from bot import chat_errors
 from bot.chat_errors import ChatServiceError
 from bot.telegram import messages
+from turn import TurnOutcome
 
 _ERROR_TYPES = [
     cls
@@ -36,7 +37,7 @@ def test_kinds_are_told_apart() -> None:
 
 def test_unknown_subclass_falls_back_to_its_parent_kind() -> None:
     class Unforeseen(chat_errors.ChatStorageError):
-        kind = "something_new"
+        kind = TurnOutcome.UNDELIVERED  # an outcome with no failure message of its own
 
     assert messages.failure_message(Unforeseen("x", "B"), "B") == messages.failure_message(
         chat_errors.ChatStorageError("x", "B"), "B"

@@ -34,4 +34,4 @@ def default_executor(default_registry: ToolRegistry) -> Iterator[ToolExecutor]:
 @pytest.fixture
 def context() -> TurnContext:
     """A customer without restricted orders."""
-    return TurnContext(chat_id=42, user_id=7, turn_id="turn-1")
+    return TurnContext(conversation_key="tg:42", chat_id=42, user_id=7, turn_id="turn-1")

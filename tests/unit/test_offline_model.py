@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from bot.llm.offline import OFFLINE_MODEL_NAME, OfflineChatModel
+from bot.app import build_offline_model
+from bot.llm.offline import OFFLINE_MODEL_NAME
 from bot.llm.types import Message
 from bot.tool_loop import BoundedToolLoop
 from tools.execution import ToolExecutor
@@ -25,7 +26,7 @@ def conversation(text: str) -> list[Message]:
 async def test_order_question_asks_for_the_order_status_tool(
     store: ShopStore, default_registry: ToolRegistry
 ) -> None:
-    model = OfflineChatModel(store)
+    model = build_offline_model(store)
 
     result = await model.generate_with_tools(
         conversation("Где заказ 8041?"), default_registry.api_schemas()
@@ -45,7 +46,7 @@ async def test_two_questions_drive_two_tools_in_sequence_through_the_loop(
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
-    loop = BoundedToolLoop(OfflineChatModel(store), default_registry, default_executor, 3)
+    loop = BoundedToolLoop(build_offline_model(store), default_registry, default_executor, 3)
 
     result = await loop.run(conversation("Где заказ 8041 и можно ли вернуть кофемашину?"), context)
 
@@ -55,7 +56,7 @@ async def test_two_questions_drive_two_tools_in_sequence_through_the_loop(
     assert "Заказ 8041: Передан в службу доставки." in result.text
     assert "2026-12-05" in result.text
     assert "«кофемашина» можно вернуть в течение 14 дней" in result.text
-    assert result.total_tokens is not None
+    assert result.usage.total_tokens is not None
 
 
 async def test_tool_errors_are_retold_in_russian(
@@ -64,7 +65,7 @@ async def test_tool_errors_are_retold_in_russian(
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
-    loop = BoundedToolLoop(OfflineChatModel(store), default_registry, default_executor, 3)
+    loop = BoundedToolLoop(build_offline_model(store), default_registry, default_executor, 3)
 
     result = await loop.run(conversation("Где мой заказ 5150?"), context)
 
@@ -74,7 +75,7 @@ async def test_tool_errors_are_retold_in_russian(
 async def test_no_tools_when_tool_choice_is_none(
     store: ShopStore, default_registry: ToolRegistry
 ) -> None:
-    result = await OfflineChatModel(store).generate_with_tools(
+    result = await build_offline_model(store).generate_with_tools(
         conversation("Где заказ 8041?"), default_registry.api_schemas(), tool_choice="none"
     )
 
@@ -88,7 +89,7 @@ async def test_no_tools_when_tool_choice_is_none(
 async def test_no_tools_when_nothing_matches(
     store: ShopStore, default_registry: ToolRegistry, text: str
 ) -> None:
-    result = await OfflineChatModel(store).generate_with_tools(
+    result = await build_offline_model(store).generate_with_tools(
         conversation(text), default_registry.api_schemas()
     )
 
@@ -99,7 +100,7 @@ async def test_no_tools_when_nothing_matches(
 
 
 async def test_tools_not_offered_are_never_requested(store: ShopStore) -> None:
-    result = await OfflineChatModel(store).generate_with_tools(
+    result = await build_offline_model(store).generate_with_tools(
         conversation("Где заказ 8041?"),
         [{"type": "function", "function": {"name": "get_support_hours"}}],
     )
@@ -116,7 +117,7 @@ async def test_summary_mode_without_tools_keeps_the_customer_questions(store: Sh
         },
     ]
 
-    result = await OfflineChatModel(store).generate_with_tools(messages, [])
+    result = await build_offline_model(store).generate_with_tools(messages, [])
 
     assert result.tool_calls == ()
     assert result.text == "Клиент спрашивал: Где заказ 8041?; Можно вернуть наушники?."

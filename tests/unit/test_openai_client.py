@@ -29,6 +29,7 @@ from tests.fakes.openai_server import (
 )
 from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
 from tools.registry import ToolRegistry
+from turn import Usage
 
 FAST_RETRY = {"retry-after-ms": "10"}
 MESSAGES: list[Message] = [
@@ -82,7 +83,7 @@ async def test_text_answer_maps_to_a_result(
 
     assert (result.text, result.refusal, result.finish_reason) == ("Заказ в пути.", None, "stop")
     assert result.tool_calls == ()
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (30, 7, 37)
+    assert result.usage == Usage(prompt_tokens=30, completion_tokens=7, total_tokens=37)
     assert result.response_id.startswith("chatcmpl-")
     assert server.requests[0].headers["authorization"] == "Bearer test-key"
     assert server.unscripted == []
@@ -116,11 +117,7 @@ async def test_missing_usage_maps_to_unknown_counts(
 
     result = await client.generate_with_tools(MESSAGES, [])
 
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (
-        None,
-        None,
-        None,
-    )
+    assert result.usage == Usage(prompt_tokens=None, completion_tokens=None, total_tokens=None)
 
 
 async def test_refusal_and_custom_finish_reason_pass_through(
@@ -295,8 +292,8 @@ async def test_recorded_openai_bodies_map_field_by_field(
     assert len(result.tool_calls) == len(calls)
     assert [c.name for c in result.tool_calls] == [c["function"]["name"] for c in calls]
     assert [c.arguments for c in result.tool_calls] == [c["function"]["arguments"] for c in calls]
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (
-        usage["prompt_tokens"],
-        usage["completion_tokens"],
-        usage["total_tokens"],
+    assert result.usage == Usage(
+        prompt_tokens=usage["prompt_tokens"],
+        completion_tokens=usage["completion_tokens"],
+        total_tokens=usage["total_tokens"],
     )

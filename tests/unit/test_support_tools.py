@@ -20,7 +20,7 @@ async def run(
 ) -> tuple[dict[str, Any], ToolStatus, str | None]:
     result = await executor.execute(
         ToolCall(id="call-1", name=name, arguments=json.dumps(arguments, ensure_ascii=False)),
-        TurnContext(chat_id=1, user_id=user_id, turn_id="t"),
+        TurnContext(conversation_key="tg:1", chat_id=1, user_id=user_id, turn_id="t"),
     )
     return json.loads(result.content), result.audit.status, result.audit.error_code
 
@@ -67,11 +67,11 @@ async def test_owned_order_looks_exactly_like_a_missing_one_to_anyone_else(
     """No existence leak: the content differs from an unknown order's only by the number."""
     hidden = await default_executor.execute(
         ToolCall(id="c", name="get_order_status", arguments='{"order_id": "5150"}'),
-        TurnContext(chat_id=1, user_id=user_id, turn_id="t"),
+        TurnContext(conversation_key="tg:1", chat_id=1, user_id=user_id, turn_id="t"),
     )
     missing = await default_executor.execute(
         ToolCall(id="c", name="get_order_status", arguments='{"order_id": "9999"}'),
-        TurnContext(chat_id=1, user_id=user_id, turn_id="t"),
+        TurnContext(conversation_key="tg:1", chat_id=1, user_id=user_id, turn_id="t"),
     )
 
     assert hidden.content.replace("5150", "NNNN") == missing.content.replace("9999", "NNNN")
@@ -206,5 +206,5 @@ async def test_support_hours_refuse_any_argument(default_executor: ToolExecutor)
     with pytest.raises(ToolArgumentsError):
         await default_executor.execute(
             ToolCall(id="c", name="get_support_hours", arguments='{"day": "mon"}'),
-            TurnContext(chat_id=1, user_id=1, turn_id="t"),
+            TurnContext(conversation_key="tg:1", chat_id=1, user_id=1, turn_id="t"),
         )

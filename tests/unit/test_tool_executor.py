@@ -13,15 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from tools.execution import (
     ToolArgumentsError,
     ToolAuditRecord,
-    ToolBusinessError,
     ToolExecutor,
     ToolNotAllowedError,
-    ToolStatus,
     ToolTechnicalError,
     ToolTimeoutError,
 )
 from tools.registry import RegisteredTool, ToolRegistry
-from turn import ToolCall, TurnContext
+from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
 
 SECRET = "password=hunter2 at db.internal:5432"
 
@@ -82,7 +80,7 @@ def call(arguments: str = '{"order_id": "8041"}', name: str = "lookup") -> ToolC
     return ToolCall(id="call-1", name=name, arguments=arguments)
 
 
-CONTEXT = TurnContext(chat_id=1, user_id=2, turn_id="t")
+CONTEXT = TurnContext(conversation_key="tg:1", chat_id=1, user_id=2, turn_id="t")
 
 
 def assert_audit(

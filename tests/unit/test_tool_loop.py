@@ -10,21 +10,32 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from bot.llm.errors import LLMRateLimitError
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.tool_loop import (
-    BoundedToolLoop,
-    ToolLoopError,
-    ToolLoopExecutionError,
-    ToolLoopLimitError,
-    ToolLoopProtocolError,
+from bot.llm.errors import (
+    LLMBadResponseError,
+    LLMClientError,
+    LLMRateLimitError,
+    LLMRequestError,
+    LLMTimeoutError,
+    LLMUnavailableError,
 )
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.tool_loop import BoundedToolLoop
 from tests.support.scripted_client import ScriptedClient
 from tools.execution import ToolAuditRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
-from turn import ToolCall, ToolStatus, TurnContext
+from turn import (
+    ToolCall,
+    ToolLoopExecutionError,
+    ToolLoopLimitError,
+    ToolLoopModelError,
+    ToolLoopProtocolError,
+    ToolStatus,
+    TurnContext,
+    TurnOutcome,
+    Usage,
+)
 
-CONTEXT = TurnContext(chat_id=10, user_id=20, turn_id="turn")
+CONTEXT = TurnContext(conversation_key="tg:10", chat_id=10, user_id=20, turn_id="turn")
 MESSAGES: list[Message] = [
     {"role": "developer", "content": "Инструкция."},
     {"role": "user", "content": "Вопрос клиента"},
@@ -63,9 +74,11 @@ def answer(
         tool_calls=(),
         model="scripted",
         response_id=f"resp-{uuid.uuid4().hex[:8]}",
-        prompt_tokens=usage,
-        completion_tokens=usage,
-        total_tokens=None if usage is None else 2 * usage,
+        usage=Usage(
+            prompt_tokens=usage,
+            completion_tokens=usage,
+            total_tokens=None if usage is None else 2 * usage,
+        ),
     )
 
 
@@ -85,9 +98,11 @@ def calls(
         ),
         model="scripted",
         response_id=f"resp-{uuid.uuid4().hex[:8]}",
-        prompt_tokens=usage,
-        completion_tokens=usage,
-        total_tokens=None if usage is None else 2 * usage,
+        usage=Usage(
+            prompt_tokens=usage,
+            completion_tokens=usage,
+            total_tokens=None if usage is None else 2 * usage,
+        ),
     )
 
 
@@ -191,7 +206,7 @@ async def test_direct_answer_makes_one_model_call_and_no_tool_call(
     assert result.tool_calls_count == 0
     assert result.tool_names == ()
     assert result.audit_records == ()
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (10, 10, 20)
+    assert result.usage == Usage(prompt_tokens=10, completion_tokens=10, total_tokens=20)
     assert log.calls == []
     assert client.requests[0][1] == registry.api_schemas()
 
@@ -250,7 +265,7 @@ async def test_two_tools_in_sequence_use_three_steps(
         first.tool_calls[0].id,
         second.tool_calls[0].id,
     ]
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (30, 30, 60)
+    assert result.usage == Usage(prompt_tokens=30, completion_tokens=30, total_tokens=60)
     # The third request carries both exchanges, in order.
     roles = [m["role"] for m in client.requests[2][0]]
     assert roles == ["developer", "user", "assistant", "tool", "assistant", "tool"]
@@ -389,16 +404,27 @@ async def test_stop_with_tool_calls_still_runs_the_calls(
     assert log.calls == [("echo", "x")]
 
 
-async def test_model_failure_becomes_a_loop_error_with_the_cause_chained(
-    registry: ToolRegistry, executor: ToolExecutor
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [
+        (LLMRateLimitError("429"), TurnOutcome.MODEL_UNAVAILABLE),
+        (LLMTimeoutError("slow"), TurnOutcome.MODEL_UNAVAILABLE),
+        (LLMUnavailableError("502"), TurnOutcome.MODEL_UNAVAILABLE),
+        (LLMRequestError("400"), TurnOutcome.BAD_REQUEST),
+        (LLMBadResponseError("garbage"), TurnOutcome.MODEL_ERROR),
+    ],
+    ids=["rate-limit", "timeout", "unavailable", "bad-request", "bad-response"],
+)
+async def test_model_failure_becomes_a_loop_error_of_its_kind_with_the_cause_chained(
+    registry: ToolRegistry, executor: ToolExecutor, failure: LLMClientError, kind: TurnOutcome
 ) -> None:
-    failure = LLMRateLimitError("429")
     client = scripted(calls(("echo", {"text": "x"})), failure)
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopModelError) as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
 
-    assert type(raised.value) is ToolLoopError
+    assert type(raised.value) is ToolLoopModelError
+    assert raised.value.kind is kind
     assert raised.value.__cause__ is failure
 
 
@@ -425,10 +451,15 @@ async def test_execution_failure_ends_the_turn_with_its_audit_record(
     with pytest.raises(ToolLoopExecutionError) as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT, observed)
 
-    audit = raised.value.audit
+    assert raised.value.kind is TurnOutcome.TOOL_FAILURE
+    tool_events = [event for event in observed.events if event[0] == "tool"]
+    assert len(tool_events) == 1
+    assert observed.events[-1] == tool_events[0]
+    _, step, audit = tool_events[0]
+    assert step == 1
+    assert isinstance(audit, ToolAuditRecord)
     assert (audit.call_id, audit.tool_name) == (ask.tool_calls[0].id, name)
     assert (audit.status, audit.error_code) == (status, error_code)
-    assert observed.events[-1] == ("tool", 1, audit)
     assert ("echo", "after") not in log.calls
     assert len(client.requests) == 1
 
@@ -445,11 +476,7 @@ async def test_token_sums_are_unknown_when_one_step_lacks_usage(
 
     result = await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
 
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (
-        None,
-        None,
-        None,
-    )
+    assert result.usage == Usage(prompt_tokens=None, completion_tokens=None, total_tokens=None)
 
 
 async def test_input_messages_are_not_mutated(
