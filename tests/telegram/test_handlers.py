@@ -1,83 +1,183 @@
-"""Handlers and middlewares through the real dispatcher, replies over HTTP to the fake Bot API.
+"""Handlers through the real pipeline: intake, the chat's queue, a worker, the dispatcher.
 
-The chat service is a stub here (what matters is what the front end does with
-a reply or a failure); Redis is real. The engine behind the handlers is tested
-end to end in ``test_e2e_polling``.
+Updates are accepted by the real intake (de-duplication, flood control, the
+chat's queue in a real redis-server); a worker of this test's event loop runs
+them through the real dispatcher and the real ``ChatService`` (over a
+scripted model client), and replies reach the fake Bot API over HTTP. A thin
+wrapper around the chat service records what handlers asked and can hold a
+turn back or make it fail, so the front end's side can be checked exactly.
 """
 
 import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from aiogram import Bot
 from aiogram.types import Update
 
 from bot import chat_errors
+from bot.app import Application, build_application
+from bot.chat_service import ChatReply, HeldTurn
+from bot.queue.worker import WorkerPool
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.runner import build_workers
 from tests.fakes.telegram_server import FakeTelegramServer
-from tests.telegram.support import StubChat, make_settings
+from tests.support.redis_server import RedisServer
+from tests.support.scripted_client import ScriptedClient, echo_responder
+from tests.telegram.support import make_settings
+from turn import TurnContext
 
 CHAT = 700
 
 
-@pytest.fixture
-def stub() -> StubChat:
-    return StubChat()
+@dataclass
+class RecordingChat:
+    """The real chat service, watched: records turns and resets; can hold or fail them."""
+
+    inner: Any
+    failure: BaseException | None = None
+    asked: list[tuple[TurnContext, str]] = field(default_factory=list)
+    resets: list[str] = field(default_factory=list)
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    async def reply(
+        self, context: TurnContext, text: str, *, held: HeldTurn | None = None
+    ) -> ChatReply:
+        self.asked.append((context, text))
+        gate = self.gates.get(text)
+        if gate is not None:
+            await gate.wait()
+        if self.failure is not None:
+            raise self.failure
+        reply: ChatReply = await self.inner.reply(context, text, held=held)
+        return reply
+
+    async def reset(self, conversation_key: str, *, token: str | None = None) -> None:
+        if self.failure is not None:
+            raise self.failure
+        self.resets.append(conversation_key)
+        await self.inner.reset(conversation_key, token=token)
+
+    async def summarise(self, conversation_key: str, *, token: str | None = None) -> None:
+        await self.inner.summarise(conversation_key, token=token)
+
+    async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
+        await self.inner.mark_undelivered(conversation_key, token, turn_id)
 
 
-def _front(stub: StubChat, redis_client: aioredis.Redis, **env: Any) -> TelegramFrontEnd:
-    return build_dispatcher(
-        make_settings(REDIS_KEY_PREFIX="tg", **env), chat_service=stub, redis=redis_client
+@dataclass
+class Stack:
+    """Intake and one worker pool over a real Redis; ``feed`` only queues, like the webhook."""
+
+    app: Application
+    bot: Bot
+    front: TelegramFrontEnd
+    intake: TelegramIntake
+    workers: WorkerPool
+    chat: RecordingChat
+    telegram: FakeTelegramServer
+
+    async def feed(self, update: dict[str, Any]) -> None:
+        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
+
+    async def settle(self, chat_id: int = CHAT) -> None:
+        """Wait until every update queued so far in ``chat_id`` was handled (a /help barrier)."""
+        before = self.telegram.sent_texts(chat_id).count(messages.HELP)
+        await self.feed(self.telegram.message_update(chat_id, "/help"))
+        await self.telegram.wait_for(
+            lambda: self.telegram.sent_texts(chat_id).count(messages.HELP) > before
+        )
+
+
+async def _stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, **env: Any
+) -> AsyncIterator[Stack]:
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="handlers",
+        AUDIT_STREAM="handlers:audit",
+        SESSION_LEASE_SECONDS=3,
+        **env,
     )
+    app = await build_application(settings, llm=ScriptedClient(echo_responder))
+    await app.redis.flushdb()
+    chat = RecordingChat(app.chat)
+    front = build_dispatcher(settings, chat_service=chat)
+    workers = build_workers(app, bot, front)
+    working = asyncio.create_task(workers.run())
+    intake = TelegramIntake(app.intake, bot, allow_groups=settings.telegram.allow_groups)
+    try:
+        yield Stack(app, bot, front, intake, workers, chat, telegram)
+    finally:
+        workers.stop()
+        await working
+        await app.aclose()
 
 
 @pytest.fixture
-def front(stub: StubChat, redis_client: aioredis.Redis) -> TelegramFrontEnd:
-    return _front(stub, redis_client)
-
-
-async def feed(front: TelegramFrontEnd, bot: Bot, update: dict[str, Any]) -> None:
-    await front.dispatcher.feed_update(bot, Update.model_validate(update, context={"bot": bot}))
+async def stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    async for built in _stack(redis_server, telegram, bot):
+        yield built
 
 
 async def test_start_greets_in_russian_and_help_lists_commands(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
+    stack: Stack, telegram: FakeTelegramServer
 ) -> None:
-    await feed(front, bot, telegram.message_update(CHAT, "/start"))
-    await feed(front, bot, telegram.message_update(CHAT, "/help"))
-    await feed(front, bot, telegram.message_update(CHAT, "/unknown"))
-    assert telegram.sent_texts(CHAT) == [messages.GREETING, messages.HELP, messages.HELP]
-    assert stub.asked == []
+    for text in ("/start", "/help", "/unknown"):
+        await stack.feed(telegram.message_update(CHAT, text))
+    assert await telegram.wait_for_texts(CHAT, 3) == [
+        messages.GREETING,
+        messages.HELP,
+        messages.HELP,
+    ]
+    assert stack.chat.asked == []
 
 
-async def test_new_resets_the_conversation(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
-) -> None:
-    await feed(front, bot, telegram.message_update(CHAT, "/new"))
-    assert stub.resets == [f"tg:{CHAT}"]
-    assert telegram.sent_texts(CHAT) == [messages.NEW_CONVERSATION]
+async def test_new_resets_the_conversation(stack: Stack, telegram: FakeTelegramServer) -> None:
+    await stack.feed(telegram.message_update(CHAT, "первый вопрос"))
+    await stack.feed(telegram.message_update(CHAT, "/new"))
+    await stack.feed(telegram.message_update(CHAT, "второй вопрос"))
+    assert await telegram.wait_for_texts(CHAT, 3) == [
+        "Ответ: первый вопрос",
+        messages.NEW_CONVERSATION,
+        "Ответ: второй вопрос",
+    ]
+    assert stack.chat.resets == [f"tg:{CHAT}"]
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert [m.content for m in session.messages] == ["второй вопрос", "Ответ: второй вопрос"]
 
 
 async def test_text_gets_the_answer_with_typing_indicator_first(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
+    stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     release = asyncio.Event()
-    stub.gates["Где заказ 1234?"] = release
-    turn = asyncio.create_task(
-        feed(front, bot, telegram.message_update(CHAT, "Где заказ 1234?", user_id=42))
-    )
-    # While the turn runs the customer sees "typing", and no answer yet.
+    stack.chat.gates["Где заказ 1234?"] = release
+    await stack.feed(telegram.message_update(CHAT, "Где заказ 1234?", user_id=42))
+    # A turn slower than the typing delay shows "typing", and no answer yet.
     await telegram.wait_for(lambda: bool(telegram.calls_of("sendChatAction")))
     assert telegram.calls_of("sendChatAction")[0].params["action"] == "typing"
     assert telegram.sent_texts(CHAT) == []
     release.set()
-    await turn
-    assert telegram.sent_texts(CHAT) == ["Ответ на: Где заказ 1234?"]
-    ((context, _),) = stub.asked
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Ответ: Где заказ 1234?"]
+    ((context, _),) = stack.chat.asked
     assert context.conversation_key == f"tg:{CHAT}"
     assert (context.chat_id, context.user_id, len(context.turn_id)) == (CHAT, 42, 10)
+
+
+async def test_a_quick_answer_sends_no_typing_indicator(
+    stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    await stack.feed(telegram.message_update(CHAT, "быстрый вопрос"))
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Ответ: быстрый вопрос"]
+    assert telegram.calls_of("sendChatAction") == []
 
 
 @pytest.mark.parametrize(
@@ -101,52 +201,53 @@ async def test_text_gets_the_answer_with_typing_indicator_first(
     ids=["photo", "location", "sticker", "voice"],
 )
 async def test_non_text_gets_a_short_reply_without_a_model_call(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat, extra
+    stack: Stack, telegram: FakeTelegramServer, extra: dict[str, Any]
 ) -> None:
-    await feed(front, bot, telegram.message_update(CHAT, None, extra=extra))
-    assert telegram.sent_texts(CHAT) == [messages.NON_TEXT]
-    assert stub.asked == []
+    await stack.feed(telegram.message_update(CHAT, None, extra=extra))
+    assert await telegram.wait_for_texts(CHAT, 1) == [messages.NON_TEXT]
+    assert stack.chat.asked == []
 
 
 async def test_edited_messages_and_channel_posts_are_ignored(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
+    stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     message = telegram.message_update(CHAT, "исправлено")["message"]
-    await feed(front, bot, {"update_id": 1, "edited_message": {**message, "edit_date": 1}})
+    await stack.feed({"update_id": 1, "edited_message": {**message, "edit_date": 1}})
     post = {**message, "chat": {"id": -100500, "type": "channel", "title": "Канал"}}
     post.pop("from")
-    await feed(front, bot, {"update_id": 2, "channel_post": post})
-    assert telegram.sent_texts() == []
-    assert stub.asked == []
-    assert "edited_message" not in front.dispatcher.resolve_used_update_types()
+    await stack.feed({"update_id": 2, "channel_post": post})
+    await stack.settle()
+    assert telegram.sent_texts() == [messages.HELP]
+    assert stack.chat.asked == []
+    assert "edited_message" not in stack.front.dispatcher.resolve_used_update_types()
 
 
-async def test_groups_are_ignored_by_default(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
-) -> None:
+async def test_groups_are_ignored_by_default(stack: Stack, telegram: FakeTelegramServer) -> None:
     text = f"@{telegram.bot_username} где заказ 1234?"
     update = telegram.message_update(-300, text, user_id=5, chat_type="supergroup")
     update["message"]["entities"] = [{"type": "mention", "offset": 0, "length": 17}]
-    await feed(front, bot, update)
-    assert stub.asked == []
-    assert telegram.sent_texts() == []
+    await stack.feed(update)
+    await stack.settle()
+    assert stack.chat.asked == []
+    assert telegram.sent_texts(-300) == []
+    assert await stack.app.redis.keys("handlers:{tg:-300}*") == []
 
 
 async def test_allowed_groups_answer_only_when_addressed(
-    stub: StubChat, redis_client: aioredis.Redis, bot: Bot, telegram: FakeTelegramServer
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
 ) -> None:
-    front = _front(stub, redis_client, TELEGRAM_ALLOW_GROUPS=True)
-    await feed(
-        front, bot, telegram.message_update(-300, "просто болтаем", user_id=5, chat_type="group")
-    )
-    mention = f"@{telegram.bot_username}"
-    update = telegram.message_update(
-        -300, f"{mention} где заказ 1234?", user_id=5, chat_type="group"
-    )
-    update["message"]["entities"] = [{"type": "mention", "offset": 0, "length": len(mention)}]
-    await feed(front, bot, update)
-    assert [text for _, text in stub.asked] == ["где заказ 1234?"]
-    assert telegram.sent_texts(-300) == ["Ответ на: где заказ 1234?"]
+    async for stack in _stack(redis_server, telegram, bot, TELEGRAM_ALLOW_GROUPS=True):
+        await stack.feed(
+            telegram.message_update(-300, "просто болтаем", user_id=5, chat_type="group")
+        )
+        mention = f"@{telegram.bot_username}"
+        update = telegram.message_update(
+            -300, f"{mention} где заказ 1234?", user_id=5, chat_type="group"
+        )
+        update["message"]["entities"] = [{"type": "mention", "offset": 0, "length": len(mention)}]
+        await stack.feed(update)
+        assert await telegram.wait_for_texts(-300, 1) == ["Ответ: где заказ 1234?"]
+        assert [text for _, text in stack.chat.asked] == ["где заказ 1234?"]
 
 
 @pytest.mark.parametrize(
@@ -158,96 +259,97 @@ async def test_allowed_groups_answer_only_when_addressed(
         (chat_errors.ChatLimitError("ToolLoopLimitError", "T1"), "несколько простых"),
     ],
 )
-async def test_failed_turn_gets_a_kind_message_with_the_turn_id(  # noqa: PLR0917 - fixtures
-    front: TelegramFrontEnd,
-    bot: Bot,
+async def test_failed_turn_gets_a_kind_message_with_the_turn_id(
+    stack: Stack,
     telegram: FakeTelegramServer,
-    stub: StubChat,
     error: chat_errors.ChatServiceError,
     expected: str,
 ) -> None:
-    stub.failure = error
-    await feed(front, bot, telegram.message_update(CHAT, "вопрос"))
-    (text,) = telegram.sent_texts(CHAT)
-    turn_id = stub.asked[0][0].turn_id
+    stack.chat.failure = error
+    await stack.feed(telegram.message_update(CHAT, "вопрос"))
+    (text,) = await telegram.wait_for_texts(CHAT, 1)
     assert expected in text
-    assert f"Код обращения: {turn_id}" in text
+    # The incident code is the turn's own id (derived from the update), found in the audit.
+    assert f"Код обращения: {stack.chat.asked[0][0].turn_id}" in text
     assert str(error) not in text
 
 
 async def test_unexpected_exception_never_reaches_the_customer(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
+    stack: Stack, telegram: FakeTelegramServer
 ) -> None:
-    stub.failure = KeyError("internal secret detail")
-    await feed(front, bot, telegram.message_update(CHAT, "вопрос"))
-    (text,) = telegram.sent_texts(CHAT)
+    stack.chat.failure = KeyError("internal secret detail")
+    await stack.feed(telegram.message_update(CHAT, "вопрос"))
+    (text,) = await telegram.wait_for_texts(CHAT, 1)
     assert "internal secret detail" not in text
     assert "KeyError" not in text
-    assert f"Код обращения: {stub.asked[0][0].turn_id}" in text
+    assert f"Код обращения: {stack.chat.asked[0][0].turn_id}" in text
 
 
 async def test_new_failing_gets_an_incident_code(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
+    stack: Stack, telegram: FakeTelegramServer
 ) -> None:
-    stub.failure = chat_errors.ChatStorageError("session storage is unavailable")
-    await feed(front, bot, telegram.message_update(CHAT, "/new"))
-    (text,) = telegram.sent_texts(CHAT)
+    stack.chat.failure = chat_errors.ChatStorageError("session storage is unavailable")
+    await stack.feed(telegram.message_update(CHAT, "/new"))
+    (text,) = await telegram.wait_for_texts(CHAT, 1)
     assert "временно недоступен" in text
     assert "Код обращения: " in text
     assert "storage" not in text
 
 
 async def test_a_redelivered_update_is_handled_once(
-    front: TelegramFrontEnd,
-    bot: Bot,
-    telegram: FakeTelegramServer,
-    stub: StubChat,
-    redis_client: aioredis.Redis,
+    stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     update = telegram.message_update(CHAT, "вопрос", update_id=77)
-    await feed(front, bot, update)
-    await feed(front, bot, update)
-    assert len(stub.asked) == 1
-    assert len(telegram.sent_texts(CHAT)) == 1
-    assert 0 < await redis_client.ttl("tg:update:77") <= 24 * 3600
+    await stack.feed(update)
+    await stack.feed(update)
+    await stack.settle()
+    assert telegram.sent_texts(CHAT) == ["Ответ: вопрос", messages.HELP]
+    assert len(stack.chat.asked) == 1
+    seen = f"handlers:{{tg:{CHAT}}}:seen:77"
+    assert 0 < await stack.app.redis.ttl(seen) <= 24 * 3600
 
 
 async def test_flood_is_told_once_and_costs_no_model_call(
-    stub: StubChat, redis_client: aioredis.Redis, bot: Bot, telegram: FakeTelegramServer
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
 ) -> None:
-    front = _front(stub, redis_client, FLOOD_BURST=2, FLOOD_INTERVAL_SECONDS=600)
-    for number in range(4):
-        await feed(front, bot, telegram.message_update(CHAT, f"вопрос {number}"))
-    assert [text for _, text in stub.asked] == ["вопрос 0", "вопрос 1"]
-    assert telegram.sent_texts(CHAT) == [
-        "Ответ на: вопрос 0",
-        "Ответ на: вопрос 1",
-        messages.RATE_LIMITED,
-    ]
+    async for stack in _stack(
+        redis_server, telegram, bot, FLOOD_BURST=2, FLOOD_INTERVAL_SECONDS=600
+    ):
+        for number in range(4):
+            await stack.feed(telegram.message_update(CHAT, f"вопрос {number}"))
+        assert await telegram.wait_for_texts(CHAT, 3) == [
+            "Ответ: вопрос 0",
+            "Ответ: вопрос 1",
+            messages.RATE_LIMITED,
+        ]
+        assert [text for _, text in stack.chat.asked] == ["вопрос 0", "вопрос 1"]
 
 
 async def test_daily_cap_is_told_once_and_commands_still_work(
-    stub: StubChat, redis_client: aioredis.Redis, bot: Bot, telegram: FakeTelegramServer
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
 ) -> None:
-    front = _front(stub, redis_client, DAILY_TURN_LIMIT=1)
-    for text in ("первый", "второй", "третий", "/help"):
-        await feed(front, bot, telegram.message_update(CHAT, text))
-    assert [text for _, text in stub.asked] == ["первый"]
-    assert telegram.sent_texts(CHAT) == ["Ответ на: первый", messages.DAILY_LIMIT, messages.HELP]
+    async for stack in _stack(redis_server, telegram, bot, DAILY_TURN_LIMIT=1):
+        for text in ("первый", "второй", "третий", "/help"):
+            await stack.feed(telegram.message_update(CHAT, text))
+        assert await telegram.wait_for_texts(CHAT, 3) == [
+            "Ответ: первый",
+            messages.DAILY_LIMIT,
+            messages.HELP,
+        ]
+        assert [text for _, text in stack.chat.asked] == ["первый"]
 
 
 async def test_one_chat_in_order_while_another_chat_is_not_delayed(
-    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
+    stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     """A stuck turn of chat A holds A's later messages back, but chat B is answered meanwhile."""
     release = asyncio.Event()
-    stub.gates["A0"] = release
+    stack.chat.gates["A0"] = release
     updates = [telegram.message_update(1, f"A{i}") for i in range(3)]
     updates.insert(1, telegram.message_update(2, "B0"))
-    tasks = [asyncio.create_task(feed(front, bot, update)) for update in updates]
+    for update in updates:
+        await stack.feed(update)
     await telegram.wait_for_texts(2, 1)  # B answered while A0 is still stuck
-    assert [text for _, text in stub.asked if text.startswith("A")] == ["A0"]
+    assert [text for _, text in stack.chat.asked if text.startswith("A")] == ["A0"]
     release.set()
-    await asyncio.gather(*tasks)
-    assert telegram.sent_texts(1) == ["Ответ на: A0", "Ответ на: A1", "Ответ на: A2"]
-    assert front.in_flight.in_flight == 0
+    assert await telegram.wait_for_texts(1, 3) == ["Ответ: A0", "Ответ: A1", "Ответ: A2"]
