@@ -10,7 +10,6 @@ bot's process nothing while a measurement runs.
 """
 
 import asyncio
-from contextlib import suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -29,9 +28,12 @@ from bench.stack import (
 )
 from bench.telegram_server import LoadPlan
 from bot.app import Application
+from bot.queue.worker import WorkerPool
 from bot.settings import Settings
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from bot.telegram.runner import create_bot
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.polling import Poller
+from bot.telegram.runner import build_workers, create_bot
 
 
 class TelegramServerProcess(ChildServer):
@@ -56,6 +58,9 @@ class RunningBot:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._polling: asyncio.Task[None] | None = None
+        self._working: asyncio.Task[None] | None = None
+        self._poller: Poller | None = None
+        self._workers: WorkerPool | None = None
         self._app: Application | None = None
         self._bot: Bot | None = None
         self._front: TelegramFrontEnd | None = None
@@ -64,21 +69,20 @@ class RunningBot:
     async def __aenter__(self) -> Self:
         self._app, self.counters = await open_engine(self._settings)
         self._bot = create_bot(self._settings)
-        self._front = build_dispatcher(
-            self._settings, chat_service=self._app.chat, redis=self._app.redis
-        )
+        self._front = build_dispatcher(self._settings, chat_service=self._app.chat)
         await self._bot.me()
         await self._bot.delete_webhook(drop_pending_updates=False)
         dispatcher = self._front.dispatcher
-        # The runner's polling options (bot.telegram.runner._serve_polling).
-        self._polling = asyncio.create_task(
-            dispatcher.start_polling(
-                self._bot,
-                handle_signals=False,
-                close_bot_session=False,
-                allowed_updates=dispatcher.resolve_used_update_types(),
-            )
+        # The runner's polling mode (bot.telegram.runner): intake by polling, plus workers.
+        self._workers = build_workers(self._app, self._bot, self._front)
+        self._working = asyncio.create_task(self._workers.run())
+        intake = TelegramIntake(
+            self._app.intake, self._bot, allow_groups=self._settings.telegram.allow_groups
         )
+        self._poller = Poller(
+            self._bot, intake, allowed_updates=dispatcher.resolve_used_update_types()
+        )
+        self._polling = asyncio.create_task(self._poller.run())
         return self
 
     async def __aexit__(
@@ -87,12 +91,12 @@ class RunningBot:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._front is not None and self._polling is not None:
-            with suppress(RuntimeError):  # polling may not have started yet
-                await self._front.dispatcher.stop_polling()
+        if self._poller is not None and self._polling is not None:
+            self._poller.stop()
             await self._polling
-            if not await self._front.in_flight.wait_idle(10.0):
-                await self._front.in_flight.cancel_all()
+        if self._workers is not None and self._working is not None:
+            self._workers.stop()
+            await self._working
         if self._bot is not None:
             await self._bot.session.close()
         if self._app is not None:

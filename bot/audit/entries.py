@@ -1,11 +1,22 @@
 """Audit entries as written to the stream: flat string fields only."""
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from tools.execution import ToolAuditRecord
 from turn import TurnOutcome, Usage
+
+# A registered tool's name always fits this (tools.registry); a name the model made
+# up that does not fit may be any text at all, even the customer's, so it is not written.
+_TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+INVALID_TOOL_NAME = "(invalid name)"
+
+
+def safe_tool_name(name: str) -> str:
+    """``name`` if it is shaped like a tool name, else ``(invalid name)``."""
+    return name if _TOOL_NAME.fullmatch(name) is not None else INVALID_TOOL_NAME
 
 
 def _optional(value: int | str | None) -> str:
@@ -26,7 +37,7 @@ class ToolAuditEntry:
         return {
             "type": "tool",
             "call_id": self.record.call_id,
-            "tool_name": self.record.tool_name,
+            "tool_name": safe_tool_name(self.record.tool_name),
             "status": str(self.record.status),
             "error_code": self.record.error_code or "",
             "started_at": self.record.started_at,
@@ -64,7 +75,7 @@ class TurnAuditEntry:
             "model": self.model,
             "model_steps": str(self.model_steps),
             "tool_calls": str(self.tool_calls),
-            "tool_names": ",".join(self.tool_names),
+            "tool_names": ",".join(safe_tool_name(name) for name in self.tool_names),
             "prompt_tokens": _optional(self.usage.prompt_tokens),
             "completion_tokens": _optional(self.usage.completion_tokens),
             "total_tokens": _optional(self.usage.total_tokens),

@@ -3,7 +3,6 @@
 import asyncio
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -14,10 +13,6 @@ from bot.redis_keys import RedisKeys
 
 logger = logging.getLogger(__name__)
 
-# A registered tool's name always fits this (tools.registry); a name the model made
-# up that does not fit may be any text at all, even the customer's, so it is not written.
-_TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
-INVALID_TOOL_NAME = "(invalid name)"
 
 _DONE_TTL_SECONDS = 24 * 3600
 
@@ -100,12 +95,6 @@ class RedisStreamAuditSink:
 
     def _protected(self, raw: Mapping[str, str]) -> dict[str, str]:
         fields = dict(raw)
-        if fields.get("type") == "turn":
-            fields["tool_names"] = ",".join(
-                _safe_tool_name(name) for name in fields.get("tool_names", "").split(",") if name
-            )
-        elif "tool_name" in fields:
-            fields["tool_name"] = _safe_tool_name(fields["tool_name"])
         if self._pseudonymizer is not None and "chat_id" in fields:
             fields["chat_id"] = self._pseudonymizer(fields["chat_id"])
         return fields
@@ -177,10 +166,6 @@ class RedisStreamAuditSink:
             self._lost_entries,
             json.dumps(list(lost), ensure_ascii=False, separators=(",", ":")),
         )
-
-
-def _safe_tool_name(name: str) -> str:
-    return name if _TOOL_NAME.fullmatch(name) is not None else INVALID_TOOL_NAME
 
 
 def _is_error(result: object) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
 from bot.queue.jobs import OutboxEntry
@@ -125,6 +125,14 @@ class WorkerPool:
                     )
                 if not signals:
                     signals = await self._stream.read(free, self._settings.read_block_ms)
+            except ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                # Redis came back without the stream (restarted empty, or failed over
+                # to a replica that never saw it): the group is made again.
+                logger.warning("The worker group is gone; creating it again")
+                await self._ensure_group()
+                continue
             except (RedisError, OSError) as error:
                 logger.warning("Work stream unavailable (%s); retrying", type(error).__name__)
                 await self._wait_stop_or(self._sleep(_REDIS_BACKOFF_SECONDS))
@@ -133,12 +141,16 @@ class WorkerPool:
                 self._start(signal)
         await self._finish()
 
+    async def drain_now(self, conversation_key: str) -> None:
+        """Drain one chat here and now, without a signal (tests, tools; not the claim loop)."""
+        await self._drain(Signal(signal_id="", conversation_key=conversation_key))
+
     def stop(self) -> None:
         """Stop claiming; chats in hand finish their current job, then are handed back."""
         self._stopping.set()
 
     async def _ensure_group(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 await self._stream.ensure_group()
                 return
@@ -193,6 +205,8 @@ class WorkerPool:
             )
 
     async def _ack_quietly(self, signal_id: str) -> None:
+        if not signal_id:
+            return
         with contextlib.suppress(RedisError, OSError):
             await self._stream.ack(signal_id)
 
@@ -273,7 +287,7 @@ class WorkerPool:
         try:
             await self._queue.release(lease.conversation_key, lease.token)
             await self._stream.signal(lease.conversation_key)
-            await self._stream.ack(signal.signal_id)
+            await self._ack_quietly(signal.signal_id)
         except (RedisError, OSError):
             # The signal stays pending and is claimed after about one lease.
             logger.warning("Could not hand %s back; it is reclaimed later", lease.conversation_key)

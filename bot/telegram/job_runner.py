@@ -19,6 +19,7 @@ from aiogram.dispatcher.event.bases import UNHANDLED
 from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
 from aiogram.types import Update
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from bot.audit.entries import AuditSink
 from bot.chat_errors import ChatServiceError
@@ -102,7 +103,20 @@ class TelegramJobRunner:
             audit=reply.audit,
         )
         key = lease.conversation_key
-        if await self._queue.complete(key, lease.token, state.head_raw, job.job_id, entry):
+        try:
+            done_now = await self._queue.complete(
+                key, lease.token, state.head_raw, job.job_id, entry
+            )
+        except (RedisError, OSError):
+            # Storage is down: nothing can be recorded, but the customer can still be
+            # told (the job stays queued and runs again if Redis keeps its data).
+            logger.warning(
+                "Turn %s: outbox unreachable; telling the customer directly", job.turn_id
+            )
+            await self._send(entry)
+            await self._audit.write_fields(list(entry.audit))
+            raise
+        if done_now:
             return JobDone(reply=entry)
         # The turn had committed already (its commit's reply was lost to a timeout):
         # the outbox holds its real answer, not this failure text; deliver that one.

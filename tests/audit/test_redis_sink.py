@@ -37,7 +37,7 @@ TOOL_FIELDS = [
 TURN_FIELDS = [
     "type", "chat_id", "turn_id", "outcome", "model", "model_steps", "tool_calls",
     "tool_names", "prompt_tokens", "completion_tokens", "total_tokens", "latency_ms",
-    "prompt_id", "prompt_version",
+    "queue_ms", "prompt_id", "prompt_version",
 ]  # fmt: skip
 
 
@@ -194,6 +194,8 @@ async def test_failed_turn_entry_names_the_failure_kind_and_leaves_unknown_token
         "completion_tokens": "",
         "total_tokens": "",
         "latency_ms": "2051.250",
+        # Not a worker's turn (the console): it never waited in a queue.
+        "queue_ms": "",
         "prompt_id": "support_chat",
         "prompt_version": "1.2.0",
     }

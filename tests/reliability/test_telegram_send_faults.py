@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.history import UNDELIVERED_NOTE
 from bot.sessions.models import ConversationSession
 from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
 from tests.fakes.telegram_server import ApiCall, FakeTelegramServer
@@ -137,10 +138,11 @@ async def test_a_reply_refused_beyond_the_attempt_limit_is_given_up_and_the_bot_
     redis_server: RedisServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """``TELEGRAM_SEND_MAX_ATTEMPTS`` sends, then the reply is logged as lost; no crash.
+    """``TELEGRAM_SEND_MAX_ATTEMPTS`` sends, then the reply is recorded undelivered; no crash.
 
-    The next update of the same chat is answered normally, and the lost reply's
-    turn is not run again.
+    The next update of the same chat is answered normally, the lost reply's turn
+    is not run again, its audit outcome is ``undelivered``, and the next turn's
+    model request says the customer never saw it.
     """
     openai_server.responder = echo
     lost, served = "Первый вопрос", "Второй вопрос"
@@ -170,7 +172,11 @@ async def test_a_reply_refused_beyond_the_attempt_limit_is_given_up_and_the_bot_
     assert {call.params["text"] for call in refused} == {answer_to(lost)}
     assert [user_texts(request.body)[-1] for request in openai_server.requests] == [lost, served]
     assert any(
-        record.levelno == logging.ERROR and "not delivered" in record.getMessage()
+        record.levelno >= logging.WARNING and "not delivered" in record.getMessage()
         for record in caplog.records
     )
-    assert len(await turn_entries(redis_client, CHAT)) == 2
+    turns = await turn_entries(redis_client, CHAT)
+    assert [entry["outcome"] for entry in turns] == ["undelivered", "answered"]
+    second_request = openai_server.requests[1].body["messages"]
+    undelivered = [m["content"] for m in second_request if m["role"] == "assistant"]
+    assert undelivered == [f"{UNDELIVERED_NOTE}\n{answer_to(lost)}"]

@@ -34,6 +34,8 @@ from bot.redis_keys import telegram_conversation
 from bot.sessions.models import ConversationSession
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.runner import build_workers
 from tests.fakes.telegram_server import FakeTelegramServer, utf16_len
 from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
 from tests.support.redis_server import RedisServer
@@ -44,17 +46,22 @@ ENTITY_TYPES = ["bold", "italic", "mention", "bot_command", "url", "code", "pre"
 
 
 class Stack:
-    """The bot's front end and engine, built once per test and shared by its examples."""
+    """The bot's intake, a worker and the engine, built once per test, shared by its examples."""
 
     def __init__(self, app: Application, front: TelegramFrontEnd, bot: Bot) -> None:
         self.app = app
         self.front = front
         self.bot = bot
+        self.intake = TelegramIntake(app.intake, bot, allow_groups=False)
+        self.workers = build_workers(app, bot, front)
 
     async def feed(self, update: dict[str, Any]) -> None:
-        """One update through the dispatcher, as polling or the webhook would hand it over."""
+        """One update through intake and its chat's queue, drained before returning."""
         validated = Update.model_validate(update, context={"bot": self.bot})
-        await self.front.dispatcher.feed_update(self.bot, validated)
+        if await self.intake.accept(validated) is None:
+            return
+        assert validated.message is not None  # only messages are accepted
+        await self.workers.drain_now(telegram_conversation(validated.message.chat.id))
 
     async def session(self, chat_id: int) -> ConversationSession | None:
         """The stored session of a chat, parsed (raises if unreadable)."""
@@ -76,7 +83,7 @@ async def stack(
         session=AiohttpSession(api=TelegramAPIServer.from_base(telegram.base_url)),
     )
     try:
-        yield Stack(app, build_dispatcher(settings_, chat_service=app.chat, redis=app.redis), bot)
+        yield Stack(app, build_dispatcher(settings_, chat_service=app.chat), bot)
     finally:
         await bot.session.close()
         await app.aclose()
