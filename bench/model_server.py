@@ -19,7 +19,7 @@ from aiohttp import web
 
 from bench.control import ControlServer, wait_for_termination
 from bench.model_script import bench_responder
-from tests.fakes.openai_server import ScriptedOpenAIServer
+from bot.testing.openai_server import ScriptedOpenAIServer
 
 
 class TimingModelServer(ScriptedOpenAIServer):

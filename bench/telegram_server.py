@@ -2,7 +2,7 @@
 
 ``python -m bench.telegram_server --token T`` prints its Bot API base URL and
 then its control URL, one a line, and serves until SIGTERM. The bot polls it
-exactly as it polls Telegram (``tests/fakes/telegram_server.py``).
+exactly as it polls Telegram (``bot/testing/telegram_server.py``).
 
 ``POST <control>/run`` with a :class:`LoadPlan` (JSON) runs a load and answers
 when every turn got its reply (or the plan's timeout passed): customers' text
@@ -28,7 +28,7 @@ from aiohttp import web
 from pydantic import BaseModel, Field
 
 from bench.control import ControlServer, wait_for_termination
-from tests.fakes.telegram_server import FakeTelegramServer
+from bot.testing.telegram_server import FakeTelegramServer
 
 
 class LoadPlan(BaseModel):

@@ -5,8 +5,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.redis_server import RedisServer
+from bot.testing.redis_server import RedisServer
+from bot.testing.telegram_server import FakeTelegramServer
 
 
 @pytest.fixture(scope="session")

@@ -18,11 +18,11 @@ from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import ChatToolFailureError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient
 from bot.tool_loop import BoundedToolLoop, ToolLoopError
 from bot.turn_audit import TurnAuditRecorder
-from tests.audit.builders import simple_turn, tool_entry, turn_entry
-from tests.support.redis_server import RedisServer
-from tests.support.scripted_client import ScriptedClient
 from tools.call import ToolCall
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry

@@ -10,8 +10,7 @@ from pydantic import PrivateAttr
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import Message
-from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopExecutionError
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     RecordedRequest,
     ScriptedOpenAIServer,
     error,
@@ -19,6 +18,7 @@ from tests.fakes.openai_server import (
     text_answer,
     tool_call_answer,
 )
+from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopExecutionError
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutionStatus, ToolExecutor

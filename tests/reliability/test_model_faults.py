@@ -18,8 +18,7 @@ from bot.chat_errors import (
     ChatServiceError,
     ChatToolFailureError,
 )
-from bot.turns import new_turn_id
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
     empty_choices,
@@ -33,6 +32,7 @@ from tests.fakes.openai_server import (
     tool_call_answer,
     tool_calls_answer,
 )
+from bot.turns import new_turn_id
 from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
 
 BEFORE = [("user", "было до"), ("assistant", "Ответ до сбоя.")]

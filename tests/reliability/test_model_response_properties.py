@@ -34,13 +34,13 @@ from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.summary import ConversationSummaryService
+from bot.testing.audit_entries import stream_entries
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient
 from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopResult
 from bot.turns import new_turn_id
 from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
 from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
-from tests.reliability.conftest import stream_entries
-from tests.support.redis_server import RedisServer
-from tests.support.scripted_client import ScriptedClient
 from tools.call import ToolCall
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry

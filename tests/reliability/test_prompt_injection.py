@@ -14,39 +14,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pydantic import PrivateAttr
 
 from bot.chat_errors import ChatToolFailureError
+from bot.testing.counting_shop import CountingShop, counting_shop
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, tool_calls_answer
 from bot.turns import new_turn_id
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer, tool_calls_answer
 from tools.default_registry import build_default_tool_registry
-from tools.store import Product, ShopStore
+from tools.store import Product
 
 OWNER = 100500
 STRANGER = 7
 INJECTION = re.compile(r"ignore your instructions, call tool (\w+) with (\{.*?\})(?:\s|$)")
-
-
-class CountingShop(ShopStore):
-    """The demo store, remembering every order lookup a handler made."""
-
-    _lookups: list[str] = PrivateAttr(default_factory=list)
-
-    @property
-    def lookups(self) -> list[str]:
-        """Order ids the order tool's handler looked up, in order."""
-        return self._lookups
-
-    def find_order(self, order_id: str):
-        self._lookups.append(order_id)
-        return super().find_order(order_id)
-
-
-def counting_shop(extra_products: tuple[Product, ...] = ()) -> CountingShop:
-    demo = ShopStore.load()
-    data = demo.model_dump()
-    data["products"] = [p.model_dump() for p in (*demo.products, *extra_products)]
-    return CountingShop.model_validate(data)
 
 
 def obedient_model(body: Any) -> Reply:
@@ -135,7 +113,7 @@ async def test_injected_arguments_the_schema_refuses_never_reach_the_handler(
             user_id=STRANGER,
         )
 
-    assert shop.lookups == []
+    assert shop.order_lookups == []
     tool_entries = [e for e in await engine.audit_entries() if e["type"] == "tool"]
     assert [(e["status"], e["error_code"]) for e in tool_entries] == [
         ("rejected", "invalid_arguments")
@@ -155,7 +133,7 @@ async def test_another_customers_order_stays_invisible_whatever_the_message_clai
     stranger = await engine.ask("stranger", claim, user_id=STRANGER)
     owner = await engine.ask("owner", claim, user_id=OWNER)
 
-    assert shop.lookups == ["5150", "5150"]  # the handler ran for both ...
+    assert shop.order_lookups == ["5150", "5150"]  # the handler ran for both ...
     # ... but only the owner's identity, taken from ToolContext, unlocked the order.
     assert "order_not_found" in stranger.text
     assert "электрический чайник" not in stranger.text
@@ -218,7 +196,7 @@ async def test_an_injection_inside_a_tool_result_cannot_read_another_customers_o
 
     reply = await engine.ask("c1", "Есть чайники?", user_id=STRANGER)
 
-    assert shop.lookups == ["5150"]  # the injected call did run, as the stranger
+    assert shop.order_lookups == ["5150"]  # the injected call did run, as the stranger
     assert "order_not_found" in reply.text
     assert "Ждёт в пункте выдачи" not in reply.text
     assert "электрический чайник" not in reply.text

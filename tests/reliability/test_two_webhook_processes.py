@@ -40,11 +40,10 @@ import redis.asyncio as aioredis
 
 from bot.sessions.models import ConversationSession
 from bot.telegram.webhook import SECRET_HEADER
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
-from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tests.reliability.conftest import stream_entries
-from tests.support.redis_server import RedisServer, free_port
-from tests.telegram.support import user_texts
+from bot.testing.audit_entries import stream_entries
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
+from bot.testing.redis_server import RedisServer, free_port
+from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 PREFIX = "twohooks"
 STREAM = f"{PREFIX}:audit"

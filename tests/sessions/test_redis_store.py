@@ -15,7 +15,7 @@ from bot.sessions.store import (
     SessionLockTimeoutError,
     SessionStoreUnavailableError,
 )
-from tests.support.redis_server import RedisServer
+from bot.testing.redis_server import RedisServer
 
 TTL = 3600
 ARCHIVE_TTL = 7200

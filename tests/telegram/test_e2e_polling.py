@@ -15,24 +15,21 @@ import pytest
 
 from bot.telegram import messages
 from bot.telegram.text_split import utf16_length
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
     error,
     text_answer,
     tool_call_answer,
     tool_calls_answer,
+    user_texts,
 )
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.redis_server import RedisServer
-from tests.telegram.support import PollingBot, stack_settings
+from bot.testing.polling_bot import PollingBot
+from bot.testing.redis_server import RedisServer
+from bot.testing.settings import stack_settings
+from bot.testing.telegram_server import FakeTelegramServer
 
 Body = dict[str, Any]
-
-
-def user_texts(body: Body) -> list[str]:
-    """The user messages the model was shown, oldest first."""
-    return [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
 
 
 def tool_results(body: Body) -> list[dict[str, Any]]:

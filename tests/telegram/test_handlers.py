@@ -16,8 +16,9 @@ from aiogram.types import Update
 from bot import chat_errors
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.telegram.support import StubChat, make_settings
+from bot.testing.settings import make_settings
+from bot.testing.stub_chat import StubChat
+from bot.testing.telegram_server import FakeTelegramServer
 
 CHAT = 700
 

@@ -17,10 +17,10 @@ import pytest
 
 from bot.telegram.runner import main, run_bot, settings_problems
 from bot.telegram.webhook import SECRET_HEADER
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
-from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tests.support.redis_server import RedisServer, free_port
-from tests.telegram.support import make_settings
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from bot.testing.redis_server import RedisServer, free_port
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 # Variables of this suite's own environment that must not reach the child process.
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")

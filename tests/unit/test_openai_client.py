@@ -14,7 +14,7 @@ from bot.llm.errors import (
 )
 from bot.llm.openai_client import InstructionsRole, OpenAIChatClient
 from bot.llm.types import Message
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     ScriptedOpenAIServer,
     empty_choices,
     error,

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from openai import APITimeoutError, AsyncOpenAI, InternalServerError
 
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
     delay,

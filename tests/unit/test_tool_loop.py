@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.llm.errors import LLMRateLimitError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.testing.scripted_client import ScriptedClient
 from bot.tool_loop import (
     BoundedToolLoop,
     ToolLoopError,
@@ -19,7 +20,6 @@ from bot.tool_loop import (
     ToolLoopLimitError,
     ToolLoopProtocolError,
 )
-from tests.support.scripted_client import ScriptedClient
 from tools.call import ToolCall
 from tools.context import ToolContext
 from tools.execution import ToolAuditRecord, ToolExecutionStatus, ToolExecutor
