@@ -18,10 +18,7 @@ import redis.asyncio as aioredis
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import ChatServiceError
-from bot.chat_service import ChatLimits, ChatService
-from bot.history import HistoryWindow
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -32,15 +29,11 @@ from bot.llm.errors import (
 )
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.sessions.models import ConversationSession
-from bot.sessions.redis_store import RedisSessionStore
-from bot.summary import ConversationSummaryService
-from bot.testing.audit_entries import stream_entries
+from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient
 from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopResult
 from bot.turns import new_turn_id
-from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
-from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
 from tools.call import ToolCall
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
@@ -49,7 +42,6 @@ from tools.registry import ToolRegistry
 from tools.store import ShopStore
 
 MAX_TOOL_CALLS = 4
-STREAM = "prop:audit"
 
 VALID_ARGUMENTS = {
     "get_order_status": ['{"order_id": "8041"}', '{"order_id": "5150"}', '{"order_id": "0000"}'],
@@ -198,22 +190,30 @@ def test_any_model_behaviour_ends_the_loop_within_budget_with_an_answer_or_a_typ
     assert messages == [{"role": "user", "content": "Где заказ?"}]  # the caller's list is intact
 
 
-async def _one_turn(
-    url: str, registry: ToolRegistry, executor: ToolExecutor, answers, max_steps: int
-) -> None:
+# What the chat service tells the customer when the model's request itself failed.
+KIND_OF_MODEL_FAILURE = {
+    LLMTimeoutError: "model_unavailable",
+    LLMRateLimitError: "model_unavailable",
+    LLMUnavailableError: "model_unavailable",
+    LLMRequestError: "bad_request",
+    LLMBadResponseError: "model_error",
+}
+# What a turn can end in when every model request was answered (badly).
+KINDS_OF_BAD_ANSWERS = {"model_error", "tool_failure", "limit"}
+
+
+async def _one_turn(url: str, answers, max_steps: int) -> None:
     redis = aioredis.Redis.from_url(url)
     client = scripted(answers)
-    store = RedisSessionStore(redis, key_prefix="prop", ttl_seconds=600, archive_ttl_seconds=600)
-    chat = ChatService(
-        store=store,
-        loop=BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS),
-        window=HistoryWindow(2000),
-        summaries=ConversationSummaryService(client, SUMMARY_PROMPT_V1_0_0),
-        audit=RedisStreamAuditSink(redis, stream=STREAM, maxlen=10_000),
-        prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
-        limits=ChatLimits(lease_seconds=30, wait_seconds=5),
-        model_name="prop-model",
+    harness = ChatHarness(
+        redis,
+        client,
+        prefix="prop",
+        TOOL_MAX_STEPS=max_steps,
+        TOOL_MAX_CALLS_PER_TURN=MAX_TOOL_CALLS,
+        SESSION_LOCK_WAIT_SECONDS=5,
     )
+    store = harness.store
     key = uuid.uuid4().hex
     turn_id = new_turn_id()
     try:
@@ -225,17 +225,23 @@ async def _one_turn(
         )
         failure: ChatServiceError | None = None
         try:
-            reply = await chat.reply(key, "Где заказ?", ToolContext(key, 7, turn_id))
+            reply = await harness.ask(key, "Где заказ?", user_id=7, turn_id=turn_id)
         except ChatServiceError as error:
             failure = error
+        last_answer = answers[len(client.requests) - 1]
         if failure is not None:
             # The front end shows the incident message with this turn id: the customer hears back.
             assert failure.turn_id == turn_id
-            assert failure.kind != "answered"
+            # The kind names what went wrong: the failed request, else the bad answers.
+            if isinstance(last_answer, LLMClientError):
+                assert failure.kind == KIND_OF_MODEL_FAILURE[type(last_answer)]
+            else:
+                assert failure.kind in KINDS_OF_BAD_ANSWERS
             expected_messages = before.messages
             outcome = failure.kind
         else:
-            assert reply.text.strip()
+            assert isinstance(last_answer, LLMResult)
+            assert reply.text == (last_answer.text or "").strip() != ""
             expected_messages = (*before.messages, *_pair(reply.text))
             outcome = "answered"
         stored = ConversationSession.model_validate_json(
@@ -247,13 +253,13 @@ async def _one_turn(
         assert await redis.exists(store.key(key, "lock")) == 0  # the lease was given back
         turns = [
             fields
-            for fields in await stream_entries(redis, STREAM)
+            for fields in await harness.audit_entries()
             if fields["turn_id"] == turn_id and fields["type"] == "turn"
         ]
         assert [fields["outcome"] for fields in turns] == [outcome]
         event(outcome)
     finally:
-        await chat.drain(grace_seconds=1)
+        await harness.close()
         await redis.aclose()
 
 
@@ -274,10 +280,8 @@ def _epoch() -> datetime:
 @given(answers=responses, max_steps=st.integers(1, 5))
 def test_any_model_behaviour_leaves_a_readable_session_and_one_audited_outcome(
     redis_server: RedisServer,
-    registry: ToolRegistry,
-    executor: ToolExecutor,
     answers: list[LLMResult | LLMClientError],
     max_steps: int,
 ):
     """Answered: exactly one new pair; failed: history untouched; always one turn entry."""
-    asyncio.run(_one_turn(redis_server.url, registry, executor, answers, max_steps))
+    asyncio.run(_one_turn(redis_server.url, answers, max_steps))
