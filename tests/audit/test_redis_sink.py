@@ -16,13 +16,12 @@ from redis.backoff import NoBackoff
 from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
-from bot.chat_errors import ChatToolFailureError
+from bot.chat_errors import ChatServiceError, ChatToolFailureError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry
+from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient
-from bot.tool_loop import BoundedToolLoop, ToolLoopError
-from bot.turn_audit import TurnAuditRecorder
 from tools.call import ToolCall
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
@@ -206,14 +205,9 @@ async def test_failed_turn_entry_names_the_failure_kind_and_leaves_unknown_token
 SECRETS = ("ZEBRA-ARGUMENT", "QUOKKA-CUSTOMER", "OKAPI-MODEL", "hunter2", "SECRET")
 
 
-async def _run_turn(
-    registry: ToolRegistry,
-    executor: ToolExecutor,
-    turn_id: str,
-    steps: list[tuple[ToolCall, ...] | str],
-) -> list[AuditEntry]:
-    """One turn through the real loop, audited the way the chat service audits it."""
-    script = iter(steps)
+def _scripted(turns: list[list[tuple[ToolCall, ...] | str]]) -> ScriptedClient:
+    """A model that plays each turn's steps in order: tool calls, then a final text."""
+    script = iter(step for steps in turns for step in steps)
 
     def respond(
         messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
@@ -223,39 +217,41 @@ async def _run_turn(
             return LLMResult(step, None, "stop", (), "scripted", "resp", 10, 5, 15)
         return LLMResult(None, None, "tool_calls", step, "scripted", "resp", 10, 5, 15)
 
-    loop = BoundedToolLoop(ScriptedClient(respond), registry, executor)
-    recorder = TurnAuditRecorder(chat_id="100200300", turn_id=turn_id, model="scripted")
-    outcome = "answered"
-    customer = [{"role": "user", "content": "Где мой заказ? QUOKKA-CUSTOMER-SECRET"}]
-    try:
-        await loop.run(customer, ToolContext(100200300, 1, turn_id), observer=recorder)
-    except ToolLoopError:
-        outcome = ChatToolFailureError.kind
-    return recorder.entries(
-        outcome=outcome, latency_ms=12.0, prompt_id="support_chat", prompt_version="1.2.0"
-    )
+    return ScriptedClient(respond)
 
 
 async def test_no_argument_customer_or_model_text_reaches_the_stream(
-    registry: ToolRegistry,
-    executor: ToolExecutor,
-    sink: RedisStreamAuditSink,
-    redis_client: aioredis.Redis,
+    registry: ToolRegistry, redis_client: aioredis.Redis
 ) -> None:
-    """Every field name and value of every entry is searched for the test's secret strings."""
+    """Turns through ``ChatService.reply``; every audit field is searched for the secrets."""
     secret_query = json.dumps({"query": "ZEBRA-ARGUMENT-SECRET"})
     secret_order = json.dumps({"order_id": "ZEBRA-ARGUMENT-SECRET"})
     turns: list[list[tuple[ToolCall, ...] | str]] = [
         [(ToolCall("c1", "search_products", secret_query),), "OKAPI-MODEL-SECRET answer"],
-        [(ToolCall("c2", "get_order_status", secret_order),), "never said"],
-        [(ToolCall("c3", "crashing_tool", "{}"),), "never said"],
-        [(ToolCall("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),), "never said"],
+        [(ToolCall("c2", "get_order_status", secret_order),)],
+        [(ToolCall("c3", "crashing_tool", "{}"),)],
+        [(ToolCall("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),)],
     ]
-    for index, steps in enumerate(turns):
-        await sink.write(await _run_turn(registry, executor, f"PRIVACY{index:03d}", steps))
+    client = _scripted(turns)
+    harness = ChatHarness(redis_client, client, prefix="privacy", registry=registry)
+    customer_text = "Где мой заказ? QUOKKA-CUSTOMER-SECRET"
+    outcomes = []
+    try:
+        for index in range(len(turns)):
+            try:
+                await harness.ask(f"chat-{index}", customer_text, user_id=1)
+                outcomes.append("answered")
+            except ChatServiceError as error:
+                outcomes.append(error.kind)
+        history = await harness.history("chat-0")
+        rows = await harness.audit_entries()
+    finally:
+        await harness.close()
 
-    rows = await _read_all(redis_client)
-    assert len(rows) == 8
+    # The secrets were really there: the model saw the customer text, the history keeps it.
+    assert outcomes == ["answered", "tool_failure", "tool_failure", "tool_failure"]
+    assert all("QUOKKA-CUSTOMER-SECRET" in str(request[0]) for request in client.requests)
+    assert history == [("user", customer_text), ("assistant", "OKAPI-MODEL-SECRET answer")]
     assert [row["type"] for row in rows] == ["tool", "turn"] * 4
     # A made-up tool name is model text too: the entry says what happened without it.
     assert (rows[6]["status"], rows[6]["error_code"]) == ("rejected", "unknown_tool")
