@@ -447,11 +447,3 @@ async def test_timeout_bounds_a_write_to_a_redis_that_never_answers() -> None:
         finally:
             await client.aclose()
     assert sink.lost_entries == 2
-
-
-async def test_an_empty_write_sends_nothing(
-    sink: RedisStreamAuditSink, redis_client: aioredis.Redis
-) -> None:
-    await sink.write([])
-    assert await redis_client.exists(STREAM) == 0
-    assert (sink.written_entries, sink.lost_entries) == (0, 0)
