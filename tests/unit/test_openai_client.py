@@ -72,20 +72,19 @@ async def make_client(server: ScriptedOpenAIServer) -> AsyncIterator[ClientFacto
         await client.close()
 
 
-async def test_text_answer_maps_to_a_result(
+async def test_usage_and_ids_come_from_the_body_and_the_key_is_a_bearer_token(
     server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
+    """The shape of a text answer is in the contract suite; here, where each field comes from."""
     server.script(text_answer("Заказ в пути.", usage=(30, 7)))
     client = await make_client()
 
     result = await client.generate_with_tools(MESSAGES, [])
 
-    assert (result.text, result.refusal, result.finish_reason) == ("Заказ в пути.", None, "stop")
-    assert result.tool_calls == ()
     assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (30, 7, 37)
     assert result.response_id.startswith("chatcmpl-")
+    assert result.model == "scripted-model"  # the model the server says answered
     assert server.requests[0].headers["authorization"] == "Bearer test-key"
-    assert server.unscripted == []
 
 
 async def test_tool_calls_map_with_ids_and_raw_arguments(
@@ -146,6 +145,20 @@ async def test_429_becomes_rate_limit_error_after_the_sdk_retries(
         await client.generate_with_tools(MESSAGES, [])
 
     assert len(server.requests) == 2
+    assert server.unscripted == []
+
+
+async def test_a_500_is_retried_by_the_sdk_with_the_same_body_and_then_succeeds(
+    server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    server.script(error(500, headers=FAST_RETRY), text_answer("Ответ после сбоя."))
+    client = await make_client(max_retries=1)
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert result.text == "Ответ после сбоя."
+    assert len(server.requests) == 2
+    assert server.requests[0].body == server.requests[1].body
     assert server.unscripted == []
 
 
