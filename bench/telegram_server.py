@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, Field
 
-from bench.control import ControlServer, wait_for_termination
+from bench.control import announce_and_serve
 from bot.testing.telegram_server import FakeTelegramServer
 
 
@@ -156,14 +156,9 @@ async def serve(token: str) -> None:
     """Serve until SIGTERM or SIGINT."""
     server = LoadServer(token=token)
     await server.start()
-    control = ControlServer([("POST", "/run", server.run)])
-    await control.start()
     try:
-        print(server.base_url, flush=True)
-        print(control.url, flush=True)
-        await wait_for_termination()
+        await announce_and_serve(server.base_url, [("POST", "/run", server.run)])
     finally:
-        await control.close()
         await server.close()
 
 

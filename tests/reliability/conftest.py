@@ -57,13 +57,6 @@ async def stored_sessions(redis: aioredis.Redis) -> dict[str, ConversationSessio
 
 
 @pytest.fixture
-async def openai_server() -> AsyncIterator[ScriptedOpenAIServer]:
-    """A scripted OpenAI-compatible server of this test."""
-    async with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def make_engine(
     redis_client: aioredis.Redis, openai_server: ScriptedOpenAIServer
 ) -> AsyncIterator[Callable[..., ChatHarness]]:
