@@ -43,6 +43,7 @@ from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
 from bot.testing.redis_server import RedisServer, free_port
+from bot.testing.settings import stack_env
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 PREFIX = "twohooks"
@@ -110,16 +111,11 @@ async def start_webhook_process(
     port = free_port()
     env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
     env.update(
+        {
+            name: str(value)
+            for name, value in stack_env(telegram, model, redis_url, prefix=PREFIX).items()
+        },
         TELEGRAM_BOT_TOKEN=TEST_TOKEN,
-        TELEGRAM_API_BASE_URL=telegram.base_url,
-        LLM_BACKEND="openai",
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=model.base_url,
-        LLM_MODEL="scripted-model",
-        LLM_MAX_RETRIES="0",
-        REDIS_URL=redis_url,
-        REDIS_KEY_PREFIX=PREFIX,
-        AUDIT_STREAM=STREAM,
         WEBHOOK_URL="https://bot.example.com",
         WEBHOOK_PATH=HOOK_PATH,
         WEBHOOK_SECRET=SECRET,
