@@ -4,7 +4,7 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,11 +17,11 @@ from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import ChatServiceError, ChatToolFailureError
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.llm.types import LLMResult
 from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
-from bot.testing.scripted_client import ScriptedClient
+from bot.testing.scripted_client import ScriptedClient, scripted
 from tools.call import ToolCall
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
@@ -207,17 +207,15 @@ SECRETS = ("ZEBRA-ARGUMENT", "QUOKKA-CUSTOMER", "OKAPI-MODEL", "hunter2", "SECRE
 
 def _scripted(turns: list[list[tuple[ToolCall, ...] | str]]) -> ScriptedClient:
     """A model that plays each turn's steps in order: tool calls, then a final text."""
-    script = iter(step for steps in turns for step in steps)
-
-    def respond(
-        messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
-    ) -> LLMResult:
-        step = next(script)
-        if isinstance(step, str):
-            return LLMResult(step, None, "stop", (), "scripted", "resp", 10, 5, 15)
-        return LLMResult(None, None, "tool_calls", step, "scripted", "resp", 10, 5, 15)
-
-    return ScriptedClient(respond)
+    return scripted(
+        *(
+            LLMResult(step, None, "stop", (), "scripted", "resp", 10, 5, 15)
+            if isinstance(step, str)
+            else LLMResult(None, None, "tool_calls", step, "scripted", "resp", 10, 5, 15)
+            for steps in turns
+            for step in steps
+        )
+    )
 
 
 async def test_no_argument_customer_or_model_text_reaches_the_stream(

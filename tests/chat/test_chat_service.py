@@ -20,7 +20,13 @@ from bot.llm.errors import LLMRequestError, LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
-from bot.testing.scripted_client import ScriptedClient, echo_responder, text_result, tool_result
+from bot.testing.scripted_client import (
+    ScriptedClient,
+    echo_responder,
+    scripted,
+    text_result,
+    tool_result,
+)
 from bot.turns import new_turn_id
 from tools.context import ToolContext
 from tools.order_status import GetOrderStatusArguments
@@ -69,8 +75,9 @@ def raising(error: Exception):
 
 
 async def test_a_tool_turn_stores_only_the_question_and_the_final_answer(make_harness):
-    script = iter([tool_result("get_order_status", {"order_id": "8041"}), text_result("В пути.")])
-    harness = make_harness(ScriptedClient(lambda m, t, c: next(script)))
+    harness = make_harness(
+        scripted(tool_result("get_order_status", {"order_id": "8041"}), text_result("В пути."))
+    )
     reply = await harness.ask("1", "Где заказ 8041?")
 
     assert reply.text == "В пути."

@@ -21,7 +21,7 @@ from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import LLMResult, Message, ToolCallingClient, ToolChoice, ToolDefinition
 from bot.testing.counting_shop import CountingShop, counting_shop
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
-from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
+from bot.testing.scripted_client import Script, ScriptedClient, text_result, tool_result
 from bot.tool_loop import BoundedToolLoop
 from tools.context import ToolContext
 from tools.default_registry import build_default_tool_registry
@@ -76,22 +76,23 @@ class _RecordingOfflineModel(OfflineChatModel):
 
 
 def _scripted() -> ModelUnderTest:
-    steps: list[Step] = []
+    script = Script()
+    client = ScriptedClient(script)
 
-    def respond(
-        messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
-    ) -> LLMResult:
-        step = steps.pop(0)
-        if isinstance(step, Call):
-            return tool_result(step.name, step.arguments)
-        return text_result(step.text)
+    def add(steps: Sequence[Step]) -> None:
+        script.add(
+            *(
+                tool_result(step.name, step.arguments)
+                if isinstance(step, Call)
+                else text_result(step.text)
+                for step in steps
+            )
+        )
 
-    client = ScriptedClient(respond)
-    return ModelUnderTest(
-        client,
-        steps.extend,
-        lambda: [(messages, choice) for messages, _, choice in client.requests],
-    )
+    def received() -> list[Received]:
+        return [(messages, choice) for messages, _, choice in client.requests]
+
+    return ModelUnderTest(client, add, received)
 
 
 def _offline(shop: ShopStore) -> ModelUnderTest:

@@ -10,7 +10,7 @@ in-process scripted client here; each example runs in a fresh event loop.
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -27,11 +27,11 @@ from bot.llm.errors import (
     LLMTimeoutError,
     LLMUnavailableError,
 )
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.llm.types import LLMResult, Message
 from bot.sessions.models import ConversationSession
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
-from bot.testing.scripted_client import ScriptedClient
+from bot.testing.scripted_client import scripted
 from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopResult
 from bot.turns import new_turn_id
 from tools.call import ToolCall
@@ -132,21 +132,6 @@ answers = st.sampled_from([0, 0, 1, 2, 2, 3]).flatmap(
 responses = st.lists(answers, min_size=5, max_size=5)
 
 
-def scripted(answers: Sequence[LLMResult | LLMClientError]) -> ScriptedClient:
-    """Answers in order; a sixth request means the loop broke its budget and fails the test."""
-    remaining: Iterator[LLMResult | LLMClientError] = iter(answers)
-
-    def responder(
-        messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
-    ) -> LLMResult:
-        answer = next(remaining)
-        if isinstance(answer, LLMClientError):
-            raise answer
-        return answer
-
-    return ScriptedClient(responder)
-
-
 @pytest.fixture(scope="module")
 def registry() -> ToolRegistry:
     return build_default_tool_registry(ShopStore.load())
@@ -167,7 +152,7 @@ def test_any_model_behaviour_ends_the_loop_within_budget_with_an_answer_or_a_typ
     answers: list[LLMResult | LLMClientError],
     max_steps: int,
 ):
-    client = scripted(answers)
+    client = scripted(*answers)  # a sixth request would break the budget: AssertionError
     loop = BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS)
     messages: list[Message] = [{"role": "user", "content": "Где заказ?"}]
     context = ToolContext(chat_id=1, user_id=7, turn_id="T")
@@ -204,7 +189,7 @@ KINDS_OF_BAD_ANSWERS = {"model_error", "tool_failure", "limit"}
 
 async def _one_turn(url: str, answers, max_steps: int) -> None:
     redis = aioredis.Redis.from_url(url)
-    client = scripted(answers)
+    client = scripted(*answers)  # a sixth request would break the budget: AssertionError
     harness = ChatHarness(
         redis,
         client,

@@ -3,16 +3,15 @@
 import copy
 import json
 import uuid
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
 from bot.llm.errors import LLMRateLimitError
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.testing.scripted_client import ScriptedClient
+from bot.llm.types import LLMResult, Message, ToolChoice
+from bot.testing.scripted_client import ScriptedClient, scripted
 from bot.tool_loop import (
     BoundedToolLoop,
     ToolLoopError,
@@ -90,23 +89,6 @@ def calls(
         completion_tokens=usage,
         total_tokens=None if usage is None else 2 * usage,
     )
-
-
-def scripted(*steps: LLMResult | Exception) -> ScriptedClient:
-    """A client answering the steps in order; a call past the script fails the test."""
-    queue = deque(steps)
-
-    def respond(
-        messages: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
-    ) -> LLMResult:
-        if not queue:
-            raise AssertionError("unscripted model call")
-        step = queue.popleft()
-        if isinstance(step, Exception):
-            raise step
-        return step
-
-    return ScriptedClient(respond)
 
 
 class Observed:
