@@ -43,3 +43,18 @@ async def wait_for_termination() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+
+
+async def announce_and_serve(base_url: str, routes: list[tuple[str, str, Handler]]) -> None:
+    """Start the control server, print both URLs (one a line), serve until SIGTERM or SIGINT.
+
+    The served API at ``base_url`` is already listening; the parent reads the two lines.
+    """
+    control = ControlServer(routes)
+    await control.start()
+    try:
+        print(base_url, flush=True)
+        print(control.url, flush=True)
+        await wait_for_termination()
+    finally:
+        await control.close()

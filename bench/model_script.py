@@ -9,7 +9,7 @@ and summaries grow as they would in a real conversation.
 
 from typing import Any
 
-from tests.fakes.openai_server import Reply, text_answer, tool_call_answer
+from bot.testing.openai_server import Reply, text_answer, tool_call_answer
 
 TWO_TOOLS = "[два инструмента]"
 

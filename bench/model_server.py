@@ -17,9 +17,9 @@ from time import monotonic
 
 from aiohttp import web
 
-from bench.control import ControlServer, wait_for_termination
+from bench.control import announce_and_serve
 from bench.model_script import bench_responder
-from tests.fakes.openai_server import ScriptedOpenAIServer
+from bot.testing.openai_server import ScriptedOpenAIServer
 
 
 class TimingModelServer(ScriptedOpenAIServer):
@@ -50,14 +50,7 @@ async def serve(latency_seconds: float) -> None:
     """Serve until SIGTERM or SIGINT."""
     server = TimingModelServer(latency_seconds)
     async with server:
-        control = ControlServer([("GET", "/timings", server.timings)])
-        await control.start()
-        try:
-            print(server.base_url, flush=True)
-            print(control.url, flush=True)
-            await wait_for_termination()
-        finally:
-            await control.close()
+        await announce_and_serve(server.base_url, [("GET", "/timings", server.timings)])
 
 
 def main(argv: list[str] | None = None) -> int:

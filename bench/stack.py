@@ -23,8 +23,8 @@ from bot.app import Application, build_application
 from bot.settings import (
     Settings,
 )
-from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.support.redis_server import RedisServer
+from bot.testing.openai_server import ScriptedOpenAIServer
+from bot.testing.redis_server import RedisServer
 
 KEY_PREFIX = "bench"
 AUDIT_STREAM = "bench:audit"

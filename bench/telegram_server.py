@@ -2,7 +2,7 @@
 
 ``python -m bench.telegram_server --token T`` prints its Bot API base URL and
 then its control URL, one a line, and serves until SIGTERM. The bot polls it
-exactly as it polls Telegram (``tests/fakes/telegram_server.py``).
+exactly as it polls Telegram (``bot/testing/telegram_server.py``).
 
 ``POST <control>/run`` with a :class:`LoadPlan` (JSON) runs a load and answers
 when every turn got its reply (or the plan's timeout passed): customers' text
@@ -27,8 +27,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, Field
 
-from bench.control import ControlServer, wait_for_termination
-from tests.fakes.telegram_server import FakeTelegramServer
+from bench.control import announce_and_serve
+from bot.testing.telegram_server import FakeTelegramServer
 
 
 class LoadPlan(BaseModel):
@@ -156,14 +156,9 @@ async def serve(token: str) -> None:
     """Serve until SIGTERM or SIGINT."""
     server = LoadServer(token=token)
     await server.start()
-    control = ControlServer([("POST", "/run", server.run)])
-    await control.start()
     try:
-        print(server.base_url, flush=True)
-        print(control.url, flush=True)
-        await wait_for_termination()
+        await announce_and_serve(server.base_url, [("POST", "/run", server.run)])
     finally:
-        await control.close()
         await server.close()
 
 

@@ -9,6 +9,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
+from bot.audit.entries import AuditSink
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_service import ChatLimits, ChatService
@@ -22,6 +23,7 @@ from bot.queue.work_stream import WorkStream, consumer_name
 from bot.redaction import redacted_url
 from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
+from bot.sessions.store import SessionStore
 from bot.settings import Settings
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop
@@ -65,7 +67,6 @@ class Application:
     llm: ToolCallingClient
     registry: ToolRegistry
     executor: ToolExecutor
-    loop: BoundedToolLoop
     audit: RedisStreamAuditSink
     sessions: RedisSessionStore
     chat: ChatService
@@ -131,6 +132,44 @@ def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
         raise StartupError(str(error)) from error
 
 
+def build_chat_service(
+    settings: Settings,
+    *,
+    llm: ToolCallingClient,
+    registry: ToolRegistry,
+    executor: ToolExecutor,
+    store: SessionStore,
+    audit: AuditSink,
+) -> ChatService:
+    """The chat service and its tool loop, configured by ``settings``.
+
+    The one wiring of a turn: the application, the tests and the benchmarks all
+    build their chat service here, so a test exercises what production runs.
+    """
+    support_prompt, summary_prompt = _prompts(settings)
+    loop = BoundedToolLoop(
+        llm,
+        registry,
+        executor,
+        max_steps=settings.tools.max_steps,
+        max_tool_calls=settings.tools.max_calls_per_turn,
+    )
+    return ChatService(
+        store=store,
+        loop=loop,
+        window=HistoryWindow(settings.session.history_token_budget),
+        summaries=ConversationSummaryService(llm, summary_prompt),
+        audit=audit,
+        prompt=support_prompt,
+        limits=ChatLimits(
+            lease_seconds=turn_lease_seconds(settings),
+            wait_seconds=settings.session.lock_wait_seconds,
+            max_message_chars=settings.session.message_max_chars,
+        ),
+        model_name=llm.model_name,
+    )
+
+
 async def connect_redis(settings: Settings) -> "aioredis.Redis":
     """A client to ``REDIS_URL`` that answered PING, or :class:`StartupError`."""
     url = settings.redis.url.get_secret_value()
@@ -165,7 +204,7 @@ async def build_application(
     settings: Settings, llm: ToolCallingClient | None = None
 ) -> Application:
     """Build everything; ``llm`` replaces the configured model client (tests, benchmarks)."""
-    support_prompt, summary_prompt = _prompts(settings)
+    _prompts(settings)  # an unknown prompt version fails before anything connects
     try:
         shop = ShopStore.load(settings.tools.data_path)
     except OSError as error:
@@ -184,13 +223,6 @@ async def build_application(
     client = llm or _build_llm(settings, shop)
     registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
-    loop = BoundedToolLoop(
-        client,
-        registry,
-        executor,
-        max_steps=settings.tools.max_steps,
-        max_tool_calls=settings.tools.max_calls_per_turn,
-    )
     audit_settings = settings.audit
     pseudonymizer = (
         ChatPseudonymizer(audit_settings.hmac_key.get_secret_value().encode())
@@ -211,26 +243,15 @@ async def build_application(
         ttl_seconds=settings.session.ttl_seconds,
         archive_ttl_seconds=settings.session.archive_ttl_seconds,
     )
-    chat = ChatService(
-        store=sessions,
-        loop=loop,
-        window=HistoryWindow(settings.session.history_token_budget),
-        summaries=ConversationSummaryService(client, summary_prompt),
-        audit=audit,
-        prompt=support_prompt,
-        limits=ChatLimits(
-            lease_seconds=turn_lease_seconds(settings),
-            wait_seconds=settings.session.lock_wait_seconds,
-            max_message_chars=settings.session.message_max_chars,
-        ),
-        model_name=client.model_name,
+    chat = build_chat_service(
+        settings, llm=client, registry=registry, executor=executor, store=sessions, audit=audit
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
         settings.llm.backend if llm is None else "injected",
         client.model_name,
-        support_prompt.prompt_id,
-        support_prompt.version,
+        chat.prompt.prompt_id,
+        chat.prompt.version,
         redacted_url(settings.redis.url.get_secret_value()),
         ",".join(registry.names()),
     )
@@ -259,7 +280,6 @@ async def build_application(
         llm=client,
         registry=registry,
         executor=executor,
-        loop=loop,
         audit=audit,
         sessions=sessions,
         chat=chat,

@@ -1,12 +1,13 @@
-"""Fixtures shared by the whole suite: a private redis-server, clients to it, a fake Bot API."""
+"""Fixtures shared by the whole suite: a private redis-server and clients, fake servers."""
 
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.asyncio as aioredis
 
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.redis_server import RedisServer
+from bot.testing.openai_server import ScriptedOpenAIServer
+from bot.testing.redis_server import RedisServer
+from bot.testing.telegram_server import FakeTelegramServer
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +44,10 @@ async def telegram() -> AsyncIterator[FakeTelegramServer]:
     await server.start()
     yield server
     await server.close()
+
+
+@pytest.fixture
+async def openai_server() -> AsyncIterator[ScriptedOpenAIServer]:
+    """A scripted OpenAI-compatible server of this test."""
+    async with ScriptedOpenAIServer() as server:
+        yield server

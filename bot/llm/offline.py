@@ -74,6 +74,11 @@ class OfflineChatModel:
         self._ids = itertools.count(1)
 
     @property
+    def knowledge(self) -> OfflineDemoKnowledge:
+        """What this model was told of the shop."""
+        return self._tools
+
+    @property
     def model_name(self) -> str:
         """Always ``offline-demo``."""
         return OFFLINE_MODEL_NAME

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.redis_server import RedisServer
+from bot.testing.redis_server import RedisServer
 
 STREAM = "support:audit"
 HMAC_KEY = "test-audit-key-0123456789"

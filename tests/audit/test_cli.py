@@ -10,9 +10,9 @@ from bot.audit.cli import main
 from bot.audit.export import StreamExporter
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.stream_entries import StreamEntry
-from tests.audit.builders import append, hours_ago, simple_turn, tool_entry, turn_entry
+from bot.testing.audit_entries import append, hours_ago, simple_turn, tool_entry, turn_entry
+from bot.testing.redis_server import free_port
 from tests.audit.conftest import HMAC_KEY, STREAM
-from tests.support.redis_server import free_port
 from turn import ToolStatus, TurnOutcome
 
 pytestmark = pytest.mark.usefixtures("cli_env")

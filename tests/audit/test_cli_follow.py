@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.audit.builders import append, simple_turn
+from bot.testing.audit_entries import append, simple_turn
+from bot.testing.redis_server import RedisServer
 from tests.audit.conftest import STREAM
-from tests.support.redis_server import RedisServer
 
 WAIT_SECONDS = 20
 

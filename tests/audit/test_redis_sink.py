@@ -4,7 +4,7 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,18 +16,17 @@ from redis.backoff import NoBackoff
 from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
-from bot.chat_errors import ChatToolFailureError
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.tool_loop import BoundedToolLoop
-from bot.turn_audit import TurnAuditRecorder
-from tests.audit.builders import simple_turn, tool_entry, turn_entry
-from tests.support.redis_server import RedisServer
-from tests.support.scripted_client import ScriptedClient
+from bot.chat_errors import ChatServiceError, ChatToolFailureError
+from bot.llm.types import LLMResult
+from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry
+from bot.testing.chat_harness import ChatHarness
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, scripted
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
-from turn import ToolCall, ToolLoopError, TurnContext, TurnOutcome, Usage
+from turn import ToolCall, TurnContext, Usage
 
 STREAM = "support:audit"
 TOOL_FIELDS = [
@@ -212,62 +211,51 @@ def _call(call_id: str, name: str, arguments: str) -> ToolCall:
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
-async def _run_turn(
-    registry: ToolRegistry,
-    executor: ToolExecutor,
-    turn_id: str,
-    steps: list[tuple[ToolCall, ...] | str],
-) -> list[AuditEntry]:
-    """One turn through the real loop, audited the way the chat service audits it."""
-    script = iter(steps)
-
-    def respond(
-        messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
-    ) -> LLMResult:
-        step = next(script)
-        if isinstance(step, str):
-            return LLMResult(step, None, "stop", (), "scripted", "resp", USAGE)
-        return LLMResult(None, None, "tool_calls", step, "scripted", "resp", USAGE)
-
-    loop = BoundedToolLoop(ScriptedClient(respond), registry, executor)
-    recorder = TurnAuditRecorder(chat_id="100200300", turn_id=turn_id, model="scripted")
-    outcome = TurnOutcome.ANSWERED
-    customer = [{"role": "user", "content": "Где мой заказ? QUOKKA-CUSTOMER-SECRET"}]
-    try:
-        await loop.run(
-            customer,
-            TurnContext(
-                conversation_key="tg:100200300", chat_id=100200300, user_id=1, turn_id=turn_id
-            ),
-            observer=recorder,
+def _scripted(turns: list[list[tuple[ToolCall, ...] | str]]) -> ScriptedClient:
+    """A model that plays each turn's steps in order: tool calls, then a final text."""
+    return scripted(
+        *(
+            LLMResult(step, None, "stop", (), "scripted", "resp", USAGE)
+            if isinstance(step, str)
+            else LLMResult(None, None, "tool_calls", step, "scripted", "resp", USAGE)
+            for steps in turns
+            for step in steps
         )
-    except ToolLoopError:
-        outcome = ChatToolFailureError.kind
-    return recorder.entries(
-        outcome=outcome, latency_ms=12.0, prompt_id="support_chat", prompt_version="1.2.0"
     )
 
 
 async def test_no_argument_customer_or_model_text_reaches_the_stream(
-    registry: ToolRegistry,
-    executor: ToolExecutor,
-    sink: RedisStreamAuditSink,
-    redis_client: aioredis.Redis,
+    registry: ToolRegistry, redis_client: aioredis.Redis
 ) -> None:
-    """Every field name and value of every entry is searched for the test's secret strings."""
+    """Turns through ``ChatService.reply``; every audit field is searched for the secrets."""
     secret_query = json.dumps({"query": "ZEBRA-ARGUMENT-SECRET"})
     secret_order = json.dumps({"order_id": "ZEBRA-ARGUMENT-SECRET"})
     turns: list[list[tuple[ToolCall, ...] | str]] = [
         [(_call("c1", "search_products", secret_query),), "OKAPI-MODEL-SECRET answer"],
-        [(_call("c2", "get_order_status", secret_order),), "never said"],
-        [(_call("c3", "crashing_tool", "{}"),), "never said"],
-        [(_call("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),), "never said"],
+        [(_call("c2", "get_order_status", secret_order),)],
+        [(_call("c3", "crashing_tool", "{}"),)],
+        [(_call("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),)],
     ]
-    for index, steps in enumerate(turns):
-        await sink.write(await _run_turn(registry, executor, f"PRIVACY{index:03d}", steps))
+    client = _scripted(turns)
+    harness = ChatHarness(redis_client, client, prefix="privacy", registry=registry)
+    customer_text = "Где мой заказ? QUOKKA-CUSTOMER-SECRET"
+    outcomes = []
+    try:
+        for index in range(len(turns)):
+            try:
+                await harness.ask(f"chat-{index}", customer_text, user_id=1)
+                outcomes.append("answered")
+            except ChatServiceError as error:
+                outcomes.append(error.kind)
+        history = await harness.history("chat-0")
+        rows = await harness.audit_entries()
+    finally:
+        await harness.close()
 
-    rows = await _read_all(redis_client)
-    assert len(rows) == 8
+    # The secrets were really there: the model saw the customer text, the history keeps it.
+    assert outcomes == ["answered", "tool_failure", "tool_failure", "tool_failure"]
+    assert all("QUOKKA-CUSTOMER-SECRET" in str(request[0]) for request in client.requests)
+    assert history == [("user", customer_text), ("assistant", "OKAPI-MODEL-SECRET answer")]
     assert [row["type"] for row in rows] == ["tool", "turn"] * 4
     # A made-up tool name is model text too: the entry says what happened without it.
     assert (rows[6]["status"], rows[6]["error_code"]) == ("rejected", "unknown_tool")
@@ -463,11 +451,3 @@ async def test_timeout_bounds_a_write_to_a_redis_that_never_answers() -> None:
         finally:
             await client.aclose()
     assert sink.lost_entries == 2
-
-
-async def test_an_empty_write_sends_nothing(
-    sink: RedisStreamAuditSink, redis_client: aioredis.Redis
-) -> None:
-    await sink.write([])
-    assert await redis_client.exists(STREAM) == 0
-    assert (sink.written_entries, sink.lost_entries) == (0, 0)

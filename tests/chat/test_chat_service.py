@@ -6,7 +6,6 @@ from collections.abc import Sequence
 import pytest
 import redis.asyncio as aioredis
 
-from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import (
     ChatBadRequestError,
     ChatLimitError,
@@ -17,86 +16,48 @@ from bot.chat_errors import (
     EmptyMessageError,
     MessageTooLongError,
 )
-from bot.chat_service import ChatLimits, ChatService
-from bot.history import HistoryWindow
 from bot.llm.errors import LLMRequestError, LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.redis_keys import RedisKeys
-from bot.sessions.redis_store import RedisSessionStore
-from bot.summary import ConversationSummaryService
-from bot.tool_loop import BoundedToolLoop
-from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
-from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
-from tests.support.redis_server import RedisServer
-from tests.support.scripted_client import ScriptedClient, echo_responder, text_result, tool_result
-from tools.default_registry import build_default_tool_registry
-from tools.execution import ToolExecutor
+from bot.testing.chat_harness import ChatHarness
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import (
+    ScriptedClient,
+    echo_responder,
+    scripted,
+    text_result,
+    tool_result,
+)
 from tools.order_status import GetOrderStatusArguments
 from tools.registry import RegisteredTool, ToolRegistry
-from tools.store import ShopStore
 from turn import TurnContext, new_turn_id
 
-STREAM = "t:audit"
 
-
-class Harness:
-    """One ChatService over a Redis client, with everything it needs."""
-
-    def __init__(
-        self,
-        client: aioredis.Redis,
-        llm: ScriptedClient,
-        budget: int = 2000,
-        max_steps: int = 3,
-        registry: ToolRegistry | None = None,
-    ) -> None:
-        self.redis = client
-        self.llm = llm
-        registry = registry or build_default_tool_registry(ShopStore.load())
-        self.executor = ToolExecutor(registry)
-        self.store = RedisSessionStore(
-            client, keys=RedisKeys("t"), ttl_seconds=3600, archive_ttl_seconds=7200
-        )
-        self.chat = ChatService(
-            store=self.store,
-            loop=BoundedToolLoop(llm, registry, self.executor, max_steps=max_steps),
-            window=HistoryWindow(budget),
-            summaries=ConversationSummaryService(llm, SUMMARY_PROMPT_V1_0_0),
-            audit=RedisStreamAuditSink(client, stream=STREAM, maxlen=10_000),
-            prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
-            limits=ChatLimits(lease_seconds=30, wait_seconds=10, max_message_chars=500),
-            model_name="scripted",
-        )
-
-    async def ask(self, key: str, text: str, user_id: int | None = None):
-        context = TurnContext(
-            conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id()
-        )
-        return await self.chat.reply(context, text)
-
-    async def history(self, key: str) -> list[tuple[str, str]]:
-        session = await self.store.load(key)
-        return [] if session is None else [(m.role, m.content) for m in session.messages]
-
-    async def audit_entries(self) -> list[dict[str, str]]:
-        entries = await self.redis.xrange(STREAM) or []
-        return [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]
-
-    async def close(self) -> None:
-        await self.chat.drain(grace_seconds=5)
-        self.executor.close()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def harness_over(
+    redis: aioredis.Redis,
+    llm: ScriptedClient | None = None,
+    budget: int = 2000,
+    max_steps: int = 3,
+    registry: ToolRegistry | None = None,
+) -> ChatHarness:
+    """The production chat service over ``redis`` (scripted model, messages up to 500 chars)."""
+    return ChatHarness(
+        redis,
+        llm or ScriptedClient(echo_responder),
+        prefix="t",
+        registry=registry,
+        HISTORY_TOKEN_BUDGET=budget,
+        TOOL_MAX_STEPS=max_steps,
+        MESSAGE_MAX_CHARS=500,
+        SESSION_LOCK_WAIT_SECONDS=10,
+    )
 
 
 @pytest.fixture
 async def make_harness(redis_client):
-    made: list[Harness] = []
+    made: list[ChatHarness] = []
 
-    def factory(llm: ScriptedClient | None = None, **kwargs) -> Harness:
-        harness = Harness(redis_client, llm or ScriptedClient(echo_responder), **kwargs)
+    def factory(llm: ScriptedClient | None = None, **kwargs) -> ChatHarness:
+        harness = harness_over(redis_client, llm, **kwargs)
         made.append(harness)
         return harness
 
@@ -114,8 +75,7 @@ def raising(error: Exception):
 
 async def test_a_tool_turn_stores_only_the_question_and_the_final_answer(make_harness):
     results = [tool_result("get_order_status", {"order_id": "8041"}), text_result("В пути.")]
-    script = iter(results)
-    harness = make_harness(ScriptedClient(lambda m, t, c: next(script)))
+    harness = make_harness(scripted(*results))
     reply = await harness.ask("1", "Где заказ 8041?")
 
     assert reply.text == "В пути."
@@ -141,7 +101,7 @@ async def test_sessions_survive_a_restart_of_the_service_objects(make_harness, r
     await make_harness().ask("1", "до перезапуска")
     other = aioredis.Redis.from_url(redis_server.url)
     try:
-        restarted = Harness(other, ScriptedClient(echo_responder))
+        restarted = harness_over(other, ScriptedClient(echo_responder))
         reply = await restarted.ask("1", "после")
         await restarted.close()
     finally:
@@ -209,7 +169,7 @@ async def test_redis_down_is_a_storage_error_and_the_next_turn_works_after_resta
     client = aioredis.Redis.from_url(
         own_redis_server.url, socket_timeout=1, socket_connect_timeout=1
     )
-    harness = Harness(client, ScriptedClient(echo_responder))
+    harness = harness_over(client, ScriptedClient(echo_responder))
     try:
         await harness.ask("1", "первый")
         own_redis_server.stop()

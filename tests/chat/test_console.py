@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.redis_server import RedisServer, free_port
+from bot.testing.redis_server import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

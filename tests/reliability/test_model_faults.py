@@ -18,7 +18,7 @@ from bot.chat_errors import (
     ChatServiceError,
     ChatToolFailureError,
 )
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
     empty_choices,

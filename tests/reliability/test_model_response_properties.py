@@ -10,7 +10,7 @@ in-process scripted client here; each example runs in a fresh event loop.
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -18,10 +18,7 @@ import redis.asyncio as aioredis
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import ChatServiceError
-from bot.chat_service import ChatLimits, ChatService
-from bot.history import HistoryWindow
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -30,17 +27,12 @@ from bot.llm.errors import (
     LLMTimeoutError,
     LLMUnavailableError,
 )
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.redis_keys import RedisKeys
+from bot.llm.types import LLMResult, Message
 from bot.sessions.models import ConversationSession
-from bot.sessions.redis_store import RedisSessionStore
-from bot.summary import ConversationSummaryService
+from bot.testing.chat_harness import ChatHarness
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import scripted
 from bot.tool_loop import BoundedToolLoop, ToolLoopResult
-from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
-from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
-from tests.reliability.conftest import stream_entries
-from tests.support.redis_server import RedisServer
-from tests.support.scripted_client import ScriptedClient
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
@@ -48,7 +40,6 @@ from tools.store import ShopStore
 from turn import ToolCall, ToolLoopError, TurnContext, TurnOutcome, Usage, new_turn_id
 
 MAX_TOOL_CALLS = 4
-STREAM = "prop:audit"
 
 VALID_ARGUMENTS = {
     "get_order_status": ['{"order_id": "8041"}', '{"order_id": "5150"}', '{"order_id": "0000"}'],
@@ -142,21 +133,6 @@ answers = st.sampled_from([0, 0, 1, 2, 2, 3]).flatmap(
 responses = st.lists(answers, min_size=5, max_size=5)
 
 
-def scripted(answers: Sequence[LLMResult | LLMClientError]) -> ScriptedClient:
-    """Answers in order; a sixth request means the loop broke its budget and fails the test."""
-    remaining: Iterator[LLMResult | LLMClientError] = iter(answers)
-
-    def responder(
-        messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
-    ) -> LLMResult:
-        answer = next(remaining)
-        if isinstance(answer, LLMClientError):
-            raise answer
-        return answer
-
-    return ScriptedClient(responder)
-
-
 @pytest.fixture(scope="module")
 def registry() -> ToolRegistry:
     return build_default_tool_registry(ShopStore.load())
@@ -177,7 +153,7 @@ def test_any_model_behaviour_ends_the_loop_within_budget_with_an_answer_or_a_typ
     answers: list[LLMResult | LLMClientError],
     max_steps: int,
 ):
-    client = scripted(answers)
+    client = scripted(*answers)  # a sixth request would break the budget: AssertionError
     loop = BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS)
     messages: list[Message] = [{"role": "user", "content": "Где заказ?"}]
     context = TurnContext(conversation_key="1", chat_id=1, user_id=7, turn_id="T")
@@ -200,24 +176,30 @@ def test_any_model_behaviour_ends_the_loop_within_budget_with_an_answer_or_a_typ
     assert messages == [{"role": "user", "content": "Где заказ?"}]  # the caller's list is intact
 
 
-async def _one_turn(
-    url: str, registry: ToolRegistry, executor: ToolExecutor, answers, max_steps: int
-) -> None:
+# What the chat service tells the customer when the model's request itself failed.
+KIND_OF_MODEL_FAILURE = {
+    LLMTimeoutError: "model_unavailable",
+    LLMRateLimitError: "model_unavailable",
+    LLMUnavailableError: "model_unavailable",
+    LLMRequestError: "bad_request",
+    LLMBadResponseError: "model_error",
+}
+# What a turn can end in when every model request was answered (badly).
+KINDS_OF_BAD_ANSWERS = {"model_error", "tool_failure", "limit"}
+
+
+async def _one_turn(url: str, answers, max_steps: int) -> None:
     redis = aioredis.Redis.from_url(url)
-    client = scripted(answers)
-    store = RedisSessionStore(
-        redis, keys=RedisKeys("prop"), ttl_seconds=600, archive_ttl_seconds=600
+    client = scripted(*answers)  # a sixth request would break the budget: AssertionError
+    harness = ChatHarness(
+        redis,
+        client,
+        prefix="prop",
+        TOOL_MAX_STEPS=max_steps,
+        TOOL_MAX_CALLS_PER_TURN=MAX_TOOL_CALLS,
+        SESSION_LOCK_WAIT_SECONDS=5,
     )
-    chat = ChatService(
-        store=store,
-        loop=BoundedToolLoop(client, registry, executor, max_steps, MAX_TOOL_CALLS),
-        window=HistoryWindow(2000),
-        summaries=ConversationSummaryService(client, SUMMARY_PROMPT_V1_0_0),
-        audit=RedisStreamAuditSink(redis, stream=STREAM, maxlen=10_000),
-        prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
-        limits=ChatLimits(lease_seconds=30, wait_seconds=5),
-        model_name="prop-model",
-    )
+    store = harness.store
     key = uuid.uuid4().hex
     turn_id = new_turn_id()
     try:
@@ -228,18 +210,23 @@ async def _one_turn(
         failure: ChatServiceError | None = None
         outcome: TurnOutcome
         try:
-            context = TurnContext(conversation_key=key, chat_id=key, user_id=7, turn_id=turn_id)
-            reply = await chat.reply(context, "Где заказ?")
+            reply = await harness.ask(key, "Где заказ?", user_id=7, turn_id=turn_id)
         except ChatServiceError as error:
             failure = error
+        last_answer = answers[len(client.requests) - 1]
         if failure is not None:
             # The front end shows the incident message with this turn id: the customer hears back.
             assert failure.turn_id == turn_id
-            assert failure.kind is not TurnOutcome.ANSWERED
+            # The kind names what went wrong: the failed request, else the bad answers.
+            if isinstance(last_answer, LLMClientError):
+                assert failure.kind == KIND_OF_MODEL_FAILURE[type(last_answer)]
+            else:
+                assert failure.kind in KINDS_OF_BAD_ANSWERS
             expected_messages = before.messages
             outcome = failure.kind
         else:
-            assert reply.text.strip()
+            assert isinstance(last_answer, LLMResult)
+            assert reply.text == (last_answer.text or "").strip() != ""
             expected_messages = (*before.messages, *_pair(reply.text))
             outcome = TurnOutcome.ANSWERED
         stored = ConversationSession.model_validate_json(
@@ -251,13 +238,13 @@ async def _one_turn(
         assert await redis.exists(store.keys(key).lease) == 0  # the lease was given back
         turns = [
             fields
-            for fields in await stream_entries(redis, STREAM)
+            for fields in await harness.audit_entries()
             if fields["turn_id"] == turn_id and fields["type"] == "turn"
         ]
         assert [fields["outcome"] for fields in turns] == [outcome]
         event(outcome)
     finally:
-        await chat.drain(grace_seconds=1)
+        await harness.close()
         await redis.aclose()
 
 
@@ -278,10 +265,8 @@ def _epoch() -> datetime:
 @given(answers=responses, max_steps=st.integers(1, 5))
 def test_any_model_behaviour_leaves_a_readable_session_and_one_audited_outcome(
     redis_server: RedisServer,
-    registry: ToolRegistry,
-    executor: ToolExecutor,
     answers: list[LLMResult | LLMClientError],
     max_steps: int,
 ):
     """Answered: exactly one new pair; failed: history untouched; always one turn entry."""
-    asyncio.run(_one_turn(redis_server.url, registry, executor, answers, max_steps))
+    asyncio.run(_one_turn(redis_server.url, answers, max_steps))

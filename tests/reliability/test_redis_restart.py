@@ -17,9 +17,10 @@ import redis.asyncio as aioredis
 
 from bot.chat_errors import ChatStorageError
 from bot.chat_service import ChatReply
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
-from tests.reliability.conftest import Engine, stored_sessions
-from tests.support.redis_server import RedisServer
+from bot.testing.chat_harness import ChatHarness
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from bot.testing.redis_server import RedisServer
+from tests.reliability.conftest import engine_over_http, stored_sessions
 
 CONVERSATIONS = 20
 TURNS_PER_CONVERSATION = 5
@@ -33,7 +34,7 @@ def echo(body: dict[str, object]) -> Reply:
     return text_answer(f"Ответ: {messages[-1]['content']}")
 
 
-async def _ask_in_order(engine: Engine, key: str, texts: list[str]) -> list[object]:
+async def _ask_in_order(engine: ChatHarness, key: str, texts: list[str]) -> list[object]:
     outcomes: list[object] = []
     for text in texts:
         try:
@@ -53,7 +54,7 @@ async def test_a_redis_crash_mid_burst_loses_no_snapshotted_session_and_corrupts
     async with ScriptedOpenAIServer() as server:
         server.responder = echo
         server.latency_seconds = 0.02
-        engine = Engine(redis, server.base_url)
+        engine = engine_over_http(redis, server.base_url)
         keys = [f"k{n}" for n in range(CONVERSATIONS)]
         try:
             for key in keys:

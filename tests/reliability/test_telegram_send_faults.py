@@ -19,11 +19,12 @@ import redis.asyncio as aioredis
 
 from bot.history import UNDELIVERED_NOTE
 from bot.sessions.models import ConversationSession
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
-from tests.fakes.telegram_server import ApiCall, FakeTelegramServer
-from tests.reliability.conftest import stream_entries
-from tests.support.redis_server import RedisServer
-from tests.telegram.support import PollingBot, stack_settings, user_texts
+from bot.testing.audit_entries import stream_entries
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
+from bot.testing.polling_bot import PollingBot
+from bot.testing.redis_server import RedisServer
+from bot.testing.settings import stack_settings
+from bot.testing.telegram_server import ApiCall, FakeTelegramServer
 
 PREFIX = "sendfault"
 STREAM = f"{PREFIX}:audit"

@@ -36,10 +36,10 @@ from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers
-from tests.fakes.telegram_server import FakeTelegramServer, utf16_len
+from bot.testing.redis_server import RedisServer
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import FakeTelegramServer, utf16_len
 from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
-from tests.support.redis_server import RedisServer
-from tests.telegram.support import make_settings
 
 PREFIX = "rtg"
 ENTITY_TYPES = ["bold", "italic", "mention", "bot_command", "url", "code", "pre", "hashtag"]

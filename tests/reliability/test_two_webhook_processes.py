@@ -37,11 +37,11 @@ import redis.asyncio as aioredis
 
 from bot.sessions.models import ConversationSession
 from bot.telegram.webhook import SECRET_HEADER
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
-from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tests.reliability.conftest import stream_entries
-from tests.support.redis_server import RedisServer, free_port
-from tests.telegram.support import user_texts
+from bot.testing.audit_entries import stream_entries
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
+from bot.testing.redis_server import RedisServer, free_port
+from bot.testing.settings import stack_env
+from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 PREFIX = "twohooks"
 STREAM = f"{PREFIX}:audit"
@@ -108,16 +108,11 @@ async def start_webhook_process(
     port = free_port()
     env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
     env.update(
+        {
+            name: str(value)
+            for name, value in stack_env(telegram, model, redis_url, prefix=PREFIX).items()
+        },
         TELEGRAM_BOT_TOKEN=TEST_TOKEN,
-        TELEGRAM_API_BASE_URL=telegram.base_url,
-        LLM_BACKEND="openai",
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=model.base_url,
-        LLM_MODEL="scripted-model",
-        LLM_MAX_RETRIES="0",
-        REDIS_URL=redis_url,
-        REDIS_KEY_PREFIX=PREFIX,
-        AUDIT_STREAM=STREAM,
         WEBHOOK_URL="https://bot.example.com",
         WEBHOOK_PATH=HOOK_PATH,
         WEBHOOK_SECRET=SECRET,

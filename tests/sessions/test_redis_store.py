@@ -1,6 +1,8 @@
-"""RedisSessionStore against a real redis-server."""
+"""RedisSessionStore against a real redis-server: what only Redis does.
 
-import asyncio
+The store's contract (leases, versions, archive) is in tests/contracts/test_session_store.py.
+"""
+
 import json
 import logging
 from datetime import UTC, datetime
@@ -12,11 +14,9 @@ from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import (
-    SessionConflictError,
-    SessionLockTimeoutError,
     SessionStoreUnavailableError,
 )
-from tests.support.redis_server import RedisServer
+from bot.testing.redis_server import RedisServer
 
 TTL = 3600
 ARCHIVE_TTL = 7200
@@ -34,14 +34,6 @@ def session_for(key: str, turns: int = 1) -> ConversationSession:
     for i in range(turns):
         session = session.with_turn(f"вопрос {i}", f"ответ {i}", NOW, "1.2.0")
     return session
-
-
-async def test_a_new_conversation_has_no_session_and_an_empty_version(redis_client):
-    store = make_store(redis_client)
-    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
-    assert locked.session is None
-    assert locked.version == ""
-    await store.release(locked)
 
 
 async def test_a_committed_session_survives_new_store_and_client_objects(
@@ -76,19 +68,6 @@ async def test_commit_sets_the_ttl_and_every_commit_refreshes_it(redis_client):
     assert await redis_client.ttl(key) > TTL - 5
 
 
-async def test_two_conversations_are_isolated(redis_client):
-    store = make_store(redis_client)
-    for key, turns in (("1", 1), ("2", 3)):
-        locked = await store.acquire(key, lease_seconds=5, wait_seconds=1)
-        await store.commit(locked, session_for(key, turns))
-    first = await store.load("1")
-    second = await store.load("2")
-    assert first is not None
-    assert len(first.messages) == 2
-    assert second is not None
-    assert len(second.messages) == 6
-
-
 async def test_every_key_of_a_conversation_shares_one_cluster_hash_tag(redis_client):
     store = make_store(redis_client)
     locked = await store.acquire("-100123", lease_seconds=5, wait_seconds=1)
@@ -98,37 +77,6 @@ async def test_every_key_of_a_conversation_shares_one_cluster_hash_tag(redis_cli
     keys = [key.decode() for key in await redis_client.keys("t:*")]
     assert keys
     assert all(key.startswith("t:{-100123}:") for key in keys)
-
-
-async def test_a_second_turn_waits_a_bounded_time_for_the_lease(redis_client):
-    store = make_store(redis_client)
-    held = await store.acquire("100", lease_seconds=30, wait_seconds=1)
-    with pytest.raises(SessionLockTimeoutError):
-        await store.acquire("100", lease_seconds=30, wait_seconds=0.2)
-    await store.release(held)
-    again = await store.acquire("100", lease_seconds=30, wait_seconds=0.2)
-    await store.release(again)
-
-
-async def test_a_lease_of_a_dead_process_expires(redis_client):
-    store = make_store(redis_client)
-    await store.acquire("100", lease_seconds=0.2, wait_seconds=1)  # never released
-    locked = await store.acquire("100", lease_seconds=5, wait_seconds=3)
-    assert locked.session is None
-    await store.release(locked)
-
-
-async def test_a_lost_lease_never_overwrites_a_newer_session(redis_client):
-    store = make_store(redis_client)
-    slow = await store.acquire("100", lease_seconds=0.1, wait_seconds=1)
-    await asyncio.sleep(0.2)  # the slow turn's lease runs out
-    fast = await store.acquire("100", lease_seconds=5, wait_seconds=1)
-    newer = session_for("100", turns=1)
-    await store.commit(fast, newer)
-
-    with pytest.raises(SessionConflictError):
-        await store.commit(slow, session_for("100", turns=5))
-    assert await store.load("100") == newer
 
 
 async def test_a_corrupt_entry_is_quarantined_and_the_conversation_starts_fresh(

@@ -7,7 +7,7 @@ from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 
-from tests.fakes.telegram_server import FakeTelegramServer
+from bot.testing.telegram_server import FakeTelegramServer
 
 
 @pytest.fixture

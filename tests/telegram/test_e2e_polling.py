@@ -15,24 +15,21 @@ import pytest
 
 from bot.telegram import messages
 from bot.telegram.text_split import utf16_length
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
     error,
     text_answer,
     tool_call_answer,
     tool_calls_answer,
+    user_texts,
 )
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.redis_server import RedisServer
-from tests.telegram.support import PollingBot, stack_settings
+from bot.testing.polling_bot import PollingBot
+from bot.testing.redis_server import RedisServer
+from bot.testing.settings import stack_settings
+from bot.testing.telegram_server import FakeTelegramServer
 
 Body = dict[str, Any]
-
-
-def user_texts(body: Body) -> list[str]:
-    """The user messages the model was shown, oldest first."""
-    return [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
 
 
 def tool_results(body: Body) -> list[dict[str, Any]]:
@@ -46,36 +43,32 @@ def echo(body: Body) -> Reply:
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[ScriptedOpenAIServer]:
-    async with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def running(
-    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+    telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer, redis_client, redis_server
 ) -> AsyncIterator[PollingBot]:
     """The bot running against the three servers (the shared Redis, flushed)."""
-    process = PollingBot(stack_settings(telegram, model, redis_server.url, prefix="e2e"), telegram)
+    process = PollingBot(
+        stack_settings(telegram, openai_server, redis_server.url, prefix="e2e"), telegram
+    )
     await process.start()
     yield process
     assert await process.stop() == 0
 
 
 async def test_start_registers_the_command_menu_and_greets(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
     assert [c["command"] for c in telegram.commands] == ["start", "help", "new"]
     assert telegram.calls_of("deleteWebhook")
     await telegram.push_message(10, "/start")
     assert await telegram.wait_for_texts(10, 1) == [messages.GREETING]
-    assert model.requests == []
+    assert openai_server.requests == []
 
 
 async def test_one_tool_then_two_tools_answer_from_the_demo_store(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
-    model.script(
+    openai_server.script(
         tool_call_answer("get_order_status", {"order_id": "8041"}),
         text_answer("Заказ **8041** передан в службу доставки."),
         tool_calls_answer([("get_order_status", {"order_id": "8042"}), ("get_support_hours", {})]),
@@ -86,19 +79,21 @@ async def test_one_tool_then_two_tools_answer_from_the_demo_store(
     await telegram.push_message(11, "А заказ 8042? И когда вы работаете?")
     texts = await telegram.wait_for_texts(11, 2)
     assert texts[1] == "Заказ 8042 собирается на складе. Поддержка работает ежедневно."
-    first_results = tool_results(model.requests[1].body)
+    first_results = tool_results(openai_server.requests[1].body)
     assert first_results[0]["ok"] is True
     assert first_results[0]["data"]["status"] == "in_transit"
-    second = tool_results(model.requests[3].body)
+    second = tool_results(openai_server.requests[3].body)
     assert [result["ok"] for result in second] == [True, True]
-    assert model.pending_steps == 0
+    assert openai_server.pending_steps == 0
 
 
 async def test_history_survives_a_second_turn_and_a_restart_and_new_forgets_it(
-    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+    telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer, redis_client, redis_server
 ) -> None:
-    model.responder = lambda body: text_answer(" | ".join(user_texts(body)))
-    process = PollingBot(stack_settings(telegram, model, redis_server.url, prefix="e2e"), telegram)
+    openai_server.responder = lambda body: text_answer(" | ".join(user_texts(body)))
+    process = PollingBot(
+        stack_settings(telegram, openai_server, redis_server.url, prefix="e2e"), telegram
+    )
     await process.start()
     await telegram.push_message(12, "первый")
     await telegram.wait_for_texts(12, 1)
@@ -118,9 +113,9 @@ async def test_history_survives_a_second_turn_and_a_restart_and_new_forgets_it(
 
 
 async def test_two_chats_are_isolated(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
-    model.responder = lambda body: text_answer(" | ".join(user_texts(body)))
+    openai_server.responder = lambda body: text_answer(" | ".join(user_texts(body)))
     await telegram.push_message(21, "я из чата 21")
     await telegram.push_message(22, "я из чата 22")
     await telegram.wait_for_texts(21, 1)
@@ -131,24 +126,24 @@ async def test_two_chats_are_isolated(
 
 
 async def test_non_text_message_gets_a_reply_without_a_model_call(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
     photo = [{"file_id": "p", "file_unique_id": "u", "width": 90, "height": 90}]
     await telegram.push_message(13, None, extra={"photo": photo})
     assert await telegram.wait_for_texts(13, 1) == [messages.NON_TEXT]
-    assert model.requests == []
+    assert openai_server.requests == []
 
 
 async def test_a_ten_thousand_character_answer_arrives_in_valid_pieces(
-    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+    telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer, redis_client, redis_server
 ) -> None:
     paragraph = ("Это **подробное** предложение длинного ответа. " * 25).strip()
     answer = "\n\n".join([paragraph] * 9)
     assert len(answer) >= 10_000
-    model.script(text_answer(answer))
+    openai_server.script(text_answer(answer))
     process = PollingBot(
         stack_settings(
-            telegram, model, redis_server.url, prefix="e2e", HISTORY_TOKEN_BUDGET=50_000
+            telegram, openai_server, redis_server.url, prefix="e2e", HISTORY_TOKEN_BUDGET=50_000
         ),
         telegram,
     )
@@ -164,9 +159,9 @@ async def test_a_ten_thousand_character_answer_arrives_in_valid_pieces(
 
 
 async def test_a_redelivered_update_is_answered_once(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
-    model.responder = echo
+    openai_server.responder = echo
     update = telegram.message_update(15, "вопрос один раз")
     await telegram.push(update)
     await telegram.wait_for_texts(15, 1)
@@ -174,31 +169,37 @@ async def test_a_redelivered_update_is_answered_once(
     await telegram.push_message(15, "следующий")
     texts = await telegram.wait_for_texts(15, 2)
     assert texts == ["Ответ: вопрос один раз", "Ответ: следующий"]
-    assert [user_texts(r.body)[-1] for r in model.requests] == ["вопрос один раз", "следующий"]
+    assert [user_texts(r.body)[-1] for r in openai_server.requests] == [
+        "вопрос один раз",
+        "следующий",
+    ]
 
 
 async def test_ten_messages_in_one_batch_are_answered_in_order(
-    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, redis_client, redis_server
+    telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer, redis_client, redis_server
 ) -> None:
-    model.responder = echo
-    model.latency_seconds = 0.01
+    openai_server.responder = echo
+    openai_server.latency_seconds = 0.01
     # A burst of ten is allowed here; flood control has its own tests.
     process = PollingBot(
-        stack_settings(telegram, model, redis_server.url, prefix="e2e", FLOOD_BURST=10), telegram
+        stack_settings(telegram, openai_server, redis_server.url, prefix="e2e", FLOOD_BURST=10),
+        telegram,
     )
     await process.start()
     await telegram.push(*(telegram.message_update(16, f"сообщение {n}") for n in range(10)))
     texts = await telegram.wait_for_texts(16, 10, within=20)
     assert texts == [f"Ответ: сообщение {n}" for n in range(10)]
     # Each turn saw the ones before it: they ran one at a time, in order.
-    assert user_texts(model.requests[-1].body)[-10:] == [f"сообщение {n}" for n in range(10)]
+    assert user_texts(openai_server.requests[-1].body)[-10:] == [
+        f"сообщение {n}" for n in range(10)
+    ]
     assert await process.stop() == 0
 
 
 async def test_flooding_user_is_told_once_and_costs_no_model_calls(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
-    model.responder = echo
+    openai_server.responder = echo
     await telegram.push(*(telegram.message_update(23, f"спам {n}") for n in range(8)))
     await telegram.wait_for_texts(23, 6)
     # A graceful stop lets every update in flight finish: after it, nothing more comes.
@@ -207,27 +208,27 @@ async def test_flooding_user_is_told_once_and_costs_no_model_calls(
         *(f"Ответ: спам {n}" for n in range(5)),
         messages.RATE_LIMITED,
     ]
-    assert len(model.requests) == 5
+    assert len(openai_server.requests) == 5
 
 
 async def test_a_model_that_always_wants_tools_is_bounded_and_the_customer_told(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
-    model.responder = lambda body: tool_call_answer("get_support_hours", {})
+    openai_server.responder = lambda body: tool_call_answer("get_support_hours", {})
     await telegram.push_message(17, "Когда вы работаете?")
     (text,) = await telegram.wait_for_texts(17, 1)
-    assert len(model.requests) == 3  # TOOL_MAX_STEPS
+    assert len(openai_server.requests) == 3  # TOOL_MAX_STEPS
     assert "несколько простых" in text
     assert "Код обращения: " in text
 
 
 async def test_a_model_that_is_down_gets_an_incident_message_then_works_again(
-    running: PollingBot, telegram: FakeTelegramServer, model: ScriptedOpenAIServer
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
     down: Callable[[Body], Reply] = lambda body: error(  # noqa: E731
         503, "overloaded", headers={"x-should-retry": "false"}
     )
-    model.responder = down
+    openai_server.responder = down
     await telegram.push_message(18, "Где заказ 8041?")
     (incident,) = await telegram.wait_for_texts(18, 1)
     assert "повторите" in incident
@@ -235,22 +236,22 @@ async def test_a_model_that_is_down_gets_an_incident_message_then_works_again(
     assert "503" not in incident
     code = incident.split("Код обращения: ")[1].split(".")[0]
     assert len(code) == 10
-    model.responder = echo
+    openai_server.responder = echo
     await telegram.push_message(18, "Где заказ 8041?")
     assert (await telegram.wait_for_texts(18, 2))[1] == "Ответ: Где заказ 8041?"
 
 
 async def test_redis_stopped_during_a_turn_then_restarted(
-    telegram: FakeTelegramServer, model: ScriptedOpenAIServer, own_redis_server: RedisServer
+    telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer, own_redis_server: RedisServer
 ) -> None:
     def stop_redis_then_answer(body: Body) -> Reply:
         if user_texts(body)[-1] == "во время сбоя":
             own_redis_server.stop()
         return echo(body)
 
-    model.responder = stop_redis_then_answer
+    openai_server.responder = stop_redis_then_answer
     process = PollingBot(
-        stack_settings(telegram, model, own_redis_server.url, prefix="e2e"), telegram
+        stack_settings(telegram, openai_server, own_redis_server.url, prefix="e2e"), telegram
     )
     await process.start()
     await telegram.push_message(19, "во время сбоя")

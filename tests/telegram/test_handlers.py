@@ -25,10 +25,10 @@ from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.redis_server import RedisServer
-from tests.support.scripted_client import ScriptedClient, echo_responder
-from tests.telegram.support import make_settings
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, echo_responder
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import FakeTelegramServer
 from turn import TurnContext
 
 CHAT = 700

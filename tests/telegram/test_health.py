@@ -8,7 +8,7 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.queue.work_stream import WorkStream
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.middlewares.inflight import InFlightMiddleware
-from tests.support.redis_server import RedisServer
+from bot.testing.redis_server import RedisServer
 
 
 async def test_health_is_ok_with_redis_and_503_while_redis_is_down(

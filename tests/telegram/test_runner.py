@@ -17,10 +17,10 @@ import pytest
 
 from bot.telegram.runner import main, run_bot, settings_problems
 from bot.telegram.webhook import SECRET_HEADER
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
-from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tests.support.redis_server import RedisServer, free_port
-from tests.telegram.support import make_settings
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from bot.testing.redis_server import RedisServer, free_port
+from bot.testing.settings import make_settings, stack_env
+from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 # Variables of this suite's own environment that must not reach the child process.
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
@@ -106,13 +106,7 @@ async def test_sigterm_lets_the_turn_in_flight_finish_then_exits_0(
             cwd=tmp_path,
             env=child_env(
                 TELEGRAM_BOT_TOKEN=TEST_TOKEN,
-                TELEGRAM_API_BASE_URL=telegram.base_url,
-                LLM_BACKEND="openai",
-                OPENAI_API_KEY="sk-test",
-                OPENAI_BASE_URL=model.base_url,
-                LLM_MAX_RETRIES=0,
-                REDIS_URL=redis_server.url,
-                REDIS_KEY_PREFIX="proc",
+                **stack_env(telegram, model, redis_server.url, prefix="proc"),
             ),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
@@ -162,13 +156,7 @@ async def test_webhook_answers_telegram_at_once_and_replies_in_the_background(
     model, release = slow_model
     port = free_port()
     settings = make_settings(
-        TELEGRAM_API_BASE_URL=telegram.base_url,
-        LLM_BACKEND="openai",
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=model.base_url,
-        LLM_MAX_RETRIES=0,
-        REDIS_URL=redis_server.url,
-        REDIS_KEY_PREFIX="hook",
+        **stack_env(telegram, model, redis_server.url, prefix="hook"),
         WEBHOOK_URL="https://bot.example.com/",
         WEBHOOK_PATH="/tg",
         WEBHOOK_SECRET="s3cret-token",

@@ -6,8 +6,8 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.redis_server import free_port
+from bot.testing.redis_server import free_port
+from bot.testing.telegram_server import FakeTelegramServer
 
 CHAT = 501
 

@@ -11,7 +11,7 @@ from bot.tool_loop import BoundedToolLoop
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
-from turn import ToolStatus, TurnContext
+from turn import TurnContext
 
 CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 
@@ -23,40 +23,22 @@ def conversation(text: str) -> list[Message]:
     ]
 
 
-async def test_order_question_asks_for_the_order_status_tool(
-    store: ShopStore, default_registry: ToolRegistry
-) -> None:
-    model = build_offline_model(store)
-
-    result = await model.generate_with_tools(
-        conversation("Где заказ 8041?"), default_registry.api_schemas()
-    )
-
-    assert result.finish_reason == "tool_calls"
-    assert result.text is None
-    assert [(c.name, c.arguments) for c in result.tool_calls] == [
-        ("get_order_status", '{"order_id": "8041"}')
-    ]
-    assert result.model == OFFLINE_MODEL_NAME == model.model_name
-
-
-async def test_two_questions_drive_two_tools_in_sequence_through_the_loop(
+async def test_the_answer_retells_both_tool_results_in_russian(
     store: ShopStore,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
-    loop = BoundedToolLoop(build_offline_model(store), default_registry, default_executor, 3)
+    """Which tools it calls is in the ToolCallingClient contract; the wording is its own."""
+    model = build_offline_model(store)
+    loop = BoundedToolLoop(model, default_registry, default_executor, 3)
 
     result = await loop.run(conversation("Где заказ 8041 и можно ли вернуть кофемашину?"), context)
 
-    assert result.tool_names == ("get_order_status", "get_return_policy")
-    assert [r.status for r in result.audit_records] == [ToolStatus.SUCCESS] * 2
-    assert result.model_steps == 3
     assert "Заказ 8041: Передан в службу доставки." in result.text
     assert "2026-12-05" in result.text
     assert "«кофемашина» можно вернуть в течение 14 дней" in result.text
-    assert result.usage.total_tokens is not None
+    assert result.model == OFFLINE_MODEL_NAME == model.model_name
 
 
 async def test_tool_errors_are_retold_in_russian(

@@ -14,7 +14,7 @@ from bot.llm.errors import (
 )
 from bot.llm.openai_client import InstructionsRole, OpenAIChatClient
 from bot.llm.types import Message
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     ScriptedOpenAIServer,
     empty_choices,
     error,
@@ -41,13 +41,7 @@ ClientFactory = Callable[..., Awaitable[OpenAIChatClient]]
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[ScriptedOpenAIServer]:
-    async with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def make_client(server: ScriptedOpenAIServer) -> AsyncIterator[ClientFactory]:
+async def make_client(openai_server: ScriptedOpenAIServer) -> AsyncIterator[ClientFactory]:
     """Builds clients to ``server`` (no retries, 2 s timeout unless asked) and closes them."""
     clients: list[OpenAIChatClient] = []
 
@@ -59,7 +53,7 @@ async def make_client(server: ScriptedOpenAIServer) -> AsyncIterator[ClientFacto
     ) -> OpenAIChatClient:
         client = OpenAIChatClient.create(
             api_key="test-key",
-            base_url=server.base_url,
+            base_url=openai_server.base_url,
             model="test-model",
             timeout_seconds=timeout_seconds,
             max_retries=max_retries,
@@ -73,29 +67,28 @@ async def make_client(server: ScriptedOpenAIServer) -> AsyncIterator[ClientFacto
         await client.close()
 
 
-async def test_text_answer_maps_to_a_result(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+async def test_usage_and_ids_come_from_the_body_and_the_key_is_a_bearer_token(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(text_answer("Заказ в пути.", usage=(30, 7)))
+    """The shape of a text answer is in the contract suite; here, where each field comes from."""
+    openai_server.script(text_answer("Заказ в пути.", usage=(30, 7)))
     client = await make_client()
 
     result = await client.generate_with_tools(MESSAGES, [])
 
-    assert (result.text, result.refusal, result.finish_reason) == ("Заказ в пути.", None, "stop")
-    assert result.tool_calls == ()
     assert result.usage == Usage(prompt_tokens=30, completion_tokens=7, total_tokens=37)
     assert result.response_id.startswith("chatcmpl-")
-    assert server.requests[0].headers["authorization"] == "Bearer test-key"
-    assert server.unscripted == []
+    assert result.model == "scripted-model"  # the model the server says answered
+    assert openai_server.requests[0].headers["authorization"] == "Bearer test-key"
 
 
 async def test_tool_calls_map_with_ids_and_raw_arguments(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
     reply = tool_calls_answer(
         [("get_order_status", {"order_id": "8041"}), ("get_return_policy", "{bad json")]
     )
-    server.script(reply)
+    openai_server.script(reply)
     client = await make_client()
 
     result = await client.generate_with_tools(MESSAGES, [])
@@ -110,9 +103,9 @@ async def test_tool_calls_map_with_ids_and_raw_arguments(
 
 
 async def test_missing_usage_maps_to_unknown_counts(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(text_answer("ok", usage=None))
+    openai_server.script(text_answer("ok", usage=None))
     client = await make_client()
 
     result = await client.generate_with_tools(MESSAGES, [])
@@ -121,9 +114,9 @@ async def test_missing_usage_maps_to_unknown_counts(
 
 
 async def test_refusal_and_custom_finish_reason_pass_through(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(refusal_answer("Не могу."), text_answer("Обрез", finish_reason="length"))
+    openai_server.script(refusal_answer("Не могу."), text_answer("Обрез", finish_reason="length"))
     client = await make_client()
 
     refused = await client.generate_with_tools(MESSAGES, [])
@@ -134,48 +127,64 @@ async def test_refusal_and_custom_finish_reason_pass_through(
 
 
 async def test_429_becomes_rate_limit_error_after_the_sdk_retries(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(rate_limited(0.01), rate_limited(0.01))
+    openai_server.script(rate_limited(0.01), rate_limited(0.01))
     client = await make_client(max_retries=1)
 
     with pytest.raises(LLMRateLimitError):
         await client.generate_with_tools(MESSAGES, [])
 
-    assert len(server.requests) == 2
-    assert server.unscripted == []
+    assert len(openai_server.requests) == 2
+    assert openai_server.unscripted == []
+
+
+async def test_a_500_is_retried_by_the_sdk_with_the_same_body_and_then_succeeds(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    openai_server.script(error(500, headers=FAST_RETRY), text_answer("Ответ после сбоя."))
+    client = await make_client(max_retries=1)
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert result.text == "Ответ после сбоя."
+    assert len(openai_server.requests) == 2
+    assert openai_server.requests[0].body == openai_server.requests[1].body
+    assert openai_server.unscripted == []
 
 
 async def test_500_becomes_unavailable_error_after_the_sdk_retries(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(*[error(500, headers=FAST_RETRY) for _ in range(3)])
+    openai_server.script(*[error(500, headers=FAST_RETRY) for _ in range(3)])
     client = await make_client(max_retries=2)
 
     with pytest.raises(LLMUnavailableError):
         await client.generate_with_tools(MESSAGES, [])
 
-    assert len(server.requests) == 3
-    assert server.unscripted == []
+    assert len(openai_server.requests) == 3
+    assert openai_server.unscripted == []
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
 async def test_4xx_becomes_request_error_without_retry(
-    server: ScriptedOpenAIServer, make_client: ClientFactory, status: int
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory, status: int
 ) -> None:
-    server.script(error(status, "context_length_exceeded", error_type="invalid_request_error"))
+    openai_server.script(
+        error(status, "context_length_exceeded", error_type="invalid_request_error")
+    )
     client = await make_client(max_retries=2)
 
     with pytest.raises(LLMRequestError):
         await client.generate_with_tools(MESSAGES, [])
 
-    assert len(server.requests) == 1
+    assert len(openai_server.requests) == 1
 
 
 async def test_hung_server_becomes_timeout_error(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(hang())
+    openai_server.script(hang())
     client = await make_client(timeout_seconds=0.3)
 
     with pytest.raises(LLMTimeoutError):
@@ -188,9 +197,9 @@ async def test_hung_server_becomes_timeout_error(
     ids=["text", "empty", "wrong-shape", "json-list"],
 )
 async def test_malformed_body_becomes_bad_response_error(
-    server: ScriptedOpenAIServer, make_client: ClientFactory, body: str
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory, body: str
 ) -> None:
-    server.script(raw_body(body))
+    openai_server.script(raw_body(body))
     client = await make_client()
 
     with pytest.raises(LLMBadResponseError):
@@ -198,9 +207,9 @@ async def test_malformed_body_becomes_bad_response_error(
 
 
 async def test_empty_choices_becomes_bad_response_error(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(empty_choices())
+    openai_server.script(empty_choices())
     client = await make_client()
 
     with pytest.raises(LLMBadResponseError, match="no choices"):
@@ -209,17 +218,17 @@ async def test_empty_choices_becomes_bad_response_error(
 
 @pytest.mark.parametrize("tool_choice", ["auto", "none"])
 async def test_request_offers_tools_sequentially_when_there_are_tools(
-    server: ScriptedOpenAIServer,
+    openai_server: ScriptedOpenAIServer,
     make_client: ClientFactory,
     default_registry: ToolRegistry,
     tool_choice: Any,
 ) -> None:
-    server.script(tool_call_answer("get_order_status", {"order_id": "8041"}))
+    openai_server.script(tool_call_answer("get_order_status", {"order_id": "8041"}))
     client = await make_client()
 
     await client.generate_with_tools(MESSAGES, default_registry.api_schemas(), tool_choice)
 
-    body = server.requests[0].body
+    body = openai_server.requests[0].body
     assert body["model"] == "test-model"
     assert body["messages"] == MESSAGES
     assert body["tools"] == default_registry.api_schemas()
@@ -228,14 +237,14 @@ async def test_request_offers_tools_sequentially_when_there_are_tools(
 
 
 async def test_request_without_tools_carries_no_tool_fields(
-    server: ScriptedOpenAIServer, make_client: ClientFactory
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
-    server.script(text_answer("Резюме."))
+    openai_server.script(text_answer("Резюме."))
     client = await make_client()
 
     await client.generate_with_tools(MESSAGES, [], "none")
 
-    body = server.requests[0].body
+    body = openai_server.requests[0].body
     assert body["messages"] == MESSAGES
     assert not {"tools", "tool_choice", "parallel_tool_calls"} & body.keys()
 
@@ -245,19 +254,19 @@ async def test_request_without_tools_carries_no_tool_fields(
     [("system", "developer", "system"), ("developer", "system", "developer")],
 )
 async def test_instructions_role_renames_the_instruction_message(
-    server: ScriptedOpenAIServer,
+    openai_server: ScriptedOpenAIServer,
     make_client: ClientFactory,
     role: InstructionsRole,
     sent: str,
     expected: str,
 ) -> None:
-    server.script(text_answer("ok"))
+    openai_server.script(text_answer("ok"))
     client = await make_client(instructions_role=role)
     messages: list[Message] = [{"role": sent, "content": "Инструкция."}, MESSAGES[1]]
 
     await client.generate_with_tools(messages, [])
 
-    roles = [m["role"] for m in server.requests[0].messages]
+    roles = [m["role"] for m in openai_server.requests[0].messages]
     assert roles == [expected, "user"]
     assert messages[0]["role"] == sent  # the caller's message is left alone
 
@@ -272,10 +281,10 @@ def _recorded_bodies() -> list[Any]:
 
 @pytest.mark.parametrize("body", _recorded_bodies())
 async def test_recorded_openai_bodies_map_field_by_field(
-    server: ScriptedOpenAIServer, make_client: ClientFactory, body: dict[str, Any]
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory, body: dict[str, Any]
 ) -> None:
     """Bodies recorded from the real API (openai-python's tests) map to matching LLMResults."""
-    server.script(json_answer(body))
+    openai_server.script(json_answer(body))
     client = await make_client()
 
     result = await client.generate_with_tools(MESSAGES, [])

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from openai import APITimeoutError, AsyncOpenAI, InternalServerError
 
-from tests.fakes.openai_server import (
+from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
     delay,
@@ -16,14 +16,8 @@ from tests.fakes.openai_server import (
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[ScriptedOpenAIServer]:
-    async with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def sdk(server: ScriptedOpenAIServer) -> AsyncIterator[AsyncOpenAI]:
-    client = AsyncOpenAI(api_key="k", base_url=server.base_url, max_retries=2, timeout=2.0)
+async def sdk(openai_server: ScriptedOpenAIServer) -> AsyncIterator[AsyncOpenAI]:
+    client = AsyncOpenAI(api_key="k", base_url=openai_server.base_url, max_retries=2, timeout=2.0)
     yield client
     await client.close()
 
@@ -35,18 +29,18 @@ async def ask(sdk: AsyncOpenAI, text: str = "Привет") -> Any:
 
 
 async def test_unscripted_request_fails_at_once_and_is_recorded(
-    server: ScriptedOpenAIServer, sdk: AsyncOpenAI
+    openai_server: ScriptedOpenAIServer, sdk: AsyncOpenAI
 ) -> None:
     with pytest.raises(InternalServerError, match="unscripted request"):
         await ask(sdk)
 
     # Marked not retryable: one request despite max_retries=2.
-    assert len(server.requests) == len(server.unscripted) == 1
-    assert server.unscripted[0].messages == [{"role": "user", "content": "Привет"}]
+    assert len(openai_server.requests) == len(openai_server.unscripted) == 1
+    assert openai_server.unscripted[0].messages == [{"role": "user", "content": "Привет"}]
 
 
 async def test_script_comes_first_then_the_responder(
-    server: ScriptedOpenAIServer, sdk: AsyncOpenAI
+    openai_server: ScriptedOpenAIServer, sdk: AsyncOpenAI
 ) -> None:
     seen: list[Any] = []
 
@@ -54,8 +48,8 @@ async def test_script_comes_first_then_the_responder(
         seen.append(body)
         return text_answer(f"эхо: {body['messages'][-1]['content']}")
 
-    server.script(text_answer("по сценарию"))
-    server.responder = responder
+    openai_server.script(text_answer("по сценарию"))
+    openai_server.responder = responder
 
     first = await ask(sdk, "раз")
     second = await ask(sdk, "два")
@@ -63,19 +57,19 @@ async def test_script_comes_first_then_the_responder(
     assert first.choices[0].message.content == "по сценарию"
     assert second.choices[0].message.content == "эхо: два"
     assert [body["messages"][-1]["content"] for body in seen] == ["два"]
-    assert server.pending_steps == 0
-    assert server.unscripted == []
+    assert openai_server.pending_steps == 0
+    assert openai_server.unscripted == []
 
 
 async def test_async_responder_can_answer_with_a_tool_call(
-    server: ScriptedOpenAIServer, sdk: AsyncOpenAI
+    openai_server: ScriptedOpenAIServer, sdk: AsyncOpenAI
 ) -> None:
     async def responder(body: Any) -> Reply:
         if body["messages"][-1]["role"] == "tool":
             return text_answer("готово")
         return tool_call_answer("get_support_hours", {})
 
-    server.responder = responder
+    openai_server.responder = responder
 
     completion = await ask(sdk)
 
@@ -87,16 +81,16 @@ async def test_async_responder_can_answer_with_a_tool_call(
 
 @pytest.mark.parametrize("slow", ["latency", "delay"])
 async def test_latency_and_delay_hold_the_answer_back(
-    server: ScriptedOpenAIServer, slow: str
+    openai_server: ScriptedOpenAIServer, slow: str
 ) -> None:
     """A delay longer than the client's timeout makes the client give up (no clock reading)."""
     if slow == "latency":
-        server.latency_seconds = 5.0
-        server.script(text_answer("поздно"))
+        openai_server.latency_seconds = 5.0
+        openai_server.script(text_answer("поздно"))
     else:
-        server.script(delay(5.0, text_answer("поздно")))
+        openai_server.script(delay(5.0, text_answer("поздно")))
     async with AsyncOpenAI(
-        api_key="k", base_url=server.base_url, max_retries=0, timeout=0.2
+        api_key="k", base_url=openai_server.base_url, max_retries=0, timeout=0.2
     ) as client:
         with pytest.raises(APITimeoutError):
             await ask(client)

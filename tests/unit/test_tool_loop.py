@@ -3,8 +3,7 @@
 import copy
 import json
 import uuid
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,9 +17,9 @@ from bot.llm.errors import (
     LLMTimeoutError,
     LLMUnavailableError,
 )
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.llm.types import LLMResult, Message, ToolChoice
+from bot.testing.scripted_client import ScriptedClient, scripted
 from bot.tool_loop import BoundedToolLoop
-from tests.support.scripted_client import ScriptedClient
 from tools.execution import ToolAuditRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from turn import (
@@ -104,23 +103,6 @@ def calls(
             total_tokens=None if usage is None else 2 * usage,
         ),
     )
-
-
-def scripted(*steps: LLMResult | Exception) -> ScriptedClient:
-    """A client answering the steps in order; a call past the script fails the test."""
-    queue = deque(steps)
-
-    def respond(
-        messages: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
-    ) -> LLMResult:
-        if not queue:
-            raise AssertionError("unscripted model call")
-        step = queue.popleft()
-        if isinstance(step, Exception):
-            raise step
-        return step
-
-    return ScriptedClient(respond)
 
 
 class Observed:

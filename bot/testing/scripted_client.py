@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,36 @@ class ScriptedClient:
 
     async def close(self) -> None:
         return None
+
+
+@dataclass
+class Script:
+    """A responder answering its steps in order and raising the exceptions among them.
+
+    A call past the last step raises :class:`AssertionError`: the caller asked the
+    model more often than the test allowed.
+    """
+
+    steps: deque[LLMResult | Exception] = field(default_factory=deque)
+
+    def add(self, *steps: LLMResult | Exception) -> None:
+        """Queue more steps."""
+        self.steps.extend(steps)
+
+    def __call__(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+    ) -> LLMResult:
+        if not self.steps:
+            raise AssertionError("unscripted model call")
+        step = self.steps.popleft()
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+
+def scripted(*steps: LLMResult | Exception) -> ScriptedClient:
+    """A client answering ``steps`` in order (see :class:`Script`)."""
+    return ScriptedClient(Script(deque(steps)))
 
 
 def echo_responder(

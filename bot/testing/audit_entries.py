@@ -1,8 +1,9 @@
-"""Audit entries for tests, with every field chosen by the test."""
+"""Audit entries for tests, with every field chosen by the test, and reading them back."""
 
 from datetime import UTC, datetime, timedelta
 
 import redis
+import redis.asyncio as aioredis
 
 from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from tools.execution import ToolAuditRecord
@@ -91,3 +92,13 @@ def append(
 def hours_ago(hours: float) -> datetime:
     """A moment ``hours`` before now."""
     return datetime.now(UTC) - timedelta(hours=hours)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+async def stream_entries(client: "aioredis.Redis", stream: str) -> list[dict[str, str]]:
+    """Every entry of ``stream``, oldest first, as text fields."""
+    entries = await client.xrange(stream) or []
+    return [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]

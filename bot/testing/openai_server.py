@@ -221,6 +221,11 @@ def hang(seconds: float = 30.0) -> Reply:
 # ---- the server ----------------------------------------------------------------------------
 
 
+def user_texts(body: JsonBody) -> list[str]:
+    """The user messages a chat-completions request showed the model, oldest first."""
+    return [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
+
+
 class ScriptedOpenAIServer:
     """``POST /v1/chat/completions`` on 127.0.0.1 (a free port), answered from a script."""
 

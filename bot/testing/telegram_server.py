@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-TEST_TOKEN = "123456789:AAH-test-token-for-the-fake-server-0001"
+TEST_TOKEN = "123456789:AAH-test-token-for-the-fake-server-0001"  # noqa: S105 - fake
 TEXT_LIMIT = 4096
 _INT_FIELDS = {"chat_id", "offset", "timeout", "limit", "message_id", "reply_to_message_id"}
 

@@ -1,0 +1,1 @@
+"""One suite per seam (Protocol), run against every implementation of it."""
