@@ -1,9 +1,12 @@
 """The composition root: builds every component once, closes them in reverse order."""
 
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -16,6 +19,8 @@ from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import ToolCallingClient
+from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
+from bot.proxies import ProxyURLError, proxy_for
 from bot.redaction import redacted_url
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import Settings
@@ -34,6 +39,9 @@ from tools.registry import ToolRegistry
 from tools.store import ShopStore
 
 logger = logging.getLogger(__name__)
+
+# Where the SDK sends requests when OPENAI_BASE_URL is not set (for the proxy choice).
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
@@ -61,6 +69,7 @@ class Application:
     audit: RedisStreamAuditSink
     sessions: RedisSessionStore
     chat: ChatService
+    metrics: BotMetrics
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
@@ -79,11 +88,18 @@ def turn_lease_seconds(settings: Settings) -> float:
     return model_time + tool_time + LEASE_MARGIN_SECONDS
 
 
-def _build_llm(settings: Settings, shop: ShopStore) -> ToolCallingClient:
+def _build_llm(
+    settings: Settings, shop: ShopStore, environ: Mapping[str, str]
+) -> ToolCallingClient:
     llm = settings.llm
     if llm.backend == "offline":
         return OfflineChatModel(shop)
     assert llm.api_key is not None  # noqa: S101 - LLMSettings refuses the openai backend without a key
+    configured = llm.proxy.get_secret_value() if llm.proxy is not None else None
+    try:
+        proxy = proxy_for(llm.base_url or OPENAI_DEFAULT_BASE_URL, configured, environ)
+    except ProxyURLError as error:
+        raise StartupError(str(error)) from error
     return OpenAIChatClient.create(
         api_key=llm.api_key.get_secret_value(),
         base_url=llm.base_url,
@@ -91,6 +107,7 @@ def _build_llm(settings: Settings, shop: ShopStore) -> ToolCallingClient:
         timeout_seconds=llm.timeout_seconds,
         max_retries=llm.max_retries,
         instructions_role=llm.instructions_role,
+        proxy=proxy,
     )
 
 
@@ -136,9 +153,15 @@ async def connect_redis(settings: Settings) -> "aioredis.Redis":
 
 
 async def build_application(
-    settings: Settings, llm: ToolCallingClient | None = None
+    settings: Settings,
+    llm: ToolCallingClient | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
 ) -> Application:
-    """Build everything; ``llm`` replaces the configured model client (tests, benchmarks)."""
+    """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
+
+    ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
+    """
     support_prompt, summary_prompt = _prompts(settings)
     try:
         shop = ShopStore.load(settings.tools.data_path)
@@ -155,8 +178,15 @@ async def build_application(
             f"({error.error_count()} problem(s))"
         ) from error
     redis = await connect_redis(settings)
-    client = llm or _build_llm(settings, shop)
+    try:
+        base_client = llm or _build_llm(settings, shop, os.environ if environ is None else environ)
+    except StartupError:
+        await redis.aclose()
+        raise
     registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
+    # One registry per application: two in one process (tests, benchmarks) never mix counts.
+    metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
+    client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
     loop = BoundedToolLoop(
         client,
@@ -178,6 +208,7 @@ async def build_application(
         pseudonymizer=pseudonymizer,
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
+    metrics.observe_audit_lost(lambda: audit.lost_entries)
     sessions = RedisSessionStore(
         redis,
         key_prefix=settings.redis.key_prefix,
@@ -189,7 +220,7 @@ async def build_application(
         loop=loop,
         window=HistoryWindow(settings.session.history_token_budget),
         summaries=ConversationSummaryService(client, summary_prompt),
-        audit=audit,
+        audit=MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries),
         prompt=support_prompt,
         limits=ChatLimits(
             lease_seconds=turn_lease_seconds(settings),
@@ -218,4 +249,5 @@ async def build_application(
         audit=audit,
         sessions=sessions,
         chat=chat,
+        metrics=metrics,
     )

@@ -4,9 +4,12 @@ Order of the update's outer middlewares (after aiogram's own error and user
 context middlewares, which do not await):
 
 1. in-flight counting (for a bounded drain at shutdown);
-2. per-chat ordering: must come before anything that awaits, so that the
+2. the log context (update id, chat pseudonym) and the arrival time; it does
+   not await either;
+3. per-chat ordering: must come before anything that awaits, so that the
    arrival order is fixed before the first suspension;
-3. de-duplication of update ids (Redis ``SET NX``).
+4. de-duplication of update ids (Redis ``SET NX``);
+5. with metrics, the queue time (arrival to here).
 
 Flood control is an *inner* message middleware: it runs only for messages a
 handler takes (an ignored group message costs the user nothing).
@@ -14,18 +17,22 @@ Services reach handlers as workflow data (``chat_service``, ``replies``,
 ``settings``), never through globals.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from aiogram import Dispatcher, Router
 
 from bot.keyed_locks import KeyedLocks
+from bot.log_context import ChatNamer, chat_namer
+from bot.metrics import BotMetrics
 from bot.settings import Settings
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import chat, commands, errors, other
 from bot.telegram.middlewares.dedup import UpdateDeduplicationMiddleware
 from bot.telegram.middlewares.flood import FloodControlMiddleware, FloodLimits, RedisFloodLimiter
 from bot.telegram.middlewares.inflight import InFlightMiddleware
+from bot.telegram.middlewares.observability import QueueTimeMiddleware, UpdateLogContextMiddleware
 from bot.telegram.middlewares.ordering import ChatOrderingMiddleware
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
@@ -41,9 +48,16 @@ class TelegramFrontEnd:
 
 
 def build_dispatcher(
-    settings: Settings, *, chat_service: ChatPort, redis: "aioredis.Redis"
+    settings: Settings,
+    *,
+    chat_service: ChatPort,
+    redis: "aioredis.Redis",
+    metrics: BotMetrics | None = None,
 ) -> TelegramFrontEnd:
-    """A dispatcher wired to ``chat_service`` and ``redis``; nothing global, nothing started."""
+    """A dispatcher wired to ``chat_service`` and ``redis``; nothing global, nothing started.
+
+    With ``metrics``, it reports updates in flight, queue time and Redis failures there.
+    """
     replies = ReplySender(max_attempts=settings.telegram.send_max_attempts)
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused, and one middleware fewer
@@ -55,10 +69,18 @@ def build_dispatcher(
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
+    dispatcher.update.outer_middleware(UpdateLogContextMiddleware(_chat_namer(settings)))
     dispatcher.update.outer_middleware(ChatOrderingMiddleware(KeyedLocks()))
     dispatcher.update.outer_middleware(
-        UpdateDeduplicationMiddleware(redis, key_prefix=settings.redis.key_prefix)
+        UpdateDeduplicationMiddleware(
+            redis,
+            key_prefix=settings.redis.key_prefix,
+            on_redis_error=_error_counter(metrics, "dedup"),
+        )
     )
+    if metrics is not None:
+        dispatcher.update.outer_middleware(QueueTimeMiddleware(metrics.record_queue_time))
+        metrics.observe_in_flight(lambda: in_flight.in_flight)
     flood = settings.flood
     dispatcher.message.middleware(
         FloodControlMiddleware(
@@ -70,7 +92,8 @@ def build_dispatcher(
                     interval_seconds=flood.interval_seconds,
                     daily_turns=flood.daily_turn_limit,
                 ),
-            )
+            ),
+            on_redis_error=_error_counter(metrics, "flood"),
         )
     )
 
@@ -82,3 +105,14 @@ def build_dispatcher(
     )
     dispatcher.include_routers(errors.build_router(), messages_router)
     return TelegramFrontEnd(dispatcher=dispatcher, in_flight=in_flight, replies=replies)
+
+
+def _chat_namer(settings: Settings) -> ChatNamer:
+    key = settings.audit.hmac_key
+    return chat_namer(key.get_secret_value().encode() if key is not None else None)
+
+
+def _error_counter(metrics: BotMetrics | None, component: str) -> Callable[[], None] | None:
+    if metrics is None:
+        return None
+    return lambda: metrics.record_redis_error(component)

@@ -10,9 +10,11 @@ HTTP session, then the engine (executor, model client, Redis).
 
 import asyncio
 import logging
+import os
 import re
 import signal
 import sys
+from collections.abc import Mapping
 from contextlib import suppress
 from typing import Literal
 
@@ -25,12 +27,14 @@ from aiohttp import web
 
 from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
+from bot.proxies import ProxyURLError, proxy_for
 from bot.redaction import redacted_url
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
+from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.session import BotApiSession
 from bot.telegram.webhook import WebhookReceiver
 
@@ -74,12 +78,25 @@ def webhook_public_url(settings: Settings) -> str:
     return f"{(settings.webhook.url or '').rstrip('/')}{settings.webhook.path}"
 
 
-def create_bot(settings: Settings) -> Bot:
-    """A Bot talking to ``TELEGRAM_API_BASE_URL`` (Telegram, a self-hosted server, a test fake)."""
-    token = settings.telegram.bot_token
+def create_bot(settings: Settings, environ: Mapping[str, str] | None = None) -> Bot:
+    """A Bot talking to ``TELEGRAM_API_BASE_URL`` (Telegram, a self-hosted server, a test fake).
+
+    Through ``TELEGRAM_PROXY``, else the proxy the standard variables in ``environ``
+    (``os.environ`` by default) give for that URL; raises :class:`StartupError`.
+    """
+    telegram = settings.telegram
+    token = telegram.bot_token
     if token is None:
         raise StartupError("TELEGRAM_BOT_TOKEN is not set")
-    session = BotApiSession(api=TelegramAPIServer.from_base(settings.telegram.api_base_url))
+    configured = telegram.proxy.get_secret_value() if telegram.proxy is not None else None
+    try:
+        proxy = proxy_for(
+            telegram.api_base_url, configured, os.environ if environ is None else environ
+        )
+    except ProxyURLError as error:
+        raise StartupError(str(error)) from error
+    api = TelegramAPIServer.from_base(telegram.api_base_url)
+    session = BotApiSession(api=api) if proxy is None else BotApiSession(api=api, proxy=proxy)
     return Bot(token=token.get_secret_value(), session=session)
 
 
@@ -96,16 +113,29 @@ async def run_bot(
     except StartupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    bot = create_bot(settings)
     try:
-        front = build_dispatcher(settings, chat_service=app.chat, redis=app.redis)
+        bot = create_bot(settings)
+    except StartupError as error:
+        await app.aclose()
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    try:
+        front = build_dispatcher(
+            settings, chat_service=app.chat, redis=app.redis, metrics=app.metrics
+        )
         if not await _prepare_bot(bot, app, mode):
             return 1
         if mode == "webhook":
             await _serve_webhook(bot, front, app, stop)
         else:
-            await _serve_polling(bot, front, stop)
-            await _drain(front, settings.telegram.shutdown_grace_seconds)
+            health = await _start_health_server(front, app)
+            if health is None:
+                return 1
+            try:
+                await _serve_polling(bot, front, stop)
+                await _drain(front, settings.telegram.shutdown_grace_seconds)
+            finally:
+                await health.cleanup()
     finally:
         # The bot's session first (no more sends), then the engine in reverse order.
         await bot.session.close()
@@ -175,11 +205,8 @@ async def _serve_webhook(
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
     receiver = WebhookReceiver(front.dispatcher, bot, secret=secret)
-    web_app = web.Application()
+    web_app = _observability_app(front, app)
     web_app.router.add_post(webhook.path, receiver.handle)
-    web_app.router.add_get(
-        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight).handle
-    )
     runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, webhook.host, webhook.port)
@@ -199,6 +226,42 @@ async def _serve_webhook(
         await site.stop()
         await _drain(front, settings.telegram.shutdown_grace_seconds)
         await runner.cleanup()
+
+
+def _observability_app(front: TelegramFrontEnd, app: Application) -> web.Application:
+    """An aiohttp application serving ``/healthz`` and ``/metrics``."""
+    web_app = web.Application()
+    web_app.router.add_get(
+        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight).handle
+    )
+    web_app.router.add_get(METRICS_PATH, MetricsEndpoint(app.metrics.registry).handle)
+    return web_app
+
+
+async def _start_health_server(front: TelegramFrontEnd, app: Application) -> web.AppRunner | None:
+    """Polling mode's ``/healthz`` and ``/metrics`` on ``HEALTH_HOST:HEALTH_PORT``.
+
+    ``None`` (after one line on stderr) when the port cannot be taken.
+    """
+    health = app.settings.health
+    runner = web.AppRunner(_observability_app(front, app), handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, health.host, health.port)
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        print(
+            f"error: cannot listen on HEALTH_HOST:HEALTH_PORT {health.host}:{health.port}: "
+            f"{error.strerror}",
+            file=sys.stderr,
+        )
+        return None
+    port = runner.addresses[0][1] if runner.addresses else health.port
+    logger.info(
+        "Health and metrics on http://%s:%s%s and %s", health.host, port, HEALTH_PATH, METRICS_PATH
+    )
+    return runner
 
 
 async def _drain(front: TelegramFrontEnd, grace_seconds: float) -> None:
@@ -232,5 +295,5 @@ def main(mode: Mode) -> int:
         for problem in problems:
             print(f"configuration error: {problem}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     return asyncio.run(_run_until_signalled(settings, mode))

@@ -20,6 +20,8 @@ def make_settings(**env: Any) -> Settings:
         "TELEGRAM_BOT_TOKEN": TEST_TOKEN,
         "LLM_BACKEND": "offline",
         "TELEGRAM_SHUTDOWN_GRACE_SECONDS": 10,
+        # Polling mode's health server on any free port: tests run side by side.
+        "HEALTH_PORT": 0,
     }
     values.update(env)
     return Settings.from_env(values, env_file=None)

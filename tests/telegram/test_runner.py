@@ -28,7 +28,7 @@ _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
 
 def child_env(**env: Any) -> dict[str, str]:
     base = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
-    base.update({"LLM_BACKEND": "offline", "LOG_LEVEL": "INFO"})
+    base.update({"LLM_BACKEND": "offline", "LOG_LEVEL": "INFO", "HEALTH_PORT": "0"})
     base.update({key: str(value) for key, value in env.items()})
     return base
 

@@ -7,6 +7,7 @@ from aiogram.types import Message
 from aiogram.utils.chat_action import ChatActionSender
 
 from bot.chat_errors import ChatServiceError
+from bot.log_context import bind_turn
 from bot.telegram import messages
 from bot.telegram.filters import question_text
 from bot.telegram.ports import ChatPort, conversation_key
@@ -21,6 +22,7 @@ async def answer(message: Message, bot: Bot, replies: ReplySender, chat_service:
     """Run the turn and send the answer, or a kind message with the incident code."""
     chat_id = message.chat.id
     turn_id = new_turn_id()
+    bind_turn(turn_id)
     context = ToolContext(
         chat_id=chat_id,
         user_id=message.from_user.id if message.from_user else None,

@@ -37,10 +37,13 @@ class UpdateDeduplicationMiddleware(BaseMiddleware):
         *,
         key_prefix: str,
         ttl_seconds: int = DEFAULT_DEDUP_TTL_SECONDS,
+        on_redis_error: Callable[[], None] | None = None,
     ) -> None:
         self._redis = redis
         self._prefix = key_prefix
         self._ttl = ttl_seconds
+        # Told of each failure to claim (for the Redis error metric).
+        self._on_redis_error = on_redis_error
 
     async def __call__(
         self,
@@ -56,6 +59,8 @@ class UpdateDeduplicationMiddleware(BaseMiddleware):
                 update_key(self._prefix, event.update_id), b"1", nx=True, ex=self._ttl
             )
         except (RedisError, OSError) as error:
+            if self._on_redis_error is not None:
+                self._on_redis_error()
             logger.warning(
                 "De-duplication unavailable (%s); handling update %s anyway",
                 type(error).__name__,

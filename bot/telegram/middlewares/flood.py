@@ -126,8 +126,12 @@ def is_model_turn(message: Message) -> bool:
 class FloodControlMiddleware(BaseMiddleware):
     """Inner message middleware: runs only for messages a handler will take."""
 
-    def __init__(self, limiter: RedisFloodLimiter) -> None:
+    def __init__(
+        self, limiter: RedisFloodLimiter, on_redis_error: Callable[[], None] | None = None
+    ) -> None:
         self._limiter = limiter
+        # Told of each failed check (for the Redis error metric).
+        self._on_redis_error = on_redis_error
 
     async def __call__(
         self,
@@ -143,6 +147,8 @@ class FloodControlMiddleware(BaseMiddleware):
                 event.from_user.id, counts_turn=is_model_turn(event)
             )
         except (RedisError, OSError) as error:
+            if self._on_redis_error is not None:
+                self._on_redis_error()
             logger.warning(
                 "Flood control unavailable (%s); message let through", type(error).__name__
             )
