@@ -33,12 +33,13 @@ async def answer(message: Message, bot: Bot, replies: ReplySender, chat_service:
         async with ChatActionSender.typing(bot=bot, chat_id=chat_id):
             reply = await chat_service.reply(conversation_key(chat_id), text, context)
     except ChatServiceError as error:
-        logger.info("Turn %s in chat %s failed: %s", turn_id, chat_id, error.kind)
+        # The chat is named by the log context (its pseudonym), never by its id here.
+        logger.info("Turn %s failed: %s", turn_id, error.kind)
         await replies.send_plain(bot, chat_id, messages.failure_message(error, turn_id))
         return
     # Whatever else breaks inside the turn is a bug; the customer still gets the code.
     except Exception:
-        logger.exception("Turn %s in chat %s failed unexpectedly", turn_id, chat_id)
+        logger.exception("Turn %s failed unexpectedly", turn_id)
         await replies.send_plain(bot, chat_id, messages.unexpected_failure_message(turn_id))
         return
     await replies.send_answer(bot, chat_id, reply.text)
