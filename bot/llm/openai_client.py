@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import aiohttp
 import openai
-from aiohttp_socks import ProxyConnector
+from aiohttp_socks import ProxyConnector, ProxyError
 from openai import AsyncOpenAI, DefaultAioHttpClient
 
 # The SDK's own aiohttp transport (what DefaultAioHttpClient builds), given our session.
@@ -120,6 +120,9 @@ class OpenAIChatClient:
             # Malformed HTTP (a bad status line, broken headers) escapes the SDK's aiohttp
             # transport as an aiohttp error, not retried; httpx2 made it a connection error.
             raise LLMUnavailableError("the model provider cannot be reached") from error
+        except ProxyError as error:
+            # The proxy answered but refused the tunnel (407, 403, 502): not an aiohttp error.
+            raise LLMUnavailableError(f"the proxy refused the connection: {error}") from error
         except openai.APIResponseValidationError as error:
             raise LLMBadResponseError("the model provider sent an invalid response") from error
         except openai.APIStatusError as error:

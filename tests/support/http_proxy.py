@@ -78,9 +78,7 @@ class ConnectProxy:
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             await writer.drain()
             try:
-                await asyncio.gather(
-                    _pipe(reader, upstream_writer), _pipe(upstream_reader, writer)
-                )
+                await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
             finally:
                 upstream_writer.close()
         except (ConnectionError, asyncio.IncompleteReadError):
