@@ -13,7 +13,7 @@ from bot.llm.openai_client import OpenAIChatClient
 from bot.telegram.runner import create_bot
 from tests.fakes.openai_server import ScriptedOpenAIServer, text_answer
 from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.http_proxy import ConnectProxy
+from tests.support.http_proxy import ConnectProxy, Socks5Proxy
 from tests.support.redis_server import RedisServer
 from tests.telegram.support import PollingBot, make_settings, stack_settings
 
@@ -50,6 +50,29 @@ async def test_telegram_and_the_model_through_proxies_with_credentials(
     assert set(telegram_proxy.tunnels) == {host_port(telegram.base_url)}
     assert set(model_proxy.tunnels) == {host_port(model.base_url)}
     assert telegram_proxy.refused == model_proxy.refused == 0
+
+
+async def test_both_through_one_socks5_proxy(
+    telegram: FakeTelegramServer, redis_server: RedisServer, redis_client
+) -> None:
+    async with Socks5Proxy(user="bot", password="s0cks") as proxy, ScriptedOpenAIServer() as model:
+        model.script(text_answer("Ответ через SOCKS."))
+        settings = stack_settings(
+            telegram,
+            model,
+            redis_server.url,
+            prefix="socks",
+            TELEGRAM_PROXY=proxy.url,
+            LLM_PROXY=proxy.url,
+        )
+        bot = PollingBot(settings, telegram)
+        await bot.start()
+        try:
+            await telegram.push_message(52, "Вопрос")
+            assert await telegram.wait_for_texts(52, 1) == ["Ответ через SOCKS."]
+        finally:
+            assert await bot.stop() == 0
+    assert set(proxy.tunnels) == {host_port(telegram.base_url), host_port(model.base_url)}
 
 
 async def test_the_standard_variables_apply_when_no_proxy_is_configured(
