@@ -1,5 +1,6 @@
 # The bot's image: python -m bot (polling by default; "webhook" as the command for webhook mode).
-FROM python:3.11-slim
+# An exact base image version: a rebuild months later gets the same Python and Debian release.
+FROM python:3.11.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -8,26 +9,32 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# The dependencies change less often than the code: their layer is reused across code edits.
-COPY pyproject.toml README.md ./
-RUN mkdir bot tools prompts \
-    && touch bot/__init__.py tools/__init__.py prompts/__init__.py \
-    && pip install . \
-    && pip uninstall -y support-bot \
-    && rm -rf bot tools prompts
+# The dependency layer: only the lock file goes in, so edits to the code, the README or
+# pyproject.toml's other fields reuse it. Exact versions, every file checked by its hash.
+COPY requirements.lock ./
+RUN pip install --require-hashes --no-deps -r requirements.lock
 
+# The code runs from /app as it is (python -m bot, python -m bot audit): installing it
+# would fetch a build backend the lock file does not pin, for nothing the image uses.
 COPY bot ./bot
 COPY tools ./tools
 COPY prompts ./prompts
-RUN pip install --no-deps .
+ENV PYTHONPATH=/app
 
-# Never run as root: the bot needs no privilege at all.
-RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin bot
-USER bot
+# Never run as root; numeric ids so that Kubernetes' runAsNonRoot can verify them.
+RUN groupadd --gid 10001 bot \
+    && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin bot
+USER 10001:10001
 WORKDIR /home/bot
 
-# The webhook server's port (WEBHOOK_PORT); polling listens on nothing.
-EXPOSE 8080
+# WEBHOOK_PORT (webhook mode: the webhook, /healthz and /metrics);
+# HEALTH_PORT (polling mode: /healthz and /metrics, on HEALTH_HOST, loopback by default).
+EXPOSE 8080 8081
+
+# /healthz of whichever mode PID 1 runs: the webhook server's port, else the health port;
+# directly, whatever proxy variables the container has (python: no curl in slim images).
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os,urllib.request as u; w=b'webhook' in open('/proc/1/cmdline','rb').read(); p=os.environ.get('WEBHOOK_PORT','8080') if w else os.environ.get('HEALTH_PORT','8081'); u.build_opener(u.ProxyHandler({})).open(f'http://127.0.0.1:{p}/healthz', timeout=4)"]
 
 ENTRYPOINT ["python", "-m", "bot"]
 CMD ["polling"]

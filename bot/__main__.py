@@ -33,7 +33,7 @@ def console_main(conversation: str | None) -> int:
     settings = load_settings()
     if settings is None:
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         return asyncio.run(_console(settings, conversation))
     except KeyboardInterrupt:

@@ -1,9 +1,12 @@
 """The composition root: builds every component once, closes them in reverse order."""
 
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -17,6 +20,8 @@ from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import ToolCallingClient
+from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
+from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
@@ -44,6 +49,9 @@ from tools.store import ShopStore
 from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
 
 logger = logging.getLogger(__name__)
+
+# Where the SDK sends requests when OPENAI_BASE_URL is not set (for the proxy choice).
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
@@ -74,6 +82,8 @@ class Application:
     work: WorkStream
     queue: ChatQueue
     intake: Intake
+    metrics: BotMetrics
+    turn_audit: AuditSink
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
@@ -92,11 +102,18 @@ def turn_lease_seconds(settings: Settings) -> float:
     return model_time + tool_time + LEASE_MARGIN_SECONDS
 
 
-def _build_llm(settings: Settings, shop: ShopStore) -> ToolCallingClient:
+def _build_llm(
+    settings: Settings, shop: ShopStore, environ: Mapping[str, str]
+) -> ToolCallingClient:
     llm = settings.llm
     if llm.backend == "offline":
         return build_offline_model(shop)
     assert llm.api_key is not None  # noqa: S101 - LLMSettings refuses the openai backend without a key
+    configured = llm.proxy.get_secret_value() if llm.proxy is not None else None
+    try:
+        proxy = proxy_for(llm.base_url or OPENAI_DEFAULT_BASE_URL, configured, environ)
+    except ProxyURLError as error:
+        raise StartupError(str(error)) from error
     return OpenAIChatClient.create(
         api_key=llm.api_key.get_secret_value(),
         base_url=llm.base_url,
@@ -104,6 +121,7 @@ def _build_llm(settings: Settings, shop: ShopStore) -> ToolCallingClient:
         timeout_seconds=llm.timeout_seconds,
         max_retries=llm.max_retries,
         instructions_role=llm.instructions_role,
+        proxy=proxy,
     )
 
 
@@ -201,9 +219,15 @@ async def connect_redis(settings: Settings) -> "aioredis.Redis":
 
 
 async def build_application(
-    settings: Settings, llm: ToolCallingClient | None = None
+    settings: Settings,
+    llm: ToolCallingClient | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
 ) -> Application:
-    """Build everything; ``llm`` replaces the configured model client (tests, benchmarks)."""
+    """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
+
+    ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
+    """
     _prompts(settings)  # an unknown prompt version fails before anything connects
     try:
         shop = ShopStore.load(settings.tools.data_path)
@@ -220,8 +244,15 @@ async def build_application(
             f"({error.error_count()} problem(s))"
         ) from error
     redis = await connect_redis(settings)
-    client = llm or _build_llm(settings, shop)
+    try:
+        base_client = llm or _build_llm(settings, shop, os.environ if environ is None else environ)
+    except StartupError:
+        await redis.aclose()
+        raise
     registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
+    # One registry per application: two in one process (tests, benchmarks) never mix counts.
+    metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
+    client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
     audit_settings = settings.audit
     pseudonymizer = (
@@ -237,14 +268,22 @@ async def build_application(
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
     keys = RedisKeys(settings.redis.key_prefix)
+    metrics.observe_audit_lost(lambda: audit.lost_entries)
     sessions = RedisSessionStore(
         redis,
         keys=keys,
         ttl_seconds=settings.session.ttl_seconds,
         archive_ttl_seconds=settings.session.archive_ttl_seconds,
     )
+    # The audit as workers and the chat service write it: each turn also counted in metrics.
+    turn_audit = MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries)
     chat = build_chat_service(
-        settings, llm=client, registry=registry, executor=executor, store=sessions, audit=audit
+        settings,
+        llm=client,
+        registry=registry,
+        executor=executor,
+        store=sessions,
+        audit=turn_audit,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
@@ -287,4 +326,6 @@ async def build_application(
         work=work,
         queue=queue,
         intake=intake,
+        metrics=metrics,
+        turn_audit=turn_audit,
     )

@@ -16,6 +16,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.proxies import ProxyURLError, normalise_proxy_url
 from bot.redis_keys import KEY_PREFIX_PATTERN
 from tools.store import DEFAULT_STORE_PATH
 
@@ -50,6 +51,13 @@ class TelegramSettings(BaseSettings):
     send_max_attempts: int = Field(
         default=5, ge=1, le=20, validation_alias=_env("TELEGRAM_SEND_MAX_ATTEMPTS")
     )
+    # A SecretStr because the URL may carry the proxy's password.
+    proxy: SecretStr | None = Field(default=None, validation_alias=_env("TELEGRAM_PROXY"))
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, value: SecretStr | None) -> SecretStr | None:
+        return _check_proxy(value)
 
 
 class WebhookSettings(BaseSettings):
@@ -82,6 +90,12 @@ class LLMSettings(BaseSettings):
     instructions_role: Literal["developer", "system"] = Field(
         default="developer", validation_alias=_env("LLM_INSTRUCTIONS_ROLE")
     )
+    proxy: SecretStr | None = Field(default=None, validation_alias=_env("LLM_PROXY"))
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, value: SecretStr | None) -> SecretStr | None:
+        return _check_proxy(value)
 
     @model_validator(mode="after")
     def _key_for_openai(self) -> "LLMSettings":
@@ -93,6 +107,16 @@ class LLMSettings(BaseSettings):
                 "with LLM_BACKEND=offline"
             )
         return self
+
+
+class HealthSettings(BaseSettings):
+    """The health and metrics server of polling mode (webhook mode serves both itself)."""
+
+    model_config = _ENV
+
+    host: str = Field(default="127.0.0.1", validation_alias=_env("HEALTH_HOST"))
+    # 0 takes any free port (logged at start-up): for tests and several bots on one host.
+    port: int = Field(default=8081, ge=0, le=65535, validation_alias=_env("HEALTH_PORT"))
 
 
 class RedisSettings(BaseSettings):
@@ -241,7 +265,9 @@ class Settings(BaseModel):
     audit: AuditSettings
     flood: FloodSettings
     prompts: PromptSettings
+    health: HealthSettings = Field(default_factory=lambda: HealthSettings(_env_file=None))
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
 
     @classmethod
     def from_env(
@@ -264,7 +290,7 @@ class Settings(BaseModel):
             raise SettingsError(problems)
         log = sections.pop("log")
         assert isinstance(log, _LogSettings)  # noqa: S101 - narrows the type for mypy
-        return cls.model_validate({**sections, "log_level": log.level})
+        return cls.model_validate({**sections, "log_level": log.level, "log_format": log.format})
 
 
 class SettingsError(ValueError):
@@ -281,6 +307,17 @@ class _LogSettings(BaseSettings):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", validation_alias=_env("LOG_LEVEL")
     )
+    format: Literal["text", "json"] = Field(default="text", validation_alias=_env("LOG_FORMAT"))
+
+
+def _check_proxy(value: SecretStr | None) -> SecretStr | None:
+    """A proxy URL the clients can use; the message never quotes it (it may hold a password)."""
+    if value is not None:
+        try:
+            normalise_proxy_url(value.get_secret_value())
+        except ProxyURLError as error:
+            raise ValueError(str(error)) from error
+    return value
 
 
 def describe_settings_error(error: ValidationError) -> list[str]:
@@ -304,5 +341,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "audit": AuditSettings,
     "flood": FloodSettings,
     "prompts": PromptSettings,
+    "health": HealthSettings,
     "log": _LogSettings,
 }

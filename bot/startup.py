@@ -3,6 +3,9 @@
 import logging
 import sys
 
+from pythonjsonlogger.json import JsonFormatter
+
+from bot.log_context import LogContextFilter
 from bot.settings import Settings, SettingsError
 
 
@@ -16,13 +19,46 @@ def load_settings() -> Settings | None:
         return None
 
 
-def configure_logging(level: str) -> None:
-    """Plain, one-line log records on stderr."""
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+class ContextTextFormatter(logging.Formatter):
+    """One plain line; the update, chat and turn it belongs to, when known, at the end."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The standard line plus ``[update=... chat=... turn=...]``."""
+        line = super().format(record)
+        labels = {"update_id": "update", "chat": "chat", "turn_id": "turn"}
+        context = " ".join(
+            f"{label}={getattr(record, name)}"
+            for name, label in labels.items()
+            if hasattr(record, name)
+        )
+        if not context:
+            return line
+        first, newline, rest = line.partition("\n")
+        return f"{first} [{context}]{newline}{rest}"
+
+
+def log_formatter(log_format: str) -> logging.Formatter:
+    """The formatter of ``LOG_FORMAT``: ``text`` lines or one JSON object per line.
+
+    JSON records have ``time``, ``level``, ``logger``, ``message``, the context's
+    ``update_id``, ``chat`` and ``turn_id`` when set, and ``exc_info`` with the trace.
+    """
+    if log_format == "json":
+        return JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            json_ensure_ascii=False,
+        )
+    return ContextTextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """One record per line on stderr, as text or JSON, with the turn's identifiers."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(log_formatter(log_format))
+    # On the handler, so that records of every logger (aiogram's too) get the context.
+    handler.addFilter(LogContextFilter())
+    logging.basicConfig(level=level, handlers=[handler])
     # The HTTP clients log every request at INFO; that is noise for an operator.
     for noisy in ("httpx", "httpx2", "openai", "aiogram.event"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

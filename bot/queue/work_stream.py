@@ -9,13 +9,14 @@ Extra signals are harmless: a worker that finds nothing to do acknowledges.
 
 import logging
 import socket
+import time
 from dataclasses import dataclass
 from os import getpid
 from secrets import token_hex
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +115,21 @@ class Backlog:
 
     chats: int
     oldest_seconds: float
+
+
+class BacklogGauge:
+    """The last backlog read from Redis, for a metrics scrape (which reads synchronously)."""
+
+    def __init__(self, stream: WorkStream) -> None:
+        self._stream = stream
+        self.chats = 0
+
+    async def refresh(self) -> None:
+        """Read the backlog again; keep the last value when Redis does not answer."""
+        try:
+            self.chats = (await self._stream.backlog(int(time.time() * 1000))).chats
+        except (RedisError, OSError):
+            logger.warning("Queue depth unavailable for metrics: Redis did not answer")
 
 
 def _text(value: object) -> str:

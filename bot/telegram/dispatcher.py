@@ -6,16 +6,22 @@ dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.telegram.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``, and
 the worker's ``job``), never through globals.
+
+Outer update middlewares: in-flight counting, then the log context (update
+id, chat pseudonym) for every line the update's handling logs.
 """
 
 from dataclasses import dataclass
 
 from aiogram import Dispatcher, Router
 
+from bot.log_context import ChatNamer, chat_namer
+from bot.metrics import BotMetrics
 from bot.settings import Settings
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import chat, commands, errors, other
 from bot.telegram.middlewares.inflight import InFlightMiddleware
+from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
 from bot.telegram.ports import ChatPort
 
 
@@ -27,8 +33,13 @@ class TelegramFrontEnd:
     in_flight: InFlightMiddleware
 
 
-def build_dispatcher(settings: Settings, *, chat_service: ChatPort) -> TelegramFrontEnd:
-    """A dispatcher wired to ``chat_service``; nothing global, nothing started."""
+def build_dispatcher(
+    settings: Settings, *, chat_service: ChatPort, metrics: BotMetrics | None = None
+) -> TelegramFrontEnd:
+    """A dispatcher wired to ``chat_service``; nothing global, nothing started.
+
+    With ``metrics``, it reports the updates in flight there.
+    """
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused.
         disable_fsm=True,
@@ -37,6 +48,9 @@ def build_dispatcher(settings: Settings, *, chat_service: ChatPort) -> TelegramF
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
+    dispatcher.update.outer_middleware(UpdateLogContextMiddleware(_chat_namer(settings)))
+    if metrics is not None:
+        metrics.observe_in_flight(lambda: in_flight.in_flight)
 
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
@@ -46,3 +60,8 @@ def build_dispatcher(settings: Settings, *, chat_service: ChatPort) -> TelegramF
     )
     dispatcher.include_routers(errors.build_router(), messages_router)
     return TelegramFrontEnd(dispatcher=dispatcher, in_flight=in_flight)
+
+
+def _chat_namer(settings: Settings) -> ChatNamer:
+    key = settings.audit.hmac_key
+    return chat_namer(key.get_secret_value().encode() if key is not None else None)

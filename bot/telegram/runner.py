@@ -12,9 +12,11 @@ another worker, close the bot's HTTP session, then the engine.
 
 import asyncio
 import logging
+import os
 import re
 import signal
 import sys
+from collections.abc import Mapping
 from contextlib import suppress
 from typing import Literal
 
@@ -27,6 +29,8 @@ from aiohttp import web
 
 from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
+from bot.proxies import ProxyURLError, proxy_for
+from bot.queue.work_stream import BacklogGauge
 from bot.queue.worker import WorkerPool, WorkerSettings
 from bot.redaction import redacted_url
 from bot.settings import Settings
@@ -36,6 +40,7 @@ from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.job_runner import TelegramJobRunner
+from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.polling import Poller
 from bot.telegram.sending import ReplySender
 from bot.telegram.session import BotApiSession
@@ -81,12 +86,25 @@ def webhook_public_url(settings: Settings) -> str:
     return f"{(settings.webhook.url or '').rstrip('/')}{settings.webhook.path}"
 
 
-def create_bot(settings: Settings) -> Bot:
-    """A Bot talking to ``TELEGRAM_API_BASE_URL`` (Telegram, a self-hosted server, a test fake)."""
-    token = settings.telegram.bot_token
+def create_bot(settings: Settings, environ: Mapping[str, str] | None = None) -> Bot:
+    """A Bot talking to ``TELEGRAM_API_BASE_URL`` (Telegram, a self-hosted server, a test fake).
+
+    Through ``TELEGRAM_PROXY``, else the proxy the standard variables in ``environ``
+    (``os.environ`` by default) give for that URL; raises :class:`StartupError`.
+    """
+    telegram = settings.telegram
+    token = telegram.bot_token
     if token is None:
         raise StartupError("TELEGRAM_BOT_TOKEN is not set")
-    session = BotApiSession(api=TelegramAPIServer.from_base(settings.telegram.api_base_url))
+    configured = telegram.proxy.get_secret_value() if telegram.proxy is not None else None
+    try:
+        proxy = proxy_for(
+            telegram.api_base_url, configured, os.environ if environ is None else environ
+        )
+    except ProxyURLError as error:
+        raise StartupError(str(error)) from error
+    api = TelegramAPIServer.from_base(telegram.api_base_url)
+    session = BotApiSession(api=api) if proxy is None else BotApiSession(api=api, proxy=proxy)
     return Bot(token=token.get_secret_value(), session=session)
 
 
@@ -103,9 +121,14 @@ async def run_bot(
     except StartupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    bot = create_bot(settings)
     try:
-        front = build_dispatcher(settings, chat_service=app.chat)
+        bot = create_bot(settings)
+    except StartupError as error:
+        await app.aclose()
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    try:
+        front = build_dispatcher(settings, chat_service=app.chat, metrics=app.metrics)
         if not await _prepare_bot(bot, app, mode):
             return 1
         workers = build_workers(app, bot, front)
@@ -114,11 +137,18 @@ async def run_bot(
         try:
             if mode == "webhook":
                 await _serve_webhook(bot, front, app, intake, stop)
-            elif mode == "polling":
-                await _serve_polling(bot, front, intake, stop)
             else:
-                logger.info("Worker running (no intake)")
-                await _until(stop, working)
+                health = await _start_health_server(front, app)
+                if health is None:
+                    return 1
+                try:
+                    if mode == "polling":
+                        await _serve_polling(bot, front, intake, stop)
+                    else:
+                        logger.info("Worker running (no intake)")
+                        await _until(stop, working)
+                finally:
+                    await health.cleanup()
         finally:
             workers.stop()
             await working
@@ -139,7 +169,7 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
         queue=app.queue,
         replies=ReplySender(max_attempts=settings.telegram.send_max_attempts),
         chat=app.chat,
-        audit=app.audit,
+        audit=app.turn_audit,
     )
     return WorkerPool(
         stream=app.work,
@@ -218,11 +248,8 @@ async def _serve_webhook(
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
     receiver = WebhookReceiver(intake, bot, secret=secret)
-    web_app = web.Application()
+    web_app = _observability_app(front, app)
     web_app.router.add_post(webhook.path, receiver.handle)
-    web_app.router.add_get(
-        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight, app.work).handle
-    )
     runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, webhook.host, webhook.port)
@@ -241,6 +268,46 @@ async def _serve_webhook(
         # Stop taking updates; the workers finish or hand back what they hold.
         await site.stop()
         await runner.cleanup()
+
+
+def _observability_app(front: TelegramFrontEnd, app: Application) -> web.Application:
+    """An aiohttp application serving ``/healthz`` and ``/metrics``."""
+    web_app = web.Application()
+    web_app.router.add_get(
+        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight, app.work).handle
+    )
+    depth = BacklogGauge(app.work)
+    app.metrics.observe_queue_depth(lambda: depth.chats)
+    web_app.router.add_get(
+        METRICS_PATH, MetricsEndpoint(app.metrics.registry, before_scrape=depth.refresh).handle
+    )
+    return web_app
+
+
+async def _start_health_server(front: TelegramFrontEnd, app: Application) -> web.AppRunner | None:
+    """Polling mode's ``/healthz`` and ``/metrics`` on ``HEALTH_HOST:HEALTH_PORT``.
+
+    ``None`` (after one line on stderr) when the port cannot be taken.
+    """
+    health = app.settings.health
+    runner = web.AppRunner(_observability_app(front, app), handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, health.host, health.port)
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        print(
+            f"error: cannot listen on HEALTH_HOST:HEALTH_PORT {health.host}:{health.port}: "
+            f"{error.strerror}",
+            file=sys.stderr,
+        )
+        return None
+    port = runner.addresses[0][1] if runner.addresses else health.port
+    logger.info(
+        "Health and metrics on http://%s:%s%s and %s", health.host, port, HEALTH_PATH, METRICS_PATH
+    )
+    return runner
 
 
 async def _run_until_signalled(settings: Settings, mode: Mode) -> int:
@@ -265,5 +332,5 @@ def main(mode: Mode) -> int:
         for problem in problems:
             print(f"configuration error: {problem}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     return asyncio.run(_run_until_signalled(settings, mode))

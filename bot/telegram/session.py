@@ -12,8 +12,10 @@ from typing import Any
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.exceptions import TelegramNetworkError
 from aiogram.methods import Response, TelegramMethod
 from aiogram.methods.base import TelegramType
+from aiohttp_socks import ProxyError
 
 
 class BotApiSession(AiohttpSession):
@@ -35,3 +37,20 @@ class BotApiSession(AiohttpSession):
         if returning not in self._response_models:
             self._response_models[returning] = Response[returning]  # type: ignore[valid-type]
         return super().check_response(bot, method, status_code, content)
+
+    async def make_request(
+        self,
+        bot: Bot,
+        method: TelegramMethod[TelegramType],
+        timeout: int | None = None,  # noqa: ASYNC109 - aiogram's signature
+    ) -> TelegramType:
+        """aiogram's request; a proxy that refuses the tunnel is a network error like others.
+
+        aiohttp-socks reports a refusal (407, 403, 502 from the proxy) with its own
+        exception, which aiogram does not translate; retries and start-up checks
+        expect :class:`TelegramNetworkError`.
+        """
+        try:
+            return await super().make_request(bot, method, timeout)
+        except ProxyError as error:
+            raise TelegramNetworkError(method=method, message=f"proxy: {error}") from error

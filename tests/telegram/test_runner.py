@@ -28,7 +28,7 @@ _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
 
 def child_env(**env: Any) -> dict[str, str]:
     base = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
-    base.update({"LLM_BACKEND": "offline", "LOG_LEVEL": "INFO"})
+    base.update({"LLM_BACKEND": "offline", "LOG_LEVEL": "INFO", "HEALTH_PORT": "0"})
     base.update({key: str(value) for key, value in env.items()})
     return base
 
@@ -191,6 +191,13 @@ async def test_webhook_answers_telegram_at_once_and_replies_in_the_background(
             health = await response.json()
         assert health["redis"] is True
         assert health["lost_audit_entries"] == 0
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            assert response.status == 200
+            metrics = await response.text()
+        assert 'support_turns_total{outcome="answered"} 1.0' in metrics.splitlines()
     finally:
         stop.set()
         async with asyncio.timeout(20):

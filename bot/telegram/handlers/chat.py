@@ -8,6 +8,7 @@ from aiogram.utils.chat_action import ChatActionSender
 
 from bot.chat_errors import ChatServiceError
 from bot.chat_service import HeldTurn
+from bot.log_context import bind_turn
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
 from bot.telegram.filters import question_text
@@ -25,6 +26,7 @@ async def answer(message: Message, bot: Bot, job: JobContext, chat_service: Chat
     """Run the turn; its reply is committed, or a kind message with the incident code."""
     chat_id = message.chat.id
     turn_id = job.job.turn_id
+    bind_turn(turn_id)
     context = TurnContext(
         conversation_key=telegram_conversation(chat_id),
         chat_id=chat_id,
@@ -47,7 +49,8 @@ async def answer(message: Message, bot: Bot, job: JobContext, chat_service: Chat
         ):
             reply = await chat_service.reply(context, text, held=held)
     except ChatServiceError as error:
-        logger.info("Turn %s in chat %s failed: %s", turn_id, chat_id, error.kind)
+        # The chat is named by the log context (its pseudonym), never by its id here.
+        logger.info("Turn %s failed: %s", turn_id, error.kind)
         return PlainReply(text=messages.failure_message(error, turn_id), audit=error.audit_fields)
     if reply.delivery is None:
         raise RuntimeError("a worker's turn returned no committed reply")

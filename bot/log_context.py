@@ -1,0 +1,80 @@
+"""Which update, chat and turn a log line belongs to, carried by context variables.
+
+Set where an update enters (update id, chat pseudonym) and where a turn starts
+(turn id); every log record made in that task, and in tasks it starts, carries
+them (:class:`LogContextFilter`). Only identifiers go here, never message text.
+
+The chat is named by its keyed pseudonym (the same as in the audit stream with
+``AUDIT_HMAC_KEY``), so a log line can be matched with the audit entries of its
+chat without showing the chat id. Without a key the chat is left out: an unkeyed
+hash of a Telegram chat id is undone by hashing every possible id.
+"""
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from bot.audit.pseudonym import ChatPseudonymizer
+
+_update_id: ContextVar[int | None] = ContextVar("log_update_id", default=None)
+_chat: ContextVar[str | None] = ContextVar("log_chat", default=None)
+_turn_id: ContextVar[str | None] = ContextVar("log_turn_id", default=None)
+
+# The record attributes the filter sets; formatters name them.
+CONTEXT_FIELDS = ("update_id", "chat", "turn_id")
+
+
+@contextmanager
+def update_scope(update_id: int, chat: str | None) -> Iterator[None]:
+    """Log records inside carry ``update_id`` and ``chat`` (a pseudonym, or ``None``)."""
+    update_token = _update_id.set(update_id)
+    chat_token = _chat.set(chat)
+    try:
+        yield
+    finally:
+        _chat.reset(chat_token)
+        _update_id.reset(update_token)
+
+
+def bind_turn(turn_id: str) -> None:
+    """Log records from here on, in this task and the tasks it starts, carry ``turn_id``.
+
+    A handler's task ends with its turn, so the value needs no reset.
+    """
+    _turn_id.set(turn_id)
+
+
+def current_context() -> dict[str, int | str]:
+    """The identifiers set in this context (only those that are set)."""
+    values: dict[str, int | str | None] = {
+        "update_id": _update_id.get(),
+        "chat": _chat.get(),
+        "turn_id": _turn_id.get(),
+    }
+    return {name: value for name, value in values.items() if value is not None}
+
+
+class LogContextFilter(logging.Filter):
+    """Copies the context's identifiers onto every record (attached to the handler)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Add the attributes; never drops a record."""
+        for name, value in current_context().items():
+            setattr(record, name, value)
+        return True
+
+
+ChatNamer = Callable[[int], str | None]
+"""How the chat of an update is named in logs: its pseudonym, or ``None`` to leave it out."""
+
+
+def chat_namer(hmac_key: bytes | None) -> ChatNamer:
+    """Chats named by their keyed pseudonym under ``hmac_key``; left out without a key.
+
+    A key too short for the audit stream's pseudonyms (under 16 bytes) counts as none.
+    """
+    if hmac_key is None or len(hmac_key) < 16:
+        return lambda chat_id: None
+    pseudonymizer = ChatPseudonymizer(hmac_key)
+    return lambda chat_id: pseudonymizer(str(chat_id))

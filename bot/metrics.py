@@ -1,0 +1,259 @@
+"""Prometheus metrics of one application: built once in the composition root, never global.
+
+Every metric lives in the :class:`~prometheus_client.CollectorRegistry` given to
+:class:`BotMetrics`, so two applications in one process (tests, benchmarks) never
+share a counter. Values that other components already count (updates in flight,
+audit entries lost, queue depth) are read when Prometheus scrapes, through
+callbacks registered here, instead of being counted twice.
+"""
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from time import perf_counter
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from bot.audit.entries import AuditEntry, AuditSink, TurnAuditEntry
+from bot.llm.errors import (
+    LLMBadResponseError,
+    LLMClientError,
+    LLMRateLimitError,
+    LLMRequestError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+)
+from bot.llm.types import LLMResult, Message, ToolCallingClient, ToolChoice, ToolDefinition
+
+NAMESPACE = "support"
+
+# A tool name the model invented becomes this label: labels must stay a small, known set.
+UNKNOWN_TOOL = "unknown"
+
+# Turns take seconds (model calls); queue time is mostly milliseconds, seconds when a chat is busy.
+TURN_BUCKETS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 60.0, 120.0)
+QUEUE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+MODEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 60.0)
+
+_ERROR_KINDS: tuple[tuple[type[LLMClientError], str], ...] = (
+    (LLMTimeoutError, "timeout"),
+    (LLMRateLimitError, "rate_limited"),
+    (LLMUnavailableError, "unavailable"),
+    (LLMRequestError, "refused"),
+    (LLMBadResponseError, "bad_response"),
+)
+
+
+def model_error_kind(error: LLMClientError) -> str:
+    """The ``kind`` label of a failed model request."""
+    for error_type, kind in _ERROR_KINDS:
+        if isinstance(error, error_type):
+            return kind
+    return "other"
+
+
+class BotMetrics:
+    """The bot's metrics, registered in ``registry``; the methods are the recording seams."""
+
+    def __init__(self, registry: CollectorRegistry, *, known_tools: Iterable[str] = ()) -> None:
+        self.registry = registry
+        self._known_tools = frozenset(known_tools)
+        self._gauges = _CallbackCollector()
+        registry.register(self._gauges)
+        self.turns = Counter(
+            "turns",
+            "Customer turns by outcome (answered or the failure kind).",
+            ["outcome"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.turn_seconds = Histogram(
+            "turn_duration_seconds",
+            "Time of one turn in the chat service, from the message to the answer or failure.",
+            namespace=NAMESPACE,
+            buckets=TURN_BUCKETS,
+            registry=registry,
+        )
+        self.queue_seconds = Histogram(
+            "update_queue_seconds",
+            "Time an update waited between arrival and the start of its handling.",
+            namespace=NAMESPACE,
+            buckets=QUEUE_BUCKETS,
+            registry=registry,
+        )
+        self.model_seconds = Histogram(
+            "model_request_duration_seconds",
+            "Time of one model request (with the SDK's retries), whatever its result.",
+            namespace=NAMESPACE,
+            buckets=MODEL_BUCKETS,
+            registry=registry,
+        )
+        self.model_errors = Counter(
+            "model_request_errors",
+            "Model requests that failed, by kind.",
+            ["kind"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.tool_executions = Counter(
+            "tool_executions",
+            "Tool executions by tool and status.",
+            ["tool", "status"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.redis_errors = Counter(
+            "redis_errors",
+            "Redis operations that failed, by the component that saw the failure.",
+            ["component"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        for kind in (*(kind for _, kind in _ERROR_KINDS), "other"):
+            self.model_errors.labels(kind=kind)
+        for component in ("sessions", "audit", "dedup", "flood"):
+            self.redis_errors.labels(component=component)
+        self.turns.labels(outcome="answered")
+
+    def record_turn(self, outcome: str, seconds: float) -> None:
+        """One turn ended with ``outcome``."""
+        self.turns.labels(outcome=outcome).inc()
+        self.turn_seconds.observe(seconds)
+        if outcome == "storage_unavailable":
+            self.redis_errors.labels(component="sessions").inc()
+
+    def record_tool(self, tool: str, status: str) -> None:
+        """One tool execution ended with ``status``."""
+        label = tool if tool in self._known_tools else UNKNOWN_TOOL
+        self.tool_executions.labels(tool=label, status=status).inc()
+
+    def record_queue_time(self, seconds: float) -> None:
+        """An update waited ``seconds`` before its handling started."""
+        self.queue_seconds.observe(seconds)
+
+    def record_redis_error(self, component: str) -> None:
+        """A Redis operation of ``component`` failed (the component went on without it)."""
+        self.redis_errors.labels(component=component).inc()
+
+    def observe_in_flight(self, read: Callable[[], int]) -> None:
+        """Export ``read()`` as the number of updates being handled right now."""
+        self._gauges.gauges["updates_in_flight"] = (
+            "Updates entered and not yet finished in this process.",
+            read,
+        )
+
+    def observe_queue_depth(self, read: Callable[[], int]) -> None:
+        """Export ``read()`` as the chats with queued work not yet finished (0 until set)."""
+        self._gauges.gauges["queue_depth"] = (
+            "Chats with queued messages not yet answered (waiting for or held by a worker).",
+            read,
+        )
+
+    def observe_audit_lost(self, read: Callable[[], int]) -> None:
+        """Export ``read()`` (a count that only grows) as the audit entries lost."""
+        self._gauges.counters["audit_entries_lost"] = (
+            "Audit entries Redis did not take since the process started.",
+            read,
+        )
+
+
+class _CallbackCollector(Collector):
+    """Gauges and counters whose values other components keep; read at scrape time."""
+
+    def __init__(self) -> None:
+        self.gauges: dict[str, tuple[str, Callable[[], int]]] = {
+            "queue_depth": (
+                "Chats with queued messages not yet answered (waiting for or held by a worker).",
+                lambda: 0,
+            )
+        }
+        self.counters: dict[str, tuple[str, Callable[[], int]]] = {}
+
+    def collect(self) -> Iterable[Metric]:
+        """One sample per registered callback."""
+        for name, (documentation, read) in self.gauges.items():
+            yield GaugeMetricFamily(f"{NAMESPACE}_{name}", documentation, value=read())
+        for name, (documentation, read) in self.counters.items():
+            yield CounterMetricFamily(f"{NAMESPACE}_{name}", documentation, value=read())
+
+
+class MetricsAuditSink:
+    """An :class:`AuditSink` that counts each turn and tool execution, then passes them on.
+
+    The chat service writes one batch per turn (tool entries, then the turn
+    entry), whatever the outcome: the one place that sees every turn end.
+    ``lost_entries`` reads the wrapped sink's count, to tell a failed write.
+    """
+
+    def __init__(
+        self, inner: AuditSink, metrics: BotMetrics, lost_entries: Callable[[], int]
+    ) -> None:
+        self._inner = inner
+        self._metrics = metrics
+        self._lost_entries = lost_entries
+
+    async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
+        """Count a worker's turn (given as stream fields), then write it through once."""
+        for fields in entries:
+            if fields.get("type") == "turn":
+                self._metrics.record_turn(fields["outcome"], _number(fields, "latency_ms") / 1000)
+                if fields.get("queue_ms"):
+                    self._metrics.record_queue_time(_number(fields, "queue_ms") / 1000)
+            else:
+                self._metrics.record_tool(fields.get("tool_name", ""), fields.get("status", ""))
+        lost_before = self._lost_entries()
+        await self._inner.write_fields(entries)
+        if self._lost_entries() > lost_before:
+            self._metrics.record_redis_error("audit")
+
+    async def write(self, entries: Sequence[AuditEntry]) -> None:
+        """Count, then write through the wrapped sink (which never raises)."""
+        for entry in entries:
+            if isinstance(entry, TurnAuditEntry):
+                self._metrics.record_turn(entry.outcome, entry.latency_ms / 1000)
+            else:
+                self._metrics.record_tool(entry.record.tool_name, str(entry.record.status))
+        lost_before = self._lost_entries()
+        await self._inner.write(entries)
+        if self._lost_entries() > lost_before:
+            self._metrics.record_redis_error("audit")
+
+
+class MeteredChatModel:
+    """A :class:`ToolCallingClient` that times every request and counts its failures."""
+
+    def __init__(self, inner: ToolCallingClient, metrics: BotMetrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    @property
+    def model_name(self) -> str:
+        """The wrapped client's model name."""
+        return self._inner.model_name
+
+    async def generate_with_tools(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResult:
+        """The wrapped call, timed; a failure is counted by kind and re-raised."""
+        started = perf_counter()
+        try:
+            return await self._inner.generate_with_tools(messages, tools, tool_choice)
+        except LLMClientError as error:
+            self._metrics.model_errors.labels(kind=model_error_kind(error)).inc()
+            raise
+        finally:
+            self._metrics.model_seconds.observe(perf_counter() - started)
+
+    async def close(self) -> None:
+        """Close the wrapped client."""
+        await self._inner.close()
+
+
+def _number(fields: Mapping[str, str], name: str) -> float:
+    try:
+        return float(fields.get(name) or 0)
+    except ValueError:
+        return 0.0
