@@ -174,8 +174,9 @@ async def test_bad_input_is_refused_without_a_model_call(make_harness, text, err
         (raising(LLMTimeoutError("slow")), ChatModelUnavailableError),
         (raising(LLMRequestError("context too long")), ChatBadRequestError),
         (lambda m, t, c: text_result("   "), ChatModelProtocolError),
-        (lambda m, t, c: tool_result("delete_everything", {}), ChatToolFailureError),
-        (lambda m, t, c: tool_result("get_order_status", {"order_id": "x"}), ChatToolFailureError),
+        # A model repeating a rejected call hears why each time and ends at the step budget.
+        (lambda m, t, c: tool_result("delete_everything", {}), ChatLimitError),
+        (lambda m, t, c: tool_result("get_order_status", {"order_id": "x"}), ChatLimitError),
         (lambda m, t, c: tool_result("get_support_hours", {}), ChatLimitError),
     ],
 )

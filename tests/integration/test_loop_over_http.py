@@ -10,7 +10,7 @@ from pydantic import PrivateAttr
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import Message
-from bot.tool_loop import BoundedToolLoop, ToolLoopError, ToolLoopExecutionError
+from bot.tool_loop import BoundedToolLoop, ToolLoopError
 from tests.fakes.openai_server import (
     RecordedRequest,
     ScriptedOpenAIServer,
@@ -166,7 +166,8 @@ async def test_two_tools_in_sequence(server: ScriptedOpenAIServer, make_loop: Lo
     assert result.text == "Заказ в пути; кофемашину можно вернуть за 14 дней."
     assert result.tool_names == ("get_order_status", "get_return_policy")
     assert [r.status for r in result.audit_records] == [ToolExecutionStatus.SUCCESS] * 2
-    assert [r.body["tool_choice"] for r in server.requests] == ["auto", "auto", "none"]
+    # The last step offers no tools at all, so it sends no tool_choice either.
+    assert [r.body.get("tool_choice") for r in server.requests] == ["auto", "auto", None]
     last = server.requests[2]
     tools = tool_messages(last)
     assert [t["tool_call_id"] for t in tools] == requested_call_ids(last)
@@ -216,21 +217,73 @@ async def test_a_hung_model_ends_the_turn_with_a_timeout(
     ['{"order_id": 8041', '{"order_id": "80"}', '{"order_id": "8041", "user_id": 1}'],
     ids=["not-json", "bad-pattern", "extra-field"],
 )
-async def test_malformed_tool_arguments_end_the_turn_before_the_handler_runs(
+async def test_malformed_tool_arguments_are_answered_and_the_model_corrects_itself(
     server: ScriptedOpenAIServer, make_loop: LoopFactory, store: CountingStore, arguments: str
 ) -> None:
-    server.script(tool_call_answer("get_order_status", arguments), text_answer("never sent"))
+    server.script(
+        tool_call_answer("get_order_status", arguments),
+        tool_call_answer("get_order_status", {"order_id": "8041"}),
+        text_answer("Заказ 8041 в пути."),
+    )
     loop = await make_loop()
 
-    with pytest.raises(ToolLoopExecutionError) as raised:
-        await loop.run(MESSAGES, CONTEXT)
+    result = await loop.run(MESSAGES, CONTEXT)
 
-    audit = raised.value.audit
-    assert (audit.tool_name, audit.status, audit.error_code) == (
+    assert result.text == "Заказ 8041 в пути."
+    assert store.order_lookups == ["8041"]  # the handler never ran for the rejected call
+    rejected = result.audit_records[0]
+    assert (rejected.tool_name, rejected.status, rejected.error_code) == (
         "get_order_status",
         ToolExecutionStatus.REJECTED,
         "invalid_arguments",
     )
-    assert store.order_lookups == []
-    assert len(server.requests) == 1
-    assert server.pending_steps == 1
+    tool_reply = json.loads(server.requests[1].messages[-1]["content"])
+    assert tool_reply["ok"] is False
+    assert tool_reply["error"]["code"] == "invalid_arguments"
+    assert "8041" not in tool_reply["error"]["message"]
+
+
+async def test_a_one_letter_product_search_is_retried_by_the_model_not_failed(
+    server: ScriptedOpenAIServer, make_loop: LoopFactory
+) -> None:
+    server.script(
+        tool_call_answer("search_products", {"query": "ч"}),
+        tool_call_answer("search_products", {"query": "чайник"}),
+        text_answer("Есть чайник HeatUp 1.5."),
+    )
+    loop = await make_loop()
+
+    result = await loop.run(MESSAGES, CONTEXT)
+
+    assert result.text == "Есть чайник HeatUp 1.5."
+    reply = json.loads(server.requests[1].messages[-1]["content"])
+    assert reply["error"]["code"] == "invalid_arguments"
+    assert "query" in reply["error"]["message"]
+    assert "at least 2 characters" in reply["error"]["message"]
+    # The rule is stated before the call too, because the strict schema drops minLength.
+    schema = next(
+        tool["function"]["parameters"]["properties"]["query"]
+        for tool in server.requests[0].body["tools"]
+        if tool["function"]["name"] == "search_products"
+    )
+    assert "minLength" not in schema
+    assert "От 2 до 100 символов" in schema["description"]
+
+
+async def test_the_last_step_offers_no_tools_to_a_server_that_ignores_tool_choice(
+    server: ScriptedOpenAIServer, make_loop: LoopFactory
+) -> None:
+    server.script(
+        tool_call_answer("get_order_status", {"order_id": "8041"}),
+        tool_call_answer("get_support_hours", {}),
+        text_answer("Заказ 8041 в пути."),
+    )
+    loop = await make_loop()
+
+    result = await loop.run(MESSAGES, CONTEXT)
+
+    assert result.text == "Заказ 8041 в пути."
+    last = server.requests[-1].body
+    assert "tools" not in last
+    assert "tool_choice" not in last
+    assert "tools" in server.requests[0].body
