@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
@@ -43,6 +44,9 @@ from tools.context import ToolContext
 from tools.execution import ToolTechnicalError
 
 logger = logging.getLogger(__name__)
+
+REPLACEMENT_CHARACTER = "\ufffd"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +162,10 @@ class ChatService:
             translated = _translate_store_error(error, context.turn_id)
             outcome = translated.kind
             raise translated from error
+        except Exception:
+            # A bug, not an answer: the audit must not call the turn answered.
+            outcome = ChatServiceError.kind
+            raise
         finally:
             await self._audit.write(
                 recorder.entries(
@@ -248,7 +256,9 @@ class ChatService:
         await asyncio.gather(*pending, return_exceptions=True)
 
     def _validate_input(self, text: str, turn_id: str) -> str:
-        question = text.strip()
+        # A lone surrogate (a pasted line cut mid-character, bytes a terminal could not
+        # decode) cannot be encoded for the model or stored; the rest of the text can.
+        question = _LONE_SURROGATE.sub(REPLACEMENT_CHARACTER, text).strip()
         if not question:
             raise EmptyMessageError("Сообщение пустое: напишите, пожалуйста, ваш вопрос.", turn_id)
         if len(question) > self._limits.max_message_chars:

@@ -93,6 +93,9 @@ class LLMSettings(BaseSettings):
         return self
 
 
+REDIS_URL_SCHEMES = frozenset({"redis", "rediss", "unix"})
+
+
 class RedisSettings(BaseSettings):
     """Where sessions, locks, limits and the audit stream live."""
 
@@ -113,6 +116,15 @@ class RedisSettings(BaseSettings):
     max_connections: int = Field(
         default=200, ge=2, le=10_000, validation_alias=_env("REDIS_MAX_CONNECTIONS")
     )
+
+    @field_validator("url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr) -> SecretStr:
+        # A wrong scheme is a bad setting (exit 2), not an unreachable Redis (exit 1).
+        scheme, separator, _ = value.get_secret_value().partition("://")
+        if not separator or scheme.lower() not in REDIS_URL_SCHEMES:
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
 
 
 class SessionSettings(BaseSettings):
