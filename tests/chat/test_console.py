@@ -138,11 +138,8 @@ def test_invalid_utf8_and_lone_surrogates_on_stdin_are_answered_not_a_traceback(
     stdout = result.stdout.decode("utf-8", "replace")
     assert "Передан в службу доставки" in stdout
     assert stdout.count("Бот:") == 3
-    outcomes = [
-        fields[b"outcome"]
-        for _, fields in client.xrange("console-test:audit")
-        if fields[b"type"] == b"turn"
-    ]
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange("console-test:audit")  # type: ignore[assignment]
+    outcomes = [fields[b"outcome"] for _, fields in entries if fields[b"type"] == b"turn"]
     assert outcomes == [b"answered"] * 3
     client.close()
 
@@ -160,7 +157,7 @@ def test_ctrl_c_at_the_prompt_exits_at_once(redis_server: RedisServer):
         try:
             prompt = b""
             while not prompt.endswith("Вы: ".encode()):
-                chunk = process.stdout.read1(64)
+                chunk = os.read(process.stdout.fileno(), 64)
                 assert chunk, process.stderr.read()
                 prompt += chunk
             process.send_signal(signal.SIGINT)
