@@ -65,6 +65,8 @@ class Application:
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
         await self.chat.drain(grace_seconds=5.0)
+        # Audit entries Redis missed get a last chance (they are in the log either way).
+        await self.audit.flush()
         self.executor.close()
         await self.llm.close()
         await self.redis.aclose()

@@ -4,6 +4,7 @@ import asyncio
 import json
 import logging
 import re
+from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -17,17 +18,24 @@ logger = logging.getLogger(__name__)
 # up that does not fit may be any text at all, even the customer's, so it is not written.
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 INVALID_TOOL_NAME = "(invalid name)"
+# Entries Redis did not take wait in memory for the next write; beyond this many the
+# oldest are dropped (they are in the warning log line already).
+DEFAULT_MAX_PENDING_ENTRIES = 10_000
 
 
 class RedisStreamAuditSink:
     """Appends each turn's entries to one stream with ``XADD ... MAXLEN ~``.
 
     One non-transactional pipeline per :meth:`write`, so a turn costs one round
-    trip whatever its number of tool calls. When Redis refuses, the entries are
-    logged (as one warning line, with the fields as written: there is no
-    argument or message text in them) and counted in :attr:`lost_entries`; the
-    caller is never told, because an audit failure must not cost the customer
-    an answer.
+    trip whatever its number of tool calls. When Redis cannot be reached, the
+    entries are logged (as one warning line, with the fields as written: there
+    is no argument or message text in them) and kept in memory, at most
+    ``max_pending`` of them, marked with ``queued_at`` (when they were first
+    due); the next write, once Redis is back, appends them first, in order, so
+    the incident code a customer was given can still be found. Entries Redis
+    refuses one by one (a wrong key type) and pending entries beyond the bound
+    are dropped and counted in :attr:`lost_entries`. The caller is never told,
+    because an audit failure must not cost the customer an answer.
 
     A tool name the model invented that is not shaped like a tool name is
     written as ``(invalid name)``: it is free text, and may be private.
@@ -47,9 +55,12 @@ class RedisStreamAuditSink:
         max_age: timedelta | None = None,
         timeout_seconds: float | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        max_pending: int = DEFAULT_MAX_PENDING_ENTRIES,
     ) -> None:
         if maxlen < 1:
             raise ValueError("maxlen must be positive")
+        if max_pending < 0:
+            raise ValueError("max_pending must not be negative")
         if max_age is not None and max_age <= timedelta(0):
             raise ValueError("max_age must be positive")
         self._client = client
@@ -61,11 +72,18 @@ class RedisStreamAuditSink:
         self._clock = clock
         self._lost_entries = 0
         self._written_entries = 0
+        self._max_pending = max_pending
+        self._pending: deque[dict[str, str]] = deque()
 
     @property
     def lost_entries(self) -> int:
         """Entries Redis did not take since this sink was built (for metrics and health)."""
         return self._lost_entries
+
+    @property
+    def pending_entries(self) -> int:
+        """Entries waiting in memory for Redis to come back."""
+        return len(self._pending)
 
     @property
     def written_entries(self) -> int:
@@ -84,23 +102,74 @@ class RedisStreamAuditSink:
         return fields
 
     async def write(self, entries: Sequence[AuditEntry]) -> None:
-        """Append ``entries`` in order, in one round trip; never raises."""
+        """Append pending entries, then ``entries``, in order, in one round trip; never raises."""
         if not entries:
             return
-        rows = [self.fields_of(entry) for entry in entries]
+        await self._write_rows([self.fields_of(entry) for entry in entries])
+
+    async def flush(self) -> None:
+        """Try once more to append the pending entries (at shutdown); never raises."""
+        if self._pending:
+            await self._write_rows([])
+
+    async def _write_rows(self, rows: list[dict[str, str]]) -> None:
+        # Taken out first: a concurrent write must not append the same pending rows.
+        pending = list(self._pending)
+        self._pending.clear()
+        batch = pending + rows
         try:
             async with asyncio.timeout(self._timeout_seconds):
-                results = await self._send(rows)
+                results = await self._send(batch)
         # Any failure at all (refused, reset, timeout, a wrong key type, a bug in
         # a client upgrade) must stay here: the turn's answer matters more.
         except Exception as error:
-            self._lose(rows, rows, error)
+            self._keep(pending, rows, error)
             return
-        failed = [row for row, result in zip(rows, results, strict=False) if _is_error(result)]
+        failed = [row for row, result in zip(batch, results, strict=False) if _is_error(result)]
         if failed:
             first = next(result for result in results if _is_error(result))
-            self._lose(failed, rows, first)
-        self._written_entries += len(rows) - len(failed)
+            self._lose(failed, batch, first)
+        self._written_entries += len(batch) - len(failed)
+        if pending:
+            logger.info(
+                "audit stream %s: %d delayed entries written, turns %s",
+                self._stream,
+                len(pending),
+                ",".join(sorted({row["turn_id"] for row in pending})),
+            )
+
+    def _keep(
+        self, pending: Sequence[dict[str, str]], rows: Sequence[dict[str, str]], error: object
+    ) -> None:
+        queued_at = self._clock().isoformat(timespec="milliseconds")
+        for row in rows:
+            row.setdefault("queued_at", queued_at)
+        self._pending.extend(pending)
+        self._pending.extend(rows)
+        dropped: list[dict[str, str]] = []
+        while len(self._pending) > self._max_pending:
+            dropped.append(self._pending.popleft())
+        self._lost_entries += len(dropped)
+        if rows:
+            logger.warning(
+                "audit stream %s: %d entries not written yet (%s), turns %s; "
+                "kept for the next write (%d pending, %d lost in total); entries: %s",
+                self._stream,
+                len(rows),
+                _describe(error),
+                ",".join(sorted({row["turn_id"] for row in rows})),
+                len(self._pending),
+                self._lost_entries,
+                json.dumps(list(rows), ensure_ascii=False, separators=(",", ":")),
+            )
+        if dropped:
+            logger.warning(
+                "audit stream %s: %d pending entries dropped (more than %d waiting), turns %s",
+                self._stream,
+                len(dropped),
+                self._max_pending,
+                ",".join(sorted({row["turn_id"] for row in dropped})),
+            )
 
     async def _send(self, rows: list[dict[str, str]]) -> list[object]:
         pipe = self._client.pipeline(transaction=False)
