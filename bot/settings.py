@@ -60,6 +60,12 @@ class WebhookSettings(BaseSettings):
     secret: SecretStr | None = Field(default=None, validation_alias=_env("WEBHOOK_SECRET"))
     host: str = Field(default="0.0.0.0", validation_alias=_env("WEBHOOK_HOST"))  # noqa: S104 - a server in a container listens on all interfaces
     port: int = Field(default=8080, ge=1, le=65535, validation_alias=_env("WEBHOOK_PORT"))
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, validation_alias=_env("WEBHOOK_HEADER_TIMEOUT_SECONDS")
+    )
+    body_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, validation_alias=_env("WEBHOOK_BODY_TIMEOUT_SECONDS")
+    )
 
 
 class LLMSettings(BaseSettings):

@@ -174,13 +174,24 @@ async def _serve_webhook(
     settings = app.settings
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
-    receiver = WebhookReceiver(front.dispatcher, bot, secret=secret)
+    receiver = WebhookReceiver(
+        front.dispatcher, bot, secret=secret, body_timeout_seconds=webhook.body_timeout_seconds
+    )
     web_app = web.Application()
     web_app.router.add_post(webhook.path, receiver.handle)
     web_app.router.add_get(
         HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight).handle
     )
-    runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
+    # aiohttp closes a connection that has not sent a whole request by the keep-alive
+    # deadline (counted from connect): that is the header read timeout. No lingering
+    # after an answer to an unread body (a 408, a 401): it would wait 10 s more on it.
+    runner = web.AppRunner(
+        web_app,
+        handle_signals=False,
+        access_log=None,
+        keepalive_timeout=webhook.header_timeout_seconds,
+        lingering_time=0,
+    )
     await runner.setup()
     site = web.TCPSite(runner, webhook.host, webhook.port)
     try:
