@@ -18,7 +18,12 @@ from typing import Literal
 
 from aiogram import Bot
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import TelegramAPIError, TelegramUnauthorizedError
+from aiogram.exceptions import (
+    ClientDecodeError,
+    TelegramAPIError,
+    TelegramNetworkError,
+    TelegramUnauthorizedError,
+)
 from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError, validate_token
 from aiohttp import web
@@ -125,12 +130,8 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
         return False
-    except TelegramAPIError as error:
-        print(
-            f"error: the Bot API at {settings.telegram.api_base_url} failed: "
-            f"{type(error).__name__}",
-            file=sys.stderr,
-        )
+    except (TelegramAPIError, ClientDecodeError) as error:
+        print(f"error: {_bot_api_failure(error, settings)}", file=sys.stderr)
         return False
     logger.info(
         "Bot @%s starting (%s): backend=%s model=%s prompt=%s %s redis=%s api=%s",
@@ -144,6 +145,35 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
         settings.telegram.api_base_url,
     )
     return True
+
+
+def _bot_api_failure(error: TelegramAPIError | ClientDecodeError, settings: Settings) -> str:
+    """One line for the operator: where, and why, without the token."""
+    where = redacted_url(settings.telegram.api_base_url)
+    if isinstance(error, ClientDecodeError):
+        reason = f"{type(error.original).__name__}: {_one_line(str(error.original))}"
+        line = (
+            f"TELEGRAM_API_BASE_URL {where} is not a Bot API server: its answer to getMe "
+            f"was not Bot API JSON ({reason})"
+        )
+    elif isinstance(error, TelegramNetworkError):
+        cause = error.__cause__
+        reason = f"{type(cause).__name__}: {_one_line(str(cause))}" if cause else error.message
+        line = f"cannot reach the Bot API at {where}: {_one_line(reason)}"
+    else:
+        line = (
+            f"the Bot API at {where} refused getMe: {type(error).__name__}: "
+            f"{_one_line(error.message)}"
+        )
+    token = settings.telegram.bot_token
+    if token is not None and token.get_secret_value():
+        line = line.replace(token.get_secret_value(), "***")
+    return line
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 async def _serve_polling(bot: Bot, front: TelegramFrontEnd, stop: asyncio.Event) -> None:
