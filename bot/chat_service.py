@@ -2,7 +2,6 @@
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
@@ -31,6 +30,7 @@ from bot.sessions.store import (
     SessionStoreError,
 )
 from bot.summary import ConversationSummaryService, SummaryError
+from bot.surrogates import replace_lone_surrogates
 from bot.tool_loop import (
     BoundedToolLoop,
     ToolLoopError,
@@ -44,9 +44,6 @@ from tools.context import ToolContext
 from tools.execution import ToolTechnicalError
 
 logger = logging.getLogger(__name__)
-
-REPLACEMENT_CHARACTER = "\ufffd"
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +255,7 @@ class ChatService:
     def _validate_input(self, text: str, turn_id: str) -> str:
         # A lone surrogate (a pasted line cut mid-character, bytes a terminal could not
         # decode) cannot be encoded for the model or stored; the rest of the text can.
-        question = _LONE_SURROGATE.sub(REPLACEMENT_CHARACTER, text).strip()
+        question = replace_lone_surrogates(text).strip()
         if not question:
             raise EmptyMessageError("Сообщение пустое: напишите, пожалуйста, ваш вопрос.", turn_id)
         if len(question) > self._limits.max_message_chars:

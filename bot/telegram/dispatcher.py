@@ -21,8 +21,9 @@ from aiogram import Dispatcher, Router
 
 from bot.keyed_locks import KeyedLocks
 from bot.settings import Settings
+from bot.telegram.blocked import BlockedChats
 from bot.telegram.filters import AddressedToBot
-from bot.telegram.handlers import chat, commands, errors, other
+from bot.telegram.handlers import chat, commands, errors, membership, other
 from bot.telegram.middlewares.dedup import UpdateDeduplicationMiddleware
 from bot.telegram.middlewares.flood import FloodControlMiddleware, FloodLimits, RedisFloodLimiter
 from bot.telegram.middlewares.inflight import InFlightMiddleware
@@ -44,13 +45,15 @@ def build_dispatcher(
     settings: Settings, *, chat_service: ChatPort, redis: "aioredis.Redis"
 ) -> TelegramFrontEnd:
     """A dispatcher wired to ``chat_service`` and ``redis``; nothing global, nothing started."""
-    replies = ReplySender(max_attempts=settings.telegram.send_max_attempts)
+    blocked_chats = BlockedChats(redis, key_prefix=settings.redis.key_prefix)
+    replies = ReplySender(max_attempts=settings.telegram.send_max_attempts, blocked=blocked_chats)
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused, and one middleware fewer
         # stands between an update's arrival and the ordering lock.
         disable_fsm=True,
         chat_service=chat_service,
         replies=replies,
+        blocked_chats=blocked_chats,
         settings=settings,
     )
     in_flight = InFlightMiddleware()
@@ -80,5 +83,5 @@ def build_dispatcher(
     messages_router.include_routers(
         commands.build_router(), chat.build_router(), other.build_router()
     )
-    dispatcher.include_routers(errors.build_router(), messages_router)
+    dispatcher.include_routers(errors.build_router(), membership.build_router(), messages_router)
     return TelegramFrontEnd(dispatcher=dispatcher, in_flight=in_flight, replies=replies)

@@ -6,6 +6,7 @@ end to end in ``test_e2e_polling``.
 """
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -251,3 +252,81 @@ async def test_one_chat_in_order_while_another_chat_is_not_delayed(
     await asyncio.gather(*tasks)
     assert telegram.sent_texts(1) == ["Ответ на: A0", "Ответ на: A1", "Ответ на: A2"]
     assert front.in_flight.in_flight == 0
+
+
+async def test_a_command_addressed_to_another_bot_in_a_group_is_not_ours(
+    stub: StubChat, redis_client: aioredis.Redis, bot: Bot, telegram: FakeTelegramServer
+) -> None:
+    front = _front(stub, redis_client, TELEGRAM_ALLOW_GROUPS=True)
+    for text in ("/help@otherbot", "/new@OtherBot", "/start@other_bot привет"):
+        await feed(front, bot, telegram.message_update(-300, text, user_id=5, chat_type="group"))
+    assert telegram.sent_texts(-300) == []
+    assert stub.resets == []
+    # Addressed to us, or to nobody in particular, it is ours.
+    ours = f"/help@{telegram.bot_username.upper()}"
+    await feed(front, bot, telegram.message_update(-300, ours, user_id=5, chat_type="group"))
+    await feed(front, bot, telegram.message_update(-300, "/help", user_id=5, chat_type="group"))
+    assert telegram.sent_texts(-300) == [messages.HELP, messages.HELP]
+
+
+_member_update_ids = itertools.count(900_000)
+
+
+def member_update(
+    telegram: FakeTelegramServer, chat_id: int, old: str, new: str, chat_type: str = "private"
+) -> dict[str, Any]:
+    """A ``my_chat_member`` update: the bot's status in ``chat_id`` went from ``old`` to ``new``."""
+    bot_user = {"id": 999, "is_bot": True, "first_name": "Bot", "username": telegram.bot_username}
+    chat: dict[str, Any] = {"id": chat_id, "type": chat_type, "first_name": "Покупатель"}
+    return {
+        "update_id": next(_member_update_ids),
+        "my_chat_member": {
+            "chat": chat,
+            "from": {"id": chat_id, "is_bot": False, "first_name": "Покупатель"},
+            "date": 1_796_280_000,
+            "old_chat_member": {"status": old, "user": bot_user}
+            | ({"until_date": 0} if old == "kicked" else {}),
+            "new_chat_member": {"status": new, "user": bot_user}
+            | ({"until_date": 0} if new == "kicked" else {}),
+        },
+    }
+
+
+async def test_a_chat_that_blocked_the_bot_gets_no_sends_until_it_unblocks(
+    front: TelegramFrontEnd,
+    bot: Bot,
+    telegram: FakeTelegramServer,
+    stub: StubChat,
+    redis_client: aioredis.Redis,
+) -> None:
+    await feed(front, bot, member_update(telegram, CHAT, "member", "kicked"))
+    assert await redis_client.exists(f"tg:{{tg:{CHAT}}}:blocked") == 1
+    # A message queued before the block (or handled by another process) gets no reply sent.
+    await feed(front, bot, telegram.message_update(CHAT, "вопрос до блокировки"))
+    await feed(front, bot, telegram.message_update(CHAT, "/help"))
+    assert telegram.calls_of("sendMessage") == []
+
+    await feed(front, bot, member_update(telegram, CHAT, "kicked", "member"))
+    assert await redis_client.exists(f"tg:{{tg:{CHAT}}}:blocked") == 0
+    await feed(front, bot, telegram.message_update(CHAT, "/start"))
+    assert telegram.sent_texts(CHAT) == [messages.GREETING]
+
+
+async def test_a_send_refused_with_403_marks_the_chat_blocked(
+    front: TelegramFrontEnd,
+    bot: Bot,
+    telegram: FakeTelegramServer,
+    redis_client: aioredis.Redis,
+) -> None:
+    telegram.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    await feed(front, bot, telegram.message_update(CHAT, "/help"))
+    assert await redis_client.exists(f"tg:{{tg:{CHAT}}}:blocked") == 1
+    await feed(front, bot, telegram.message_update(CHAT, "/help"))
+    assert len(telegram.calls_of("sendMessage")) == 1  # the second reply was not even tried
+
+
+async def test_a_lone_surrogate_is_cleaned_before_the_chat_service(
+    front: TelegramFrontEnd, bot: Bot, telegram: FakeTelegramServer, stub: StubChat
+) -> None:
+    await feed(front, bot, telegram.message_update(CHAT, "Где заказ \ud83d 8041?"))
+    assert telegram.sent_texts(CHAT) == ["Ответ на: Где заказ \ufffd 8041?"]

@@ -1,0 +1,45 @@
+"""Chats that blocked the bot: a small Redis flag per chat, so no process sends to them.
+
+Telegram tells the bot with a ``my_chat_member`` update (status ``kicked`` in a
+private chat, ``kicked`` or ``left`` in a group) and again when the customer
+unblocks it (status ``member``). A send refused with 403 also sets the flag.
+The key follows the session keys' hash-tag convention, ``{prefix}:{tg:<chat_id>}:blocked``,
+so it lives in the same Redis Cluster slot as the chat's other keys.
+"""
+
+import logging
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from bot.telegram.ports import conversation_key
+
+logger = logging.getLogger(__name__)
+
+
+class BlockedChats:
+    """Sets, clears and reads the per-chat "blocked the bot" flag."""
+
+    def __init__(self, redis: "aioredis.Redis", key_prefix: str) -> None:
+        self._redis = redis
+        self._prefix = key_prefix
+
+    def key(self, chat_id: int) -> str:
+        """The flag's key for ``chat_id``."""
+        return f"{self._prefix}:{{{conversation_key(chat_id)}}}:blocked"
+
+    async def block(self, chat_id: int) -> None:
+        """Remember that ``chat_id`` blocked the bot (setting it twice is harmless)."""
+        await self._redis.set(self.key(chat_id), "1")
+
+    async def unblock(self, chat_id: int) -> None:
+        """Forget the flag (the customer unblocked the bot)."""
+        await self._redis.delete(self.key(chat_id))
+
+    async def is_blocked(self, chat_id: int) -> bool:
+        """Whether ``chat_id`` blocked the bot; when Redis cannot say, the send is tried."""
+        try:
+            return bool(await self._redis.exists(self.key(chat_id)))
+        except (RedisError, OSError) as error:
+            logger.warning("Blocked-chat flag of %s unreadable: %s", chat_id, type(error).__name__)
+            return False
