@@ -209,5 +209,9 @@ async def test_recorded_real_completions_end_in_an_answer_or_a_typed_error(
                 ("assistant", reply.text),
             ]
         assert (await engine.turn_entry(turn_id))["outcome"] == outcomes[-1]
-    # The corpus holds plain answers, a refusal, a cut-off answer and foreign tool calls.
-    assert {"answered", "model_error", "tool_failure"} <= set(outcomes)
+    # The corpus holds plain answers, a refusal, a cut-off answer and foreign tool calls;
+    # a foreign call is answered to the model as an unknown tool, and its next answer used.
+    assert {"answered", "model_error"} <= set(outcomes)
+    tool_entries = [e for e in await engine.audit_entries() if e["type"] == "tool"]
+    assert tool_entries
+    assert {(e["status"], e["error_code"]) for e in tool_entries} == {("rejected", "unknown_tool")}
