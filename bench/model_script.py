@@ -24,10 +24,21 @@ SUMMARY = (
 )
 
 
+def is_summary_request(body: Any) -> bool:
+    """A summary request: no tools, and the material block of bot.summary as the user text.
+
+    (A turn's last allowed step offers no tools either.)
+    """
+    if body.get("tools"):
+        return False
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return bool(users) and str(users[-1].get("content") or "").startswith("<previous_summary>")
+
+
 def bench_responder(body: Any) -> Reply:
     """The scripted model of every benchmark scenario."""
     messages: list[dict[str, Any]] = body["messages"]
-    if not body.get("tools"):
+    if is_summary_request(body):
         return text_answer(SUMMARY)
     last_user = max(i for i, message in enumerate(messages) if message["role"] == "user")
     if TWO_TOOLS not in str(messages[last_user]["content"]):

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from time import monotonic, perf_counter
 from typing import Any
 
-from bench.model_script import TWO_TOOLS
+from bench.model_script import TWO_TOOLS, is_summary_request
 from bench.stack import (
     ModelServerProcess,
     RedisStats,
@@ -100,9 +100,13 @@ async def cost_growth(redis_url: str, *, turns: int = 60) -> dict[str, Any]:
                 await app.chat.drain(grace_seconds=10)
                 new = server.requests[seen:]
                 per_turn_tokens.append(
-                    sum(estimate_messages_tokens(r.messages) for r in new if r.body.get("tools"))
+                    sum(
+                        estimate_messages_tokens(r.messages)
+                        for r in new
+                        if not is_summary_request(r.body)
+                    )
                 )
-                folded = sum(1 for r in new if not r.body.get("tools"))
+                folded = sum(1 for r in new if is_summary_request(r.body))
                 summary_calls += folded
                 if folded and first_fold is None:
                     first_fold = turn

@@ -69,7 +69,9 @@ class RunningBot:
     async def __aenter__(self) -> Self:
         self._app, self.counters = await open_engine(self._settings)
         self._bot = create_bot(self._settings)
-        self._front = build_dispatcher(self._settings, chat_service=self._app.chat)
+        self._front = build_dispatcher(
+            self._settings, chat_service=self._app.chat, blocked_chats=self._app.blocked
+        )
         await self._bot.me()
         await self._bot.delete_webhook(drop_pending_updates=False)
         dispatcher = self._front.dispatcher

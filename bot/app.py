@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from bot.audit.entries import AuditSink
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.blocked_chats import BlockedChats
 from bot.chat_service import ChatLimits, ChatService
 from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
@@ -84,10 +85,13 @@ class Application:
     intake: Intake
     metrics: BotMetrics
     turn_audit: AuditSink
+    blocked: BlockedChats
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
         await self.chat.drain(grace_seconds=5.0)
+        # Audit entries Redis missed get a last chance (they are in the log either way).
+        await self.audit.flush()
         self.executor.close()
         await self.llm.close()
         await self.redis.aclose()
@@ -328,4 +332,5 @@ async def build_application(
         intake=intake,
         metrics=metrics,
         turn_audit=turn_audit,
+        blocked=BlockedChats(redis, keys),
     )

@@ -27,6 +27,7 @@ from bot.sessions.store import (
 )
 from bot.summary import ConversationSummaryService, SummaryError
 from bot.summary_tasks import BackgroundSummaries
+from bot.surrogates import replace_lone_surrogates
 from bot.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.turn_audit import TurnAuditRecorder
 from prompts.template import PromptTemplate
@@ -346,7 +347,9 @@ class ChatService:
             raise _translate_store_error(error, turn_id) from error
 
     def _validate_input(self, text: str, turn_id: str) -> str:
-        question = text.strip()
+        # A lone surrogate (a pasted line cut mid-character, bytes a terminal could not
+        # decode) cannot be encoded for the model or stored; the rest of the text can.
+        question = replace_lone_surrogates(text).strip()
         if not question:
             raise EmptyMessageError("Сообщение пустое: напишите, пожалуйста, ваш вопрос.", turn_id)
         if len(question) > self._limits.max_message_chars:

@@ -1,8 +1,11 @@
 """``python -m bot console``: a terminal chat through the same ChatService as Telegram."""
 
 import asyncio
+import contextlib
 import getpass
+import io
 import sys
+import threading
 from typing import TextIO
 
 from bot.app import Application
@@ -30,6 +33,39 @@ def _metadata(reply: ChatReply) -> str:
     )
 
 
+async def _read_line(stdin: TextIO) -> str:
+    """One line of ``stdin`` without blocking the event loop.
+
+    The read runs in a daemon thread of its own, not in the loop's executor:
+    on Ctrl-C ``asyncio.run`` waits for its executor's threads, and a thread
+    blocked in ``readline`` would hold the exit until Enter is pressed.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str | None, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(line or "")
+
+    def read() -> None:
+        line: str | None = None
+        failure: BaseException | None = None
+        try:
+            line = stdin.readline()
+        except (OSError, ValueError) as error:
+            failure = error
+        # The loop may have closed while we waited for input: nobody wants the line then.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, line, failure)
+
+    threading.Thread(target=read, name="console-stdin", daemon=True).start()
+    return await done
+
+
 class Console:
     """Reads lines, answers them, prints one dim metadata line after each answer."""
 
@@ -54,7 +90,7 @@ class Console:
         while True:
             self._stdout.write("Вы: ")
             self._stdout.flush()
-            line = await asyncio.to_thread(self._stdin.readline)
+            line = await _read_line(self._stdin)
             if not line:
                 self._print()
                 return 0
@@ -96,5 +132,9 @@ class Console:
 
 async def run_console(app: Application, conversation: str | None = None) -> int:
     """Run the console on stdin/stdout."""
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        # Bytes that are not UTF-8 (a terminal cutting a pasted Cyrillic line
+        # mid-character) become U+FFFD instead of failing the read or the turn.
+        sys.stdin.reconfigure(errors="replace")
     console = Console(app, console_conversation_key(conversation), sys.stdin, sys.stdout)
     return await console.run()

@@ -4,18 +4,21 @@ A module of its own so that the audit CLI can use it without importing the
 composition root (which pulls in openai and aiogram and slows its start).
 """
 
-from urllib.parse import urlsplit, urlunsplit
-
 
 def redacted_url(url: str) -> str:
     """The URL with its password replaced by ``***``, for logs and error lines.
 
-    Works on the text of the authority, so it never fails on a URL that the
-    Redis client would refuse (a bad port, IPv6 brackets) and keeps the rest as written.
+    Works on the text, never parses the URL: a password may hold ``#``, ``?``,
+    ``/`` or ``@``, which a URL parser reads as the end of the authority and so
+    would leave the password in a fragment, query or path. The userinfo ends at
+    the last ``@``, since a host never contains one. It never fails on a URL that
+    the Redis client would refuse and keeps the rest as written.
     """
-    parts = urlsplit(url)
-    userinfo, at, host = parts.netloc.rpartition("@")
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    userinfo, at, host_and_rest = rest.rpartition("@")
     if not at or ":" not in userinfo:
         return url
     user = userinfo.split(":", 1)[0]
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+    return f"{scheme}://{user}:***@{host_and_rest}"

@@ -70,6 +70,12 @@ class WebhookSettings(BaseSettings):
     secret: SecretStr | None = Field(default=None, validation_alias=_env("WEBHOOK_SECRET"))
     host: str = Field(default="0.0.0.0", validation_alias=_env("WEBHOOK_HOST"))  # noqa: S104 - a server in a container listens on all interfaces
     port: int = Field(default=8080, ge=1, le=65535, validation_alias=_env("WEBHOOK_PORT"))
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, validation_alias=_env("WEBHOOK_HEADER_TIMEOUT_SECONDS")
+    )
+    body_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, validation_alias=_env("WEBHOOK_BODY_TIMEOUT_SECONDS")
+    )
 
 
 class LLMSettings(BaseSettings):
@@ -119,6 +125,9 @@ class HealthSettings(BaseSettings):
     port: int = Field(default=8081, ge=0, le=65535, validation_alias=_env("HEALTH_PORT"))
 
 
+REDIS_URL_SCHEMES = frozenset({"redis", "rediss", "unix"})
+
+
 class RedisSettings(BaseSettings):
     """Where sessions, locks, limits and the audit stream live."""
 
@@ -139,6 +148,15 @@ class RedisSettings(BaseSettings):
     max_connections: int = Field(
         default=200, ge=2, le=10_000, validation_alias=_env("REDIS_MAX_CONNECTIONS")
     )
+
+    @field_validator("url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr) -> SecretStr:
+        # A wrong scheme is a bad setting (exit 2), not an unreachable Redis (exit 1).
+        scheme, separator, _ = value.get_secret_value().partition("://")
+        if not separator or scheme.lower() not in REDIS_URL_SCHEMES:
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
 
 
 class SessionSettings(BaseSettings):
@@ -247,9 +265,9 @@ class PromptSettings(BaseSettings):
     model_config = _ENV
 
     support_chat_version: str = Field(
-        default="1.2.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
+        default="1.3.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
-    summary_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
+    summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
 
 
 class Settings(BaseModel):

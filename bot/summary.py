@@ -2,6 +2,7 @@
 
 from collections.abc import Sequence
 
+from bot.history import neutralise_block_tags
 from bot.llm.errors import LLMClientError
 from bot.llm.types import ToolCallingClient
 from bot.sessions.models import StoredMessage
@@ -24,12 +25,14 @@ class ConversationSummaryService:
 
     async def summarise(self, previous: str | None, messages: Sequence[StoredMessage]) -> str:
         """A summary covering ``previous`` and ``messages``; raises :class:`SummaryError`."""
+        # Customer text and the old summary must not open or close the request's blocks.
         lines = [
-            ("Клиент: " if m.role == "user" else "Поддержка: ") + " ".join(m.content.split())
+            ("Клиент: " if m.role == "user" else "Поддержка: ")
+            + neutralise_block_tags(" ".join(m.content.split()))
             for m in messages
         ]
         material = (
-            f"<previous_summary>\n{previous or ''}\n</previous_summary>\n"
+            f"<previous_summary>\n{neutralise_block_tags(previous or '')}\n</previous_summary>\n"
             "<messages>\n" + "\n".join(lines) + "\n</messages>"
         )
         try:
@@ -45,4 +48,4 @@ class ConversationSummaryService:
         text = (result.text or "").strip()
         if result.refusal or not text:
             raise SummaryError("the model returned no summary")
-        return text[:MAX_SUMMARY_CHARS]
+        return neutralise_block_tags(text)[:MAX_SUMMARY_CHARS]

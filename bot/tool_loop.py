@@ -1,13 +1,22 @@
 """The bounded tool loop: model, allowed tools, model again, at most ``max_steps`` times."""
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from pydantic import ValidationError
+
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
-from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
+from tools.execution import (
+    ToolArgumentsError,
+    ToolAuditRecord,
+    ToolExecutionError,
+    ToolExecutor,
+    ToolNotAllowedError,
+)
 from tools.registry import ToolRegistry
 from turn import (
     ToolCall,
@@ -57,8 +66,13 @@ class ToolLoopResult:
 class BoundedToolLoop:
     """Runs one turn: the model may call registered tools, then must answer.
 
-    * at most ``max_steps`` model calls; the last one is made with
-      ``tool_choice="none"`` so a cooperative model answers instead of hitting the limit;
+    * at most ``max_steps`` model calls; the last one offers no tools at all (and
+      ``tool_choice="none"``), so even a server that ignores ``tool_choice`` answers;
+    * a call the executor rejects (unknown tool, invalid or non-JSON arguments) is
+      answered to the model as that call's tool message, ``{"ok": false, "error":
+      {"code", "message"}}`` naming the fields and the failed rule but never the
+      values, so the model may correct itself within the same step budget; timeouts
+      and technical errors still end the turn;
     * a server that ignores ``parallel_tool_calls=False`` gets each of its calls
       executed in order, within ``max_tool_calls`` executions per turn.
     """
@@ -102,7 +116,9 @@ class BoundedToolLoop:
             last_step = step == self._max_steps
             try:
                 result = await self._client.generate_with_tools(
-                    conversation, schemas, tool_choice="none" if last_step else "auto"
+                    conversation,
+                    [] if last_step else schemas,
+                    tool_choice="none" if last_step else "auto",
                 )
             except LLMClientError as error:
                 raise ToolLoopModelError(
@@ -148,6 +164,12 @@ class BoundedToolLoop:
     ) -> str:
         try:
             execution = await self._executor.execute(tool_call, context)
+        except (ToolNotAllowedError, ToolArgumentsError) as error:
+            # The model's own mistake: it gets the reason and may try again.
+            audit_records.append(error.audit)
+            if observer is not None:
+                observer.on_tool_executed(step, error.audit)
+            return _rejection_content(error, self._registry.names())
         except ToolExecutionError as error:
             audit_records.append(error.audit)
             if observer is not None:
@@ -157,6 +179,42 @@ class BoundedToolLoop:
         if observer is not None:
             observer.on_tool_executed(step, execution.audit)
         return execution.content
+
+
+def _rejection_content(error: ToolExecutionError, tool_names: Sequence[str]) -> str:
+    """The tool message for a rejected call: what was wrong, never the model's values."""
+    if isinstance(error, ToolNotAllowedError):
+        code = "unknown_tool"
+        message = "No tool with this name is available. Available tools: " + (
+            ", ".join(tool_names) or "none"
+        )
+    else:
+        code = "invalid_arguments"
+        message = _describe_validation(error.__cause__)
+    return json.dumps(
+        {"ok": False, "error": {"code": code, "message": message}}, ensure_ascii=False
+    )
+
+
+def _describe_validation(cause: BaseException | None) -> str:
+    """Each failed field and the rule it broke, e.g. ``query: String should have ...``."""
+    if not isinstance(cause, ValidationError):
+        return "The arguments do not match the tool's schema."
+    problems: list[str] = []
+    for item in cause.errors(include_url=False):
+        if item["type"] == "json_invalid":
+            problems.append("arguments: not valid JSON; send one JSON object")
+            continue
+        field = ".".join(str(part) for part in item["loc"]) or "arguments"
+        rule = item["msg"]
+        value = item.get("input")
+        # Some pydantic messages quote the input; the model's values never go back.
+        if isinstance(value, str | int | float) and (
+            repr(value) in rule or f"'{value}'" in rule or f'"{value}"' in rule
+        ):
+            rule = item["type"]
+        problems.append(f"{field}: {rule}")
+    return "Invalid arguments. " + "; ".join(problems) + ". Fix them and call the tool again."
 
 
 def _assistant_tool_message(result: LLMResult) -> Message:

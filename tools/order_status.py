@@ -16,7 +16,7 @@ class GetOrderStatusArguments(BaseModel):
 
     order_id: str = Field(
         pattern=r"^\d{4}$",
-        description="Четырёхзначный номер заказа, например 8041.",
+        description="Номер заказа: ровно четыре цифры без других символов, например 8041.",
     )
 
 

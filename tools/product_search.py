@@ -17,7 +17,9 @@ class SearchProductsArguments(BaseModel):
     query: str = Field(
         min_length=2,
         max_length=100,
-        description="Что ищет клиент: название, модель или категория товара.",
+        description=(
+            "Что ищет клиент: название, модель или категория товара. От 2 до 100 символов."
+        ),
     )
 
 

@@ -16,7 +16,10 @@ class GetReturnPolicyArguments(BaseModel):
     product: str = Field(
         min_length=2,
         max_length=100,
-        description="Название товара без номера заказа, например кофемашина или наушники.",
+        description=(
+            "Название товара без номера заказа, например кофемашина или наушники. "
+            "От 2 до 100 символов."
+        ),
     )
 
 

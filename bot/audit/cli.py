@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,6 +41,9 @@ from bot.redaction import redacted_url
 from bot.settings import AuditSettings, RedisSettings
 
 PROGRAM = "support-audit"
+MIN_HMAC_KEY_CHARS = 16
+# A turn id (bot.turns): ten of A-Z without I and O, and 2-9, standing alone.
+_INCIDENT_CODE = re.compile(r"(?<![A-Z0-9])[A-HJ-NP-Z2-9]{10}(?![A-Z0-9])")
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -96,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     hmac_key = audit_settings.hmac_key
     context = _Context(
         client=client,
-        stream=args.stream or audit_settings.stream,
+        stream=getattr(args, "stream", None) or audit_settings.stream,
         hmac_key=hmac_key.get_secret_value().encode("utf-8") if hmac_key is not None else None,
-        zone=UTC if args.utc else None,
+        zone=UTC if getattr(args, "utc", False) else None,
         out=sys.stdout,
         now=datetime.now(UTC),
         # Block a little under the socket timeout so that a quiet stream is not a timeout.
@@ -135,16 +139,16 @@ def _run(
 
 
 def _build_parser() -> _Parser:
+    # SUPPRESS defaults: the options may come before or after the command, and a
+    # subcommand's default must not overwrite what was given before it.
     common = _Parser(add_help=False)
-    common.add_argument(
-        "--stream", default=None, help="stream to read (default: AUDIT_STREAM, support:audit)"
-    )
-    common.add_argument("--utc", action="store_true", help="show times in UTC, not local time")
+    _add_common_options(common)
 
     parser = _Parser(
         prog=PROGRAM,
         description="Read the support bot's audit stream (REDIS_URL, AUDIT_STREAM).",
     )
+    _add_common_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     tail = commands.add_parser(
@@ -163,7 +167,10 @@ def _build_parser() -> _Parser:
     turn = commands.add_parser(
         "turn", parents=[common], help="everything recorded for one turn (incident code)"
     )
-    turn.add_argument("turn_id", help="the incident code the customer was shown")
+    turn.add_argument(
+        "turn_id",
+        help="the incident code the customer was shown (pasted text around it is fine)",
+    )
     turn.add_argument("--since", help="look no further back than this (faster on long streams)")
     turn.add_argument("--json", action="store_true", help="one JSON object per line")
     turn.set_defaults(run=_turn)
@@ -202,6 +209,20 @@ def _build_parser() -> _Parser:
 # ---------------------------------------------------------------- commands
 
 
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stream",
+        default=argparse.SUPPRESS,
+        help="stream to read (default: AUDIT_STREAM, support:audit)",
+    )
+    parser.add_argument(
+        "--utc",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show times in UTC, not local time (JSON lines, and so export, are always UTC)",
+    )
+
+
 def _tail(args: argparse.Namespace, context: _Context) -> int:
     reader = AuditStreamReader(context.client, context.stream)
     reader.check()
@@ -236,11 +257,14 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
     reader = AuditStreamReader(context.client, context.stream)
     reader.check()
     since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
-    entries = reader.turn(args.turn_id.strip().upper(), since_id=since_id)
+    turn_id = incident_code(args.turn_id)
+    entries = reader.turn(turn_id, since_id=since_id)
     if not entries:
         return _fail(
-            f"no entries for turn {args.turn_id!r} in {context.stream!r} "
-            "(mistyped, or older than the stream keeps)",
+            f"no entries for turn {turn_id!r} in {context.stream!r} "
+            "(mistyped, or older than the stream keeps; if Redis was down then, the bot "
+            "writes the entries when Redis is back, and until then they are in the bot's log: "
+            f"grep it for 'audit stream' and {turn_id})",
             EXIT_FAILURE,
         )
     if args.json:
@@ -310,11 +334,24 @@ def _export(args: argparse.Namespace, context: _Context) -> int:
 def _pseudonym(args: argparse.Namespace, context: _Context) -> int:
     if context.hmac_key is None:
         return _fail("AUDIT_HMAC_KEY is not set: there is no pseudonym to compute", EXIT_USAGE)
+    if len(context.hmac_key.decode("utf-8")) < MIN_HMAC_KEY_CHARS:
+        # The bot refuses such a key too: a pseudonym under it would match nothing it wrote.
+        return _fail(f"AUDIT_HMAC_KEY must be at least {MIN_HMAC_KEY_CHARS} characters", EXIT_USAGE)
     print(chat_pseudonym(args.chat_id, context.hmac_key), file=context.out)
     return EXIT_OK
 
 
 # ---------------------------------------------------------------- small helpers
+
+
+def incident_code(text: str) -> str:
+    """The turn id in what staff pasted: ``Код обращения: K7M2QX9PAF`` gives ``K7M2QX9PAF``.
+
+    The last 10-character run of the turn-id alphabet wins; text without one is
+    taken as typed (upper-cased), so the not-found line shows what was searched.
+    """
+    codes = _INCIDENT_CODE.findall(text.upper())
+    return codes[-1] if codes else text.strip().upper()
 
 
 class _Counting:

@@ -1,8 +1,10 @@
-"""The audit sink over a Redis stream: a turn's entries in one pipeline, never an exception."""
+"""The audit sink over a Redis stream: a turn's entries once, in one round trip, never raising."""
 
 import asyncio
 import json
 import logging
+import secrets
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -13,9 +15,10 @@ from bot.redis_keys import RedisKeys
 
 logger = logging.getLogger(__name__)
 
-
 _DONE_TTL_SECONDS = 24 * 3600
 
+# A turn's entries, written once: a repeated write of the same turn (a reply delivered
+# again after a crash, a write retried after a timeout) finds the turn's mark.
 # KEYS: stream, the turn's done mark (in the stream's slot).
 # ARGV: maxlen, mark ttl, entry count, then per entry: field count, field, value, ...
 _WRITE_ONCE = """
@@ -33,20 +36,25 @@ for _ = 1, tonumber(ARGV[3]) do
 end
 return 1
 """
+# Entries Redis did not take wait in memory for the next write; beyond this many the
+# oldest are dropped (they are in the warning log line already).
+DEFAULT_MAX_PENDING_ENTRIES = 10_000
 
 
 class RedisStreamAuditSink:
     """Appends each turn's entries to one stream with ``XADD ... MAXLEN ~``.
 
-    One non-transactional pipeline per :meth:`write`, so a turn costs one round
-    trip whatever its number of tool calls. When Redis refuses, the entries are
-    logged (as one warning line, with the fields as written: there is no
-    argument or message text in them) and counted in :attr:`lost_entries`; the
-    caller is never told, because an audit failure must not cost the customer
-    an answer.
-
-    A tool name the model invented that is not shaped like a tool name is
-    written as ``(invalid name)``: it is free text, and may be private.
+    One round trip per :meth:`write`, whatever the number of tool calls: each
+    turn's entries go in one script that marks the turn as written, so the same
+    turn is never appended twice. When Redis cannot be reached, the
+    entries are logged (as one warning line, with the fields as written: there
+    is no argument or message text in them) and kept in memory, at most
+    ``max_pending`` of them, marked with ``queued_at`` (when they were first
+    due); the next write, once Redis is back, appends them first, in order, so
+    the incident code a customer was given can still be found. Entries Redis
+    refuses one by one (a wrong key type) and pending entries beyond the bound
+    are dropped and counted in :attr:`lost_entries`. The caller is never told,
+    because an audit failure must not cost the customer an answer.
 
     ``max_age``, when given, also trims entries older than that age
     (``XTRIM MINID ~``) in the same pipeline. ``timeout_seconds`` bounds one
@@ -63,9 +71,12 @@ class RedisStreamAuditSink:
         max_age: timedelta | None = None,
         timeout_seconds: float | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        max_pending: int = DEFAULT_MAX_PENDING_ENTRIES,
     ) -> None:
         if maxlen < 1:
             raise ValueError("maxlen must be positive")
+        if max_pending < 0:
+            raise ValueError("max_pending must not be negative")
         if max_age is not None and max_age <= timedelta(0):
             raise ValueError("max_age must be positive")
         self._client = client
@@ -77,12 +88,19 @@ class RedisStreamAuditSink:
         self._clock = clock
         self._lost_entries = 0
         self._written_entries = 0
+        self._max_pending = max_pending
+        self._pending: deque[dict[str, str]] = deque()
         self._write_once = client.register_script(_WRITE_ONCE)
 
     @property
     def lost_entries(self) -> int:
         """Entries Redis did not take since this sink was built (for metrics and health)."""
         return self._lost_entries
+
+    @property
+    def pending_entries(self) -> int:
+        """Entries waiting in memory for Redis to come back."""
+        return len(self._pending)
 
     @property
     def written_entries(self) -> int:
@@ -100,56 +118,103 @@ class RedisStreamAuditSink:
         return fields
 
     async def write(self, entries: Sequence[AuditEntry]) -> None:
-        """Append ``entries`` in order, in one round trip; never raises."""
+        """Append pending entries, then ``entries``, in order, in one round trip; never raises."""
         await self.write_fields([entry.to_fields() for entry in entries])
 
     async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
-        """Append entries given as stream fields (a reply's audit carried through the outbox).
-
-        A turn's entries are written once: a repeated write of the same turn (a
-        reply delivered again after a crash) finds the turn's mark and adds nothing.
-        """
+        """The same, for entries given as stream fields (a reply's audit from the outbox)."""
         if not entries:
             return
-        rows = [self._protected(entry) for entry in entries]
+        await self._write_rows([self._protected(entry) for entry in entries])
+
+    async def flush(self) -> None:
+        """Try once more to append the pending entries (at shutdown); never raises."""
+        if self._pending:
+            await self._write_rows([])
+
+    async def _write_rows(self, rows: list[dict[str, str]]) -> None:
+        # Taken out first: a concurrent write must not append the same pending rows.
+        pending = list(self._pending)
+        self._pending.clear()
+        batch = pending + rows
         try:
             async with asyncio.timeout(self._timeout_seconds):
-                results = await self._send(rows)
+                results = await self._send(batch)
         # Any failure at all (refused, reset, timeout, a wrong key type, a bug in
         # a client upgrade) must stay here: the turn's answer matters more.
         except Exception as error:
-            self._lose(rows, rows, error)
+            self._keep(pending, rows, error)
             return
-        failed = [row for row, result in zip(rows, results, strict=False) if _is_error(result)]
+        failed = [row for row, result in zip(batch, results, strict=False) if _is_error(result)]
         if failed:
             first = next(result for result in results if _is_error(result))
-            self._lose(failed, rows, first)
-        self._written_entries += len(rows) - len(failed)
+            self._lose(failed, batch, first)
+        self._written_entries += len(batch) - len(failed)
+        if pending:
+            logger.info(
+                "audit stream %s: %d delayed entries written, turns %s",
+                self._stream,
+                len(pending),
+                ",".join(sorted({row["turn_id"] for row in pending})),
+            )
+
+    def _keep(
+        self, pending: Sequence[dict[str, str]], rows: Sequence[dict[str, str]], error: object
+    ) -> None:
+        queued_at = self._clock().isoformat(timespec="milliseconds")
+        for row in rows:
+            row.setdefault("queued_at", queued_at)
+        self._pending.extend(pending)
+        self._pending.extend(rows)
+        dropped: list[dict[str, str]] = []
+        while len(self._pending) > self._max_pending:
+            dropped.append(self._pending.popleft())
+        self._lost_entries += len(dropped)
+        if rows:
+            logger.warning(
+                "audit stream %s: %d entries not written yet (%s), turns %s; "
+                "kept for the next write (%d pending, %d lost in total); entries: %s",
+                self._stream,
+                len(rows),
+                _describe(error),
+                ",".join(sorted({row["turn_id"] for row in rows})),
+                len(self._pending),
+                self._lost_entries,
+                json.dumps(list(rows), ensure_ascii=False, separators=(",", ":")),
+            )
+        if dropped:
+            logger.warning(
+                "audit stream %s: %d pending entries dropped (more than %d waiting), turns %s",
+                self._stream,
+                len(dropped),
+                self._max_pending,
+                ",".join(sorted({row["turn_id"] for row in dropped})),
+            )
 
     async def _send(self, rows: list[dict[str, str]]) -> list[object]:
-        turn_ids = {row.get("turn_id", "") for row in rows}
-        if len(turn_ids) == 1 and "" not in turn_ids and self._max_age is None:
-            return await self._send_once(turn_ids.pop(), rows)
-        pipe = self._client.pipeline(transaction=False)
-        for fields in rows:
-            # The dict is invariant in redis-py's stubs (FieldT, EncodableT); str fits both.
-            pipe.xadd(self._stream, dict(fields), maxlen=self._maxlen, approximate=True)  # type: ignore[arg-type]
-        if self._max_age is not None:
-            oldest_ms = int((self._clock() - self._max_age).timestamp() * 1000)
-            pipe.xtrim(self._stream, minid=f"{max(oldest_ms, 0)}-0", approximate=True)
-        results: list[object] = await pipe.execute(raise_on_error=False)
-        return results[: len(rows)]
-
-    async def _send_once(self, turn_id: str, rows: list[dict[str, str]]) -> list[object]:
-        args: list[str | int] = [self._maxlen, _DONE_TTL_SECONDS, len(rows)]
+        """One pipeline: a write-once script per turn; the result of each row, in order."""
+        groups: list[list[dict[str, str]]] = []
         for row in rows:
-            args.append(len(row))
-            for name, value in row.items():
-                args.extend((name, value))
-        await self._write_once(
-            keys=[self._stream, RedisKeys.audit_done(self._stream, turn_id)], args=args
-        )
-        return [None] * len(rows)
+            if groups and groups[-1][0].get("turn_id") == row.get("turn_id"):
+                groups[-1].append(row)
+            else:
+                groups.append([row])
+        async with self._client.pipeline(transaction=False) as pipe:
+            for group in groups:
+                args: list[str | int] = [self._maxlen, _DONE_TTL_SECONDS, len(group)]
+                for row in group:
+                    args.append(len(row))
+                    for name, value in row.items():
+                        args.extend((name, value))
+                # An entry of no turn has nothing to repeat it by: a mark of its own.
+                turn_id = group[0].get("turn_id") or f"none-{secrets.token_hex(8)}"
+                done = RedisKeys.audit_done(self._stream, turn_id)
+                await self._write_once(keys=[self._stream, done], args=args, client=pipe)
+            if self._max_age is not None:
+                oldest_ms = int((self._clock() - self._max_age).timestamp() * 1000)
+                pipe.xtrim(self._stream, minid=f"{max(oldest_ms, 0)}-0", approximate=True)
+            results: list[object] = await pipe.execute(raise_on_error=False)
+        return [result for group, result in zip(groups, results, strict=False) for _ in group]
 
     def _lose(
         self, lost: Sequence[dict[str, str]], rows: Sequence[dict[str, str]], error: object

@@ -1,6 +1,7 @@
 """What the audit CLI prints: entry tables, an entry's fields, JSON lines and stats."""
 
 import json
+import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import TextIO
@@ -24,7 +25,7 @@ class EntryTable:
 
     def print(self, entries: Sequence[StreamEntry], out: TextIO, header: bool) -> None:
         """Print ``entries`` (and the header line first, if asked)."""
-        rows = [self._row(entry) for entry in entries]
+        rows = [tuple(printable(cell) for cell in self._row(entry)) for entry in entries]
         if self._fixed:
             widths = list(self._FIXED)
         else:
@@ -35,7 +36,7 @@ class EntryTable:
         if header:
             print(_join(self._HEADERS, widths, "DETAILS"), file=out)
         for row, entry in zip(rows, entries, strict=True):
-            print(_join(row, widths, _details(entry)), file=out)
+            print(_join(row, widths, printable(_details(entry))), file=out)
 
     def _row(self, entry: StreamEntry) -> tuple[str, ...]:
         when = entry.event_time.astimezone(self._zone).strftime("%Y-%m-%d %H:%M:%S")
@@ -51,7 +52,30 @@ class EntryTable:
 
 def field_lines(entry: StreamEntry) -> list[str]:
     """Every field of ``entry`` on its own line: the name, then the value (``-`` when empty)."""
-    return [f"{name + ':':<19}{value or '-'}" for name, value in entry.fields.items()]
+    return [
+        f"{printable(name) + ':':<19}{printable(value) or '-'}"
+        for name, value in entry.fields.items()
+    ]
+
+
+# Characters a terminal acts on instead of showing: C0/C1 controls (ESC starts a
+# colour or cursor sequence), format characters (bidi overrides reorder a line),
+# line and paragraph separators, and surrogates.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def printable(text: str) -> str:
+    """``text`` with every control or format character shown as a Python escape (``\\x1b``).
+
+    Stream fields may come from outside unfiltered (the model name is the
+    provider's); in table mode they must not reach the terminal raw.
+    """
+    if all(unicodedata.category(char) not in _UNPRINTABLE_CATEGORIES for char in text):
+        return text
+    return "".join(
+        ascii(char)[1:-1] if unicodedata.category(char) in _UNPRINTABLE_CATEGORIES else char
+        for char in text
+    )
 
 
 def json_line(entry: StreamEntry) -> str:
@@ -73,7 +97,7 @@ def stats_lines(stats: AuditStats, since: datetime, entries: int, zone: tzinfo |
     headers += ("P50", "P95", "MAX")
     rows = [
         (
-            tool.tool_name,
+            printable(tool.tool_name),
             str(tool.count),
             *(str(tool.by_status.get(status, 0)) for status in TOOL_STATUSES),
             f"{tool.error_rate * 100:.1f}%",
@@ -89,7 +113,7 @@ def stats_lines(stats: AuditStats, since: datetime, entries: int, zone: tzinfo |
         lines.append("no tool calls")
     lines.append("")
     turns = stats.turns
-    outcomes = ", ".join(f"{name} {count}" for name, count in turns.by_outcome.items())
+    outcomes = ", ".join(f"{printable(name)} {count}" for name, count in turns.by_outcome.items())
     lines.append(f"turns: {turns.count}" + (f" ({outcomes})" if outcomes else ""))
     p50, p95, top = _ms_cells(turns.latency_ms)
     lines.append(f"latency:  p50 {p50}  p95 {p95}  max {top}")

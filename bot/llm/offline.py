@@ -20,15 +20,18 @@ from turn import ToolCall, Usage
 OFFLINE_MODEL_NAME = "offline-demo"
 
 _ORDER_NUMBER = re.compile(r"(?<!\d)(\d{4})(?!\d)")
-_HOURS_WORDS = re.compile(
-    r"час[аы]? работы|график|режим работы|когда (вы )?работа|открыт|оператор|выходн"
-)
+_HOURS_WORDS = re.compile(r"час[аы]? работы|график|режим работы|когда (вы )?работа|открыт|выходн")
+_PERSON_WORDS = re.compile(r"оператор|человек|сотрудник|менеджер|живой")
+_ORDER_WORDS = re.compile(r"заказ|посылк")
 _SEARCH_WORDS = re.compile(
     r"сколько стоит|цен[аыу]|есть ли|в наличии|найд|найти|подобрать|купить|каталог|ищу"
 )
 _RETURN_WORDS = re.compile(r"верну|возвра|сдать")
+_RETURNED_THING = re.compile(r"(?:верну|возвра|сдать)[а-яё]*\s+(?:ли\s+)?([а-яё]{3,})")
 _GREETING = re.compile(r"^(здравствуй|привет|добр|hello|hi)")
 _WORD = re.compile(r"[a-zа-яё0-9]+")
+# The summary request's material starts so (bot.summary); a turn's last step has no tools too.
+_SUMMARY_MATERIAL_START = "<previous_summary>"
 
 
 def _stem(word: str) -> str:
@@ -90,11 +93,11 @@ class OfflineChatModel:
         tool_choice: ToolChoice = "auto",
     ) -> LLMResult:
         """Ask for the next planned tool, or answer from the tool results."""
-        if not tools:
+        user_text, called, results = _current_turn(messages)
+        if not tools and user_text.startswith(_SUMMARY_MATERIAL_START):
             return self._result(messages, text=_summarise(messages), tool_calls=())
         offered = {tool["function"]["name"] for tool in tools}
-        user_text, called, results = _current_turn(messages)
-        if tool_choice == "auto":
+        if tool_choice == "auto" and offered:
             for name, arguments in self._plan(user_text):
                 if name in offered and name not in called:
                     call = ToolCall(
@@ -114,9 +117,12 @@ class OfflineChatModel:
             plan.append((self._tools.order_status_tool, {"order_id": match.group(1)}))
         if _RETURN_WORDS.search(text):
             product = next((p for p in self._policy_products if _stem(p) in text), None)
+            if product is None and (thing := _RETURNED_THING.search(text)):
+                # A product without its own policy still gets the policy answer, not a search.
+                product = thing.group(1)
             if product is not None:
                 plan.append((self._tools.return_policy_tool, {"product": product}))
-        if _HOURS_WORDS.search(text):
+        if _HOURS_WORDS.search(text) or _PERSON_WORDS.search(text):
             plan.append((self._tools.support_hours_tool, {}))
         words = [_stem(word) for word in _WORD.findall(text) if len(word) >= 4]
         mentioned = [word for word in words if word in self._catalogue_words]
@@ -176,15 +182,25 @@ def _answer(
     results: list[tuple[str, Any]],
     describers: dict[str, Callable[[dict[str, Any]], str]],
 ) -> str:
+    text = user_text.strip().lower()
     if not results:
-        if _GREETING.search(user_text.strip().lower()):
+        if _GREETING.search(text):
             return "Здравствуйте! Чем могу помочь?"
+        if _ORDER_WORDS.search(text):
+            return "Подскажите, пожалуйста, номер заказа: четыре цифры, например 8041."
         return (
             "Я демо-режим бота без подключения к языковой модели. Я могу подсказать статус "
             "заказа (напишите номер из четырёх цифр), условия возврата товара, найти товар "
             "в каталоге или назвать часы работы поддержки."
         )
     parts = [_describe(describers.get(name), payload) for name, payload in results]
+    if _PERSON_WORDS.search(text):
+        # The customer asked for a person: say when people answer, not just the timetable.
+        parts.insert(
+            0,
+            "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи "
+            "в часы работы.",
+        )
     return "\n\n".join(part for part in parts if part)
 
 
@@ -206,7 +222,10 @@ def _describe_order(data: dict[str, Any]) -> str:
 
 def _describe_return_policy(data: dict[str, Any]) -> str:
     if not data.get("found"):
-        return f"Для товара «{data['product']}» отдельных условий возврата нет."
+        return (
+            f"Для товара «{data['product']}» отдельных условий возврата нет: "
+            "уточните их у сотрудников поддержки в часы работы."
+        )
     return (
         f"Товар «{data['product']}» можно вернуть в течение {data['return_days']} дней. "
         f"{data['conditions']}"

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 from aiogram import Dispatcher, Router
 
+from bot.blocked_chats import BlockedChats
 from bot.log_context import ChatNamer, chat_namer
 from bot.metrics import BotMetrics
 from bot.settings import Settings
 from bot.telegram.filters import AddressedToBot
-from bot.telegram.handlers import chat, commands, errors, other
+from bot.telegram.handlers import chat, commands, errors, membership, other
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
 from bot.telegram.ports import ChatPort
@@ -34,16 +35,22 @@ class TelegramFrontEnd:
 
 
 def build_dispatcher(
-    settings: Settings, *, chat_service: ChatPort, metrics: BotMetrics | None = None
+    settings: Settings,
+    *,
+    chat_service: ChatPort,
+    blocked_chats: BlockedChats,
+    metrics: BotMetrics | None = None,
 ) -> TelegramFrontEnd:
     """A dispatcher wired to ``chat_service``; nothing global, nothing started.
 
-    With ``metrics``, it reports the updates in flight there.
+    With ``metrics``, it reports the updates in flight there; ``blocked_chats``
+    reaches the ``my_chat_member`` handler.
     """
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused.
         disable_fsm=True,
         chat_service=chat_service,
+        blocked_chats=blocked_chats,
         settings=settings,
     )
     in_flight = InFlightMiddleware()
@@ -58,7 +65,7 @@ def build_dispatcher(
     messages_router.include_routers(
         commands.build_router(), chat.build_router(), other.build_router()
     )
-    dispatcher.include_routers(errors.build_router(), messages_router)
+    dispatcher.include_routers(errors.build_router(), membership.build_router(), messages_router)
     return TelegramFrontEnd(dispatcher=dispatcher, in_flight=in_flight)
 
 

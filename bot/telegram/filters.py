@@ -5,6 +5,8 @@ from aiogram.enums import ChatType, MessageEntityType
 from aiogram.filters import Filter
 from aiogram.types import Message
 
+from bot.surrogates import replace_lone_surrogates
+
 
 class AddressedToBot(Filter):
     """Private chats always; groups if allowed and the bot is mentioned, replied to or commanded."""
@@ -24,7 +26,9 @@ class AddressedToBot(Filter):
             return True
         text = message.text or ""
         if text.startswith("/"):
-            return True
+            # "/help@otherbot" is addressed to another bot of the group, not to us.
+            _, at, addressee = text.split(maxsplit=1)[0].partition("@")
+            return not at or addressee.lower() == (me.username or "").lower()
         mention = f"@{me.username}".lower() if me.username else None
         return mention is not None and any(
             entity.type == MessageEntityType.MENTION
@@ -34,8 +38,12 @@ class AddressedToBot(Filter):
 
 
 def question_text(message: Message, bot_username: str | None) -> str:
-    """The customer's words, without the ``@bot`` mention used to address it in a group."""
-    text = message.text or ""
+    """The customer's words, without the ``@bot`` mention used to address it in a group.
+
+    Half an emoji (a lone surrogate) becomes U+FFFD here, before anything else
+    tries to encode the text.
+    """
+    text = replace_lone_surrogates(message.text or "")
     if message.chat.type != ChatType.PRIVATE and bot_username:
         text = text.replace(f"@{bot_username}", " ")
     return text.strip()

@@ -7,6 +7,7 @@ from aiogram.types import Update
 
 from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict
 from bot.redis_keys import telegram_conversation
+from bot.surrogates import without_lone_surrogates
 from bot.telegram.filters import AddressedToBot
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,18 @@ class TelegramIntake:
         return await self._intake.accept(incoming)
 
     async def _incoming(self, update: Update) -> IncomingUpdate | None:
+        member = update.my_chat_member
+        if member is not None:
+            # Blocked or unblocked: queued like a message, so it keeps its place in the
+            # chat's order; no flood control, no model turn.
+            return IncomingUpdate(
+                update_id=update.update_id,
+                chat_id=member.chat.id,
+                conversation_key=telegram_conversation(member.chat.id),
+                user_id=None,
+                counts_turn=False,
+                payload=_payload(update),
+            )
         message = update.message
         if message is None:
             return None
@@ -44,5 +57,11 @@ class TelegramIntake:
             conversation_key=telegram_conversation(message.chat.id),
             user_id=message.from_user.id if message.from_user else None,
             counts_turn=text is not None and not text.startswith("/"),
-            payload=update.model_dump(mode="json", exclude_none=True, exclude_unset=True),
+            payload=_payload(update),
         )
+
+
+def _payload(update: Update) -> dict[str, object]:
+    # Half an emoji cannot be stored as UTF-8: it becomes U+FFFD here, before anything.
+    dumped = update.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+    return {key: without_lone_surrogates(value) for key, value in dumped.items()}

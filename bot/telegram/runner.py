@@ -22,7 +22,12 @@ from typing import Literal
 
 from aiogram import Bot
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import TelegramAPIError, TelegramUnauthorizedError
+from aiogram.exceptions import (
+    ClientDecodeError,
+    TelegramAPIError,
+    TelegramNetworkError,
+    TelegramUnauthorizedError,
+)
 from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError, validate_token
 from aiohttp import web
@@ -128,7 +133,9 @@ async def run_bot(
         print(f"error: {error}", file=sys.stderr)
         return 1
     try:
-        front = build_dispatcher(settings, chat_service=app.chat, metrics=app.metrics)
+        front = build_dispatcher(
+            settings, chat_service=app.chat, blocked_chats=app.blocked, metrics=app.metrics
+        )
         if not await _prepare_bot(bot, app, mode):
             return 1
         workers = build_workers(app, bot, front)
@@ -167,7 +174,7 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
         bot=bot,
         dispatcher=front.dispatcher,
         queue=app.queue,
-        replies=ReplySender(max_attempts=settings.telegram.send_max_attempts),
+        replies=ReplySender(max_attempts=settings.telegram.send_max_attempts, blocked=app.blocked),
         chat=app.chat,
         audit=app.turn_audit,
     )
@@ -204,12 +211,8 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
         return False
-    except TelegramAPIError as error:
-        print(
-            f"error: the Bot API at {settings.telegram.api_base_url} failed: "
-            f"{type(error).__name__}",
-            file=sys.stderr,
-        )
+    except (TelegramAPIError, ClientDecodeError) as error:
+        print(f"error: {_bot_api_failure(error, settings)}", file=sys.stderr)
         return False
     logger.info(
         "Bot @%s starting (%s): backend=%s model=%s prompt=%s %s redis=%s api=%s",
@@ -223,6 +226,35 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
         settings.telegram.api_base_url,
     )
     return True
+
+
+def _bot_api_failure(error: TelegramAPIError | ClientDecodeError, settings: Settings) -> str:
+    """One line for the operator: where, and why, without the token."""
+    where = redacted_url(settings.telegram.api_base_url)
+    if isinstance(error, ClientDecodeError):
+        reason = f"{type(error.original).__name__}: {_one_line(str(error.original))}"
+        line = (
+            f"TELEGRAM_API_BASE_URL {where} is not a Bot API server: its answer to getMe "
+            f"was not Bot API JSON ({reason})"
+        )
+    elif isinstance(error, TelegramNetworkError):
+        cause = error.__cause__
+        reason = f"{type(cause).__name__}: {_one_line(str(cause))}" if cause else error.message
+        line = f"cannot reach the Bot API at {where}: {_one_line(reason)}"
+    else:
+        line = (
+            f"the Bot API at {where} refused getMe: {type(error).__name__}: "
+            f"{_one_line(error.message)}"
+        )
+    token = settings.telegram.bot_token
+    if token is not None and token.get_secret_value():
+        line = line.replace(token.get_secret_value(), "***")
+    return line
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 async def _serve_polling(
@@ -247,10 +279,21 @@ async def _serve_webhook(
     settings = app.settings
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
-    receiver = WebhookReceiver(intake, bot, secret=secret)
+    receiver = WebhookReceiver(
+        intake, bot, secret=secret, body_timeout_seconds=webhook.body_timeout_seconds
+    )
     web_app = _observability_app(front, app)
     web_app.router.add_post(webhook.path, receiver.handle)
-    runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
+    # aiohttp closes a connection that has not sent a whole request by the keep-alive
+    # deadline (counted from connect): that is the header read timeout. No lingering
+    # after an answer to an unread body (a 408, a 401): it would wait 10 s more on it.
+    runner = web.AppRunner(
+        web_app,
+        handle_signals=False,
+        access_log=None,
+        keepalive_timeout=webhook.header_timeout_seconds,
+        lingering_time=0,
+    )
     await runner.setup()
     site = web.TCPSite(runner, webhook.host, webhook.port)
     try:

@@ -10,18 +10,22 @@ twice. A 400 for a formatted message is re-sent once as plain text.
 """
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 from aiogram.exceptions import (
     TelegramBadRequest,
+    TelegramForbiddenError,
     TelegramNetworkError,
     TelegramRetryAfter,
     TelegramServerError,
 )
 from aiohttp import ClientConnectorError
+from redis.exceptions import RedisError
 
+from bot.blocked_chats import BlockedChats
 from bot.telegram.formatting import FormattedText, markdown_to_entities, split_formatted
 
 logger = logging.getLogger(__name__)
@@ -34,7 +38,11 @@ class ReplyNotDeliveredError(RuntimeError):
 
 
 class ReplySender:
-    """Sends texts to a chat with bounded, duplicate-free retries."""
+    """Sends texts to a chat with bounded, duplicate-free retries.
+
+    With ``blocked`` it sends nothing to a chat that blocked the bot, and
+    remembers a chat whose send Telegram refused with 403.
+    """
 
     def __init__(
         self,
@@ -43,6 +51,7 @@ class ReplySender:
         max_retry_after_seconds: float = 60.0,
         backoff_seconds: float = 0.5,
         sleep: Sleep = asyncio.sleep,
+        blocked: BlockedChats | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -50,17 +59,20 @@ class ReplySender:
         self._max_retry_after = max_retry_after_seconds
         self._backoff = backoff_seconds
         self._sleep = sleep
+        self._blocked = blocked
 
     async def send_answer(self, bot: Bot, chat_id: int, markdown: str) -> int:
         """Send a model answer (Markdown) as formatted pieces; returns how many were sent."""
-        pieces = split_formatted(markdown_to_entities(markdown))
-        for piece in pieces:
-            await self._send_piece(bot, chat_id, piece)
-        return len(pieces)
+        return await self._send_all(bot, chat_id, split_formatted(markdown_to_entities(markdown)))
 
     async def send_plain(self, bot: Bot, chat_id: int, text: str) -> int:
         """Send the bot's own text, unformatted; returns how many pieces were sent."""
-        pieces = split_formatted(FormattedText(text))
+        return await self._send_all(bot, chat_id, split_formatted(FormattedText(text)))
+
+    async def _send_all(self, bot: Bot, chat_id: int, pieces: list[FormattedText]) -> int:
+        if self._blocked is not None and await self._blocked.is_blocked(chat_id):
+            # Not delivered, and said so: the history and the audit must not call it answered.
+            raise ReplyNotDeliveredError("the customer blocked the bot; not sent")
         for piece in pieces:
             await self._send_piece(bot, chat_id, piece)
         return len(pieces)
@@ -83,6 +95,12 @@ class ReplySender:
                     ) from error
                 delay = float(error.retry_after)
                 failure: Exception = error
+            except TelegramForbiddenError as error:
+                # Blocked by the user or removed from the group: every later send would fail.
+                if self._blocked is not None:
+                    with contextlib.suppress(RedisError, OSError):
+                        await self._blocked.block(chat_id)
+                raise ReplyNotDeliveredError("the chat does not accept our messages") from error
             except TelegramBadRequest as error:
                 if not entities:
                     raise ReplyNotDeliveredError("Telegram refused the message") from error

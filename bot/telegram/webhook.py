@@ -6,8 +6,12 @@ take it the answer is 503 and Telegram delivers it again later. The turn
 itself runs in a worker (this process's or another's), bounded per process.
 """
 
+import asyncio
+import json
 import logging
+import re
 import secrets
+from typing import Any
 
 from aiogram import Bot
 from aiogram.types import Update
@@ -20,37 +24,55 @@ from bot.telegram.intake import TelegramIntake
 logger = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name, not a secret
+DEFAULT_BODY_TIMEOUT_SECONDS = 10.0
+# An update kind is a field name such as "message"; anything else is not logged.
+_KIND = re.compile(r"[a-z_]{1,32}")
 
 
 class WebhookReceiver:
     """The aiohttp handler for ``WEBHOOK_PATH``."""
 
-    def __init__(self, intake: TelegramIntake, bot: Bot, *, secret: str) -> None:
+    def __init__(
+        self,
+        intake: TelegramIntake,
+        bot: Bot,
+        *,
+        secret: str,
+        body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
+    ) -> None:
         self._intake = intake
         self._bot = bot
         self._secret = secret
+        self._body_timeout = body_timeout_seconds
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request) -> web.Response:  # noqa: PLR0911 - one answer per failure
         """Check the secret, queue the update, then answer."""
         given = request.headers.get(SECRET_HEADER, "")
         if not secrets.compare_digest(given.encode(), self._secret.encode()):
             return web.Response(status=401, text="Unauthorized")
         try:
-            payload = await request.json()
+            # A client trickling its body must not hold a connection and a task forever.
+            async with asyncio.timeout(self._body_timeout):
+                body = await request.read()
+        except TimeoutError:
+            return web.Response(status=408, text="Body too slow", headers={"Connection": "close"})
+        try:
+            payload = json.loads(body)
         except ValueError:
             return web.Response(status=400, text="Body is not JSON")
         if not isinstance(payload, dict):
             return web.Response(status=400, text="Body is not an Update")
         try:
             update = Update.model_validate(payload, context={"bot": self._bot})
-        except ValidationError as error:
-            # The body may hold a customer's words: log where it failed, never its values.
+        except ValidationError:
+            # The validation error quotes the input, which may be customer text: only
+            # the kind and the id are logged. 200, so that Telegram does not resend it.
             logger.warning(
-                "Webhook body is not an Update (update_id=%r, %d problem(s))",
-                payload.get("update_id") if isinstance(payload.get("update_id"), int) else None,
-                error.error_count(),
+                "Webhook body is not an Update (kind %s, update id %s); dropped",
+                _kind(payload),
+                _update_id(payload),
             )
-            return web.Response(status=400, text="Body is not an Update")
+            return web.json_response({})
         try:
             await self._intake.accept(update)
         except (RedisError, OSError) as error:
@@ -61,3 +83,13 @@ class WebhookReceiver:
             )
             return web.Response(status=503, text="Storage unavailable")
         return web.json_response({})
+
+
+def _kind(payload: dict[str, Any]) -> str:
+    kinds = sorted(key for key in payload if key != "update_id" and _KIND.fullmatch(key))
+    return ",".join(kinds[:3]) or "none"
+
+
+def _update_id(payload: dict[str, Any]) -> str:
+    value = payload.get("update_id")
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "none"

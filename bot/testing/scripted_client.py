@@ -100,10 +100,10 @@ def scripted(*steps: LLMResult | Exception) -> ScriptedClient:
 def echo_responder(
     messages: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
 ) -> LLMResult:
-    """Answers ``Ответ: <last user text>``; summary requests (no tools) get a fixed summary."""
-    if not tools:
-        return text_result("Краткое резюме прошлых сообщений.")
+    """Answers ``Ответ: <last user text>``; summary requests get a fixed summary."""
     last_user = next(m for m in reversed(messages) if m["role"] == "user")
+    if not tools and str(last_user["content"]).startswith("<previous_summary>"):
+        return text_result("Краткое резюме прошлых сообщений.")
     return text_result(f"Ответ: {last_user['content']}")
 
 

@@ -225,10 +225,60 @@ def test_turn_of_an_unknown_id_fails_with_one_line(
     _incident(sync_redis)
     status, out, err = _run(capsys, "turn", "NOSUCHTURN")
     assert (status, out) == (1, [])
-    assert err == [
+    assert len(err) == 1
+    assert err[0].startswith(
         "support-audit: error: no entries for turn 'NOSUCHTURN' in 'support:audit' "
-        "(mistyped, or older than the stream keeps)"
-    ]
+        "(mistyped, or older than the stream keeps"
+    )
+
+
+def test_turn_that_finds_nothing_says_where_else_to_look(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _incident(sync_redis)
+    status, _, err = _run(capsys, "turn", "NOSUCHTURN")
+    assert status == 1
+    assert "if Redis was down then" in err[0]
+    assert "the bot's log: grep it for 'audit stream' and NOSUCHTURN" in err[0]
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "Код обращения: K7M2QX9PAF",
+        "Код обращения: K7M2QX9PAF.",
+        "  k7m2qx9paf\n",
+        "Не удалось ответить (код K7M2QX9PAF), попробуйте позже",
+    ],
+)
+def test_turn_accepts_the_customers_pasted_text(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str], pasted: str
+) -> None:
+    _incident(sync_redis)
+    status, out, err = _run(capsys, "turn", pasted, "--json")
+    assert (status, err) == (0, [])
+    assert {obj["turn_id"] for obj in _json_lines(out)} == {"K7M2QX9PAF"}
+
+
+def test_table_mode_escapes_control_characters_from_the_stream(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fields = turn_entry("K7M2QX9PAF").to_fields()
+    fields["model"] = "gpt\x1b]0;pwned\x07\x1b[2J\u202eevil\r\nFAKE LINE"
+    fields["outcome"] = "answered\x1b[31m"
+    sync_redis.xadd(STREAM, fields)  # type: ignore[arg-type]
+
+    for argv in (("tail",), ("turn", "K7M2QX9PAF"), ("stats",)):
+        status, out, _ = _run(capsys, *argv)
+        assert status == 0
+        text = "\n".join(out)
+        assert not any(char in text for char in "\x1b\x07\r\u202e")
+        if argv[0] != "stats":
+            assert "FAKE LINE" not in out  # never a line of its own
+            assert "gpt\\x1b]0;pwned\\x07\\x1b[2J\\u202eevil\\r\\nFAKE LINE" in text
+    # JSON lines escape by themselves and stay exact.
+    _, out, _ = _run(capsys, "turn", "K7M2QX9PAF", "--json")
+    assert json.loads(out[0])["model"] == fields["model"]
 
 
 # ---------------------------------------------------------------- stats
@@ -464,3 +514,60 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = _run(capsys, "--help")
     assert status == 0
     assert any("tail" in line and "turn" in line and "export" in line for line in out)
+
+
+@pytest.mark.parametrize("position", ["after", "before"])
+def test_export_takes_utc_before_or_after_the_command_and_writes_utc(
+    sync_redis: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    position: str,
+) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    ids = _incident(sync_redis)
+    argv = ["export", "--group", "siem", "--utc"]
+    if position == "before":
+        argv = ["--utc", "--stream", STREAM, "export", "--group", "siem"]
+
+    status, out, err = _run(capsys, *argv)
+
+    assert (status, err) == (0, [])
+    objects = _json_lines(out)
+    assert [obj["id"] for obj in objects] == ids
+    assert all(obj["recorded_at"].endswith("+00:00") for obj in objects)
+
+
+def test_utc_before_the_command_applies_to_the_table(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    sync_redis.xadd(STREAM, turn_entry("K7M2QX9PAF").to_fields(), id="1796280511000-0")  # type: ignore[arg-type]
+    _, after, _ = _run(capsys, "tail", "--utc")
+    _, before, _ = _run(capsys, "--utc", "tail")
+    assert after == before
+    assert after[1].startswith("2026-12-03 06:48:31")
+
+
+def test_export_help_says_json_times_are_utc(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _run(capsys, "export", "--help")
+    assert status == 0
+    assert "always UTC" in " ".join(" ".join(out).split())
+
+
+@pytest.mark.parametrize("key", ["short", "fifteen-chars!!"])
+def test_pseudonym_refuses_a_key_shorter_than_16_characters(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    monkeypatch.setenv("AUDIT_HMAC_KEY", key)
+    status, out, err = _run(capsys, "pseudonym", "100200300")
+    assert (status, out) == (2, [])
+    assert err == ["support-audit: error: AUDIT_HMAC_KEY must be at least 16 characters"]
+
+
+def test_pseudonym_with_a_16_character_key_prints_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AUDIT_HMAC_KEY", "sixteen-chars!!!")
+    status, out, _ = _run(capsys, "pseudonym", "100200300")
+    assert status == 0
+    assert out == [chat_pseudonym("100200300", b"sixteen-chars!!!")]

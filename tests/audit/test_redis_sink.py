@@ -232,9 +232,10 @@ async def test_no_argument_customer_or_model_text_reaches_the_stream(
     secret_order = json.dumps({"order_id": "ZEBRA-ARGUMENT-SECRET"})
     turns: list[list[tuple[ToolCall, ...] | str]] = [
         [(_call("c1", "search_products", secret_query),), "OKAPI-MODEL-SECRET answer"],
-        [(_call("c2", "get_order_status", secret_order),)],
+        # Rejected calls go back to the model, which then answers.
+        [(_call("c2", "get_order_status", secret_order),), "Такого заказа нет."],
         [(_call("c3", "crashing_tool", "{}"),)],
-        [(_call("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),)],
+        [(_call("c4", "ZEBRA-ARGUMENT-SECRET", "{}"),), "Так я не умею."],
     ]
     client = _scripted(turns)
     harness = ChatHarness(redis_client, client, prefix="privacy", registry=registry)
@@ -253,8 +254,17 @@ async def test_no_argument_customer_or_model_text_reaches_the_stream(
         await harness.close()
 
     # The secrets were really there: the model saw the customer text, the history keeps it.
-    assert outcomes == ["answered", "tool_failure", "tool_failure", "tool_failure"]
+    assert outcomes == ["answered", "answered", "tool_failure", "answered"]
     assert all("QUOKKA-CUSTOMER-SECRET" in str(request[0]) for request in client.requests)
+    # A rejection told to the model names the rule, never the value the model wrote.
+    rejections = [
+        str(message["content"])
+        for request in client.requests
+        for message in request[0]
+        if message.get("role") == "tool" and '"ok": false' in str(message.get("content"))
+    ]
+    assert len(rejections) == 2
+    assert all("ZEBRA-ARGUMENT-SECRET" not in text for text in rejections)
     assert history == [("user", customer_text), ("assistant", "OKAPI-MODEL-SECRET answer")]
     assert [row["type"] for row in rows] == ["tool", "turn"] * 4
     # A made-up tool name is model text too: the entry says what happened without it.
@@ -396,7 +406,7 @@ async def own_client(own_redis_server: RedisServer) -> AsyncIterator[aioredis.Re
     await client.aclose()
 
 
-async def test_redis_down_costs_no_exception_and_counts_and_logs_the_lost_entries(
+async def test_entries_redis_missed_are_kept_logged_and_written_when_it_is_back(
     own_redis_server: RedisServer,
     own_client: aioredis.Redis,
     caplog: pytest.LogCaptureFixture,
@@ -409,22 +419,47 @@ async def test_redis_down_costs_no_exception_and_counts_and_logs_the_lost_entrie
         await sink.write(simple_turn("WHILEDOWN1", tools=("get_order_status", "search_products")))
         await sink.write(simple_turn("WHILEDOWN2"))
 
-    assert sink.lost_entries == 5
+    assert (sink.pending_entries, sink.lost_entries) == (5, 0)
     first, second = (record.getMessage() for record in caplog.records)
-    assert "3 of 3 entries lost" in first
+    assert "3 entries not written yet" in first
     assert "turns WHILEDOWN1" in first
     assert "ConnectionError" in first
-    # The entries themselves are in the line, so nothing about them is lost.
+    # The entries themselves are in the line, so nothing about them is lost with the process.
     logged = json.loads(first.split("entries: ", 1)[1])
     assert [row["type"] for row in logged] == ["tool", "tool", "turn"]
-    assert "5 lost in total" in second
+    assert "5 pending" in second
 
     own_redis_server.start()
     await sink.write(simple_turn("AFTERUP001"))
     rows = await _read_all(own_client)
-    assert [row["turn_id"] for row in rows] == ["AFTERUP001"] * 2
-    assert sink.lost_entries == 5
-    assert sink.written_entries == 4
+    # (The restarted test Redis keeps no data, so BEFOREDOWN is gone with it.)
+    assert [row["turn_id"] for row in rows] == [
+        *["WHILEDOWN1"] * 3,
+        *["WHILEDOWN2"] * 2,
+        "AFTERUP001",
+        "AFTERUP001",
+    ]
+    # A delayed entry says when it was due; a timely one has no such field.
+    assert all("queued_at" in row for row in rows[:5])
+    assert not any("queued_at" in row for row in rows[5:])
+    assert (sink.pending_entries, sink.lost_entries, sink.written_entries) == (0, 0, 9)
+
+
+async def test_pending_entries_are_bounded_and_the_oldest_dropped(
+    own_redis_server: RedisServer,
+    own_client: aioredis.Redis,
+) -> None:
+    sink = RedisStreamAuditSink(own_client, STREAM, 1_000_000, max_pending=3)
+    own_redis_server.stop()
+    await sink.write(simple_turn("DOWNFIRST1"))
+    await sink.write(simple_turn("DOWNSECOND"))
+    assert (sink.pending_entries, sink.lost_entries) == (3, 1)
+
+    own_redis_server.start()
+    await sink.flush()
+    rows = await _read_all(own_client)
+    assert [row["turn_id"] for row in rows] == ["DOWNFIRST1", "DOWNSECOND", "DOWNSECOND"]
+    assert sink.pending_entries == 0
 
 
 async def test_a_key_of_the_wrong_type_loses_the_entries_without_an_exception(
@@ -450,4 +485,13 @@ async def test_timeout_bounds_a_write_to_a_redis_that_never_answers() -> None:
             await asyncio.wait_for(sink.write(simple_turn("HUNGREDIS1")), timeout=10)
         finally:
             await client.aclose()
-    assert sink.lost_entries == 2
+    # Not known to be written: kept for the next write (which may then repeat it).
+    assert (sink.pending_entries, sink.lost_entries) == (2, 0)
+
+
+async def test_an_empty_write_sends_nothing(
+    sink: RedisStreamAuditSink, redis_client: aioredis.Redis
+) -> None:
+    await sink.write([])
+    assert await redis_client.exists(STREAM) == 0
+    assert (sink.written_entries, sink.lost_entries) == (0, 0)

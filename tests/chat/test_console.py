@@ -2,10 +2,12 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 
 from bot.testing.redis_server import RedisServer, free_port
@@ -91,3 +93,92 @@ def test_an_invalid_shop_store_is_one_line_and_exit_1(tmp_path, redis_server: Re
         f"error: TOOL_DATA_PATH {path} is not a valid shop store: support_hours.timezone: "
         "unknown time zone 'Mars/Olympus' (1 problem(s))"
     )
+
+
+def console_env(redis_url: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "LLM_BACKEND": "offline",
+        "REDIS_URL": redis_url,
+        "REDIS_KEY_PREFIX": "console-test",
+        "AUDIT_STREAM": "console-test:audit",
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    "encoding",
+    [
+        {},  # a UTF-8 locale: strict decoding of stdin
+        {"PYTHONUTF8": "1"},  # UTF-8 mode: stdin decodes with surrogateescape
+        {"LC_ALL": "C", "LANG": "C"},  # the C locale: surrogateescape too
+    ],
+    ids=["utf8-locale", "utf8-mode", "c-locale"],
+)
+def test_invalid_utf8_and_lone_surrogates_on_stdin_are_answered_not_a_traceback(
+    redis_server: RedisServer, encoding: dict[str, str]
+):
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    # A Cyrillic line cut mid-character, a stray 0xFF, and an encoded lone surrogate.
+    stdin = "Где заказ 8041? Я".encode()[:-1] + b"\n" + b"x\xff\n" + b"\xed\xb2\x80\n/exit\n"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console", "--session", "dev"],
+        input=stdin,
+        capture_output=True,
+        env=console_env(redis_server.url, **encoding),
+        timeout=60,
+        check=False,
+    )
+
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    stdout = result.stdout.decode("utf-8", "replace")
+    assert "Передан в службу доставки" in stdout
+    assert stdout.count("Бот:") == 3
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange("console-test:audit")  # type: ignore[assignment]
+    outcomes = [fields[b"outcome"] for _, fields in entries if fields[b"type"] == b"turn"]
+    assert outcomes == [b"answered"] * 3
+    client.close()
+
+
+def test_ctrl_c_at_the_prompt_exits_at_once(redis_server: RedisServer):
+    with subprocess.Popen(
+        [sys.executable, "-m", "bot", "console", "--session", "dev"],
+        stdin=subprocess.PIPE,  # kept open: the console waits at its prompt
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=console_env(redis_server.url),
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        try:
+            prompt = b""
+            while not prompt.endswith("Вы: ".encode()):
+                chunk = os.read(process.stdout.fileno(), 64)
+                assert chunk, process.stderr.read()
+                prompt += chunk
+            process.send_signal(signal.SIGINT)
+            code = process.wait(timeout=10)
+        finally:
+            process.kill()
+        stderr = process.stderr.read()
+    assert code == 130
+    assert b"Traceback" not in stderr
+
+
+def test_a_redis_url_that_is_not_redis_is_a_bad_setting_exit_2():
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console"],
+        capture_output=True,
+        text=True,
+        env=console_env("http://x"),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "configuration error: REDIS_URL: must be a redis://, rediss:// or unix:// URL"
+    ]

@@ -37,7 +37,7 @@ from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
-from turn import ToolCall, ToolLoopError, TurnContext, TurnOutcome, Usage, new_turn_id
+from turn import ToolCall, ToolLoopError, ToolStatus, TurnContext, TurnOutcome, Usage, new_turn_id
 
 MAX_TOOL_CALLS = 4
 
@@ -172,7 +172,14 @@ def test_any_model_behaviour_ends_the_loop_within_budget_with_an_answer_or_a_typ
         assert outcome.text.strip()
         assert outcome.model_steps == len(client.requests)
         assert outcome.tool_calls_count <= MAX_TOOL_CALLS
-        assert set(outcome.tool_names) <= set(registry.names())
+        # A call of an unregistered tool is answered to the model as rejected, never run.
+        assert all(
+            record.status == ToolStatus.REJECTED
+            for record in outcome.audit_records
+            if record.tool_name not in registry.names()
+        )
+    if len(client.requests) == max_steps:
+        assert client.requests[-1][1] == []  # and offers no tools at all
     assert messages == [{"role": "user", "content": "Где заказ?"}]  # the caller's list is intact
 
 

@@ -35,6 +35,7 @@ from bot.sessions.models import ConversationSession
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
+from bot.telegram.middlewares.observability import update_chat_id
 from bot.telegram.runner import build_workers
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
@@ -60,8 +61,9 @@ class Stack:
         validated = Update.model_validate(update, context={"bot": self.bot})
         if await self.intake.accept(validated) is None:
             return
-        assert validated.message is not None  # only messages are accepted
-        await self.workers.drain_now(telegram_conversation(validated.message.chat.id))
+        chat_id = update_chat_id(validated)
+        assert chat_id is not None  # intake accepts only updates of a chat
+        await self.workers.drain_now(telegram_conversation(chat_id))
 
     async def session(self, chat_id: int) -> ConversationSession | None:
         """The stored session of a chat, parsed (raises if unreadable)."""
@@ -83,7 +85,9 @@ async def stack(
         session=AiohttpSession(api=TelegramAPIServer.from_base(telegram.base_url)),
     )
     try:
-        yield Stack(app, build_dispatcher(settings_, chat_service=app.chat), bot)
+        yield Stack(
+            app, build_dispatcher(settings_, chat_service=app.chat, blocked_chats=app.blocked), bot
+        )
     finally:
         await bot.session.close()
         await app.aclose()

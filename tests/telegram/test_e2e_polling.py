@@ -263,3 +263,13 @@ async def test_redis_stopped_during_a_turn_then_restarted(
     texts = await telegram.wait_for_texts(19, 2)
     assert texts[1] == "Ответ: после сбоя"
     assert await process.stop() == 0
+
+
+async def test_half_an_emoji_is_cleaned_and_answered_not_a_model_error(
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.responder = echo
+    await telegram.push_message(11, "Где заказ 8041? \ud83d")
+    (reply,) = await telegram.wait_for_texts(11, 1)
+    assert reply == "Ответ: Где заказ 8041? \ufffd"
+    assert user_texts(openai_server.requests[0].body)[-1] == "Где заказ 8041? \ufffd"

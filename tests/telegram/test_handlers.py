@@ -9,6 +9,7 @@ turn back or make it fail, so the front end's side can be checked exactly.
 """
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +108,7 @@ async def _stack(
     app = await build_application(settings, llm=ScriptedClient(echo_responder))
     await app.redis.flushdb()
     chat = RecordingChat(app.chat)
-    front = build_dispatcher(settings, chat_service=chat)
+    front = build_dispatcher(settings, chat_service=chat, blocked_chats=app.blocked)
     workers = build_workers(app, bot, front)
     working = asyncio.create_task(workers.run())
     intake = TelegramIntake(app.intake, bot, allow_groups=settings.telegram.allow_groups)
@@ -353,3 +354,79 @@ async def test_one_chat_in_order_while_another_chat_is_not_delayed(
     assert [text for _, text in stack.chat.asked if text.startswith("A")] == ["A0"]
     release.set()
     assert await telegram.wait_for_texts(1, 3) == ["Ответ: A0", "Ответ: A1", "Ответ: A2"]
+
+
+async def test_a_command_addressed_to_another_bot_in_a_group_is_not_ours(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> None:
+    async for stack in _stack(redis_server, telegram, bot, TELEGRAM_ALLOW_GROUPS=True):
+        for text in ("/help@otherbot", "/new@OtherBot", "/start@other_bot привет"):
+            await stack.feed(telegram.message_update(-300, text, user_id=5, chat_type="group"))
+        # Addressed to us, or to nobody in particular, it is ours.
+        ours = f"/help@{telegram.bot_username.upper()}"
+        await stack.feed(telegram.message_update(-300, ours, user_id=5, chat_type="group"))
+        await stack.feed(telegram.message_update(-300, "/help", user_id=5, chat_type="group"))
+        assert await telegram.wait_for_texts(-300, 2) == [messages.HELP, messages.HELP]
+        assert stack.chat.resets == []
+
+
+_member_update_ids = itertools.count(900_000)
+
+
+def member_update(
+    telegram: FakeTelegramServer, chat_id: int, old: str, new: str, chat_type: str = "private"
+) -> dict[str, Any]:
+    """A ``my_chat_member`` update: the bot's status in ``chat_id`` went from ``old`` to ``new``."""
+    bot_user = {"id": 999, "is_bot": True, "first_name": "Bot", "username": telegram.bot_username}
+    chat: dict[str, Any] = {"id": chat_id, "type": chat_type, "first_name": "Покупатель"}
+    return {
+        "update_id": next(_member_update_ids),
+        "my_chat_member": {
+            "chat": chat,
+            "from": {"id": chat_id, "is_bot": False, "first_name": "Покупатель"},
+            "date": 1_796_280_000,
+            "old_chat_member": {"status": old, "user": bot_user}
+            | ({"until_date": 0} if old == "kicked" else {}),
+            "new_chat_member": {"status": new, "user": bot_user}
+            | ({"until_date": 0} if new == "kicked" else {}),
+        },
+    }
+
+
+async def test_a_chat_that_blocked_the_bot_gets_no_sends_until_it_unblocks(
+    stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    blocked = f"handlers:{{tg:{CHAT}}}:blocked"
+    await stack.feed(member_update(telegram, CHAT, "member", "kicked"))
+    await stack.feed(telegram.message_update(CHAT, "вопрос после блокировки"))
+    await stack.feed(member_update(telegram, CHAT, "kicked", "member"))
+    await stack.feed(telegram.message_update(CHAT, "/start"))
+    # In intake order: blocked, a question (answered by the model, never sent), unblocked.
+    assert await telegram.wait_for_texts(CHAT, 1) == [messages.GREETING]
+    assert await stack.app.redis.exists(blocked) == 0
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert [m.undelivered for m in session.messages] == [False, True]
+
+
+async def test_a_send_refused_with_403_marks_the_chat_blocked(
+    stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    telegram.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    await stack.feed(telegram.message_update(CHAT, "/help"))
+    await stack.feed(telegram.message_update(CHAT, "/start"))
+    blocked = f"handlers:{{tg:{CHAT}}}:blocked"
+    await telegram.wait_for(lambda: len(telegram.calls_of("sendMessage")) == 1)
+    await stack.feed(member_update(telegram, CHAT, "kicked", "member"))
+    await stack.feed(telegram.message_update(CHAT, "/help"))
+    assert await telegram.wait_for_texts(CHAT, 1) == [messages.HELP]
+    # The /start after the 403 was not even tried: one refused send, then the last /help.
+    assert len(telegram.calls_of("sendMessage")) == 2
+    assert await stack.app.redis.exists(blocked) == 0
+
+
+async def test_a_lone_surrogate_is_cleaned_before_the_chat_service(
+    stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    await stack.feed(telegram.message_update(CHAT, "Где заказ \ud83d 8041?"))
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Ответ: Где заказ \ufffd 8041?"]

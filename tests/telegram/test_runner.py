@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from bot.telegram.runner import main, run_bot, settings_problems
 from bot.telegram.webhook import SECRET_HEADER
@@ -202,3 +203,57 @@ async def test_webhook_answers_telegram_at_once_and_replies_in_the_background(
         stop.set()
         async with asyncio.timeout(20):
             assert await task == 0
+
+
+@pytest.fixture
+async def not_a_bot_api() -> AsyncIterator[str]:
+    """A web server that answers every request with an HTML page, as a wrong URL would."""
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(
+            text="<html><body>Welcome to nginx!</body></html>", content_type="text/html"
+        )
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", page)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def _start_up_error(
+    api_base_url: str, redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> list[str]:
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=api_base_url, REDIS_URL=redis_server.url, REDIS_KEY_PREFIX="boot"
+    )
+    async with asyncio.timeout(30):
+        assert await run_bot(settings, "polling", asyncio.Event()) == 1
+    return capsys.readouterr().err.strip().splitlines()
+
+
+async def test_an_api_base_url_that_is_not_a_bot_api_server_is_one_line(
+    not_a_bot_api: str, redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = await _start_up_error(not_a_bot_api, redis_server, capsys)
+    assert len(err) == 1
+    assert err[0].startswith(
+        f"error: TELEGRAM_API_BASE_URL {not_a_bot_api} is not a Bot API server: "
+        "its answer to getMe was not Bot API JSON ("
+    )
+    assert TEST_TOKEN not in err[0]
+
+
+async def test_a_refused_bot_api_connection_is_one_line_with_the_reason(
+    redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    err = await _start_up_error(url, redis_server, capsys)
+    assert len(err) == 1
+    assert err[0].startswith(f"error: cannot reach the Bot API at {url}: ClientConnectorError")
+    assert "Connect call failed" in err[0] or "Cannot connect" in err[0]
+    assert TEST_TOKEN not in err[0]

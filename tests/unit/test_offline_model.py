@@ -95,7 +95,11 @@ async def test_summary_mode_without_tools_keeps_the_customer_questions(store: Sh
         {"role": "developer", "content": "Сожми историю."},
         {
             "role": "user",
-            "content": "Клиент: Где заказ 8041?\nБот: В пути.\nКлиент: Можно вернуть наушники?",
+            "content": (
+                "<previous_summary>\n\n</previous_summary>\n<messages>\n"
+                "Клиент: Где заказ 8041?\nБот: В пути.\nКлиент: Можно вернуть наушники?\n"
+                "</messages>"
+            ),
         },
     ]
 
@@ -103,3 +107,68 @@ async def test_summary_mode_without_tools_keeps_the_customer_questions(store: Sh
 
     assert result.tool_calls == ()
     assert result.text == "Клиент спрашивал: Где заказ 8041?; Можно вернуть наушники?."
+
+
+async def run_offline(
+    text: str, store: ShopStore, registry: ToolRegistry, executor: ToolExecutor, ctx: TurnContext
+) -> tuple[tuple[str, ...], str]:
+    loop = BoundedToolLoop(build_offline_model(store), registry, executor, 3)
+    result = await loop.run(conversation(text), ctx)
+    return result.tool_names, result.text
+
+
+async def test_asking_for_an_operator_says_people_answer_in_support_hours(
+    store: ShopStore,
+    default_registry: ToolRegistry,
+    default_executor: ToolExecutor,
+    context: TurnContext,
+) -> None:
+    tools, text = await run_offline(
+        "Позовите оператора", store, default_registry, default_executor, context
+    )
+
+    assert tools == ("get_support_hours",)
+    assert text.startswith("Я бот и не могу сам позвать оператора")
+    assert "сотрудники поддержки на связи в часы работы" in text
+
+
+async def test_returning_a_product_without_its_own_policy_gets_the_return_policy(
+    store: ShopStore,
+    default_registry: ToolRegistry,
+    default_executor: ToolExecutor,
+    context: TurnContext,
+) -> None:
+    tools, text = await run_offline(
+        "Хочу вернуть чайник", store, default_registry, default_executor, context
+    )
+
+    assert tools == ("get_return_policy",)
+    assert "«чайник» отдельных условий возврата нет" in text
+    assert "каталоге" not in text
+
+
+async def test_order_question_without_a_number_asks_for_the_number(
+    store: ShopStore,
+    default_registry: ToolRegistry,
+    default_executor: ToolExecutor,
+    context: TurnContext,
+) -> None:
+    tools, text = await run_offline(
+        "Где мой заказ?", store, default_registry, default_executor, context
+    )
+
+    assert tools == ()
+    assert "номер заказа" in text
+
+
+async def test_the_last_step_without_tools_answers_instead_of_summarising(
+    store: ShopStore,
+    default_registry: ToolRegistry,
+    default_executor: ToolExecutor,
+    context: TurnContext,
+) -> None:
+    loop = BoundedToolLoop(build_offline_model(store), default_registry, default_executor, 1)
+
+    result = await loop.run(conversation("Здравствуйте"), context)
+
+    assert result.text == "Здравствуйте! Чем могу помочь?"

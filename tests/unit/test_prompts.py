@@ -2,6 +2,7 @@
 
 import pytest
 
+from bot.settings import PromptSettings
 from prompts.registry import (
     SUMMARY_PROMPT_ID,
     SUPPORT_CHAT_PROMPT_ID,
@@ -94,5 +95,17 @@ def test_support_prompt_1_2_0_names_the_tools_and_the_summary_block() -> None:
 def test_default_registry_ships_the_summary_prompt() -> None:
     registry = build_default_prompt_registry()
 
-    assert registry.versions(SUMMARY_PROMPT_ID) == ("1.0.0",)
+    assert registry.versions(SUMMARY_PROMPT_ID) == ("1.0.0", "1.1.0")
     assert registry.get(SUMMARY_PROMPT_ID, "1.0.0").render().strip()
+
+
+def test_the_default_prompts_state_the_tag_rule_of_the_summary_blocks() -> None:
+    """Both active prompts say that tag look-alikes in quoted text are data, not markup."""
+    registry = build_default_prompt_registry()
+    settings = PromptSettings()
+    support = registry.get(SUPPORT_CHAT_PROMPT_ID, settings.support_chat_version).render()
+    summary = registry.get(SUMMARY_PROMPT_ID, settings.summary_version).render()
+
+    assert "[/conversation_summary]" in support
+    assert "[conversation_summary]" in summary
+    assert "invalid_arguments" in support

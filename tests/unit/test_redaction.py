@@ -18,6 +18,10 @@ from bot.redaction import redacted_url
         ("redis://u:s3cret@[::1]:6379/0", "redis://u:***@[::1]:6379/0"),
         ("redis://u:s3cret@host:abc/0", "redis://u:***@host:abc/0"),
         ("redis://u:p@ss:w@rd@host:6379", "redis://u:***@host:6379"),
+        ("redis://:pa#ss@host", "redis://:***@host"),
+        ("redis://:pa?ss@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://u:pa/ss@host/0", "redis://u:***@host/0"),
+        ("redis://:a#b?c/d@e@host:6379/2?x=1", "redis://:***@host:6379/2?x=1"),
     ],
 )
 def test_only_the_password_is_masked(url: str, shown: str) -> None:

@@ -263,6 +263,10 @@ async def test_only_the_last_allowed_step_forbids_tools(
     await make_loop(client, registry, executor, max_steps=max_steps).run(MESSAGES, CONTEXT)
 
     assert tool_choices(client) == ["auto"] * (max_steps - 1) + ["none"]
+    # A server that ignores tool_choice cannot call a tool it was never offered.
+    assert [tools for _, tools, _ in client.requests] == [registry.api_schemas()] * (
+        max_steps - 1
+    ) + [[]]
 
 
 async def test_tool_call_on_the_last_step_is_a_limit_error_and_is_not_executed(
@@ -410,23 +414,10 @@ async def test_model_failure_becomes_a_loop_error_of_its_kind_with_the_cause_cha
     assert raised.value.__cause__ is failure
 
 
-FailureCase = tuple[str, dict[str, Any], ToolStatus, str]
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        ("broken", {"text": "x"}, ToolStatus.TECHNICAL_ERROR, "technical_error"),
-        ("delete_order", {"text": "x"}, ToolStatus.REJECTED, "unknown_tool"),
-        ("echo", {"txt": "x"}, ToolStatus.REJECTED, "invalid_arguments"),
-    ],
-    ids=["technical", "unknown-tool", "invalid-arguments"],
-)
-async def test_execution_failure_ends_the_turn_with_its_audit_record(
-    registry: ToolRegistry, executor: ToolExecutor, log: ToolLog, case: FailureCase
+async def test_technical_failure_ends_the_turn_with_its_audit_record(
+    registry: ToolRegistry, executor: ToolExecutor, log: ToolLog
 ) -> None:
-    name, arguments, status, error_code = case
-    ask = calls((name, arguments), ("echo", {"text": "after"}))
+    ask = calls(("broken", {"text": "x"}), ("echo", {"text": "after"}))
     observed = Observed()
     client = scripted(ask, answer("never requested"))
 
@@ -440,10 +431,99 @@ async def test_execution_failure_ends_the_turn_with_its_audit_record(
     _, step, audit = tool_events[0]
     assert step == 1
     assert isinstance(audit, ToolAuditRecord)
-    assert (audit.call_id, audit.tool_name) == (ask.tool_calls[0].id, name)
-    assert (audit.status, audit.error_code) == (status, error_code)
+    assert (audit.call_id, audit.tool_name) == (ask.tool_calls[0].id, "broken")
+    assert (audit.status, audit.error_code) == (ToolStatus.TECHNICAL_ERROR, "technical_error")
     assert ("echo", "after") not in log.calls
     assert len(client.requests) == 1
+
+
+def tool_message(request: list[Message], call_id: str) -> dict[str, Any]:
+    content = next(m["content"] for m in request if m.get("tool_call_id") == call_id)
+    decoded: dict[str, Any] = json.loads(str(content))
+    return decoded
+
+
+RejectionCase = tuple[str, str, str, tuple[str, ...]]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("delete_order", '{"text": "secret-value"}', "unknown_tool", ("echo", "shout")),
+        ("echo", '{"txt": "secret-value"}', "invalid_arguments", ("text", "txt")),
+        ("echo", '{"text": "secret-value"', "invalid_arguments", ("JSON",)),
+        ("echo", '{"text": 12345}', "invalid_arguments", ("text", "string")),
+    ],
+    ids=["unknown-tool", "wrong-field", "not-json", "wrong-type"],
+)
+async def test_a_rejected_call_is_answered_to_the_model_which_then_corrects_itself(
+    registry: ToolRegistry, executor: ToolExecutor, log: ToolLog, case: RejectionCase
+) -> None:
+    name, arguments, code, mentioned = case
+    bad = LLMResult(
+        text=None,
+        refusal=None,
+        finish_reason="tool_calls",
+        tool_calls=(ToolCall(id="call-bad", name=name, arguments=arguments),),
+        model="scripted",
+        response_id="resp-bad",
+        usage=Usage(prompt_tokens=10, completion_tokens=10, total_tokens=20),
+    )
+    observed = Observed()
+    client = scripted(bad, calls(("echo", {"text": "fixed"})), answer("Готово"))
+
+    result = await make_loop(client, registry, executor).run(MESSAGES, CONTEXT, observed)
+
+    assert result.text == "Готово"
+    assert log.calls == [("echo", "fixed")]  # the handler never ran for the rejected call
+    rejected = result.audit_records[0]
+    assert (rejected.call_id, rejected.status, rejected.error_code) == (
+        "call-bad",
+        ToolStatus.REJECTED,
+        code,
+    )
+    assert observed.events[1] == ("tool", 1, rejected)
+    reply = tool_message(client.requests[1][0], "call-bad")
+    assert reply["ok"] is False
+    assert reply["error"]["code"] == code
+    for word in mentioned:
+        assert word in reply["error"]["message"]
+    assert "secret-value" not in reply["error"]["message"]
+    assert "12345" not in reply["error"]["message"]
+
+
+async def test_a_rejected_call_does_not_stop_the_rest_of_its_batch(
+    registry: ToolRegistry, executor: ToolExecutor, log: ToolLog
+) -> None:
+    batch = calls(("echo", {"txt": "x"}), ("shout", {"text": "ok"}))
+    client = scripted(batch, answer("Готово"))
+
+    result = await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
+
+    assert log.calls == [("shout", "ok")]
+    assert [r.status for r in result.audit_records] == [
+        ToolStatus.REJECTED,
+        ToolStatus.SUCCESS,
+    ]
+    sent = client.requests[1][0][len(MESSAGES) :]
+    assert [m["role"] for m in sent] == ["assistant", "tool", "tool"]
+
+
+async def test_repeated_rejections_end_at_the_step_budget_with_the_limit_outcome(
+    registry: ToolRegistry, executor: ToolExecutor, log: ToolLog
+) -> None:
+    client = scripted(
+        calls(("echo", {"txt": "1"})),
+        calls(("echo", {"txt": "2"})),
+        calls(("echo", {"txt": "3"})),  # a server ignoring that no tools were offered
+    )
+
+    with pytest.raises(ToolLoopLimitError):
+        await make_loop(client, registry, executor, max_steps=3).run(MESSAGES, CONTEXT)
+
+    assert log.calls == []
+    assert len(client.requests) == 3
+    assert client.requests[2][1] == []
 
 
 @pytest.mark.parametrize("missing_at", [0, 1])
