@@ -31,6 +31,7 @@ def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
     table: dict[str, Scenario] = {
         "overhead_direct": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=False),
         "overhead_two_tools": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=True),
+        "floor_two_tools": lambda url: scenarios.floor_two_tools(url, turns=args.turns),
         "cost_growth": scenarios.cost_growth,
         "concurrency_1000": lambda url: scenarios.concurrency(url, customers=args.customers),
         "saturation": lambda url: scenarios.saturation(url, sessions=args.sessions),
@@ -77,7 +78,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for run_index in range(args.runs):
             for name, scenario in chosen.items():
                 print(f"run {run_index + 1}/{args.runs}: {name} ...", file=sys.stderr, flush=True)
-                raw[name].append(await scenario(redis.url))
+                load = os.getloadavg()[0]
+                result = await scenario(redis.url)
+                # The machine is shared: the load at the start and end of each run.
+                result["loadavg_1m_start_end"] = [load, os.getloadavg()[0]]
+                raw[name].append(result)
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -103,6 +108,18 @@ def summary(report: dict[str, Any]) -> str:
                 f"{red['top_level_commands_per_turn']} commands "
                 f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
             )
+    if "floor_two_tools" in r:
+        f = r["floor_two_tools"]
+        e, fl = f["engine"], f["floor"]
+        lines.append(
+            f"floor_two_tools (interleaved): engine p50 {e['overhead']['p50_ms']} ms, p99 "
+            f"{e['overhead']['p99_ms']} ms, CPU {e['cpu_ms_per_turn']} ms/turn, "
+            f"{e['redis_round_trips_per_turn']} Redis round trips; floor p50 "
+            f"{fl['overhead']['p50_ms']} ms, p99 {fl['overhead']['p99_ms']} ms, CPU "
+            f"{fl['cpu_ms_per_turn']} ms/turn, {fl['redis_round_trips_per_turn']} round trips; "
+            f"engine/floor p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x "
+            f"(load {f['loadavg_1m_start_end']})"
+        )
     if "cost_growth" in r:
         c = r["cost_growth"]
         lines.append(

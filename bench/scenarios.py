@@ -5,10 +5,14 @@ process), uses the run's redis-server, and returns a JSON-able dict.
 """
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
-from time import monotonic, perf_counter
+from time import monotonic, perf_counter, process_time
 from typing import Any
 
+import aiohttp
+
+from bench.floor import FloorTurn
 from bench.model_script import TWO_TOOLS
 from bench.stack import (
     ModelServerProcess,
@@ -77,6 +81,85 @@ async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, 
             await app.aclose()
             await stats.flush()
             await stats.aclose()
+    return result
+
+
+async def floor_two_tools(redis_url: str, *, turns: int, rounds: int = 10) -> dict[str, Any]:
+    """The engine's two-tool turn against the floor (:mod:`bench.floor`), interleaved.
+
+    Both run in this process against the same in-process scripted model and the
+    same Redis client; ``rounds`` alternating rounds of ``turns / rounds`` turns each
+    (the order flips every round), so a busy neighbour on the shared machine slows
+    both alike. Time per turn is wall time minus the model server's time, CPU per
+    turn is this process's CPU time minus the same (the server runs in-process and
+    zero-latency, so its handling time is CPU time).
+    """
+    text = f"{QUESTION} {TWO_TOOLS}"
+    server = TimedOpenAIServer()
+    stats = RedisStats(redis_url)
+    per_round = max(1, turns // rounds)
+    async with server, aiohttp.ClientSession() as http:
+        settings = bench_settings(redis_url, server.base_url)
+        app, counters = await open_engine(settings)
+        floor = FloorTurn(
+            redis=app.redis,
+            http=http,
+            base_url=server.base_url,
+            api_key="sk-bench",
+            model=settings.llm.model,
+            instruction=app.chat.prompt.render(),
+            registry=app.registry,
+            key_prefix=settings.redis.key_prefix,
+            stream=settings.audit.stream,
+        )
+
+        async def engine_turn(key: str, user_id: int) -> None:
+            await ask(app, key, text, user_id=user_id)
+
+        async def floor_turn(key: str, user_id: int) -> None:
+            await floor.reply(key, text, ToolContext(key, user_id, new_turn_id()))
+
+        runners = {"engine": engine_turn, "floor": floor_turn}
+        samples: dict[str, list[float]] = {name: [] for name in runners}
+        cpu = dict.fromkeys(runners, 0.0)
+        trips = dict.fromkeys(runners, 0)
+        loads = [os.getloadavg()[0]]
+        try:
+            for name, run in runners.items():  # warm-up
+                for i in range(50):
+                    await run(f"w{name}{i // TURNS_PER_CONVERSATION}", i)
+            for round_index in range(rounds):
+                order = list(runners) if round_index % 2 == 0 else list(reversed(runners))
+                for name in order:
+                    run = runners[name]
+                    cpu_before, model_before = process_time(), server.model_seconds
+                    trips_before = counters.round_trips
+                    for i in range(per_round):
+                        n = round_index * per_round + i
+                        started, turn_model = perf_counter(), server.model_seconds
+                        await run(f"{name[0]}{n // TURNS_PER_CONVERSATION}", 1000 + n)
+                        wall = perf_counter() - started
+                        samples[name].append(wall - (server.model_seconds - turn_model))
+                    cpu[name] += process_time() - cpu_before - (server.model_seconds - model_before)
+                    trips[name] += counters.round_trips - trips_before
+            loads.append(os.getloadavg()[0])
+        finally:
+            await app.aclose()
+            await stats.flush()
+            await stats.aclose()
+    measured = per_round * rounds
+    result: dict[str, Any] = {"turns_each": measured, "rounds": rounds, "loadavg_1m": loads}
+    for name in runners:
+        result[name] = {
+            "overhead": latency_summary_ms(samples[name]),
+            "cpu_ms_per_turn": round(cpu[name] / measured * 1000, 3),
+            "redis_round_trips_per_turn": round(trips[name] / measured, 2),
+        }
+    engine, floor_result = result["engine"], result["floor"]
+    result["ratio_p50"] = round(
+        engine["overhead"]["p50_ms"] / floor_result["overhead"]["p50_ms"], 2
+    )
+    result["ratio_cpu"] = round(engine["cpu_ms_per_turn"] / floor_result["cpu_ms_per_turn"], 2)
     return result
 
 
