@@ -64,3 +64,13 @@ def test_secrets_never_show_in_reprs_or_problems(monkeypatch):
     settings = LLMSettings(_env_file=None)
     assert "sk-very-secret-value" not in repr(settings)
     assert "sk-very-secret-value" not in str(settings.model_dump())
+
+
+def test_llm_max_connections_is_read_and_must_be_positive(monkeypatch):
+    monkeypatch.setenv("LLM_BACKEND", "offline")
+    assert LLMSettings(_env_file=None).max_connections == 1000
+    monkeypatch.setenv("LLM_MAX_CONNECTIONS", "250")
+    assert LLMSettings(_env_file=None).max_connections == 250
+    monkeypatch.setenv("LLM_MAX_CONNECTIONS", "0")
+    with pytest.raises(ValueError, match="LLM_MAX_CONNECTIONS|max_connections"):
+        LLMSettings(_env_file=None)
