@@ -23,6 +23,7 @@ from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError, validate_token
 from aiohttp import web
 
+from bot import event_loop
 from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
 from bot.redaction import redacted_url
@@ -233,4 +234,4 @@ def main(mode: Mode) -> int:
             print(f"configuration error: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    return asyncio.run(_run_until_signalled(settings, mode))
+    return event_loop.run(_run_until_signalled(settings, mode))

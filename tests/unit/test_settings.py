@@ -72,5 +72,5 @@ def test_llm_max_connections_is_read_and_must_be_positive(monkeypatch):
     monkeypatch.setenv("LLM_MAX_CONNECTIONS", "250")
     assert LLMSettings(_env_file=None).max_connections == 250
     monkeypatch.setenv("LLM_MAX_CONNECTIONS", "0")
-    with pytest.raises(ValueError, match="LLM_MAX_CONNECTIONS|max_connections"):
+    with pytest.raises(ValueError, match=r"LLM_MAX_CONNECTIONS|max_connections"):
         LLMSettings(_env_file=None)
