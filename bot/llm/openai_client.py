@@ -9,6 +9,7 @@ import aiohttp
 import httpx2
 import openai
 from openai import AsyncOpenAI, DefaultAioHttpClient
+from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
@@ -30,8 +31,11 @@ InstructionsRole = Literal["developer", "system"]
 DEFAULT_MAX_CONNECTIONS = 1000
 """Connections to the model provider at once: a burst of chats each holds one while it waits."""
 
-_REQUEST_OPTIONS: Final[Any] = {"security": {"bearer_auth": True}}
-"""The same for every request; the SDK copies what it is given."""
+_REQUEST_OPTIONS: Final = FinalRequestOptions.construct(
+    method="post", url="/chat/completions", security={"bearer_auth": True}
+)
+"""What ``AsyncOpenAI.post`` builds on every call (about 60 µs: pydantic fills every
+default), built once; each request gets a shallow copy with its body."""
 
 
 class OpenAIChatClient:
@@ -109,16 +113,13 @@ class OpenAIChatClient:
             request["tool_choice"] = tool_choice
             request["parallel_tool_calls"] = False
         try:
-            # The low-level post skips the SDK's type-driven walk over every message
+            # The low-level request skips the SDK's type-driven walk over every message
             # (about 2 ms per request, the largest part of the bot's own time in a turn);
             # our messages are plain JSON already. Retries, timeouts and errors are the same.
             # The raw response skips the SDK's generic response wrapper; the body is parsed
             # once below, with the SDK's own ChatCompletion type.
-            response = await self._client.post(
-                "/chat/completions",
-                body=request,
-                cast_to=httpx2.Response,
-                options=_REQUEST_OPTIONS,
+            response = await self._client.request(
+                httpx2.Response, _REQUEST_OPTIONS.model_copy(update={"json_data": request})
             )
         except openai.APITimeoutError as error:
             raise _timeout_error(error) from error
