@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios, telegram_scenarios
+from bench import scenarios, stack, telegram_scenarios
 from bench.stack import BenchRedis
 from bench.stats import median_of_runs
+from bot import event_loop
 
 RESULTS = Path(__file__).with_name("results")
 
@@ -31,6 +32,10 @@ def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
     table: dict[str, Scenario] = {
         "overhead_direct": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=False),
         "overhead_two_tools": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=True),
+        "floor_two_tools": lambda url: scenarios.floor_two_tools(url, turns=args.turns),
+        "redis_parser_two_tools": lambda url: scenarios.redis_parser_two_tools(
+            url, turns=args.turns
+        ),
         "cost_growth": scenarios.cost_growth,
         "concurrency_1000": lambda url: scenarios.concurrency(url, customers=args.customers),
         "saturation": lambda url: scenarios.saturation(url, sessions=args.sessions),
@@ -61,6 +66,8 @@ def machine() -> dict[str, Any]:
         ["redis-server", "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()
     return {
+        "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+        "redis_parser": stack.redis_parser_name(),
         "cpu": model,
         "nproc": os.cpu_count(),
         "python": platform.python_version(),
@@ -72,15 +79,22 @@ def machine() -> dict[str, Any]:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every chosen scenario, ``args.runs`` times each."""
     chosen = _scenarios(args)
+    if args.redis_parser == "python":
+        os.environ[stack.REDIS_PARSER_VARIABLE] = "python"
     raw: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
     with BenchRedis() as redis:
         for run_index in range(args.runs):
             for name, scenario in chosen.items():
                 print(f"run {run_index + 1}/{args.runs}: {name} ...", file=sys.stderr, flush=True)
-                raw[name].append(await scenario(redis.url))
+                load = os.getloadavg()[0]
+                result = await scenario(redis.url)
+                # The machine is shared: the load at the start and end of each run.
+                result["loadavg_1m_start_end"] = [load, os.getloadavg()[0]]
+                raw[name].append(result)
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
+        "loadavg_1m_5m_15m_at_end": list(os.getloadavg()),
         "runs": args.runs,
         "results": {name: median_of_runs(runs) for name, runs in raw.items()},
         "raw": raw,
@@ -92,7 +106,9 @@ def summary(report: dict[str, Any]) -> str:
     r = report["results"]
     lines = [
         f"machine: {report['machine']['cpu']}, {report['machine']['nproc']} CPUs, "
-        f"Python {report['machine']['python']}; medians of {report['runs']} runs"
+        f"Python {report['machine']['python']}; {report['machine']['event_loop']} loop, "
+        f"{report['machine']['redis_parser']} Redis parser; medians of {report['runs']} runs; "
+        f"load average at the end {report['loadavg_1m_5m_15m_at_end']}"
     ]
     for name in ("overhead_direct", "overhead_two_tools"):
         if name in r:
@@ -103,6 +119,27 @@ def summary(report: dict[str, Any]) -> str:
                 f"{red['top_level_commands_per_turn']} commands "
                 f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
             )
+    if "floor_two_tools" in r:
+        f = r["floor_two_tools"]
+        e, fl = f["engine"], f["floor"]
+        lines.append(
+            f"floor_two_tools (interleaved): engine p50 {e['overhead']['p50_ms']} ms, p99 "
+            f"{e['overhead']['p99_ms']} ms, CPU {e['cpu_ms_per_turn']} ms/turn, "
+            f"{e['redis_round_trips_per_turn']} Redis round trips; floor p50 "
+            f"{fl['overhead']['p50_ms']} ms, p99 {fl['overhead']['p99_ms']} ms, CPU "
+            f"{fl['cpu_ms_per_turn']} ms/turn, {fl['redis_round_trips_per_turn']} round trips; "
+            f"engine/floor p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x "
+            f"(load {f['loadavg_1m_start_end']})"
+        )
+    if "redis_parser_two_tools" in r:
+        f = r["redis_parser_two_tools"]
+        h, p = f["hiredis"], f["python"]
+        lines.append(
+            f"redis_parser_two_tools (interleaved): hiredis p50 {h['overhead']['p50_ms']} ms, "
+            f"CPU {h['cpu_ms_per_turn']} ms/turn; pure Python p50 {p['overhead']['p50_ms']} ms, "
+            f"CPU {p['cpu_ms_per_turn']} ms/turn; hiredis/python p50 {f['ratio_p50']}x, "
+            f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
+        )
     if "cost_growth" in r:
         c = r["cost_growth"]
         lines.append(
@@ -195,6 +232,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=["engine", "telegram"],
         help="profile the two-tool turn only (engine level, or through the Bot API)",
     )
+    parser.add_argument(
+        "--loop",
+        choices=["uvloop", "asyncio"],
+        default=None,
+        help="event loop (default: the bot's, uvloop when installed)",
+    )
+    parser.add_argument(
+        "--redis-parser",
+        choices=["default", "python"],
+        default="default",
+        help="redis-py's reply parser: its default (hiredis when installed) or pure Python",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json")
     return parser.parse_args(argv)
 
@@ -204,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     if args.profile:
-        print(f"profile written to {asyncio.run(profile(args))}")
+        print(f"profile written to {event_loop.run(profile(args), args.loop)}")
         return 0
-    report = asyncio.run(run(args))
+    report = event_loop.run(run(args), args.loop)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
     print(summary(report))

@@ -5,13 +5,18 @@ process), uses the run's redis-server, and returns a JSON-able dict.
 """
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
-from time import monotonic, perf_counter
+from time import monotonic, perf_counter, process_time
 from typing import Any
 
+import aiohttp
+
+from bench.floor import FloorTurn
 from bench.model_script import TWO_TOOLS, is_summary_request
 from bench.stack import (
     ModelServerProcess,
+    RedisCounters,
     RedisStats,
     TimedOpenAIServer,
     bench_settings,
@@ -78,6 +83,155 @@ async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, 
             await stats.flush()
             await stats.aclose()
     return result
+
+
+TurnRunner = Callable[[str, int], Awaitable[Any]]
+
+
+async def floor_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+    """The engine's two-tool turn against the floor (:mod:`bench.floor`), interleaved.
+
+    Both use the same zero-latency scripted model (a child process, so its CPU is
+    not counted here) and the same Redis client. ``ratio_p50`` and ``ratio_cpu``
+    are engine/floor.
+    """
+    text = f"{QUESTION} {TWO_TOOLS}"
+    with ModelServerProcess(0.0) as model:
+        async with aiohttp.ClientSession() as http:
+            settings = bench_settings(redis_url, model.base_url)
+            app, counters = await open_engine(settings)
+            floor = FloorTurn(
+                redis=app.redis,
+                http=http,
+                base_url=model.base_url,
+                api_key="sk-bench",
+                model=settings.llm.model,
+                instruction=app.chat.prompt.render(),
+                registry=app.registry,
+                key_prefix=settings.redis.key_prefix,
+                stream=settings.audit.stream,
+            )
+
+            async def floor_turn(key: str, user_id: int) -> str:
+                context = TurnContext(
+                    conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id()
+                )
+                return await floor.reply(key, text, context)
+
+            runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
+                "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
+                "floor": (floor_turn, counters),
+            }
+            try:
+                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+            finally:
+                await app.aclose()
+                await RedisStats(redis_url).flush_and_close()
+    return _with_ratios(result, "engine", "floor")
+
+
+async def redis_parser_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+    """The engine's two-tool turn with redis-py's pure-Python parser against hiredis.
+
+    Two engines in this process, one per parser, interleaved as in
+    :func:`floor_two_tools`; ``ratio_*`` are hiredis/python.
+    """
+    text = f"{QUESTION} {TWO_TOOLS}"
+    with ModelServerProcess(0.0) as model:
+        async with aiohttp.ClientSession() as http:
+            settings = bench_settings(redis_url, model.base_url)
+            apps: dict[str, tuple[Application, RedisCounters]] = {}
+            try:
+                for parser in ("python", "hiredis"):
+                    apps[parser] = await open_engine(settings, parser=parser)
+                runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
+                    parser: (_asker(app, text), counters)
+                    for parser, (app, counters) in apps.items()
+                }
+                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+            finally:
+                for app, _ in apps.values():
+                    await app.aclose()
+                await RedisStats(redis_url).flush_and_close()
+    return _with_ratios(result, "hiredis", "python")
+
+
+def _asker(app: Application, text: str) -> TurnRunner:
+    async def turn(key: str, user_id: int) -> ChatReply:
+        # Each engine keeps to its own conversations.
+        return await ask(app, f"{key}x{id(app)}", text, user_id)
+
+    return turn
+
+
+async def _interleaved(
+    runners: dict[str, tuple[TurnRunner, RedisCounters]],
+    model: ModelServerProcess,
+    http: aiohttp.ClientSession,
+    *,
+    turns: int,
+    rounds: int,
+) -> dict[str, Any]:
+    """Each runner's two-tool turns in ``rounds`` alternating rounds, measured alike.
+
+    Rounds of ``turns / rounds`` turns each, the order reversed every round, so a busy
+    neighbour on the shared machine slows every runner alike. Time per turn is wall
+    time minus the model server's handling spans inside the turn; CPU per turn is
+    this process's CPU time over the turns, every thread included.
+    """
+
+    async def model_spans() -> list[tuple[float, float]]:
+        async with http.get(f"{model.control_url}/timings") as response:
+            return [(a, b) for a, b in (await response.json())["intervals"]]
+
+    per_round = max(1, turns // rounds)
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    cpu = dict.fromkeys(runners, 0.0)
+    trips = dict.fromkeys(runners, 0)
+    loads = [os.getloadavg()[0]]
+    for name, (run, _) in runners.items():  # warm-up
+        for i in range(50):
+            await run(f"w{name}{i // TURNS_PER_CONVERSATION}", i)
+    for round_index in range(rounds):
+        order = list(runners) if round_index % 2 == 0 else list(reversed(runners))
+        for name in order:
+            run, counters = runners[name]
+            await model_spans()  # forget the spans of earlier turns
+            windows = []
+            cpu_before, trips_before = process_time(), counters.round_trips
+            for i in range(per_round):
+                n = round_index * per_round + i
+                started = monotonic()
+                await run(f"{name}{n // TURNS_PER_CONVERSATION}", 1000 + n)
+                windows.append((started, monotonic()))
+            cpu[name] += process_time() - cpu_before
+            trips[name] += counters.round_trips - trips_before
+            spans = await model_spans()
+            samples[name].extend(
+                (end - start) - _inside(spans, start, end) for start, end in windows
+            )
+    loads.append(os.getloadavg()[0])
+    measured = per_round * rounds
+    result: dict[str, Any] = {"turns_each": measured, "rounds": rounds, "loadavg_1m": loads}
+    for name in runners:
+        result[name] = {
+            "overhead": latency_summary_ms(samples[name]),
+            "cpu_ms_per_turn": round(cpu[name] / measured * 1000, 3),
+            "redis_round_trips_per_turn": round(trips[name] / measured, 2),
+        }
+    return result
+
+
+def _with_ratios(result: dict[str, Any], numerator: str, denominator: str) -> dict[str, Any]:
+    top, bottom = result[numerator], result[denominator]
+    result["ratio_p50"] = round(top["overhead"]["p50_ms"] / bottom["overhead"]["p50_ms"], 2)
+    result["ratio_cpu"] = round(top["cpu_ms_per_turn"] / bottom["cpu_ms_per_turn"], 2)
+    return result
+
+
+def _inside(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    """How much of ``spans`` falls between ``start`` and ``end``."""
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
 
 
 async def cost_growth(redis_url: str, *, turns: int = 60) -> dict[str, Any]:

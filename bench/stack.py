@@ -16,7 +16,8 @@ from typing import Any, Self
 
 import redis.asyncio as aioredis
 from aiohttp import web
-from redis.asyncio.connection import Connection
+from redis._parsers import _AsyncRESP2Parser
+from redis.asyncio.connection import Connection, DefaultParser
 
 from bench.model_script import bench_responder
 from bot.app import Application, build_application
@@ -37,6 +38,23 @@ class RedisCounters:
 
     round_trips: int = 0
     commands: int = 0
+
+
+REDIS_PARSER_VARIABLE = "BENCH_REDIS_PARSER"
+"""``python`` forces redis-py's pure-Python reply parser; otherwise its default is used."""
+
+
+def redis_parser(kind: str | None = None) -> type[Any]:
+    """The reply parser class: ``python`` (pure Python), else redis-py's default
+    (hiredis when installed); ``None`` reads :data:`REDIS_PARSER_VARIABLE`."""
+    if (kind or os.environ.get(REDIS_PARSER_VARIABLE)) == "python":
+        return _AsyncRESP2Parser
+    return DefaultParser
+
+
+def redis_parser_name(kind: str | None = None) -> str:
+    """``hiredis`` or ``python``."""
+    return "hiredis" if "Hiredis" in redis_parser(kind).__name__ else "python"
 
 
 class CountingConnection(Connection):
@@ -153,13 +171,19 @@ def bench_settings(
     )
 
 
-async def open_engine(settings: Settings) -> tuple[Application, RedisCounters]:
-    """The production application, its Redis client counting round trips and commands."""
+async def open_engine(
+    settings: Settings, *, parser: str | None = None
+) -> tuple[Application, RedisCounters]:
+    """The production application, its Redis client counting round trips and commands.
+
+    ``parser`` picks redis-py's reply parser (see :func:`redis_parser`).
+    """
     app = await build_application(settings)
     counters = RedisCounters()
     pool = app.redis.connection_pool
     pool.connection_class = CountingConnection
     pool.connection_kwargs["counters"] = counters
+    pool.connection_kwargs["parser_class"] = redis_parser(parser)
     # Drop the connection made for the start-up PING; new ones are counting ones.
     await pool.disconnect()
     pool.reset()
@@ -204,6 +228,11 @@ class RedisStats:
     async def aclose(self) -> None:
         """Close the statistics client."""
         await self._client.aclose()
+
+    async def flush_and_close(self) -> None:
+        """Empty the database and close."""
+        await self.flush()
+        await self.aclose()
 
 
 class BenchRedis:

@@ -5,10 +5,10 @@ which the console and the staff's audit CLI should not pay.
 """
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 
+from bot import event_loop
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 
@@ -35,7 +35,7 @@ def console_main(conversation: str | None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
-        return asyncio.run(_console(settings, conversation))
+        return event_loop.run(_console(settings, conversation))
     except KeyboardInterrupt:
         return 130
 

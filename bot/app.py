@@ -125,6 +125,7 @@ def _build_llm(
         timeout_seconds=llm.timeout_seconds,
         max_retries=llm.max_retries,
         instructions_role=llm.instructions_role,
+        max_connections=llm.max_connections,
         proxy=proxy,
     )
 

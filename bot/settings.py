@@ -93,6 +93,10 @@ class LLMSettings(BaseSettings):
         default=30.0, gt=0, le=600, validation_alias=_env("LLM_TIMEOUT_SECONDS")
     )
     max_retries: int = Field(default=2, ge=0, le=10, validation_alias=_env("LLM_MAX_RETRIES"))
+    # Each chat waiting for the model holds a connection; past the limit turns queue for one.
+    max_connections: int = Field(
+        default=1000, ge=1, le=100_000, validation_alias=_env("LLM_MAX_CONNECTIONS")
+    )
     instructions_role: Literal["developer", "system"] = Field(
         default="developer", validation_alias=_env("LLM_INSTRUCTIONS_ROLE")
     )

@@ -70,6 +70,8 @@ class ToolExecutor:
     A timeout stops the *wait*, not the thread: a plain handler that ignores its
     timeout keeps its worker busy until it returns, which is why the pool is
     bounded and why handlers doing I/O must set their own client timeouts.
+    Plain handlers registered with ``blocking=False`` are called on the event
+    loop; one that returns after its timeout counts as timed out.
     """
 
     def __init__(self, registry: ToolRegistry, max_workers: int = 4) -> None:
@@ -144,6 +146,8 @@ class ToolExecutor:
         # The union of handler shapes is settled at registration (takes_context).
         handler: Callable[..., Any] = tool.handler
         call_args = (arguments, context) if tool.takes_context else (arguments,)
+        if not tool.is_async and not tool.blocking:
+            return _call_on_loop(handler, call_args, tool.timeout_seconds)
         # asyncio.timeout tells our deadline apart from a TimeoutError the handler raises itself.
         deadline = asyncio.timeout(tool.timeout_seconds)
         try:
@@ -162,6 +166,28 @@ class ToolExecutor:
     def close(self) -> None:
         """Stop the worker threads (waits for handlers that are still running)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _call_on_loop(
+    handler: Callable[..., Any], call_args: tuple[Any, ...], timeout: float
+) -> object:
+    """Call a non-blocking handler right here; overrunning ``timeout`` is a timeout.
+
+    Nothing can interrupt it, so the deadline is checked when it returns (or raises):
+    the outcome is then the same as for a late thread, whose result is never awaited.
+    """
+    deadline = perf_counter() + timeout
+    try:
+        result = handler(*call_args)
+    except Exception as error:
+        if perf_counter() > deadline:
+            raise TimeoutError from error
+        if isinstance(error, TimeoutError):
+            raise RuntimeError("the handler raised TimeoutError itself") from error
+        raise
+    if perf_counter() > deadline:
+        raise TimeoutError
+    return result
 
 
 def _dump(payload: dict[str, Any]) -> str:

@@ -65,4 +65,6 @@ def build_order_status_tool(
         ),
         arguments_model=GetOrderStatusArguments,
         handler=get_order_status,
+        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        blocking=False,
     )

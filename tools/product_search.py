@@ -79,4 +79,6 @@ def build_product_search_tool(
         ),
         arguments_model=SearchProductsArguments,
         handler=search_products,
+        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        blocking=False,
     )

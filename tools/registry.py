@@ -3,9 +3,9 @@
 import copy
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from openai import pydantic_function_tool
 from pydantic import BaseModel
@@ -69,12 +69,58 @@ def _strip_unsupported(schema: Any) -> Any:
     return cleaned
 
 
+def _read_only(*_args: Any, **_kwargs: Any) -> NoReturn:
+    raise TypeError("tool schemas are shared by every turn and cannot be changed")
+
+
+class FrozenSchemaDict(dict[str, Any]):
+    """A JSON object of a tool schema that refuses changes.
+
+    A ``dict`` subclass so that any JSON encoder (the SDK's among them) writes it
+    as it is; ``copy.deepcopy`` gives plain, changeable dicts and lists.
+    """
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class FrozenSchemaList(list[Any]):
+    """A JSON array of a tool schema that refuses changes (see :class:`FrozenSchemaDict`)."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = clear = extend = insert = pop = remove = reverse = sort = _read_only
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(value, memo) for value in self]
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return FrozenSchemaDict({key: _freeze(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return FrozenSchemaList(_freeze(item) for item in value)
+    return value
+
+
 @dataclass(frozen=True)
 class RegisteredTool(Generic[ArgumentsT, ResultT]):
     """A tool the application allows: its contract, its handler and its time limit.
 
-    The handler may be ``async def`` or a plain function (run in a worker
-    thread), and may take a second parameter, the :class:`TurnContext`.
+    The handler may be ``async def`` or a plain function, and may take a second
+    parameter, the :class:`TurnContext`. A plain function runs in a worker thread
+    unless ``blocking`` is false: a handler that only computes over memory is
+    called on the event loop (a thread hop costs more than such a call). It cannot
+    be interrupted there, so it must be quick; past its timeout its result is
+    discarded as a timeout. ``blocking`` does not apply to ``async def`` handlers.
     """
 
     name: str
@@ -82,6 +128,7 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
     arguments_model: type[ArgumentsT]
     handler: ToolHandler[ArgumentsT, ResultT]
     timeout_seconds: float = 2.0
+    blocking: bool = True
     takes_context: bool = field(init=False)
     is_async: bool = field(init=False)
 
@@ -136,15 +183,16 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool[Any, Any]] = {}
-        self._schemas: tuple[dict[str, Any], ...] = ()
+        self._schemas: Sequence[dict[str, Any]] = FrozenSchemaList()
 
     def register(self, tool: RegisteredTool[Any, Any]) -> None:
         """Add a tool; a second tool with the same name is refused."""
         if tool.name in self._tools:
             raise DuplicateToolError(f"tool already registered: {tool.name}")
         self._tools[tool.name] = tool
-        # Schemas are built once here, not on every model request.
-        self._schemas = (*self._schemas, tool.to_api_schema())
+        # Schemas are built once here, not on every model request, and frozen, so every
+        # turn can send the same objects without copying them.
+        self._schemas = _freeze([*self._schemas, tool.to_api_schema()])
 
     def get(self, name: str) -> RegisteredTool[Any, Any]:
         """The tool registered under ``name``."""
@@ -157,6 +205,10 @@ class ToolRegistry:
         """Registered names, in registration order."""
         return tuple(self._tools)
 
-    def api_schemas(self) -> list[dict[str, Any]]:
-        """A new list of the tools' API schemas, in registration order."""
-        return copy.deepcopy(list(self._schemas))
+    def api_schemas(self) -> Sequence[dict[str, Any]]:
+        """The tools' API schemas in registration order: one shared, read-only list.
+
+        Any attempt to change the list or a schema in it raises ``TypeError``;
+        ``copy.deepcopy`` gives a changeable copy.
+        """
+        return self._schemas

@@ -67,4 +67,6 @@ def build_return_policy_tool(
         ),
         arguments_model=GetReturnPolicyArguments,
         handler=get_return_policy,
+        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        blocking=False,
     )

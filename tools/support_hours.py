@@ -86,4 +86,6 @@ def build_support_hours_tool(
         ),
         arguments_model=GetSupportHoursArguments,
         handler=get_support_hours,
+        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        blocking=False,
     )

@@ -1,17 +1,21 @@
 """The chat model client over ``openai.AsyncOpenAI`` (OpenAI and compatible servers)."""
 
+import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import aiohttp
+import httpx2
 import openai
 from aiohttp_socks import ProxyConnector, ProxyError
 from openai import AsyncOpenAI, DefaultAioHttpClient
+from openai._models import FinalRequestOptions
 
 # The SDK's own aiohttp transport (what DefaultAioHttpClient builds), given our session.
 from openai._vendor.httpx_aiohttp import AiohttpTransport
 from openai.types.chat import ChatCompletion
+from pydantic import ValidationError
 
 from bot.llm.errors import (
     LLMBadResponseError,
@@ -28,8 +32,14 @@ logger = logging.getLogger(__name__)
 
 InstructionsRole = Literal["developer", "system"]
 
-# The SDK's default connection limit, kept when requests go through a proxy.
-_MAX_CONNECTIONS = 1000
+DEFAULT_MAX_CONNECTIONS = 1000
+"""Connections to the model provider at once: a burst of chats each holds one while it waits."""
+
+_REQUEST_OPTIONS: Final = FinalRequestOptions.construct(
+    method="post", url="/chat/completions", security={"bearer_auth": True}
+)
+"""What ``AsyncOpenAI.post`` builds on every call (about 60 µs: pydantic fills every
+default), built once; each request gets a shallow copy with its body."""
 
 
 class OpenAIChatClient:
@@ -61,6 +71,7 @@ class OpenAIChatClient:
         max_retries: int,
         instructions_role: InstructionsRole = "developer",
         proxy: str | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> "OpenAIChatClient":
         """Build the SDK client with our timeout and retry budget, over aiohttp.
 
@@ -70,13 +81,17 @@ class OpenAIChatClient:
 
         ``proxy`` (``http://``, ``socks4://`` or ``socks5://``, credentials allowed)
         carries every request through that proxy; ``None`` connects directly.
+        ``max_connections`` bounds the aiohttp connector: a request past it waits for
+        a free connection, so it should cover the chats answered at once.
         """
+        if max_connections < 1:
+            raise ValueError("max_connections must be positive")
         client = AsyncOpenAI(
             api_key=api_key,
             base_url=base_url,
             timeout=timeout_seconds,
             max_retries=max_retries,
-            http_client=_http_client(proxy),
+            http_client=_http_client(proxy, max_connections),
         )
         return cls(client, model, instructions_role)
 
@@ -101,14 +116,13 @@ class OpenAIChatClient:
             request["tool_choice"] = tool_choice
             request["parallel_tool_calls"] = False
         try:
-            # The low-level post skips the SDK's type-driven walk over every message
+            # The low-level request skips the SDK's type-driven walk over every message
             # (about 2 ms per request, the largest part of the bot's own time in a turn);
             # our messages are plain JSON already. Retries, timeouts and errors are the same.
-            completion = await self._client.post(
-                "/chat/completions",
-                body=request,
-                cast_to=ChatCompletion,
-                options={"security": {"bearer_auth": True}},
+            # The raw response skips the SDK's generic response wrapper; the body is parsed
+            # once below, with the SDK's own ChatCompletion type.
+            response = await self._client.request(
+                httpx2.Response, _REQUEST_OPTIONS.model_copy(update={"json_data": request})
             )
         except openai.APITimeoutError as error:
             raise _timeout_error(error) from error
@@ -135,7 +149,7 @@ class OpenAIChatClient:
             # A body that is not JSON surfaces from the SDK as a decoding error.
             raise LLMBadResponseError("the model provider sent a body that is not JSON") from error
         try:
-            return _to_result(completion)
+            return _to_result(_parse_completion(response.content))
         except LLMBadResponseError:
             raise
         except (AttributeError, TypeError, ValueError) as error:
@@ -155,8 +169,8 @@ class OpenAIChatClient:
         await self._client.close()
 
 
-def _http_client(proxy: str | None) -> DefaultAioHttpClient:
-    """The SDK's aiohttp client; through ``proxy`` when given.
+def _http_client(proxy: str | None, max_connections: int) -> DefaultAioHttpClient:
+    """The SDK's aiohttp client, at most ``max_connections`` at once; through ``proxy`` if given.
 
     The SDK's own ``proxy=`` hands aiohttp the proxy URL without its credentials and
     cannot speak SOCKS; an aiohttp-socks connector does both (HTTP proxies by CONNECT).
@@ -164,12 +178,17 @@ def _http_client(proxy: str | None) -> DefaultAioHttpClient:
     (``trust_env=False``), so that ``NO_PROXY`` and ``LLM_PROXY`` mean the same everywhere.
     """
     if proxy is None:
-        return DefaultAioHttpClient(trust_env=False)
+        return DefaultAioHttpClient(
+            trust_env=False,
+            limits=httpx2.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
 
     def session() -> aiohttp.ClientSession:
         # Built on the first request, inside the running event loop.
         return aiohttp.ClientSession(
-            connector=ProxyConnector.from_url(proxy, rdns=True, limit=_MAX_CONNECTIONS)
+            connector=ProxyConnector.from_url(proxy, rdns=True, limit=max_connections)
         )
 
     return DefaultAioHttpClient(trust_env=False, transport=AiohttpTransport(client=session))
@@ -189,6 +208,26 @@ def _timeout_error(error: openai.APITimeoutError) -> LLMClientError:
             return LLMUnavailableError("the model provider cannot be reached")
         cause = cause.__cause__
     return LLMTimeoutError("the model did not answer in time")
+
+
+def _parse_completion(body: bytes) -> ChatCompletion:
+    """The completion in ``body``, validated in one pass by pydantic-core.
+
+    A body that does not validate (an unknown finish reason from a compatible server,
+    a missing field) is built the SDK's lenient way instead, as the SDK itself would
+    have: what the turn needs is checked on access.
+    """
+    try:
+        return ChatCompletion.model_validate_json(body)
+    except ValidationError:
+        pass
+    try:
+        data = json.loads(body)
+    except ValueError as error:
+        raise LLMBadResponseError("the model provider sent a body that is not JSON") from error
+    if not isinstance(data, dict):
+        raise LLMBadResponseError("the model provider sent something that is not a chat completion")
+    return ChatCompletion.construct(**data)
 
 
 def _to_result(completion: ChatCompletion) -> LLMResult:

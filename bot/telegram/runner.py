@@ -32,6 +32,7 @@ from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError, validate_token
 from aiohttp import web
 
+from bot import event_loop
 from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
 from bot.proxies import ProxyURLError, proxy_for
@@ -376,4 +377,4 @@ def main(mode: Mode) -> int:
             print(f"configuration error: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
-    return asyncio.run(_run_until_signalled(settings, mode))
+    return event_loop.run(_run_until_signalled(settings, mode))

@@ -1,5 +1,6 @@
 """OpenAIChatClient over HTTP: the real AsyncOpenAI against the scripted server."""
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,7 +16,9 @@ from bot.llm.errors import (
 from bot.llm.openai_client import InstructionsRole, OpenAIChatClient
 from bot.llm.types import Message
 from bot.testing.openai_server import (
+    Reply,
     ScriptedOpenAIServer,
+    completion_body,
     empty_choices,
     error,
     hang,
@@ -50,6 +53,7 @@ async def make_client(openai_server: ScriptedOpenAIServer) -> AsyncIterator[Clie
         max_retries: int = 0,
         timeout_seconds: float = 2.0,
         instructions_role: InstructionsRole = "developer",
+        max_connections: int = 1000,
     ) -> OpenAIChatClient:
         client = OpenAIChatClient.create(
             api_key="test-key",
@@ -58,6 +62,7 @@ async def make_client(openai_server: ScriptedOpenAIServer) -> AsyncIterator[Clie
             timeout_seconds=timeout_seconds,
             max_retries=max_retries,
             instructions_role=instructions_role,
+            max_connections=max_connections,
         )
         clients.append(client)
         return client
@@ -306,3 +311,64 @@ async def test_recorded_openai_bodies_map_field_by_field(
         completion_tokens=usage["completion_tokens"],
         total_tokens=usage["total_tokens"],
     )
+
+
+async def test_max_connections_bounds_the_requests_in_flight(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    """Five requests at once over two connections: the openai_server never has more than two."""
+    in_flight = 0
+    most = 0
+    two_arrived = asyncio.Event()
+
+    async def responder(body: Any) -> Reply:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        if in_flight == 2:
+            two_arrived.set()
+        await two_arrived.wait()
+        # Time for more requests to arrive, had the client opened more connections.
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+        return text_answer("ok")
+
+    openai_server.responder = responder
+    client = await make_client(max_connections=2)
+
+    results = await asyncio.gather(*(client.generate_with_tools(MESSAGES, []) for _ in range(5)))
+
+    assert [result.text for result in results] == ["ok"] * 5
+    assert most == 2
+
+
+def test_max_connections_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_connections"):
+        OpenAIChatClient.create(
+            api_key="k",
+            base_url=None,
+            model="m",
+            timeout_seconds=1,
+            max_retries=0,
+            max_connections=0,
+        )
+
+
+async def test_a_completion_outside_the_sdk_types_still_maps_as_the_sdk_read_it(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    """An unknown finish reason and no ``created``/``object``: strict parsing fails, the
+    lenient reading the SDK itself applies still gives the fields the turn needs."""
+    body = completion_body({"content": "Готово."}, finish_reason="eos")
+    del body["created"], body["object"]
+    openai_server.script(json_answer(body))
+    client = await make_client()
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert (result.text, result.finish_reason, result.response_id) == (
+        "Готово.",
+        "eos",
+        body["id"],
+    )
+    assert result.usage == Usage(prompt_tokens=12, completion_tokens=5, total_tokens=17)

@@ -88,3 +88,13 @@ def test_settings_read_only_their_documented_variables(monkeypatch):
     loaded = Settings.from_env({"LLM_BACKEND": "offline"}, env_file=None)
     assert loaded == baseline
     assert loaded.webhook.path == "/telegram/webhook"
+
+
+def test_llm_max_connections_is_read_and_must_be_positive(monkeypatch):
+    monkeypatch.setenv("LLM_BACKEND", "offline")
+    assert LLMSettings(_env_file=None).max_connections == 1000
+    monkeypatch.setenv("LLM_MAX_CONNECTIONS", "250")
+    assert LLMSettings(_env_file=None).max_connections == 250
+    monkeypatch.setenv("LLM_MAX_CONNECTIONS", "0")
+    with pytest.raises(ValueError, match=r"LLM_MAX_CONNECTIONS|max_connections"):
+        LLMSettings(_env_file=None)

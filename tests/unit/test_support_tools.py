@@ -208,3 +208,15 @@ async def test_support_hours_refuse_any_argument(default_executor: ToolExecutor)
             ToolCall(id="c", name="get_support_hours", arguments='{"day": "mon"}'),
             TurnContext(conversation_key="tg:1", chat_id=1, user_id=1, turn_id="t"),
         )
+
+
+def test_the_four_support_tools_run_on_the_event_loop(store: ShopStore) -> None:
+    """They only read the in-memory store: no thread hop (``blocking=False``)."""
+    registry = build_default_tool_registry(store)
+
+    assert {name: registry.get(name).blocking for name in registry.names()} == {
+        "get_order_status": False,
+        "get_return_policy": False,
+        "search_products": False,
+        "get_support_hours": False,
+    }

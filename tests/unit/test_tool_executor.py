@@ -3,6 +3,7 @@
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,7 +45,11 @@ class Calls:
 
 
 def make(
-    executors: list[ToolExecutor], handler: Callable[..., Any], timeout: float = 1.0
+    executors: list[ToolExecutor],
+    handler: Callable[..., Any],
+    timeout: float = 1.0,
+    *,
+    blocking: bool = True,
 ) -> ToolExecutor:
     """An executor with one tool, ``lookup``, closed at the end of the test."""
     registry = ToolRegistry()
@@ -55,6 +60,7 @@ def make(
             arguments_model=LookupArguments,
             handler=handler,
             timeout_seconds=timeout,
+            blocking=blocking,
         )
     )
     executor = ToolExecutor(registry)
@@ -277,6 +283,76 @@ async def test_sync_handlers_run_off_the_event_loop_thread(
 
     assert threads
     assert threads != [threading.get_ident()]
+
+
+async def test_blocking_sync_handlers_run_in_the_tool_pool(
+    executors: list[ToolExecutor],
+) -> None:
+    threads: list[str] = []
+
+    def lookup(arguments: LookupArguments) -> LookupResult:
+        threads.append(threading.current_thread().name)
+        return LookupResult(order_id=arguments.order_id, status_text="ok")
+
+    await make(executors, lookup, blocking=True).execute(call(), CONTEXT)
+
+    assert len(threads) == 1
+    assert threads[0].startswith("tool")
+
+
+async def test_non_blocking_sync_handlers_run_on_the_event_loop_thread(
+    executors: list[ToolExecutor],
+) -> None:
+    threads: list[int] = []
+    loop_thread = threading.get_ident()
+
+    def lookup(arguments: LookupArguments, context: TurnContext) -> LookupResult:
+        threads.append(threading.get_ident())
+        return LookupResult(order_id=arguments.order_id, status_text=str(context.user_id))
+
+    result = await make(executors, lookup, blocking=False).execute(call(), CONTEXT)
+
+    assert threads == [loop_thread]
+    assert json.loads(result.content) == {
+        "ok": True,
+        "data": {"order_id": "8041", "status_text": "2"},
+    }
+    assert_audit(result.audit, ToolStatus.SUCCESS, None, "lookup")
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["returns", "raises"])
+async def test_non_blocking_handler_past_its_timeout_times_out(
+    executors: list[ToolExecutor], fails: bool
+) -> None:
+    def lookup(arguments: LookupArguments) -> LookupResult:
+        # It cannot be interrupted on the loop: it overruns its 10 ms budget five times.
+        time.sleep(0.05)
+        if fails:
+            raise ToolBusinessError("поздно")
+        return LookupResult(order_id="0", status_text="")
+
+    with pytest.raises(ToolTimeoutError) as raised:
+        await make(executors, lookup, timeout=0.01, blocking=False).execute(call(), CONTEXT)
+
+    assert_audit(raised.value.audit, ToolStatus.TIMEOUT, "timeout", "lookup")
+
+
+async def test_non_blocking_handler_errors_map_as_for_the_others(
+    executors: list[ToolExecutor],
+) -> None:
+    def business(arguments: LookupArguments) -> LookupResult:
+        raise ToolBusinessError("Заказ не найден.", code="order_not_found")
+
+    def own_timeout(arguments: LookupArguments) -> LookupResult:
+        raise TimeoutError(SECRET)
+
+    answered = await make(executors, business, blocking=False).execute(call(), CONTEXT)
+    with pytest.raises(ToolTechnicalError) as raised:
+        await make(executors, own_timeout, blocking=False).execute(call(), CONTEXT)
+
+    assert_audit(answered.audit, ToolStatus.BUSINESS_ERROR, "order_not_found", "lookup")
+    assert_audit(raised.value.audit, ToolStatus.TECHNICAL_ERROR, "technical_error", "lookup")
+    assert SECRET not in str(raised.value)
 
 
 def test_executor_needs_at_least_one_worker() -> None:

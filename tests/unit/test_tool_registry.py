@@ -1,5 +1,8 @@
 """RegisteredTool refuses bad definitions; schemas fit OpenAI strict mode; the registry's API."""
 
+import copy
+import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -190,20 +193,46 @@ def test_registry_get_of_an_unknown_name_raises() -> None:
         ToolRegistry().get("delete_order")
 
 
-def test_api_schemas_is_a_new_list_in_registration_order_each_call() -> None:
+def test_api_schemas_is_one_read_only_list_in_registration_order() -> None:
     registry = ToolRegistry()
     for name in ("zeta", "alpha", "mid"):
         registry.register(make_tool(name=name))
     first = registry.api_schemas()
     assert [schema["function"]["name"] for schema in first] == ["zeta", "alpha", "mid"]
     assert registry.names() == ("zeta", "alpha", "mid")
+    assert registry.api_schemas() is first  # built once, not per turn
+    pristine = json.dumps(first)
 
-    first.clear()
-    second = registry.api_schemas()
-    second[0]["function"]["name"] = "mutated"
-    second[0]["function"]["parameters"]["properties"].clear()
-    third = registry.api_schemas()
+    schema = first[0]
+    function = schema["function"]
+    properties = function["parameters"]["properties"]
+    attempts: list[Callable[[], object]] = [
+        first.clear,  # type: ignore[attr-defined]
+        lambda: first.append({}),  # type: ignore[attr-defined]
+        lambda: first.__setitem__(0, {}),  # type: ignore[index]
+        lambda: function.__setitem__("name", "mutated"),
+        lambda: function.update(name="mutated"),
+        lambda: function.pop("name"),
+        properties.clear,
+        lambda: function["parameters"]["required"].append("extra"),
+        lambda: schema.setdefault("strict", False),
+    ]
+    for attempt in attempts:
+        with pytest.raises(TypeError, match="cannot be changed"):
+            attempt()
 
-    assert third is not second
-    assert [schema["function"]["name"] for schema in third] == ["zeta", "alpha", "mid"]
-    assert third[0]["function"]["parameters"]["properties"] != {}
+    assert json.dumps(registry.api_schemas()) == pristine
+
+
+def test_a_deep_copy_of_the_api_schemas_is_plain_and_changeable() -> None:
+    registry = ToolRegistry()
+    registry.register(make_tool(name="echo"))
+
+    copied: Any = copy.deepcopy(registry.api_schemas())
+    copied[0]["function"]["name"] = "mutated"
+    copied.append({})
+
+    assert type(copied) is list
+    assert type(copied[0]["function"]) is dict
+    assert registry.api_schemas()[0]["function"]["name"] == "echo"
+    assert len(registry.api_schemas()) == 1

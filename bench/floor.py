@@ -1,0 +1,126 @@
+"""The floor: a minimal hand-written asyncio turn doing the engine's two-tool work.
+
+Three model requests on one aiohttp session against the same scripted model
+server, the same two tool functions (arguments validated, results dumped), one
+Redis pipeline to take the lease and load the history, one to save it and drop
+the lease, one ``XADD`` for the audit. No retries, no error handling, no
+history window, no locks in the process: what any Python implementation of
+the turn pays at least. ``python -m bench`` runs it interleaved with the engine
+(scenario ``floor_two_tools``) and prints the engine/floor ratio.
+"""
+
+import json
+import secrets
+from typing import Any
+
+import aiohttp
+import redis.asyncio as aioredis
+
+from tools.registry import ToolRegistry
+from turn import TurnContext
+
+HISTORY_MESSAGES = 40
+"""History kept and sent (the engine's window is in tokens; five turns fit either way)."""
+
+
+class FloorTurn:
+    """One turn as a minimal script would write it (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        redis: "aioredis.Redis",
+        http: aiohttp.ClientSession,
+        base_url: str,
+        api_key: str,
+        model: str,
+        instruction: str,
+        registry: ToolRegistry,
+        key_prefix: str,
+        stream: str,
+    ) -> None:
+        self._redis = redis
+        self._http = http
+        self._url = f"{base_url.rstrip('/')}/chat/completions"
+        self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        self._model = model
+        self._instruction = instruction
+        self._registry = registry
+        self._schemas = list(registry.api_schemas())
+        self._prefix = key_prefix
+        self._stream = stream
+
+    async def reply(self, key: str, text: str, context: TurnContext) -> str:
+        """Answer ``text`` in conversation ``key``; returns the model's final text."""
+        lock, session = f"{self._prefix}:floor:{key}:lock", f"{self._prefix}:floor:{key}"
+        token = secrets.token_hex(16)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.set(lock, token, nx=True, px=60_000)
+            pipe.hmget(session, "v", "d")
+            _, (version, data) = await pipe.execute()
+        history: list[dict[str, Any]] = json.loads(data) if data else []
+        messages: list[dict[str, Any]] = [
+            {"role": "developer", "content": self._instruction},
+            *history[-HISTORY_MESSAGES:],
+            {"role": "user", "content": text},
+        ]
+        tools_called: list[str] = []
+        answer = ""
+        for step in range(3):
+            body = {
+                "model": self._model,
+                "messages": messages,
+                "tools": self._schemas,
+                "tool_choice": "auto" if step < 2 else "none",
+                "parallel_tool_calls": False,
+            }
+            async with self._http.post(
+                self._url, data=json.dumps(body, ensure_ascii=False), headers=self._headers
+            ) as response:
+                response.raise_for_status()
+                completion = json.loads(await response.read())
+            message = completion["choices"][0]["message"]
+            calls = message.get("tool_calls")
+            if not calls:
+                answer = message["content"]
+                break
+            messages.append(
+                {"role": "assistant", "content": message["content"], "tool_calls": calls}
+            )
+            for call in calls:
+                tool = self._registry.get(call["function"]["name"])
+                arguments = tool.arguments_model.model_validate_json(call["function"]["arguments"])
+                handler: Any = tool.handler
+                result = handler(arguments, context) if tool.takes_context else handler(arguments)
+                content = {"ok": True, "data": result.model_dump(mode="json")}
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "content": json.dumps(content, ensure_ascii=False),
+                    }
+                )
+                tools_called.append(tool.name)
+        history += [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(
+                session,
+                mapping={"v": int(version or 0) + 1, "d": json.dumps(history, ensure_ascii=False)},
+            )
+            pipe.expire(session, 86_400)
+            pipe.delete(lock)
+            await pipe.execute()
+        await self._redis.xadd(
+            self._stream,
+            {
+                "type": "turn",
+                "chat_id": str(context.chat_id),
+                "turn_id": context.turn_id,
+                "outcome": "answered",
+                "model": self._model,
+                "tool_names": ",".join(tools_called),
+            },
+            maxlen=100_000,
+            approximate=True,
+        )
+        return str(answer)
