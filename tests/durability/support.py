@@ -262,7 +262,7 @@ async def stored_session(redis: aioredis.Redis, chat_id: int) -> ConversationSes
 async def wait_until(
     predicate: Callable[[], bool], within: float, what: str, logs: Callable[[], str]
 ) -> float:
-    """Poll ``predicate`` until it holds; the seconds it took. Fails (with logs) after ``within``."""
+    """Poll ``predicate`` until it holds; returns the seconds it took, fails after ``within``."""
     started = time.monotonic()
     while not predicate():
         if time.monotonic() - started > within:
