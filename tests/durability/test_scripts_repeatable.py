@@ -96,7 +96,7 @@ class Chat:
         """Every key: type, value, whether it expires (the work stream: who was signalled)."""
         state: dict[str, Any] = {}
         async for raw in self.redis.scan_iter(match="*"):
-            key = raw.decode()
+            key = raw.decode() if isinstance(raw, bytes) else str(raw)
             kind = (await self.redis.type(key)).decode()
             value: Any
             if kind == "string":
@@ -106,8 +106,8 @@ class Chat:
             elif kind == "list":
                 value = await self.redis.lrange(key, 0, -1)
             elif kind == "stream":
-                entries = await self.redis.xrange(key)
-                rows = [tuple(sorted(fields.items())) for _, fields in entries]
+                entries = await self.redis.xrange(key) or []
+                rows = [tuple(sorted((fields or {}).items())) for _, fields in entries]
                 value = sorted(set(rows)) if key == self.keys.work_stream else rows
             else:
                 pytest.fail(f"unexpected {kind} at {key}")
