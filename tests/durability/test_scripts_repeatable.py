@@ -97,7 +97,8 @@ class Chat:
         state: dict[str, Any] = {}
         async for raw in self.redis.scan_iter(match="*"):
             key = raw.decode() if isinstance(raw, bytes) else str(raw)
-            kind = (await self.redis.type(key)).decode()
+            raw_kind = await self.redis.type(key)
+            kind = raw_kind.decode() if isinstance(raw_kind, bytes) else str(raw_kind)
             value: Any
             if kind == "string":
                 value = await self.redis.get(key)
