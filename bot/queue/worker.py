@@ -94,7 +94,8 @@ class WorkerPool:
         self._settings = settings
         self._sleep = sleep
         self._slots = _Slots()
-        self._draining: set[str] = set()
+        # Chats drained here, with the signal each drain keeps pending until it is done.
+        self._draining: dict[str, str] = {}
         self._stopping = asyncio.Event()
         self._free = asyncio.Event()
         self._free.set()
@@ -161,11 +162,16 @@ class WorkerPool:
                 await self._sleep(_REDIS_BACKOFF_SECONDS)
 
     def _start(self, signal: Signal) -> None:
-        if signal.conversation_key in self._draining:
-            # Already draining it here; the signal is acknowledged by that drain's end.
+        drain_signal = self._draining.get(signal.conversation_key)
+        if drain_signal == signal.signal_id:
+            # The drain's own signal, reclaimed by this worker during a turn longer than
+            # the lease: it must stay pending, or nothing is left to reclaim if we die.
+            return
+        if drain_signal is not None:
+            # Already draining it here; the drain's own signal covers this one.
             task = asyncio.create_task(self._ack_quietly(signal.signal_id))
         else:
-            self._draining.add(signal.conversation_key)
+            self._draining[signal.conversation_key] = signal.signal_id
             task = asyncio.create_task(self._drain(signal), name=f"drain:{signal.conversation_key}")
         self._slots.tasks.add(task)
         task.add_done_callback(self._done)
@@ -228,7 +234,7 @@ class WorkerPool:
         except (RedisError, OSError) as error:
             logger.warning("Draining %s stopped: Redis unavailable (%s)", key, type(error).__name__)
         finally:
-            self._draining.discard(key)
+            self._draining.pop(key, None)
             if heartbeat is not None:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

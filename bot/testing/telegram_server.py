@@ -18,6 +18,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,9 @@ class FakeTelegramServer:
         self._port = 0
         self._closing = False
         self._received: dict[str, int] = {}
+        self._held_chats: set[int] = set()
+        self.holding = 0
+        self.discarded: list[dict[str, Any]] = []
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -185,6 +189,43 @@ class FakeTelegramServer:
         """Answer the next ``times`` calls of ``method`` (matching ``when``) with an error."""
         self._injected.append(_Injected(method, status, description, retry_after, times, when))
 
+    # --- holding sends ---------------------------------------------------------------
+
+    def hold_sends(self, chat_id: int) -> None:
+        """Keep ``sendMessage`` calls to ``chat_id`` waiting, unrecorded, until released.
+
+        A held call whose client disconnects meanwhile (the bot was killed) is
+        discarded: nothing is recorded, as if Telegram never got it.
+        """
+        self._held_chats.add(chat_id)
+
+    async def release_sends(self, chat_id: int) -> None:
+        """Let held and future ``sendMessage`` calls to ``chat_id`` through."""
+        async with self._changed:
+            self._held_chats.discard(chat_id)
+            self._changed.notify_all()
+
+    async def _wait_released(self, request: web.Request, chat_id: Any) -> bool:
+        """Wait while ``chat_id`` is held; ``False`` if the client went away meanwhile."""
+        if chat_id not in self._held_chats:
+            return True
+        async with self._changed:
+            self.holding += 1
+            self._changed.notify_all()
+        try:
+            while chat_id in self._held_chats and not self._closing:
+                if _gone(request):
+                    return False
+                async with self._changed:
+                    with suppress(TimeoutError):
+                        async with asyncio.timeout(0.05):
+                            await self._changed.wait()
+            return not _gone(request)
+        finally:
+            async with self._changed:
+                self.holding -= 1
+                self._changed.notify_all()
+
     # --- inspection ------------------------------------------------------------------
 
     def calls_of(self, method: str) -> list[ApiCall]:
@@ -225,6 +266,13 @@ class FakeTelegramServer:
             response = self._error(401, "Unauthorized")
         elif (injected := self._take_injected(method, params)) is not None:
             response = self._error(injected.status, injected.description, injected.retry_after)
+        elif method == "sendMessage" and not await self._wait_released(
+            request, params.get("chat_id")
+        ):
+            async with self._changed:
+                self.discarded.append(params)
+                self._changed.notify_all()
+            return self._error(499, "client went away")
         else:
             handler = getattr(self, f"_api_{method}", None)
             if handler is None:
@@ -339,6 +387,12 @@ class FakeTelegramServer:
         self._pending = [
             p for p in self._pending if p.forced or int(p.update["update_id"]) >= offset
         ]
+
+
+def _gone(request: web.Request) -> bool:
+    """Whether the client of ``request`` closed its connection."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def _decode(form: Any) -> dict[str, Any]:

@@ -1,0 +1,257 @@
+"""``python -m bench.durability``: Redis round trips of a queued turn, and 1,000 customers.
+
+Real ``python -m bot`` processes against a private redis-server, the fake Bot
+API (in this process) and the scripted model (:mod:`bench.model_script`).
+
+* ``round_trips``: one polling process; ``--turns`` sequential two-tool turns
+  (one customer writes, waits for the answer, reads 0.3 s, writes again), 20 warm-up turns
+  first. The commands each client sent are counted with ``MONITOR`` (commands a
+  script runs inside Redis are told apart and not counted as round trips), and
+  ``INFO commandstats`` deltas (``CONFIG RESETSTAT`` first) are reported next to
+  them; both include the workers' idle polls (``XREADGROUP`` returning nothing
+  after its 1 s block, ``XAUTOCLAIM`` every lease/3) during the run.
+* ``customers``: ``--customers`` first messages pushed at once, model latency
+  1 s (a child process), time until every customer has an answer: one
+  ``polling`` process, then one ``polling`` plus one ``worker`` process.
+  ``WORKER_CONCURRENCY`` is the default (32) unless ``--concurrency`` is given.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bench.model_script import TWO_TOOLS, bench_responder
+from bench.stack import ModelServerProcess
+from tests.fakes.openai_server import ScriptedOpenAIServer
+from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
+from tests.support.redis_server import RedisServer
+
+RESULTS = Path(__file__).with_name("results") / "durability.json"
+_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH")
+_READY = {"polling": "starting (polling)", "worker": "Worker running"}
+_ROUND_TRIP_WARMUP = 20
+_READING_SECONDS = 0.3
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+async def start_bot(
+    mode: str, redis_url: str, telegram_url: str, model_url: str, workdir: Path, **extra: str
+) -> asyncio.subprocess.Process:
+    """``python -m bot <mode>`` with a clean environment; returns once it takes work."""
+    env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
+    env["PYTHONPATH"] = _ROOT
+    env.update(
+        TELEGRAM_BOT_TOKEN=TEST_TOKEN,
+        TELEGRAM_API_BASE_URL=telegram_url,
+        LLM_BACKEND="openai",
+        OPENAI_API_KEY="sk-bench",
+        OPENAI_BASE_URL=model_url,
+        LLM_MODEL="scripted-model",
+        REDIS_URL=redis_url,
+        REDIS_KEY_PREFIX="bench",
+        AUDIT_STREAM="bench:audit",
+        FLOOD_BURST="1000",
+        LOG_LEVEL="INFO",
+        **extra,
+    )
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    log = (workdir / f"{mode}.log").open("wb")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", mode, cwd=workdir, env=env, stderr=log
+    )
+    deadline = time.monotonic() + 120
+    while _READY[mode] not in (workdir / f"{mode}.log").read_text(errors="replace"):
+        if process.returncode is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{mode} did not start: {(workdir / f'{mode}.log').read_text()}")
+        await asyncio.sleep(0.1)
+    return process
+
+
+async def stop(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM and wait."""
+    if process.returncode is None:
+        process.terminate()
+        with suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
+async def round_trips(turns: int) -> dict[str, Any]:
+    """Top-level Redis commands (round trips) per two-tool turn, and commandstats per turn."""
+    redis_server = RedisServer()
+    redis_server.start()
+    telegram = FakeTelegramServer()
+    await telegram.start()
+    redis = aioredis.Redis.from_url(redis_server.url)
+    try:
+        async with ScriptedOpenAIServer() as model:
+            model.responder = bench_responder
+            with tempfile.TemporaryDirectory() as tmp:
+                bot = await start_bot(
+                    "polling", redis_server.url, telegram.base_url, model.base_url, Path(tmp)
+                )
+                try:
+                    chat = 900_001
+                    sent = 0
+
+                    async def turn(n: int) -> None:
+                        nonlocal sent
+                        await telegram.push_message(chat, f"{TWO_TOOLS} вопрос {n}")
+                        sent += 1
+                        await telegram.wait_for_texts(chat, sent, within=30)
+                        # A customer reads before writing again: the drain ends, the lease
+                        # is released, the next message is a fresh signal (the usual case).
+                        await asyncio.sleep(_READING_SECONDS)
+
+                    for n in range(_ROUND_TRIP_WARMUP):
+                        await turn(n)
+                    await redis.config_resetstat()
+                    commands: Counter[str] = Counter()
+                    inside_scripts: Counter[str] = Counter()
+                    started = time.monotonic()
+                    async with redis.monitor() as monitor:
+                        listening = asyncio.create_task(_listen(monitor, commands, inside_scripts))
+                        for n in range(turns):
+                            await turn(_ROUND_TRIP_WARMUP + n)
+                        # Let the last turn's tail (delivery mark, acknowledgement) arrive.
+                        await asyncio.sleep(0.5)
+                        listening.cancel()
+                        with suppress(asyncio.CancelledError):
+                            await listening
+                    elapsed = time.monotonic() - started
+                    stats = await redis.info("commandstats")
+                finally:
+                    await stop(bot)
+        model_requests = len(model.requests)
+    finally:
+        await redis.aclose()
+        await telegram.close()
+        redis_server.close()
+    top = {name: count / turns for name, count in sorted(commands.items())}
+    idle = {"measured_seconds": round(elapsed, 2), "reading_pause_seconds": _READING_SECONDS}
+    return {
+        "turns": turns,
+        "model_requests_per_turn": model_requests / (turns + _ROUND_TRIP_WARMUP),
+        "round_trips_per_turn": sum(commands.values()) / turns,
+        "round_trips_by_command": top,
+        "inside_scripts_per_turn": {k: v / turns for k, v in sorted(inside_scripts.items())},
+        "commandstats_calls_per_turn": {
+            name.removeprefix("cmdstat_"): round(int(value["calls"]) / turns, 2)
+            for name, value in sorted(stats.items())
+            if isinstance(value, dict) and name not in ("cmdstat_config", "cmdstat_monitor")
+        },
+        "idle": idle,
+    }
+
+
+async def _listen(monitor: Any, commands: Counter[str], inside: Counter[str]) -> None:
+    async for event in monitor.listen():
+        command = str(event.get("command", "")).split(" ", 1)[0].upper()
+        if command in {"MONITOR", "INFO", "CONFIG"}:
+            continue
+        if event.get("client_type") == "lua":
+            inside[command] += 1
+        else:
+            commands[command] += 1
+
+
+async def customers(count: int, processes: int, concurrency: int | None) -> dict[str, Any]:
+    """Seconds until ``count`` customers, all writing at once, have their answer."""
+    redis_server = RedisServer()
+    redis_server.start()
+    telegram = FakeTelegramServer()
+    await telegram.start()
+    extra = {"WORKER_CONCURRENCY": str(concurrency)} if concurrency else {}
+    bots: list[asyncio.subprocess.Process] = []
+    try:
+        with ModelServerProcess(1.0) as model, tempfile.TemporaryDirectory() as tmp:
+            url = redis_server.url
+            modes = ["polling"] + ["worker"] * (processes - 1)
+            bots = list(
+                await asyncio.gather(
+                    *(
+                        start_bot(
+                            mode,
+                            url,
+                            telegram.base_url,
+                            model.base_url,
+                            Path(tmp) / f"{mode}-{n}",
+                            **extra,
+                        )
+                        for n, mode in enumerate(modes)
+                    )
+                )
+            )
+            updates = [
+                telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
+            ]
+            started = time.monotonic()
+            await telegram.push(*updates)
+            await telegram.wait_for(lambda: len(telegram.sent_texts()) >= count, within=600)
+            elapsed = time.monotonic() - started
+            replies = sorted(
+                call.at - started for call in telegram.calls_of("sendMessage") if call.ok
+            )
+    finally:
+        for bot in bots:
+            await stop(bot)
+        await telegram.close()
+        redis_server.close()
+    return {
+        "customers": count,
+        "processes": processes,
+        "worker_concurrency": concurrency or 32,
+        "all_answered_seconds": round(elapsed, 2),
+        "p50_reply_seconds": round(replies[len(replies) // 2], 2),
+        "p99_reply_seconds": round(replies[int(len(replies) * 0.99) - 1], 2),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the chosen scenarios."""
+    results: dict[str, Any] = {}
+    if "round_trips" in args.only:
+        results["round_trips"] = await round_trips(args.turns)
+        print(json.dumps(results["round_trips"], ensure_ascii=False, indent=1), flush=True)
+    if "customers" in args.only:
+        for processes in (1, 2):
+            key = f"customers_{processes}_process"
+            results[key] = await customers(args.customers, processes, args.concurrency)
+            print(json.dumps(results[key], indent=1), flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--customers", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=["round_trips", "customers"],
+        choices=["round_trips", "customers"],
+    )
+    args = parser.parse_args(argv)
+    results = asyncio.run(main_async(args))
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

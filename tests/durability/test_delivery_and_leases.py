@@ -1,0 +1,156 @@
+"""Undeliverable replies, and the lease a heartbeat keeps (or loses) while a turn runs.
+
+Leases are 3 s here (see :mod:`tests.durability.support`).
+"""
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+
+from bot.history import UNDELIVERED_NOTE
+from tests.durability.support import (
+    CLAIM_INTERVAL_SECONDS,
+    LEASE_SECONDS,
+    Cluster,
+    answer_for,
+    asks,
+    audit_turns,
+    echo,
+    post_update,
+    stored_session,
+    wait_until,
+)
+from tests.fakes.openai_server import Reply, ScriptedOpenAIServer
+from tests.fakes.telegram_server import FakeTelegramServer
+
+pytestmark = pytest.mark.timeout(180)
+
+CHAT = 9090
+FIRST = "где мой заказ 8041?"
+SECOND = "вы получили мой вопрос?"
+
+
+async def test_a_reply_refused_with_403_is_recorded_undelivered(
+    cluster: Cluster,
+    telegram: FakeTelegramServer,
+    model: ScriptedOpenAIServer,
+    store: aioredis.Redis,
+) -> None:
+    """History and audit say so, and the next turn's model request is told so."""
+    model.responder = echo
+    telegram.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    poller = await cluster.start("polling", "poller")
+    await telegram.push_message(CHAT, FIRST)
+    await wait_until(
+        lambda: any(not call.ok for call in telegram.calls_of("sendMessage")),
+        30,
+        "the send is refused",
+        cluster.logs,
+    )
+    await wait_until(lambda: bool(poller.log().count("not delivered")), 10, "logged", poller.log)
+    await telegram.push_message(CHAT, SECOND)
+    await telegram.wait_for_texts(CHAT, 1, within=30)
+
+    session = await stored_session(store, CHAT)
+    assert [(m.role, m.content, m.undelivered) for m in session.messages] == [
+        ("user", FIRST, False),
+        ("assistant", answer_for(FIRST), True),
+        ("user", SECOND, False),
+        ("assistant", answer_for(SECOND), False),
+    ]
+    turns = await audit_turns(store)
+    assert [turn["outcome"] for turn in turns] == ["undelivered", "answered"]
+    shown = model.requests[1].messages
+    assert any(
+        m["role"] == "assistant" and str(m["content"]).startswith(UNDELIVERED_NOTE) for m in shown
+    ), shown
+    assert telegram.sent_texts(CHAT) == [answer_for(SECOND)]
+    log = poller.log()
+    assert "Traceback" not in log
+    assert log.count("not delivered") == 1
+
+
+async def test_a_turn_longer_than_the_lease_keeps_it(
+    cluster: Cluster,
+    telegram: FakeTelegramServer,
+    model: ScriptedOpenAIServer,
+    store: aioredis.Redis,
+) -> None:
+    """The heartbeat renews the lease: another worker never takes the chat over."""
+    long_turn = 3 * LEASE_SECONDS
+
+    async def slow(body: Any) -> Reply:
+        await asyncio.sleep(long_turn)
+        return echo(body)
+
+    model.responder = slow
+    await asyncio.gather(cluster.start("polling", "poller"), cluster.start("worker", "worker"))
+    await telegram.push_message(CHAT, FIRST)
+    await telegram.wait_for_texts(CHAT, 1, within=long_turn + 30)
+    # Anything run twice would answer within another long turn.
+    await asyncio.sleep(long_turn + CLAIM_INTERVAL_SECONDS)
+    assert telegram.sent_texts(CHAT) == [answer_for(FIRST)]
+    assert len(model.requests) == 1, "no takeover: the turn ran once"
+    assert "lost" not in cluster.logs()
+    assert [turn["outcome"] for turn in await audit_turns(store)] == ["answered"]
+
+
+async def test_a_worker_whose_heartbeat_stops_loses_the_chat_and_its_late_commit(
+    cluster: Cluster,
+    telegram: FakeTelegramServer,
+    model: ScriptedOpenAIServer,
+    store: aioredis.Redis,
+) -> None:
+    """SIGSTOP freezes a worker mid-turn: another takes over; the frozen one commits nothing."""
+    release_first = asyncio.Event()
+    answered_first = False
+
+    async def first_waits(body: Any) -> Reply:
+        nonlocal answered_first
+        if asks(body, FIRST) and not answered_first:
+            answered_first = True
+            await release_first.wait()
+        return echo(body)
+
+    model.responder = first_waits
+    hook = await cluster.start("webhook", "frozen")
+    async with aiohttp.ClientSession() as http:
+        assert await post_update(http, hook, telegram.message_update(CHAT, FIRST)) == 200
+        await wait_until(lambda: len(model.requests) == 1, 30, "the model is asked", cluster.logs)
+        # The only process so far runs the turn; the other one starts now.
+        await cluster.start("worker", "taker")
+        hook.pause()
+        try:
+            paused = time.monotonic()
+            await telegram.wait_for_texts(
+                CHAT, 1, within=2 * LEASE_SECONDS + CLAIM_INTERVAL_SECONDS + 15
+            )
+            print(f"taken over {time.monotonic() - paused:.1f} s after the heartbeat stopped")
+            # The frozen worker's model answer is ready before it wakes up.
+            release_first.set()
+            await asyncio.sleep(0.5)
+        finally:
+            hook.resume()
+        await wait_until(
+            lambda: "lost" in hook.log(), 30, "the frozen worker sees its lease lost", hook.log
+        )
+        await asyncio.sleep(1)
+        assert await post_update(http, hook, telegram.message_update(CHAT, SECOND)) == 200
+        await telegram.wait_for_texts(CHAT, 2, within=30)
+        await asyncio.sleep(1)
+
+    assert telegram.sent_texts(CHAT) == [answer_for(FIRST), answer_for(SECOND)], cluster.logs()
+    session = await stored_session(store, CHAT)
+    assert [(m.role, m.content) for m in session.messages] == [
+        ("user", FIRST),
+        ("assistant", answer_for(FIRST)),
+        ("user", SECOND),
+        ("assistant", answer_for(SECOND)),
+    ]
+    turns = await audit_turns(store)
+    assert [turn["outcome"] for turn in turns] == ["answered", "answered"]
+    assert "Traceback" not in cluster.logs()

@@ -1,0 +1,210 @@
+"""Every Redis script of the project, run twice with the same arguments, leaves the same state.
+
+redis-py retries a command that timed out, and Redis may still run the first
+attempt: each script must be safe to repeat. Each case prepares a chat, runs
+the production call once, takes a snapshot of every key (type, value, whether
+it expires), runs the same call again and compares.
+
+The one command that is not a script, intake's signal on the work stream
+(``XADD``), may be sent twice: an extra signal is harmless (a worker that finds
+nothing to do acknowledges it), so the stream is compared as the set of
+conversations signalled.
+"""
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.queue.chat_queue import ChatQueue, LeaseLostError
+from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict
+from bot.queue.jobs import OutboxEntry
+from bot.queue.work_stream import WorkStream
+from bot.redis_keys import RedisKeys
+from bot.sessions.models import ConversationSession
+from bot.sessions.redis_store import RedisSessionStore
+from bot.sessions.store import JobCompletion
+
+PREFIX = "twice"
+STREAM = f"{PREFIX}:audit"
+KEY = "tg:77"
+TOKEN = "lease-token-of-this-test"
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+Step = Callable[[], Awaitable[Any]]
+
+
+class Chat:
+    """The production objects over one Redis, and one chat's inputs."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self.keys = RedisKeys(PREFIX)
+        self.work = WorkStream(redis, stream=self.keys.work_stream, consumer="tester")
+        self.intake = Intake(
+            redis,
+            keys=self.keys,
+            work=self.work,
+            limits=FloodLimits(burst=5, interval_seconds=1.0, daily_turns=100),
+            clock_ms=lambda: 1_796_300_000_000,
+        )
+        self.queue = ChatQueue(redis, keys=self.keys, lease_seconds=3, outbox_ttl_seconds=3600)
+        self.sessions = RedisSessionStore(
+            redis, keys=self.keys, ttl_seconds=3600, archive_ttl_seconds=7200
+        )
+        self.audit = RedisStreamAuditSink(redis, stream=STREAM, maxlen=1000)
+
+    def update(self, update_id: int) -> IncomingUpdate:
+        """A text message of the chat."""
+        return IncomingUpdate(
+            update_id=update_id,
+            chat_id=77,
+            conversation_key=KEY,
+            user_id=77,
+            counts_turn=True,
+            payload={"update_id": update_id, "message": {"text": f"вопрос {update_id}"}},
+        )
+
+    async def queued(self, *update_ids: int) -> None:
+        """Accept updates and take the lease."""
+        for update_id in update_ids:
+            assert await self.intake.accept(self.update(update_id)) is IntakeVerdict.QUEUED
+        assert await self.queue.take(KEY, TOKEN) is not None
+
+    async def head(self) -> tuple[str, str]:
+        """The head job's raw JSON and id."""
+        state = await self.queue.take(KEY, TOKEN)
+        assert state is not None
+        assert state.head is not None
+        return state.head_raw, state.head.job_id
+
+    def reply(self, job_id: str) -> OutboxEntry:
+        """A reply to ``job_id`` with its audit entry."""
+        return OutboxEntry(
+            job_id=job_id,
+            turn_id=f"T{job_id}",
+            chat_id=77,
+            format="answer",
+            text=f"ответ {job_id}",
+            audit=({"type": "turn", "turn_id": f"T{job_id}", "outcome": "answered"},),
+        )
+
+    async def snapshot(self) -> dict[str, Any]:
+        """Every key: type, value, whether it expires (the work stream: who was signalled)."""
+        state: dict[str, Any] = {}
+        async for raw in self.redis.scan_iter(match="*"):
+            key = raw.decode() if isinstance(raw, bytes) else str(raw)
+            raw_kind = await self.redis.type(key)
+            kind = raw_kind.decode() if isinstance(raw_kind, bytes) else str(raw_kind)
+            value: Any
+            if kind == "string":
+                value = await self.redis.get(key)
+            elif kind == "hash":
+                value = await self.redis.hgetall(key)
+            elif kind == "list":
+                value = await self.redis.lrange(key, 0, -1)
+            elif kind == "stream":
+                entries = await self.redis.xrange(key) or []
+                rows = [tuple(sorted((fields or {}).items())) for _, fields in entries]
+                value = sorted(set(rows)) if key == self.keys.work_stream else rows
+            else:
+                pytest.fail(f"unexpected {kind} at {key}")
+            state[key] = (kind, value, await self.redis.ttl(key) > 0)
+        return state
+
+
+async def intake_step(chat: Chat) -> Step:
+    return lambda: chat.intake.accept(chat.update(1))
+
+
+async def take_step(chat: Chat) -> Step:
+    await chat.intake.accept(chat.update(1))
+    return lambda: chat.queue.take(KEY, TOKEN)
+
+
+async def renew_step(chat: Chat) -> Step:
+    await chat.queued(1)
+    return lambda: chat.queue.renew(KEY, TOKEN)
+
+
+async def complete_step(chat: Chat) -> Step:
+    await chat.queued(1, 2)
+    raw, job_id = await chat.head()
+    return lambda: chat.queue.complete(KEY, TOKEN, raw, job_id, chat.reply(job_id))
+
+
+async def delivered_step(chat: Chat) -> Step:
+    await chat.queued(1, 2)
+    raw, job_id = await chat.head()
+    await chat.queue.complete(KEY, TOKEN, raw, job_id, chat.reply(job_id))
+    return lambda: chat.queue.delivered(KEY, TOKEN, job_id)
+
+
+async def delivered_last_step(chat: Chat) -> Step:
+    await chat.queued(1)
+    raw, job_id = await chat.head()
+    await chat.queue.complete(KEY, TOKEN, raw, job_id, chat.reply(job_id))
+
+    async def step() -> Any:
+        # The first run released the lease (the queue was empty): a repeat finds it gone
+        # and says so, changing nothing; the worker then hands the chat back.
+        try:
+            return await chat.queue.delivered(KEY, TOKEN, job_id)
+        except LeaseLostError:
+            return "lease gone"
+
+    return step
+
+
+async def session_commit_step(chat: Chat) -> Step:
+    await chat.queued(1)
+    raw, job_id = await chat.head()
+    state = await chat.queue.take(KEY, TOKEN)
+    assert state is not None
+    locked = await chat.sessions.held(KEY, TOKEN, state.session_version, state.session_data)
+    session = ConversationSession.start(KEY, NOW, "support_chat", "1.2.0").with_turn(
+        "вопрос 1", "ответ 1", NOW, "1.2.0", turn_id="T1"
+    )
+    completion = JobCompletion(
+        job_raw=raw, job_id=job_id, outbox_entry=chat.reply(job_id).model_dump_json()
+    )
+    return lambda: chat.sessions.commit(locked, session, completion=completion, release=False)
+
+
+async def audit_step(chat: Chat) -> Step:
+    rows = [
+        {"type": "turn", "turn_id": "T1", "chat_id": "77", "outcome": "answered"},
+        {"type": "tool", "turn_id": "T1", "chat_id": "77", "tool_name": "get_order_status"},
+    ]
+    return lambda: chat.audit.write_fields(rows)
+
+
+CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
+    "intake": intake_step,
+    "take": take_step,
+    "renew": renew_step,
+    "complete": complete_step,
+    "delivered": delivered_step,
+    "delivered_last": delivered_last_step,
+    "session_commit": session_commit_step,
+    "audit_write_once": audit_step,
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_a_script_run_twice_leaves_the_state_of_one_run(
+    redis_client: aioredis.Redis, case: str
+) -> None:
+    """Same arguments, same state; the repeat never fails where the first run succeeded."""
+    chat = Chat(redis_client)
+    step = await CASES[case](chat)
+    before = await chat.snapshot()
+    await step()
+    once = await chat.snapshot()
+    # renew only pushes the lease's expiry further, which the snapshot does not compare.
+    assert once != before or case == "renew", "the first run changes something"
+    await step()
+    assert await chat.snapshot() == once
