@@ -32,9 +32,9 @@ import redis.asyncio as aioredis
 
 from bench.model_script import TWO_TOOLS, bench_responder
 from bench.stack import ModelServerProcess
-from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tests.support.redis_server import RedisServer
+from bot.testing.openai_server import ScriptedOpenAIServer
+from bot.testing.redis_server import RedisServer
+from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 RESULTS = Path(__file__).with_name("results") / "durability.json"
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH")
@@ -62,6 +62,7 @@ async def start_bot(
         AUDIT_STREAM="bench:audit",
         FLOOD_BURST="1000",
         LOG_LEVEL="INFO",
+        HEALTH_PORT="0",
         **extra,
     )
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)

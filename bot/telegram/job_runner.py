@@ -19,7 +19,7 @@ from aiogram.dispatcher.event.bases import UNHANDLED
 from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
 from aiogram.types import Update
 from pydantic import ValidationError
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.audit.entries import AuditSink
 from bot.chat_errors import ChatServiceError
@@ -107,9 +107,11 @@ class TelegramJobRunner:
             done_now = await self._queue.complete(
                 key, lease.token, state.head_raw, job.job_id, entry
             )
-        except (RedisError, OSError):
-            # Storage is down: nothing can be recorded, but the customer can still be
-            # told (the job stays queued and runs again if Redis keeps its data).
+        except RedisConnectionError:
+            # Redis is gone (refused, reset): nothing can be recorded, but the customer
+            # can still be told; the job stays queued and runs again if Redis kept it.
+            # Not on a timeout: a stalled Redis may still run the turn's own save, and
+            # a saved turn must never be reported as failed.
             logger.warning(
                 "Turn %s: outbox unreachable; telling the customer directly", job.turn_id
             )

@@ -156,6 +156,38 @@ class FakeTelegramServer:
             "message": message,
         }
 
+    def member_update(
+        self, chat_id: int, old: str, new: str, *, chat_type: str = "private"
+    ) -> dict[str, Any]:
+        """A ``my_chat_member`` update: the bot's status in ``chat_id`` went ``old`` -> ``new``.
+
+        ``kicked`` in a private chat is the customer blocking the bot; ``member``
+        after it is the customer unblocking it.
+        """
+        bot_user = {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Bot",
+            "username": self.bot_username,
+        }
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type, "first_name": "Покупатель"}
+
+        def member(status: str) -> dict[str, Any]:
+            return {"status": status, "user": bot_user} | (
+                {"until_date": 0} if status == "kicked" else {}
+            )
+
+        return {
+            "update_id": next(self._update_ids),
+            "my_chat_member": {
+                "chat": chat,
+                "from": {"id": chat_id, "is_bot": False, "first_name": "Покупатель"},
+                "date": int(time.time()),
+                "old_chat_member": member(old),
+                "new_chat_member": member(new),
+            },
+        }
+
     async def push(self, *updates: dict[str, Any]) -> None:
         """Queue updates; all of them come back in the same ``getUpdates`` batch."""
         async with self._changed:

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from bot.testing.openai_server import ScriptedOpenAIServer
+from bot.testing.redis_server import RedisServer
+from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import Cluster
-from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture

@@ -26,9 +26,9 @@ import redis.asyncio as aioredis
 
 from bot.sessions.models import ConversationSession
 from bot.telegram.webhook import SECRET_HEADER
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, text_answer
-from tests.fakes.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tests.support.redis_server import free_port
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from bot.testing.redis_server import free_port
+from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 PREFIX = "dur"
 STREAM = f"{PREFIX}:audit"
@@ -143,6 +143,8 @@ class Cluster:
             WEBHOOK_SECRET=SECRET,
             WEBHOOK_HOST="127.0.0.1",
             WEBHOOK_PORT=str(port),
+            # Polling and worker processes serve health and metrics: any free port each.
+            HEALTH_PORT="0",
             SESSION_LEASE_SECONDS=str(LEASE_SECONDS),
             # Flood control has its own tests; these send messages back to back.
             FLOOD_BURST="100",

@@ -13,6 +13,8 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, hang
+from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (
     CLAIM_INTERVAL_SECONDS,
     LEASE_SECONDS,
@@ -26,8 +28,6 @@ from tests.durability.support import (
     stored_session,
     wait_until,
 )
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer, hang
-from tests.fakes.telegram_server import FakeTelegramServer
 
 pytestmark = pytest.mark.timeout(180)
 

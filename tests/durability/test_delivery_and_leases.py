@@ -12,6 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.history import UNDELIVERED_NOTE
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer
+from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (
     CLAIM_INTERVAL_SECONDS,
     LEASE_SECONDS,
@@ -24,8 +26,6 @@ from tests.durability.support import (
     stored_session,
     wait_until,
 )
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer
-from tests.fakes.telegram_server import FakeTelegramServer
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -52,6 +52,8 @@ async def test_a_reply_refused_with_403_is_recorded_undelivered(
         cluster.logs,
     )
     await wait_until(lambda: bool(poller.log().count("not delivered")), 10, "logged", poller.log)
+    # The 403 marked the chat blocked: nothing is sent until the customer unblocks the bot.
+    await telegram.push(telegram.member_update(CHAT, "kicked", "member"))
     await telegram.push_message(CHAT, SECOND)
     await telegram.wait_for_texts(CHAT, 1, within=30)
 

@@ -16,6 +16,8 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer
+from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (
     LEASE_SECONDS,
     BotProcess,
@@ -28,8 +30,6 @@ from tests.durability.support import (
     wait_until,
     without_adjacent_repeats,
 )
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer
-from tests.fakes.telegram_server import FakeTelegramServer
 
 pytestmark = pytest.mark.timeout(300)
 

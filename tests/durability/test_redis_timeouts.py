@@ -19,6 +19,8 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer
+from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (
     Cluster,
     answer_for,
@@ -29,8 +31,6 @@ from tests.durability.support import (
     stored_session,
     wait_until,
 )
-from tests.fakes.openai_server import Reply, ScriptedOpenAIServer
-from tests.fakes.telegram_server import FakeTelegramServer
 
 pytestmark = pytest.mark.timeout(150)
 

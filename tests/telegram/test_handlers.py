@@ -9,7 +9,6 @@ turn back or make it fail, so the front end's side can be checked exactly.
 """
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -370,36 +369,13 @@ async def test_a_command_addressed_to_another_bot_in_a_group_is_not_ours(
         assert stack.chat.resets == []
 
 
-_member_update_ids = itertools.count(900_000)
-
-
-def member_update(
-    telegram: FakeTelegramServer, chat_id: int, old: str, new: str, chat_type: str = "private"
-) -> dict[str, Any]:
-    """A ``my_chat_member`` update: the bot's status in ``chat_id`` went from ``old`` to ``new``."""
-    bot_user = {"id": 999, "is_bot": True, "first_name": "Bot", "username": telegram.bot_username}
-    chat: dict[str, Any] = {"id": chat_id, "type": chat_type, "first_name": "Покупатель"}
-    return {
-        "update_id": next(_member_update_ids),
-        "my_chat_member": {
-            "chat": chat,
-            "from": {"id": chat_id, "is_bot": False, "first_name": "Покупатель"},
-            "date": 1_796_280_000,
-            "old_chat_member": {"status": old, "user": bot_user}
-            | ({"until_date": 0} if old == "kicked" else {}),
-            "new_chat_member": {"status": new, "user": bot_user}
-            | ({"until_date": 0} if new == "kicked" else {}),
-        },
-    }
-
-
 async def test_a_chat_that_blocked_the_bot_gets_no_sends_until_it_unblocks(
     stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     blocked = f"handlers:{{tg:{CHAT}}}:blocked"
-    await stack.feed(member_update(telegram, CHAT, "member", "kicked"))
+    await stack.feed(telegram.member_update(CHAT, "member", "kicked"))
     await stack.feed(telegram.message_update(CHAT, "вопрос после блокировки"))
-    await stack.feed(member_update(telegram, CHAT, "kicked", "member"))
+    await stack.feed(telegram.member_update(CHAT, "kicked", "member"))
     await stack.feed(telegram.message_update(CHAT, "/start"))
     # In intake order: blocked, a question (answered by the model, never sent), unblocked.
     assert await telegram.wait_for_texts(CHAT, 1) == [messages.GREETING]
@@ -417,7 +393,7 @@ async def test_a_send_refused_with_403_marks_the_chat_blocked(
     await stack.feed(telegram.message_update(CHAT, "/start"))
     blocked = f"handlers:{{tg:{CHAT}}}:blocked"
     await telegram.wait_for(lambda: len(telegram.calls_of("sendMessage")) == 1)
-    await stack.feed(member_update(telegram, CHAT, "kicked", "member"))
+    await stack.feed(telegram.member_update(CHAT, "kicked", "member"))
     await stack.feed(telegram.message_update(CHAT, "/help"))
     assert await telegram.wait_for_texts(CHAT, 1) == [messages.HELP]
     # The /start after the 403 was not even tried: one refused send, then the last /help.
