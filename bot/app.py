@@ -3,10 +3,7 @@
 import logging
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from pydantic import ValidationError
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from bot.audit.pseudonym import ChatPseudonymizer
@@ -16,7 +13,14 @@ from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import ToolCallingClient
-from bot.redaction import redacted_url
+from bot.redis_connection import (
+    AsyncRedisClient,
+    RedisSetupError,
+    RetryPolicy,
+    async_client,
+    describe_target,
+)
+from bot.redis_health import RedisHealthProbe
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import Settings
 from bot.summary import ConversationSummaryService
@@ -37,10 +41,6 @@ logger = logging.getLogger(__name__)
 
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
-# How long a command may wait for a free pooled connection. Longer than the
-# socket timeout on purpose: under a CPU-saturating burst, turns should queue
-# for a connection, not fail; a Redis that is down still fails at connect.
-REDIS_POOL_WAIT_SECONDS = 30.0
 
 
 class StartupError(RuntimeError):
@@ -52,7 +52,7 @@ class Application:
     """Every long-lived component, built by :func:`build_application`."""
 
     settings: Settings
-    redis: "aioredis.Redis"
+    redis: AsyncRedisClient
     shop: ShopStore
     llm: ToolCallingClient
     registry: ToolRegistry
@@ -61,12 +61,16 @@ class Application:
     audit: RedisStreamAuditSink
     sessions: RedisSessionStore
     chat: ChatService
+    # The health check's own small client: /healthz never queues behind turns for a connection.
+    health_redis: AsyncRedisClient
+    health: RedisHealthProbe
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
         await self.chat.drain(grace_seconds=5.0)
         self.executor.close()
         await self.llm.close()
+        await self.health_redis.aclose()
         await self.redis.aclose()
 
 
@@ -105,33 +109,38 @@ def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
         raise StartupError(str(error)) from error
 
 
-async def connect_redis(settings: Settings) -> "aioredis.Redis":
-    """A client to ``REDIS_URL`` that answered PING, or :class:`StartupError`."""
-    url = settings.redis.url.get_secret_value()
-    timeout = settings.redis.socket_timeout_seconds
+async def connect_redis(settings: Settings) -> AsyncRedisClient:
+    """A client for ``REDIS_MODE`` whose node(s) are writable masters, or :class:`StartupError`.
+
+    Refuses a Sentinel, a replica, a cluster node in standalone mode and a
+    cluster whose ``cluster_state`` is not ok: each would pass PING and then
+    fail every turn.
+    """
+    where = describe_target(settings.redis)
     try:
-        # A blocking pool makes a burst of turns wait (up to the socket timeout) for a
-        # free connection; redis-py's default pool fails every command past 100 at once.
-        # Two quick retries ride out a blip without holding a turn long when Redis is down.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=settings.redis.max_connections,
-            timeout=max(timeout, REDIS_POOL_WAIT_SECONDS),
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
-        )
-    except ValueError as error:
-        raise StartupError(f"REDIS_URL is not a valid Redis URL: {redacted_url(url)}") from error
-    client = aioredis.Redis.from_pool(pool)
+        client = async_client(settings.redis)
+    except RedisSetupError as error:
+        raise StartupError(str(error)) from error
     try:
         await client.ping()
+        if settings.redis.mode == "standalone":
+            cluster_info = await client.info("cluster")
+            if str(cluster_info.get("cluster_enabled", 0)) == "1":
+                raise StartupError(f"Redis at {where} is a cluster node: set REDIS_MODE=cluster")
+    except StartupError:
+        await client.aclose()
+        raise
     except (RedisError, OSError) as error:
         await client.aclose()
-        raise StartupError(
-            f"Redis is unreachable at {redacted_url(url)}: {type(error).__name__}"
-        ) from error
+        raise StartupError(f"Redis is unreachable at {where}: {type(error).__name__}") from error
+    health = await RedisHealthProbe(
+        client,
+        key_prefix=settings.redis.key_prefix,
+        timeout_seconds=settings.redis.socket_timeout_seconds,
+    ).check()
+    if not health.writable:
+        await client.aclose()
+        raise StartupError(f"Redis at {where} cannot take the bot's writes: {health.detail}")
     return client
 
 
@@ -155,6 +164,17 @@ async def build_application(
             f"({error.error_count()} problem(s))"
         ) from error
     redis = await connect_redis(settings)
+    health_redis = async_client(
+        settings.redis,
+        retry=RetryPolicy(retries=0),
+        max_connections=2,
+        pool_wait_seconds=settings.redis.socket_timeout_seconds,
+    )
+    health = RedisHealthProbe(
+        health_redis,
+        key_prefix=settings.redis.key_prefix,
+        timeout_seconds=settings.redis.socket_timeout_seconds,
+    )
     client = llm or _build_llm(settings, shop)
     registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
@@ -204,7 +224,7 @@ async def build_application(
         client.model_name,
         support_prompt.prompt_id,
         support_prompt.version,
-        redacted_url(settings.redis.url.get_secret_value()),
+        describe_target(settings.redis),
         ",".join(registry.names()),
     )
     return Application(
@@ -218,4 +238,6 @@ async def build_application(
         audit=audit,
         sessions=sessions,
         chat=chat,
+        health_redis=health_redis,
+        health=health,
     )

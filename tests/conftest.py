@@ -6,6 +6,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.support.redis_cluster import RedisClusterProcesses
+from tests.support.redis_sentinel import SentinelGroup
 from tests.support.redis_server import RedisServer
 
 
@@ -43,3 +45,25 @@ async def telegram() -> AsyncIterator[FakeTelegramServer]:
     await server.start()
     yield server
     await server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterProcesses]:
+    """One 6-node cluster (3 masters, 3 replicas) for the session."""
+    cluster = RedisClusterProcesses()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def sentinel_group() -> Iterator[SentinelGroup]:
+    """A master, a replica and three Sentinels of this test alone (tests kill the master)."""
+    group = SentinelGroup()
+    try:
+        group.start()
+        yield group
+    finally:
+        group.close()

@@ -7,9 +7,8 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-import redis.asyncio as aioredis
-
 from bot.audit.entries import AuditEntry, TurnAuditEntry
+from bot.redis_connection import AsyncRedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ class RedisStreamAuditSink:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: AsyncRedisClient,
         stream: str,
         maxlen: int,
         *,

@@ -13,10 +13,10 @@ import secrets
 from datetime import UTC, datetime
 from time import monotonic
 
-import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bot.redis_connection import AsyncRedisClient
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
     LockedSession,
@@ -72,7 +72,7 @@ class RedisSessionStore:
 
     def __init__(
         self,
-        client: "aioredis.Redis",
+        client: AsyncRedisClient,
         key_prefix: str,
         ttl_seconds: int,
         archive_ttl_seconds: int,

@@ -16,10 +16,10 @@ Services reach handlers as workflow data (``chat_service``, ``replies``,
 
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from aiogram import Dispatcher, Router
 
 from bot.keyed_locks import KeyedLocks
+from bot.redis_connection import AsyncRedisClient
 from bot.settings import Settings
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import chat, commands, errors, other
@@ -41,7 +41,7 @@ class TelegramFrontEnd:
 
 
 def build_dispatcher(
-    settings: Settings, *, chat_service: ChatPort, redis: "aioredis.Redis"
+    settings: Settings, *, chat_service: ChatPort, redis: AsyncRedisClient
 ) -> TelegramFrontEnd:
     """A dispatcher wired to ``chat_service`` and ``redis``; nothing global, nothing started."""
     replies = ReplySender(max_attempts=settings.telegram.send_max_attempts)

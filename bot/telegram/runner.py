@@ -25,7 +25,7 @@ from aiohttp import web
 
 from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
-from bot.redaction import redacted_url
+from bot.redis_connection import describe_target
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
@@ -140,7 +140,7 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
         app.llm.model_name,
         app.chat.prompt.prompt_id,
         app.chat.prompt.version,
-        redacted_url(settings.redis.url.get_secret_value()),
+        describe_target(settings.redis),
         settings.telegram.api_base_url,
     )
     return True
@@ -178,7 +178,7 @@ async def _serve_webhook(
     web_app = web.Application()
     web_app.router.add_post(webhook.path, receiver.handle)
     web_app.router.add_get(
-        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight).handle
+        HEALTH_PATH, HealthEndpoint(app.health, app.audit, front.in_flight).handle
     )
     runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
     await runner.setup()

@@ -5,6 +5,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 
 
 def free_port() -> int:
@@ -17,7 +18,7 @@ def free_port() -> int:
 class RedisServer:
     """Starts ``redis-server`` on 127.0.0.1 so tests can stop and restart it at will."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (see README: make test installs it)")
@@ -25,6 +26,7 @@ class RedisServer:
         self.port = port or free_port()
         self._dir = tempfile.mkdtemp(prefix="redis-test-")
         self._process: subprocess.Popen[bytes] | None = None
+        self._extra_args = list(extra_args)
 
     @property
     def url(self) -> str:
@@ -50,6 +52,7 @@ class RedisServer:
                 self._dir,
                 "--protected-mode",
                 "yes",
+                *self._extra_args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -65,6 +68,11 @@ class RedisServer:
                 time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    @property
+    def directory(self) -> str:
+        """The server's working directory (cluster and Sentinel state files live here)."""
+        return self._dir
 
     def stop(self) -> None:
         """Kill the server at once (data is lost: it keeps nothing on disk)."""

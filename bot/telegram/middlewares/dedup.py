@@ -13,10 +13,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import redis.asyncio as aioredis
 from aiogram import BaseMiddleware
 from aiogram.types import TelegramObject, Update
 from redis.exceptions import RedisError
+
+from bot.redis_connection import AsyncRedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class UpdateDeduplicationMiddleware(BaseMiddleware):
 
     def __init__(
         self,
-        redis: "aioredis.Redis",
+        redis: AsyncRedisClient,
         *,
         key_prefix: str,
         ttl_seconds: int = DEFAULT_DEDUP_TTL_SECONDS,

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-import redis.asyncio as aioredis
 from aiogram import BaseMiddleware, Bot
 from aiogram.types import Message, TelegramObject
 from redis.exceptions import RedisError
 
+from bot.redis_connection import AsyncRedisClient
 from bot.telegram import messages
 from bot.telegram.sending import ReplySender
 
@@ -97,7 +97,7 @@ def flood_keys(key_prefix: str, user_id: int, day: str) -> tuple[str, str]:
 class RedisFloodLimiter:
     """The token bucket and the daily counter, checked in one Redis round trip."""
 
-    def __init__(self, redis: "aioredis.Redis", *, key_prefix: str, limits: FloodLimits) -> None:
+    def __init__(self, redis: AsyncRedisClient, *, key_prefix: str, limits: FloodLimits) -> None:
         self._script = redis.register_script(_FLOOD_SCRIPT)
         self._prefix = key_prefix
         self._limits = limits

@@ -1,0 +1,86 @@
+"""A 6-node Redis Cluster (3 masters, 3 replicas) on loopback, for the suite."""
+
+import subprocess
+import time
+
+from tests.support.redis_server import RedisServer, free_port
+
+# Short enough that a killed master is replaced in a couple of seconds.
+NODE_TIMEOUT_MS = 1000
+
+
+class RedisClusterProcesses:
+    """Six ``redis-server --cluster-enabled yes`` joined by ``redis-cli --cluster create``."""
+
+    def __init__(self) -> None:
+        self.nodes: list[RedisServer] = []
+
+    @property
+    def url(self) -> str:
+        """``redis://`` URL of the first node (a client discovers the rest)."""
+        return self.nodes[0].url
+
+    def start(self) -> None:
+        """Start the nodes, create the cluster, wait for ``cluster_state:ok`` everywhere."""
+        for _ in range(6):
+            node = RedisServer(
+                extra_args=[
+                    "--cluster-enabled",
+                    "yes",
+                    # Relative to the node's own --dir.
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    str(NODE_TIMEOUT_MS),
+                    # The default bus port (port + 10000) may be taken or past 65535.
+                    "--cluster-port",
+                    str(free_port()),
+                ]
+            )
+            node.start()
+            self.nodes.append(node)
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if all(self._state(node) == "ok" for node in self.nodes) and self._replicas_synced():
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the test cluster did not reach cluster_state:ok")
+
+    def cli(self, node: RedisServer, *args: str) -> str:
+        """Run one ``redis-cli`` command against ``node``; its output as text."""
+        return subprocess.run(
+            ["redis-cli", "-p", str(node.port), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
+
+    def _state(self, node: RedisServer) -> str:
+        for line in self.cli(node, "CLUSTER", "INFO").splitlines():
+            if line.startswith("cluster_state:"):
+                return line.split(":", 1)[1].strip()
+        return "unknown"
+
+    def _replicas_synced(self) -> bool:
+        roles = [self.cli(node, "ROLE").split()[0] for node in self.nodes]
+        return roles.count("master") == 3 and roles.count("slave") == 3
+
+    def close(self) -> None:
+        """Stop every node and remove their directories."""
+        for node in self.nodes:
+            node.close()
