@@ -179,7 +179,7 @@ class RedisStats:
 
     async def reset(self) -> None:
         """Zero the counters (``CONFIG RESETSTAT`` on every master)."""
-        for where in every_master(self._client):
+        for where in await every_master(self._client):
             await self._client.config_resetstat(**where)
 
     async def commands(self) -> dict[str, int]:
@@ -188,7 +188,7 @@ class RedisStats:
         Commands run inside Lua scripts are counted too (Redis counts them).
         """
         calls: dict[str, int] = {}
-        masters = every_master(self._client)
+        masters = await every_master(self._client)
         for where in masters:
             info: dict[str, Any] = await self._client.info("commandstats", **where)
             for name, stats in info.items():
@@ -207,7 +207,7 @@ class RedisStats:
 
     async def flush(self) -> None:
         """Empty the database (every master)."""
-        for where in every_master(self._client):
+        for where in await every_master(self._client):
             await self._client.flushdb(**where)
 
     async def aclose(self) -> None:

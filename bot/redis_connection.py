@@ -306,12 +306,14 @@ def describe_target(settings: RedisSettings) -> str:
     return f"cluster via {shown}" if settings.mode == "cluster" else shown
 
 
-def every_master(client: AsyncRedisClient) -> list[dict[str, Any]]:
+async def every_master(client: AsyncRedisClient) -> list[dict[str, Any]]:
     """Keyword arguments that send a command to each master in turn.
 
     On a cluster, ``KEYS``, ``INFO``, ``CONFIG RESETSTAT`` and ``FLUSHDB`` answer
     for one node only unless sent to each; a standalone client has one target.
     """
     if isinstance(client, aiocluster.RedisCluster):
+        # The node list is empty until the client has read the topology.
+        await client.initialize()
         return [{"target_nodes": node} for node in client.get_primaries()]
     return [{}]

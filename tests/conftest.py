@@ -5,6 +5,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
+from bot.redis_connection import AsyncRedisClient, RetryPolicy, async_client, every_master
+from bot.settings import RedisSettings
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.support.redis_cluster import RedisClusterProcesses
 from tests.support.redis_sentinel import SentinelGroup
@@ -67,3 +69,26 @@ def sentinel_group() -> Iterator[SentinelGroup]:
         yield group
     finally:
         group.close()
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+async def storage_client(
+    request: pytest.FixtureRequest, redis_server: RedisServer
+) -> AsyncIterator[AsyncRedisClient]:
+    """A client built by the bot's factory, on standalone and on the cluster, data flushed.
+
+    Modules whose claims are about storage use it as their ``redis_client``, so
+    they run on both. Tests about one standalone server are marked ``standalone_only``.
+    """
+    if request.param == "standalone":
+        settings = RedisSettings(REDIS_URL=redis_server.url)
+    else:
+        if request.node.get_closest_marker("standalone_only") is not None:
+            pytest.skip("the claim is about one standalone server")
+        cluster: RedisClusterProcesses = request.getfixturevalue("redis_cluster")
+        settings = RedisSettings(REDIS_MODE="cluster", REDIS_URL=cluster.url)
+    client = async_client(settings, retry=RetryPolicy(retries=0))
+    for where in await every_master(client):
+        await client.flushdb(**where)
+    yield client
+    await client.aclose()

@@ -14,10 +14,18 @@ from aiogram import Bot
 from aiogram.types import Update
 
 from bot import chat_errors
+from bot.redis_connection import AsyncRedisClient
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.telegram.support import StubChat, make_settings
+
+
+@pytest.fixture
+def redis_client(storage_client: AsyncRedisClient) -> AsyncRedisClient:
+    """The factory's client, once on standalone Redis and once on the cluster."""
+    return storage_client
+
 
 CHAT = 700
 
