@@ -132,6 +132,16 @@ class _BlockingSentinelPool(aiosentinel.SentinelConnectionPool, aioredis.Blockin
     """The master's pool of a Sentinel client, blocking like the standalone one."""
 
 
+class _SentinelMaster(aioredis.Redis):
+    """The master of a Sentinel service; closing it also closes the Sentinel connections."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        """Close the master's pool, then the connections to the Sentinels."""
+        await super().aclose(close_connection_pool)
+        if isinstance(self.connection_pool, aiosentinel.SentinelConnectionPool):
+            await self.connection_pool.sentinel_manager.aclose()
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Common:
     """Connection options every mode shares, read from the settings once."""
@@ -235,7 +245,7 @@ def async_client(
         )
         master: aioredis.Redis = sentinel.master_for(
             settings.sentinel_service,
-            redis_class=aioredis.Redis,
+            redis_class=_SentinelMaster,
             connection_pool_class=_BlockingSentinelPool,
             max_connections=connections,
             timeout=max(timeout, pool_wait_seconds),
