@@ -110,10 +110,12 @@ class BoundedRedisCluster(aiocluster.RedisCluster):
         """A pipeline whose ``execute`` takes one slot."""
         return _BoundedClusterPipeline(self, transaction)  # type: ignore[abstract]
 
-    async def _execute_pipeline(self, pipe: aiocluster.ClusterPipeline, **kwargs: Any) -> Any:
+    async def _execute_pipeline(
+        self, pipe: aiocluster.ClusterPipeline, *args: Any, **kwargs: Any
+    ) -> Any:
         await self._slot()
         try:
-            return await aiocluster.ClusterPipeline.execute(pipe, **kwargs)
+            return await aiocluster.ClusterPipeline.execute(pipe, *args, **kwargs)
         finally:
             self._slots.release()
 

@@ -5,8 +5,9 @@ import time
 
 from tests.support.redis_server import RedisServer, free_port
 
-# Short enough that a killed master is replaced in a couple of seconds.
-NODE_TIMEOUT_MS = 1000
+# Long enough that a node busy on a loaded 2-core machine is not voted out (a
+# fail-over in the middle of a test disconnects its clients); no test kills a node.
+NODE_TIMEOUT_MS = 5000
 
 
 class RedisClusterProcesses:
@@ -78,7 +79,14 @@ class RedisClusterProcesses:
 
     def _replicas_synced(self) -> bool:
         roles = [self.cli(node, "ROLE").split()[0] for node in self.nodes]
-        return roles.count("master") == 3 and roles.count("slave") == 3
+        if roles.count("master") != 3 or roles.count("slave") != 3:
+            return False
+        # A replica's first sync starts seconds after the create; wait for it to end.
+        return all(
+            "master_link_status:up" in self.cli(node, "INFO", "replication")
+            for node, role in zip(self.nodes, roles, strict=True)
+            if role == "slave"
+        )
 
     def close(self) -> None:
         """Stop every node and remove their directories."""
