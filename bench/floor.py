@@ -14,8 +14,8 @@ import secrets
 from typing import Any
 
 import aiohttp
-import redis.asyncio as aioredis
 
+from bot.redis_connection import AsyncRedisClient
 from tools.registry import ToolRegistry
 from turn import TurnContext
 
@@ -29,7 +29,7 @@ class FloorTurn:
     def __init__(
         self,
         *,
-        redis: "aioredis.Redis",
+        redis: AsyncRedisClient,
         http: aiohttp.ClientSession,
         base_url: str,
         api_key: str,

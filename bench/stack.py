@@ -21,7 +21,9 @@ from redis.asyncio.connection import Connection, DefaultParser
 
 from bench.model_script import bench_responder
 from bot.app import Application, build_application
+from bot.redis_connection import async_client, every_master
 from bot.settings import (
+    RedisSettings,
     Settings,
 )
 from bot.testing.openai_server import ScriptedOpenAIServer
@@ -180,6 +182,8 @@ async def open_engine(
     """
     app = await build_application(settings)
     counters = RedisCounters()
+    if not isinstance(app.redis, aioredis.Redis):
+        raise TypeError("round trips are counted on a standalone or Sentinel client only")
     pool = app.redis.connection_pool
     pool.connection_class = CountingConnection
     pool.connection_kwargs["counters"] = counters
@@ -193,26 +197,30 @@ async def open_engine(
 class RedisStats:
     """Server-side command counts (``INFO commandstats``) over a measured window."""
 
-    def __init__(self, url: str) -> None:
-        self._client = aioredis.Redis.from_url(url)
+    def __init__(self, url: str, settings: RedisSettings | None = None) -> None:
+        # The same factory as the bot: on a cluster, statistics are summed over every master.
+        self._client = async_client(settings or RedisSettings(REDIS_URL=url), max_connections=4)
 
     async def reset(self) -> None:
-        """Zero the counters (``CONFIG RESETSTAT``)."""
-        await self._client.config_resetstat()
+        """Zero the counters (``CONFIG RESETSTAT`` on every master)."""
+        for where in await every_master(self._client):
+            await self._client.config_resetstat(**where)
 
     async def commands(self) -> dict[str, int]:
         """Calls per command since the reset, the statistics' own calls excluded.
 
         Commands run inside Lua scripts are counted too (Redis counts them).
         """
-        info: dict[str, Any] = await self._client.info("commandstats")
-        calls = {
-            name.removeprefix("cmdstat_"): int(stats["calls"])
-            for name, stats in info.items()
-            if name.startswith("cmdstat_")
-        }
+        calls: dict[str, int] = {}
+        masters = await every_master(self._client)
+        for where in masters:
+            info: dict[str, Any] = await self._client.info("commandstats", **where)
+            for name, stats in info.items():
+                if name.startswith("cmdstat_"):
+                    command = name.removeprefix("cmdstat_")
+                    calls[command] = calls.get(command, 0) + int(stats["calls"])
         if "info" in calls:
-            calls["info"] -= 1
+            calls["info"] -= len(masters)
         calls.pop("config|resetstat", None)
         return {name: count for name, count in calls.items() if count}
 
@@ -222,8 +230,9 @@ class RedisStats:
         return int(used or 0)
 
     async def flush(self) -> None:
-        """Empty the database."""
-        await self._client.flushdb()
+        """Empty the database (every master)."""
+        for where in await every_master(self._client):
+            await self._client.flushdb(**where)
 
     async def aclose(self) -> None:
         """Close the statistics client."""

@@ -5,11 +5,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from bot.audit.entries import AuditSink
@@ -26,7 +23,14 @@ from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
-from bot.redaction import redacted_url
+from bot.redis_connection import (
+    AsyncRedisClient,
+    RedisSetupError,
+    RetryPolicy,
+    async_client,
+    describe_target,
+)
+from bot.redis_health import RedisHealthProbe
 from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
@@ -56,10 +60,6 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
-# How long a command may wait for a free pooled connection. Longer than the
-# socket timeout on purpose: under a CPU-saturating burst, turns should queue
-# for a connection, not fail; a Redis that is down still fails at connect.
-REDIS_POOL_WAIT_SECONDS = 30.0
 
 
 class StartupError(RuntimeError):
@@ -71,7 +71,7 @@ class Application:
     """Every long-lived component, built by :func:`build_application`."""
 
     settings: Settings
-    redis: "aioredis.Redis"
+    redis: AsyncRedisClient
     shop: ShopStore
     llm: ToolCallingClient
     registry: ToolRegistry
@@ -86,6 +86,9 @@ class Application:
     metrics: BotMetrics
     turn_audit: AuditSink
     blocked: BlockedChats
+    # The health check's own small client: /healthz never queues behind turns for a connection.
+    health_redis: AsyncRedisClient
+    health: RedisHealthProbe
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
@@ -94,6 +97,7 @@ class Application:
         await self.audit.flush()
         self.executor.close()
         await self.llm.close()
+        await self.health_redis.aclose()
         await self.redis.aclose()
 
 
@@ -193,33 +197,38 @@ def build_chat_service(
     )
 
 
-async def connect_redis(settings: Settings) -> "aioredis.Redis":
-    """A client to ``REDIS_URL`` that answered PING, or :class:`StartupError`."""
-    url = settings.redis.url.get_secret_value()
-    timeout = settings.redis.socket_timeout_seconds
+async def connect_redis(settings: Settings) -> AsyncRedisClient:
+    """A client for ``REDIS_MODE`` whose node(s) are writable masters, or :class:`StartupError`.
+
+    Refuses a Sentinel, a replica, a cluster node in standalone mode and a
+    cluster whose ``cluster_state`` is not ok: each would pass PING and then
+    fail every turn.
+    """
+    where = describe_target(settings.redis)
     try:
-        # A blocking pool makes a burst of turns wait (up to the socket timeout) for a
-        # free connection; redis-py's default pool fails every command past 100 at once.
-        # Two quick retries ride out a blip without holding a turn long when Redis is down.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=settings.redis.max_connections,
-            timeout=max(timeout, REDIS_POOL_WAIT_SECONDS),
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
-        )
-    except ValueError as error:
-        raise StartupError(f"REDIS_URL is not a valid Redis URL: {redacted_url(url)}") from error
-    client = aioredis.Redis.from_pool(pool)
+        client = async_client(settings.redis)
+    except RedisSetupError as error:
+        raise StartupError(str(error)) from error
     try:
         await client.ping()
+        if settings.redis.mode == "standalone":
+            cluster_info = await client.info("cluster")
+            if str(cluster_info.get("cluster_enabled", 0)) == "1":
+                raise StartupError(f"Redis at {where} is a cluster node: set REDIS_MODE=cluster")
+    except StartupError:
+        await client.aclose()
+        raise
     except (RedisError, OSError) as error:
         await client.aclose()
-        raise StartupError(
-            f"Redis is unreachable at {redacted_url(url)}: {type(error).__name__}"
-        ) from error
+        raise StartupError(f"Redis is unreachable at {where}: {type(error).__name__}") from error
+    health = await RedisHealthProbe(
+        client,
+        key_prefix=settings.redis.key_prefix,
+        timeout_seconds=settings.redis.socket_timeout_seconds,
+    ).check()
+    if not health.writable:
+        await client.aclose()
+        raise StartupError(f"Redis at {where} cannot take the bot's writes: {health.detail}")
     return client
 
 
@@ -249,9 +258,21 @@ async def build_application(
             f"({error.error_count()} problem(s))"
         ) from error
     redis = await connect_redis(settings)
+    health_redis = async_client(
+        settings.redis,
+        retry=RetryPolicy(retries=0),
+        max_connections=2,
+        pool_wait_seconds=settings.redis.socket_timeout_seconds,
+    )
+    health = RedisHealthProbe(
+        health_redis,
+        key_prefix=settings.redis.key_prefix,
+        timeout_seconds=settings.redis.socket_timeout_seconds,
+    )
     try:
         base_client = llm or _build_llm(settings, shop, os.environ if environ is None else environ)
     except StartupError:
+        await health_redis.aclose()
         await redis.aclose()
         raise
     registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
@@ -296,7 +317,7 @@ async def build_application(
         client.model_name,
         chat.prompt.prompt_id,
         chat.prompt.version,
-        redacted_url(settings.redis.url.get_secret_value()),
+        describe_target(settings.redis),
         ",".join(registry.names()),
     )
     work = WorkStream(redis, stream=keys.work_stream, consumer=consumer_name())
@@ -334,4 +355,6 @@ async def build_application(
         metrics=metrics,
         turn_audit=turn_audit,
         blocked=BlockedChats(redis, keys),
+        health_redis=health_redis,
+        health=health,
     )

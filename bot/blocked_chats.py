@@ -9,9 +9,9 @@ it expires after 30 days, after which a send is tried again (and a 403 sets it a
 
 import logging
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys, telegram_conversation
 
 logger = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ BLOCKED_TTL_SECONDS = 30 * 24 * 3600
 class BlockedChats:
     """Sets, clears and reads the per-chat "blocked the bot" flag."""
 
-    def __init__(self, redis: "aioredis.Redis", keys: RedisKeys) -> None:
+    def __init__(self, redis: AsyncRedisClient, keys: RedisKeys) -> None:
         self._redis = redis
         self._keys = keys
 

@@ -128,5 +128,13 @@ class RedisKeys:
 
     @staticmethod
     def audit_done(stream: str, turn_id: str) -> str:
-        """Marks a turn's audit entries as written, in the audit stream's own slot."""
+        """Marks a turn's audit entries as written, in the audit stream's own slot.
+
+        A stream name that carries a hash tag of its own keeps it (the name is the
+        prefix); any other name becomes the tag.
+        """
+        opening = stream.find("{")
+        closing = stream.find("}", opening + 1)
+        if opening != -1 and closing > opening + 1:
+            return f"{stream}:done:{turn_id}"
         return f"{{{stream}}}:done:{turn_id}"

@@ -152,6 +152,23 @@ class RedisSettings(BaseSettings):
     max_connections: int = Field(
         default=200, ge=2, le=10_000, validation_alias=_env("REDIS_MAX_CONNECTIONS")
     )
+    mode: Literal["standalone", "cluster", "sentinel"] = Field(
+        default="standalone", validation_alias=_env("REDIS_MODE")
+    )
+    # host:port pairs, comma-separated; only read in sentinel mode.
+    sentinels: str | None = Field(default=None, validation_alias=_env("REDIS_SENTINELS"))
+    sentinel_service: str = Field(
+        default="mymaster", min_length=1, validation_alias=_env("REDIS_SENTINEL_SERVICE")
+    )
+    sentinel_password: SecretStr | None = Field(
+        default=None, validation_alias=_env("REDIS_SENTINEL_PASSWORD")
+    )
+    # Overrides the password in REDIS_URL (for every node: master, replicas, cluster nodes).
+    password: SecretStr | None = Field(default=None, validation_alias=_env("REDIS_PASSWORD"))
+    tls: bool = Field(default=False, validation_alias=_env("REDIS_TLS"))
+    tls_ca_file: Path | None = Field(default=None, validation_alias=_env("REDIS_TLS_CA_FILE"))
+    # Retries after a connection error; a timed-out command is never re-sent (see README).
+    retries: int = Field(default=2, ge=0, le=10, validation_alias=_env("REDIS_RETRIES"))
 
     @field_validator("url")
     @classmethod
@@ -161,6 +178,36 @@ class RedisSettings(BaseSettings):
         if not separator or scheme.lower() not in REDIS_URL_SCHEMES:
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
         return value
+
+    @field_validator("sentinels")
+    @classmethod
+    def _host_port_list(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_host_ports(value)
+        return value
+
+    @model_validator(mode="after")
+    def _sentinels_for_sentinel_mode(self) -> "RedisSettings":
+        if self.mode == "sentinel" and not self.sentinels:
+            raise ValueError("REDIS_MODE=sentinel needs REDIS_SENTINELS (host:port,host:port)")
+        return self
+
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """``REDIS_SENTINELS`` as (host, port) pairs; empty outside sentinel mode."""
+        return parse_host_ports(self.sentinels) if self.sentinels else []
+
+
+def parse_host_ports(value: str) -> list[tuple[str, int]]:
+    """``"a:26379, b:26379"`` as pairs; :class:`ValueError` names the bad item."""
+    pairs = []
+    for item in (part.strip() for part in value.split(",")):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r} is not host:port")
+        pairs.append((host.strip("[]"), int(port)))
+    if not pairs:
+        raise ValueError("no host:port given")
+    return pairs
 
 
 class SessionSettings(BaseSettings):

@@ -5,7 +5,11 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
+from bot.redis_connection import AsyncRedisClient, RetryPolicy, async_client, every_master
+from bot.settings import RedisSettings
 from bot.testing.openai_server import ScriptedOpenAIServer
+from bot.testing.redis_cluster import RedisClusterProcesses
+from bot.testing.redis_sentinel import SentinelGroup
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
 
@@ -51,3 +55,48 @@ async def openai_server() -> AsyncIterator[ScriptedOpenAIServer]:
     """A scripted OpenAI-compatible server of this test."""
     async with ScriptedOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterProcesses]:
+    """One 6-node cluster (3 masters, 3 replicas) for the session."""
+    cluster = RedisClusterProcesses()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def sentinel_group() -> Iterator[SentinelGroup]:
+    """A master, a replica and three Sentinels of this test alone (tests kill the master)."""
+    group = SentinelGroup()
+    try:
+        group.start()
+        yield group
+    finally:
+        group.close()
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+async def storage_client(
+    request: pytest.FixtureRequest, redis_server: RedisServer
+) -> AsyncIterator[AsyncRedisClient]:
+    """A client built by the bot's factory, on standalone and on the cluster, data flushed.
+
+    Modules whose claims are about storage use it as their ``redis_client``, so
+    they run on both. Tests about one standalone server are marked ``standalone_only``.
+    """
+    if request.param == "standalone":
+        settings = RedisSettings(REDIS_URL=redis_server.url)
+    else:
+        if request.node.get_closest_marker("standalone_only") is not None:
+            pytest.skip("the claim is about one standalone server")
+        cluster: RedisClusterProcesses = request.getfixturevalue("redis_cluster")
+        settings = RedisSettings(REDIS_MODE="cluster", REDIS_URL=cluster.url)
+    client = async_client(settings, retry=RetryPolicy(retries=0))
+    for where in await every_master(client):
+        await client.flushdb(**where)
+    yield client
+    await client.aclose()

@@ -20,8 +20,6 @@ from typing import NoReturn, TextIO
 
 import redis
 from pydantic import ValidationError
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from bot.audit.export import StreamExporter
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
@@ -37,7 +35,7 @@ from bot.audit.render import (
 from bot.audit.stats import compute_stats
 from bot.audit.stream_entries import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
 from bot.audit.time_spec import TimeSpecError, parse_since
-from bot.redaction import redacted_url
+from bot.redis_connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
 from bot.settings import AuditSettings, RedisSettings
 
 PROGRAM = "support-audit"
@@ -63,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
 class _Context:
     """What every command needs, built once by :func:`main`."""
 
-    client: redis.Redis
+    client: SyncRedisClient
     stream: str
     hmac_key: bytes | None
     zone: tzinfo | None
@@ -85,18 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as error:
         return _fail(f"bad settings: {_first_error(error)}", EXIT_USAGE)
 
-    url = redis_settings.url.get_secret_value()
     try:
-        # One attempt, no back-off: a command line should fail at once, not after ten retries.
-        client = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_connect_timeout=redis_settings.socket_timeout_seconds,
-            socket_timeout=redis_settings.socket_timeout_seconds,
-            retry=Retry(NoBackoff(), 0),
-        )
-    except ValueError as error:
-        return _fail(f"bad REDIS_URL {redacted_url(url)}: {error}", EXIT_USAGE)
+        # No retries: a command line should fail at once, not after a pause.
+        client = sync_client(redis_settings)
+    except RedisSetupError as error:
+        return _fail(f"bad settings: {error}", EXIT_USAGE)
     hmac_key = audit_settings.hmac_key
     context = _Context(
         client=client,
@@ -109,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         block_ms=max(int(min(1.0, redis_settings.socket_timeout_seconds / 2) * 1000), 1),
     )
     with client:
-        return _run(args.run, args, context, redacted_url(url))
+        return _run(args.run, args, context, describe_target(redis_settings))
 
 
 def _run(

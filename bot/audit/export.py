@@ -10,6 +10,7 @@ import redis
 
 from bot.audit.reader import check_stream
 from bot.audit.stream_entries import StreamEntry, parse_entries, parse_read_reply, reply_list
+from bot.redis_connection import SyncRedisClient
 
 
 class StreamExporter:
@@ -26,7 +27,7 @@ class StreamExporter:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: SyncRedisClient,
         stream: str,
         *,
         group: str,

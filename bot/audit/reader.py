@@ -6,8 +6,6 @@
 
 from collections.abc import Iterator
 
-import redis
-
 from bot.audit.stream_entries import (
     AuditStreamError,
     EntryFilter,
@@ -15,12 +13,13 @@ from bot.audit.stream_entries import (
     parse_entries,
     parse_read_reply,
 )
+from bot.redis_connection import SyncRedisClient
 
 
 class AuditStreamReader:
     """Reads one stream: the newest entries, a time range, one turn, new entries as they come."""
 
-    def __init__(self, client: redis.Redis, stream: str, batch_size: int = 500) -> None:
+    def __init__(self, client: SyncRedisClient, stream: str, batch_size: int = 500) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
         self._client = client
@@ -114,7 +113,7 @@ class AuditStreamReader:
             end = "(" + batch[-1].entry_id
 
 
-def check_stream(client: redis.Redis, stream: str) -> None:
+def check_stream(client: SyncRedisClient, stream: str) -> None:
     """Raise :class:`AuditStreamError` unless ``stream`` exists and is a stream."""
     reply = client.type(stream)
     kind = reply.decode() if isinstance(reply, bytes) else str(reply)

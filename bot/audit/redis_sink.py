@@ -8,9 +8,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
-import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from bot.audit.entries import AuditEntry
+from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class RedisStreamAuditSink:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: AsyncRedisClient,
         stream: str,
         maxlen: int,
         *,
@@ -192,29 +193,37 @@ class RedisStreamAuditSink:
             )
 
     async def _send(self, rows: list[dict[str, str]]) -> list[object]:
-        """One pipeline: a write-once script per turn; the result of each row, in order."""
+        """A write-once script per turn, in order; the result of each row.
+
+        One turn's write is one script: one round trip. Delayed entries of other
+        turns add one each. (Redis Cluster refuses scripts inside a pipeline.)
+        """
         groups: list[list[dict[str, str]]] = []
         for row in rows:
             if groups and groups[-1][0].get("turn_id") == row.get("turn_id"):
                 groups[-1].append(row)
             else:
                 groups.append([row])
-        async with self._client.pipeline(transaction=False) as pipe:
-            for group in groups:
-                args: list[str | int] = [self._maxlen, _DONE_TTL_SECONDS, len(group)]
-                for row in group:
-                    args.append(len(row))
-                    for name, value in row.items():
-                        args.extend((name, value))
-                # An entry of no turn has nothing to repeat it by: a mark of its own.
-                turn_id = group[0].get("turn_id") or f"none-{secrets.token_hex(8)}"
-                done = RedisKeys.audit_done(self._stream, turn_id)
-                await self._write_once(keys=[self._stream, done], args=args, client=pipe)
-            if self._max_age is not None:
-                oldest_ms = int((self._clock() - self._max_age).timestamp() * 1000)
-                pipe.xtrim(self._stream, minid=f"{max(oldest_ms, 0)}-0", approximate=True)
-            results: list[object] = await pipe.execute(raise_on_error=False)
-        return [result for group, result in zip(groups, results, strict=False) for _ in group]
+        results: list[object] = []
+        for group in groups:
+            args: list[str | int] = [self._maxlen, _DONE_TTL_SECONDS, len(group)]
+            for row in group:
+                args.append(len(row))
+                for name, value in row.items():
+                    args.extend((name, value))
+            # An entry of no turn has nothing to repeat it by: a mark of its own.
+            turn_id = group[0].get("turn_id") or f"none-{secrets.token_hex(8)}"
+            done = RedisKeys.audit_done(self._stream, turn_id)
+            try:
+                result: object = await self._write_once(keys=[self._stream, done], args=args)
+            except ResponseError as error:
+                # Refused by Redis itself (a wrong key type): these rows only.
+                result = error
+            results.extend([result] * len(group))
+        if self._max_age is not None:
+            oldest_ms = int((self._clock() - self._max_age).timestamp() * 1000)
+            await self._client.xtrim(self._stream, minid=f"{max(oldest_ms, 0)}-0", approximate=True)
+        return results
 
     def _lose(
         self, lost: Sequence[dict[str, str]], rows: Sequence[dict[str, str]], error: object

@@ -18,10 +18,10 @@ timeout must never lose or double a message):
 import logging
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class ChatQueue:
 
     def __init__(
         self,
-        redis: "aioredis.Redis",
+        redis: AsyncRedisClient,
         *,
         keys: RedisKeys,
         lease_seconds: float,

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-import redis.asyncio as aioredis
-
 from bot.queue.jobs import Notice, QueuedJob, turn_id_for
 from bot.queue.work_stream import WorkStream
+from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
 
 logger = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ class Intake:
 
     def __init__(
         self,
-        redis: "aioredis.Redis",
+        redis: AsyncRedisClient,
         *,
         keys: RedisKeys,
         work: WorkStream,

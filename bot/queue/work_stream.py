@@ -15,8 +15,9 @@ from os import getpid
 from secrets import token_hex
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
+
+from bot.redis_connection import AsyncRedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def consumer_name() -> str:
 class WorkStream:
     """Signals on one stream key; single-key commands only (the stream has its own slot)."""
 
-    def __init__(self, redis: "aioredis.Redis", *, stream: str, consumer: str) -> None:
+    def __init__(self, redis: AsyncRedisClient, *, stream: str, consumer: str) -> None:
         self._redis = redis
         self._stream = stream
         self.consumer = consumer

@@ -12,10 +12,10 @@ import secrets
 from datetime import UTC, datetime
 from time import monotonic
 
-import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
@@ -87,7 +87,7 @@ class RedisSessionStore:
 
     def __init__(
         self,
-        client: "aioredis.Redis",
+        client: AsyncRedisClient,
         keys: RedisKeys,
         ttl_seconds: int,
         archive_ttl_seconds: int,

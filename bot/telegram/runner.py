@@ -36,9 +36,10 @@ from bot import event_loop
 from bot.app import Application, StartupError, build_application
 from bot.llm.types import ToolCallingClient
 from bot.proxies import ProxyURLError, proxy_for
-from bot.queue.work_stream import BacklogGauge
+from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.queue.worker import WorkerPool, WorkerSettings
 from bot.redaction import redacted_url
+from bot.redis_connection import describe_target
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
@@ -223,7 +224,7 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
         app.llm.model_name,
         app.chat.prompt.prompt_id,
         app.chat.prompt.version,
-        redacted_url(settings.redis.url.get_secret_value()),
+        describe_target(settings.redis),
         settings.telegram.api_base_url,
     )
     return True
@@ -318,7 +319,13 @@ def _observability_app(front: TelegramFrontEnd, app: Application) -> web.Applica
     """An aiohttp application serving ``/healthz`` and ``/metrics``."""
     web_app = web.Application()
     web_app.router.add_get(
-        HEALTH_PATH, HealthEndpoint(app.redis, app.audit, front.in_flight, app.work).handle
+        HEALTH_PATH,
+        HealthEndpoint(
+            app.health,
+            app.audit,
+            front.in_flight,
+            WorkStream(app.health_redis, stream=app.keys.work_stream, consumer=app.work.consumer),
+        ).handle,
     )
     depth = BacklogGauge(app.work)
     app.metrics.observe_queue_depth(lambda: depth.chats)

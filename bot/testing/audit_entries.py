@@ -3,9 +3,9 @@
 from datetime import UTC, datetime, timedelta
 
 import redis
-import redis.asyncio as aioredis
 
 from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
+from bot.redis_connection import AsyncRedisClient
 from tools.execution import ToolAuditRecord
 from turn import ToolStatus, TurnOutcome, Usage
 
@@ -98,7 +98,7 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-async def stream_entries(client: "aioredis.Redis", stream: str) -> list[dict[str, str]]:
+async def stream_entries(client: AsyncRedisClient, stream: str) -> list[dict[str, str]]:
     """Every entry of ``stream``, oldest first, as text fields."""
     entries = await client.xrange(stream) or []
     return [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]

@@ -6,12 +6,11 @@ and read back what the turn stored: the history and the audit stream.
 
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from bot.app import build_chat_service
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_service import ChatReply
 from bot.llm.types import ToolCallingClient
+from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
 from bot.testing.audit_entries import stream_entries
@@ -32,7 +31,7 @@ class ChatHarness:
 
     def __init__(
         self,
-        redis: "aioredis.Redis",
+        redis: AsyncRedisClient,
         llm: ToolCallingClient,
         *,
         prefix: str,

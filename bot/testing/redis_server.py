@@ -38,7 +38,7 @@ class RedisServer:
         if self._process is not None:
             return
         # Fixed arguments and the binary found on PATH: nothing from outside the suite.
-        self._process = subprocess.Popen(  # noqa: S603
+        self._process = subprocess.Popen(
             [
                 self._binary,
                 "--port",
@@ -69,6 +69,11 @@ class RedisServer:
                 time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    @property
+    def directory(self) -> str:
+        """The server's working directory (cluster and Sentinel state files live here)."""
+        return self._dir
 
     def stop(self) -> None:
         """Kill the server at once (data is lost: it keeps nothing on disk)."""

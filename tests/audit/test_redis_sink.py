@@ -18,6 +18,7 @@ from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.chat_errors import ChatServiceError, ChatToolFailureError
 from bot.llm.types import LLMResult
+from bot.redis_connection import AsyncRedisClient
 from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
@@ -27,6 +28,13 @@ from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
 from turn import ToolCall, TurnContext, Usage
+
+
+@pytest.fixture
+def redis_client(storage_client: AsyncRedisClient) -> AsyncRedisClient:
+    """The factory's client, once on standalone Redis and once on the cluster."""
+    return storage_client
+
 
 STREAM = "support:audit"
 TOOL_FIELDS = [
@@ -353,6 +361,7 @@ async def test_max_age_trims_entries_older_than_the_age(redis_client: aioredis.R
 # ---------------------------------------------------------------- no loss, and loss
 
 
+@pytest.mark.standalone_only
 async def test_no_entry_is_lost_while_redis_is_up(
     redis_server: RedisServer, redis_client: aioredis.Redis
 ) -> None:

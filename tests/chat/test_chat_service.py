@@ -97,6 +97,7 @@ async def test_history_is_sent_to_the_model_on_the_next_turn(make_harness):
     ]
 
 
+@pytest.mark.standalone_only
 async def test_sessions_survive_a_restart_of_the_service_objects(make_harness, redis_server):
     await make_harness().ask("1", "до перезапуска")
     other = aioredis.Redis.from_url(redis_server.url)

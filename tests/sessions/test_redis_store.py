@@ -17,6 +17,7 @@ from bot.sessions.store import (
     SessionStoreUnavailableError,
 )
 from bot.testing.redis_server import RedisServer
+from bot.testing.storage import all_keys
 
 TTL = 3600
 ARCHIVE_TTL = 7200
@@ -36,6 +37,7 @@ def session_for(key: str, turns: int = 1) -> ConversationSession:
     return session
 
 
+@pytest.mark.standalone_only  # the second client is a plain one to the standalone server
 async def test_a_committed_session_survives_new_store_and_client_objects(
     redis_client, redis_server
 ):
@@ -74,9 +76,9 @@ async def test_every_key_of_a_conversation_shares_one_cluster_hash_tag(redis_cli
     await store.commit(locked, session_for("-100123"))
     locked = await store.acquire("-100123", lease_seconds=5, wait_seconds=1)
     await store.archive(locked)
-    keys = [key.decode() for key in await redis_client.keys("t:*")]
+    keys = [key.decode() for key in await all_keys(redis_client, "t:*")]
     assert keys
-    assert all(key.startswith("t:{-100123}:") for key in keys)
+    assert all(key.startswith("t:{-100123}:") for key in keys), keys
 
 
 async def test_a_corrupt_entry_is_quarantined_and_the_conversation_starts_fresh(
@@ -89,7 +91,7 @@ async def test_a_corrupt_entry_is_quarantined_and_the_conversation_starts_fresh(
     assert locked.session is None
     assert "unreadable" in caplog.text
 
-    quarantined = await redis_client.keys("t:{100}:quarantine:*")
+    quarantined = await all_keys(redis_client, "t:{100}:quarantine:*")
     assert len(quarantined) == 1
     assert await redis_client.hget(quarantined[0], "d") == b"{not json"
     assert 0 < await redis_client.ttl(quarantined[0]) <= ARCHIVE_TTL
@@ -109,7 +111,7 @@ async def test_an_entry_of_an_older_schema_is_quarantined_not_misread(redis_clie
     )
     locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
     assert locked.session is None
-    assert len(await redis_client.keys("t:{100}:quarantine:*")) == 1
+    assert len(await all_keys(redis_client, "t:{100}:quarantine:*")) == 1
     await store.release(locked)
 
 
@@ -146,6 +148,7 @@ SCRIPT_INTERNAL = {
 }
 
 
+@pytest.mark.standalone_only
 async def test_one_turn_costs_two_redis_round_trips(redis_client):
     store = make_store(redis_client)
     warm = await store.acquire("100", lease_seconds=5, wait_seconds=1)  # scripts get cached

@@ -21,6 +21,7 @@ from bot import chat_errors
 from bot.app import Application, build_application
 from bot.chat_service import ChatReply, HeldTurn
 from bot.queue.worker import WorkerPool
+from bot.redis_connection import AsyncRedisClient
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -30,6 +31,13 @@ from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from turn import TurnContext
+
+
+@pytest.fixture
+def redis_client(storage_client: AsyncRedisClient) -> AsyncRedisClient:
+    """The factory's client, once on standalone Redis and once on the cluster."""
+    return storage_client
+
 
 CHAT = 700
 

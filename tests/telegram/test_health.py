@@ -1,50 +1,108 @@
-"""The webhook server's health endpoint, over HTTP, with a Redis that comes and goes."""
+"""The webhook server's health endpoint, over HTTP: 200 only on a writable master."""
 
-import redis.asyncio as aioredis
+from collections.abc import AsyncIterator
+
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.queue.work_stream import WorkStream
+from bot.redis_connection import AsyncRedisClient, RetryPolicy, async_client
+from bot.redis_health import RedisHealthProbe
+from bot.settings import RedisSettings
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.testing.redis_server import RedisServer
 
+WORK_STREAM = "h:work"
 
-async def test_health_is_ok_with_redis_and_503_while_redis_is_down(
+
+def _client(url: str) -> AsyncRedisClient:
+    settings = RedisSettings(REDIS_URL=url, REDIS_SOCKET_TIMEOUT_SECONDS="1")
+    return async_client(settings, retry=RetryPolicy(retries=0), pool_wait_seconds=1)
+
+
+@pytest.fixture
+async def health_http(
     own_redis_server: RedisServer,
-):
-    client = aioredis.Redis.from_url(
-        own_redis_server.url, socket_timeout=1, socket_connect_timeout=1
-    )
+) -> AsyncIterator[TestClient[web.Request, web.Application]]:
+    """The health endpoint over HTTP, probing this test's own Redis."""
+    client = _client(own_redis_server.url)
     sink = RedisStreamAuditSink(client, stream="h:audit", maxlen=1000, timeout_seconds=1)
-    web_app = web.Application()
-    work = WorkStream(client, stream="h:work", consumer="health-test")
+    probe = RedisHealthProbe(client, key_prefix="h", timeout_seconds=1)
+    work = WorkStream(client, stream=WORK_STREAM, consumer="health-test")
     await work.ensure_group()
-    endpoint = HealthEndpoint(client, sink, InFlightMiddleware(), work)
+    web_app = web.Application()
+    endpoint = HealthEndpoint(probe, sink, InFlightMiddleware(), work)
     web_app.router.add_get(HEALTH_PATH, endpoint.handle)
     async with TestClient(TestServer(web_app)) as http:
-        response = await http.get(HEALTH_PATH)
-        assert response.status == 200
-        assert await response.json() == {
-            "status": "ok",
-            "redis": True,
-            "in_flight": 0,
-            "queue_depth": 0,
-            "oldest_queued_seconds": 0.0,
-            "lost_audit_entries": 0,
-        }
-
-        # Two chats signalled, one of them taken by a worker and not finished yet.
-        await work.signal("tg:1")
-        await work.signal("tg:2")
-        assert len(await work.read(count=1, block_ms=100)) == 1
-        body = await (await http.get(HEALTH_PATH)).json()
-        assert body["queue_depth"] == 2
-        assert 0 <= body["oldest_queued_seconds"] < 60
-
-        own_redis_server.stop()
-        response = await http.get(HEALTH_PATH)
-        assert response.status == 503
-        assert (await response.json())["status"] == "degraded"
+        yield http
     await client.aclose()
+
+
+async def test_health_is_ok_with_redis_and_503_while_redis_is_down(
+    health_http: "TestClient[web.Request, web.Application]", own_redis_server: RedisServer
+):
+    response = await health_http.get(HEALTH_PATH)
+    assert response.status == 200
+    assert await response.json() == {
+        "status": "ok",
+        "redis": True,
+        "redis_detail": "writable master",
+        "in_flight": 0,
+        "queue_depth": 0,
+        "oldest_queued_seconds": 0.0,
+        "lost_audit_entries": 0,
+    }
+
+    # Two chats signalled, one of them taken by a worker and not finished yet.
+    admin = _client(own_redis_server.url)
+    work = WorkStream(admin, stream=WORK_STREAM, consumer="w")
+    await work.signal("tg:1")
+    await work.signal("tg:2")
+    assert len(await work.read(count=1, block_ms=100)) == 1
+    body = await (await health_http.get(HEALTH_PATH)).json()
+    assert body["queue_depth"] == 2
+    assert 0 <= body["oldest_queued_seconds"] < 60
+
+    own_redis_server.stop()
+    response = await health_http.get(HEALTH_PATH)
+    assert response.status == 503
+    assert (await response.json())["status"] == "degraded"
+    await admin.aclose()
+
+
+async def test_a_master_out_of_memory_with_noeviction_is_unhealthy(
+    health_http: "TestClient[web.Request, web.Application]", own_redis_server: RedisServer
+):
+    admin = _client(own_redis_server.url)
+    await admin.config_set("maxmemory-policy", "noeviction")
+    used = int((await admin.info("memory"))["used_memory"])
+    await admin.config_set("maxmemory", str(used + 512 * 1024))
+    # Fill until Redis refuses writes.
+    for batch in range(200):
+        try:
+            await admin.set(f"filler:{batch}", b"x" * 64 * 1024)
+        except Exception:
+            break
+    response = await health_http.get(HEALTH_PATH)
+    assert response.status == 503
+    assert "maxmemory" in (await response.json())["redis_detail"]
+
+    await admin.config_set("maxmemory", "0")
+    assert (await health_http.get(HEALTH_PATH)).status == 200
+    await admin.aclose()
+
+
+async def test_a_replica_is_unhealthy(own_redis_server: RedisServer):
+    replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(own_redis_server.port)])
+    replica.start()
+    client = _client(replica.url)
+    try:
+        health = await RedisHealthProbe(client, key_prefix="h", timeout_seconds=1).check()
+        assert not health.writable
+        assert health.detail == "this is a read-only replica"
+    finally:
+        await client.aclose()
+        replica.close()

@@ -98,3 +98,24 @@ def test_llm_max_connections_is_read_and_must_be_positive(monkeypatch):
     monkeypatch.setenv("LLM_MAX_CONNECTIONS", "0")
     with pytest.raises(ValueError, match=r"LLM_MAX_CONNECTIONS|max_connections"):
         LLMSettings(_env_file=None)
+
+
+def test_sentinel_mode_needs_sentinels_given_as_host_port():
+    base = {"LLM_BACKEND": "offline"}
+    with pytest.raises(SettingsError, match="REDIS_MODE=sentinel needs REDIS_SENTINELS"):
+        Settings.from_env({**base, "REDIS_MODE": "sentinel"}, env_file=None)
+    with pytest.raises(SettingsError, match="'nohost' is not host:port"):
+        Settings.from_env(
+            {**base, "REDIS_MODE": "sentinel", "REDIS_SENTINELS": "a:26379,nohost"},
+            env_file=None,
+        )
+    settings = Settings.from_env(
+        {**base, "REDIS_MODE": "sentinel", "REDIS_SENTINELS": "a:26379, [::1]:26380"},
+        env_file=None,
+    )
+    assert settings.redis.sentinel_addresses() == [("a", 26379), ("::1", 26380)]
+
+
+def test_an_unknown_redis_mode_is_refused():
+    with pytest.raises(SettingsError, match="REDIS_MODE"):
+        Settings.from_env({"LLM_BACKEND": "offline", "REDIS_MODE": "replica"}, env_file=None)
