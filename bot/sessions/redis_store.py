@@ -249,7 +249,13 @@ class RedisSessionStore:
             return None
         try:
             return ConversationSession.model_validate_json(raw)
-        except ValidationError:
+        except ValidationError as error:
+            # Read-only here: the next turn moves it to quarantine. Where it failed, not its text.
+            logger.warning(
+                "Session of %s is unreadable (%d problem(s)); read as empty",
+                conversation_key,
+                error.error_count(),
+            )
             return None
 
 

@@ -35,7 +35,10 @@ def markdown_to_entities(markdown: str) -> FormattedText:
     # The converter is a third-party parser: whatever it raises, the customer still
     # gets the answer, only without formatting.
     except Exception:
-        logger.warning("Markdown conversion failed; sending the answer as plain text")
+        # The trace says which construct broke the converter; the answer text is not logged.
+        logger.warning(
+            "Markdown conversion failed; sending the answer as plain text", exc_info=True
+        )
         return FormattedText(markdown)
     if not text.strip():
         return FormattedText(markdown)

@@ -50,7 +50,7 @@ from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.polling import Poller
 from bot.telegram.sending import ReplySender
-from bot.telegram.session import BotApiSession
+from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.webhook import WebhookReceiver
 
 logger = logging.getLogger(__name__)

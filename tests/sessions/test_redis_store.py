@@ -180,3 +180,16 @@ async def test_an_unreachable_redis_is_reported_as_unavailable(own_redis_server:
             await store.load("100")
     finally:
         await client.aclose()
+
+
+async def test_reading_a_corrupt_entry_without_the_lease_says_so_in_the_log(
+    redis_client, caplog: pytest.LogCaptureFixture
+):
+    store = make_store(redis_client)
+    await redis_client.hset(
+        store.keys("100").session, mapping={"v": "3", "d": '{"secret": "SECRET-TEXT"'}
+    )
+    with caplog.at_level(logging.WARNING):
+        assert await store.load("100") is None
+    assert "Session of 100 is unreadable" in caplog.text
+    assert "SECRET-TEXT" not in caplog.text
