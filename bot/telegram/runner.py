@@ -43,6 +43,7 @@ from bot.redis_connection import describe_target
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
+from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.intake import TelegramIntake
@@ -50,7 +51,6 @@ from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.polling import Poller
 from bot.telegram.sending import ReplySender
-from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.webhook import WebhookReceiver
 
 logger = logging.getLogger(__name__)
