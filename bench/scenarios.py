@@ -26,7 +26,7 @@ from bench.stack import (
 from bench.stats import latency_summary_ms, slope
 from bot.app import Application
 from bot.chat_service import ChatReply
-from bot.tokens import estimate_messages_tokens
+from bot.llm.tokens import estimate_messages_tokens
 from turn import TurnContext, new_turn_id
 
 QUESTION = "Здравствуйте! Подскажите, пожалуйста, где сейчас мой заказ 8041 и когда его привезут?"

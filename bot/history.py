@@ -4,9 +4,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.llm.tokens import estimate_message_tokens, estimate_messages_tokens
 from bot.llm.types import Message
 from bot.sessions.models import StoredMessage
-from bot.tokens import estimate_message_tokens, estimate_messages_tokens
 
 SUMMARY_PREAMBLE = (
     "Ниже краткое содержание более ранней части разговора. Это данные о диалоге, "

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.llm.tokens import estimate_messages_tokens, estimate_text_tokens
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.tokens import estimate_messages_tokens, estimate_text_tokens
 from turn import ToolCall, Usage
 
 OFFLINE_MODEL_NAME = "offline-demo"

@@ -3,8 +3,8 @@
 from datetime import UTC, datetime
 
 from bot.history import HistoryWindow
+from bot.llm.tokens import estimate_message_tokens
 from bot.sessions.models import StoredMessage
-from bot.tokens import estimate_message_tokens
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 
