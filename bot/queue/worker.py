@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -69,6 +70,8 @@ class WorkerSettings:
     lease_seconds: float
     shutdown_grace_seconds: float
     read_block_ms: int = 1000
+    # How often the backlog is logged (only while there is one).
+    backlog_log_seconds: float = 60.0
 
 
 @dataclass
@@ -108,6 +111,32 @@ class WorkerPool:
     async def run(self) -> None:
         """Claim and drain until :meth:`stop`; then wait (bounded) for the chats in hand."""
         await self._ensure_group()
+        reporting = asyncio.create_task(self._report_backlog(), name="backlog-log")
+        try:
+            await self._claim_and_drain()
+        finally:
+            reporting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporting
+
+    async def _report_backlog(self) -> None:
+        """Log the queue depth and the oldest wait now and then, while work is waiting."""
+        while True:
+            await self._sleep(self._settings.backlog_log_seconds)
+            try:
+                backlog = await self._stream.backlog(int(time.time() * 1000))
+            except (RedisError, OSError):
+                continue
+            if backlog.chats:
+                logger.info(
+                    "Backlog: %d chat(s) with queued messages, the oldest waiting %.1f s; "
+                    "%d drained here now",
+                    backlog.chats,
+                    backlog.oldest_seconds,
+                    self.active,
+                )
+
+    async def _claim_and_drain(self) -> None:
         claim_every = max(self._settings.lease_seconds / 3, 0.5)
         next_claim = 0.0
         loop = asyncio.get_running_loop()
