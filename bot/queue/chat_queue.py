@@ -26,7 +26,7 @@ from bot.redis_keys import ConversationKeys, RedisKeys
 
 logger = logging.getLogger(__name__)
 
-# KEYS: lease, queue, outbox, session. ARGV: token, lease ms.
+# KEYS: lease, queue, outbox, session, blocked. ARGV: token, lease ms.
 _TAKE = """
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
@@ -36,7 +36,7 @@ elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
 return {1, redis.call('LINDEX', KEYS[2], 0) or '', redis.call('HVALS', KEYS[3]),
-        stored[1] or '', stored[2] or ''}
+        stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5])}
 """
 
 # KEYS: lease. ARGV: token, lease ms.
@@ -59,8 +59,9 @@ end
 return 1
 """
 
-# KEYS: lease, queue, outbox, session. ARGV: token, job id ('' for none), keep the lease (0/1).
-# Returns {0} lease lost, {1} released (queue empty), {2, next job, version, data}.
+# KEYS: lease, queue, outbox, session, blocked.
+# ARGV: token, job id ('' for none), keep the lease (0/1).
+# Returns {0} lease lost, {1} released (queue empty), {2, next job, version, data, blocked}.
 _DELIVERED = """
 if ARGV[2] ~= '' then redis.call('HDEL', KEYS[3], ARGV[2]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
@@ -73,7 +74,7 @@ if not head then
   head = ''
 end
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
-return {2, head, stored[1] or '', stored[2] or ''}
+return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5])}
 """
 
 _RELEASE = """
@@ -95,6 +96,8 @@ class ChatState:
     outbox: tuple[OutboxEntry, ...]
     session_version: str
     session_data: str
+    # The customer blocked the bot (read in the same script: no extra round trip).
+    blocked: bool = False
 
 
 class ChatQueue:
@@ -125,7 +128,7 @@ class ChatQueue:
         """Take (or keep) the lease and read the chat; ``None`` if another worker holds it."""
         keys = self.keys(conversation_key)
         reply = await self._take(
-            keys=[keys.lease, keys.queue, keys.outbox, keys.session],
+            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked],
             args=[token, self._lease_ms],
         )
         if int(reply[0]) == 0:
@@ -133,7 +136,7 @@ class ChatQueue:
         outbox = tuple(
             entry for entry in (_outbox_entry(raw) for raw in reply[2]) if entry is not None
         )
-        return _state(_text(reply[1]), outbox, reply[3], reply[4])
+        return _state(_text(reply[1]), outbox, reply[3], reply[4], reply[5])
 
     async def renew(self, conversation_key: str, token: str) -> bool:
         """Extend the lease by one period; ``False`` if it is no longer ours."""
@@ -186,7 +189,7 @@ class ChatQueue:
         """
         keys = self.keys(conversation_key)
         reply = await self._delivered(
-            keys=[keys.lease, keys.queue, keys.outbox, keys.session],
+            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked],
             args=[token, job_id, 1 if keep else 0],
         )
         status = int(reply[0])
@@ -194,7 +197,7 @@ class ChatQueue:
             raise LeaseLostError(f"lease of {conversation_key} lost")
         if status == 1:
             return None
-        return _state(_text(reply[1]), (), reply[2], reply[3])
+        return _state(_text(reply[1]), (), reply[2], reply[3], reply[4])
 
     async def release(self, conversation_key: str, token: str) -> None:
         """Give the lease back (only if it is still ours)."""
@@ -202,7 +205,7 @@ class ChatQueue:
 
 
 def _state(
-    head_raw: str, outbox: tuple[OutboxEntry, ...], version: object, data: object
+    head_raw: str, outbox: tuple[OutboxEntry, ...], version: object, data: object, blocked: object
 ) -> ChatState:
     head = None
     if head_raw:
@@ -216,6 +219,7 @@ def _state(
         outbox=outbox,
         session_version=_text(version),
         session_data=_text(data),
+        blocked=int(str(blocked)) == 1,
     )
 
 

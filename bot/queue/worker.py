@@ -53,8 +53,11 @@ class JobRunner(Protocol):
         """Run the head job of ``state`` and complete it in the queue (pop + outbox)."""
         ...
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease) -> None:
-        """Send a committed reply, record it undelivered if it cannot be, audit the turn."""
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+        """Send a committed reply, record it undelivered if it cannot be, audit the turn.
+
+        ``blocked``: the customer blocked the bot (read with the chat's state).
+        """
         ...
 
     async def summarise(self, lease: HeldLease) -> None:
@@ -283,7 +286,7 @@ class WorkerPool:
                 raise LeaseLostError(f"lease of {key} lost")
             for reply in sorted(state.outbox, key=lambda entry: _job_order(entry.job_id)):
                 # Committed before a crash or a failed send: deliver it before anything else.
-                await self._runner.deliver(reply, lease)
+                await self._runner.deliver(reply, lease, blocked=state.blocked)
                 await self._queue.delivered(key, lease.token, reply.job_id, keep=True)
             if self._stopping.is_set() and state.head_raw:
                 return False
@@ -292,7 +295,7 @@ class WorkerPool:
                 continue
             done = await self._runner.run(state, lease)
             if done.reply is not None:
-                await self._runner.deliver(done.reply, lease)
+                await self._runner.deliver(done.reply, lease, blocked=state.blocked)
             job_id = done.reply.job_id if done.reply is not None else ""
             next_state = await self._queue.delivered(
                 key, lease.token, job_id, keep=done.summary_due

@@ -126,9 +126,16 @@ class TelegramJobRunner:
         stored = next((e for e in fresh.outbox if e.job_id == job.job_id), None) if fresh else None
         return JobDone(reply=stored or entry)
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease) -> None:
-        """Send the reply; an undeliverable answer is recorded so; then audit the turn once."""
-        delivered = await self._send(reply)
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+        """Send the reply; an undeliverable answer is recorded so; then audit the turn once.
+
+        To a customer who blocked the bot nothing is sent: the reply is undelivered.
+        """
+        if blocked:
+            logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
+            delivered = False
+        else:
+            delivered = await self._send(reply)
         if not delivered and reply.format == "answer":
             try:
                 await self._chat.mark_undelivered(

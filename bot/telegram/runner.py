@@ -176,7 +176,13 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
         bot=bot,
         dispatcher=front.dispatcher,
         queue=app.queue,
-        replies=ReplySender(max_attempts=settings.telegram.send_max_attempts, blocked=app.blocked),
+        # The blocked flag comes with the chat's state (no extra round trip per send);
+        # the sender still sets it on a 403.
+        replies=ReplySender(
+            max_attempts=settings.telegram.send_max_attempts,
+            blocked=app.blocked,
+            check_blocked=False,
+        ),
         chat=app.chat,
         audit=app.turn_audit,
     )

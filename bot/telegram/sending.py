@@ -41,7 +41,9 @@ class ReplySender:
     """Sends texts to a chat with bounded, duplicate-free retries.
 
     With ``blocked`` it sends nothing to a chat that blocked the bot, and
-    remembers a chat whose send Telegram refused with 403.
+    remembers a chat whose send Telegram refused with 403; ``check_blocked=False``
+    leaves the check to a caller that read the flag already (a worker reads it
+    with the chat's state, in the same round trip).
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class ReplySender:
         backoff_seconds: float = 0.5,
         sleep: Sleep = asyncio.sleep,
         blocked: BlockedChats | None = None,
+        check_blocked: bool = True,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -60,6 +63,7 @@ class ReplySender:
         self._backoff = backoff_seconds
         self._sleep = sleep
         self._blocked = blocked
+        self._check_blocked = check_blocked
 
     async def send_answer(self, bot: Bot, chat_id: int, markdown: str) -> int:
         """Send a model answer (Markdown) as formatted pieces; returns how many were sent."""
@@ -70,7 +74,11 @@ class ReplySender:
         return await self._send_all(bot, chat_id, split_formatted(FormattedText(text)))
 
     async def _send_all(self, bot: Bot, chat_id: int, pieces: list[FormattedText]) -> int:
-        if self._blocked is not None and await self._blocked.is_blocked(chat_id):
+        if (
+            self._blocked is not None
+            and self._check_blocked
+            and await self._blocked.is_blocked(chat_id)
+        ):
             # Not delivered, and said so: the history and the audit must not call it answered.
             raise ReplyNotDeliveredError("the customer blocked the bot; not sent")
         for piece in pieces:

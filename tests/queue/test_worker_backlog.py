@@ -19,7 +19,7 @@ class _NeverRuns:
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         raise AssertionError("no chat should be drained")
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease) -> None:
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         raise AssertionError("nothing to deliver")
 
     async def summarise(self, lease: HeldLease) -> None:
