@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class ToolAuditRecord:
+class ToolExecutionRecord:
     """What happened in one execution: never the arguments, never message text."""
 
     call_id: str
@@ -36,13 +36,13 @@ class ToolExecutionResult:
     """The JSON text for the ``tool`` message, and the audit of the execution."""
 
     content: str
-    audit: ToolAuditRecord
+    audit: ToolExecutionRecord
 
 
 class ToolExecutionError(RuntimeError):
     """An execution that cannot give the model a result; carries its audit record."""
 
-    def __init__(self, message: str, audit: ToolAuditRecord) -> None:
+    def __init__(self, message: str, audit: ToolExecutionRecord) -> None:
         super().__init__(message)
         self.audit = audit
 
@@ -85,8 +85,8 @@ class ToolExecutor:
         started_at = datetime.now(UTC).isoformat()
         started = perf_counter()
 
-        def audit(status: ToolStatus, error_code: str | None) -> ToolAuditRecord:
-            return ToolAuditRecord(
+        def audit(status: ToolStatus, error_code: str | None) -> ToolExecutionRecord:
+            return ToolExecutionRecord(
                 call_id=tool_call.id,
                 tool_name=tool_call.name,
                 started_at=started_at,
