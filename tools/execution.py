@@ -21,7 +21,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ToolExecutionRecord:
-    """What happened in one execution: never the arguments, never message text."""
+    """What the executor measured about one execution: never the arguments, never message text.
+
+    The audit stream's :class:`~bot.audit.schema.ToolAuditEntry` is built from
+    it (with the chat, turn and model step it belongs to).
+    """
 
     call_id: str
     tool_name: str
@@ -33,7 +37,7 @@ class ToolExecutionRecord:
 
 @dataclass(frozen=True, slots=True)
 class ToolExecutionResult:
-    """The JSON text for the ``tool`` message, and the audit of the execution."""
+    """The JSON text for the ``tool`` message, and the record of the execution (``audit``)."""
 
     content: str
     audit: ToolExecutionRecord
