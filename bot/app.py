@@ -9,9 +9,9 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from bot.audit.entries import AuditSink
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.audit.sink import AuditSink
 from bot.blocked_chats import BlockedChats
 from bot.chat_service import ChatLimits, ChatService
 from bot.history import HistoryWindow

@@ -18,8 +18,8 @@ class ChatServiceError(RuntimeError):
     def __init__(self, message: str, turn_id: str = "") -> None:
         super().__init__(message)
         self.turn_id = turn_id
-        # A worker's turn: its audit entries (stream fields), written after the
-        # customer has been told, like an answered turn's.
+        # A worker's turn: its audit entries (stream fields, see bot.audit.schema),
+        # written after the customer has been told, like an answered turn's.
         self.audit_fields: tuple[dict[str, str], ...] = ()
 
 

@@ -5,7 +5,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
 
-from bot.audit.entries import AuditEntry, AuditSink
+from bot.audit.recorder import TurnAuditRecorder
+from bot.audit.schema import AuditEntry
+from bot.audit.sink import AuditSink
 from bot.chat_errors import (
     ChatBusyError,
     ChatServiceError,
@@ -29,7 +31,6 @@ from bot.summary import ConversationSummaryService, SummaryError
 from bot.summary_tasks import BackgroundSummaries
 from bot.surrogates import replace_lone_surrogates
 from bot.tool_loop import BoundedToolLoop, ToolLoopResult
-from bot.turn_audit import TurnAuditRecorder
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
 from turn import ToolLoopError, TurnContext, TurnOutcome, Usage

@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bot.audit.entries import AuditEntry, AuditSink, TurnAuditEntry
+from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry, read_entry
+from bot.audit.sink import AuditSink
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -24,6 +25,7 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.types import LLMResult, Message, ToolCallingClient, ToolChoice, ToolDefinition
+from turn import TurnOutcome
 
 NAMESPACE = "support"
 
@@ -113,13 +115,13 @@ class BotMetrics:
             self.model_errors.labels(kind=kind)
         for component in ("sessions", "audit", "dedup", "flood"):
             self.redis_errors.labels(component=component)
-        self.turns.labels(outcome="answered")
+        self.turns.labels(outcome=TurnOutcome.ANSWERED.value)
 
     def record_turn(self, outcome: str, seconds: float) -> None:
         """One turn ended with ``outcome``."""
         self.turns.labels(outcome=outcome).inc()
         self.turn_seconds.observe(seconds)
-        if outcome == "storage_unavailable":
+        if outcome == TurnOutcome.STORAGE_UNAVAILABLE:
             self.redis_errors.labels(component="sessions").inc()
 
     def record_tool(self, tool: str, status: str) -> None:
@@ -195,12 +197,14 @@ class MetricsAuditSink:
     async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
         """Count a worker's turn (given as stream fields), then write it through once."""
         for fields in entries:
-            if fields.get("type") == "turn":
-                self._metrics.record_turn(fields["outcome"], _number(fields, "latency_ms") / 1000)
-                if fields.get("queue_ms"):
-                    self._metrics.record_queue_time(_number(fields, "queue_ms") / 1000)
+            entry = read_entry(fields)
+            if isinstance(entry, TurnAuditEntry):
+                self._metrics.record_turn(str(entry.outcome), (entry.latency_ms or 0.0) / 1000)
+                if entry.queue_ms is not None:
+                    self._metrics.record_queue_time(entry.queue_ms / 1000)
             else:
-                self._metrics.record_tool(fields.get("tool_name", ""), fields.get("status", ""))
+                tool = entry if entry is not None else ToolAuditEntry.from_fields(fields)
+                self._metrics.record_tool(tool.tool_name, str(tool.status))
         lost_before = self._lost_entries()
         await self._inner.write_fields(entries)
         if self._lost_entries() > lost_before:
@@ -210,9 +214,9 @@ class MetricsAuditSink:
         """Count, then write through the wrapped sink (which never raises)."""
         for entry in entries:
             if isinstance(entry, TurnAuditEntry):
-                self._metrics.record_turn(entry.outcome, entry.latency_ms / 1000)
+                self._metrics.record_turn(str(entry.outcome), (entry.latency_ms or 0.0) / 1000)
             else:
-                self._metrics.record_tool(entry.record.tool_name, str(entry.record.status))
+                self._metrics.record_tool(entry.tool_name, str(entry.status))
         lost_before = self._lost_entries()
         await self._inner.write(entries)
         if self._lost_entries() > lost_before:
@@ -250,10 +254,3 @@ class MeteredChatModel:
     async def close(self) -> None:
         """Close the wrapped client."""
         await self._inner.close()
-
-
-def _number(fields: Mapping[str, str], name: str) -> float:
-    try:
-        return float(fields.get(name) or 0)
-    except ValueError:
-        return 0.0

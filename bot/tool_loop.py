@@ -12,8 +12,8 @@ from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
 from tools.execution import (
     ToolArgumentsError,
-    ToolAuditRecord,
     ToolExecutionError,
+    ToolExecutionRecord,
     ToolExecutor,
     ToolNotAllowedError,
 )
@@ -45,7 +45,7 @@ class ToolLoopObserver(Protocol):
     def on_model_response(self, step: int, result: LLMResult) -> None:
         """One model call finished (``step`` counts from 1)."""
 
-    def on_tool_executed(self, step: int, record: ToolAuditRecord) -> None:
+    def on_tool_executed(self, step: int, record: ToolExecutionRecord) -> None:
         """One tool execution finished, whatever its outcome."""
 
 
@@ -60,7 +60,7 @@ class ToolLoopResult:
     model_steps: int
     tool_calls_count: int
     tool_names: tuple[str, ...]
-    audit_records: tuple[ToolAuditRecord, ...]
+    audit_records: tuple[ToolExecutionRecord, ...]
 
 
 class BoundedToolLoop:
@@ -110,7 +110,7 @@ class BoundedToolLoop:
         conversation = list(messages)
         schemas = self._registry.api_schemas()
         llm_results: list[LLMResult] = []
-        audit_records: list[ToolAuditRecord] = []
+        audit_records: list[ToolExecutionRecord] = []
 
         for step in range(1, self._max_steps + 1):
             last_step = step == self._max_steps
@@ -159,7 +159,7 @@ class BoundedToolLoop:
         tool_call: ToolCall,
         context: TurnContext,
         step: int,
-        audit_records: list[ToolAuditRecord],
+        audit_records: list[ToolExecutionRecord],
         observer: ToolLoopObserver | None,
     ) -> str:
         try:
@@ -240,7 +240,7 @@ def _require_text(result: LLMResult) -> str:
 
 
 def _build_result(
-    text: str, llm_results: Sequence[LLMResult], audit_records: Sequence[ToolAuditRecord]
+    text: str, llm_results: Sequence[LLMResult], audit_records: Sequence[ToolExecutionRecord]
 ) -> ToolLoopResult:
     return ToolLoopResult(
         text=text,

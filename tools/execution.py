@@ -20,8 +20,12 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class ToolAuditRecord:
-    """What happened in one execution: never the arguments, never message text."""
+class ToolExecutionRecord:
+    """What the executor measured about one execution: never the arguments, never message text.
+
+    The audit stream's :class:`~bot.audit.schema.ToolAuditEntry` is built from
+    it (with the chat, turn and model step it belongs to).
+    """
 
     call_id: str
     tool_name: str
@@ -33,16 +37,16 @@ class ToolAuditRecord:
 
 @dataclass(frozen=True, slots=True)
 class ToolExecutionResult:
-    """The JSON text for the ``tool`` message, and the audit of the execution."""
+    """The JSON text for the ``tool`` message, and the record of the execution (``audit``)."""
 
     content: str
-    audit: ToolAuditRecord
+    audit: ToolExecutionRecord
 
 
 class ToolExecutionError(RuntimeError):
     """An execution that cannot give the model a result; carries its audit record."""
 
-    def __init__(self, message: str, audit: ToolAuditRecord) -> None:
+    def __init__(self, message: str, audit: ToolExecutionRecord) -> None:
         super().__init__(message)
         self.audit = audit
 
@@ -85,8 +89,8 @@ class ToolExecutor:
         started_at = datetime.now(UTC).isoformat()
         started = perf_counter()
 
-        def audit(status: ToolStatus, error_code: str | None) -> ToolAuditRecord:
-            return ToolAuditRecord(
+        def audit(status: ToolStatus, error_code: str | None) -> ToolExecutionRecord:
+            return ToolExecutionRecord(
                 call_id=tool_call.id,
                 tool_name=tool_call.name,
                 started_at=started_at,

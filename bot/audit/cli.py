@@ -33,7 +33,7 @@ from bot.audit.render import (
     stats_lines,
 )
 from bot.audit.stats import compute_stats
-from bot.audit.stream_entries import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
+from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
 from bot.audit.time_spec import TimeSpecError, parse_since
 from bot.redis_connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
 from bot.settings import AuditSettings, RedisSettings
@@ -262,7 +262,7 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
         print_json_lines(entries, context.out)
         return EXIT_OK
     EntryTable(context.zone).print(entries, context.out, header=True)
-    summary = next((entry for entry in entries if entry.type == "turn"), None)
+    summary = next((entry for entry in entries if entry.turn is not None), None)
     print(file=context.out)
     if summary is None:
         print(

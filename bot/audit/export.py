@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import redis
 
 from bot.audit.reader import check_stream
-from bot.audit.stream_entries import StreamEntry, parse_entries, parse_read_reply, reply_list
+from bot.audit.stream import StreamEntry, parse_entries, parse_read_reply, reply_list
 from bot.redis_connection import SyncRedisClient
 
 

@@ -6,7 +6,7 @@
 
 from collections.abc import Iterator
 
-from bot.audit.stream_entries import (
+from bot.audit.stream import (
     AuditStreamError,
     EntryFilter,
     StreamEntry,
@@ -76,12 +76,11 @@ class AuditStreamReader:
         expected_tools: int | None = None
         tools_seen = 0
         for entry in self._backwards("+", since_id):
-            if entry.get("turn_id") != turn_id:
+            if entry.turn_id != turn_id:
                 continue
             found.append(entry)
-            if entry.type == "turn":
-                expected = entry.number("tool_calls")
-                expected_tools = int(expected) if expected is not None else None
+            if entry.turn is not None:
+                expected_tools = entry.turn.tool_calls
             else:
                 tools_seen += 1
             if expected_tools is not None and tools_seen >= expected_tools:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import ResponseError
 
-from bot.audit.entries import AuditEntry
+from bot.audit.schema import CHAT_ID, QUEUED_AT, TURN_ID, AuditEntry
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
 
@@ -114,8 +114,8 @@ class RedisStreamAuditSink:
 
     def _protected(self, raw: Mapping[str, str]) -> dict[str, str]:
         fields = dict(raw)
-        if self._pseudonymizer is not None and "chat_id" in fields:
-            fields["chat_id"] = self._pseudonymizer(fields["chat_id"])
+        if self._pseudonymizer is not None and CHAT_ID in fields:
+            fields[CHAT_ID] = self._pseudonymizer(fields[CHAT_ID])
         return fields
 
     async def write(self, entries: Sequence[AuditEntry]) -> None:
@@ -156,7 +156,7 @@ class RedisStreamAuditSink:
                 "audit stream %s: %d delayed entries written, turns %s",
                 self._stream,
                 len(pending),
-                ",".join(sorted({row["turn_id"] for row in pending})),
+                ",".join(sorted({row[TURN_ID] for row in pending})),
             )
 
     def _keep(
@@ -164,7 +164,7 @@ class RedisStreamAuditSink:
     ) -> None:
         queued_at = self._clock().isoformat(timespec="milliseconds")
         for row in rows:
-            row.setdefault("queued_at", queued_at)
+            row.setdefault(QUEUED_AT, queued_at)
         self._pending.extend(pending)
         self._pending.extend(rows)
         dropped: list[dict[str, str]] = []
@@ -178,7 +178,7 @@ class RedisStreamAuditSink:
                 self._stream,
                 len(rows),
                 _describe(error),
-                ",".join(sorted({row["turn_id"] for row in rows})),
+                ",".join(sorted({row[TURN_ID] for row in rows})),
                 len(self._pending),
                 self._lost_entries,
                 json.dumps(list(rows), ensure_ascii=False, separators=(",", ":")),
@@ -189,7 +189,7 @@ class RedisStreamAuditSink:
                 self._stream,
                 len(dropped),
                 self._max_pending,
-                ",".join(sorted({row["turn_id"] for row in dropped})),
+                ",".join(sorted({row[TURN_ID] for row in dropped})),
             )
 
     async def _send(self, rows: list[dict[str, str]]) -> list[object]:
@@ -200,7 +200,7 @@ class RedisStreamAuditSink:
         """
         groups: list[list[dict[str, str]]] = []
         for row in rows:
-            if groups and groups[-1][0].get("turn_id") == row.get("turn_id"):
+            if groups and groups[-1][0].get(TURN_ID) == row.get(TURN_ID):
                 groups[-1].append(row)
             else:
                 groups.append([row])
@@ -212,7 +212,7 @@ class RedisStreamAuditSink:
                 for name, value in row.items():
                     args.extend((name, value))
             # An entry of no turn has nothing to repeat it by: a mark of its own.
-            turn_id = group[0].get("turn_id") or f"none-{secrets.token_hex(8)}"
+            turn_id = group[0].get(TURN_ID) or f"none-{secrets.token_hex(8)}"
             done = RedisKeys.audit_done(self._stream, turn_id)
             try:
                 result: object = await self._write_once(keys=[self._stream, done], args=args)
@@ -229,7 +229,7 @@ class RedisStreamAuditSink:
         self, lost: Sequence[dict[str, str]], rows: Sequence[dict[str, str]], error: object
     ) -> None:
         self._lost_entries += len(lost)
-        turn_ids = sorted({row["turn_id"] for row in rows})
+        turn_ids = sorted({row[TURN_ID] for row in rows})
         logger.warning(
             "audit stream %s: %d of %d entries lost (%s), turns %s, %d lost in total; entries: %s",
             self._stream,

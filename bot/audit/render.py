@@ -7,9 +7,7 @@ from datetime import datetime, tzinfo
 from typing import TextIO
 
 from bot.audit.stats import TOOL_STATUSES, AuditStats, Distribution
-from bot.audit.stream_entries import StreamEntry
-
-_DURATION_FIELDS = {"tool": "duration_ms", "turn": "latency_ms"}
+from bot.audit.stream import StreamEntry
 
 
 class EntryTable:
@@ -40,14 +38,17 @@ class EntryTable:
 
     def _row(self, entry: StreamEntry) -> tuple[str, ...]:
         when = entry.event_time.astimezone(self._zone).strftime("%Y-%m-%d %H:%M:%S")
-        duration = _format_ms(entry.get(_DURATION_FIELDS.get(entry.type, "")))
-        if entry.type == "turn":
-            tool = entry.get("tool_names") or "-"
-            return (when, "turn", entry.get("chat_id"), entry.get("turn_id"), "", tool,
-                    entry.get("outcome"), "", duration)  # fmt: skip
-        return (when, entry.type or "?", entry.get("chat_id"), entry.get("turn_id"),
-                entry.get("step"), entry.get("tool_name"), entry.get("status"),
-                entry.get("error_code"), duration)  # fmt: skip
+        turn, tool = entry.turn, entry.tool
+        if turn is not None:
+            names = ",".join(turn.tool_names) or "-"
+            return (when, "turn", turn.chat_id, turn.turn_id, "", names,
+                    str(turn.outcome), "", _format_ms(turn.latency_ms))  # fmt: skip
+        if tool is not None:
+            return (when, entry.type, tool.chat_id, tool.turn_id, _text(tool.step),
+                    tool.tool_name, str(tool.status), tool.error_code or "",
+                    _format_ms(tool.duration_ms))  # fmt: skip
+        return (when, entry.type or "?", entry.chat_id, entry.turn_id,
+                "", "", "", "", "-")  # fmt: skip
 
 
 def field_lines(entry: StreamEntry) -> list[str]:
@@ -165,25 +166,29 @@ def _join(cells: Sequence[str], widths: Sequence[int], details: str) -> str:
 
 
 def _details(entry: StreamEntry) -> str:
-    if entry.type == "turn":
+    turn, tool = entry.turn, entry.tool
+    if turn is not None:
+        usage = turn.usage
         tokens = "/".join(
-            entry.get(name) or "?"
-            for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+            _text(count) or "?"
+            for count in (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
         )
         return (
-            f"model={entry.get('model')} steps={entry.get('model_steps')} "
-            f"tools={entry.get('tool_calls')} tokens={tokens} "
-            f"prompt={entry.get('prompt_id')}@{entry.get('prompt_version')}"
+            f"model={turn.model} steps={_text(turn.model_steps)} "
+            f"tools={_text(turn.tool_calls)} tokens={tokens} "
+            f"prompt={turn.prompt_id}@{turn.prompt_version}"
         )
-    if entry.type == "tool":
-        return f"call={entry.get('call_id')}"
+    if tool is not None:
+        return f"call={tool.call_id}"
     return ""
 
 
-def _format_ms(text: str) -> str:
-    try:
-        value = float(text)
-    except ValueError:
+def _text(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _format_ms(value: float | None) -> str:
+    if value is None:
         return "-"
     return f"{value:.1f} ms" if value < 10_000 else f"{value / 1000:.2f} s"
 
@@ -198,9 +203,9 @@ def _align(cells: Sequence[str], widths: Sequence[int]) -> str:
 
 def _ms_cells(distribution: Distribution) -> tuple[str, str, str]:
     return (
-        _format_ms(str(distribution.p50)),
-        _format_ms(str(distribution.p95)),
-        _format_ms(str(distribution.max)),
+        _format_ms(distribution.p50),
+        _format_ms(distribution.p95),
+        _format_ms(distribution.max),
     )
 
 

@@ -5,12 +5,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.audit.stream_entries import StreamEntry
+from bot.audit.stream import StreamEntry
+from turn import ToolStatus
 
-TOOL_STATUSES = ("success", "business_error", "rejected", "timeout", "technical_error")
+TOOL_STATUSES: tuple[str, ...] = tuple(status.value for status in ToolStatus)
 """Every tool status, in the order tables show them."""
 
-FAILED_STATUSES = frozenset({"rejected", "timeout", "technical_error"})
+FAILED_STATUSES = frozenset(
+    {ToolStatus.REJECTED.value, ToolStatus.TIMEOUT.value, ToolStatus.TECHNICAL_ERROR.value}
+)
 """Statuses that count as errors in stats: a business error is an answer, not a malfunction."""
 
 
@@ -82,23 +85,21 @@ def compute_stats(entries: Iterable[StreamEntry]) -> AuditStats:
     latencies: list[float] = []
     tokens: list[float] = []
     tokens_unknown = 0
-    for entry in entries:
-        if entry.type == "tool":
-            name = entry.get("tool_name")
-            tool_statuses.setdefault(name, Counter())[entry.get("status")] += 1
-            duration = entry.number("duration_ms")
-            if duration is not None:
-                tool_durations.setdefault(name, []).append(duration)
-        elif entry.type == "turn":
-            outcomes[entry.get("outcome")] += 1
-            latency = entry.number("latency_ms")
-            if latency is not None:
-                latencies.append(latency)
-            total = entry.number("total_tokens")
+    for stream_entry in entries:
+        tool, turn = stream_entry.tool, stream_entry.turn
+        if tool is not None:
+            tool_statuses.setdefault(tool.tool_name, Counter())[str(tool.status)] += 1
+            if tool.duration_ms is not None:
+                tool_durations.setdefault(tool.tool_name, []).append(tool.duration_ms)
+        elif turn is not None:
+            outcomes[str(turn.outcome)] += 1
+            if turn.latency_ms is not None:
+                latencies.append(turn.latency_ms)
+            total = turn.usage.total_tokens
             if total is None:
                 tokens_unknown += 1
             else:
-                tokens.append(total)
+                tokens.append(float(total))
     tools = tuple(
         ToolStats(
             tool_name=name,

@@ -34,8 +34,9 @@ class QueuedJob(BaseModel):
 class OutboxEntry(BaseModel):
     """A reply committed and not yet delivered, with the audit entries its delivery completes.
 
-    ``audit`` holds the turn's stream entries (flat string fields); the turn
-    entry's outcome is settled when delivery succeeds or fails.
+    ``audit`` holds the turn's audit entries as stream fields (JSON in Redis),
+    built and read by :mod:`bot.audit.schema`; the turn entry's outcome is
+    settled when delivery succeeds or fails.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -21,7 +21,8 @@ from aiogram.types import Update
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bot.audit.entries import AuditSink
+from bot.audit.schema import TurnAuditEntry, read_entry, with_outcome
+from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
@@ -171,6 +172,10 @@ class TelegramJobRunner:
 
 
 def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:
-    if delivered or fields.get("type") != "turn" or fields.get("outcome") != TurnOutcome.ANSWERED:
+    """An answered turn's entry says ``undelivered`` when the answer never reached the chat."""
+    if delivered:
         return fields
-    return {**fields, "outcome": str(TurnOutcome.UNDELIVERED)}
+    entry = read_entry(fields)
+    if not isinstance(entry, TurnAuditEntry) or entry.outcome != TurnOutcome.ANSWERED:
+        return fields
+    return with_outcome(fields, TurnOutcome.UNDELIVERED)

@@ -6,6 +6,7 @@ that support staff look up in the audit stream.
 """
 
 from bot.chat_errors import ChatServiceError
+from turn import TurnOutcome
 
 GREETING = (
     "Здравствуйте! Я бот поддержки магазина.\n\n"
@@ -44,34 +45,36 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("new", "Начать новый разговор"),
 )
 
-_FAILURE_BY_KIND: dict[str, str] = {
-    "bad_input": "Не получилось разобрать сообщение. Попробуйте сформулировать вопрос иначе.",
-    "empty_message": "Сообщение пустое. Напишите, пожалуйста, ваш вопрос текстом.",
-    "message_too_long": (
+_FAILURE_BY_KIND: dict[TurnOutcome, str] = {
+    TurnOutcome.BAD_INPUT: (
+        "Не получилось разобрать сообщение. Попробуйте сформулировать вопрос иначе."
+    ),
+    TurnOutcome.EMPTY_MESSAGE: "Сообщение пустое. Напишите, пожалуйста, ваш вопрос текстом.",
+    TurnOutcome.MESSAGE_TOO_LONG: (
         "Сообщение слишком длинное. Пожалуйста, сократите его и отправьте ещё раз."
     ),
-    "model_unavailable": (
+    TurnOutcome.MODEL_UNAVAILABLE: (
         "Сейчас я перегружен и не успел ответить. Пожалуйста, повторите вопрос через минуту."
     ),
-    "bad_request": (
+    TurnOutcome.BAD_REQUEST: (
         "Запрос получился слишком длинным для обработки. Сократите вопрос "
         "или начните новый разговор командой /new."
     ),
-    "model_error": (
+    TurnOutcome.MODEL_ERROR: (
         "Не получилось подготовить ответ. Пожалуйста, переформулируйте вопрос "
         "или попробуйте ещё раз."
     ),
-    "tool_failure": (
+    TurnOutcome.TOOL_FAILURE: (
         "Не удалось получить нужные данные. Пожалуйста, попробуйте ещё раз чуть позже."
     ),
-    "limit": (
+    TurnOutcome.LIMIT: (
         "Вопрос оказался слишком сложным для одного ответа. "
         "Попробуйте разбить его на несколько простых вопросов."
     ),
-    "storage_unavailable": (
+    TurnOutcome.STORAGE_UNAVAILABLE: (
         "Сервис временно недоступен. Пожалуйста, попробуйте ещё раз через несколько минут."
     ),
-    "busy": (
+    TurnOutcome.BUSY: (
         "Я ещё отвечаю на ваше предыдущее сообщение. Пожалуйста, подождите немного "
         "и повторите вопрос."
     ),
@@ -88,7 +91,8 @@ def with_incident_code(text: str, code: str) -> str:
 def failure_message(error: ChatServiceError, incident_code: str) -> str:
     """The kind message for ``error`` (by its most specific known kind) with the code."""
     for cls in type(error).__mro__:
-        text = _FAILURE_BY_KIND.get(getattr(cls, "kind", ""))
+        kind = getattr(cls, "kind", None)
+        text = _FAILURE_BY_KIND.get(kind) if isinstance(kind, TurnOutcome) else None
         if text is not None:
             return with_incident_code(text, incident_code)
     return with_incident_code(_UNEXPECTED, incident_code)

@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
+from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.redis_connection import AsyncRedisClient
-from tools.execution import ToolAuditRecord
+from tools.execution import ToolExecutionRecord
 from turn import ToolStatus, TurnOutcome, Usage
 
 BASE_TIME = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
@@ -25,7 +25,7 @@ def tool_entry(
     started_at: datetime = BASE_TIME,
 ) -> ToolAuditEntry:
     """One tool entry."""
-    record = ToolAuditRecord(
+    record = ToolExecutionRecord(
         call_id=call_id,
         tool_name=tool_name,
         started_at=started_at.isoformat(),
@@ -33,7 +33,7 @@ def tool_entry(
         status=status,
         error_code=error_code,
     )
-    return ToolAuditEntry(record=record, chat_id=chat_id, turn_id=turn_id, step=step)
+    return ToolAuditEntry.from_record(record, chat_id=chat_id, turn_id=turn_id, step=step)
 
 
 def turn_entry(

@@ -3,12 +3,12 @@
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bot.audit.entries import AuditEntry
+from bot.audit.schema import TURN_ID, AuditEntry
 
 
 @dataclass
 class RecordingAuditSink:
-    """The :class:`~bot.audit.entries.AuditSink` contract in memory: :attr:`entries`, in order."""
+    """The :class:`~bot.audit.sink.AuditSink` contract in memory: :attr:`entries`, in order."""
 
     entries: list[AuditEntry] = field(default_factory=list)
     rows: list[dict[str, str]] = field(default_factory=list)
@@ -21,7 +21,7 @@ class RecordingAuditSink:
 
     async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
         """Append entries given as stream fields, once per turn (like the Redis sink)."""
-        turns = {entry.get("turn_id", "") for entry in entries}
+        turns = {entry.get(TURN_ID, "") for entry in entries}
         if len(turns) == 1 and "" not in turns:
             turn_id = turns.pop()
             if turn_id in self._turns:

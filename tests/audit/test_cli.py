@@ -9,7 +9,7 @@ import redis
 from bot.audit.cli import main
 from bot.audit.export import StreamExporter
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
-from bot.audit.stream_entries import StreamEntry
+from bot.audit.stream import StreamEntry
 from bot.testing.audit_entries import append, hours_ago, simple_turn, tool_entry, turn_entry
 from bot.testing.redis_server import free_port
 from tests.audit.conftest import HMAC_KEY, STREAM

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from bot.audit.stats import compute_stats, percentile
-from bot.audit.stream_entries import (
+from bot.audit.stream import (
     EntryFilter,
     StreamEntry,
     parse_entries,

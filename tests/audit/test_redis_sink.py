@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.chat_errors import ChatServiceError, ChatToolFailureError
 from bot.llm.types import LLMResult
 from bot.redis_connection import AsyncRedisClient
@@ -24,7 +24,7 @@ from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, scripted
 from tools.default_registry import build_default_tool_registry
-from tools.execution import ToolAuditRecord, ToolExecutionError, ToolExecutor
+from tools.execution import ToolExecutionError, ToolExecutionRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
 from turn import ToolCall, TurnContext, Usage
@@ -98,7 +98,7 @@ def executor(registry: ToolRegistry) -> Iterator[ToolExecutor]:
     executor.close()
 
 
-async def _execute(executor: ToolExecutor, name: str, arguments: str) -> ToolAuditRecord:
+async def _execute(executor: ToolExecutor, name: str, arguments: str) -> ToolExecutionRecord:
     call = ToolCall(id=f"call_{name}", name=name, arguments=arguments)
     context = TurnContext(
         conversation_key="tg:100200300", chat_id=100200300, user_id=1, turn_id="TURNSTATUS"
@@ -142,7 +142,9 @@ async def test_each_tool_status_is_one_entry_with_the_flat_fields(
 ) -> None:
     before = datetime.now(UTC)
     record = await _execute(executor, tool, arguments)
-    await sink.write([ToolAuditEntry(record, chat_id="100200300", turn_id="TURNSTATUS", step=2)])
+    await sink.write(
+        [ToolAuditEntry.from_record(record, chat_id="100200300", turn_id="TURNSTATUS", step=2)]
+    )
 
     (fields,) = await _read_all(redis_client)
     assert list(fields) == TOOL_FIELDS

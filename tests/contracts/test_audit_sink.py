@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.audit.entries import AuditEntry, AuditSink
 from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.audit.schema import AuditEntry
+from bot.audit.sink import AuditSink
 from bot.testing.audit_entries import simple_turn, stream_entries, tool_entry, turn_entry
 from bot.testing.recording_audit_sink import RecordingAuditSink
 

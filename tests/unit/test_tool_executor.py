@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools.execution import (
     ToolArgumentsError,
-    ToolAuditRecord,
+    ToolExecutionRecord,
     ToolExecutor,
     ToolNotAllowedError,
     ToolTechnicalError,
@@ -90,7 +90,7 @@ CONTEXT = TurnContext(conversation_key="tg:1", chat_id=1, user_id=2, turn_id="t"
 
 
 def assert_audit(
-    record: ToolAuditRecord, status: ToolStatus, error_code: str | None, name: str
+    record: ToolExecutionRecord, status: ToolStatus, error_code: str | None, name: str
 ) -> None:
     assert record.call_id == "call-1"
     assert record.tool_name == name

@@ -20,7 +20,7 @@ from bot.llm.errors import (
 from bot.llm.types import LLMResult, Message, ToolChoice
 from bot.testing.scripted_client import ScriptedClient, scripted
 from bot.tool_loop import BoundedToolLoop
-from tools.execution import ToolAuditRecord, ToolExecutor
+from tools.execution import ToolExecutionRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from turn import (
     ToolCall,
@@ -114,7 +114,7 @@ class Observed:
     def on_model_response(self, step: int, result: LLMResult) -> None:
         self.events.append(("model", step, result.response_id))
 
-    def on_tool_executed(self, step: int, record: ToolAuditRecord) -> None:
+    def on_tool_executed(self, step: int, record: ToolExecutionRecord) -> None:
         self.events.append(("tool", step, record))
 
 
@@ -299,7 +299,7 @@ async def test_several_calls_in_one_step_run_in_order_and_are_each_audited(
     assert [r.call_id for r in result.audit_records] == ids
     assert result.tool_names == ("shout", "echo", "shout")
     assert result.tool_calls_count == 3
-    assert [e[2].call_id for e in observed.events if isinstance(e[2], ToolAuditRecord)] == ids
+    assert [e[2].call_id for e in observed.events if isinstance(e[2], ToolExecutionRecord)] == ids
     sent = client.requests[1][0][len(MESSAGES) :]
     assert [m["role"] for m in sent] == ["assistant", "tool", "tool", "tool"]
     assert [m["tool_call_id"] for m in sent[1:]] == ids
@@ -430,7 +430,7 @@ async def test_technical_failure_ends_the_turn_with_its_audit_record(
     assert observed.events[-1] == tool_events[0]
     _, step, audit = tool_events[0]
     assert step == 1
-    assert isinstance(audit, ToolAuditRecord)
+    assert isinstance(audit, ToolExecutionRecord)
     assert (audit.call_id, audit.tool_name) == (ask.tool_calls[0].id, "broken")
     assert (audit.status, audit.error_code) == (ToolStatus.TECHNICAL_ERROR, "technical_error")
     assert ("echo", "after") not in log.calls

@@ -1,13 +1,24 @@
-"""Audit entries as read back from the stream: parsed replies, stream ids and filters.
+"""The audit stream as read back: entries with their stream ids, filters, ids, parsed replies.
 
-Pure functions of their arguments; nothing here talks to Redis.
+Each entry's fields are read through :mod:`bot.audit.schema`. Pure functions
+of their arguments; nothing here talks to Redis.
 """
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from bot.audit.schema import (
+    CHAT_ID,
+    TURN_ID,
+    TYPE,
+    AuditEntry,
+    ToolAuditEntry,
+    TurnAuditEntry,
+    read_entry,
+)
 
 
 class AuditStreamError(RuntimeError):
@@ -16,15 +27,44 @@ class AuditStreamError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class StreamEntry:
-    """One stream entry: its id and its flat string fields."""
+    """One stream entry: its id, its fields as written, and the entry they hold.
+
+    ``fields`` stay as written (JSON lines and ``turn`` show every field, even
+    one this version does not know); ``entry`` is ``None`` for an entry type
+    this version does not know.
+    """
 
     entry_id: str
     fields: Mapping[str, str]
+    entry: AuditEntry | None = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entry", read_entry(self.fields))
 
     @property
     def type(self) -> str:
-        """``tool`` or ``turn``."""
-        return self.fields.get("type", "")
+        """``tool`` or ``turn`` (or what an unknown entry says it is)."""
+        return self.fields.get(TYPE, "")
+
+    @property
+    def tool(self) -> ToolAuditEntry | None:
+        """The tool entry, if this is one."""
+        return self.entry if isinstance(self.entry, ToolAuditEntry) else None
+
+    @property
+    def turn(self) -> TurnAuditEntry | None:
+        """The turn entry, if this is one."""
+        return self.entry if isinstance(self.entry, TurnAuditEntry) else None
+
+    @property
+    def chat_id(self) -> str:
+        """The chat (real id or pseudonym), whatever the entry type."""
+        return self.entry.chat_id if self.entry is not None else self.fields.get(CHAT_ID, "")
+
+    @property
+    def turn_id(self) -> str:
+        """The turn, whatever the entry type."""
+        return self.entry.turn_id if self.entry is not None else self.fields.get(TURN_ID, "")
 
     @property
     def recorded_at(self) -> datetime:
@@ -34,7 +74,7 @@ class StreamEntry:
     @property
     def event_time(self) -> datetime:
         """When it happened: a tool's ``started_at``, else the time it was recorded."""
-        started_at = self.fields.get("started_at", "")
+        started_at = self.tool.started_at if self.tool is not None else ""
         if started_at:
             try:
                 parsed = datetime.fromisoformat(started_at)
@@ -42,18 +82,6 @@ class StreamEntry:
                 return self.recorded_at
             return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
         return self.recorded_at
-
-    def get(self, name: str) -> str:
-        """A field's value, ``""`` when absent."""
-        return self.fields.get(name, "")
-
-    def number(self, name: str) -> float | None:
-        """A field's value as a finite number, ``None`` when absent or not a finite number."""
-        try:
-            value = float(self.get(name))
-        except ValueError:
-            return None
-        return value if math.isfinite(value) else None
 
     def to_json_dict(self) -> dict[str, str]:
         """The entry for JSON lines: ``id``, ``recorded_at`` (ISO-8601 UTC), then every field."""
@@ -83,16 +111,20 @@ class EntryFilter:
         """Whether ``entry`` passes every condition."""
         if self.entry_type is not None and entry.type != self.entry_type:
             return False
-        if self.chat_ids and entry.get("chat_id") not in self.chat_ids:
+        if self.chat_ids and entry.chat_id not in self.chat_ids:
             return False
+        turn, tool = entry.turn, entry.tool
         if self.tool is not None:
-            if entry.type == "turn":
-                if self.tool not in entry.get("tool_names").split(","):
+            if turn is not None:
+                if self.tool not in (turn.tool_names or ("",)):
                     return False
-            elif entry.get("tool_name") != self.tool:
+            elif (tool.tool_name if tool is not None else "") != self.tool:
                 return False
         if self.status is not None:
-            value = entry.get("outcome") if entry.type == "turn" else entry.get("status")
+            if turn is not None:
+                value = str(turn.outcome)
+            else:
+                value = str(tool.status) if tool is not None else ""
             if value != self.status:
                 return False
         return True

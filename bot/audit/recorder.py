@@ -2,9 +2,9 @@
 
 from dataclasses import dataclass, field
 
-from bot.audit.entries import AuditEntry, ToolAuditEntry, TurnAuditEntry
+from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.llm.types import LLMResult
-from tools.execution import ToolAuditRecord
+from tools.execution import ToolExecutionRecord
 from turn import TurnOutcome, Usage
 
 
@@ -23,10 +23,12 @@ class TurnAuditRecorder:
         """Remember the response for the turn's counts."""
         self.responses.append(result)
 
-    def on_tool_executed(self, step: int, record: ToolAuditRecord) -> None:
-        """Remember the execution as a tool entry."""
+    def on_tool_executed(self, step: int, record: ToolExecutionRecord) -> None:
+        """Remember the executor's record as a tool entry of this turn."""
         self.tool_entries.append(
-            ToolAuditEntry(record=record, chat_id=self.chat_id, turn_id=self.turn_id, step=step)
+            ToolAuditEntry.from_record(
+                record, chat_id=self.chat_id, turn_id=self.turn_id, step=step
+            )
         )
 
     def entries(
@@ -40,7 +42,7 @@ class TurnAuditRecorder:
             model=self.responses[-1].model if self.responses else self.model,
             model_steps=len(self.responses),
             tool_calls=len(self.tool_entries),
-            tool_names=tuple(entry.record.tool_name for entry in self.tool_entries),
+            tool_names=tuple(entry.tool_name for entry in self.tool_entries),
             usage=Usage.total(r.usage for r in self.responses),
             latency_ms=latency_ms,
             queue_ms=self.queue_ms,
