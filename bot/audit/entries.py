@@ -86,6 +86,39 @@ class TurnAuditEntry:
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffAuditEntry:
+    """A step of a human handoff: ``opened``, ``first_reply`` or ``closed``; never text.
+
+    ``trigger`` and ``reason`` (opened) are closed categories; ``wait_ms`` is the
+    customer's wait for the first staff reply; ``closed_by`` is ``staff`` or
+    ``idle`` and ``duration_ms`` the handoff's length.
+    """
+
+    chat_id: str
+    turn_id: str
+    event: str
+    trigger: str = ""
+    reason: str = ""
+    wait_ms: float | None = None
+    closed_by: str = ""
+    duration_ms: float | None = None
+
+    def to_fields(self) -> dict[str, str]:
+        """The stream entry's fields."""
+        return {
+            "type": "handoff",
+            "chat_id": self.chat_id,
+            "turn_id": self.turn_id,
+            "event": self.event,
+            "trigger": self.trigger,
+            "reason": self.reason,
+            "wait_ms": "" if self.wait_ms is None else f"{self.wait_ms:.0f}",
+            "closed_by": self.closed_by,
+            "duration_ms": "" if self.duration_ms is None else f"{self.duration_ms:.0f}",
+        }
+
+
 AuditEntry = ToolAuditEntry | TurnAuditEntry
 
 

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.handoff.actions import StaffAction
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 
@@ -34,6 +35,8 @@ class QueuedJob(BaseModel):
 class OutboxEntry(BaseModel):
     """A reply committed and not yet delivered, with the audit entries its delivery completes.
 
+    ``format="none"`` sends nothing to the customer (a handed-off message only
+    relayed); ``staff`` are the relay steps done after the send (:mod:`bot.handoff`).
     ``audit`` holds the turn's stream entries (flat string fields); the turn
     entry's outcome is settled when delivery succeeds or fails.
     """
@@ -43,9 +46,10 @@ class OutboxEntry(BaseModel):
     job_id: str
     turn_id: str
     chat_id: int
-    format: Literal["answer", "plain"]
+    format: Literal["answer", "plain", "none"]
     text: str
     audit: tuple[dict[str, str], ...] = ()
+    staff: tuple[StaffAction, ...] = ()
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

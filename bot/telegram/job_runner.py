@@ -23,6 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.audit.entries import AuditSink
 from bot.chat_errors import ChatServiceError
+from bot.handoff.desk import StaffDesk
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
@@ -49,6 +50,7 @@ class TelegramJobRunner:
         replies: ReplySender,
         chat: ChatPort,
         audit: AuditSink,
+        desk: StaffDesk | None = None,
     ) -> None:
         self._bot = bot
         self._dispatcher = dispatcher
@@ -56,6 +58,7 @@ class TelegramJobRunner:
         self._replies = replies
         self._chat = chat
         self._audit = audit
+        self._desk = desk
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -127,8 +130,13 @@ class TelegramJobRunner:
         return JobDone(reply=stored or entry)
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease) -> None:
-        """Send the reply; an undeliverable answer is recorded so; then audit the turn once."""
-        delivered = await self._send(reply)
+        """Send the reply, then its staff steps; an undeliverable answer is recorded so.
+
+        Then the turn is audited once.
+        """
+        delivered = await self._send(reply) if reply.format != "none" else True
+        if reply.staff and self._desk is not None:
+            await self._desk.perform(lease.conversation_key, reply)
         if not delivered and reply.format == "answer":
             try:
                 await self._chat.mark_undelivered(

@@ -34,6 +34,7 @@ from aiohttp import web
 
 from bot import event_loop
 from bot.app import Application, StartupError, build_application
+from bot.handoff.desk import StaffDesk
 from bot.llm.types import ToolCallingClient
 from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.work_stream import BacklogGauge, WorkStream
@@ -136,13 +137,22 @@ async def run_bot(
         return 1
     try:
         front = build_dispatcher(
-            settings, chat_service=app.chat, blocked_chats=app.blocked, metrics=app.metrics
+            settings,
+            chat_service=app.chat,
+            blocked_chats=app.blocked,
+            metrics=app.metrics,
+            handoff=app.handoff,
         )
         if not await _prepare_bot(bot, app, mode):
             return 1
         workers = build_workers(app, bot, front)
         working = asyncio.create_task(workers.run(), name="workers")
-        intake = TelegramIntake(app.intake, bot, allow_groups=settings.telegram.allow_groups)
+        intake = TelegramIntake(
+            app.intake,
+            bot,
+            allow_groups=settings.telegram.allow_groups,
+            topics=app.handoff.topics if app.handoff is not None else None,
+        )
         try:
             if mode == "webhook":
                 await _serve_webhook(bot, front, app, intake, stop)
@@ -179,6 +189,9 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
         replies=ReplySender(max_attempts=settings.telegram.send_max_attempts, blocked=app.blocked),
         chat=app.chat,
         audit=app.turn_audit,
+        desk=StaffDesk(bot=bot, topics=app.handoff.topics, sessions=app.sessions)
+        if app.handoff is not None
+        else None,
     )
     return WorkerPool(
         stream=app.work,
