@@ -130,13 +130,11 @@ class TelegramJobRunner:
         return JobDone(reply=stored or entry)
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease) -> None:
-        """Send the reply, then its staff steps; an undeliverable answer is recorded so.
+        """Send the reply; an undeliverable answer is recorded so; audit the turn once.
 
-        Then the turn is audited once.
+        Then the reply's staff steps (handoff relays) run, in order.
         """
         delivered = await self._send(reply) if reply.format != "none" else True
-        if reply.staff and self._desk is not None:
-            await self._desk.perform(lease.conversation_key, reply)
         if not delivered and reply.format == "answer":
             try:
                 await self._chat.mark_undelivered(
@@ -148,6 +146,8 @@ class TelegramJobRunner:
             await self._audit.write_fields(
                 [_with_delivery(fields, delivered) for fields in reply.audit]
             )
+        if reply.staff and self._desk is not None:
+            await self._desk.perform(lease.conversation_key, reply)
 
     async def summarise(self, lease: HeldLease) -> None:
         """Fold old messages into the summary while the worker holds the lease."""

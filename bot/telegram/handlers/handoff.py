@@ -56,7 +56,9 @@ async def operator(
     )
 
 
-async def in_human_state(job: JobContext, handoff: HandoffService | None = None) -> bool:
+async def in_human_state(
+    message: Message, job: JobContext, handoff: HandoffService | None = None
+) -> bool:
     """Filter: a person answers this conversation now (the bot stays silent)."""
     return handoff is not None and handoff.state(job) == "human"
 
