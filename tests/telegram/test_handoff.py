@@ -99,7 +99,9 @@ class Desk:
         return thread
 
     async def audit(self) -> list[dict[str, str]]:
-        rows = await self.app.redis.xrange("handoff:audit")
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.app.redis.xrange(  # type: ignore[assignment]
+            "handoff:audit"
+        )
         return [
             {k.decode(): v.decode() for k, v in fields.items()}
             for _, fields in rows
