@@ -16,9 +16,10 @@ from aiogram import Bot
 from aiogram.types import Update
 
 from bot.app import Application, build_application
-from bot.chat_service import IDLE_NOTE
+from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
 from bot.handoff.desk import NOT_DELIVERED
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
+from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
 from bot.redis_keys import telegram_conversation
@@ -37,6 +38,7 @@ STAFF = -1001234567890
 CUSTOMER = 701
 OTHER_CUSTOMER = 702
 ASK_HUMAN = "Позовите, пожалуйста, живого человека"
+BROKEN = "Этот вопрос ломает модель"
 
 
 def _responder(
@@ -44,6 +46,8 @@ def _responder(
 ) -> LLMResult:
     """Echoes the question; asked for a person, calls ``request_human_agent`` first."""
     last = messages_[-1]
+    if last["content"] == BROKEN:
+        raise LLMTimeoutError("the model timed out")
     if last["role"] == "tool":
         return text_result("Я позвал сотрудника поддержки.")
     if last["content"] == ASK_HUMAN and tools:
@@ -109,9 +113,8 @@ class Desk:
         ]
 
 
-@pytest.fixture
-async def desk(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+async def _desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, **env: Any
 ) -> AsyncIterator[Desk]:
     telegram.make_forum(STAFF)
     settings = make_settings(
@@ -122,6 +125,7 @@ async def desk(
         SESSION_LEASE_SECONDS=3,
         STAFF_CHAT_ID=STAFF,
         HANDOFF_AFTER_FAILED_TURNS=2,
+        **env,
     )
     model = ScriptedClient(_responder)
     app = await build_application(settings, llm=model)
@@ -139,6 +143,23 @@ async def desk(
         workers.stop()
         await working
         await app.aclose()
+
+
+@pytest.fixture
+async def desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Desk]:
+    async for built in _desk(redis_server, telegram, bot):
+        yield built
+
+
+@pytest.fixture
+async def quick_desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Desk]:
+    """Handoffs go idle after 60 ms."""
+    async for built in _desk(redis_server, telegram, bot, HANDOFF_IDLE_MINUTES=0.001):
+        yield built
 
 
 async def test_operator_opens_a_topic_with_the_header_and_mirrors_the_waiting_conversation(
@@ -265,3 +286,44 @@ async def test_a_relay_to_a_customer_who_blocked_the_bot_is_reported_in_the_topi
     telegram.fail_next("copyMessage", 403, "Forbidden: bot was blocked by the user")
     await desk.staff(thread, "Вы здесь?")
     await telegram.wait_for(lambda: NOT_DELIVERED in telegram.topic_texts(STAFF, thread))
+
+
+async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    await desk.customer(BROKEN)
+    await telegram.wait_for(lambda: len(telegram.sent_texts(CUSTOMER)) == 1)
+    assert not telegram.topics(STAFF)
+    await desk.customer("Всё ещё тут?")
+    await telegram.wait_for(lambda: len(telegram.sent_texts(CUSTOMER)) == 2)
+    await desk.customer(BROKEN)
+    await desk.customer(BROKEN)
+    await telegram.wait_for(lambda: bool(telegram.sent_texts(STAFF)))
+
+    texts = telegram.sent_texts(CUSTOMER)
+    # An answered turn in between: the second failure alone is not "in a row".
+    assert messages.FAILED_HANDOFF not in texts[2]
+    assert texts[3].endswith(messages.FAILED_HANDOFF)
+    header = telegram.topic_texts(STAFF, await desk.topic_of())[0]
+    assert "Причина: failed_turns" in header
+    codes = await desk.handoff.topics.recent_failures(telegram_conversation(CUSTOMER))
+    assert len(codes) == 3
+    assert all(code in header for code in codes)
+
+
+async def test_an_idle_handoff_returns_to_the_bot_with_a_note(
+    quick_desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    thread = await quick_desk.hand_off()
+    await quick_desk.staff(thread, "Сейчас посмотрю")
+    await telegram.wait_for(lambda: len(telegram.copies(CUSTOMER)) == 1)
+    await asyncio.sleep(0.2)
+
+    await quick_desk.customer("Вы ещё здесь?")
+
+    await telegram.wait_for(
+        lambda: f"{IDLE_NOTE}\n\nОтвет: Вы ещё здесь?" in telegram.sent_texts(CUSTOMER)
+    )
+    await telegram.wait_for(lambda: IDLE_TOPIC_NOTE in telegram.topic_texts(STAFF, thread))
+    closed = [e for e in await quick_desk.audit() if e["event"] == "closed"]
+    assert [e["closed_by"] for e in closed] == ["idle"]
