@@ -4,6 +4,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
@@ -54,7 +55,7 @@ from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
 from tools.registry import ToolRegistry
 from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
 from tools.store import ShopStore
-from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
+from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME, closed_note
 
 logger = logging.getLogger(__name__)
 
@@ -357,6 +358,9 @@ async def build_application(
                 staff_chat_id=staff_chat_id,
                 after_failed_turns=settings.handoff.after_failed_turns,
                 idle_seconds=settings.handoff.idle_minutes * 60,
+            ),
+            closed_note=lambda: closed_note(
+                shop.support_hours, datetime.now(UTC), settings.tools.support_timezone
             ),
         )
         if staff_chat_id is not None

@@ -8,6 +8,7 @@ does, after the commit.
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -41,11 +42,22 @@ class HandoffService:
     """Opens, relays and closes handoffs for the handlers of a worker's job."""
 
     def __init__(
-        self, *, chat: ChatService, topics: TopicDirectory, settings: HandoffPolicy
+        self,
+        *,
+        chat: ChatService,
+        topics: TopicDirectory,
+        settings: HandoffPolicy,
+        closed_note: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._chat = chat
         self._topics = topics
         self._settings = settings
+        self._closed_note = closed_note
+
+    def waiting_text(self, text: str) -> str:
+        """``text`` for a customer who now waits for a person, with the hours when closed."""
+        note = self._closed_note()
+        return f"{text}\n\n{note}" if note else text
 
     @property
     def staff_chat_id(self) -> int:
@@ -106,8 +118,12 @@ class HandoffService:
         reason: str = "",
         audit: tuple[dict[str, str], ...] = (),
     ) -> Committed:
-        """Put the conversation in ``waiting``, tell the customer ``text``, open the topic."""
+        """Put the conversation in ``waiting``, tell the customer ``text``, open the topic.
+
+        Outside support hours the customer is also told when a person answers.
+        """
         turn_id = job.job.turn_id
+        text = self.waiting_text(text)
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=turn_id,

@@ -104,6 +104,7 @@ class TelegramJobRunner:
             format="plain",
             text=reply.text,
             audit=reply.audit,
+            staff=reply.staff,
         )
         key = lease.conversation_key
         try:

@@ -87,11 +87,9 @@ class Desk:
 
     async def hand_off(self, chat_id: int = CUSTOMER) -> int:
         """``/operator``; returns the topic once its header is posted."""
-        waiting = self.telegram.sent_texts(chat_id).count(messages.OPERATOR_WAITING)
+        waiting = self._waiting_notes(chat_id)
         await self.customer("/operator", chat_id)
-        await self.telegram.wait_for(
-            lambda: self.telegram.sent_texts(chat_id).count(messages.OPERATOR_WAITING) > waiting
-        )
+        await self.telegram.wait_for(lambda: self._waiting_notes(chat_id) > waiting)
         headers = sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(STAFF))
         await self.telegram.wait_for(
             lambda: sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(STAFF)) > headers
@@ -101,6 +99,11 @@ class Desk:
             lambda: any(t.startswith("Клиент:") for t in self.telegram.topic_texts(STAFF, thread))
         )
         return thread
+
+    def _waiting_notes(self, chat_id: int) -> int:
+        # Outside support hours the hours follow the note.
+        texts = self.telegram.sent_texts(chat_id)
+        return sum(text.startswith(messages.OPERATOR_WAITING) for text in texts)
 
     async def audit(self) -> list[dict[str, str]]:
         rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.app.redis.xrange(  # type: ignore[assignment]
