@@ -19,7 +19,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
 | ``{<conv>}:topic``                | string | none                | handoff        | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
-| ``{<conv>}:failed_streak``        | string | 7 days              | turns          | handoff  |
+| ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
 | ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
 | ``AUDIT_STREAM`` (no prefix)      | stream | AUDIT_STREAM_MAXLEN | audit sink     | CLI      |

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramForbiddenError
+from redis.exceptions import RedisError
 
 from bot.handoff.actions import StaffAction
 from bot.handoff.topics import TopicDirectory
@@ -86,6 +87,14 @@ class StaffDesk:
             except TelegramAPIError as error:
                 logger.warning(
                     "Turn %s: staff step %s failed: %s", entry.turn_id, action.kind, error
+                )
+            except RedisError as error:
+                # The customer's reply is out already: failing here would send it again.
+                logger.warning(
+                    "Turn %s: staff step %s skipped, Redis unavailable (%s)",
+                    entry.turn_id,
+                    action.kind,
+                    type(error).__name__,
                 )
 
     async def _step(self, conversation_key: str, entry: OutboxEntry, action: StaffAction) -> None:
