@@ -40,6 +40,11 @@ def test_handoffs_lists_open_conversations_with_state_and_wait(
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["CHAT", "STATE", "OPENED", "TRIGGER", "WAITED"]
     assert table[2].split()[-2:] == ["tool/complaint", "42s"]
+    assert main(["tail", "--type", "handoff", "--json"]) == 0
+    events = [json.loads(line)["event"] for line in capsys.readouterr().out.splitlines()]
+    assert events == ["opened", "opened", "first_reply", "opened", "closed"]
+    assert main(["tail", "--type", "handoff"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 5
 
 
 def test_stats_show_the_handoff_rate_and_time_to_first_staff_reply(
