@@ -9,7 +9,7 @@ from bot.handoff.topics import TopicDirectory
 from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict
 from bot.redis_keys import telegram_chat_id, telegram_conversation
 from bot.surrogates import without_lone_surrogates
-from bot.telegram.filters import AddressedToBot
+from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class TelegramIntake:
         user = message.from_user
         if topics is None or thread is None or not message.is_topic_message:
             return None
-        if user is None or user.is_bot or message.forum_topic_created is not None:
+        if user is None or user.is_bot or message.content_type not in RELAYED_CONTENT:
             return None
         conversation_key = await topics.conversation_of(thread)
         chat_id = telegram_chat_id(conversation_key) if conversation_key else None

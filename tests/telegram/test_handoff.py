@@ -75,7 +75,9 @@ class Desk:
         await self.feed(update)
         return int(update["message"]["message_id"])
 
-    async def staff(self, thread: int, text: str, *, chat_id: int = STAFF, **kwargs: Any) -> int:
+    async def staff(
+        self, thread: int, text: str | None, *, chat_id: int = STAFF, **kwargs: Any
+    ) -> int:
         update = self.telegram.topic_message_update(chat_id, thread, text, **kwargs)
         await self.feed(update)
         return int(update["message"]["message_id"])
@@ -272,6 +274,10 @@ async def test_only_a_staff_member_in_the_customers_own_topic_is_relayed(
     await desk.staff(123456, "из темы без клиента")
     await desk.staff(mine, "от бота", is_bot=True)
     await desk.staff(mine, "не участник", user_id=666)
+    renamed = telegram.topic_message_update(
+        STAFF, mine, extra={"forum_topic_edited": {"name": "x"}}
+    )
+    await desk.feed(renamed)
     await desk.feed(telegram.message_update(STAFF, "из общего чата", chat_type="supergroup"))
     # A barrier: this one is relayed, and it is the only one.
     relayed = await desk.staff(other, "для второго клиента")

@@ -20,6 +20,7 @@ from bot.handoff.actions import HandoffTurn
 from bot.handoff.service import HandoffService
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
+from bot.telegram.filters import RELAYED_CONTENT
 from bot.telegram.job_results import JobContext, JobResult, PlainReply
 
 logger = logging.getLogger(__name__)
@@ -109,8 +110,10 @@ async def _from_staff_in_topic(
         return False
     if user is None or user.is_bot or not message.is_topic_message:
         return False
-    if message.sender_chat is not None:
-        # Posted on behalf of a chat (anonymous admin, linked channel): no member to check.
+    # A service message (topic renamed, pinned...) is not for the customer.
+    if message.content_type not in RELAYED_CONTENT or message.sender_chat is not None:
+        # sender_chat: posted on behalf of a chat (anonymous admin, linked channel),
+        # so there is no member to check.
         return False
     if await handoff.topics.conversation_of(thread) != telegram_conversation(job.job.chat_id):
         logger.warning("Staff message %s is not in this customer's topic; dropped", job.job.job_id)
