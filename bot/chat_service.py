@@ -318,7 +318,7 @@ class ChatService:
         note: str | None = None
         if before is not None and before.handoff_idle(now, self._handoff_idle_seconds):
             updated = updated.with_handoff("bot", now)
-            staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE),)
+            staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE), StaffAction(kind="ended"))
             audit = (closed_entry(before, chat, context.turn_id, "idle", now),)
             note = IDLE_NOTE
             state = "bot"

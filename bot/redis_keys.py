@@ -21,6 +21,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
+| ``{staff:<chat>}:open``           | zset   | none                | staff desk     | sweeper  |
 | ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
 | ``AUDIT_STREAM`` (no prefix)      | stream | AUDIT_STREAM_MAXLEN | audit sink     | CLI      |
 | ``{AUDIT_STREAM}:done:<turn id>`` | string | 24 h                | audit sink     | sink     |
@@ -143,6 +144,10 @@ class RedisKeys:
     def staff_topic(self, staff_chat_id: int, thread_id: int) -> str:
         """Which customer conversation a staff forum topic belongs to (the reverse mapping)."""
         return f"{self.prefix}:{{staff:{staff_chat_id}}}:topic:{thread_id}"
+
+    def open_handoffs(self, staff_chat_id: int) -> str:
+        """Conversations handed to staff, scored by their last activity (ms): the idle sweep."""
+        return f"{self.prefix}:{{staff:{staff_chat_id}}}:open"
 
     @property
     def work_stream(self) -> str:

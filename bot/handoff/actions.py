@@ -17,12 +17,15 @@ class StaffAction(BaseModel):
     * ``copy_to_topic``: copy the customer's message ``message_id`` into the topic;
     * ``post_answer``: post the reply's text (the bot's answer) into the topic;
     * ``post``: post ``text`` (the bot's own words to staff) into the topic;
-    * ``copy_to_customer``: copy the staff message ``message_id`` to the customer.
+    * ``copy_to_customer``: copy the staff message ``message_id`` to the customer;
+    * ``ended``: the handoff is over (no more idle checks for it).
+
+    Any step but ``ended`` counts as activity for the idle check.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["open", "copy_to_topic", "post_answer", "post", "copy_to_customer"]
+    kind: Literal["open", "copy_to_topic", "post_answer", "post", "copy_to_customer", "ended"]
     message_id: int | None = None
     text: str = ""
     name: str = ""

@@ -8,6 +8,7 @@ to a customer who blocked the bot is reported in the topic instead.
 
 import hashlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
@@ -80,8 +81,10 @@ class StaffDesk:
         self._staff = topics.staff_chat_id
 
     async def perform(self, conversation_key: str, entry: OutboxEntry) -> None:
-        """Run ``entry``'s staff steps in order; never raises."""
+        """Run ``entry``'s staff steps in order, then note the activity; never raises."""
         for action in entry.staff:
+            if action.kind == "ended":
+                continue
             try:
                 await self._step(conversation_key, entry, action)
             except TelegramAPIError as error:
@@ -96,6 +99,13 @@ class StaffDesk:
                     action.kind,
                     type(error).__name__,
                 )
+        try:
+            if any(action.kind == "ended" for action in entry.staff):
+                await self._topics.ended(conversation_key)
+            elif entry.staff:
+                await self._topics.touch(conversation_key, int(time.time() * 1000))
+        except RedisError as error:
+            logger.warning("Idle index of %s not updated (%s)", entry.turn_id, type(error).__name__)
 
     async def _step(self, conversation_key: str, entry: OutboxEntry, action: StaffAction) -> None:
         if action.kind == "open":

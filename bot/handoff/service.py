@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from bot.audit.entries import HandoffAuditEntry
-from bot.chat_service import IDLE_NOTE, ChatService, HeldTurn, closed_entry
+from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, HeldTurn, closed_entry
 from bot.handoff.actions import HandoffTurn, StaffAction, Trigger, staff_label
 from bot.handoff.topics import TopicDirectory
 from bot.queue.jobs import OutboxEntry
@@ -222,6 +222,17 @@ class HandoffService:
         await self._chat.commit_without_turn(conversation_key, self.held(job), change, entry)
         return Committed(reply=entry, summary_due=False)
 
+    async def idle_check(self, conversation_key: str, job: JobContext) -> Committed | None:
+        """The sweeper's check: end the handoff if it is still idle (``None``: nothing to do)."""
+        session = self.session(job)
+        if session is None or session.handoff == "bot":
+            # Ended meanwhile (``/new``, or a turn noticed the idle first).
+            await self._topics.ended(conversation_key)
+            return None
+        if not session.handoff_idle(_now(), self._settings.idle_seconds):
+            return None
+        return await self.close(conversation_key, job, "idle")
+
     async def close(
         self, conversation_key: str, job: JobContext, closed_by: Literal["staff", "idle"]
     ) -> Committed:
@@ -239,9 +250,8 @@ class HandoffService:
             if before is not None and open_now
             else (),
             staff=(
-                StaffAction(
-                    kind="post", text=CLOSED_TOPIC_NOTE if open_now else ALREADY_BOT_TOPIC_NOTE
-                ),
+                StaffAction(kind="post", text=_topic_note(open_now, closed_by)),
+                StaffAction(kind="ended"),
             ),
         )
         await self._chat.commit_without_turn(
@@ -251,6 +261,12 @@ class HandoffService:
             entry,
         )
         return Committed(reply=entry, summary_due=False)
+
+
+def _topic_note(open_now: bool, closed_by: Literal["staff", "idle"]) -> str:
+    if not open_now:
+        return ALREADY_BOT_TOPIC_NOTE
+    return CLOSED_TOPIC_NOTE if closed_by == "staff" else IDLE_TOPIC_NOTE
 
 
 def _now() -> datetime:

@@ -60,6 +60,32 @@ class TopicDirectory:
         if old is not None and old != thread_id:
             await self._redis.delete(self._keys.staff_topic(self._staff_chat_id, old))
 
+    async def touch(self, conversation_key: str, at_ms: int) -> None:
+        """A handed-off conversation had activity at ``at_ms``."""
+        await self._redis.zadd(
+            self._keys.open_handoffs(self._staff_chat_id), {conversation_key: at_ms}
+        )
+
+    async def ended(self, conversation_key: str) -> None:
+        """The conversation is back with the bot: no idle check for it."""
+        await self._redis.zrem(self._keys.open_handoffs(self._staff_chat_id), conversation_key)
+
+    async def idle(self, before_ms: int, limit: int = 100) -> list[tuple[str, int]]:
+        """Handed-off conversations with no activity since ``before_ms``, oldest first."""
+        rows = await self._redis.zrangebyscore(
+            self._keys.open_handoffs(self._staff_chat_id),
+            "-inf",
+            before_ms,
+            start=0,
+            num=limit,
+            withscores=True,
+        )
+        found: list[tuple[str, int]] = []
+        for row in rows:
+            key, score = row[0], row[1]
+            found.append((key.decode() if isinstance(key, bytes) else str(key), int(score)))
+        return found
+
     async def record_failure(self, conversation_key: str, turn_id: str) -> int:
         """Remember a failed turn; returns how many failed in a row."""
         keys = self._keys.conversation(conversation_key)

@@ -12,10 +12,12 @@ from turn.ids import TURN_ID_LENGTH
 
 
 class Notice(StrEnum):
-    """Texts intake decides on its own (no model, no handler)."""
+    """Jobs intake decides on its own (no model, no handler): texts, and the idle check."""
 
     RATE_LIMITED = "rate_limited"
     DAILY_LIMIT = "daily_limit"
+    # Not a text: a handoff may have gone idle; the worker checks and ends it if so.
+    HANDOFF_IDLE = "handoff_idle"
 
 
 class QueuedJob(BaseModel):

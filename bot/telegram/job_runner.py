@@ -24,6 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from bot.audit.entries import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.handoff.desk import StaffDesk
+from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
@@ -51,6 +52,7 @@ class TelegramJobRunner:
         chat: ChatPort,
         audit: AuditSink,
         desk: StaffDesk | None = None,
+        handoff: HandoffService | None = None,
     ) -> None:
         self._bot = bot
         self._dispatcher = dispatcher
@@ -59,6 +61,7 @@ class TelegramJobRunner:
         self._chat = chat
         self._audit = audit
         self._desk = desk
+        self._handoff = handoff
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -68,8 +71,6 @@ class TelegramJobRunner:
             # Unreadable: nothing can be answered; drop it so the chat moves on.
             await self._queue.complete(key, lease.token, state.head_raw, "", None)
             return JobDone(reply=None)
-        if job.notice is not None:
-            return await self._complete(state, lease, job, PlainReply(text=_NOTICES[job.notice]))
         context = JobContext(
             job=job,
             job_raw=state.head_raw,
@@ -78,6 +79,8 @@ class TelegramJobRunner:
             session_version=state.session_version,
             session_data=state.session_data,
         )
+        if job.notice is not None:
+            return await self._notice(state, lease, job, context)
         try:
             update = Update.model_validate(job.update, context={"bot": self._bot})
         except ValidationError:
@@ -92,6 +95,27 @@ class TelegramJobRunner:
         if result is not UNHANDLED and result is not None:
             logger.warning("Update %s: a handler returned %s", job.update_id, type(result))
         await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+        return JobDone(reply=None)
+
+    async def _notice(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone:
+        """A job intake decided on: a limit's text, or the handoff idle check."""
+        if job.notice is not Notice.HANDOFF_IDLE:
+            notice = _NOTICES[job.notice] if job.notice is not None else ""
+            return await self._complete(state, lease, job, PlainReply(text=notice))
+        done = None
+        if self._handoff is not None:
+            try:
+                done = await self._handoff.idle_check(lease.conversation_key, context)
+            except ChatServiceError:
+                # Not saved: the handoff stays open; the next sweep queues another check.
+                logger.warning("Idle check of update %s not saved", job.update_id)
+        if done is not None:
+            return JobDone(reply=done.reply)
+        await self._queue.complete(
+            lease.conversation_key, lease.token, state.head_raw, job.job_id, None
+        )
         return JobDone(reply=None)
 
     async def _complete(

@@ -19,6 +19,7 @@ from bot.app import Application, build_application
 from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
 from bot.handoff.desk import NOT_DELIVERED
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
+from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
@@ -119,7 +120,12 @@ class Desk:
 
 
 async def _desk(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, **env: Any
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+    *,
+    sweep: bool = False,
+    **env: Any,
 ) -> AsyncIterator[Desk]:
     telegram.make_forum(STAFF)
     settings = make_settings(
@@ -142,9 +148,19 @@ async def _desk(
     workers = build_workers(app, bot, front)
     working = asyncio.create_task(workers.run())
     intake = TelegramIntake(app.intake, bot, allow_groups=False, topics=app.handoff.topics)
+    sweeper = HandoffSweeper(
+        topics=app.handoff.topics,
+        intake=app.intake,
+        idle_seconds=settings.handoff.idle_minutes * 60,
+        period_seconds=0.05,
+    )
+    sweeping = asyncio.create_task(sweeper.run()) if sweep else None
     try:
         yield Desk(app, app.handoff, bot, intake, workers, model, telegram)
     finally:
+        sweeper.stop()
+        if sweeping is not None:
+            await sweeping
         workers.stop()
         await working
         await app.aclose()
@@ -162,8 +178,17 @@ async def desk(
 async def quick_desk(
     redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
 ) -> AsyncIterator[Desk]:
-    """Handoffs go idle after 60 ms."""
+    """Handoffs go idle after 60 ms (noticed on the next message: no sweeper)."""
     async for built in _desk(redis_server, telegram, bot, HANDOFF_IDLE_MINUTES=0.001):
+        yield built
+
+
+@pytest.fixture
+async def swept_desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Desk]:
+    """Handoffs go idle after 600 ms, and the sweeper ends them."""
+    async for built in _desk(redis_server, telegram, bot, sweep=True, HANDOFF_IDLE_MINUTES=0.01):
         yield built
 
 
@@ -336,3 +361,24 @@ async def test_an_idle_handoff_returns_to_the_bot_with_a_note(
     await telegram.wait_for(lambda: IDLE_TOPIC_NOTE in telegram.topic_texts(STAFF, thread))
     closed = [e for e in await quick_desk.audit() if e["event"] == "closed"]
     assert [e["closed_by"] for e in closed] == ["idle"]
+
+
+async def test_the_sweeper_ends_an_idle_handoff_without_a_customer_message(
+    swept_desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    thread = await swept_desk.hand_off()
+    await swept_desk.staff(thread, "Сейчас посмотрю")
+    await telegram.wait_for(lambda: len(telegram.copies(CUSTOMER)) == 1)
+    # (On a slow machine the sweeper may also have ended the wait before staff wrote.)
+    notes = telegram.sent_texts(CUSTOMER).count(IDLE_NOTE)
+
+    await telegram.wait_for(lambda: telegram.sent_texts(CUSTOMER).count(IDLE_NOTE) > notes)
+    await telegram.wait_for(lambda: IDLE_TOPIC_NOTE in telegram.topic_texts(STAFF, thread))
+
+    closed = [e for e in await swept_desk.audit() if e["event"] == "closed"]
+    assert closed
+    assert {e["closed_by"] for e in closed} == {"idle"}
+    assert await swept_desk.handoff.topics.idle(2**50) == []
+    # Back with the bot: the next question is answered by the model.
+    await swept_desk.customer("Вопрос боту")
+    await telegram.wait_for(lambda: "Ответ: Вопрос боту" in telegram.sent_texts(CUSTOMER))
