@@ -20,6 +20,7 @@ from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
 from bot.handoff.desk import NOT_DELIVERED
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
 from bot.handoff.sweeper import HandoffSweeper
+from bot.history import STAFF_NOTE
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
@@ -248,9 +249,13 @@ async def test_staff_take_over_the_bot_is_silent_and_close_gives_the_bot_the_hum
 
     await desk.customer("Что мне обещали?")
     await telegram.wait_for(lambda: "Ответ: Что мне обещали?" in telegram.sent_texts(CUSTOMER))
-    request = "\n".join(str(m.get("content")) for m in desk.model.requests[-1][0])
-    assert "Верну деньги до пятницы." in request
-    assert "Спасибо, жду" in request
+    request = desk.model.requests[-1][0]
+    # The person's words are marked as theirs, not the bot's; the customer's are questions.
+    assert {
+        "role": "assistant",
+        "content": f"{STAFF_NOTE}\nЗдравствуйте, я Анна. Верну деньги до пятницы.",
+    } in request
+    assert {"role": "user", "content": "Спасибо, жду"} in request
     events = [(e["event"], e["closed_by"]) for e in await desk.audit()]
     assert events == [("opened", ""), ("first_reply", ""), ("closed", "staff")]
     first_reply = next(e for e in await desk.audit() if e["event"] == "first_reply")
