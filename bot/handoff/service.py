@@ -98,6 +98,13 @@ class HandoffService:
             handoff=customer,
         )
 
+    def _ended_idle(self, job: JobContext) -> tuple[dict[str, str], ...]:
+        """The ``closed`` (idle) entry of a handoff that went idle unnoticed, if there is one."""
+        session = self.session(job)
+        if session is None or session.handoff == "bot" or self.state(job) != "bot":
+            return ()
+        return (closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", _now()),)
+
     async def record_failure(self, conversation_key: str, turn_id: str) -> bool:
         """Remember a failed turn; ``True`` when enough failed in a row to call a person."""
         streak = await self._topics.record_failure(conversation_key, turn_id)
@@ -132,6 +139,7 @@ class HandoffService:
             text=text,
             audit=(
                 *audit,
+                *self._ended_idle(job),
                 HandoffAuditEntry(
                     chat_id=str(job.job.chat_id),
                     turn_id=turn_id,
@@ -152,7 +160,8 @@ class HandoffService:
         await self._chat.commit_without_turn(
             conversation_key,
             self.held(job),
-            lambda session: session.with_handoff("waiting", _now()),
+            # From "bot" first: an idle handoff's times must not carry over.
+            lambda session: session.with_handoff("bot", _now()).with_handoff("waiting", _now()),
             entry,
         )
         return Committed(reply=entry, summary_due=False)
@@ -187,7 +196,7 @@ class HandoffService:
         now = _now()
         chat = str(job.job.chat_id)
         turn_id = job.job.turn_id
-        audit: list[dict[str, str]] = []
+        audit = list(self._ended_idle(job))
         if state == "bot":
             audit.append(
                 HandoffAuditEntry(

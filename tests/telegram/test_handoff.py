@@ -364,8 +364,10 @@ async def test_an_idle_handoff_returns_to_the_bot_with_a_note(
         lambda: f"{IDLE_NOTE}\n\nОтвет: Вы ещё здесь?" in telegram.sent_texts(CUSTOMER)
     )
     await telegram.wait_for(lambda: IDLE_TOPIC_NOTE in telegram.topic_texts(STAFF, thread))
+    # (On a slow machine the wait before staff wrote may have gone idle too: also "idle".)
     closed = [e for e in await quick_desk.audit() if e["event"] == "closed"]
-    assert [e["closed_by"] for e in closed] == ["idle"]
+    assert closed
+    assert {e["closed_by"] for e in closed} == {"idle"}
 
 
 async def test_the_sweeper_ends_an_idle_handoff_without_a_customer_message(
