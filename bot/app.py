@@ -4,6 +4,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
@@ -14,6 +15,8 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
 from bot.blocked_chats import BlockedChats
 from bot.chat_service import ChatLimits, ChatService
+from bot.handoff.service import HandoffPolicy, HandoffService
+from bot.handoff.topics import TopicDirectory
 from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.openai_client import OpenAIChatClient
@@ -46,12 +49,13 @@ from prompts.registry import (
 from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
+from tools.human_agent import build_request_human_agent_tool
 from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
 from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
 from tools.registry import ToolRegistry
 from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
 from tools.store import ShopStore
-from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
+from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME, closed_note
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +93,8 @@ class Application:
     # The health check's own small client: /healthz never queues behind turns for a connection.
     health_redis: AsyncRedisClient
     health: RedisHealthProbe
+    # Human handoff; None while STAFF_CHAT_ID is unset.
+    handoff: HandoffService | None = None
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
@@ -194,6 +200,9 @@ def build_chat_service(
             max_message_chars=settings.session.message_max_chars,
         ),
         model_name=llm.model_name,
+        handoff_idle_seconds=settings.handoff.idle_minutes * 60
+        if settings.handoff.staff_chat_id is not None
+        else None,
     )
 
 
@@ -276,6 +285,8 @@ async def build_application(
         await redis.aclose()
         raise
     registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
+    if settings.handoff.staff_chat_id is not None:
+        registry.register(build_request_human_agent_tool())
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
     metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
     client = MeteredChatModel(base_client, metrics)
@@ -338,6 +349,23 @@ async def build_application(
         lease_seconds=settings.session.lease_seconds,
         outbox_ttl_seconds=settings.session.ttl_seconds,
     )
+    staff_chat_id = settings.handoff.staff_chat_id
+    handoff = (
+        HandoffService(
+            chat=chat,
+            topics=TopicDirectory(redis, keys=keys, staff_chat_id=staff_chat_id),
+            settings=HandoffPolicy(
+                staff_chat_id=staff_chat_id,
+                after_failed_turns=settings.handoff.after_failed_turns,
+                idle_seconds=settings.handoff.idle_minutes * 60,
+            ),
+            closed_note=lambda: closed_note(
+                shop.support_hours, datetime.now(UTC), settings.tools.support_timezone
+            ),
+        )
+        if staff_chat_id is not None
+        else None
+    )
     return Application(
         settings=settings,
         redis=redis,
@@ -357,4 +385,5 @@ async def build_application(
         blocked=BlockedChats(redis, keys),
         health_redis=health_redis,
         health=health,
+        handoff=handoff,
     )

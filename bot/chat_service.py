@@ -1,12 +1,13 @@
 """One customer turn: session, history window, tool loop, save, audit, summary."""
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
 
 from bot.audit.recorder import TurnAuditRecorder
-from bot.audit.schema import AuditEntry
+from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.audit.sink import AuditSink
 from bot.chat_errors import (
     ChatBusyError,
@@ -16,6 +17,7 @@ from bot.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
+from bot.handoff.actions import HandoffTurn, StaffAction, staff_label
 from bot.history import HistoryWindow, PreparedContext
 from bot.keyed_locks import KeyedLocks
 from bot.queue.jobs import OutboxEntry
@@ -33,7 +35,8 @@ from bot.surrogates import replace_lone_surrogates
 from bot.tool_loop import BoundedToolLoop, ToolLoopResult
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
-from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
+from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME
+from turn import ToolLoopError, ToolStatus, TurnContext, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +94,11 @@ class HeldTurn:
     queue_ms: float
     session_version: str
     session_data: str
+    handoff: HandoffTurn | None = None
+
+
+IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
+"""Told to the customer when a handoff ends (staff ``/close`` or idle)."""
 
 
 class ChatService:
@@ -114,6 +122,7 @@ class ChatService:
         prompt: PromptTemplate,
         limits: ChatLimits,
         model_name: str,
+        handoff_idle_seconds: float | None = None,
     ) -> None:
         self._store = store
         self._loop = loop
@@ -124,6 +133,8 @@ class ChatService:
         self._instruction = prompt.render()
         self._limits = limits
         self._model_name = model_name
+        # None: handoff is off (no staff chat); the turns then ignore handoff state.
+        self._handoff_idle_seconds = handoff_idle_seconds
         self._locks = KeyedLocks()
         self._summaries_in_background = BackgroundSummaries(self.summarise)
 
@@ -204,16 +215,21 @@ class ChatService:
                 conversation_key, held.token, held.session_version, held.session_data
             )
             prepared, result, updated = await self._run(locked, question, context, recorder)
+            updated, staff, handoff_audit, note = self._handoff_steps(
+                locked.session, updated, result, context, held
+            )
             entry = OutboxEntry(
                 job_id=held.job_id,
                 turn_id=context.turn_id,
                 chat_id=held.chat_id,
                 format="answer",
-                text=result.text,
+                text=f"{note}\n\n{result.text}" if note else result.text,
                 audit=tuple(
                     entry.to_fields()
                     for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
-                ),
+                )
+                + handoff_audit,
+                staff=staff,
             )
             completion = JobCompletion(
                 job_raw=held.job_raw, job_id=held.job_id, outbox_entry=entry.model_dump_json()
@@ -276,6 +292,100 @@ class ChatService:
             question, result.text, _now(), self._prompt.version, turn_id=context.turn_id
         )
         return prepared, result, updated
+
+    def _handoff_steps(
+        self,
+        before: ConversationSession | None,
+        updated: ConversationSession,
+        result: ToolLoopResult,
+        context: TurnContext,
+        held: HeldTurn,
+    ) -> tuple[
+        ConversationSession, tuple[StaffAction, ...], tuple[dict[str, str], ...], str | None
+    ]:
+        """A turn's handoff consequences: new state, staff steps, audit, a note for the customer.
+
+        A handoff idle too long ends here (the customer is told); in ``waiting``
+        the question and the answer are mirrored to the topic; the model's
+        ``request_human_agent`` opens a handoff.
+        """
+        if self._handoff_idle_seconds is None or held.handoff is None:
+            return updated, (), (), None
+        now = _now()
+        state = before.handoff if before is not None else "bot"
+        chat = str(context.chat_id)
+        staff: tuple[StaffAction, ...] = ()
+        audit: tuple[dict[str, str], ...] = ()
+        note: str | None = None
+        if before is not None and before.handoff_idle(now, self._handoff_idle_seconds):
+            updated = updated.with_handoff("bot", now)
+            staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE), StaffAction(kind="ended"))
+            audit = (closed_entry(before, chat, context.turn_id, "idle", now),)
+            note = IDLE_NOTE
+            state = "bot"
+        if state == "waiting":
+            updated = updated.with_handoff("waiting", now)
+            staff += (
+                StaffAction(kind="copy_to_topic", message_id=held.handoff.message_id),
+                StaffAction(kind="post_answer"),
+            )
+        requested = next(
+            (
+                record
+                for record in result.audit_records
+                if record.tool_name == REQUEST_HUMAN_AGENT_TOOL_NAME
+                and record.status == ToolStatus.SUCCESS
+            ),
+            None,
+        )
+        if state == "bot" and requested is not None:
+            reason = requested.category or ""
+            updated = updated.with_handoff("waiting", now)
+            staff += (
+                StaffAction(
+                    kind="open",
+                    name=held.handoff.name,
+                    username=held.handoff.username,
+                    text=staff_label("tool", reason),
+                ),
+            )
+            audit += (
+                HandoffAuditEntry(
+                    chat_id=chat,
+                    turn_id=context.turn_id,
+                    event="opened",
+                    trigger="tool",
+                    reason=reason,
+                ).to_fields(),
+            )
+        return updated, staff, audit, note
+
+    async def commit_without_turn(
+        self,
+        conversation_key: str,
+        held: HeldTurn,
+        change: Callable[[ConversationSession], ConversationSession],
+        entry: OutboxEntry,
+    ) -> ConversationSession:
+        """Change the session outside a model turn (handoff steps), popping the job with ``entry``.
+
+        Raises a :class:`ChatServiceError` when the session cannot be saved.
+        """
+        try:
+            locked = await self._store.held(
+                conversation_key, held.token, held.session_version, held.session_data
+            )
+            session = locked.session or ConversationSession.start(
+                locked.conversation_key, _now(), self._prompt.prompt_id, self._prompt.version
+            )
+            updated = change(session)
+            completion = JobCompletion(
+                job_raw=held.job_raw, job_id=held.job_id, outbox_entry=entry.model_dump_json()
+            )
+            await self._store.commit(locked, updated, completion=completion, release=False)
+        except SessionStoreError as error:
+            raise _translate_store_error(error, entry.turn_id) from error
+        return updated
 
     def _audit_entries(
         self, recorder: TurnAuditRecorder, outcome: TurnOutcome, started: float
@@ -396,6 +506,23 @@ def _unchanged_head(current: ConversationSession, loaded: ConversationSession, f
         and current.summary == loaded.summary
         and current.messages[:folded] == loaded.messages[:folded]
     )
+
+
+IDLE_TOPIC_NOTE = "Клиент долго не писал: разговор вернулся к боту."
+
+
+def closed_entry(
+    session: ConversationSession, chat_id: str, turn_id: str, closed_by: str, now: datetime
+) -> dict[str, str]:
+    """The audit fields of a handoff ending now (``closed_by``: ``staff`` or ``idle``)."""
+    since = session.handoff_since
+    return HandoffAuditEntry(
+        chat_id=chat_id,
+        turn_id=turn_id,
+        event="closed",
+        closed_by=closed_by,
+        duration_ms=(now - since).total_seconds() * 1000 if since is not None else None,
+    ).to_fields()
 
 
 def _now() -> datetime:

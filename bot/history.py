@@ -44,7 +44,12 @@ class PreparedContext:
 UNDELIVERED_NOTE = "[Этот ответ не был доставлен клиенту: клиент его не видел.]"
 
 
+STAFF_NOTE = "[Сообщение сотрудника поддержки клиенту, не ответ бота.]"
+
+
 def _as_message(stored: StoredMessage) -> Message:
+    if stored.role == "staff":
+        return {"role": "assistant", "content": f"{STAFF_NOTE}\n{stored.content}"}
     if stored.undelivered:
         return {"role": stored.role, "content": f"{UNDELIVERED_NOTE}\n{stored.content}"}
     return {"role": stored.role, "content": stored.content}

@@ -17,6 +17,11 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:blocked``              | string | 30 days             | my_chat_member | delivery |
 | ``{<conv>}:archive:<session id>`` | hash   | SESSION_ARCHIVE_TTL | ``/new``       | staff    |
 | ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
+| ``{<conv>}:topic``                | string | none                | handoff        | handoff  |
+| ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
+| ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
+| ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
+| ``{staff:<chat>}:open``           | zset   | none                | staff desk     | sweeper  |
 | ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
 | ``AUDIT_STREAM`` (no prefix)      | stream | AUDIT_STREAM_MAXLEN | audit sink     | CLI      |
 | ``{AUDIT_STREAM}:done:<turn id>`` | string | 24 h                | audit sink     | sink     |
@@ -88,6 +93,21 @@ class ConversationKeys:
         """Set while the customer has blocked the bot: nothing is sent to the chat."""
         return f"{self.base}:blocked"
 
+    @property
+    def topic(self) -> str:
+        """The staff forum topic (thread id) of this customer, kept across handoffs."""
+        return f"{self.base}:topic"
+
+    @property
+    def failed(self) -> str:
+        """Incident codes of the latest failed turns (newest first), for the staff header."""
+        return f"{self.base}:failed"
+
+    @property
+    def failed_streak(self) -> str:
+        """Failed turns in a row (reset by an answered turn): the handoff trigger."""
+        return f"{self.base}:failed_streak"
+
     def seen(self, update_id: int) -> str:
         """Marks an update id as accepted (de-duplication at intake)."""
         return f"{self.base}:seen:{update_id}"
@@ -120,6 +140,14 @@ class RedisKeys:
         if _CONVERSATION.fullmatch(conversation_key) is None:
             raise ValueError(f"invalid conversation key {conversation_key!r}")
         return ConversationKeys(f"{self.prefix}:{{{conversation_key}}}")
+
+    def staff_topic(self, staff_chat_id: int, thread_id: int) -> str:
+        """Which customer conversation a staff forum topic belongs to (the reverse mapping)."""
+        return f"{self.prefix}:{{staff:{staff_chat_id}}}:topic:{thread_id}"
+
+    def open_handoffs(self, staff_chat_id: int) -> str:
+        """Conversations handed to staff, scored by their last activity (ms): the idle sweep."""
+        return f"{self.prefix}:{{staff:{staff_chat_id}}}:open"
 
     @property
     def work_stream(self) -> str:

@@ -310,6 +310,27 @@ class FloodSettings(BaseSettings):
     )
 
 
+class HandoffSettings(BaseSettings):
+    """Human handoff to staff in a forum supergroup (off while ``STAFF_CHAT_ID`` is unset)."""
+
+    model_config = _ENV
+
+    staff_chat_id: int | None = Field(default=None, validation_alias=_env("STAFF_CHAT_ID"))
+    after_failed_turns: int = Field(
+        default=3, ge=1, le=100, validation_alias=_env("HANDOFF_AFTER_FAILED_TURNS")
+    )
+    idle_minutes: float = Field(
+        default=60.0, gt=0, le=7 * 24 * 60, validation_alias=_env("HANDOFF_IDLE_MINUTES")
+    )
+
+    @field_validator("staff_chat_id")
+    @classmethod
+    def _supergroup(cls, value: int | None) -> int | None:
+        if value is not None and value >= 0:
+            raise ValueError("STAFF_CHAT_ID must be a supergroup id (negative, -100...)")
+        return value
+
+
 class PromptSettings(BaseSettings):
     """Which prompt versions are active."""
 
@@ -334,6 +355,7 @@ class Settings(BaseModel):
     audit: AuditSettings
     flood: FloodSettings
     prompts: PromptSettings
+    handoff: HandoffSettings = Field(default_factory=lambda: HandoffSettings(_env_file=None))
     health: HealthSettings = Field(default_factory=lambda: HealthSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
@@ -410,6 +432,7 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "audit": AuditSettings,
     "flood": FloodSettings,
     "prompts": PromptSettings,
+    "handoff": HandoffSettings,
     "health": HealthSettings,
     "log": _LogSettings,
 }

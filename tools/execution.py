@@ -33,6 +33,7 @@ class ToolExecutionRecord:
     duration_seconds: float
     status: ToolStatus
     error_code: str | None
+    category: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,9 @@ class ToolExecutor:
         started_at = datetime.now(UTC).isoformat()
         started = perf_counter()
 
-        def audit(status: ToolStatus, error_code: str | None) -> ToolExecutionRecord:
+        def audit(
+            status: ToolStatus, error_code: str | None, category: str | None = None
+        ) -> ToolExecutionRecord:
             return ToolExecutionRecord(
                 call_id=tool_call.id,
                 tool_name=tool_call.name,
@@ -97,6 +100,7 @@ class ToolExecutor:
                 duration_seconds=perf_counter() - started,
                 status=status,
                 error_code=error_code,
+                category=category,
             )
 
         try:
@@ -141,7 +145,7 @@ class ToolExecutor:
             )
         return ToolExecutionResult(
             content=_dump({"ok": True, "data": result.model_dump(mode="json")}),
-            audit=audit(ToolStatus.SUCCESS, None),
+            audit=audit(ToolStatus.SUCCESS, None, tool.category(result) if tool.category else None),
         )
 
     async def _run_handler(

@@ -129,6 +129,8 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
     handler: ToolHandler[ArgumentsT, ResultT]
     timeout_seconds: float = 2.0
     blocking: bool = True
+    # A closed category of a result (never text), kept in the execution's audit record.
+    category: Callable[[ResultT], str] | None = None
     takes_context: bool = field(init=False)
     is_async: bool = field(init=False)
 

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict
 
 from tools.registry import RegisteredTool
-from tools.store import WEEKDAYS, ShopStore
+from tools.store import WEEKDAYS, ShopStore, SupportHours
 
 GET_SUPPORT_HOURS_TOOL_NAME = "get_support_hours"
 
@@ -50,6 +50,26 @@ def _hhmm(value: time) -> str:
     return value.strftime("%H:%M")
 
 
+def open_at(hours: SupportHours, moment: datetime, zone: ZoneInfo | None = None) -> bool:
+    """Whether support is open at ``moment`` (aware, any zone) in ``zone`` (default: the shop's)."""
+    local = moment.astimezone(zone or ZoneInfo(hours.timezone))
+    today = hours.weekly[WEEKDAYS[local.weekday()]]
+    return today is not None and today[0] <= local.time().replace(tzinfo=None) < today[1]
+
+
+def closed_note(hours: SupportHours, moment: datetime, timezone: str | None = None) -> str | None:
+    """For the customer: when support answers, if it is closed at ``moment`` (else ``None``)."""
+    zone = ZoneInfo(timezone or hours.timezone)
+    if open_at(hours, moment, zone):
+        return None
+    days = ", ".join(
+        f"{_DAY_NAMES[day]} {_hhmm(span[0])}–{_hhmm(span[1])}"
+        for day in WEEKDAYS
+        if (span := hours.weekly[day]) is not None
+    )
+    return f"Сейчас поддержка не работает; сотрудник ответит в рабочие часы ({zone.key}): {days}."
+
+
 def build_support_hours_tool(
     store: ShopStore,
     timezone: str | None = None,
@@ -61,8 +81,7 @@ def build_support_hours_tool(
 
     def get_support_hours(arguments: GetSupportHoursArguments) -> SupportHoursResult:
         now = clock().astimezone(zone)
-        today = hours.weekly[WEEKDAYS[now.weekday()]]
-        open_now = today is not None and today[0] <= now.time().replace(tzinfo=None) < today[1]
+        open_now = open_at(hours, now, zone)
         return SupportHoursResult(
             timezone=zone.key,
             open_now=open_now,

@@ -22,6 +22,7 @@ import redis
 from pydantic import ValidationError
 
 from bot.audit.export import StreamExporter
+from bot.audit.handoffs import handoff_stats, open_handoffs
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
 from bot.audit.reader import AuditStreamReader
 from bot.audit.render import (
@@ -29,6 +30,7 @@ from bot.audit.render import (
     field_lines,
     json_line,
     print_json_lines,
+    printable,
     stats_json,
     stats_lines,
 )
@@ -150,7 +152,7 @@ def _build_parser() -> _Parser:
     tail.add_argument("--chat", help="only this chat (real id or pseudonym)")
     tail.add_argument("--tool", help="only this tool (and turns that called it)")
     tail.add_argument("--status", help="only this tool status or turn outcome")
-    tail.add_argument("--type", choices=("tool", "turn"), dest="entry_type")
+    tail.add_argument("--type", choices=("tool", "turn", "handoff"), dest="entry_type")
     tail.add_argument("--since", help="only entries after this: 15m, 1h, 2d, 1w or ISO-8601")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.set_defaults(run=_tail)
@@ -172,6 +174,13 @@ def _build_parser() -> _Parser:
     stats.add_argument("--since", default="24h", help="period (default 24h)")
     stats.add_argument("--json", action="store_true", help="one JSON object")
     stats.set_defaults(run=_stats)
+
+    handoffs = commands.add_parser(
+        "handoffs", parents=[common], help="conversations handed to staff now, and their wait"
+    )
+    handoffs.add_argument("--since", default="7d", help="look this far back (default 7d)")
+    handoffs.add_argument("--json", action="store_true", help="one JSON object per line")
+    handoffs.set_defaults(run=_handoffs)
 
     export = commands.add_parser(
         "export", parents=[common], help="every entry exactly once as JSON lines (consumer group)"
@@ -280,15 +289,69 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     reader.check()
     since = parse_since(args.since, context.now)
     counted = _Counting(reader.scan(since_id=stream_id_at(since)))
-    stats = compute_stats(counted)
+    entries = list(counted)
+    stats = compute_stats(entries)
+    handoff = handoff_stats(entries)
     if args.json:
-        print(
-            json.dumps(stats_json(stats, since, counted.count), ensure_ascii=False),
-            file=context.out,
-        )
+        report = stats_json(stats, since, counted.count)
+        report["handoffs"] = {
+            "opened": handoff.opened,
+            "chats": handoff.chats,
+            "rate": handoff.rate,
+            "first_reply_ms": {
+                "p50": handoff.first_reply_ms.p50,
+                "p95": handoff.first_reply_ms.p95,
+                "max": handoff.first_reply_ms.max,
+            },
+        }
+        print(json.dumps(report, ensure_ascii=False), file=context.out)
         return EXIT_OK
     for line in stats_lines(stats, since, counted.count, context.zone):
         print(line, file=context.out)
+    rate = "-" if handoff.rate is None else f"{handoff.rate * 100:.1f}%"
+    wait = handoff.first_reply_ms
+    print(
+        f"handoffs: {handoff.opened} opened in {handoff.chats} chats ({rate}); "
+        f"first staff reply: p50 {_seconds(wait.p50)}  p95 {_seconds(wait.p95)}  "
+        f"max {_seconds(wait.max)}",
+        file=context.out,
+    )
+    return EXIT_OK
+
+
+def _seconds(value_ms: float | None) -> str:
+    return "-" if value_ms is None else f"{value_ms / 1000:.0f}s"
+
+
+def _handoffs(args: argparse.Namespace, context: _Context) -> int:
+    reader = AuditStreamReader(context.client, context.stream)
+    reader.check()
+    since = parse_since(args.since, context.now)
+    current = open_handoffs(reader.scan(since_id=stream_id_at(since)), context.now)
+    if args.json:
+        for handoff in current:
+            row = {
+                "chat_id": handoff.chat_id,
+                "state": handoff.state,
+                "trigger": handoff.trigger,
+                "reason": handoff.reason,
+                "opened_at": handoff.opened_at.isoformat(),
+                "waiting_seconds": handoff.waiting_seconds,
+            }
+            print(json.dumps(row, ensure_ascii=False), file=context.out)
+        return EXIT_OK
+    if not current:
+        print("no open handoffs", file=context.out)
+        return EXIT_OK
+    print("CHAT  STATE  OPENED  TRIGGER  WAITED", file=context.out)
+    for handoff in current:
+        opened = handoff.opened_at.astimezone(context.zone).strftime("%Y-%m-%d %H:%M:%S")
+        waited = "-" if handoff.waiting_seconds is None else f"{handoff.waiting_seconds:.0f}s"
+        trigger = "/".join(part for part in (handoff.trigger, handoff.reason) if part)
+        print(
+            f"{printable(handoff.chat_id)}  {handoff.state}  {opened}  {trigger}  {waited}",
+            file=context.out,
+        )
     return EXIT_OK
 
 

@@ -59,6 +59,7 @@ class EntryType(StrEnum):
 
     TOOL = "tool"
     TURN = "turn"
+    HANDOFF = "handoff"
 
 
 # A registered tool's name always fits this (tools.registry); a name the model made
@@ -205,8 +206,56 @@ class TurnAuditEntry:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffAuditEntry:
+    """A step of a human handoff: ``opened``, ``first_reply`` or ``closed``; never text.
+
+    ``trigger`` and ``reason`` (opened) are closed categories; ``wait_ms`` is the
+    customer's wait for the first staff reply; ``closed_by`` is ``staff`` or
+    ``idle`` and ``duration_ms`` the handoff's length. Readers of turns and tools
+    pass these by (``read_entry`` gives ``None``); the handoff commands read them.
+    """
+
+    chat_id: str
+    turn_id: str
+    event: str
+    trigger: str = ""
+    reason: str = ""
+    wait_ms: float | None = None
+    closed_by: str = ""
+    duration_ms: float | None = None
+
+    def to_fields(self) -> dict[str, str]:
+        """The stream entry's fields."""
+        return {
+            TYPE: EntryType.HANDOFF.value,
+            CHAT_ID: self.chat_id,
+            TURN_ID: self.turn_id,
+            "event": self.event,
+            "trigger": self.trigger,
+            "reason": self.reason,
+            "wait_ms": "" if self.wait_ms is None else f"{self.wait_ms:.0f}",
+            "closed_by": self.closed_by,
+            "duration_ms": "" if self.duration_ms is None else f"{self.duration_ms:.0f}",
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> "HandoffAuditEntry":
+        """The entry back from its stream fields (missing ones read as empty)."""
+        return cls(
+            chat_id=fields.get(CHAT_ID, ""),
+            turn_id=fields.get(TURN_ID, ""),
+            event=fields.get("event", ""),
+            trigger=fields.get("trigger", ""),
+            reason=fields.get("reason", ""),
+            wait_ms=_number(fields.get("wait_ms")),
+            closed_by=fields.get("closed_by", ""),
+            duration_ms=_number(fields.get("duration_ms")),
+        )
+
+
 AuditEntry = ToolAuditEntry | TurnAuditEntry
-"""Every entry type of the audit stream."""
+"""Every entry type of a turn (handoff steps are written on their own)."""
 
 
 def read_entry(fields: Mapping[str, str]) -> AuditEntry | None:

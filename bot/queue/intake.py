@@ -112,6 +112,7 @@ class IncomingUpdate:
     user_id: int | None
     counts_turn: bool
     payload: dict[str, object]
+    notice: Notice | None = None
 
 
 class Intake:
@@ -144,6 +145,7 @@ class Intake:
             enqueued_ms=self._clock_ms(),
             chat_id=update.chat_id,
             update=dict(update.payload),
+            notice=update.notice,
         )
         rate_notice = job.model_copy(update={"notice": Notice.RATE_LIMITED, "update": {}})
         daily_notice = job.model_copy(update={"notice": Notice.DAILY_LIMIT, "update": {}})

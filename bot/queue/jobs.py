@@ -6,15 +6,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.handoff.actions import StaffAction
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 
 
 class Notice(StrEnum):
-    """Texts intake decides on its own (no model, no handler)."""
+    """Jobs intake decides on its own (no model, no handler): texts, and the idle check."""
 
     RATE_LIMITED = "rate_limited"
     DAILY_LIMIT = "daily_limit"
+    # Not a text: a handoff may have gone idle; the worker checks and ends it if so.
+    HANDOFF_IDLE = "handoff_idle"
 
 
 class QueuedJob(BaseModel):
@@ -34,6 +37,8 @@ class QueuedJob(BaseModel):
 class OutboxEntry(BaseModel):
     """A reply committed and not yet delivered, with the audit entries its delivery completes.
 
+    ``format="none"`` sends nothing to the customer (a handed-off message only
+    relayed); ``staff`` are the relay steps done after the send (:mod:`bot.handoff`).
     ``audit`` holds the turn's audit entries as stream fields (JSON in Redis),
     built and read by :mod:`bot.audit.schema`; the turn entry's outcome is
     settled when delivery succeeds or fails.
@@ -44,9 +49,10 @@ class OutboxEntry(BaseModel):
     job_id: str
     turn_id: str
     chat_id: int
-    format: Literal["answer", "plain"]
+    format: Literal["answer", "plain", "none"]
     text: str
     audit: tuple[dict[str, str], ...] = ()
+    staff: tuple[StaffAction, ...] = ()
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

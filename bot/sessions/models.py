@@ -8,13 +8,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SESSION_SCHEMA_VERSION: Literal[1] = 1
 
+HandoffState = Literal["bot", "waiting", "human"]
+"""Who answers: the bot; the bot while a person was asked for; a person (the bot is silent)."""
+
 
 class StoredMessage(BaseModel):
-    """A customer question or a final answer (never the loop's tool messages)."""
+    """A customer question, a final answer, or a support person's message (``staff``).
+
+    Never the loop's tool messages.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "staff"]
     content: str
     created_at: datetime
     turn_id: str | None = None
@@ -39,6 +45,11 @@ class ConversationSession(BaseModel):
     summary: str | None = None
     summarized_messages: int = Field(default=0, ge=0)
     messages: tuple[StoredMessage, ...] = ()
+    handoff: HandoffState = "bot"
+    # When the current handoff began, when staff first answered, the last message either way.
+    handoff_since: datetime | None = None
+    staff_replied_at: datetime | None = None
+    handoff_activity: datetime | None = None
 
     @classmethod
     def start(
@@ -100,3 +111,37 @@ class ConversationSession(BaseModel):
                 )
             }
         )
+
+    def with_handoff(self, state: HandoffState, now: datetime) -> "ConversationSession":
+        """This session in handoff ``state`` (``bot`` clears the handoff's times)."""
+        if state == "bot":
+            times: dict[str, datetime | None] = {
+                "handoff_since": None,
+                "staff_replied_at": None,
+                "handoff_activity": None,
+            }
+        else:
+            times = {"handoff_since": self.handoff_since or now, "handoff_activity": now}
+        return self.model_copy(update={"handoff": state, "updated_at": now, **times})
+
+    def with_message(
+        self, role: Literal["user", "staff"], content: str, now: datetime, turn_id: str
+    ) -> "ConversationSession":
+        """This session plus one message outside a model turn (a handed-off conversation)."""
+        update: dict[str, object] = {
+            "messages": (
+                *self.messages,
+                StoredMessage(role=role, content=content, created_at=now, turn_id=turn_id),
+            ),
+            "updated_at": now,
+            "handoff_activity": now,
+        }
+        if role == "staff" and self.staff_replied_at is None:
+            update["staff_replied_at"] = now
+        return self.model_copy(update=update)
+
+    def handoff_idle(self, now: datetime, idle_seconds: float) -> bool:
+        """Whether a handoff is on and nobody wrote for ``idle_seconds``."""
+        if self.handoff == "bot" or self.handoff_activity is None:
+            return False
+        return (now - self.handoff_activity).total_seconds() >= idle_seconds

@@ -4,8 +4,8 @@ Ordering, de-duplication and flood control happen before an update reaches
 the dispatcher: at intake and in the chat's queue (:mod:`bot.queue`). The
 dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.telegram.job_results`).
-Services reach handlers as workflow data (``chat_service``, ``settings``, and
-the worker's ``job``), never through globals.
+Services reach handlers as workflow data (``chat_service``, ``settings``,
+``handoff`` (``None`` when off), and the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
 id, chat pseudonym) for every line the update's handling logs.
@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from aiogram import Dispatcher, Router
 
 from bot.blocked_chats import BlockedChats
+from bot.handoff.service import HandoffService
 from bot.log_context import ChatNamer, chat_namer
 from bot.metrics import BotMetrics
 from bot.settings import Settings
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import chat, commands, errors, membership, other
+from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
 from bot.telegram.ports import ChatPort
@@ -40,6 +42,7 @@ def build_dispatcher(
     chat_service: ChatPort,
     blocked_chats: BlockedChats,
     metrics: BotMetrics | None = None,
+    handoff: HandoffService | None = None,
 ) -> TelegramFrontEnd:
     """A dispatcher wired to ``chat_service``; nothing global, nothing started.
 
@@ -52,6 +55,7 @@ def build_dispatcher(
         chat_service=chat_service,
         blocked_chats=blocked_chats,
         settings=settings,
+        handoff=handoff,
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
@@ -63,9 +67,16 @@ def build_dispatcher(
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
     # Order matters: commands, then text turns, then the catch-all for other messages.
     messages_router.include_routers(
-        commands.build_router(), chat.build_router(), other.build_router()
+        handoff_handlers.build_customer_router(),
+        commands.build_router(),
+        chat.build_router(),
+        other.build_router(),
     )
-    dispatcher.include_routers(errors.build_router(), membership.build_router(), messages_router)
+    routers = [errors.build_router(), membership.build_router()]
+    if handoff is not None:
+        # Before the customer routers: a staff chat message never reaches them.
+        routers.append(handoff_handlers.build_staff_router(handoff.staff_chat_id))
+    dispatcher.include_routers(*routers, messages_router)
     return TelegramFrontEnd(dispatcher=dispatcher, in_flight=in_flight)
 
 

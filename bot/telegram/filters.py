@@ -1,7 +1,7 @@
 """Which messages are meant for the bot: every private one; in groups, only when addressed."""
 
 from aiogram import Bot
-from aiogram.enums import ChatType, MessageEntityType
+from aiogram.enums import ChatType, ContentType, MessageEntityType
 from aiogram.filters import Filter
 from aiogram.types import Message
 
@@ -47,3 +47,22 @@ def question_text(message: Message, bot_username: str | None) -> str:
     if message.chat.type != ChatType.PRIVATE and bot_username:
         text = text.replace(f"@{bot_username}", " ")
     return text.strip()
+
+
+# What staff may send a customer; service messages (topic edited, pinned, members
+# joined...) cannot be copied and are not meant for the customer.
+RELAYED_CONTENT = frozenset(
+    {
+        ContentType.TEXT,
+        ContentType.PHOTO,
+        ContentType.VIDEO,
+        ContentType.DOCUMENT,
+        ContentType.AUDIO,
+        ContentType.VOICE,
+        ContentType.VIDEO_NOTE,
+        ContentType.ANIMATION,
+        ContentType.STICKER,
+        ContentType.LOCATION,
+        ContentType.CONTACT,
+    }
+)

@@ -3,12 +3,13 @@
 import logging
 
 from aiogram import Bot
-from aiogram.types import Update
+from aiogram.types import Message, Update
 
+from bot.handoff.topics import TopicDirectory
 from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict
-from bot.redis_keys import telegram_conversation
+from bot.redis_keys import telegram_chat_id, telegram_conversation
 from bot.surrogates import without_lone_surrogates
-from bot.telegram.filters import AddressedToBot
+from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot
 
 logger = logging.getLogger(__name__)
 
@@ -16,10 +17,18 @@ logger = logging.getLogger(__name__)
 class TelegramIntake:
     """Accepts the updates the bot handles into their chat's queue (see :mod:`bot.queue`)."""
 
-    def __init__(self, intake: Intake, bot: Bot, *, allow_groups: bool) -> None:
+    def __init__(
+        self,
+        intake: Intake,
+        bot: Bot,
+        *,
+        allow_groups: bool,
+        topics: TopicDirectory | None = None,
+    ) -> None:
         self._intake = intake
         self._bot = bot
         self._addressed = AddressedToBot(allow_groups=allow_groups)
+        self._topics = topics
 
     async def accept(self, update: Update) -> IntakeVerdict | None:
         """Queue ``update``; ``None`` when it is not for the bot (nothing to do, nothing kept).
@@ -48,6 +57,8 @@ class TelegramIntake:
         message = update.message
         if message is None:
             return None
+        if self._topics is not None and message.chat.id == self._topics.staff_chat_id:
+            return await self._staff(update, message)
         if not await self._addressed(message, self._bot):
             return None
         text = message.text
@@ -57,6 +68,33 @@ class TelegramIntake:
             conversation_key=telegram_conversation(message.chat.id),
             user_id=message.from_user.id if message.from_user else None,
             counts_turn=text is not None and not text.startswith("/"),
+            payload=_payload(update),
+        )
+
+    async def _staff(self, update: Update, message: Message) -> IncomingUpdate | None:
+        """A staff topic message joins its *customer's* queue, so relays keep their order.
+
+        Only a person's message in a topic mapped to a customer; anything else in
+        the staff chat (general topic, other topics, bots, service messages) is not ours.
+        """
+        topics = self._topics
+        thread = message.message_thread_id
+        user = message.from_user
+        if topics is None or thread is None or not message.is_topic_message:
+            return None
+        if user is None or user.is_bot or message.content_type not in RELAYED_CONTENT:
+            return None
+        conversation_key = await topics.conversation_of(thread)
+        chat_id = telegram_chat_id(conversation_key) if conversation_key else None
+        if conversation_key is None or chat_id is None:
+            return None
+        return IncomingUpdate(
+            update_id=update.update_id,
+            chat_id=chat_id,
+            conversation_key=conversation_key,
+            # Staff are not flood-limited, and never counted as the customer's turns.
+            user_id=None,
+            counts_turn=False,
             payload=_payload(update),
         )
 

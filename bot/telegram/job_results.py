@@ -9,6 +9,7 @@ outbox) before delivering.
 
 from dataclasses import dataclass
 
+from bot.handoff.actions import StaffAction
 from bot.queue.jobs import OutboxEntry, QueuedJob
 
 
@@ -34,10 +35,14 @@ class Committed:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlainReply:
-    """The bot's own text for the customer (and a failed turn's audit entries)."""
+    """The bot's own text for the customer (and a failed turn's audit entries).
+
+    ``staff`` are handoff relay steps the worker runs after delivering it.
+    """
 
     text: str
     audit: tuple[dict[str, str], ...] = ()
+    staff: tuple[StaffAction, ...] = ()
 
 
 JobResult = Committed | PlainReply

@@ -24,6 +24,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from bot.audit.schema import TurnAuditEntry, read_entry, with_outcome
 from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
+from bot.handoff.desk import StaffDesk
+from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
@@ -50,6 +52,8 @@ class TelegramJobRunner:
         replies: ReplySender,
         chat: ChatPort,
         audit: AuditSink,
+        desk: StaffDesk | None = None,
+        handoff: HandoffService | None = None,
     ) -> None:
         self._bot = bot
         self._dispatcher = dispatcher
@@ -57,6 +61,8 @@ class TelegramJobRunner:
         self._replies = replies
         self._chat = chat
         self._audit = audit
+        self._desk = desk
+        self._handoff = handoff
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -66,8 +72,6 @@ class TelegramJobRunner:
             # Unreadable: nothing can be answered; drop it so the chat moves on.
             await self._queue.complete(key, lease.token, state.head_raw, "", None)
             return JobDone(reply=None)
-        if job.notice is not None:
-            return await self._complete(state, lease, job, PlainReply(text=_NOTICES[job.notice]))
         context = JobContext(
             job=job,
             job_raw=state.head_raw,
@@ -76,6 +80,8 @@ class TelegramJobRunner:
             session_version=state.session_version,
             session_data=state.session_data,
         )
+        if job.notice is not None:
+            return await self._notice(state, lease, job, context)
         try:
             update = Update.model_validate(job.update, context={"bot": self._bot})
         except ValidationError:
@@ -92,6 +98,27 @@ class TelegramJobRunner:
         await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
         return JobDone(reply=None)
 
+    async def _notice(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone:
+        """A job intake decided on: a limit's text, or the handoff idle check."""
+        if job.notice is not Notice.HANDOFF_IDLE:
+            notice = _NOTICES[job.notice] if job.notice is not None else ""
+            return await self._complete(state, lease, job, PlainReply(text=notice))
+        done = None
+        if self._handoff is not None:
+            try:
+                done = await self._handoff.idle_check(lease.conversation_key, context)
+            except ChatServiceError:
+                # Not saved: the handoff stays open; the next sweep queues another check.
+                logger.warning("Idle check of update %s not saved", job.update_id)
+        if done is not None:
+            return JobDone(reply=done.reply)
+        await self._queue.complete(
+            lease.conversation_key, lease.token, state.head_raw, job.job_id, None
+        )
+        return JobDone(reply=None)
+
     async def _complete(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, reply: PlainReply
     ) -> JobDone:
@@ -102,6 +129,7 @@ class TelegramJobRunner:
             format="plain",
             text=reply.text,
             audit=reply.audit,
+            staff=reply.staff,
         )
         key = lease.conversation_key
         try:
@@ -128,11 +156,14 @@ class TelegramJobRunner:
         return JobDone(reply=stored or entry)
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
-        """Send the reply; an undeliverable answer is recorded so; then audit the turn once.
+        """Send the reply; an undeliverable answer is recorded so; audit the turn once.
 
         To a customer who blocked the bot nothing is sent: the reply is undelivered.
+        Then the reply's staff steps (handoff relays) run, in order.
         """
-        if blocked:
+        if reply.format == "none":
+            delivered = True
+        elif blocked:
             logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
             delivered = False
         else:
@@ -148,6 +179,8 @@ class TelegramJobRunner:
             await self._audit.write_fields(
                 [_with_delivery(fields, delivered) for fields in reply.audit]
             )
+        if reply.staff and self._desk is not None:
+            await self._desk.perform(lease.conversation_key, reply)
 
     async def summarise(self, lease: HeldLease) -> None:
         """Fold old messages into the summary while the worker holds the lease."""

@@ -22,7 +22,8 @@ HELP = (
     "Команды:\n"
     "/start — что умеет бот\n"
     "/help — эта справка\n"
-    "/new — начать новый разговор (бот забудет предыдущую переписку)\n\n"
+    "/new — начать новый разговор (бот забудет предыдущую переписку)\n"
+    "/operator — позвать сотрудника поддержки\n\n"
     "Вопросы пишите обычным текстом."
 )
 
@@ -101,3 +102,15 @@ def failure_message(error: ChatServiceError, incident_code: str) -> str:
 def unexpected_failure_message(incident_code: str) -> str:
     """The message for a failure nobody foresaw (a bug): still kind, still with the code."""
     return with_incident_code(_UNEXPECTED, incident_code)
+
+
+OPERATOR_WAITING = (
+    "Я позвал сотрудника поддержки: он ответит здесь, в этом чате. "
+    "Пока можно продолжать писать мне."
+)
+OPERATOR_ALREADY = "Сотрудник поддержки уже подключён к разговору и ответит здесь."
+OPERATOR_OFF = (
+    "Позвать сотрудника из чата сейчас нельзя. "
+    "Спросите меня про часы работы поддержки, и я подскажу, когда она отвечает."
+)
+FAILED_HANDOFF = "Я позвал сотрудника поддержки: он ответит здесь, в этом чате."

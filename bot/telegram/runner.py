@@ -34,6 +34,8 @@ from aiohttp import web
 
 from bot import event_loop
 from bot.app import Application, StartupError, build_application
+from bot.handoff.desk import StaffDesk
+from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.types import ToolCallingClient
 from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.work_stream import BacklogGauge, WorkStream
@@ -136,13 +138,24 @@ async def run_bot(
         return 1
     try:
         front = build_dispatcher(
-            settings, chat_service=app.chat, blocked_chats=app.blocked, metrics=app.metrics
+            settings,
+            chat_service=app.chat,
+            blocked_chats=app.blocked,
+            metrics=app.metrics,
+            handoff=app.handoff,
         )
         if not await _prepare_bot(bot, app, mode):
             return 1
         workers = build_workers(app, bot, front)
         working = asyncio.create_task(workers.run(), name="workers")
-        intake = TelegramIntake(app.intake, bot, allow_groups=settings.telegram.allow_groups)
+        sweeper = build_sweeper(app)
+        sweeping = asyncio.create_task(sweeper.run(), name="handoff-sweeper") if sweeper else None
+        intake = TelegramIntake(
+            app.intake,
+            bot,
+            allow_groups=settings.telegram.allow_groups,
+            topics=app.handoff.topics if app.handoff is not None else None,
+        )
         try:
             if mode == "webhook":
                 await _serve_webhook(bot, front, app, intake, stop)
@@ -161,6 +174,9 @@ async def run_bot(
         finally:
             workers.stop()
             await working
+            if sweeper is not None and sweeping is not None:
+                sweeper.stop()
+                await sweeping
     finally:
         # The bot's session first (no more sends), then the engine in reverse order.
         await bot.session.close()
@@ -185,6 +201,10 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
         ),
         chat=app.chat,
         audit=app.turn_audit,
+        desk=StaffDesk(bot=bot, topics=app.handoff.topics, sessions=app.sessions)
+        if app.handoff is not None
+        else None,
+        handoff=app.handoff,
     )
     return WorkerPool(
         stream=app.work,
@@ -197,6 +217,17 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
             # A blocking read must come back well before the socket timeout fires.
             read_block_ms=max(50, min(1000, int(settings.redis.socket_timeout_seconds * 500))),
         ),
+    )
+
+
+def build_sweeper(app: Application) -> HandoffSweeper | None:
+    """The idle sweep of handoffs, when handoff is on."""
+    if app.handoff is None:
+        return None
+    return HandoffSweeper(
+        topics=app.handoff.topics,
+        intake=app.intake,
+        idle_seconds=app.settings.handoff.idle_minutes * 60,
     )
 
 

@@ -8,6 +8,12 @@ envelopes, including errors (``error_code``, ``description``,
 ``parameters.retry_after``). Tests push updates into it, inject errors, and
 wait (bounded) for the calls they expect.
 
+Forum topics: ``createForumTopic`` in any chat made a forum with
+:meth:`FakeTelegramServer.make_forum`, ``message_thread_id`` on ``sendMessage``
+and ``copyMessage`` (a deleted topic answers "message thread not found"),
+``getChatMember`` (everyone is a member unless listed in ``non_members``),
+and topic messages in updates (:meth:`FakeTelegramServer.topic_message_update`).
+
 Like Telegram it refuses a ``sendMessage`` whose text is empty, longer than
 4096 UTF-16 code units, or whose entities fall outside the text: a bot that
 splits or formats badly fails here the way it would fail in production.
@@ -26,7 +32,18 @@ from aiohttp import web
 
 TEST_TOKEN = "123456789:AAH-test-token-for-the-fake-server-0001"  # noqa: S105 - fake
 TEXT_LIMIT = 4096
-_INT_FIELDS = {"chat_id", "offset", "timeout", "limit", "message_id", "reply_to_message_id"}
+_INT_FIELDS = {
+    "chat_id",
+    "offset",
+    "timeout",
+    "limit",
+    "message_id",
+    "reply_to_message_id",
+    "message_thread_id",
+    "from_chat_id",
+    "user_id",
+}
+THREAD_NOT_FOUND = "Bad Request: message thread not found"
 
 
 def utf16_len(text: str) -> int:
@@ -91,6 +108,8 @@ class FakeTelegramServer:
         self._held_chats: set[int] = set()
         self.holding = 0
         self.discarded: list[dict[str, Any]] = []
+        self._forums: dict[int, dict[int, str]] = {}
+        self.non_members: set[int] = set()
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -206,6 +225,56 @@ class FakeTelegramServer:
             self._pending.append(_Pending(update, forced=True))
             self._changed.notify_all()
 
+    # --- forum topics ------------------------------------------------------------
+
+    def make_forum(self, chat_id: int) -> None:
+        """Make ``chat_id`` a forum supergroup where the bot may manage topics."""
+        self._forums.setdefault(chat_id, {})
+
+    def topics(self, chat_id: int) -> dict[int, str]:
+        """The open topics of a forum: thread id -> name."""
+        return dict(self._forums.get(chat_id, {}))
+
+    def delete_topic(self, chat_id: int, thread_id: int) -> None:
+        """A staff member deleted the topic: sends into it fail from now on."""
+        self._forums.get(chat_id, {}).pop(thread_id, None)
+
+    def topic_message_update(
+        self,
+        chat_id: int,
+        thread_id: int,
+        text: str | None = None,
+        *,
+        user_id: int = 555,
+        is_bot: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A message a user (or a bot) wrote in topic ``thread_id`` of forum ``chat_id``."""
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "supergroup", "title": "Staff", "is_forum": True},
+            "from": {"id": user_id, "is_bot": is_bot, "first_name": "Сотрудник"},
+            "message_thread_id": thread_id,
+            "is_topic_message": True,
+        }
+        if text is not None:
+            message["text"] = text
+            if text.startswith("/"):
+                command = text.split()[0]
+                message["entities"] = [
+                    {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
+                ]
+        message.update(extra or {})
+        return {"update_id": next(self._update_ids), "message": message}
+
+    def _thread_missing(self, params: dict[str, Any]) -> bool:
+        chat_id = params.get("chat_id")
+        thread = params.get("message_thread_id")
+        if thread is None or not isinstance(chat_id, int) or chat_id not in self._forums:
+            return False
+        return thread not in self._forums[chat_id]
+
     # --- errors --------------------------------------------------------------------
 
     def fail_next(
@@ -267,6 +336,26 @@ class FakeTelegramServer:
     def received(self, method: str) -> int:
         """How many calls of ``method`` arrived (a long poll counts before it is answered)."""
         return self._received.get(method, 0)
+
+    def topic_texts(self, chat_id: int, thread_id: int) -> list[str]:
+        """Texts the bot posted into one forum topic, in order."""
+        return [
+            str(call.params["text"])
+            for call in self.calls_of("sendMessage")
+            if call.ok
+            and call.params.get("chat_id") == chat_id
+            and call.params.get("message_thread_id") == thread_id
+        ]
+
+    def copies(self, chat_id: int, thread_id: int | None = None) -> list[dict[str, Any]]:
+        """Accepted ``copyMessage`` calls into ``chat_id`` (and topic), in order."""
+        return [
+            call.params
+            for call in self.calls_of("copyMessage")
+            if call.ok
+            and call.params.get("chat_id") == chat_id
+            and (thread_id is None or call.params.get("message_thread_id") == thread_id)
+        ]
 
     def sent_texts(self, chat_id: int | None = None) -> list[str]:
         """Texts of the messages Telegram accepted (optionally to one chat), in order."""
@@ -366,7 +455,31 @@ class FakeTelegramServer:
     async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:
         return self._ok(True)
 
+    async def _api_createForumTopic(self, params: dict[str, Any]) -> web.Response:
+        chat_id = params.get("chat_id")
+        if not isinstance(chat_id, int) or chat_id not in self._forums:
+            return self._error(400, "Bad Request: the chat is not a forum")
+        name = str(params.get("name", ""))
+        if not 1 <= len(name) <= 128:
+            return self._error(400, "Bad Request: invalid topic name")
+        thread_id = next(self._message_ids)
+        self._forums[chat_id][thread_id] = name
+        return self._ok({"message_thread_id": thread_id, "name": name, "icon_color": 7322096})
+
+    async def _api_copyMessage(self, params: dict[str, Any]) -> web.Response:
+        if self._thread_missing(params):
+            return self._error(400, THREAD_NOT_FOUND)
+        return self._ok({"message_id": next(self._message_ids)})
+
+    async def _api_getChatMember(self, params: dict[str, Any]) -> web.Response:
+        user_id = int(params.get("user_id") or 0)
+        status = "left" if user_id in self.non_members else "member"
+        user = {"id": user_id, "is_bot": False, "first_name": "Сотрудник"}
+        return self._ok({"status": status, "user": user})
+
     async def _api_sendMessage(self, params: dict[str, Any]) -> web.Response:
+        if self._thread_missing(params):
+            return self._error(400, THREAD_NOT_FOUND)
         text = str(params.get("text", ""))
         if not text.strip():
             return self._error(400, "Bad Request: message text is empty")
@@ -393,6 +506,9 @@ class FakeTelegramServer:
         }
         if params.get("entities"):
             message["entities"] = params["entities"]
+        if params.get("message_thread_id") is not None:
+            message["message_thread_id"] = params["message_thread_id"]
+            message["is_topic_message"] = True
         return self._ok(message)
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> web.Response:

@@ -64,7 +64,12 @@ async def test_a_reply_refused_with_403_is_recorded_undelivered(
         ("user", SECOND, False),
         ("assistant", answer_for(SECOND), False),
     ]
-    turns = await audit_turns(store)
+    # A turn's audit is written just after its send: seeing the text does not mean it is in.
+    for _ in range(200):
+        turns = await audit_turns(store)
+        if len(turns) >= 2:
+            break
+        await asyncio.sleep(0.05)
     assert [turn["outcome"] for turn in turns] == ["undelivered", "answered"]
     shown = model.requests[1].messages
     assert any(

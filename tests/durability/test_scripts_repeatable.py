@@ -19,6 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.handoff.topics import TopicDirectory
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
 from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict
 from bot.queue.jobs import OutboxEntry
@@ -106,6 +107,8 @@ class Chat:
                 value = await self.redis.hgetall(key)
             elif kind == "list":
                 value = await self.redis.lrange(key, 0, -1)
+            elif kind == "set":
+                value = sorted(await self.redis.smembers(key))
             elif kind == "stream":
                 entries = await self.redis.xrange(key) or []
                 rows = [tuple(sorted((fields or {}).items())) for _, fields in entries]
@@ -182,6 +185,12 @@ async def audit_step(chat: Chat) -> Step:
     return lambda: chat.audit.write_fields(rows)
 
 
+async def handoff_failure_step(chat: Chat) -> Step:
+    topics = TopicDirectory(chat.redis, keys=chat.keys, staff_chat_id=-1001)
+    await topics.record_failure(KEY, "T0")
+    return lambda: topics.record_failure(KEY, "T1")
+
+
 CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
     "intake": intake_step,
     "take": take_step,
@@ -191,6 +200,7 @@ CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
     "delivered_last": delivered_last_step,
     "session_commit": session_commit_step,
     "audit_write_once": audit_step,
+    "handoff_failure": handoff_failure_step,
 }
 
 

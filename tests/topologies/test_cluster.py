@@ -87,6 +87,9 @@ def _conversation_keys(keys: ConversationKeys) -> list[str]:
         keys.daily_turns(987654321, "20260101"),
         keys.archive("abc"),
         keys.quarantine("20260101T000000Z"),
+        keys.topic,
+        keys.failed,
+        keys.failed_streak,
     ]
 
 
@@ -95,6 +98,7 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
     # A new module with scripts must be added here, with the keys it passes checked below.
     assert modules == {
         "bot/audit/redis_sink.py",
+        "bot/handoff/topics.py",
         "bot/queue/chat_queue.py",
         "bot/queue/intake.py",
         "bot/sessions/redis_store.py",

@@ -119,3 +119,15 @@ def test_sentinel_mode_needs_sentinels_given_as_host_port():
 def test_an_unknown_redis_mode_is_refused():
     with pytest.raises(SettingsError, match="REDIS_MODE"):
         Settings.from_env({"LLM_BACKEND": "offline", "REDIS_MODE": "replica"}, env_file=None)
+
+
+def test_handoff_is_off_without_a_staff_chat_and_needs_a_supergroup_id(monkeypatch):
+    monkeypatch.delenv("STAFF_CHAT_ID", raising=False)
+    base = {"LLM_BACKEND": "offline"}
+    assert Settings.from_env(base, env_file=None).handoff.staff_chat_id is None
+    on = Settings.from_env({**base, "STAFF_CHAT_ID": "-1001234567890"}, env_file=None).handoff
+    assert (on.staff_chat_id, on.after_failed_turns, on.idle_minutes) == (-1001234567890, 3, 60)
+    with pytest.raises(SettingsError, match="STAFF_CHAT_ID must be a supergroup id"):
+        Settings.from_env({**base, "STAFF_CHAT_ID": "12345"}, env_file=None)
+    with pytest.raises(SettingsError, match="HANDOFF_AFTER_FAILED_TURNS"):
+        Settings.from_env({**base, "HANDOFF_AFTER_FAILED_TURNS": "0"}, env_file=None)

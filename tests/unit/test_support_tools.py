@@ -8,8 +8,11 @@ import pytest
 
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolArgumentsError, ToolExecutor
+from tools.human_agent import build_request_human_agent_tool
 from tools.product_search import MAX_RESULTS
+from tools.registry import ToolRegistry
 from tools.store import ShopStore
+from tools.support_hours import closed_note
 from turn import ToolCall, ToolStatus, TurnContext
 
 OWNER = 100500
@@ -220,3 +223,32 @@ def test_the_four_support_tools_run_on_the_event_loop(store: ShopStore) -> None:
         "search_products": False,
         "get_support_hours": False,
     }
+
+
+def test_the_closed_note_names_the_hours_only_when_support_is_closed(store: ShopStore) -> None:
+    hours = store.support_hours
+    assert closed_note(hours, datetime(2026, 12, 2, 9, 0, tzinfo=UTC)) is None
+    note = closed_note(hours, datetime(2026, 12, 2, 18, 0, tzinfo=UTC))
+    assert note is not None
+    assert "Europe/Moscow" in note
+    assert "понедельник 09:00–21:00" in note
+    assert "воскресенье" not in note
+    assert closed_note(hours, datetime(2026, 12, 2, 12, 0, tzinfo=UTC), "Asia/Vladivostok")
+
+
+async def test_request_human_agent_returns_its_reason_category_for_the_audit() -> None:
+    registry = ToolRegistry()
+    registry.register(build_request_human_agent_tool())
+    executor = ToolExecutor(registry)
+    call = ToolCall(id="c1", name="request_human_agent", arguments='{"reason": "complaint"}')
+    result = await executor.execute(
+        call, TurnContext(conversation_key="t", chat_id=1, user_id=1, turn_id="T")
+    )
+    assert result.audit.category == "complaint"
+    assert json.loads(result.content)["data"]["requested"] is True
+    free_text = ToolCall(id="c2", name="request_human_agent", arguments='{"reason": "мне плохо"}')
+    with pytest.raises(ToolArgumentsError):
+        await executor.execute(
+            free_text, TurnContext(conversation_key="t", chat_id=1, user_id=1, turn_id="T")
+        )
+    executor.close()

@@ -5,13 +5,16 @@ import logging
 from aiogram import Bot, F, Router
 from aiogram.types import Message
 from aiogram.utils.chat_action import ChatActionSender
+from redis.exceptions import RedisError
 
 from bot.chat_errors import ChatServiceError
 from bot.chat_service import HeldTurn
+from bot.handoff.service import HandoffService
 from bot.log_context import bind_turn
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
 from bot.telegram.filters import question_text
+from bot.telegram.handlers.handoff import customer_of
 from bot.telegram.job_results import Committed, JobContext, JobResult, PlainReply
 from bot.telegram.ports import ChatPort
 from turn import TurnContext
@@ -22,8 +25,18 @@ logger = logging.getLogger(__name__)
 TYPING_DELAY_SECONDS = 1.0
 
 
-async def answer(message: Message, bot: Bot, job: JobContext, chat_service: ChatPort) -> JobResult:
-    """Run the turn; its reply is committed, or a kind message with the incident code."""
+async def answer(
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    chat_service: ChatPort,
+    handoff: HandoffService | None = None,
+) -> JobResult:
+    """Run the turn; its reply is committed, or a kind message with the incident code.
+
+    With handoff on, failed turns in a row call a person in, and an answered
+    turn starts the count again.
+    """
     chat_id = message.chat.id
     turn_id = job.job.turn_id
     bind_turn(turn_id)
@@ -41,6 +54,7 @@ async def answer(message: Message, bot: Bot, job: JobContext, chat_service: Chat
         queue_ms=job.queue_ms,
         session_version=job.session_version,
         session_data=job.session_data,
+        handoff=customer_of(message) if handoff is not None else None,
     )
     text = question_text(message, (await bot.me()).username)
     try:
@@ -51,10 +65,39 @@ async def answer(message: Message, bot: Bot, job: JobContext, chat_service: Chat
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
-        return PlainReply(text=messages.failure_message(error, turn_id), audit=error.audit_fields)
+        failure = PlainReply(
+            text=messages.failure_message(error, turn_id), audit=error.audit_fields
+        )
+        if handoff is None:
+            return failure
+        return await _after_failure(message, job, handoff, failure)
     if reply.delivery is None:
         raise RuntimeError("a worker's turn returned no committed reply")
+    if handoff is not None:
+        await handoff.answered(context.conversation_key)
     return Committed(reply=reply.delivery, summary_due=reply.summary_updated)
+
+
+async def _after_failure(
+    message: Message, job: JobContext, handoff: HandoffService, failure: PlainReply
+) -> JobResult:
+    """Count the failure; enough in a row (and nobody called yet) opens a handoff."""
+    key = telegram_conversation(message.chat.id)
+    try:
+        if not await handoff.record_failure(key, job.job.turn_id) or handoff.state(job) != "bot":
+            return failure
+        return await handoff.open(
+            key,
+            job,
+            customer_of(message),
+            trigger="failed_turns",
+            text=f"{failure.text}\n\n{messages.FAILED_HANDOFF}",
+            audit=failure.audit,
+        )
+    except (RedisError, ChatServiceError):
+        # The failure itself is still told (and audited) the usual way.
+        logger.warning("Turn %s: handoff after failures not recorded", job.job.turn_id)
+        return failure
 
 
 def build_router() -> Router:

@@ -3,12 +3,19 @@
 from aiogram import Router
 from aiogram.types import Message
 
+from bot.handoff.actions import StaffAction
+from bot.handoff.service import HandoffService
 from bot.telegram import messages
-from bot.telegram.job_results import PlainReply
+from bot.telegram.job_results import JobContext, PlainReply
 
 
-async def not_text(message: Message) -> PlainReply:
-    """Say that only text is understood."""
+async def not_text(
+    message: Message, job: JobContext, handoff: HandoffService | None = None
+) -> PlainReply:
+    """Say that only text is understood; while a person is awaited, staff see it too."""
+    if handoff is not None and handoff.state(job) == "waiting":
+        copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
+        return PlainReply(text=messages.NON_TEXT, staff=(copy,))
     return PlainReply(text=messages.NON_TEXT)
 
 

@@ -1,0 +1,206 @@
+"""The staff side of a handoff: the customer's forum topic, its header, and the relays.
+
+Runs in the worker after a job's commit (the relay steps travel with the
+job's outbox entry), so a crash repeats them with the reply rather than
+losing them. It never raises: a step Telegram refuses is logged, and a relay
+to a customer who blocked the bot is reported in the topic instead.
+"""
+
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from aiogram import Bot
+from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramForbiddenError
+from redis.exceptions import RedisError
+
+from bot.handoff.actions import StaffAction
+from bot.handoff.topics import TopicDirectory
+from bot.queue.jobs import OutboxEntry
+from bot.redis_keys import telegram_chat_id
+from bot.sessions.models import ConversationSession
+from bot.sessions.store import SessionStore, SessionStoreError
+
+logger = logging.getLogger(__name__)
+
+# How Telegram says a topic is gone or closed (deleted by staff, or closed in the UI).
+_TOPIC_GONE = ("thread not found", "topic_deleted", "topic_closed", "topic_id_invalid")
+_HEADER_MESSAGES = 6
+_QUOTE_CHARS = 300
+_POST_CHARS = 4000
+_ROLE_NAMES = {"user": "Клиент", "assistant": "Бот", "staff": "Сотрудник"}
+
+NOT_DELIVERED = "Сообщение не доставлено клиенту: клиент заблокировал бота или удалил чат."
+NOT_DELIVERED_OTHER = "Сообщение не доставлено клиенту: Telegram отказал в отправке."
+
+
+def short_pseudonym(conversation_key: str) -> str:
+    """A short, stable label of a customer for the topic's name (not the chat id)."""
+    return hashlib.sha256(conversation_key.encode()).hexdigest()[:6]
+
+
+def _gone(error: TelegramBadRequest) -> bool:
+    text = str(error).lower()
+    return any(marker in text for marker in _TOPIC_GONE)
+
+
+def build_header(
+    session: ConversationSession | None,
+    *,
+    name: str,
+    username: str,
+    reason: str,
+    label: str,
+    incidents: list[str],
+) -> str:
+    """What staff read first in a topic: who, why, summary, last exchanges, incident codes."""
+    lines = [f"Клиент: {name or 'без имени'}" + (f" (@{username})" if username else "")]
+    lines.append(f"Метка: {label}")
+    lines.append(f"Причина: {reason}")
+    summary = session.summary if session is not None else None
+    lines.append(f"Краткое содержание: {summary or '—'}")
+    recent = session.messages[-_HEADER_MESSAGES:] if session is not None else ()
+    if recent:
+        lines.append("Последние сообщения:")
+        lines.extend(
+            f"{_ROLE_NAMES[message.role]}: {message.content[:_QUOTE_CHARS]}" for message in recent
+        )
+    lines.append(f"Коды сбоев: {', '.join(incidents) if incidents else 'нет'}")
+    lines.append("Напишите в эту тему, чтобы ответить клиенту; /close вернёт разговор боту.")
+    return "\n".join(lines)[:_POST_CHARS]
+
+
+class StaffDesk:
+    """Performs the relay steps of a delivered outbox entry in the staff chat."""
+
+    def __init__(self, *, bot: Bot, topics: TopicDirectory, sessions: SessionStore) -> None:
+        self._bot = bot
+        self._topics = topics
+        self._sessions = sessions
+        self._staff = topics.staff_chat_id
+
+    async def perform(self, conversation_key: str, entry: OutboxEntry) -> None:
+        """Run ``entry``'s staff steps in order, then note the activity; never raises."""
+        for action in entry.staff:
+            if action.kind == "ended":
+                continue
+            try:
+                await self._step(conversation_key, entry, action)
+            except TelegramAPIError as error:
+                logger.warning(
+                    "Turn %s: staff step %s failed: %s", entry.turn_id, action.kind, error
+                )
+            except RedisError as error:
+                # The customer's reply is out already: failing here would send it again.
+                logger.warning(
+                    "Turn %s: staff step %s skipped, Redis unavailable (%s)",
+                    entry.turn_id,
+                    action.kind,
+                    type(error).__name__,
+                )
+        try:
+            if any(action.kind == "ended" for action in entry.staff):
+                await self._topics.ended(conversation_key)
+            elif entry.staff:
+                await self._topics.touch(conversation_key, int(time.time() * 1000))
+        except RedisError as error:
+            logger.warning("Idle index of %s not updated (%s)", entry.turn_id, type(error).__name__)
+
+    async def _step(self, conversation_key: str, entry: OutboxEntry, action: StaffAction) -> None:
+        if action.kind == "open":
+            await self._open(conversation_key, action)
+        elif action.kind == "copy_to_customer":
+            await self._copy_to_customer(conversation_key, entry, action)
+        elif action.kind == "copy_to_topic" and action.message_id is not None:
+            message_id = action.message_id
+            await self._in_topic(
+                conversation_key,
+                lambda thread: self._bot.copy_message(
+                    chat_id=self._staff,
+                    from_chat_id=entry.chat_id,
+                    message_id=message_id,
+                    message_thread_id=thread,
+                ),
+            )
+        else:
+            text = (entry.text if action.kind == "post_answer" else action.text)[:_POST_CHARS]
+            if text.strip():
+                await self._post(conversation_key, text)
+
+    async def _post(self, conversation_key: str, text: str) -> None:
+        await self._in_topic(
+            conversation_key,
+            lambda thread: self._bot.send_message(
+                chat_id=self._staff, text=text, message_thread_id=thread
+            ),
+        )
+
+    async def _in_topic(
+        self, conversation_key: str, send: Callable[[int], Awaitable[object]]
+    ) -> None:
+        """Run ``send`` in the customer's topic; a topic gone is made again once."""
+        thread = await self._topics.topic_of(conversation_key)
+        if thread is not None:
+            try:
+                await send(thread)
+                return
+            except TelegramBadRequest as error:
+                if not _gone(error):
+                    raise
+        thread = await self._open(conversation_key, StaffAction(kind="open", text="staff"))
+        await send(thread)
+
+    async def _open(self, conversation_key: str, action: StaffAction) -> int:
+        """The topic exists (made again when deleted or closed) and shows the header."""
+        header = await self._header(conversation_key, action)
+        thread = await self._topics.topic_of(conversation_key)
+        if thread is not None:
+            try:
+                await self._bot.send_message(
+                    chat_id=self._staff, text=header, message_thread_id=thread
+                )
+                return thread
+            except TelegramBadRequest as error:
+                if not _gone(error):
+                    raise
+                logger.info("Staff topic of %s is gone; creating it again", conversation_key)
+        label = short_pseudonym(conversation_key)
+        title = f"{(action.name or 'Клиент')[:100]} · {label}"
+        topic = await self._bot.create_forum_topic(chat_id=self._staff, name=title[:128])
+        await self._topics.bind(conversation_key, topic.message_thread_id, old=thread)
+        await self._bot.send_message(
+            chat_id=self._staff, text=header, message_thread_id=topic.message_thread_id
+        )
+        return topic.message_thread_id
+
+    async def _header(self, conversation_key: str, action: StaffAction) -> str:
+        try:
+            session = await self._sessions.load(conversation_key)
+        except SessionStoreError:
+            session = None
+        return build_header(
+            session,
+            name=action.name,
+            username=action.username,
+            reason=action.text or "—",
+            label=short_pseudonym(conversation_key),
+            incidents=await self._topics.recent_failures(conversation_key),
+        )
+
+    async def _copy_to_customer(
+        self, conversation_key: str, entry: OutboxEntry, action: StaffAction
+    ) -> None:
+        chat_id = telegram_chat_id(conversation_key)
+        if chat_id is None or action.message_id is None:
+            return
+        try:
+            await self._bot.copy_message(
+                chat_id=chat_id, from_chat_id=self._staff, message_id=action.message_id
+            )
+        except TelegramForbiddenError:
+            logger.info("Turn %s: staff reply not delivered (bot blocked)", entry.turn_id)
+            await self._post(conversation_key, NOT_DELIVERED)
+        except TelegramBadRequest as error:
+            logger.warning("Turn %s: staff reply not delivered: %s", entry.turn_id, error)
+            await self._post(conversation_key, NOT_DELIVERED_OTHER)

@@ -1,0 +1,282 @@
+"""The handoff's decisions for handlers: state of the conversation, and its commits.
+
+Handlers call this during a job (the worker holds the chat's lease); each
+step commits the session change, pops the job and stores the outbox entry
+(customer text, staff steps, audit) in one script, through the chat
+service. Nothing here talks to Telegram: :class:`bot.handoff.desk.StaffDesk`
+does, after the commit.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import ValidationError
+
+from bot.audit.schema import HandoffAuditEntry
+from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, HeldTurn, closed_entry
+from bot.handoff.actions import HandoffTurn, StaffAction, Trigger, staff_label
+from bot.handoff.topics import TopicDirectory
+from bot.queue.jobs import OutboxEntry
+from bot.sessions.models import ConversationSession, HandoffState
+from bot.telegram.job_results import Committed, JobContext
+
+logger = logging.getLogger(__name__)
+
+CLOSED_TOPIC_NOTE = "Разговор возвращён боту."
+ALREADY_BOT_TOPIC_NOTE = "Разговор и так у бота: /close не нужен."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffPolicy:
+    """The staff chat, and when a handoff starts and ends by itself."""
+
+    staff_chat_id: int
+    after_failed_turns: int
+    idle_seconds: float
+
+
+class HandoffService:
+    """Opens, relays and closes handoffs for the handlers of a worker's job."""
+
+    def __init__(
+        self,
+        *,
+        chat: ChatService,
+        topics: TopicDirectory,
+        settings: HandoffPolicy,
+        closed_note: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self._chat = chat
+        self._topics = topics
+        self._settings = settings
+        self._closed_note = closed_note
+
+    def waiting_text(self, text: str) -> str:
+        """``text`` for a customer who now waits for a person, with the hours when closed."""
+        note = self._closed_note()
+        return f"{text}\n\n{note}" if note else text
+
+    @property
+    def staff_chat_id(self) -> int:
+        """The staff forum supergroup."""
+        return self._settings.staff_chat_id
+
+    @property
+    def topics(self) -> TopicDirectory:
+        """The topic mapping (for the staff handlers' checks)."""
+        return self._topics
+
+    def session(self, job: JobContext) -> ConversationSession | None:
+        """The session the worker read with the job (``None`` when new or unreadable)."""
+        if not job.session_data:
+            return None
+        try:
+            return ConversationSession.model_validate_json(job.session_data)
+        except ValidationError:
+            return None
+
+    def state(self, job: JobContext) -> HandoffState:
+        """Who answers now; a handoff idle too long counts as ended (the next turn ends it)."""
+        session = self.session(job)
+        if session is None or session.handoff_idle(_now(), self._settings.idle_seconds):
+            return "bot"
+        return session.handoff
+
+    def held(self, job: JobContext, customer: HandoffTurn | None = None) -> HeldTurn:
+        """The job as a held turn of the chat service."""
+        return HeldTurn(
+            token=job.token,
+            job_raw=job.job_raw,
+            job_id=job.job.job_id,
+            chat_id=job.job.chat_id,
+            queue_ms=job.queue_ms,
+            session_version=job.session_version,
+            session_data=job.session_data,
+            handoff=customer,
+        )
+
+    def _ended_idle(self, job: JobContext) -> tuple[dict[str, str], ...]:
+        """The ``closed`` (idle) entry of a handoff that went idle unnoticed, if there is one."""
+        session = self.session(job)
+        if session is None or session.handoff == "bot" or self.state(job) != "bot":
+            return ()
+        return (closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", _now()),)
+
+    async def record_failure(self, conversation_key: str, turn_id: str) -> bool:
+        """Remember a failed turn; ``True`` when enough failed in a row to call a person."""
+        streak = await self._topics.record_failure(conversation_key, turn_id)
+        return streak >= self._settings.after_failed_turns
+
+    async def answered(self, conversation_key: str) -> None:
+        """An answered turn ends a run of failures."""
+        await self._topics.reset_streak(conversation_key)
+
+    async def open(
+        self,
+        conversation_key: str,
+        job: JobContext,
+        customer: HandoffTurn,
+        *,
+        trigger: Trigger,
+        text: str,
+        reason: str = "",
+        audit: tuple[dict[str, str], ...] = (),
+    ) -> Committed:
+        """Put the conversation in ``waiting``, tell the customer ``text``, open the topic.
+
+        Outside support hours the customer is also told when a person answers.
+        """
+        turn_id = job.job.turn_id
+        text = self.waiting_text(text)
+        entry = OutboxEntry(
+            job_id=job.job.job_id,
+            turn_id=turn_id,
+            chat_id=job.job.chat_id,
+            format="plain",
+            text=text,
+            audit=(
+                *audit,
+                *self._ended_idle(job),
+                HandoffAuditEntry(
+                    chat_id=str(job.job.chat_id),
+                    turn_id=turn_id,
+                    event="opened",
+                    trigger=trigger,
+                    reason=reason,
+                ).to_fields(),
+            ),
+            staff=(
+                StaffAction(
+                    kind="open",
+                    name=customer.name,
+                    username=customer.username,
+                    text=staff_label(trigger, reason),
+                ),
+            ),
+        )
+        await self._chat.commit_without_turn(
+            conversation_key,
+            self.held(job),
+            # From "bot" first: an idle handoff's times must not carry over.
+            lambda session: session.with_handoff("bot", _now()).with_handoff("waiting", _now()),
+            entry,
+        )
+        return Committed(reply=entry, summary_due=False)
+
+    async def customer_message(
+        self, conversation_key: str, job: JobContext, message_id: int, text: str | None
+    ) -> Committed:
+        """In ``human`` state: keep the message in the history, copy it to the topic."""
+        entry = OutboxEntry(
+            job_id=job.job.job_id,
+            turn_id=job.job.turn_id,
+            chat_id=job.job.chat_id,
+            format="none",
+            text="",
+            staff=(StaffAction(kind="copy_to_topic", message_id=message_id),),
+        )
+        content = text if text else "[Клиент отправил вложение без текста.]"
+        await self._chat.commit_without_turn(
+            conversation_key,
+            self.held(job),
+            lambda session: session.with_message("user", content, _now(), job.job.turn_id),
+            entry,
+        )
+        return Committed(reply=entry, summary_due=False)
+
+    async def staff_message(
+        self, conversation_key: str, job: JobContext, message_id: int, text: str | None
+    ) -> Committed:
+        """A staff message in the customer's topic: ``human`` state, copied to the customer."""
+        before = self.session(job)
+        state = self.state(job)
+        now = _now()
+        chat = str(job.job.chat_id)
+        turn_id = job.job.turn_id
+        audit = list(self._ended_idle(job))
+        if state == "bot":
+            audit.append(
+                HandoffAuditEntry(
+                    chat_id=chat, turn_id=turn_id, event="opened", trigger="staff"
+                ).to_fields()
+            )
+        if state == "bot" or before is None or before.staff_replied_at is None:
+            since = before.handoff_since if before is not None and state != "bot" else None
+            audit.append(
+                HandoffAuditEntry(
+                    chat_id=chat,
+                    turn_id=turn_id,
+                    event="first_reply",
+                    wait_ms=(now - since).total_seconds() * 1000 if since is not None else 0.0,
+                ).to_fields()
+            )
+        entry = OutboxEntry(
+            job_id=job.job.job_id,
+            turn_id=turn_id,
+            chat_id=job.job.chat_id,
+            format="none",
+            text="",
+            audit=tuple(audit),
+            staff=(StaffAction(kind="copy_to_customer", message_id=message_id),),
+        )
+        content = text if text else "[Сотрудник отправил вложение без текста.]"
+
+        def change(session: ConversationSession) -> ConversationSession:
+            base = session if state != "bot" else session.with_handoff("bot", now)
+            return base.with_handoff("human", now).with_message("staff", content, now, turn_id)
+
+        await self._chat.commit_without_turn(conversation_key, self.held(job), change, entry)
+        return Committed(reply=entry, summary_due=False)
+
+    async def idle_check(self, conversation_key: str, job: JobContext) -> Committed | None:
+        """The sweeper's check: end the handoff if it is still idle (``None``: nothing to do)."""
+        session = self.session(job)
+        if session is None or session.handoff == "bot":
+            # Ended meanwhile (``/new``, or a turn noticed the idle first).
+            await self._topics.ended(conversation_key)
+            return None
+        if not session.handoff_idle(_now(), self._settings.idle_seconds):
+            return None
+        return await self.close(conversation_key, job, "idle")
+
+    async def close(
+        self, conversation_key: str, job: JobContext, closed_by: Literal["staff", "idle"]
+    ) -> Committed:
+        """Back to ``bot``: a short note to the customer and to the topic."""
+        before = self.session(job)
+        now = _now()
+        open_now = before is not None and before.handoff != "bot"
+        entry = OutboxEntry(
+            job_id=job.job.job_id,
+            turn_id=job.job.turn_id,
+            chat_id=job.job.chat_id,
+            format="plain" if open_now else "none",
+            text=IDLE_NOTE if open_now else "",
+            audit=(closed_entry(before, str(job.job.chat_id), job.job.turn_id, closed_by, now),)
+            if before is not None and open_now
+            else (),
+            staff=(
+                StaffAction(kind="post", text=_topic_note(open_now, closed_by)),
+                StaffAction(kind="ended"),
+            ),
+        )
+        await self._chat.commit_without_turn(
+            conversation_key,
+            self.held(job),
+            lambda session: session.with_handoff("bot", now),
+            entry,
+        )
+        return Committed(reply=entry, summary_due=False)
+
+
+def _topic_note(open_now: bool, closed_by: Literal["staff", "idle"]) -> str:
+    if not open_now:
+        return ALREADY_BOT_TOPIC_NOTE
+    return CLOSED_TOPIC_NOTE if closed_by == "staff" else IDLE_TOPIC_NOTE
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

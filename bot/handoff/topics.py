@@ -1,0 +1,105 @@
+"""Which staff topic is whose, and the failed turns that may call a person in.
+
+The topic id is kept under the customer's hash tag; the reverse mapping (topic
+-> conversation) under the staff chat's tag, because intake looks it up from a
+topic message. The two are written one after the other (different slots):
+reverse first, so a forward mapping never points at a topic intake cannot map
+back. Every script here is safe to run twice.
+"""
+
+from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys
+
+_FAILED_TTL_SECONDS = 7 * 24 * 3600
+_FAILED_KEPT = 5
+
+# KEYS: failed list, streak set. ARGV: turn id, kept, ttl. Returns the streak length.
+_RECORD_FAILURE = """
+redis.call('LREM', KEYS[1], 0, ARGV[1])
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return redis.call('SCARD', KEYS[2])
+"""
+
+
+class TopicDirectory:
+    """Topics of customers in the staff chat, and their recent failed turns."""
+
+    def __init__(self, redis: AsyncRedisClient, *, keys: RedisKeys, staff_chat_id: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._staff_chat_id = staff_chat_id
+        self._record = redis.register_script(_RECORD_FAILURE)
+
+    @property
+    def staff_chat_id(self) -> int:
+        """The staff forum supergroup."""
+        return self._staff_chat_id
+
+    async def topic_of(self, conversation_key: str) -> int | None:
+        """The customer's topic, ``None`` before the first handoff."""
+        raw = await self._redis.get(self._keys.conversation(conversation_key).topic)
+        return int(raw) if raw is not None else None
+
+    async def conversation_of(self, thread_id: int) -> str | None:
+        """The customer conversation a topic belongs to, ``None`` for any other topic."""
+        raw = await self._redis.get(self._keys.staff_topic(self._staff_chat_id, thread_id))
+        if raw is None:
+            return None
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    async def bind(self, conversation_key: str, thread_id: int, *, old: int | None) -> None:
+        """Make ``thread_id`` the customer's topic; a replaced topic maps to nobody any more."""
+        await self._redis.set(
+            self._keys.staff_topic(self._staff_chat_id, thread_id), conversation_key
+        )
+        await self._redis.set(self._keys.conversation(conversation_key).topic, str(thread_id))
+        if old is not None and old != thread_id:
+            await self._redis.delete(self._keys.staff_topic(self._staff_chat_id, old))
+
+    async def touch(self, conversation_key: str, at_ms: int) -> None:
+        """A handed-off conversation had activity at ``at_ms``."""
+        await self._redis.zadd(
+            self._keys.open_handoffs(self._staff_chat_id), {conversation_key: at_ms}
+        )
+
+    async def ended(self, conversation_key: str) -> None:
+        """The conversation is back with the bot: no idle check for it."""
+        await self._redis.zrem(self._keys.open_handoffs(self._staff_chat_id), conversation_key)
+
+    async def idle(self, before_ms: int, limit: int = 100) -> list[tuple[str, int]]:
+        """Handed-off conversations with no activity since ``before_ms``, oldest first."""
+        rows = await self._redis.zrangebyscore(
+            self._keys.open_handoffs(self._staff_chat_id),
+            "-inf",
+            before_ms,
+            start=0,
+            num=limit,
+            withscores=True,
+        )
+        found: list[tuple[str, int]] = []
+        for row in rows:
+            key, score = row[0], row[1]
+            found.append((key.decode() if isinstance(key, bytes) else str(key), int(score)))
+        return found
+
+    async def record_failure(self, conversation_key: str, turn_id: str) -> int:
+        """Remember a failed turn; returns how many failed in a row."""
+        keys = self._keys.conversation(conversation_key)
+        streak = await self._record(
+            keys=[keys.failed, keys.failed_streak],
+            args=[turn_id, _FAILED_KEPT, _FAILED_TTL_SECONDS],
+        )
+        return int(streak)
+
+    async def reset_streak(self, conversation_key: str) -> None:
+        """An answered turn: the failures in a row start again from zero."""
+        await self._redis.delete(self._keys.conversation(conversation_key).failed_streak)
+
+    async def recent_failures(self, conversation_key: str) -> list[str]:
+        """Incident codes of the latest failed turns, newest first."""
+        raw = await self._redis.lrange(self._keys.conversation(conversation_key).failed, 0, -1)
+        return [item.decode() if isinstance(item, bytes) else str(item) for item in raw]

@@ -1,0 +1,145 @@
+"""Handoff handlers: ``/operator`` and ``human`` state for customers; the staff topics.
+
+Staff messages reach a worker through the *customer's* queue (intake maps the
+topic to its customer), so they are checked again here: only from the staff
+chat, only in the topic mapped to this customer, never from a bot, and only
+from a current member of the staff chat (``getChatMember``: a public
+supergroup may let non-members write). Anything else is dropped silently.
+Commands other than ``/close`` in a topic are neither run nor relayed.
+"""
+
+import logging
+
+from aiogram import Bot, F, Router
+from aiogram.enums import ChatMemberStatus
+from aiogram.exceptions import TelegramAPIError
+from aiogram.filters import Command
+from aiogram.types import Message
+
+from bot.handoff.actions import HandoffTurn
+from bot.handoff.service import HandoffService
+from bot.redis_keys import telegram_conversation
+from bot.telegram import messages
+from bot.telegram.filters import RELAYED_CONTENT
+from bot.telegram.job_results import JobContext, JobResult, PlainReply
+
+logger = logging.getLogger(__name__)
+
+_MEMBERS = frozenset(
+    {ChatMemberStatus.CREATOR, ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.MEMBER}
+)
+
+
+def customer_of(message: Message) -> HandoffTurn:
+    """Who wrote ``message``, as the staff header names them."""
+    user = message.from_user
+    return HandoffTurn(
+        name=user.full_name if user else "",
+        username=(user.username or "") if user else "",
+        message_id=message.message_id,
+    )
+
+
+async def operator(
+    message: Message, job: JobContext, handoff: HandoffService | None = None
+) -> JobResult:
+    """The customer asks for a person."""
+    if handoff is None:
+        return PlainReply(text=messages.OPERATOR_OFF)
+    if handoff.state(job) != "bot":
+        return PlainReply(text=messages.OPERATOR_ALREADY)
+    return await handoff.open(
+        telegram_conversation(message.chat.id),
+        job,
+        customer_of(message),
+        trigger="command",
+        text=messages.OPERATOR_WAITING,
+    )
+
+
+async def in_human_state(
+    message: Message, job: JobContext, handoff: HandoffService | None = None
+) -> bool:
+    """Filter: a person answers this conversation now (the bot stays silent)."""
+    return handoff is not None and handoff.state(job) == "human"
+
+
+async def customer_to_staff(
+    message: Message, job: JobContext, handoff: HandoffService
+) -> JobResult:
+    """In ``human`` state any customer message (text or media) goes to the topic only."""
+    return await handoff.customer_message(
+        telegram_conversation(message.chat.id),
+        job,
+        message.message_id,
+        message.text or message.caption,
+    )
+
+
+def build_customer_router() -> Router:
+    """``/operator``, then the ``human`` state catch-all; include before the other routers."""
+    router = Router(name=f"{__name__}.customer")
+    router.message.register(operator, Command("operator"))
+    router.message.register(customer_to_staff, in_human_state)
+    return router
+
+
+async def staff_message(
+    message: Message, bot: Bot, job: JobContext, handoff: HandoffService | None = None
+) -> JobResult | None:
+    """A message in the staff chat, queued in the customer's chat: relay it, or ``/close``."""
+    if handoff is None or not await _from_staff_in_topic(message, bot, job, handoff):
+        return None
+    conversation_key = telegram_conversation(job.job.chat_id)
+    text = message.text or message.caption
+    if text is not None and text.startswith("/"):
+        command = text.split(maxsplit=1)[0].split("@", 1)[0]
+        if command == "/close":
+            return await handoff.close(conversation_key, job, "staff")
+        return None
+    return await handoff.staff_message(conversation_key, job, message.message_id, text)
+
+
+async def _from_staff_in_topic(
+    message: Message, bot: Bot, job: JobContext, handoff: HandoffService
+) -> bool:
+    """A staff member's own message, in the topic mapped to this job's customer."""
+    user = message.from_user
+    thread = message.message_thread_id
+    if message.chat.id != handoff.staff_chat_id or thread is None:
+        return False
+    if user is None or user.is_bot or not message.is_topic_message:
+        return False
+    # A service message (topic renamed, pinned...) is not for the customer.
+    if message.content_type not in RELAYED_CONTENT or message.sender_chat is not None:
+        # sender_chat: posted on behalf of a chat (anonymous admin, linked channel),
+        # so there is no member to check.
+        return False
+    if await handoff.topics.conversation_of(thread) != telegram_conversation(job.job.chat_id):
+        logger.warning("Staff message %s is not in this customer's topic; dropped", job.job.job_id)
+        return False
+    if not await _is_member(bot, handoff.staff_chat_id, user.id):
+        logger.warning("Staff message %s from a non-member; dropped", job.job.job_id)
+        return False
+    return True
+
+
+async def _is_member(bot: Bot, chat_id: int, user_id: int) -> bool:
+    try:
+        member = await bot.get_chat_member(chat_id=chat_id, user_id=user_id)
+    except TelegramAPIError as error:
+        logger.warning("Membership check failed (%s); message dropped", type(error).__name__)
+        return False
+    if member.status in _MEMBERS:
+        return True
+    return member.status == ChatMemberStatus.RESTRICTED and bool(
+        getattr(member, "is_member", False)
+    )
+
+
+def build_staff_router(staff_chat_id: int) -> Router:
+    """Every message of the staff chat ends here (never in the customer routers)."""
+    router = Router(name=f"{__name__}.staff")
+    router.message.filter(F.chat.id == staff_chat_id)
+    router.message.register(staff_message)
+    return router

@@ -1,0 +1,391 @@
+"""Human handoff end to end: intake, the chat's queue, workers, a real Redis, the fake Bot API.
+
+Customer and staff updates both go through the real intake (staff topic
+messages are mapped to their customer's queue there) and a worker pool of
+this test's loop; the staff chat is a forum of the fake Bot API, so topics,
+``copyMessage`` and "message thread not found" behave as Telegram's do.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiogram import Bot
+from aiogram.types import Update
+
+from bot.app import Application, build_application
+from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
+from bot.handoff.desk import NOT_DELIVERED
+from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
+from bot.handoff.sweeper import HandoffSweeper
+from bot.history import STAFF_NOTE
+from bot.llm.errors import LLMTimeoutError
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.queue.worker import WorkerPool
+from bot.redis_keys import telegram_conversation
+from bot.telegram import messages
+from bot.telegram.dispatcher import build_dispatcher
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.runner import build_workers
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import FakeTelegramServer
+
+pytestmark = pytest.mark.timeout(60)
+
+STAFF = -1001234567890
+CUSTOMER = 701
+OTHER_CUSTOMER = 702
+ASK_HUMAN = "Позовите, пожалуйста, живого человека"
+BROKEN = "Этот вопрос ломает модель"
+
+
+def _responder(
+    messages_: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+) -> LLMResult:
+    """Echoes the question; asked for a person, calls ``request_human_agent`` first."""
+    last = messages_[-1]
+    if last["content"] == BROKEN:
+        raise LLMTimeoutError("the model timed out")
+    if last["role"] == "tool":
+        return text_result("Я позвал сотрудника поддержки.")
+    if last["content"] == ASK_HUMAN and tools:
+        return tool_result("request_human_agent", {"reason": "customer_asked"})
+    return text_result(f"Ответ: {last['content']}")
+
+
+@dataclass
+class Desk:
+    """The bot with handoff on, fed like the webhook feeds it."""
+
+    app: Application
+    handoff: HandoffService
+    bot: Bot
+    intake: TelegramIntake
+    workers: WorkerPool
+    model: ScriptedClient
+    telegram: FakeTelegramServer
+
+    async def feed(self, update: dict[str, Any]) -> None:
+        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
+
+    async def customer(self, text: str | None, chat_id: int = CUSTOMER, **kwargs: Any) -> int:
+        update = self.telegram.message_update(chat_id, text, **kwargs)
+        await self.feed(update)
+        return int(update["message"]["message_id"])
+
+    async def staff(
+        self, thread: int, text: str | None, *, chat_id: int = STAFF, **kwargs: Any
+    ) -> int:
+        update = self.telegram.topic_message_update(chat_id, thread, text, **kwargs)
+        await self.feed(update)
+        return int(update["message"]["message_id"])
+
+    async def topic_of(self, chat_id: int = CUSTOMER) -> int:
+        topic = await self.handoff.topics.topic_of(telegram_conversation(chat_id))
+        assert topic is not None
+        return topic
+
+    async def hand_off(self, chat_id: int = CUSTOMER) -> int:
+        """``/operator``; returns the topic once its header is posted."""
+        waiting = self._waiting_notes(chat_id)
+        await self.customer("/operator", chat_id)
+        await self.telegram.wait_for(lambda: self._waiting_notes(chat_id) > waiting)
+        headers = sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(STAFF))
+        await self.telegram.wait_for(
+            lambda: sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(STAFF)) > headers
+        )
+        thread = await self.topic_of(chat_id)
+        await self.telegram.wait_for(
+            lambda: any(t.startswith("Клиент:") for t in self.telegram.topic_texts(STAFF, thread))
+        )
+        return thread
+
+    def _waiting_notes(self, chat_id: int) -> int:
+        # Outside support hours the hours follow the note.
+        texts = self.telegram.sent_texts(chat_id)
+        return sum(text.startswith(messages.OPERATOR_WAITING) for text in texts)
+
+    async def audit(self) -> list[dict[str, str]]:
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.app.redis.xrange(  # type: ignore[assignment]
+            "handoff:audit"
+        )
+        return [
+            {k.decode(): v.decode() for k, v in fields.items()}
+            for _, fields in rows
+            if fields.get(b"type") == b"handoff"
+        ]
+
+
+async def _desk(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+    *,
+    sweep: bool = False,
+    **env: Any,
+) -> AsyncIterator[Desk]:
+    telegram.make_forum(STAFF)
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="handoff",
+        AUDIT_STREAM="handoff:audit",
+        SESSION_LEASE_SECONDS=3,
+        STAFF_CHAT_ID=STAFF,
+        HANDOFF_AFTER_FAILED_TURNS=2,
+        **env,
+    )
+    model = ScriptedClient(_responder)
+    app = await build_application(settings, llm=model)
+    await app.redis.flushdb()
+    assert app.handoff is not None
+    front = build_dispatcher(
+        settings, chat_service=app.chat, blocked_chats=app.blocked, handoff=app.handoff
+    )
+    workers = build_workers(app, bot, front)
+    working = asyncio.create_task(workers.run())
+    intake = TelegramIntake(app.intake, bot, allow_groups=False, topics=app.handoff.topics)
+    sweeper = HandoffSweeper(
+        topics=app.handoff.topics,
+        intake=app.intake,
+        idle_seconds=settings.handoff.idle_minutes * 60,
+        period_seconds=0.05,
+    )
+    sweeping = asyncio.create_task(sweeper.run()) if sweep else None
+    try:
+        yield Desk(app, app.handoff, bot, intake, workers, model, telegram)
+    finally:
+        sweeper.stop()
+        if sweeping is not None:
+            await sweeping
+        workers.stop()
+        await working
+        await app.aclose()
+
+
+@pytest.fixture
+async def desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Desk]:
+    async for built in _desk(redis_server, telegram, bot):
+        yield built
+
+
+@pytest.fixture
+async def quick_desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Desk]:
+    """Handoffs go idle after 60 ms (noticed on the next message: no sweeper)."""
+    async for built in _desk(redis_server, telegram, bot, HANDOFF_IDLE_MINUTES=0.001):
+        yield built
+
+
+@pytest.fixture
+async def swept_desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Desk]:
+    """Handoffs go idle after 600 ms, and the sweeper ends them."""
+    async for built in _desk(redis_server, telegram, bot, sweep=True, HANDOFF_IDLE_MINUTES=0.01):
+        yield built
+
+
+async def test_operator_opens_a_topic_with_the_header_and_mirrors_the_waiting_conversation(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    await desk.customer("Где мой заказ 12345?", user_id=CUSTOMER)
+    await telegram.wait_for(lambda: "Ответ: Где мой заказ 12345?" in telegram.sent_texts(CUSTOMER))
+
+    thread = await desk.hand_off()
+
+    assert telegram.topics(STAFF)[thread].startswith("Покупатель · ")
+    header = telegram.topic_texts(STAFF, thread)[0]
+    assert "Клиент: Покупатель" in header
+    assert "Где мой заказ 12345?" in header
+    assert "Ответ: Где мой заказ 12345?" in header
+    assert "Причина: command" in header
+    # Waiting: the bot still answers, and staff see both sides live.
+    message_id = await desk.customer("А когда привезут?")
+    await telegram.wait_for(lambda: "Ответ: А когда привезут?" in telegram.sent_texts(CUSTOMER))
+    await telegram.wait_for(
+        lambda: "Ответ: А когда привезут?" in telegram.topic_texts(STAFF, thread)
+    )
+    copies = telegram.copies(STAFF, thread)
+    assert [(c["from_chat_id"], c["message_id"]) for c in copies] == [(CUSTOMER, message_id)]
+    opened = [e for e in await desk.audit() if e["event"] == "opened"]
+    assert [(e["trigger"], e["chat_id"]) for e in opened] == [("command", str(CUSTOMER))]
+
+
+async def test_staff_take_over_the_bot_is_silent_and_close_gives_the_bot_the_human_exchange(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    thread = await desk.hand_off()
+    staff_message = await desk.staff(thread, "Здравствуйте, я Анна. Верну деньги до пятницы.")
+    await telegram.wait_for(lambda: len(telegram.copies(CUSTOMER)) == 1)
+    copy = telegram.copies(CUSTOMER)[0]
+    assert (copy["from_chat_id"], copy["message_id"]) == (STAFF, staff_message)
+
+    requests_before = len(desk.model.requests)
+    texts_before = telegram.sent_texts(CUSTOMER)
+    text_id = await desk.customer("Спасибо, жду")
+    photo_id = await desk.customer(
+        None, extra={"photo": [{"file_id": "p", "file_unique_id": "u", "width": 1, "height": 1}]}
+    )
+    await telegram.wait_for(lambda: len(telegram.copies(STAFF, thread)) == 2)
+    assert [c["message_id"] for c in telegram.copies(STAFF, thread)] == [text_id, photo_id]
+    # Human state: no model call, nothing sent to the customer, no typing indicator.
+    assert len(desk.model.requests) == requests_before
+    assert telegram.sent_texts(CUSTOMER) == texts_before
+    assert not [
+        c for c in telegram.calls_of("sendChatAction") if c.params.get("chat_id") == CUSTOMER
+    ]
+
+    await desk.staff(thread, "/close")
+    await telegram.wait_for(lambda: IDLE_NOTE in telegram.sent_texts(CUSTOMER))
+    await telegram.wait_for(lambda: CLOSED_TOPIC_NOTE in telegram.topic_texts(STAFF, thread))
+
+    await desk.customer("Что мне обещали?")
+    await telegram.wait_for(lambda: "Ответ: Что мне обещали?" in telegram.sent_texts(CUSTOMER))
+    request = desk.model.requests[-1][0]
+    # The person's words are marked as theirs, not the bot's; the customer's are questions.
+    assert {
+        "role": "assistant",
+        "content": f"{STAFF_NOTE}\nЗдравствуйте, я Анна. Верну деньги до пятницы.",
+    } in request
+    assert {"role": "user", "content": "Спасибо, жду"} in request
+    events = [(e["event"], e["closed_by"]) for e in await desk.audit()]
+    assert events == [("opened", ""), ("first_reply", ""), ("closed", "staff")]
+    first_reply = next(e for e in await desk.audit() if e["event"] == "first_reply")
+    assert float(first_reply["wait_ms"]) >= 0
+
+
+async def test_the_model_calling_request_human_agent_hands_off(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    await desk.customer(ASK_HUMAN)
+    await telegram.wait_for(
+        lambda: "Я позвал сотрудника поддержки." in telegram.sent_texts(CUSTOMER)
+    )
+    await telegram.wait_for(lambda: bool(telegram.sent_texts(STAFF)))
+    thread = await desk.topic_of()
+    assert "Причина: tool/customer_asked" in telegram.topic_texts(STAFF, thread)[0]
+    opened = [e for e in await desk.audit() if e["event"] == "opened"]
+    assert [(e["trigger"], e["reason"]) for e in opened] == [("tool", "customer_asked")]
+
+
+async def test_a_deleted_topic_is_created_again_on_the_next_handoff(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    first = await desk.hand_off()
+    await desk.staff(first, "/close")
+    await telegram.wait_for(lambda: IDLE_NOTE in telegram.sent_texts(CUSTOMER))
+    telegram.delete_topic(STAFF, first)
+
+    second = await desk.hand_off()
+
+    assert second != first
+    assert second in telegram.topics(STAFF)
+    assert telegram.topic_texts(STAFF, second)[0].startswith("Клиент:")
+    # The old topic maps to nobody: a late message there is not relayed.
+    assert await desk.handoff.topics.conversation_of(first) is None
+
+
+async def test_only_a_staff_member_in_the_customers_own_topic_is_relayed(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    mine = await desk.hand_off(CUSTOMER)
+    other = await desk.hand_off(OTHER_CUSTOMER)
+    telegram.non_members.add(666)
+
+    await desk.staff(mine, "из чужой группы", chat_id=-1009999)
+    await desk.staff(123456, "из темы без клиента")
+    await desk.staff(mine, "от бота", is_bot=True)
+    await desk.staff(mine, "не участник", user_id=666)
+    renamed = telegram.topic_message_update(
+        STAFF, mine, extra={"forum_topic_edited": {"name": "x"}}
+    )
+    await desk.feed(renamed)
+    await desk.feed(telegram.message_update(STAFF, "из общего чата", chat_type="supergroup"))
+    # A barrier: this one is relayed, and it is the only one.
+    relayed = await desk.staff(other, "для второго клиента")
+    await telegram.wait_for(lambda: len(telegram.copies(OTHER_CUSTOMER)) == 1)
+    await asyncio.sleep(0.3)
+
+    assert telegram.copies(CUSTOMER) == []
+    assert [c["message_id"] for c in telegram.copies(OTHER_CUSTOMER)] == [relayed]
+
+
+async def test_a_relay_to_a_customer_who_blocked_the_bot_is_reported_in_the_topic(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    thread = await desk.hand_off()
+    telegram.fail_next("copyMessage", 403, "Forbidden: bot was blocked by the user")
+    await desk.staff(thread, "Вы здесь?")
+    await telegram.wait_for(lambda: NOT_DELIVERED in telegram.topic_texts(STAFF, thread))
+
+
+async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    await desk.customer(BROKEN)
+    await telegram.wait_for(lambda: len(telegram.sent_texts(CUSTOMER)) == 1)
+    assert not telegram.topics(STAFF)
+    await desk.customer("Всё ещё тут?")
+    await telegram.wait_for(lambda: len(telegram.sent_texts(CUSTOMER)) == 2)
+    await desk.customer(BROKEN)
+    await desk.customer(BROKEN)
+    await telegram.wait_for(lambda: bool(telegram.sent_texts(STAFF)))
+
+    texts = telegram.sent_texts(CUSTOMER)
+    # An answered turn in between: the second failure alone is not "in a row".
+    assert messages.FAILED_HANDOFF not in texts[2]
+    assert texts[3].endswith(messages.FAILED_HANDOFF)
+    header = telegram.topic_texts(STAFF, await desk.topic_of())[0]
+    assert "Причина: failed_turns" in header
+    codes = await desk.handoff.topics.recent_failures(telegram_conversation(CUSTOMER))
+    assert len(codes) == 3
+    assert all(code in header for code in codes)
+
+
+async def test_an_idle_handoff_returns_to_the_bot_with_a_note(
+    quick_desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    thread = await quick_desk.hand_off()
+    await quick_desk.staff(thread, "Сейчас посмотрю")
+    await telegram.wait_for(lambda: len(telegram.copies(CUSTOMER)) == 1)
+    await asyncio.sleep(0.2)
+
+    await quick_desk.customer("Вы ещё здесь?")
+
+    await telegram.wait_for(
+        lambda: f"{IDLE_NOTE}\n\nОтвет: Вы ещё здесь?" in telegram.sent_texts(CUSTOMER)
+    )
+    await telegram.wait_for(lambda: IDLE_TOPIC_NOTE in telegram.topic_texts(STAFF, thread))
+    # (On a slow machine the wait before staff wrote may have gone idle too: also "idle".)
+    closed = [e for e in await quick_desk.audit() if e["event"] == "closed"]
+    assert closed
+    assert {e["closed_by"] for e in closed} == {"idle"}
+
+
+async def test_the_sweeper_ends_an_idle_handoff_without_a_customer_message(
+    swept_desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    thread = await swept_desk.hand_off()
+    await swept_desk.staff(thread, "Сейчас посмотрю")
+    await telegram.wait_for(lambda: len(telegram.copies(CUSTOMER)) == 1)
+    # (On a slow machine the sweeper may also have ended the wait before staff wrote.)
+    notes = telegram.sent_texts(CUSTOMER).count(IDLE_NOTE)
+
+    await telegram.wait_for(lambda: telegram.sent_texts(CUSTOMER).count(IDLE_NOTE) > notes)
+    await telegram.wait_for(lambda: IDLE_TOPIC_NOTE in telegram.topic_texts(STAFF, thread))
+
+    closed = [e for e in await swept_desk.audit() if e["event"] == "closed"]
+    assert closed
+    assert {e["closed_by"] for e in closed} == {"idle"}
+    assert await swept_desk.handoff.topics.idle(2**50) == []
+    # Back with the bot: the next question is answered by the model.
+    await swept_desk.customer("Вопрос боту")
+    await telegram.wait_for(lambda: "Ответ: Вопрос боту" in telegram.sent_texts(CUSTOMER))
