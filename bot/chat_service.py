@@ -17,7 +17,6 @@ from bot.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
-from bot.handoff.actions import HandoffTurn, StaffAction, staff_label
 from bot.history import HistoryWindow, PreparedContext
 from bot.keyed_locks import KeyedLocks
 from bot.queue.jobs import OutboxEntry
@@ -29,6 +28,7 @@ from bot.sessions.store import (
     SessionStore,
     SessionStoreError,
 )
+from bot.staff_actions import HandoffTurn, StaffAction, staff_label
 from bot.summary import ConversationSummaryService, SummaryError
 from bot.summary_tasks import BackgroundSummaries
 from bot.surrogates import replace_lone_surrogates

@@ -15,12 +15,12 @@ from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramForbiddenError
 from redis.exceptions import RedisError
 
-from bot.handoff.actions import StaffAction
 from bot.handoff.topics import TopicDirectory
 from bot.queue.jobs import OutboxEntry
 from bot.redis_keys import telegram_chat_id
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore, SessionStoreError
+from bot.staff_actions import StaffAction
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.handoff.actions import StaffAction
+from bot.staff_actions import StaffAction
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 

@@ -3,7 +3,7 @@
 Ordering, de-duplication and flood control happen before an update reaches
 the dispatcher: at intake and in the chat's queue (:mod:`bot.queue`). The
 dispatcher runs one queued update at a time per chat, inside a worker that
-holds the chat's lease; handlers return what to say (:mod:`bot.telegram.job_results`).
+holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), and the worker's ``job``), never through globals.
 

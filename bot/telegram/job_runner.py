@@ -27,10 +27,10 @@ from bot.chat_errors import ChatServiceError
 from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.job_results import Committed, JobContext, PlainReply
 from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
 from bot.telegram import messages
-from bot.telegram.job_results import Committed, JobContext, PlainReply
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome

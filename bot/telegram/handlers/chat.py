@@ -11,11 +11,11 @@ from bot.chat_errors import ChatServiceError
 from bot.chat_service import HeldTurn
 from bot.handoff.service import HandoffService
 from bot.log_context import bind_turn
+from bot.queue.job_results import Committed, JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
 from bot.telegram.filters import question_text
 from bot.telegram.handlers.handoff import customer_of
-from bot.telegram.job_results import Committed, JobContext, JobResult, PlainReply
 from bot.telegram.ports import ChatPort
 from turn import TurnContext
 

@@ -10,8 +10,8 @@ from aiogram import Router
 from aiogram.types import ErrorEvent
 
 from bot.chat_errors import ChatServiceError
+from bot.queue.job_results import JobContext, PlainReply
 from bot.telegram import messages
-from bot.telegram.job_results import JobContext, PlainReply
 
 logger = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.filters import Command
 from aiogram.types import Message
 
-from bot.handoff.actions import HandoffTurn
 from bot.handoff.service import HandoffService
+from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
+from bot.staff_actions import HandoffTurn
 from bot.telegram import messages
 from bot.telegram.filters import RELAYED_CONTENT
-from bot.telegram.job_results import JobContext, JobResult, PlainReply
 
 logger = logging.getLogger(__name__)
 

@@ -3,10 +3,10 @@
 from aiogram import Router
 from aiogram.types import Message
 
-from bot.handoff.actions import StaffAction
 from bot.handoff.service import HandoffService
+from bot.queue.job_results import JobContext, PlainReply
+from bot.staff_actions import StaffAction
 from bot.telegram import messages
-from bot.telegram.job_results import JobContext, PlainReply
 
 
 async def not_text(
