@@ -1,6 +1,7 @@
 """From a Telegram update to the chat's queue: which updates are ours, and whose chat they are."""
 
 import logging
+from collections.abc import Mapping
 
 from aiogram import Bot
 from aiogram.types import Message, Update
@@ -30,18 +31,23 @@ class TelegramIntake:
         self._addressed = AddressedToBot(allow_groups=allow_groups)
         self._topics = topics
 
-    async def accept(self, update: Update) -> IntakeVerdict | None:
+    async def accept(
+        self, update: Update, raw: Mapping[str, object] | None = None
+    ) -> IntakeVerdict | None:
         """Queue ``update``; ``None`` when it is not for the bot (nothing to do, nothing kept).
 
-        Raises ``RedisError`` when Redis cannot take it: the caller must not
-        acknowledge the update to Telegram then.
+        ``raw`` is the update as Telegram sent it (the webhook has it): stored as
+        is, instead of dumping the parsed model again. Raises ``RedisError`` when
+        Redis cannot take it: the caller must not acknowledge the update then.
         """
-        incoming = await self._incoming(update)
+        incoming = await self._incoming(update, raw)
         if incoming is None:
             return None
         return await self._intake.accept(incoming)
 
-    async def _incoming(self, update: Update) -> IncomingUpdate | None:
+    async def _incoming(
+        self, update: Update, raw: Mapping[str, object] | None
+    ) -> IncomingUpdate | None:
         member = update.my_chat_member
         if member is not None:
             # Blocked or unblocked: queued like a message, so it keeps its place in the
@@ -52,13 +58,13 @@ class TelegramIntake:
                 conversation_key=telegram_conversation(member.chat.id),
                 user_id=None,
                 counts_turn=False,
-                payload=_payload(update),
+                payload=_payload(update, raw),
             )
         message = update.message
         if message is None:
             return None
         if self._topics is not None and message.chat.id == self._topics.staff_chat_id:
-            return await self._staff(update, message)
+            return await self._staff(update, message, raw)
         if not await self._addressed(message, self._bot):
             return None
         text = message.text
@@ -68,10 +74,12 @@ class TelegramIntake:
             conversation_key=telegram_conversation(message.chat.id),
             user_id=message.from_user.id if message.from_user else None,
             counts_turn=text is not None and not text.startswith("/"),
-            payload=_payload(update),
+            payload=_payload(update, raw),
         )
 
-    async def _staff(self, update: Update, message: Message) -> IncomingUpdate | None:
+    async def _staff(
+        self, update: Update, message: Message, raw: Mapping[str, object] | None
+    ) -> IncomingUpdate | None:
         """A staff topic message joins its *customer's* queue, so relays keep their order.
 
         Only a person's message in a topic mapped to a customer; anything else in
@@ -95,11 +103,15 @@ class TelegramIntake:
             # Staff are not flood-limited, and never counted as the customer's turns.
             user_id=None,
             counts_turn=False,
-            payload=_payload(update),
+            payload=_payload(update, raw),
         )
 
 
-def _payload(update: Update) -> dict[str, object]:
+def _payload(update: Update, raw: Mapping[str, object] | None) -> dict[str, object]:
+    source = (
+        raw
+        if raw is not None
+        else update.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+    )
     # Half an emoji cannot be stored as UTF-8: it becomes U+FFFD here, before anything.
-    dumped = update.model_dump(mode="json", exclude_none=True, exclude_unset=True)
-    return {key: without_lone_surrogates(value) for key, value in dumped.items()}
+    return {key: without_lone_surrogates(value) for key, value in source.items()}

@@ -74,7 +74,7 @@ class WebhookReceiver:
             )
             return web.json_response({})
         try:
-            await self._intake.accept(update)
+            await self._intake.accept(update, payload)
         except (RedisError, OSError) as error:
             logger.warning(
                 "Update %s not queued: Redis unavailable (%s); Telegram will retry",
