@@ -31,7 +31,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bench.model_script import TWO_TOOLS, bench_responder
-from bench.stack import ModelServerProcess
+from bench.stack import ModelServerProcess, process_cpu_seconds
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
@@ -199,10 +199,12 @@ async def customers(count: int, processes: int, concurrency: int | None) -> dict
             updates = [
                 telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
             ]
+            cpu_before = await _cpu_by_process(bots, model, url)
             started = time.monotonic()
             await telegram.push(*updates)
             await telegram.wait_for(lambda: len(telegram.sent_texts()) >= count, within=600)
             elapsed = time.monotonic() - started
+            cpu_after = await _cpu_by_process(bots, model, url)
             replies = sorted(
                 call.at - started for call in telegram.calls_of("sendMessage") if call.ok
             )
@@ -218,7 +220,31 @@ async def customers(count: int, processes: int, concurrency: int | None) -> dict
         "all_answered_seconds": round(elapsed, 2),
         "p50_reply_seconds": round(replies[len(replies) // 2], 2),
         "p99_reply_seconds": round(replies[int(len(replies) * 0.99) - 1], 2),
+        # CPU each process used during the burst, per customer (ms): where the cores went.
+        "cpu_ms_per_customer": {
+            name: round((cpu_after[name] - cpu_before[name]) * 1000 / count, 2)
+            for name in cpu_after
+        },
     }
+
+
+async def _cpu_by_process(
+    bots: list[asyncio.subprocess.Process], model: ModelServerProcess, redis_url: str
+) -> dict[str, float]:
+    """CPU seconds used so far by each bot, the model server, redis-server and this process.
+
+    This process runs the fake Bot API (and nothing else during the burst).
+    """
+    redis = aioredis.Redis.from_url(redis_url)
+    try:
+        info = await redis.info("cpu")
+    finally:
+        await redis.aclose()
+    cpu = {f"bot_{n}": process_cpu_seconds(bot.pid) for n, bot in enumerate(bots)}
+    cpu["model_server"] = model.cpu_seconds()
+    cpu["redis_server"] = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    cpu["fake_telegram"] = time.process_time()
+    return cpu
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:

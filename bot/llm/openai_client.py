@@ -3,17 +3,13 @@
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-import aiohttp
 import httpx2
 import openai
-from aiohttp_socks import ProxyConnector, ProxyError
-from openai import AsyncOpenAI, DefaultAioHttpClient
+from aiohttp_socks import ProxyError
+from openai import AsyncOpenAI
 from openai._models import FinalRequestOptions
-
-# The SDK's own aiohttp transport (what DefaultAioHttpClient builds), given our session.
-from openai._vendor.httpx_aiohttp import AiohttpTransport
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
@@ -25,6 +21,7 @@ from bot.llm.errors import (
     LLMTimeoutError,
     LLMUnavailableError,
 )
+from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from turn import ToolCall, Usage
 
@@ -35,11 +32,7 @@ InstructionsRole = Literal["developer", "system"]
 DEFAULT_MAX_CONNECTIONS = 1000
 """Connections to the model provider at once: a burst of chats each holds one while it waits."""
 
-_REQUEST_OPTIONS: Final = FinalRequestOptions.construct(
-    method="post", url="/chat/completions", security={"bearer_auth": True}
-)
-"""What ``AsyncOpenAI.post`` builds on every call (about 60 µs: pydantic fills every
-default), built once; each request gets a shallow copy with its body."""
+_COMPLETIONS_PATH: Final = b"chat/completions"
 
 
 class OpenAIChatClient:
@@ -59,6 +52,17 @@ class OpenAIChatClient:
         self._client = client
         self._model = model
         self._instructions_role = instructions_role
+        base = client.base_url  # the SDK ends it with "/"
+        # What ``AsyncOpenAI.post`` builds on every call (about 60 µs: pydantic fills
+        # every default), built once; each request gets a shallow copy with its body.
+        # An absolute URL: the SDK joins a relative one to its base URL every time.
+        self._options = FinalRequestOptions.construct(
+            method="post",
+            url=str(base.copy_with(raw_path=base.raw_path + _COMPLETIONS_PATH)),
+            security={"bearer_auth": True},
+        )
+        self._model_json = _dumps(model)
+        self._tools: tuple[Sequence[ToolDefinition], bytes] | None = None
 
     @classmethod
     def create(
@@ -107,32 +111,26 @@ class OpenAIChatClient:
         tool_choice: ToolChoice = "auto",
     ) -> LLMResult:
         """One chat completion; tools are offered only when there are any."""
-        request: dict[str, Any] = {
-            "model": self._model,
-            "messages": [self._with_role(message) for message in messages],
-        }
-        if tools:
-            request["tools"] = list(tools)
-            request["tool_choice"] = tool_choice
-            request["parallel_tool_calls"] = False
         try:
             # The low-level request skips the SDK's type-driven walk over every message
             # (about 2 ms per request, the largest part of the bot's own time in a turn);
-            # our messages are plain JSON already. Retries, timeouts and errors are the same.
-            # The raw response skips the SDK's generic response wrapper; the body is parsed
-            # once below, with the SDK's own ChatCompletion type.
+            # our messages are plain JSON already, encoded here (the tool list once).
+            # Retries, timeouts and errors are the same. The raw response skips the SDK's
+            # generic response wrapper; the body is parsed once below, with the SDK's own
+            # ChatCompletion type.
             response = await self._client.request(
-                httpx2.Response, _REQUEST_OPTIONS.model_copy(update={"json_data": request})
+                httpx2.Response,
+                self._options.model_copy(
+                    update={"json_data": self._body(messages, tools, tool_choice)}
+                ),
             )
         except openai.APITimeoutError as error:
-            raise _timeout_error(error) from error
+            raise LLMTimeoutError("the model did not answer in time") from error
         except openai.RateLimitError as error:
             raise LLMRateLimitError("the model provider is rate limiting us") from error
         except openai.InternalServerError as error:
             raise LLMUnavailableError(f"the model provider answered {error.status_code}") from error
-        except (openai.APIConnectionError, aiohttp.ClientError) as error:
-            # Malformed HTTP (a bad status line, broken headers) escapes the SDK's aiohttp
-            # transport as an aiohttp error, not retried; httpx2 made it a connection error.
+        except openai.APIConnectionError as error:
             raise LLMUnavailableError("the model provider cannot be reached") from error
         except ProxyError as error:
             # The proxy answered but refused the tunnel (407, 403, 502): not an aiohttp error.
@@ -156,6 +154,33 @@ class OpenAIChatClient:
             # The SDK does not validate bodies strictly; a malformed one fails on access.
             raise LLMBadResponseError("the model provider sent a malformed completion") from error
 
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
+    ) -> bytes:
+        """The request body as the SDK would encode it (compact UTF-8 JSON)."""
+        parts = [
+            b'{"model":',
+            self._model_json,
+            b',"messages":',
+            _dumps([self._with_role(message) for message in messages]),
+        ]
+        if tools:
+            parts += [
+                b',"tools":',
+                self._tools_json(tools),
+                b',"tool_choice":',
+                _dumps(choice),
+                b',"parallel_tool_calls":false',
+            ]
+        parts.append(b"}")
+        return b"".join(parts)
+
+    def _tools_json(self, tools: Sequence[ToolDefinition]) -> bytes:
+        # The registry hands out one read-only list: encode it once, not three times a turn.
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, _dumps(list(tools)))
+        return self._tools[1]
+
     def _with_role(self, message: Message) -> Message:
         if (
             message.get("role") in ("developer", "system")
@@ -169,45 +194,18 @@ class OpenAIChatClient:
         await self._client.close()
 
 
-def _http_client(proxy: str | None, max_connections: int) -> DefaultAioHttpClient:
-    """The SDK's aiohttp client, at most ``max_connections`` at once; through ``proxy`` if given.
+def _http_client(proxy: str | None, max_connections: int) -> ChatHttpClient:
+    """The SDK's HTTP client over aiohttp, at most ``max_connections`` at once; via ``proxy``.
 
-    The SDK's own ``proxy=`` hands aiohttp the proxy URL without its credentials and
-    cannot speak SOCKS; an aiohttp-socks connector does both (HTTP proxies by CONNECT).
     The environment's proxy variables are resolved by the caller, not by the SDK
     (``trust_env=False``), so that ``NO_PROXY`` and ``LLM_PROXY`` mean the same everywhere.
     """
-    if proxy is None:
-        return DefaultAioHttpClient(
-            trust_env=False,
-            limits=httpx2.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-        )
-
-    def session() -> aiohttp.ClientSession:
-        # Built on the first request, inside the running event loop.
-        return aiohttp.ClientSession(
-            connector=ProxyConnector.from_url(proxy, rdns=True, limit=max_connections)
-        )
-
-    return DefaultAioHttpClient(trust_env=False, transport=AiohttpTransport(client=session))
+    return ChatHttpClient(ChatTransport(session_factory(proxy, max_connections)), trust_env=False)
 
 
-def _timeout_error(error: openai.APITimeoutError) -> LLMClientError:
-    """A timeout the SDK reports, unless it is really a refused or dropped connection.
-
-    The SDK's aiohttp transport maps every aiohttp connection error to httpx2's
-    ``ConnectTimeout``; httpx2's own transport raised ``ConnectError`` (refused) or
-    ``RemoteProtocolError`` (dropped), which the SDK reports as a connection error.
-    aiohttp's real timeouts are ``TimeoutError`` subclasses. Both kinds are retried alike.
-    """
-    cause = error.__cause__
-    while cause is not None:
-        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
-            return LLMUnavailableError("the model provider cannot be reached")
-        cause = cause.__cause__
-    return LLMTimeoutError("the model did not answer in time")
+def _dumps(value: object) -> bytes:
+    """Compact UTF-8 JSON, as the SDK and httpx2 encode request bodies."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _parse_completion(body: bytes) -> ChatCompletion:

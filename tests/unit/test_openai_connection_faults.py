@@ -1,8 +1,9 @@
 """OpenAIChatClient over a broken network: each fault maps to the error it maps to over httpx2.
 
-The SDK's aiohttp transport reports refused and dropped connections as timeouts
-and lets malformed HTTP escape unwrapped; the client maps them back, so the chat
-service and the audit see "unavailable" for a provider that cannot be reached and
+Our transport (``bot/llm/http_client.py``) turns aiohttp's failures into the httpx2
+errors the SDK retries and reports (the SDK's own aiohttp transport reported refused
+and dropped connections as timeouts and let malformed HTTP escape unwrapped), so the
+chat service and the audit see "unavailable" for a provider that cannot be reached and
 "timeout" only for one that does not answer in time. The faults come from a raw
 TCP server on a free port, over real sockets.
 """
@@ -112,11 +113,12 @@ async def test_dropped_connection_is_unavailable_after_the_retry(make_client, fa
         await server.wait_closed()
 
 
-async def test_an_answer_that_is_not_http_is_unavailable(make_client) -> None:
-    server, base_url, _ = await serve(not_http)
+async def test_an_answer_that_is_not_http_is_unavailable_after_the_retry(make_client) -> None:
+    server, base_url, attempts = await serve(not_http)
     try:
         with pytest.raises(LLMUnavailableError):
             await make_client(base_url).generate_with_tools(MESSAGES, [])
+        assert len(attempts) == 2
     finally:
         server.close()
         await server.wait_closed()

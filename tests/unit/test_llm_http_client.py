@@ -1,0 +1,157 @@
+"""The SDK's requests over our HTTP client: what the provider receives, what we read back.
+
+A small aiohttp server records each request as it arrived on the socket (path, headers,
+raw body) and answers with a gzip-compressed completion, as OpenAI's servers may.
+"""
+
+import gzip
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from aiohttp import web
+from openai._utils._json import openapi_dumps
+
+from bot.llm.openai_client import OpenAIChatClient
+from bot.llm.types import Message
+from bot.testing.openai_server import completion_body
+from tools.registry import ToolRegistry
+
+MESSAGES: list[Message] = [
+    {"role": "developer", "content": "Инструкция."},
+    {"role": "user", "content": "Где заказ 8041? \u2028 «кавычки»"},
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Received:
+    """One request as the server read it."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class RecordingServer:
+    """Answers every POST with a gzip-compressed text completion; a 500 first if asked."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self.fail_first = False
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}/provider/v1"
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.received.append(
+            Received(
+                path=request.path,
+                headers={key.lower(): value for key, value in request.headers.items()},
+                body=await request.read(),
+            )
+        )
+        if self.fail_first and len(self.received) == 1:
+            return web.json_response(
+                {"error": {"message": "busy"}}, status=500, headers={"retry-after-ms": "10"}
+            )
+        body = json.dumps(
+            completion_body({"role": "assistant", "content": "Заказ в пути."})
+        ).encode()
+        return web.Response(
+            body=gzip.compress(body),
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RecordingServer]:
+    """A started recording server, closed after the test."""
+    recording = RecordingServer()
+    await recording.start()
+    yield recording
+    await recording.close()
+
+
+@pytest.fixture
+async def client(server: RecordingServer) -> AsyncIterator[OpenAIChatClient]:
+    """Our client to the recording server, one retry allowed."""
+    chat = OpenAIChatClient.create(
+        api_key="test-key",
+        base_url=server.base_url,
+        model="test-model",
+        timeout_seconds=5,
+        max_retries=1,
+    )
+    yield chat
+    await chat.close()
+
+
+async def test_the_body_is_byte_for_byte_what_the_sdk_would_encode(
+    server: RecordingServer, client: OpenAIChatClient, default_registry: ToolRegistry
+) -> None:
+    """The tool list is encoded once and reused, yet the body matches the SDK's own encoder."""
+    tools = default_registry.api_schemas()
+    for _ in range(2):
+        await client.generate_with_tools(MESSAGES, tools, "auto")
+    await client.generate_with_tools(MESSAGES, [], "none")
+
+    expected_with_tools = openapi_dumps(
+        {
+            "model": "test-model",
+            "messages": MESSAGES,
+            "tools": list(tools),
+            "tool_choice": "auto",
+            "parallel_tool_calls": False,
+        }
+    )
+    expected_without = openapi_dumps({"model": "test-model", "messages": MESSAGES})
+    assert [request.body for request in server.received] == [
+        expected_with_tools,
+        expected_with_tools,
+        expected_without,
+    ]
+
+
+async def test_the_path_and_headers_are_the_sdks_and_a_gzip_answer_is_read(
+    server: RecordingServer, client: OpenAIChatClient
+) -> None:
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert result.text == "Заказ в пути."  # decompressed from the gzip body
+    request = server.received[0]
+    assert request.path == "/provider/v1/chat/completions"
+    headers = request.headers
+    assert headers["authorization"] == "Bearer test-key"
+    assert headers["content-type"] == "application/json"
+    assert headers["accept"] == "application/json"
+    assert headers["user-agent"].startswith("AsyncOpenAI/Python")
+    assert headers["x-stainless-retry-count"] == "0"
+    assert headers["x-stainless-read-timeout"] == "5"
+    assert "gzip" in headers["accept-encoding"]  # httpx2's client default, still merged
+    assert int(headers["content-length"]) == len(request.body)
+
+
+async def test_a_retry_is_built_again_with_its_retry_count(
+    server: RecordingServer, client: OpenAIChatClient
+) -> None:
+    server.fail_first = True
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert result.text == "Заказ в пути."
+    assert [r.headers["x-stainless-retry-count"] for r in server.received] == ["0", "1"]
+    assert server.received[0].body == server.received[1].body
