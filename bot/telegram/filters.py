@@ -1,4 +1,9 @@
-"""Which messages are meant for the bot: every private one; in groups, only when addressed."""
+"""Which messages are meant for the bot, and the cheap filters the routers use.
+
+Every filter here is a coroutine: aiogram runs a synchronous filter, a magic ``F``
+filter included, through ``asyncio.to_thread`` on every update it checks (a thread
+hop per filter per update, measured in bench/README.md).
+"""
 
 from aiogram import Bot
 from aiogram.enums import ChatType, ContentType, MessageEntityType
@@ -35,6 +40,37 @@ class AddressedToBot(Filter):
             and entity.extract_from(text).lower() == mention
             for entity in message.entities or ()
         )
+
+
+class HasText(Filter):
+    """A message with text (a command included); what ``F.text`` checks, on the loop."""
+
+    async def __call__(self, message: Message) -> bool:
+        """Whether ``message`` has text."""
+        return bool(message.text)
+
+
+class CommandLike(Filter):
+    """Text or caption starting with "/".
+
+    Checked before aiogram's ``Command`` filters, which parse every message they
+    see and raise an exception internally for each one that is not their command.
+    """
+
+    async def __call__(self, message: Message) -> bool:
+        """Whether ``message`` could be a command."""
+        return (message.text or message.caption or "").startswith("/")
+
+
+class InChat(Filter):
+    """Messages of one chat; what ``F.chat.id == chat_id`` checks, on the loop."""
+
+    def __init__(self, chat_id: int) -> None:
+        self._chat_id = chat_id
+
+    async def __call__(self, message: Message) -> bool:
+        """Whether ``message`` was written in the chat."""
+        return message.chat.id == self._chat_id
 
 
 def question_text(message: Message, bot_username: str | None) -> str:

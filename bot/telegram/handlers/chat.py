@@ -2,7 +2,7 @@
 
 import logging
 
-from aiogram import Bot, F, Router
+from aiogram import Bot, Router
 from aiogram.types import Message
 from aiogram.utils.chat_action import ChatActionSender
 from redis.exceptions import RedisError
@@ -14,7 +14,7 @@ from bot.log_context import bind_turn
 from bot.queue.job_results import Committed, JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
-from bot.telegram.filters import question_text
+from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
 from bot.telegram.ports import ChatPort
 from turn import TurnContext
@@ -103,5 +103,5 @@ async def _after_failure(
 def build_router() -> Router:
     """A fresh router with the text handler."""
     router = Router(name=__name__)
-    router.message.register(answer, F.text)
+    router.message.register(answer, HasText())
     return router

@@ -1,6 +1,6 @@
 """/start, /help, /new (and any other command: the help)."""
 
-from aiogram import F, Router
+from aiogram import Router
 from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
@@ -8,6 +8,7 @@ from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, PlainReply
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
+from bot.telegram.filters import CommandLike, HasText
 from bot.telegram.ports import ChatPort
 
 
@@ -40,8 +41,10 @@ async def unknown_command(message: Message) -> PlainReply:
 def build_router() -> Router:
     """A fresh router with the command handlers (one per dispatcher)."""
     router = Router(name=__name__)
+    # Ordinary text skips the command parsing below.
+    router.message.filter(CommandLike())
     router.message.register(start, CommandStart())
     router.message.register(help_command, Command("help"))
     router.message.register(new_conversation, Command("new"))
-    router.message.register(unknown_command, F.text.startswith("/"))
+    router.message.register(unknown_command, HasText())
     return router

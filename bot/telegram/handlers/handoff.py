@@ -10,7 +10,7 @@ Commands other than ``/close`` in a topic are neither run nor relayed.
 
 import logging
 
-from aiogram import Bot, F, Router
+from aiogram import Bot, Router
 from aiogram.enums import ChatMemberStatus
 from aiogram.exceptions import TelegramAPIError
 from aiogram.filters import Command
@@ -21,7 +21,7 @@ from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
 from bot.staff_actions import HandoffTurn
 from bot.telegram import messages
-from bot.telegram.filters import RELAYED_CONTENT
+from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ async def customer_to_staff(
 def build_customer_router() -> Router:
     """``/operator``, then the ``human`` state catch-all; include before the other routers."""
     router = Router(name=f"{__name__}.customer")
-    router.message.register(operator, Command("operator"))
+    router.message.register(operator, CommandLike(), Command("operator"))
     router.message.register(customer_to_staff, in_human_state)
     return router
 
@@ -140,6 +140,6 @@ async def _is_member(bot: Bot, chat_id: int, user_id: int) -> bool:
 def build_staff_router(staff_chat_id: int) -> Router:
     """Every message of the staff chat ends here (never in the customer routers)."""
     router = Router(name=f"{__name__}.staff")
-    router.message.filter(F.chat.id == staff_chat_id)
+    router.message.filter(InChat(staff_chat_id))
     router.message.register(staff_message)
     return router
