@@ -13,7 +13,7 @@ API (in this process) and the scripted model (:mod:`bench.model_script`).
 * ``customers``: ``--customers`` first messages pushed at once, model latency
   1 s (a child process), time until every customer has an answer: one
   ``polling`` process, then one ``polling`` plus one ``worker`` process.
-  ``WORKER_CONCURRENCY`` is the default (32) unless ``--concurrency`` is given.
+  ``WORKER_CONCURRENCY`` is the default (512) unless ``--concurrency`` is given.
 """
 
 import argparse
@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 
 from bench.model_script import TWO_TOOLS, bench_responder
 from bench.stack import ModelServerProcess, process_cpu_seconds
+from bot.settings import WorkerSettings
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
@@ -216,7 +217,7 @@ async def customers(count: int, processes: int, concurrency: int | None) -> dict
     return {
         "customers": count,
         "processes": processes,
-        "worker_concurrency": concurrency or 32,
+        "worker_concurrency": concurrency or WorkerSettings.model_fields["concurrency"].default,
         "all_answered_seconds": round(elapsed, 2),
         "p50_reply_seconds": round(replies[len(replies) // 2], 2),
         "p99_reply_seconds": round(replies[int(len(replies) * 0.99) - 1], 2),

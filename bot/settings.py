@@ -236,12 +236,18 @@ class SessionSettings(BaseSettings):
 
 
 class WorkerSettings(BaseSettings):
-    """Workers: how many chats one process drains at once."""
+    """Workers: how many chats one process drains at once.
+
+    A chat in hand mostly waits for the model; one process has CPU for about 150
+    turns a second (bench/README.md), so at a model latency of a few seconds it
+    takes hundreds of chats in hand to use it. The bound keeps a burst waiting in
+    Redis rather than in one process's memory.
+    """
 
     model_config = _ENV
 
     concurrency: int = Field(
-        default=32, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
+        default=512, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
     )
 
 
