@@ -206,6 +206,7 @@ async def customers(count: int, processes: int, concurrency: int | None) -> dict
             await telegram.wait_for(lambda: len(telegram.sent_texts()) >= count, within=600)
             elapsed = time.monotonic() - started
             cpu_after = await _cpu_by_process(bots, model, url)
+            methods = Counter(call.method for call in telegram.calls if call.at >= started)
             replies = sorted(
                 call.at - started for call in telegram.calls_of("sendMessage") if call.ok
             )
@@ -221,6 +222,9 @@ async def customers(count: int, processes: int, concurrency: int | None) -> dict
         "all_answered_seconds": round(elapsed, 2),
         "p50_reply_seconds": round(replies[len(replies) // 2], 2),
         "p99_reply_seconds": round(replies[int(len(replies) * 0.99) - 1], 2),
+        "bot_api_calls_per_customer": {
+            method: round(calls / count, 2) for method, calls in sorted(methods.items())
+        },
         # CPU each process used during the burst, per customer (ms): where the cores went.
         "cpu_ms_per_customer": {
             name: round((cpu_after[name] - cpu_before[name]) * 1000 / count, 2)
