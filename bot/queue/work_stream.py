@@ -7,6 +7,7 @@ claims them (``XAUTOCLAIM``) once they have been idle for about one lease.
 Extra signals are harmless: a worker that finds nothing to do acknowledges.
 """
 
+import asyncio
 import logging
 import socket
 import time
@@ -79,9 +80,9 @@ class WorkStream:
         )
         return _signals(reply[1])
 
-    async def ack(self, signal_id: str) -> None:
-        """The chat was drained: forget the signal."""
-        await self._redis.xack(self._stream, GROUP, signal_id)
+    async def ack(self, *signal_ids: str) -> None:
+        """The chats were drained: forget their signals (one command for all of them)."""
+        await self._redis.xack(self._stream, GROUP, *signal_ids)
 
     async def backlog(self, now_ms: int) -> "Backlog":
         """Chats waiting for a worker or being drained, and how long the oldest has waited."""
@@ -151,3 +152,46 @@ def _signals(entries: list[tuple[bytes | str, dict[bytes | str, bytes | str]]]) 
             )
         )
     return signals
+
+
+class Acknowledger:
+    """Acknowledges drained chats' signals in the background, many in one ``XACK``.
+
+    While one ``XACK`` is on its way, the signals of chats finished meanwhile wait
+    and go together in the next: one round trip per turn becomes one per batch
+    under load (and stays one per turn when turns come one at a time). A signal
+    acknowledged a moment late, or never (Redis down, the process killed), is
+    harmless: it stays pending and is claimed again after a lease of idleness,
+    by a worker that finds the chat empty and acknowledges it then.
+    """
+
+    def __init__(self, stream: WorkStream) -> None:
+        self._stream = stream
+        self._waiting: list[str] = []
+        self._sending: asyncio.Task[None] | None = None
+
+    def ack(self, signal_id: str) -> None:
+        """Acknowledge ``signal_id`` soon (does not wait)."""
+        self._waiting.append(signal_id)
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send(), name="xack")
+
+    async def flush(self) -> None:
+        """Wait until every acknowledgement asked for so far has been sent (or has failed)."""
+        while self._sending is not None:
+            await asyncio.shield(self._sending)
+
+    async def _send(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    await self._stream.ack(*batch)
+                except (RedisError, OSError) as error:
+                    logger.warning(
+                        "%d signal(s) not acknowledged (%s); they are claimed again later",
+                        len(batch),
+                        type(error).__name__,
+                    )
+        finally:
+            self._sending = None

@@ -22,11 +22,12 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
 from bot.queue.jobs import OutboxEntry
-from bot.queue.work_stream import Signal, WorkStream
+from bot.queue.work_stream import Acknowledger, Signal, WorkStream
 
 logger = logging.getLogger(__name__)
 
 _REDIS_BACKOFF_SECONDS = 1.0
+_ACK_FLUSH_SECONDS = 5.0
 
 
 @dataclass(slots=True)
@@ -95,6 +96,7 @@ class WorkerPool:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._stream = stream
+        self._acks = Acknowledger(stream)
         self._queue = queue
         self._runner = runner
         self._settings = settings
@@ -201,10 +203,10 @@ class WorkerPool:
             return
         if drain_signal is not None:
             # Already draining it here; the drain's own signal covers this one.
-            task = asyncio.create_task(self._ack_quietly(signal.signal_id))
-        else:
-            self._draining[signal.conversation_key] = signal.signal_id
-            task = asyncio.create_task(self._drain(signal), name=f"drain:{signal.conversation_key}")
+            self._ack(signal.signal_id)
+            return
+        self._draining[signal.conversation_key] = signal.signal_id
+        task = asyncio.create_task(self._drain(signal), name=f"drain:{signal.conversation_key}")
         self._slots.tasks.add(task)
         task.add_done_callback(self._done)
 
@@ -225,6 +227,14 @@ class WorkerPool:
                     await task
 
     async def _finish(self) -> None:
+        await self._finish_chats()
+        # Acknowledgements still on their way: a few milliseconds, bounded in case Redis
+        # is gone (an unacknowledged signal is only claimed again later).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_ACK_FLUSH_SECONDS):
+                await self._acks.flush()
+
+    async def _finish_chats(self) -> None:
         tasks = list(self._slots.tasks)
         if not tasks:
             return
@@ -242,11 +252,9 @@ class WorkerPool:
                 "Shutdown grace ran out: %d chat(s) left queued for another worker", len(pending)
             )
 
-    async def _ack_quietly(self, signal_id: str) -> None:
-        if not signal_id:
-            return
-        with contextlib.suppress(RedisError, OSError):
-            await self._stream.ack(signal_id)
+    def _ack(self, signal_id: str) -> None:
+        if signal_id:
+            self._acks.ack(signal_id)
 
     async def _drain(self, signal: Signal) -> None:
         key = signal.conversation_key
@@ -272,7 +280,7 @@ class WorkerPool:
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
         if finished:
-            await self._ack_quietly(signal.signal_id)
+            self._ack(signal.signal_id)
         elif heartbeat is not None and not lease.lost:
             await self._hand_back(signal, lease)
 
@@ -325,7 +333,7 @@ class WorkerPool:
         try:
             await self._queue.release(lease.conversation_key, lease.token)
             await self._stream.signal(lease.conversation_key)
-            await self._ack_quietly(signal.signal_id)
+            self._ack(signal.signal_id)
         except (RedisError, OSError):
             # The signal stays pending and is claimed after about one lease.
             logger.warning("Could not hand %s back; it is reclaimed later", lease.conversation_key)

@@ -1,0 +1,78 @@
+"""Drained chats' signals are acknowledged together under load (real redis-server)."""
+
+import asyncio
+import logging
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.queue.work_stream import GROUP, Acknowledger, WorkStream
+from bot.redis_keys import RedisKeys
+from bot.testing.redis_server import RedisServer
+
+
+async def _signals(stream: WorkStream, count: int) -> list[str]:
+    await stream.ensure_group()
+    for n in range(count):
+        await stream.signal(f"tg:{n}")
+    signals = await stream.read(count, block_ms=100)
+    assert len(signals) == count
+    return [signal.signal_id for signal in signals]
+
+
+async def _xack_calls(redis: aioredis.Redis) -> int:
+    stats = await redis.info("commandstats")
+    return int(stats.get("cmdstat_xack", {}).get("calls", 0))
+
+
+async def test_signals_finished_while_an_xack_is_in_flight_go_in_the_next_one(
+    redis_client: aioredis.Redis,
+) -> None:
+    keys = RedisKeys("acks")
+    stream = WorkStream(redis_client, stream=keys.work_stream, consumer="test")
+    ids = await _signals(stream, 50)
+    await redis_client.config_resetstat()
+    acks = Acknowledger(stream)
+
+    acks.ack(ids[0])
+    await asyncio.sleep(0)  # the first XACK is on its way
+    for signal_id in ids[1:]:
+        acks.ack(signal_id)
+    await acks.flush()
+
+    assert await _xack_calls(redis_client) == 2
+    assert (await redis_client.xpending(keys.work_stream, GROUP))["pending"] == 0
+
+
+async def test_one_at_a_time_each_signal_is_acknowledged_at_once(
+    redis_client: aioredis.Redis,
+) -> None:
+    keys = RedisKeys("acks-seq")
+    stream = WorkStream(redis_client, stream=keys.work_stream, consumer="test")
+    ids = await _signals(stream, 3)
+    acks = Acknowledger(stream)
+
+    for n, signal_id in enumerate(ids, start=1):
+        acks.ack(signal_id)
+        await acks.flush()
+        pending = await redis_client.xpending(keys.work_stream, GROUP)
+        assert pending["pending"] == len(ids) - n
+
+
+async def test_redis_gone_leaves_the_signals_pending_with_one_warning(
+    own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    redis = aioredis.Redis.from_url(own_redis_server.url, socket_timeout=1)
+    keys = RedisKeys("acks-down")
+    stream = WorkStream(redis, stream=keys.work_stream, consumer="test")
+    try:
+        ids = await _signals(stream, 2)
+        own_redis_server.close()
+        acks = Acknowledger(stream)
+        with caplog.at_level(logging.WARNING, logger="bot.queue.work_stream"):
+            for signal_id in ids:
+                acks.ack(signal_id)
+            await acks.flush()  # returns: nothing raised, nothing waits forever
+        assert "2 signal(s) not acknowledged" in caplog.text
+    finally:
+        await redis.aclose()
