@@ -9,6 +9,7 @@ turn back or make it fail, so the front end's side can be checked exactly.
 """
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,6 +187,20 @@ async def test_a_quick_answer_sends_no_typing_indicator(
     await stack.feed(telegram.message_update(CHAT, "быстрый вопрос"))
     assert await telegram.wait_for_texts(CHAT, 1) == ["Ответ: быстрый вопрос"]
     assert telegram.calls_of("sendChatAction") == []
+
+
+async def test_a_refused_typing_indicator_stops_quietly_and_the_answer_still_comes(
+    stack: Stack, telegram: FakeTelegramServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    telegram.fail_next("sendChatAction", 400, "Bad Request: chat not found")
+    release = asyncio.Event()
+    stack.chat.gates["медленный вопрос"] = release
+    with caplog.at_level(logging.INFO, logger="bot.telegram.typing"):
+        await stack.feed(telegram.message_update(CHAT, "медленный вопрос"))
+        await telegram.wait_for(lambda: bool(telegram.calls_of("sendChatAction")))
+        release.set()
+        assert await telegram.wait_for_texts(CHAT, 1) == ["Ответ: медленный вопрос"]
+    assert "Typing indicator stopped: TelegramBadRequest" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ import logging
 
 from aiogram import Bot, Router
 from aiogram.types import Message
-from aiogram.utils.chat_action import ChatActionSender
 from redis.exceptions import RedisError
 
 from bot.chat_errors import ChatServiceError
@@ -17,6 +16,7 @@ from bot.telegram import messages
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
 from bot.telegram.ports import ChatPort
+from bot.telegram.typing import TypingIndicator
 from turn import TurnContext
 
 logger = logging.getLogger(__name__)
@@ -58,9 +58,7 @@ async def answer(
     )
     text = question_text(message, (await bot.me()).username)
     try:
-        async with ChatActionSender.typing(
-            bot=bot, chat_id=chat_id, initial_sleep=TYPING_DELAY_SECONDS
-        ):
+        async with TypingIndicator(bot, chat_id, delay=TYPING_DELAY_SECONDS):
             reply = await chat_service.reply(context, text, held=held)
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
