@@ -12,12 +12,18 @@ from bot.testing.redis_server import RedisServer
 
 
 async def _signals(stream: WorkStream, count: int) -> list[str]:
+    """``count`` signals read by this consumer, so pending until acknowledged."""
     await stream.ensure_group()
     for n in range(count):
         await stream.signal(f"tg:{n}")
     signals = await stream.read(count, block_ms=100)
     assert len(signals) == count
     return [signal.signal_id for signal in signals]
+
+
+def _stream(redis: aioredis.Redis, prefix: str) -> tuple[WorkStream, str]:
+    key = RedisKeys(prefix).work_stream
+    return WorkStream(redis, stream=key, consumer="test"), key
 
 
 async def _xack_calls(redis: aioredis.Redis) -> int:
@@ -28,8 +34,7 @@ async def _xack_calls(redis: aioredis.Redis) -> int:
 async def test_signals_finished_while_an_xack_is_in_flight_go_in_the_next_one(
     redis_client: aioredis.Redis,
 ) -> None:
-    keys = RedisKeys("acks")
-    stream = WorkStream(redis_client, stream=keys.work_stream, consumer="test")
+    stream, key = _stream(redis_client, "acks")
     ids = await _signals(stream, 50)
     await redis_client.config_resetstat()
     acks = Acknowledger(stream)
@@ -41,21 +46,20 @@ async def test_signals_finished_while_an_xack_is_in_flight_go_in_the_next_one(
     await acks.flush()
 
     assert await _xack_calls(redis_client) == 2
-    assert (await redis_client.xpending(keys.work_stream, GROUP))["pending"] == 0
+    assert (await redis_client.xpending(key, GROUP))["pending"] == 0
 
 
 async def test_one_at_a_time_each_signal_is_acknowledged_at_once(
     redis_client: aioredis.Redis,
 ) -> None:
-    keys = RedisKeys("acks-seq")
-    stream = WorkStream(redis_client, stream=keys.work_stream, consumer="test")
+    stream, key = _stream(redis_client, "acks-seq")
     ids = await _signals(stream, 3)
     acks = Acknowledger(stream)
 
     for n, signal_id in enumerate(ids, start=1):
         acks.ack(signal_id)
         await acks.flush()
-        pending = await redis_client.xpending(keys.work_stream, GROUP)
+        pending = await redis_client.xpending(key, GROUP)
         assert pending["pending"] == len(ids) - n
 
 
@@ -63,8 +67,7 @@ async def test_redis_gone_leaves_the_signals_pending_with_one_warning(
     own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     redis = aioredis.Redis.from_url(own_redis_server.url, socket_timeout=1)
-    keys = RedisKeys("acks-down")
-    stream = WorkStream(redis, stream=keys.work_stream, consumer="test")
+    stream, _ = _stream(redis, "acks-down")
     try:
         ids = await _signals(stream, 2)
         own_redis_server.close()
