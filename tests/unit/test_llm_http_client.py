@@ -8,11 +8,14 @@ import gzip
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
+import httpx2
 import pytest
 from aiohttp import web
 from openai._utils._json import openapi_dumps
 
+from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import Message
 from bot.testing.openai_server import completion_body
@@ -155,3 +158,31 @@ async def test_a_retry_is_built_again_with_its_retry_count(
     assert result.text == "Заказ в пути."
     assert [r.headers["x-stainless-retry-count"] for r in server.received] == ["0", "1"]
     assert server.received[0].body == server.received[1].body
+
+
+async def test_the_fast_build_request_builds_what_httpx2_would() -> None:
+    """Same method, URL, headers (names, values, no duplicates), body and timeouts."""
+    client = ChatHttpClient(ChatTransport(session_factory(None, 10)), trust_env=False)
+    arguments: dict[str, Any] = {
+        "headers": [
+            ("Accept", "application/json"),
+            ("Content-Type", "application/json"),
+            ("User-Agent", "AsyncOpenAI/Python test"),
+            ("Authorization", "Bearer test-key"),
+        ],
+        "timeout": httpx2.Timeout(7.0),
+        "content": b'{"model":"m"}',
+        "files": None,
+        "params": None,
+    }
+    url = "http://127.0.0.1:9/provider/v1/chat/completions"
+    try:
+        fast = client.build_request("POST", url, **arguments)
+        slow = httpx2.AsyncClient.build_request(client, "POST", url, **arguments)
+    finally:
+        await client.aclose()
+
+    assert (fast.method, fast.url) == (slow.method, slow.url)
+    assert sorted(fast.headers.multi_items()) == sorted(slow.headers.multi_items())
+    assert fast.content == slow.content
+    assert fast.extensions == slow.extensions
