@@ -11,7 +11,8 @@ API (in this process) and the scripted model (:mod:`bench.model_script`).
   them; both include the workers' idle polls (``XREADGROUP`` returning nothing
   after its 1 s block, ``XAUTOCLAIM`` every lease/3) during the run.
 * ``customers``: ``--customers`` first messages pushed at once, model latency
-  1 s (a child process), time until every customer has an answer: one
+  1 s (a child process), after ``--warmup`` other customers were answered (none
+  by default), time until every customer has an answer: one
   ``polling`` process, then one ``polling`` plus one ``worker`` process.
   ``WORKER_CONCURRENCY`` is the default (512) unless ``--concurrency`` is given.
 """
@@ -170,8 +171,14 @@ async def _listen(monitor: Any, commands: Counter[str], inside: Counter[str]) ->
             commands[command] += 1
 
 
-async def customers(count: int, processes: int, concurrency: int | None) -> dict[str, Any]:
-    """Seconds until ``count`` customers, all writing at once, have their answer."""
+async def customers(
+    count: int, processes: int, concurrency: int | None, warmup: int
+) -> dict[str, Any]:
+    """Seconds until ``count`` customers, all writing at once, have their answer.
+
+    ``warmup`` other customers are answered first (as the Bot API scenarios do), so the
+    burst meets running processes rather than ones still making their first connections.
+    """
     redis_server = RedisServer()
     redis_server.start()
     telegram = FakeTelegramServer()
@@ -197,18 +204,26 @@ async def customers(count: int, processes: int, concurrency: int | None) -> dict
                     )
                 )
             )
+            await telegram.push(
+                *(telegram.message_update(600_000 + n, "разминка") for n in range(warmup))
+            )
+            await telegram.wait_for(lambda: len(telegram.sent_texts()) >= warmup, within=120)
             updates = [
                 telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
             ]
             cpu_before = await _cpu_by_process(bots, model, url)
             started = time.monotonic()
             await telegram.push(*updates)
-            await telegram.wait_for(lambda: len(telegram.sent_texts()) >= count, within=600)
+            await telegram.wait_for(
+                lambda: len(telegram.sent_texts()) >= warmup + count, within=600
+            )
             elapsed = time.monotonic() - started
             cpu_after = await _cpu_by_process(bots, model, url)
             methods = Counter(call.method for call in telegram.calls if call.at >= started)
             replies = sorted(
-                call.at - started for call in telegram.calls_of("sendMessage") if call.ok
+                call.at - started
+                for call in telegram.calls_of("sendMessage")
+                if call.ok and call.at >= started
             )
     finally:
         for bot in bots:
@@ -217,6 +232,7 @@ async def customers(count: int, processes: int, concurrency: int | None) -> dict
         redis_server.close()
     return {
         "customers": count,
+        "warmup_customers": warmup,
         "processes": processes,
         "worker_concurrency": concurrency or WorkerSettings.model_fields["concurrency"].default,
         "all_answered_seconds": round(elapsed, 2),
@@ -261,7 +277,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if "customers" in args.only:
         for processes in (1, 2):
             key = f"customers_{processes}_process"
-            results[key] = await customers(args.customers, processes, args.concurrency)
+            results[key] = await customers(args.customers, processes, args.concurrency, args.warmup)
             print(json.dumps(results[key], indent=1), flush=True)
     return results
 
@@ -272,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--customers", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--warmup", type=int, default=0, help="customers answered first")
     parser.add_argument(
         "--only",
         nargs="+",
