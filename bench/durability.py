@@ -29,18 +29,28 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import redis.asyncio as aioredis
 
 from bench.model_script import TWO_TOOLS, bench_responder
 from bench.stack import ModelServerProcess, process_cpu_seconds
 from bot.settings import WorkerSettings
+from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import ScriptedOpenAIServer
-from bot.testing.redis_server import RedisServer
+from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 RESULTS = Path(__file__).with_name("results") / "durability.json"
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH")
-_READY = {"polling": "starting (polling)", "worker": "Worker running"}
+_READY = {
+    "polling": "starting (polling)",
+    "worker": "Worker running",
+    "webhook": "Webhook listening on",
+}
+_HOOK_PATH = "/tg"
+_HOOK_SECRET = "bench-secret"  # noqa: S105 - the benchmark's own webhook, on loopback
+_TURN_CPU_WARMUP = 20
+_TURN_CPU_CUSTOMERS = 5
 _ROUND_TRIP_WARMUP = 20
 _READING_SECONDS = 0.3
 _ROOT = str(Path(__file__).resolve().parent.parent)
@@ -171,6 +181,79 @@ async def _listen(monitor: Any, commands: Counter[str], inside: Counter[str]) ->
             commands[command] += 1
 
 
+async def turn_cpu(turns: int) -> dict[str, Any]:
+    """Bot CPU per two-tool turn of a real process, in polling and in webhook mode.
+
+    One process at a time; ``turns`` sequential two-tool questions from
+    :data:`_TURN_CPU_CUSTOMERS` customers in turn, after :data:`_TURN_CPU_WARMUP`
+    warm-up turns. CPU is the process's own (``/proc``); the fake Bot API and the
+    scripted model run in this process. Webhook mode is what production runs: each
+    update arrives as a POST instead of in a ``getUpdates`` answer.
+    """
+    return {mode: await _turn_cpu_in(mode, turns) for mode in ("polling", "webhook")}
+
+
+async def _turn_cpu_in(mode: str, turns: int) -> dict[str, Any]:
+    redis_server = RedisServer()
+    redis_server.start()
+    telegram = FakeTelegramServer()
+    await telegram.start()
+    port = free_port()
+    hook = f"http://127.0.0.1:{port}{_HOOK_PATH}"
+    extra = {
+        "WEBHOOK_URL": "https://bot.example.com",
+        "WEBHOOK_PATH": _HOOK_PATH,
+        "WEBHOOK_SECRET": _HOOK_SECRET,
+        "WEBHOOK_HOST": "127.0.0.1",
+        "WEBHOOK_PORT": str(port),
+    }
+    sent: Counter[int] = Counter()
+    try:
+        async with ScriptedOpenAIServer() as model, aiohttp.ClientSession() as http:
+            model.responder = bench_responder
+
+            async def turn(n: int) -> None:
+                chat = 800_000 + n % _TURN_CPU_CUSTOMERS
+                update = telegram.message_update(chat, f"{TWO_TOOLS} вопрос {n}")
+                if mode == "webhook":
+                    headers = {SECRET_HEADER: _HOOK_SECRET}
+                    async with http.post(hook, json=update, headers=headers) as response:
+                        response.raise_for_status()
+                else:
+                    await telegram.push(update)
+                sent[chat] += 1
+                await telegram.wait_for_texts(chat, sent[chat], within=30)
+
+            with tempfile.TemporaryDirectory() as tmp:
+                bot = await start_bot(
+                    mode,
+                    redis_server.url,
+                    telegram.base_url,
+                    model.base_url,
+                    Path(tmp),
+                    **(extra if mode == "webhook" else {}),
+                )
+                try:
+                    for n in range(_TURN_CPU_WARMUP):
+                        await turn(n)
+                    cpu_before = process_cpu_seconds(bot.pid)
+                    started = time.monotonic()
+                    for n in range(turns):
+                        await turn(_TURN_CPU_WARMUP + n)
+                    elapsed = time.monotonic() - started
+                    cpu = process_cpu_seconds(bot.pid) - cpu_before
+                finally:
+                    await stop(bot)
+    finally:
+        await telegram.close()
+        redis_server.close()
+    return {
+        "turns": turns,
+        "bot_cpu_ms_per_turn": round(cpu * 1000 / turns, 2),
+        "wall_ms_per_turn": round(elapsed * 1000 / turns, 2),
+    }
+
+
 async def customers(
     count: int, processes: int, concurrency: int | None, warmup: int
 ) -> dict[str, Any]:
@@ -274,6 +357,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if "round_trips" in args.only:
         results["round_trips"] = await round_trips(args.turns)
         print(json.dumps(results["round_trips"], ensure_ascii=False, indent=1), flush=True)
+    if "turn_cpu" in args.only:
+        results["turn_cpu"] = await turn_cpu(args.turns)
+        print(json.dumps(results["turn_cpu"], indent=1), flush=True)
     if "customers" in args.only:
         for processes in (1, 2):
             key = f"customers_{processes}_process"
@@ -292,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        default=["round_trips", "customers"],
-        choices=["round_trips", "customers"],
+        default=["round_trips", "turn_cpu", "customers"],
+        choices=["round_trips", "turn_cpu", "customers"],
     )
     args = parser.parse_args(argv)
     results = asyncio.run(main_async(args))
