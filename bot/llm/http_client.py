@@ -66,12 +66,12 @@ class ChatTransport(httpx2.AsyncBaseTransport):
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
         if reason:
             extensions["reason_phrase"] = reason.encode()
-        # Built like the transports httpx2 ships build theirs: a byte stream httpx2
-        # decodes (Content-Encoding) and reads once.
+        # The body given as content: httpx2 decodes it (Content-Encoding) here, once, and
+        # the client's read of a non-streamed response then has nothing left to do.
         return httpx2.Response(
             status_code=status,
             headers=headers,
-            stream=httpx2.ByteStream(content),
+            content=content,
             request=request,
             extensions=extensions,
         )
