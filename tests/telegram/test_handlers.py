@@ -195,7 +195,7 @@ async def test_a_refused_typing_indicator_stops_quietly_and_the_answer_still_com
     telegram.fail_next("sendChatAction", 400, "Bad Request: chat not found")
     release = asyncio.Event()
     stack.chat.gates["медленный вопрос"] = release
-    with caplog.at_level(logging.INFO, logger="bot.telegram.typing"):
+    with caplog.at_level(logging.INFO, logger="bot.telegram.typing_indicator"):
         await stack.feed(telegram.message_update(CHAT, "медленный вопрос"))
         await telegram.wait_for(lambda: bool(telegram.calls_of("sendChatAction")))
         release.set()

@@ -16,7 +16,7 @@ from bot.telegram import messages
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
 from bot.telegram.ports import ChatPort
-from bot.telegram.typing import TypingIndicator
+from bot.telegram.typing_indicator import TypingIndicator
 from turn import TurnContext
 
 logger = logging.getLogger(__name__)
