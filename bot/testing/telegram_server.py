@@ -162,18 +162,7 @@ class FakeTelegramServer:
             "chat": chat,
             "from": user,
         }
-        if text is not None:
-            message["text"] = text
-            if text.startswith("/"):
-                command = text.split()[0]
-                message["entities"] = [
-                    {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
-                ]
-        message.update(extra or {})
-        return {
-            "update_id": update_id if update_id is not None else next(self._update_ids),
-            "message": message,
-        }
+        return self._message_update(message, text, extra, update_id)
 
     def member_update(
         self, chat_id: int, old: str, new: str, *, chat_type: str = "private"
@@ -258,6 +247,16 @@ class FakeTelegramServer:
             "message_thread_id": thread_id,
             "is_topic_message": True,
         }
+        return self._message_update(message, text, extra, None)
+
+    def _message_update(
+        self,
+        message: dict[str, Any],
+        text: str | None,
+        extra: dict[str, Any] | None,
+        update_id: int | None,
+    ) -> dict[str, Any]:
+        """``message`` with its text (a leading command marked as Telegram marks it)."""
         if text is not None:
             message["text"] = text
             if text.startswith("/"):
@@ -266,7 +265,10 @@ class FakeTelegramServer:
                     {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
                 ]
         message.update(extra or {})
-        return {"update_id": next(self._update_ids), "message": message}
+        return {
+            "update_id": update_id if update_id is not None else next(self._update_ids),
+            "message": message,
+        }
 
     def _thread_missing(self, params: dict[str, Any]) -> bool:
         chat_id = params.get("chat_id")
