@@ -153,6 +153,17 @@ class _Common:
     password: str | None
     tls: dict[str, Any]
 
+    def client_options(self, timeout: float, decode_responses: bool) -> dict[str, Any]:
+        """Keyword arguments every client takes alike, asyncio or synchronous."""
+        return {
+            "username": self.username,
+            "password": self.password,
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "decode_responses": decode_responses,
+            **self.tls,
+        }
+
 
 def _common(settings: RedisSettings) -> _Common:
     url = settings.url.get_secret_value()
@@ -218,14 +229,7 @@ def async_client(
     policy = retry or RetryPolicy(retries=settings.retries)
     timeout = settings.socket_timeout_seconds
     connections = max_connections or settings.max_connections
-    options: dict[str, Any] = {
-        "username": common.username,
-        "password": common.password,
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "decode_responses": decode_responses,
-        **common.tls,
-    }
+    options = common.client_options(timeout, decode_responses)
     if settings.mode == "cluster":
         if common.db:
             raise RedisSetupError("REDIS_URL names a database other than 0; a cluster has only 0")
@@ -281,15 +285,8 @@ def sync_client(
     common = _common(settings)
     policy = retry or RetryPolicy(retries=0)
     timeout = settings.socket_timeout_seconds
-    options: dict[str, Any] = {
-        "username": common.username,
-        "password": common.password,
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "decode_responses": decode_responses,
-        "retry": policy.build_sync(),
-        **common.tls,
-    }
+    options = common.client_options(timeout, decode_responses)
+    options["retry"] = policy.build_sync()
     if settings.mode == "cluster":
         if common.db:
             raise RedisSetupError("REDIS_URL names a database other than 0; a cluster has only 0")

@@ -7,7 +7,7 @@ listed as open.
 """
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from bot.audit.schema import TYPE, EntryType, HandoffAuditEntry
@@ -62,14 +62,8 @@ def open_handoffs(entries: Iterable[StreamEntry], now: datetime) -> list[OpenHan
                 waiting_seconds=None,
             )
         elif event == "first_reply" and chat in current:
-            opened = current[chat]
-            current[chat] = OpenHandoff(
-                chat_id=chat,
-                state="human",
-                trigger=opened.trigger,
-                reason=opened.reason,
-                opened_at=opened.opened_at,
-                waiting_seconds=(step.wait_ms or 0.0) / 1000,
+            current[chat] = replace(
+                current[chat], state="human", waiting_seconds=(step.wait_ms or 0.0) / 1000
             )
         elif event == "closed":
             current.pop(chat, None)
@@ -77,13 +71,8 @@ def open_handoffs(entries: Iterable[StreamEntry], now: datetime) -> list[OpenHan
         (
             handoff
             if handoff.state != "waiting"
-            else OpenHandoff(
-                chat_id=handoff.chat_id,
-                state=handoff.state,
-                trigger=handoff.trigger,
-                reason=handoff.reason,
-                opened_at=handoff.opened_at,
-                waiting_seconds=max(0.0, (now - handoff.opened_at).total_seconds()),
+            else replace(
+                handoff, waiting_seconds=max(0.0, (now - handoff.opened_at).total_seconds())
             )
             for handoff in current.values()
         ),
