@@ -221,9 +221,17 @@ def hang(seconds: float = 30.0) -> Reply:
 # ---- the server ----------------------------------------------------------------------------
 
 
-def user_texts(body: JsonBody) -> list[str]:
-    """The user messages a chat-completions request showed the model, oldest first."""
-    return [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
+def user_texts(body: Any) -> list[str]:
+    """The user messages a chat-completions request showed the model, oldest first.
+
+    A body that is not a request (``None`` for one that was not JSON) shows none.
+    """
+    messages = body.get("messages", []) if isinstance(body, dict) else []
+    return [
+        str(message["content"])
+        for message in messages
+        if message.get("role") == "user" and isinstance(message.get("content"), str)
+    ]
 
 
 class ScriptedOpenAIServer:

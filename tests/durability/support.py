@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 
 from bot.sessions.models import ConversationSession
 from bot.telegram.webhook import SECRET_HEADER
-from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
 from bot.testing.redis_server import free_port
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
@@ -192,16 +192,6 @@ class Cluster:
         """Kill whatever still runs."""
         for child in self.processes:
             await child.close()
-
-
-def user_texts(body: Any) -> list[str]:
-    """The ``user`` messages of a chat-completions request body."""
-    messages = body.get("messages", []) if isinstance(body, dict) else []
-    return [
-        str(message["content"])
-        for message in messages
-        if message.get("role") == "user" and isinstance(message.get("content"), str)
-    ]
 
 
 def answer_for(question: str) -> str:

@@ -23,13 +23,9 @@ both) is handled exactly once.
 """
 
 import asyncio
-import os
-import signal
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
 import pytest
@@ -39,16 +35,9 @@ from bot.sessions.models import ConversationSession
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
-from bot.testing.redis_server import RedisServer, free_port
-from bot.testing.settings import stack_env
-from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
-
-PREFIX = "twohooks"
-STREAM = f"{PREFIX}:audit"
-SECRET = "two-hooks-secret"
-HOOK_PATH = "/tg"
-# Variables of this suite's environment the children need; nothing else leaks in.
-_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
+from bot.testing.redis_server import RedisServer
+from bot.testing.telegram_server import FakeTelegramServer
+from tests.durability.support import PREFIX, SECRET, STREAM, BotProcess, Cluster
 
 SEQUENTIAL_CHATS = (801, 802, 803, 804)
 MESSAGES_PER_CHAT = 6
@@ -61,112 +50,6 @@ def history_answer(body: dict[str, Any]) -> Reply:
     return text_answer(" | ".join(user_texts(body)))
 
 
-@dataclass
-class WebhookProcess:
-    """One ``python -m bot webhook`` child: its port, its process, its log file."""
-
-    name: str
-    port: int
-    process: asyncio.subprocess.Process
-    log_path: Path
-    log_file: IO[bytes]
-
-    @property
-    def url(self) -> str:
-        """Where the load balancer would post updates for this process."""
-        return f"http://127.0.0.1:{self.port}{HOOK_PATH}"
-
-    def log(self) -> str:
-        """What the process logged so far."""
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    async def terminate(self, within: float = 20.0) -> int:
-        """SIGTERM, then the exit code (killed if it does not stop within ``within`` seconds)."""
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(within):
-                return await self.process.wait()
-        finally:
-            self.kill()
-
-    def kill(self) -> None:
-        """Last resort for the fixture's clean-up; closes the log file."""
-        if self.process.returncode is None:
-            self.process.kill()
-        self.log_file.close()
-
-
-async def start_webhook_process(
-    name: str,
-    tmp_path: Path,
-    telegram: FakeTelegramServer,
-    model: ScriptedOpenAIServer,
-    redis_url: str,
-) -> WebhookProcess:
-    """Start one child in an empty directory (no developer ``.env`` leaks in)."""
-    port = free_port()
-    env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
-    env.update(
-        {
-            name: str(value)
-            for name, value in stack_env(telegram, model, redis_url, prefix=PREFIX).items()
-        },
-        TELEGRAM_BOT_TOKEN=TEST_TOKEN,
-        WEBHOOK_URL="https://bot.example.com",
-        WEBHOOK_PATH=HOOK_PATH,
-        WEBHOOK_SECRET=SECRET,
-        WEBHOOK_HOST="127.0.0.1",
-        WEBHOOK_PORT=str(port),
-        # Flood control has its own tests; this one sends a few dozen messages quickly.
-        FLOOD_BURST="100",
-        # Large enough that no pair leaves the window: the stored history stays whole.
-        HISTORY_TOKEN_BUDGET="50000",
-        TELEGRAM_SHUTDOWN_GRACE_SECONDS="10",
-        LOG_LEVEL="INFO",
-    )
-    workdir = tmp_path / name
-    workdir.mkdir()
-    log_path = tmp_path / f"{name}.log"
-    log_file = log_path.open("wb")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "webhook",
-        cwd=workdir,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=log_file,
-    )
-    return WebhookProcess(name, port, process, log_path, log_file)
-
-
-async def wait_until_registered(
-    children: Sequence[WebhookProcess], telegram: FakeTelegramServer, within: float
-) -> None:
-    """Wait until every child registered the webhook (its port listens by then).
-
-    Fails at once, with the logs, if a child exits first; ``within`` only guards
-    against a hang (the import of aiogram alone takes seconds on a loaded machine).
-    """
-
-    def registered() -> bool:
-        return len([call for call in telegram.calls_of("setWebhook") if call.ok]) == len(children)
-
-    waiting = asyncio.create_task(telegram.wait_for(registered, within))
-    exits = [asyncio.create_task(child.process.wait()) for child in children]
-    try:
-        await asyncio.wait({waiting, *exits}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (waiting, *exits):
-            task.cancel()
-        await asyncio.gather(waiting, *exits, return_exceptions=True)
-    if not (waiting.done() and not waiting.cancelled() and waiting.exception() is None):
-        logs = "\n".join(f"--- {child.name}:\n{child.log()}" for child in children)
-        pytest.fail(f"the webhook processes did not both start:\n{logs}")
-
-
 @pytest.fixture
 async def processes(
     tmp_path: Path,
@@ -174,31 +57,25 @@ async def processes(
     openai_server: ScriptedOpenAIServer,
     redis_server: RedisServer,
     redis_client: aioredis.Redis,
-) -> AsyncIterator[tuple[WebhookProcess, WebhookProcess]]:
-    """Both processes started at once and ready (each registered its webhook)."""
+) -> AsyncIterator[tuple[BotProcess, BotProcess]]:
+    """Both processes started at once and listening (the durability suite's launcher)."""
     openai_server.responder = history_answer
-    started = await asyncio.gather(
-        *(
-            start_webhook_process(name, tmp_path, telegram, openai_server, redis_server.url)
-            for name in ("a", "b")
-        )
-    )
-    first, second = started
+    cluster = Cluster(tmp_path, telegram, openai_server, redis_server.url)
     try:
-        await wait_until_registered(started, telegram, within=60)
+        first, second = await asyncio.gather(
+            cluster.start("webhook", "a"), cluster.start("webhook", "b")
+        )
         yield first, second
     finally:
-        for child in started:
-            child.kill()
-            await child.process.wait()
+        await cluster.close()
 
 
-Post = Callable[[WebhookProcess, dict[str, Any]], Awaitable[None]]
+Post = Callable[[BotProcess, dict[str, Any]], Awaitable[None]]
 
 
 async def run_sequential_chat(
     chat_id: int,
-    both: tuple[WebhookProcess, WebhookProcess],
+    both: tuple[BotProcess, BotProcess],
     telegram: FakeTelegramServer,
     post: Post,
 ) -> list[str]:
@@ -226,7 +103,7 @@ async def stored_pairs(redis: aioredis.Redis, chat_id: int) -> list[tuple[str, s
 
 
 async def test_two_webhook_processes_keep_histories_whole_ordered_and_updates_single(
-    processes: tuple[WebhookProcess, WebhookProcess],
+    processes: tuple[BotProcess, BotProcess],
     telegram: FakeTelegramServer,
     openai_server: ScriptedOpenAIServer,
     redis_client: aioredis.Redis,
@@ -235,7 +112,7 @@ async def test_two_webhook_processes_keep_histories_whole_ordered_and_updates_si
     first, second = processes
     async with aiohttp.ClientSession() as http:
 
-        async def post(target: WebhookProcess, update: dict[str, Any]) -> None:
+        async def post(target: BotProcess, update: dict[str, Any]) -> None:
             async with http.post(
                 target.url, json=update, headers={SECRET_HEADER: SECRET}
             ) as response:
