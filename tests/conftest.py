@@ -1,5 +1,6 @@
 """Fixtures shared by the whole suite: a private redis-server and clients, fake servers."""
 
+import gc
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -12,6 +13,18 @@ from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.redis_sentinel import SentinelGroup
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Collect garbage now for tests marked ``leaves_connections_to_gc``.
+
+    Runs after the test's fixtures (its event loop included) are torn down and
+    before pytest gathers unraisable warnings: what the test left to the collector
+    is reported, or filtered, as this test's, never blamed on a later one.
+    """
+    if item.get_closest_marker("leaves_connections_to_gc") is not None:
+        gc.collect()
 
 
 @pytest.fixture(scope="session")

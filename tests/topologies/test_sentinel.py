@@ -73,8 +73,10 @@ def test_start_up_pointed_at_a_sentinel_or_a_replica_exits_1_with_one_line(
     assert ok.returncode == 0, ok.stderr
 
 
-# redis-py leaves the sockets of connections cut by the SIGKILL for the garbage
-# collector; that is the library's clean-up, not a leak of the bot.
+# redis-py leaves some connections of a fail-over during a burst (the Sentinel
+# queries among them) to the garbage collector: they are collected at this test's
+# teardown, under its filters, not in whichever later test the collector next runs.
+@pytest.mark.leaves_connections_to_gc
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
@@ -157,5 +159,6 @@ async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
     finally:
         await chat.drain(grace_seconds=2)
         executor.close()
+        await probe_client.aclose()
         await client.aclose()
         await probe_client.aclose()
