@@ -9,6 +9,7 @@ this test's loop; the staff chat is a forum of the fake Bot API, so topics,
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -33,6 +34,8 @@ from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
+from tools.store import ShopStore
+from tools.support_hours import closed_note
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -172,6 +175,37 @@ async def desk(
     redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
 ) -> AsyncIterator[Desk]:
     async for built in _desk(redis_server, telegram, bot):
+        yield built
+
+
+def _zone_where_support_is(open_now: bool) -> str | None:
+    """A fixed-offset time zone in which support is open (or closed) now and in an hour."""
+    hours = ShopStore.load().support_hours
+    now = datetime.now(UTC)
+    for offset in range(-12, 15):
+        # POSIX names count the other way: Etc/GMT-3 is three hours ahead of UTC.
+        zone = f"Etc/GMT{-offset:+d}" if offset else "Etc/GMT"
+        if all(
+            (closed_note(hours, moment, zone) is None) == open_now
+            for moment in (now, now + timedelta(hours=1))
+        ):
+            return zone
+    return None
+
+
+@pytest.fixture(params=["open", "closed"])
+async def hours_desk(
+    request: pytest.FixtureRequest,
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+) -> AsyncIterator[Desk]:
+    """A desk whose support is open, or closed, now (its time zone chosen so)."""
+    zone = _zone_where_support_is(request.param == "open")
+    if zone is None:
+        pytest.skip("support is open in no time zone now (a Sunday)")
+    async for built in _desk(redis_server, telegram, bot, SUPPORT_TIMEZONE=zone):
+        assert bool(built.handoff.waiting_text("")) == (request.param == "closed")
         yield built
 
 
@@ -328,8 +362,10 @@ async def test_a_relay_to_a_customer_who_blocked_the_bot_is_reported_in_the_topi
 
 
 async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
-    desk: Desk, telegram: FakeTelegramServer
+    hours_desk: Desk, telegram: FakeTelegramServer
 ) -> None:
+    """Open or closed: the call follows the failure's own text (closed: then the hours)."""
+    desk = hours_desk
     await desk.customer(BROKEN)
     await telegram.wait_for(lambda: len(telegram.sent_texts(CUSTOMER)) == 1)
     assert not telegram.topics(STAFF)
@@ -342,8 +378,10 @@ async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
     texts = telegram.sent_texts(CUSTOMER)
     # An answered turn in between: the second failure alone is not "in a row".
     assert messages.FAILED_HANDOFF not in texts[2]
-    # After the failure's own text; outside support hours the hours follow it.
-    assert f"\n\n{messages.FAILED_HANDOFF}" in texts[3]
+    failure, called, hours = texts[3].partition(f"\n\n{messages.FAILED_HANDOFF}")
+    assert called
+    assert "Код обращения" in failure
+    assert hours == desk.handoff.waiting_text("")  # "" while open, the hours while closed
     header = telegram.topic_texts(STAFF, await desk.topic_of())[0]
     assert "Причина: failed_turns" in header
     codes = await desk.handoff.topics.recent_failures(telegram_conversation(CUSTOMER))
