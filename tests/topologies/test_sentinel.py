@@ -159,6 +159,5 @@ async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
     finally:
         await chat.drain(grace_seconds=2)
         executor.close()
-        await probe_client.aclose()
         await client.aclose()
         await probe_client.aclose()
