@@ -232,7 +232,10 @@ class ChatService:
                 staff=staff,
             )
             completion = JobCompletion(
-                job_raw=held.job_raw, job_id=held.job_id, outbox_entry=entry.model_dump_json()
+                job_raw=held.job_raw,
+                job_id=held.job_id,
+                outbox_entry=entry.model_dump_json(),
+                answered=True,
             )
             await self._store.commit(locked, updated, completion=completion, release=False)
             delivery: OutboxEntry | None = entry

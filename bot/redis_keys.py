@@ -105,7 +105,7 @@ class ConversationKeys:
 
     @property
     def failed_streak(self) -> str:
-        """Failed turns in a row (reset by an answered turn): the handoff trigger."""
+        """Failed turns in a row (deleted by an answered turn's commit): the handoff trigger."""
         return f"{self.base}:failed_streak"
 
     def seen(self, update_id: int) -> str:

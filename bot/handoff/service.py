@@ -106,13 +106,12 @@ class HandoffService:
         return (closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", _now()),)
 
     async def record_failure(self, conversation_key: str, turn_id: str) -> bool:
-        """Remember a failed turn; ``True`` when enough failed in a row to call a person."""
+        """Remember a failed turn; ``True`` when enough failed in a row to call a person.
+
+        An answered turn's commit ends the run (:class:`bot.sessions.store.JobCompletion`).
+        """
         streak = await self._topics.record_failure(conversation_key, turn_id)
         return streak >= self._settings.after_failed_turns
-
-    async def answered(self, conversation_key: str) -> None:
-        """An answered turn ends a run of failures."""
-        await self._topics.reset_streak(conversation_key)
 
     async def open(
         self,

@@ -95,10 +95,6 @@ class TopicDirectory:
         )
         return int(streak)
 
-    async def reset_streak(self, conversation_key: str) -> None:
-        """An answered turn: the failures in a row start again from zero."""
-        await self._redis.delete(self._keys.conversation(conversation_key).failed_streak)
-
     async def recent_failures(self, conversation_key: str) -> list[str]:
         """Incident codes of the latest failed turns, newest first."""
         raw = await self._redis.lrange(self._keys.conversation(conversation_key).failed, 0, -1)

@@ -39,9 +39,9 @@ return {0, redis.call('PTTL', KEYS[1])}
 """
 
 # Save only over the version we loaded (a lost lease never overwrites a newer session).
-# KEYS: session, lease, queue, outbox.
+# KEYS: session, lease, queue, outbox, failed streak.
 # ARGV: token, version, new version, data, ttl, job ('' for none), job id, outbox entry,
-#       release the lease (0/1), the lease must be ours (0/1).
+#       release the lease (0/1), the lease must be ours (0/1), answered (0/1).
 # Returns 1 saved, 2 saved before (a repeated run), 0 version changed, -1 lease not ours,
 # -2 the job is not at the head of the queue.
 _COMMIT = """
@@ -62,6 +62,7 @@ if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[4], ARGV[7], ARGV[8])
   redis.call('EXPIRE', KEYS[4], ARGV[5])
 end
+if ARGV[11] == '1' then redis.call('DEL', KEYS[5]) end
 if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
 return 1
 """
@@ -171,7 +172,8 @@ class RedisSessionStore:
 
         With ``completion`` (a worker's turn) the lease must still be ours, and the
         same script pops the job from the chat's queue and stores its reply in the
-        outbox. Safe to run twice: a repeated run finds its own save and succeeds.
+        outbox (and, for an answered job, ends the run of failed turns). Safe to
+        run twice: a repeated run finds its own save and succeeds.
         """
         new_version = str(int(locked.version or "0") + 1)
         keys = self.keys(locked.conversation_key)
@@ -186,11 +188,13 @@ class RedisSessionStore:
             completion.outbox_entry if completion else "",
             1 if release else 0,
             1 if completion or not release else 0,
+            1 if completion and completion.answered else 0,
         ]
         try:
             saved = int(
                 await self._commit(
-                    keys=[keys.session, keys.lease, keys.queue, keys.outbox], args=args
+                    keys=[keys.session, keys.lease, keys.queue, keys.outbox, keys.failed_streak],
+                    args=args,
                 )
             )
         except RedisError as error:

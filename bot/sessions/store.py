@@ -28,11 +28,16 @@ class SessionLeaseLostError(SessionStoreError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobCompletion:
-    """What a worker's commit does besides saving: pop ``job_raw``, store its reply."""
+    """What a worker's commit does besides saving: pop ``job_raw``, store its reply.
+
+    ``answered``: the model answered the job, so a run of failed turns (the
+    handoff's trigger) ends with this commit, not with a write of its own.
+    """
 
     job_raw: str
     job_id: str
     outbox_entry: str
+    answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,7 +162,7 @@ async def delivered_last_step(chat: Chat) -> Step:
     return step
 
 
-async def session_commit_step(chat: Chat) -> Step:
+async def session_commit_step(chat: Chat, *, answered: bool = False) -> Step:
     await chat.queued(1)
     raw, job_id = await chat.head()
     state = await chat.queue.take(KEY, TOKEN)
@@ -172,8 +172,16 @@ async def session_commit_step(chat: Chat) -> Step:
         "вопрос 1", "ответ 1", NOW, "1.2.0", turn_id="T1"
     )
     completion = JobCompletion(
-        job_raw=raw, job_id=job_id, outbox_entry=chat.reply(job_id).model_dump_json()
+        job_raw=raw,
+        job_id=job_id,
+        outbox_entry=chat.reply(job_id).model_dump_json(),
+        answered=answered,
     )
+    if answered:
+        # Failures before it: the answered turn's commit ends their run.
+        await TopicDirectory(chat.redis, keys=chat.keys, staff_chat_id=-1001).record_failure(
+            KEY, "T0"
+        )
     return lambda: chat.sessions.commit(locked, session, completion=completion, release=False)
 
 
@@ -199,6 +207,7 @@ CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
     "delivered": delivered_step,
     "delivered_last": delivered_last_step,
     "session_commit": session_commit_step,
+    "session_commit_answered": lambda chat: session_commit_step(chat, answered=True),
     "audit_write_once": audit_step,
     "handoff_failure": handoff_failure_step,
 }

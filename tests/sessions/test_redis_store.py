@@ -14,6 +14,7 @@ from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import (
+    JobCompletion,
     SessionStoreUnavailableError,
 )
 from bot.testing.redis_server import RedisServer
@@ -165,6 +166,25 @@ async def test_one_turn_costs_two_redis_round_trips(redis_client):
     }
     assert calls.pop("cmdstat_evalsha") == 2
     assert set(calls) <= SCRIPT_INTERNAL, calls
+
+
+@pytest.mark.parametrize("answered", [True, False])
+async def test_only_an_answered_jobs_commit_ends_the_run_of_failed_turns(
+    redis_client, answered: bool
+):
+    """The handoff's streak ends inside the turn's commit: no command of its own per turn."""
+    store = make_store(redis_client)
+    keys = store.keys("100")
+    await redis_client.rpush(keys.queue, "job-1")
+    await redis_client.set(keys.lease, "token")
+    await redis_client.sadd(keys.failed_streak, "T1", "T2")
+    locked = await store.held("100", "token", "", "")
+    completion = JobCompletion(job_raw="job-1", job_id="1", outbox_entry="{}", answered=answered)
+
+    await store.commit(locked, session_for("100"), completion=completion, release=False)
+
+    assert await redis_client.exists(keys.failed_streak) == (0 if answered else 1)
+    assert await redis_client.llen(keys.queue) == 0
 
 
 async def test_an_unreachable_redis_is_reported_as_unavailable(own_redis_server: RedisServer):

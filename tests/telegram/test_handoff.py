@@ -7,14 +7,17 @@ this test's loop; the staff chat is a forum of the fake Bot API, so topics,
 """
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 from aiogram import Bot
 from aiogram.types import Update
+from redis.asyncio.client import Monitor
 
 from bot.app import Application, build_application
 from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
@@ -25,7 +28,7 @@ from bot.history import STAFF_NOTE
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
-from bot.redis_keys import telegram_conversation
+from bot.redis_keys import RedisKeys, telegram_conversation
 from bot.telegram import messages
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -387,6 +390,41 @@ async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
     codes = await desk.handoff.topics.recent_failures(telegram_conversation(CUSTOMER))
     assert len(codes) == 3
     assert all(code in header for code in codes)
+
+
+async def test_an_answered_turn_ends_the_failure_streak_inside_its_commit(
+    desk: Desk, telegram: FakeTelegramServer, redis_server: RedisServer
+) -> None:
+    """With handoff on, an answered turn costs no Redis command of its own for the streak."""
+    await desk.customer(BROKEN)
+    await telegram.wait_for(lambda: len(telegram.sent_texts(CUSTOMER)) == 1)
+    streak = RedisKeys("handoff").conversation(telegram_conversation(CUSTOMER)).failed_streak
+    assert await desk.app.redis.exists(streak) == 1
+    watcher = aioredis.Redis.from_url(redis_server.url)
+    seen: list[tuple[str, str]] = []
+
+    async def watch(monitor: Monitor) -> None:
+        while True:
+            command = await monitor.next_command()
+            seen.append((command["client_type"], command["command"]))
+
+    try:
+        async with watcher.monitor() as monitor:
+            watching = asyncio.create_task(watch(monitor))
+            await desk.customer("Всё ещё тут?")
+            await telegram.wait_for(lambda: len(telegram.sent_texts(CUSTOMER)) == 2)
+            await asyncio.sleep(0.2)
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+    finally:
+        await watcher.aclose()
+
+    assert await desk.app.redis.exists(streak) == 0
+    # Only a script deletes it; the bot sends no command of its own for the streak.
+    assert ("lua", f"DEL {streak}") in seen, seen
+    own = [command for client, command in seen if client != "lua" and streak in command]
+    assert all(command.startswith("EVALSHA ") for command in own), own
 
 
 async def test_an_idle_handoff_returns_to_the_bot_with_a_note(

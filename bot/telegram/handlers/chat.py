@@ -34,8 +34,8 @@ async def answer(
 ) -> JobResult:
     """Run the turn; its reply is committed, or a kind message with the incident code.
 
-    With handoff on, failed turns in a row call a person in, and an answered
-    turn starts the count again.
+    With handoff on, failed turns in a row call a person in; an answered turn's
+    commit starts the count again.
     """
     chat_id = message.chat.id
     turn_id = job.job.turn_id
@@ -71,8 +71,6 @@ async def answer(
         return await _after_failure(message, job, handoff, failure)
     if reply.delivery is None:
         raise RuntimeError("a worker's turn returned no committed reply")
-    if handoff is not None:
-        await handoff.answered(context.conversation_key)
     return Committed(reply=reply.delivery, summary_due=reply.summary_updated)
 
 
