@@ -6,7 +6,6 @@ load generator, and the scripted model. Customers are distinct users unless a
 scenario says otherwise; flood control and de-duplication run as in production.
 """
 
-from time import process_time
 from typing import Any
 
 from bench.model_script import ANSWER, TWO_TOOLS
@@ -86,9 +85,8 @@ async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, 
                 await load.run(plan(50, 1))  # warm-up
                 await stats.reset()
                 trips, commands = bot.counters.round_trips, bot.counters.commands
-                cpu_before = process_time()
                 report = await load.run(plan(turns, MEASURED_CHATS))
-                bot_cpu = process_time() - cpu_before
+                bot_cpu = report.bot_cpu_seconds
                 round_trips = bot.counters.round_trips - trips
                 top_level = bot.counters.commands - commands
                 per_turn = {
@@ -131,9 +129,9 @@ async def _load(
         try:
             async with RunningBot(settings), LoadClient(telegram, model) as load:
                 await load.run(warmup)
-                before = _cpu(process_time(), telegram, model)
+                before = _cpu(0.0, telegram, model)
                 report = await load.run(measured)
-                after = _cpu(process_time(), telegram, model)
+                after = _cpu(report.bot_cpu_seconds, telegram, model)
         finally:
             await stats.flush()
             await stats.aclose()

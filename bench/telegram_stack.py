@@ -11,6 +11,7 @@ bot's process nothing while a measurement runs.
 
 import asyncio
 from dataclasses import dataclass
+from time import process_time
 from types import TracebackType
 from typing import Any, Self
 
@@ -115,6 +116,9 @@ class LoadReport:
     fake_cpu_seconds: float
     api_calls: dict[str, int]
     model_intervals: list[tuple[float, float]]
+    bot_cpu_seconds: float
+    """This process's CPU time (the bot's) from the plan's start to its last reply,
+    without the bench's own requests before and after (timings, the report)."""
 
     @property
     def missing(self) -> int:
@@ -176,12 +180,15 @@ class LoadClient:
         """Run ``plan`` and return what happened."""
         assert self._session is not None  # noqa: S101 - used inside ``async with``
         await self.model_intervals()  # forget requests made before this run
+        cpu_before = process_time()
         async with self._session.post(
             f"{self._telegram.control_url}/run", json=plan.model_dump()
         ) as response:
             response.raise_for_status()
+            bot_cpu = process_time() - cpu_before
             body: dict[str, Any] = await response.json()
         return LoadReport(
+            bot_cpu_seconds=bot_cpu,
             pushed=body["pushed"],
             replied=body["replied"],
             unexpected_replies=body["unexpected_replies"],
