@@ -39,9 +39,10 @@ return {0, redis.call('PTTL', KEYS[1])}
 """
 
 # Save only over the version we loaded (a lost lease never overwrites a newer session).
-# KEYS: session, lease, queue, outbox, failed streak.
+# KEYS: session, lease, queue, outbox, failed streak, handoff flag.
 # ARGV: token, version, new version, data, ttl, job ('' for none), job id, outbox entry,
-#       release the lease (0/1), the lease must be ours (0/1), answered (0/1).
+#       release the lease (0/1), the lease must be ours (0/1), answered (0/1),
+#       handoff state ('' while the bot answers).
 # Returns 1 saved, 2 saved before (a repeated run), 0 version changed, -1 lease not ours,
 # -2 the job is not at the head of the queue.
 _COMMIT = """
@@ -57,6 +58,11 @@ end
 if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
+if ARGV[12] ~= '' then
+  redis.call('SET', KEYS[6], ARGV[12], 'EX', ARGV[5])
+else
+  redis.call('DEL', KEYS[6])
+end
 if ARGV[6] ~= '' then
   redis.call('LPOP', KEYS[3])
   redis.call('HSET', KEYS[4], ARGV[7], ARGV[8])
@@ -72,12 +78,14 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-# Move the session (or a corrupt entry) aside under its own TTL.
+# Move the session (or a corrupt entry) aside under its own TTL; its handoff flag goes.
+# KEYS: session, target, lease, handoff flag. ARGV: token ('' to keep the lease), ttl.
 _MOVE_ASIDE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('RENAME', KEYS[1], KEYS[2])
   redis.call('EXPIRE', KEYS[2], ARGV[2])
 end
+redis.call('DEL', KEYS[4])
 if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
 return 1
 """
@@ -172,8 +180,9 @@ class RedisSessionStore:
 
         With ``completion`` (a worker's turn) the lease must still be ours, and the
         same script pops the job from the chat's queue and stores its reply in the
-        outbox (and, for an answered job, ends the run of failed turns). Safe to
-        run twice: a repeated run finds its own save and succeeds.
+        outbox (and, for an answered job, ends the run of failed turns). The
+        session's handoff state is mirrored in a key of its own for intake. Safe
+        to run twice: a repeated run finds its own save and succeeds.
         """
         new_version = str(int(locked.version or "0") + 1)
         keys = self.keys(locked.conversation_key)
@@ -189,11 +198,19 @@ class RedisSessionStore:
             1 if release else 0,
             1 if completion or not release else 0,
             1 if completion and completion.answered else 0,
+            "" if session.handoff == "bot" else session.handoff,
         ]
         try:
             saved = int(
                 await self._commit(
-                    keys=[keys.session, keys.lease, keys.queue, keys.outbox, keys.failed_streak],
+                    keys=[
+                        keys.session,
+                        keys.lease,
+                        keys.queue,
+                        keys.outbox,
+                        keys.failed_streak,
+                        keys.handoff,
+                    ],
                     args=args,
                 )
             )
@@ -237,6 +254,7 @@ class RedisSessionStore:
             self.keys(conversation_key).session,
             target,
             self.keys(conversation_key).lease,
+            self.keys(conversation_key).handoff,
         ]
         try:
             await self._move_aside(keys=keys, args=[token, self._archive_ttl])

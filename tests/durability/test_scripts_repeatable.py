@@ -162,7 +162,7 @@ async def delivered_last_step(chat: Chat) -> Step:
     return step
 
 
-async def session_commit_step(chat: Chat, *, answered: bool = False) -> Step:
+async def session_commit_step(chat: Chat, *, answered: bool = False, handoff: bool = False) -> Step:
     await chat.queued(1)
     raw, job_id = await chat.head()
     state = await chat.queue.take(KEY, TOKEN)
@@ -171,6 +171,8 @@ async def session_commit_step(chat: Chat, *, answered: bool = False) -> Step:
     session = ConversationSession.start(KEY, NOW, "support_chat", "1.2.0").with_turn(
         "вопрос 1", "ответ 1", NOW, "1.2.0", turn_id="T1"
     )
+    if handoff:
+        session = session.with_handoff("human", NOW)
     completion = JobCompletion(
         job_raw=raw,
         job_id=job_id,
@@ -208,6 +210,7 @@ CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
     "delivered_last": delivered_last_step,
     "session_commit": session_commit_step,
     "session_commit_answered": lambda chat: session_commit_step(chat, answered=True),
+    "session_commit_handoff": lambda chat: session_commit_step(chat, handoff=True),
     "audit_write_once": audit_step,
     "handoff_failure": handoff_failure_step,
 }

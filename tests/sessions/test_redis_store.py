@@ -187,6 +187,28 @@ async def test_only_an_answered_jobs_commit_ends_the_run_of_failed_turns(
     assert await redis_client.llen(keys.queue) == 0
 
 
+async def test_the_handoff_state_is_mirrored_for_intake_and_goes_with_the_session(redis_client):
+    """Intake reads the flag (one slot, no JSON): set while a person has the chat."""
+    store = make_store(redis_client)
+    flag = store.keys("100").handoff
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    await store.commit(locked, session_for("100").with_handoff("human", NOW))
+    assert await redis_client.get(flag) == b"human"
+    assert TTL - 5 < await redis_client.ttl(flag) <= TTL
+
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    assert locked.session is not None
+    await store.commit(locked, locked.session.with_handoff("bot", NOW))
+    assert await redis_client.exists(flag) == 0
+
+    locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
+    assert locked.session is not None
+    await store.commit(locked, locked.session.with_handoff("waiting", NOW))
+    assert await redis_client.get(flag) == b"waiting"
+    await store.archive(await store.acquire("100", lease_seconds=5, wait_seconds=1))
+    assert await redis_client.exists(flag) == 0
+
+
 async def test_an_unreachable_redis_is_reported_as_unavailable(own_redis_server: RedisServer):
     client = aioredis.Redis.from_url(
         own_redis_server.url, socket_timeout=1, socket_connect_timeout=1

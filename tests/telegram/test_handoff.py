@@ -364,6 +364,40 @@ async def test_a_relay_to_a_customer_who_blocked_the_bot_is_reported_in_the_topi
     await telegram.wait_for(lambda: NOT_DELIVERED in telegram.topic_texts(STAFF, thread))
 
 
+@pytest.fixture
+async def limited_desk(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Desk]:
+    """Two model turns a day per customer (and no flood control in the way)."""
+    async for built in _desk(redis_server, telegram, bot, DAILY_TURN_LIMIT=2, FLOOD_BURST=50):
+        yield built
+
+
+async def test_messages_to_a_person_do_not_use_up_the_daily_model_turns(
+    limited_desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    """The daily limit caps model turns; a customer talking to staff is relayed every time."""
+    desk = limited_desk
+    await desk.customer("Первый вопрос боту")
+    await telegram.wait_for(lambda: "Ответ: Первый вопрос боту" in telegram.sent_texts(CUSTOMER))
+    thread = await desk.hand_off()
+    sent = [await desk.customer(f"Сообщение сотруднику {n}") for n in range(4)]
+    await telegram.wait_for(lambda: len(telegram.copies(STAFF, thread)) == len(sent))
+    assert [c["message_id"] for c in telegram.copies(STAFF, thread)] == sent
+    assert not [t for t in telegram.sent_texts(CUSTOMER) if t.startswith(messages.DAILY_LIMIT)]
+
+    await desk.staff(thread, "/close")
+    await telegram.wait_for(lambda: IDLE_NOTE in telegram.sent_texts(CUSTOMER))
+    # Back with the bot: its second turn of the day is answered, the third is not.
+    await desk.customer("Второй вопрос боту")
+    await telegram.wait_for(lambda: "Ответ: Второй вопрос боту" in telegram.sent_texts(CUSTOMER))
+    await desk.customer("Третий вопрос боту")
+    await telegram.wait_for(
+        lambda: any(t.startswith(messages.DAILY_LIMIT) for t in telegram.sent_texts(CUSTOMER))
+    )
+    assert "Ответ: Третий вопрос боту" not in telegram.sent_texts(CUSTOMER)
+
+
 async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
     hours_desk: Desk, telegram: FakeTelegramServer
 ) -> None:

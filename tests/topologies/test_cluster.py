@@ -90,6 +90,7 @@ def _conversation_keys(keys: ConversationKeys) -> list[str]:
         keys.topic,
         keys.failed,
         keys.failed_streak,
+        keys.handoff,
     ]
 
 
