@@ -306,6 +306,7 @@ async def build_application(
     )
     keys = RedisKeys(settings.redis.key_prefix)
     metrics.observe_audit_lost(lambda: audit.lost_entries)
+    metrics.observe_audit_pending(lambda: audit.pending_entries)
     sessions = RedisSessionStore(
         redis,
         keys=keys,

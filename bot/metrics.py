@@ -151,6 +151,13 @@ class BotMetrics:
             read,
         )
 
+    def observe_audit_pending(self, read: Callable[[], int]) -> None:
+        """Export ``read()`` as the audit entries held in memory until Redis takes them."""
+        self._gauges.gauges["audit_entries_pending"] = (
+            "Audit entries held in this process until Redis takes them (lost if it dies).",
+            read,
+        )
+
     def observe_audit_lost(self, read: Callable[[], int]) -> None:
         """Export ``read()`` (a count that only grows) as the audit entries lost."""
         self._gauges.counters["audit_entries_lost"] = (

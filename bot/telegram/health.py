@@ -21,7 +21,9 @@ class HealthEndpoint:
     is how long the oldest of them has waited since its work was signalled
     (both ``null`` when Redis cannot say). ``lost_audit_entries`` counts audit
     entries dropped for good since the process started (each loss is also
-    logged with the entries themselves). The probe and the backlog use a small
+    logged with the entries themselves); ``pending_audit_entries`` those held in
+    this process's memory while Redis does not take them (written with the next
+    entry that goes through; lost if the process dies first). The probe and the backlog use a small
     client of their own, so the answer never waits behind turns for a connection.
     """
 
@@ -56,5 +58,6 @@ class HealthEndpoint:
             "queue_depth": queue_depth,
             "oldest_queued_seconds": oldest,
             "lost_audit_entries": self._audit.lost_entries,
+            "pending_audit_entries": self._audit.pending_entries,
         }
         return web.json_response(body, status=200 if health.writable else 503)

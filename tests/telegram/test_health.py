@@ -54,6 +54,7 @@ async def test_health_is_ok_with_redis_and_503_while_redis_is_down(
         "queue_depth": 0,
         "oldest_queued_seconds": 0.0,
         "lost_audit_entries": 0,
+        "pending_audit_entries": 0,
     }
 
     # Two chats signalled, one of them taken by a worker and not finished yet.
@@ -106,3 +107,30 @@ async def test_a_replica_is_unhealthy(own_redis_server: RedisServer):
     finally:
         await client.aclose()
         replica.close()
+
+
+async def test_audit_entries_waiting_in_the_process_for_redis_are_reported(
+    own_redis_server: RedisServer,
+):
+    """Entries Redis did not take are held in memory: operators see how many would go."""
+    client = _client(own_redis_server.url)
+    sink = RedisStreamAuditSink(client, stream="h:audit", maxlen=1000, timeout_seconds=1)
+    probe = RedisHealthProbe(client, key_prefix="h", timeout_seconds=1)
+    work = WorkStream(client, stream=WORK_STREAM, consumer="health-test")
+    web_app = web.Application()
+    web_app.router.add_get(
+        HEALTH_PATH, HealthEndpoint(probe, sink, InFlightMiddleware(), work).handle
+    )
+    try:
+        async with TestClient(TestServer(web_app)) as http:
+            own_redis_server.stop()
+            await sink.write_fields(
+                [{"type": "turn", "turn_id": "T1", "chat_id": "77", "outcome": "answered"}]
+            )
+            response = await http.get(HEALTH_PATH)
+            body = await response.json()
+    finally:
+        await client.aclose()
+
+    assert response.status == 503
+    assert (body["pending_audit_entries"], body["lost_audit_entries"]) == (1, 0)

@@ -104,6 +104,8 @@ async def test_metrics_on_the_polling_health_port_move_with_turns(
     assert value(after, "support_update_queue_seconds_count") >= 3
     assert value(after, "support_updates_in_flight") == 0
     assert value(after, "support_audit_entries_lost_total") == 0
+    assert ("support_audit_entries_pending", frozenset()) in after
+    assert value(after, "support_audit_entries_pending") == 0
     assert total(after, "support_redis_errors_total") == 0
 
 
