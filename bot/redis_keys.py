@@ -20,7 +20,6 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:topic``                | string | none                | handoff        | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
-| ``{<conv>}:handoff``              | string | SESSION_TTL_SECONDS | commit         | intake   |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
 | ``{staff:<chat>}:open``           | zset   | none                | staff desk     | sweeper  |
 | ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
@@ -71,7 +70,8 @@ class ConversationKeys:
 
     @property
     def session(self) -> str:
-        """The stored session (hash: ``v`` version, ``d`` JSON)."""
+        """The stored session (hash: ``v`` version, ``d`` JSON, ``h`` the handoff state
+        while a person has the chat, which intake reads without parsing the JSON)."""
         return f"{self.base}:session"
 
     @property
@@ -93,15 +93,6 @@ class ConversationKeys:
     def blocked(self) -> str:
         """Set while the customer has blocked the bot: nothing is sent to the chat."""
         return f"{self.base}:blocked"
-
-    @property
-    def handoff(self) -> str:
-        """The session's handoff state while a person has the chat (mirrored by every commit).
-
-        Intake reads it: messages to a person are not model turns, so they do not
-        count against the daily limit.
-        """
-        return f"{self.base}:handoff"
 
     @property
     def topic(self) -> str:

@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 SEEN_TTL_SECONDS = 24 * 3600
 _DAY_COUNTER_TTL_SECONDS = 2 * 24 * 3600
 
-# KEYS: seen, queue, lease, flood bucket, day counter, handoff flag.
+# KEYS: seen, queue, lease, flood bucket, day counter, session.
 # ARGV: seen ttl, job, rate-notice job, daily-notice job, check flood (0/1),
 #       counts a turn (0/1), burst, interval ms, daily limit, day counter ttl.
 # Returns {verdict, signal}: signal is 1 when the queue has work and no worker holds it.
@@ -59,7 +59,7 @@ if ARGV[5] == '1' then
   else
     redis.call('HSET', KEYS[4], 'tokens', tostring(tokens - 1), 'ts', tostring(now), 'warned', '0')
     -- A message to a person (a handoff) is no model turn: the daily limit skips it.
-    if ARGV[6] == '1' and redis.call('EXISTS', KEYS[6]) == 0 then
+    if ARGV[6] == '1' and redis.call('HEXISTS', KEYS[6], 'h') == 0 then
       local used = redis.call('INCR', KEYS[5])
       if used == 1 then redis.call('EXPIRE', KEYS[5], tonumber(ARGV[10])) end
       local limit = tonumber(ARGV[9])
@@ -157,7 +157,7 @@ class Intake:
                 conversation.lease,
                 conversation.flood(user),
                 conversation.daily_turns(user, day),
-                conversation.handoff,
+                conversation.session,
             ],
             args=[
                 SEEN_TTL_SECONDS,

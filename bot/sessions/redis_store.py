@@ -39,7 +39,7 @@ return {0, redis.call('PTTL', KEYS[1])}
 """
 
 # Save only over the version we loaded (a lost lease never overwrites a newer session).
-# KEYS: session, lease, queue, outbox, failed streak, handoff flag.
+# KEYS: session, lease, queue, outbox, failed streak.
 # ARGV: token, version, new version, data, ttl, job ('' for none), job id, outbox entry,
 #       release the lease (0/1), the lease must be ours (0/1), answered (0/1),
 #       handoff state ('' while the bot answers).
@@ -57,12 +57,12 @@ if (stored[1] or '') ~= ARGV[2] then
 end
 if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
 if ARGV[12] ~= '' then
-  redis.call('SET', KEYS[6], ARGV[12], 'EX', ARGV[5])
+  redis.call('HSET', KEYS[1], 'h', ARGV[12])
 else
-  redis.call('DEL', KEYS[6])
+  redis.call('HDEL', KEYS[1], 'h')
 end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
 if ARGV[6] ~= '' then
   redis.call('LPOP', KEYS[3])
   redis.call('HSET', KEYS[4], ARGV[7], ARGV[8])
@@ -78,14 +78,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-# Move the session (or a corrupt entry) aside under its own TTL; its handoff flag goes.
-# KEYS: session, target, lease, handoff flag. ARGV: token ('' to keep the lease), ttl.
+# Move the session (or a corrupt entry) aside under its own TTL.
 _MOVE_ASIDE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('RENAME', KEYS[1], KEYS[2])
   redis.call('EXPIRE', KEYS[2], ARGV[2])
 end
-redis.call('DEL', KEYS[4])
 if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
 return 1
 """
@@ -181,7 +179,7 @@ class RedisSessionStore:
         With ``completion`` (a worker's turn) the lease must still be ours, and the
         same script pops the job from the chat's queue and stores its reply in the
         outbox (and, for an answered job, ends the run of failed turns). The
-        session's handoff state is mirrored in a key of its own for intake. Safe
+        handoff state is also kept in a field of its own (``h``) for intake. Safe
         to run twice: a repeated run finds its own save and succeeds.
         """
         new_version = str(int(locked.version or "0") + 1)
@@ -203,14 +201,7 @@ class RedisSessionStore:
         try:
             saved = int(
                 await self._commit(
-                    keys=[
-                        keys.session,
-                        keys.lease,
-                        keys.queue,
-                        keys.outbox,
-                        keys.failed_streak,
-                        keys.handoff,
-                    ],
+                    keys=[keys.session, keys.lease, keys.queue, keys.outbox, keys.failed_streak],
                     args=args,
                 )
             )
@@ -254,7 +245,6 @@ class RedisSessionStore:
             self.keys(conversation_key).session,
             target,
             self.keys(conversation_key).lease,
-            self.keys(conversation_key).handoff,
         ]
         try:
             await self._move_aside(keys=keys, args=[token, self._archive_ttl])

@@ -144,6 +144,7 @@ SCRIPT_INTERNAL = {
     "cmdstat_get",
     "cmdstat_hget",
     "cmdstat_hset",
+    "cmdstat_hdel",
     "cmdstat_expire",
     "cmdstat_del",
 }
@@ -188,25 +189,24 @@ async def test_only_an_answered_jobs_commit_ends_the_run_of_failed_turns(
 
 
 async def test_the_handoff_state_is_mirrored_for_intake_and_goes_with_the_session(redis_client):
-    """Intake reads the flag (one slot, no JSON): set while a person has the chat."""
+    """Intake reads the field (no JSON): set while a person has the chat."""
     store = make_store(redis_client)
-    flag = store.keys("100").handoff
+    session_key = store.keys("100").session
     locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
     await store.commit(locked, session_for("100").with_handoff("human", NOW))
-    assert await redis_client.get(flag) == b"human"
-    assert TTL - 5 < await redis_client.ttl(flag) <= TTL
+    assert await redis_client.hget(session_key, "h") == b"human"
 
     locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
     assert locked.session is not None
     await store.commit(locked, locked.session.with_handoff("bot", NOW))
-    assert await redis_client.exists(flag) == 0
+    assert await redis_client.hexists(session_key, "h") == 0
 
     locked = await store.acquire("100", lease_seconds=5, wait_seconds=1)
     assert locked.session is not None
     await store.commit(locked, locked.session.with_handoff("waiting", NOW))
-    assert await redis_client.get(flag) == b"waiting"
+    assert await redis_client.hget(session_key, "h") == b"waiting"
     await store.archive(await store.acquire("100", lease_seconds=5, wait_seconds=1))
-    assert await redis_client.exists(flag) == 0
+    assert await redis_client.exists(session_key) == 0
 
 
 async def test_an_unreachable_redis_is_reported_as_unavailable(own_redis_server: RedisServer):

@@ -90,7 +90,6 @@ def _conversation_keys(keys: ConversationKeys) -> list[str]:
         keys.topic,
         keys.failed,
         keys.failed_streak,
-        keys.handoff,
     ]
 
 
