@@ -24,21 +24,32 @@ def _client(url: str) -> AsyncRedisClient:
 
 
 @pytest.fixture
+async def health_client(own_redis_server: RedisServer) -> AsyncIterator[AsyncRedisClient]:
+    """A client of this test's own Redis."""
+    client = _client(own_redis_server.url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def audit_sink(health_client: AsyncRedisClient) -> RedisStreamAuditSink:
+    """The audit sink the endpoint reports on."""
+    return RedisStreamAuditSink(health_client, stream="h:audit", maxlen=1000, timeout_seconds=1)
+
+
+@pytest.fixture
 async def health_http(
-    own_redis_server: RedisServer,
+    health_client: AsyncRedisClient, audit_sink: RedisStreamAuditSink
 ) -> AsyncIterator[TestClient[web.Request, web.Application]]:
     """The health endpoint over HTTP, probing this test's own Redis."""
-    client = _client(own_redis_server.url)
-    sink = RedisStreamAuditSink(client, stream="h:audit", maxlen=1000, timeout_seconds=1)
-    probe = RedisHealthProbe(client, key_prefix="h", timeout_seconds=1)
-    work = WorkStream(client, stream=WORK_STREAM, consumer="health-test")
+    probe = RedisHealthProbe(health_client, key_prefix="h", timeout_seconds=1)
+    work = WorkStream(health_client, stream=WORK_STREAM, consumer="health-test")
     await work.ensure_group()
     web_app = web.Application()
-    endpoint = HealthEndpoint(probe, sink, InFlightMiddleware(), work)
+    endpoint = HealthEndpoint(probe, audit_sink, InFlightMiddleware(), work)
     web_app.router.add_get(HEALTH_PATH, endpoint.handle)
     async with TestClient(TestServer(web_app)) as http:
         yield http
-    await client.aclose()
 
 
 async def test_health_is_ok_with_redis_and_503_while_redis_is_down(
@@ -110,27 +121,17 @@ async def test_a_replica_is_unhealthy(own_redis_server: RedisServer):
 
 
 async def test_audit_entries_waiting_in_the_process_for_redis_are_reported(
+    health_http: "TestClient[web.Request, web.Application]",
+    audit_sink: RedisStreamAuditSink,
     own_redis_server: RedisServer,
 ):
     """Entries Redis did not take are held in memory: operators see how many would go."""
-    client = _client(own_redis_server.url)
-    sink = RedisStreamAuditSink(client, stream="h:audit", maxlen=1000, timeout_seconds=1)
-    probe = RedisHealthProbe(client, key_prefix="h", timeout_seconds=1)
-    work = WorkStream(client, stream=WORK_STREAM, consumer="health-test")
-    web_app = web.Application()
-    web_app.router.add_get(
-        HEALTH_PATH, HealthEndpoint(probe, sink, InFlightMiddleware(), work).handle
+    own_redis_server.stop()
+    await audit_sink.write_fields(
+        [{"type": "turn", "turn_id": "T1", "chat_id": "77", "outcome": "answered"}]
     )
-    try:
-        async with TestClient(TestServer(web_app)) as http:
-            own_redis_server.stop()
-            await sink.write_fields(
-                [{"type": "turn", "turn_id": "T1", "chat_id": "77", "outcome": "answered"}]
-            )
-            response = await http.get(HEALTH_PATH)
-            body = await response.json()
-    finally:
-        await client.aclose()
+    response = await health_http.get(HEALTH_PATH)
+    body = await response.json()
 
     assert response.status == 503
     assert (body["pending_audit_entries"], body["lost_audit_entries"]) == (1, 0)
