@@ -9,7 +9,10 @@ into a new ``Headers``) and streaming a body that is always read whole.
 """
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, Final
 
 import aiohttp
@@ -19,6 +22,9 @@ from openai import DefaultAioHttpClient
 
 DEFAULT_KEEPALIVE_SECONDS: Final = 5.0
 """How long an idle connection to the provider is kept (httpx2's default)."""
+
+# httpx2's own logger: a request sent the short way is logged as httpx2 logs it.
+_httpx2_logger = logging.getLogger("httpx2")
 
 
 class ChatTransport(httpx2.AsyncBaseTransport):
@@ -41,7 +47,8 @@ class ChatTransport(httpx2.AsyncBaseTransport):
             # Built on the first request, inside the running event loop.
             self._session = self._session_factory()
         timeouts = request.extensions.get("timeout", {})
-        body = request.content or None
+        # A request httpx2 builds to follow a redirect carries its body as a stream.
+        body = await request.aread() or None
         try:
             async with self._session.request(
                 request.method,
@@ -122,18 +129,19 @@ def _transport_error(error: BaseException, request: httpx2.Request) -> httpx2.Tr
 
 
 class ChatHttpClient(DefaultAioHttpClient):
-    """The SDK's aiohttp client with a cheaper ``build_request`` for plain JSON posts.
+    """The SDK's aiohttp client with a cheaper ``build_request`` and ``send`` for JSON posts.
 
     The SDK calls ``build_request`` with an absolute URL, its full header list and the
     encoded body; httpx2 then parses the URL again and merges this client's default
     headers into a fresh ``Headers`` on every request. Here the URL is parsed once per
     distinct string and the defaults are added by a dictionary lookup. A request with
     anything else (query parameters, files, form data, cookies to send) goes through
-    httpx2's own ``build_request`` unchanged.
+    httpx2's own ``build_request`` unchanged. :meth:`send` is cut short the same way.
     """
 
     def __init__(self, transport: ChatTransport, **kwargs: Any) -> None:
         super().__init__(transport=transport, **kwargs)
+        self._chat_transport = transport
         self._urls: dict[str, httpx2.URL] = {}
         self._default_headers = [(key.lower(), value) for key, value in self.headers.multi_items()]
 
@@ -168,3 +176,58 @@ class ChatHttpClient(DefaultAioHttpClient):
             headers=headers,
             extensions={"timeout": httpx2.Timeout(timeout).as_dict()},
         )
+
+    async def send(
+        self,
+        request: httpx2.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx2.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx2.USE_CLIENT_DEFAULT,
+    ) -> httpx2.Response:
+        """Send ``request``; one the SDK sends plainly goes straight to the transport.
+
+        httpx2 runs every request through an auth flow, a redirect loop and a stream
+        wrapper that the SDK's requests do not use: no httpx2 auth, redirects not
+        followed, the body read whole (our transport reads it). Cookies a response sets
+        are still kept, and the request is logged as httpx2 logs it. Anything else
+        (streaming, auth, following redirects, event hooks, no timeout given) goes
+        through httpx2's ``send``, and so does a redirect to follow. The one difference:
+        a redirect not followed gets no ``next_request``; the SDK reports it as an error
+        either way.
+        """
+        if (
+            stream
+            or self.is_closed
+            or "timeout" not in request.extensions
+            or auth is not httpx2.USE_CLIENT_DEFAULT
+            or self.auth is not None
+            or self.event_hooks["request"]
+            or self.event_hooks["response"]
+        ):
+            return await super().send(
+                request, stream=stream, auth=auth, follow_redirects=follow_redirects
+            )
+        started = time.perf_counter()
+        response = await self._chat_transport.handle_async_request(request)
+        if response.has_redirect_location and (
+            self.follow_redirects
+            if follow_redirects is httpx2.USE_CLIENT_DEFAULT
+            else follow_redirects
+        ):
+            # Rare (a moved endpoint); the server did not take the request. httpx2's
+            # send asks again and follows the redirect as it would have.
+            return await super().send(request, follow_redirects=True)
+        response.request = request
+        response.elapsed = timedelta(seconds=time.perf_counter() - started)
+        if "set-cookie" in response.headers:
+            self.cookies.extract_cookies(response)
+        _httpx2_logger.info(
+            'HTTP Request: %s %s "%s %d %s"',
+            request.method,
+            request.url,
+            response.http_version,
+            response.status_code,
+            response.reason_phrase,
+        )
+        return response

@@ -22,6 +22,7 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
+from bot.llm.sdk_client import TemplatedAsyncOpenAI
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from turn import ToolCall, Usage
 
@@ -81,7 +82,8 @@ class OpenAIChatClient:
 
         The SDK's aiohttp transport costs about a third less CPU per request than its
         default httpx2 transport, and its connection pool does not slow down with a
-        thousand requests in flight (bench/README.md has the figures).
+        thousand requests in flight; requests after the first are built from a template
+        (:mod:`bot.llm.sdk_client`; bench/README.md has the figures).
 
         ``proxy`` (``http://``, ``socks4://`` or ``socks5://``, credentials allowed)
         carries every request through that proxy; ``None`` connects directly.
@@ -90,7 +92,7 @@ class OpenAIChatClient:
         """
         if max_connections < 1:
             raise ValueError("max_connections must be positive")
-        client = AsyncOpenAI(
+        client = TemplatedAsyncOpenAI(
             api_key=api_key,
             base_url=base_url,
             timeout=timeout_seconds,

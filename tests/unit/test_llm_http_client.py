@@ -13,10 +13,13 @@ from typing import Any
 import httpx2
 import pytest
 from aiohttp import web
+from openai import AsyncOpenAI
+from openai._models import FinalRequestOptions
 from openai._utils._json import openapi_dumps
 
 from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
 from bot.llm.openai_client import OpenAIChatClient
+from bot.llm.sdk_client import TemplatedAsyncOpenAI
 from bot.llm.types import Message
 from bot.testing.openai_server import completion_body
 from tools.registry import ToolRegistry
@@ -42,6 +45,8 @@ class RecordingServer:
     def __init__(self) -> None:
         self.received: list[Received] = []
         self.fail_first = False
+        self.cookie: str | None = None
+        self.redirect_from: str | None = None
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -71,13 +76,18 @@ class RecordingServer:
             return web.json_response(
                 {"error": {"message": "busy"}}, status=500, headers={"retry-after-ms": "10"}
             )
+        if request.path == self.redirect_from:
+            return web.Response(status=307, headers={"Location": "/moved/chat/completions"})
         body = json.dumps(
             completion_body({"role": "assistant", "content": "Заказ в пути."})
         ).encode()
-        return web.Response(
+        response = web.Response(
             body=gzip.compress(body),
             headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
         )
+        if self.cookie is not None:
+            response.set_cookie("lb", self.cookie, path="/")
+        return response
 
 
 @pytest.fixture
@@ -186,3 +196,106 @@ async def test_the_fast_build_request_builds_what_httpx2_would() -> None:
     assert sorted(fast.headers.multi_items()) == sorted(slow.headers.multi_items())
     assert fast.content == slow.content
     assert fast.extensions == slow.extensions
+
+
+async def test_a_retry_after_the_first_request_still_counts_its_retries(
+    server: RecordingServer, client: OpenAIChatClient
+) -> None:
+    """The second request is built from the first one's template, with its own count."""
+    await client.generate_with_tools(MESSAGES, [])
+    server.fail_first = True
+    server.received.clear()
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert result.text == "Заказ в пути."
+    assert [r.headers["x-stainless-retry-count"] for r in server.received] == ["0", "1"]
+    assert server.received[0].body == server.received[1].body
+    assert all(r.headers["authorization"] == "Bearer test-key" for r in server.received)
+
+
+def _options(body: bytes, **fields: Any) -> FinalRequestOptions:
+    return FinalRequestOptions.construct(
+        method="post",
+        url="http://127.0.0.1:9/provider/v1/chat/completions",
+        security={"bearer_auth": True},
+        json_data=body,
+        **fields,
+    )
+
+
+def _wire(request: httpx2.Request) -> tuple[object, ...]:
+    """What goes on the wire: method, URL, headers (sorted), body, timeouts."""
+    return (
+        request.method,
+        request.url,
+        sorted(request.headers.multi_items()),
+        request.content,
+        request.extensions,
+    )
+
+
+async def test_templated_requests_are_what_the_sdk_builds() -> None:
+    """Body, retry count, a new API key or per-request headers: the SDK's request each time.
+
+    Fails when an SDK upgrade changes what it builds for a chat request.
+    """
+    http = ChatHttpClient(ChatTransport(session_factory(None, 10)), trust_env=False)
+    client = TemplatedAsyncOpenAI(
+        api_key="first-key",
+        base_url="http://127.0.0.1:9/provider/v1",
+        timeout=7,
+        max_retries=2,
+        http_client=http,
+    )
+    cases = [
+        (_options(b'{"n":1}'), 0),
+        (_options(b'{"n":2}'), 0),
+        (_options(b'{"n":3, "longer": true}'), 1),
+        (_options(b'{"n":4}'), 2),
+        (_options(b'{"n":5}', headers={"X-Trace": "abc"}), 0),
+        (_options(b'{"n":6}', timeout=3.0), 0),
+        (_options(b'{"n":7}', params={"api-version": "2024-10-21"}), 0),
+    ]
+    try:
+        for options, retries in cases:
+            ours = client._build_request(options, retries_taken=retries)
+            sdk = AsyncOpenAI._build_request(client, options, retries_taken=retries)
+            assert _wire(ours) == _wire(sdk)
+        client.api_key = "second-key"
+        options = _options(b'{"n":8}')
+        ours = client._build_request(options)
+        assert _wire(ours) == _wire(AsyncOpenAI._build_request(client, options))
+        assert ours.headers["authorization"] == "Bearer second-key"
+    finally:
+        await client.close()
+
+
+async def test_a_cookie_the_provider_sets_is_sent_back(
+    server: RecordingServer, client: OpenAIChatClient
+) -> None:
+    """As httpx2 does: a load balancer's affinity cookie goes with the next request."""
+    server.cookie = "node-7"
+    await client.generate_with_tools(MESSAGES, [])
+    await client.generate_with_tools(MESSAGES, [])
+
+    assert "cookie" not in server.received[0].headers
+    assert server.received[1].headers["cookie"] == "lb=node-7"
+    assert server.received[1].headers["x-stainless-retry-count"] == "0"
+
+
+async def test_a_redirect_is_followed_with_the_same_body(
+    server: RecordingServer, client: OpenAIChatClient
+) -> None:
+    """The SDK follows redirects; a 307 keeps the method and the body."""
+    await client.generate_with_tools(MESSAGES, [])  # the next one is built from a template
+    server.received.clear()
+    server.redirect_from = "/provider/v1/chat/completions"
+
+    result = await client.generate_with_tools(MESSAGES, [])
+
+    assert result.text == "Заказ в пути."
+    final = server.received[-1]
+    assert final.path == "/moved/chat/completions"
+    assert final.body == server.received[0].body
+    assert final.headers["authorization"] == "Bearer test-key"
