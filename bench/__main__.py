@@ -36,6 +36,7 @@ def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
         "redis_parser_two_tools": lambda url: scenarios.redis_parser_two_tools(
             url, turns=args.turns
         ),
+        "sdk_layers_two_tools": lambda url: scenarios.sdk_layers_two_tools(url, turns=args.turns),
         "cost_growth": scenarios.cost_growth,
         "concurrency_1000": lambda url: scenarios.concurrency(url, customers=args.customers),
         "saturation": lambda url: scenarios.saturation(url, sessions=args.sessions),
@@ -117,24 +118,9 @@ def _tg_floor_lines(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def summary(report: dict[str, Any]) -> str:
-    """A few lines for humans."""
-    r = report["results"]
-    lines = [
-        f"machine: {report['machine']['cpu']}, {report['machine']['nproc']} CPUs, "
-        f"Python {report['machine']['python']}; {report['machine']['event_loop']} loop, "
-        f"{report['machine']['redis_parser']} Redis parser; medians of {report['runs']} runs; "
-        f"load average at the end {report['loadavg_1m_5m_15m_at_end']}"
-    ]
-    for name in ("overhead_direct", "overhead_two_tools"):
-        if name in r:
-            o, red = r[name]["bot_overhead"], r[name]["redis"]
-            lines.append(
-                f"{name}: bot overhead p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, "
-                f"p99 {o['p99_ms']} ms; Redis {red['round_trips_per_turn']} round trips, "
-                f"{red['top_level_commands_per_turn']} commands "
-                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
-            )
+def _ab_lines(r: dict[str, Any]) -> list[str]:
+    """The interleaved A/B scenarios, one line each."""
+    lines = []
     if "floor_two_tools" in r:
         f = r["floor_two_tools"]
         e, fl = f["engine"], f["floor"]
@@ -156,6 +142,37 @@ def summary(report: dict[str, Any]) -> str:
             f"CPU {p['cpu_ms_per_turn']} ms/turn; hiredis/python p50 {f['ratio_p50']}x, "
             f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
         )
+    if "sdk_layers_two_tools" in r:
+        f = r["sdk_layers_two_tools"]
+        n, o = f["production"], f["sdk"]
+        lines.append(
+            f"sdk_layers_two_tools (interleaved): production p50 {n['overhead']['p50_ms']} ms, "
+            f"CPU {n['cpu_ms_per_turn']} ms/turn; the SDK's own build and send p50 "
+            f"{o['overhead']['p50_ms']} ms, CPU {o['cpu_ms_per_turn']} ms/turn; production/sdk "
+            f"p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
+        )
+    return lines
+
+
+def summary(report: dict[str, Any]) -> str:
+    """A few lines for humans."""
+    r = report["results"]
+    lines = [
+        f"machine: {report['machine']['cpu']}, {report['machine']['nproc']} CPUs, "
+        f"Python {report['machine']['python']}; {report['machine']['event_loop']} loop, "
+        f"{report['machine']['redis_parser']} Redis parser; medians of {report['runs']} runs; "
+        f"load average at the end {report['loadavg_1m_5m_15m_at_end']}"
+    ]
+    for name in ("overhead_direct", "overhead_two_tools"):
+        if name in r:
+            o, red = r[name]["bot_overhead"], r[name]["redis"]
+            lines.append(
+                f"{name}: bot overhead p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, "
+                f"p99 {o['p99_ms']} ms; Redis {red['round_trips_per_turn']} round trips, "
+                f"{red['top_level_commands_per_turn']} commands "
+                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
+            )
+    lines += _ab_lines(r)
     if "cost_growth" in r:
         c = r["cost_growth"]
         lines.append(

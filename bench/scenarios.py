@@ -11,6 +11,8 @@ from time import monotonic, perf_counter, process_time
 from typing import Any
 
 import aiohttp
+import httpx2
+from openai import AsyncOpenAI
 
 from bench.floor import FloorTurn
 from bench.model_script import TWO_TOOLS, is_summary_request
@@ -26,6 +28,8 @@ from bench.stack import (
 from bench.stats import latency_summary_ms, slope
 from bot.app import Application
 from bot.chat_service import ChatReply
+from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
+from bot.llm.openai_client import DEFAULT_MAX_CONNECTIONS, OpenAIChatClient
 from bot.llm.tokens import estimate_messages_tokens
 from turn import TurnContext, new_turn_id
 
@@ -154,6 +158,64 @@ async def redis_parser_two_tools(redis_url: str, *, turns: int, rounds: int = 50
                     await app.aclose()
                 await RedisStats(redis_url).flush_and_close()
     return _with_ratios(result, "hiredis", "python")
+
+
+async def sdk_layers_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+    """The engine's two-tool turn with the SDK building and sending every request itself.
+
+    Two engines in this process, interleaved as in :func:`floor_two_tools`: ``sdk``
+    runs a plain ``AsyncOpenAI`` over our HTTP client with httpx2's own ``send``;
+    ``production`` is the client the bot builds (requests from a template, the short
+    send). ``ratio_*`` are production/sdk.
+    """
+    text = f"{QUESTION} {TWO_TOOLS}"
+    with ModelServerProcess(0.0) as model:
+        async with aiohttp.ClientSession() as http:
+            settings = bench_settings(redis_url, model.base_url)
+            llm = settings.llm
+            sdk_client = OpenAIChatClient(
+                AsyncOpenAI(
+                    api_key="sk-bench",
+                    base_url=model.base_url,
+                    timeout=llm.timeout_seconds,
+                    max_retries=llm.max_retries,
+                    http_client=_HttpxSendClient(
+                        ChatTransport(session_factory(None, DEFAULT_MAX_CONNECTIONS)),
+                        trust_env=False,
+                    ),
+                ),
+                llm.model,
+                llm.instructions_role,
+            )
+            apps: dict[str, tuple[Application, RedisCounters]] = {}
+            try:
+                apps["sdk"] = await open_engine(settings, llm=sdk_client)
+                apps["production"] = await open_engine(settings)
+                runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
+                    name: (_asker(app, text), counters) for name, (app, counters) in apps.items()
+                }
+                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+            finally:
+                for app, _ in apps.values():
+                    await app.aclose()
+                await RedisStats(redis_url).flush_and_close()
+    return _with_ratios(result, "production", "sdk")
+
+
+class _HttpxSendClient(ChatHttpClient):
+    """Our HTTP client with httpx2's own ``send`` (auth flow, redirect loop, stream wrapper)."""
+
+    async def send(
+        self,
+        request: httpx2.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx2.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx2.USE_CLIENT_DEFAULT,
+    ) -> httpx2.Response:
+        return await httpx2.AsyncClient.send(
+            self, request, stream=stream, auth=auth, follow_redirects=follow_redirects
+        )
 
 
 def _asker(app: Application, text: str) -> TurnRunner:

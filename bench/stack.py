@@ -21,6 +21,7 @@ from redis.asyncio.connection import Connection, DefaultParser
 
 from bench.model_script import bench_responder
 from bot.app import Application, build_application
+from bot.llm.types import ToolCallingClient
 from bot.redis_connection import async_client, every_master
 from bot.settings import (
     RedisSettings,
@@ -174,13 +175,14 @@ def bench_settings(
 
 
 async def open_engine(
-    settings: Settings, *, parser: str | None = None
+    settings: Settings, *, parser: str | None = None, llm: ToolCallingClient | None = None
 ) -> tuple[Application, RedisCounters]:
     """The production application, its Redis client counting round trips and commands.
 
-    ``parser`` picks redis-py's reply parser (see :func:`redis_parser`).
+    ``parser`` picks redis-py's reply parser (see :func:`redis_parser`); ``llm``
+    replaces the model client the settings describe.
     """
-    app = await build_application(settings)
+    app = await build_application(settings, llm=llm)
     counters = RedisCounters()
     if not isinstance(app.redis, aioredis.Redis):
         raise TypeError("round trips are counted on a standalone or Sentinel client only")
