@@ -185,15 +185,15 @@ class ChatHttpClient(DefaultAioHttpClient):
         auth: Any = httpx2.USE_CLIENT_DEFAULT,
         follow_redirects: Any = httpx2.USE_CLIENT_DEFAULT,
     ) -> httpx2.Response:
-        """Send ``request``; one the SDK sends plainly goes straight to the transport.
+        """Send ``request``; a plain one goes straight to the transport.
 
         httpx2 runs every request through an auth flow, a redirect loop and a stream
-        wrapper that the SDK's requests do not use: no httpx2 auth, redirects not
-        followed, the body read whole (our transport reads it). Cookies a response sets
-        are still kept, and the request is logged as httpx2 logs it. Anything else
-        (streaming, auth, following redirects, event hooks, no timeout given) goes
-        through httpx2's ``send``, and so does a redirect to follow. The one difference:
-        a redirect not followed gets no ``next_request``; the SDK reports it as an error
+        wrapper. The SDK's requests use no httpx2 auth, our transport reads each body
+        whole, and a redirect is rare. Cookies a response sets are still kept, and the
+        request is logged as httpx2 logs it. Streaming, auth, event hooks or a request
+        without timeouts go through httpx2's ``send``; so does a redirect answer that
+        is to be followed (the request is sent again there). The one difference: a
+        redirect not followed gets no ``next_request``; the SDK reports it as an error
         either way.
         """
         if (
@@ -215,7 +215,7 @@ class ChatHttpClient(DefaultAioHttpClient):
             if follow_redirects is httpx2.USE_CLIENT_DEFAULT
             else follow_redirects
         ):
-            # Rare (a moved endpoint); the server did not take the request. httpx2's
+            # Rare (a moved endpoint), and the request was not served here: httpx2's
             # send asks again and follows the redirect as it would have.
             return await super().send(request, follow_redirects=True)
         response.request = request
