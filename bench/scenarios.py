@@ -7,6 +7,7 @@ process), uses the run's redis-server, and returns a JSON-able dict.
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
+from functools import partial
 from time import monotonic, perf_counter, process_time
 from typing import Any
 
@@ -144,19 +145,13 @@ async def redis_parser_two_tools(redis_url: str, *, turns: int, rounds: int = 50
     with ModelServerProcess(0.0) as model:
         async with aiohttp.ClientSession() as http:
             settings = bench_settings(redis_url, model.base_url)
-            apps: dict[str, tuple[Application, RedisCounters]] = {}
-            try:
-                for parser in ("python", "hiredis"):
-                    apps[parser] = await open_engine(settings, parser=parser)
-                runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
-                    parser: (_asker(app, text), counters)
-                    for parser, (app, counters) in apps.items()
-                }
-                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
-            finally:
-                for app, _ in apps.values():
-                    await app.aclose()
-                await RedisStats(redis_url).flush_and_close()
+            engines: dict[str, EngineOpener] = {
+                parser: partial(open_engine, settings, parser=parser)
+                for parser in ("python", "hiredis")
+            }
+            result = await _engines_interleaved(
+                redis_url, engines, model, http, text=text, turns=turns, rounds=rounds
+            )
     return _with_ratios(result, "hiredis", "python")
 
 
@@ -187,35 +182,48 @@ async def sdk_layers_two_tools(redis_url: str, *, turns: int, rounds: int = 50) 
                 llm.model,
                 llm.instructions_role,
             )
-            apps: dict[str, tuple[Application, RedisCounters]] = {}
-            try:
-                apps["sdk"] = await open_engine(settings, llm=sdk_client)
-                apps["production"] = await open_engine(settings)
-                runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
-                    name: (_asker(app, text), counters) for name, (app, counters) in apps.items()
-                }
-                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
-            finally:
-                for app, _ in apps.values():
-                    await app.aclose()
-                await RedisStats(redis_url).flush_and_close()
+            engines: dict[str, EngineOpener] = {
+                "sdk": partial(open_engine, settings, llm=sdk_client),
+                "production": partial(open_engine, settings),
+            }
+            result = await _engines_interleaved(
+                redis_url, engines, model, http, text=text, turns=turns, rounds=rounds
+            )
     return _with_ratios(result, "production", "sdk")
 
 
 class _HttpxSendClient(ChatHttpClient):
     """Our HTTP client with httpx2's own ``send`` (auth flow, redirect loop, stream wrapper)."""
 
-    async def send(
-        self,
-        request: httpx2.Request,
-        *,
-        stream: bool = False,
-        auth: Any = httpx2.USE_CLIENT_DEFAULT,
-        follow_redirects: Any = httpx2.USE_CLIENT_DEFAULT,
-    ) -> httpx2.Response:
-        return await httpx2.AsyncClient.send(
-            self, request, stream=stream, auth=auth, follow_redirects=follow_redirects
-        )
+    send = httpx2.AsyncClient.send
+
+
+EngineOpener = Callable[[], Awaitable[tuple[Application, RedisCounters]]]
+
+
+async def _engines_interleaved(
+    redis_url: str,
+    engines: dict[str, EngineOpener],
+    model: ModelServerProcess,
+    http: aiohttp.ClientSession,
+    *,
+    text: str,
+    turns: int,
+    rounds: int,
+) -> dict[str, Any]:
+    """Open each engine, run their turns with ``text`` interleaved, close them all."""
+    apps: dict[str, tuple[Application, RedisCounters]] = {}
+    try:
+        for name, open_one in engines.items():
+            apps[name] = await open_one()
+        runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
+            name: (_asker(app, text), counters) for name, (app, counters) in apps.items()
+        }
+        return await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+    finally:
+        for app, _ in apps.values():
+            await app.aclose()
+        await RedisStats(redis_url).flush_and_close()
 
 
 def _asker(app: Application, text: str) -> TurnRunner:
