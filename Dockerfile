@@ -1,5 +1,19 @@
 # The bot's image: python -m bot (polling by default; "webhook" as the command for webhook mode).
 # An exact base image version: a rebuild months later gets the same Python and Debian release.
+
+# The build stage: the project's wheel, holding exactly the packages and data files that
+# pyproject.toml declares (the one list: no COPY line here names a package).
+FROM python:3.11.11-slim-bookworm AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+# The build backend, pinned with its hashes as the dependencies are.
+COPY requirements-build.lock ./
+RUN pip install --require-hashes --no-deps -r requirements-build.lock
+# The build context is the project minus .dockerignore; pyproject.toml picks from it.
+COPY . ./
+RUN pip wheel --no-deps --no-build-isolation --no-index --wheel-dir /wheels .
+
 FROM python:3.11.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,12 +28,10 @@ WORKDIR /app
 COPY requirements.lock ./
 RUN pip install --require-hashes --no-deps -r requirements.lock
 
-# The code runs from /app as it is (python -m bot, python -m bot audit): installing it
-# would fetch a build backend the lock file does not pin, for nothing the image uses.
-COPY bot ./bot
-COPY tools ./tools
-COPY prompts ./prompts
-ENV PYTHONPATH=/app
+# The project itself, from the wheel built above: nothing to resolve or download.
+COPY --from=build /wheels /tmp/wheels
+RUN pip install --no-deps --no-index /tmp/wheels/*.whl \
+    && rm -rf /tmp/wheels
 
 # Never run as root; numeric ids so that Kubernetes' runAsNonRoot can verify them.
 RUN groupadd --gid 10001 bot \
