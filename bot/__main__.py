@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from bot import event_loop
 from bot.settings import Settings
 from bot.startup import configure_logging, load_settings
+from bot.telegram.startup_checks import Mode, mode_check
 
 
 async def _console(settings: Settings, conversation: str | None) -> int:
@@ -59,13 +60,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parsed = parser.parse_args(args)
     if parsed.mode == "console":
         return console_main(parsed.session)
-    from bot.telegram.runner import main as telegram_main  # noqa: PLC0415 - see module docstring
-
     if parsed.mode == "webhook":
         return telegram_main("webhook")
     if parsed.mode == "worker":
         return telegram_main("worker")
     return telegram_main("polling")
+
+
+def telegram_main(mode: Mode) -> int:
+    """``polling``, ``webhook`` or ``worker``: exit 2 on bad settings, before aiogram is imported.
+
+    Every configuration problem is printed at once, in about a second; only a
+    usable configuration pays for importing aiogram and the model SDK.
+    """
+    settings = load_settings(mode_check(mode))
+    if settings is None:
+        return 2
+    from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
+
+    return start(settings, mode)
 
 
 if __name__ == "__main__":

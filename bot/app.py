@@ -19,7 +19,6 @@ from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
 from bot.history import HistoryWindow
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
-from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import ToolCallingClient
 from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.proxies import ProxyURLError, proxy_for
@@ -128,6 +127,9 @@ def _build_llm(
         proxy = proxy_for(llm.base_url or OPENAI_DEFAULT_BASE_URL, configured, environ)
     except ProxyURLError as error:
         raise StartupError(str(error)) from error
+    # Here, not at the top: the offline backend never uses the SDK (half a second to import).
+    from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
     return OpenAIChatClient.create(
         api_key=llm.api_key.get_secret_value(),
         base_url=llm.base_url,
@@ -229,7 +231,9 @@ async def connect_redis(settings: Settings) -> AsyncRedisClient:
         raise
     except (RedisError, OSError) as error:
         await client.aclose()
-        raise StartupError(f"Redis is unreachable at {where}: {type(error).__name__}") from error
+        raise StartupError(
+            f"Redis is unreachable at {where}: {_redis_failure(error, settings)}"
+        ) from error
     health = await RedisHealthProbe(
         client,
         key_prefix=settings.redis.key_prefix,
@@ -239,6 +243,19 @@ async def connect_redis(settings: Settings) -> AsyncRedisClient:
         await client.aclose()
         raise StartupError(f"Redis at {where} cannot take the bot's writes: {health.detail}")
     return client
+
+
+def _redis_failure(error: Exception, settings: Settings) -> str:
+    """Why Redis did not answer, on one line: the error's kind and text, no password."""
+    reason = " ".join(str(error).split())[:200]
+    redis = settings.redis
+    _, _, rest = redis.url.get_secret_value().partition("://")
+    userinfo, at, _ = rest.rpartition("@")
+    secrets = [userinfo.partition(":")[2] if at else ""]
+    secrets += [s.get_secret_value() for s in (redis.password, redis.sentinel_password) if s]
+    for secret in filter(None, secrets):
+        reason = reason.replace(secret, "***")
+    return f"{type(error).__name__}: {reason}" if reason else type(error).__name__
 
 
 async def build_application(

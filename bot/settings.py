@@ -384,18 +384,26 @@ class Settings(BaseModel):
             except ValidationError as error:
                 problems.extend(describe_settings_error(error))
         if problems:
-            raise SettingsError(problems)
+            raise SettingsError(problems, sections)
         log = sections.pop("log")
         assert isinstance(log, _LogSettings)  # noqa: S101 - narrows the type for mypy
         return cls.model_validate({**sections, "log_level": log.level, "log_format": log.format})
 
 
 class SettingsError(ValueError):
-    """Invalid configuration; ``problems`` has one line per problem."""
+    """Invalid configuration; ``problems`` has one line per problem.
 
-    def __init__(self, problems: list[str]) -> None:
+    ``sections`` holds the sections that were valid (by name, as in
+    :data:`SETTINGS_SECTIONS`), so that a caller's own checks of them are
+    reported with these problems, all at once.
+    """
+
+    def __init__(
+        self, problems: list[str], sections: Mapping[str, BaseSettings] | None = None
+    ) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+        self.sections: Mapping[str, BaseSettings] = dict(sections or {})
 
 
 class _LogSettings(BaseSettings):

@@ -2,21 +2,39 @@
 
 import logging
 import sys
+from collections.abc import Callable, Mapping
 
+from pydantic_settings import BaseSettings
 from pythonjsonlogger.json import JsonFormatter
 
 from bot.log_context import LogContextFilter
-from bot.settings import Settings, SettingsError
+from bot.settings import SETTINGS_SECTIONS, Settings, SettingsError
+
+SectionCheck = Callable[[Mapping[str, BaseSettings]], list[str]]
+"""A mode's own check of the settings sections that loaded: one line per problem."""
 
 
-def load_settings() -> Settings | None:
-    """Settings from the environment, or ``None`` after printing one line per problem."""
+def load_settings(check: SectionCheck | None = None) -> Settings | None:
+    """Settings from the environment, or ``None`` after printing one line per problem.
+
+    ``check`` (a mode's needs: a token, a webhook URL) runs on every section that
+    loaded, also when others did not: every problem is printed at once.
+    """
+    settings: Settings | None = None
     try:
-        return Settings.from_env()
+        settings = Settings.from_env()
+        problems: list[str] = []
+        sections: Mapping[str, BaseSettings] = {
+            name: getattr(settings, name) for name in SETTINGS_SECTIONS if name != "log"
+        }
     except SettingsError as error:
-        for line in error.problems:
-            print(f"configuration error: {line}", file=sys.stderr)
-        return None
+        problems = list(error.problems)
+        sections = error.sections
+    if check is not None:
+        problems.extend(check(sections))
+    for line in problems:
+        print(f"configuration error: {line}", file=sys.stderr)
+    return None if problems else settings
 
 
 class ContextTextFormatter(logging.Formatter):

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, TypeVar
 
-from openai import pydantic_function_tool
 from pydantic import BaseModel
 
 from turn import TurnContext
@@ -155,6 +154,10 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
 
     def to_api_schema(self) -> dict[str, Any]:
         """The OpenAI function tool (``strict: true``) built from the arguments model."""
+        # Here, not at the top: the audit CLI reads tool records through this module
+        # and should not pay for importing the SDK (about half a second).
+        from openai import pydantic_function_tool  # noqa: PLC0415
+
         tool = pydantic_function_tool(
             self.arguments_model,
             name=self.name,

@@ -13,12 +13,10 @@ another worker, close the bot's HTTP session, then the engine.
 import asyncio
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import Literal
 
 from aiogram import Bot
 from aiogram.client.telegram import TelegramAPIServer
@@ -29,7 +27,6 @@ from aiogram.exceptions import (
     TelegramUnauthorizedError,
 )
 from aiogram.types import BotCommand
-from aiogram.utils.token import TokenValidationError, validate_token
 from aiohttp import web
 
 from bot import event_loop
@@ -53,41 +50,10 @@ from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.polling import Poller
 from bot.telegram.sending import ReplySender
+from bot.telegram.startup_checks import Mode, mode_check
 from bot.telegram.webhook import WebhookReceiver
 
 logger = logging.getLogger(__name__)
-
-Mode = Literal["polling", "webhook", "worker"]
-
-# Telegram's rule for the webhook secret token.
-_SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-
-
-def settings_problems(settings: Settings, mode: Mode) -> list[str]:
-    """What makes these settings unusable for ``mode`` (never quoting a secret)."""
-    problems = []
-    token = settings.telegram.bot_token
-    if token is None or not token.get_secret_value().strip():
-        problems.append("TELEGRAM_BOT_TOKEN is not set: put the token from @BotFather in .env")
-    else:
-        try:
-            validate_token(token.get_secret_value())
-        except TokenValidationError:
-            problems.append(
-                "TELEGRAM_BOT_TOKEN is malformed: expected <digits>:<secret> as @BotFather gives it"
-            )
-    if mode == "webhook":
-        webhook = settings.webhook
-        if not webhook.url:
-            problems.append("WEBHOOK_URL is not set: the public HTTPS URL Telegram posts to")
-        secret = webhook.secret.get_secret_value() if webhook.secret else ""
-        if not _SECRET_TOKEN.match(secret):
-            problems.append(
-                "WEBHOOK_SECRET must be 1-256 characters of A-Z, a-z, 0-9, _ and - in webhook mode"
-            )
-        if not webhook.path.startswith("/"):
-            problems.append("WEBHOOK_PATH must start with /")
-    return problems
 
 
 def webhook_public_url(settings: Settings) -> str:
@@ -412,13 +378,13 @@ async def _run_until_signalled(settings: Settings, mode: Mode) -> int:
 
 def main(mode: Mode) -> int:
     """``python -m bot polling|webhook|worker``: 2 on bad settings, 1 on failed start-up."""
-    settings = load_settings()
+    settings = load_settings(mode_check(mode))
     if settings is None:
         return 2
-    problems = settings_problems(settings, mode)
-    if problems:
-        for problem in problems:
-            print(f"configuration error: {problem}", file=sys.stderr)
-        return 2
+    return start(settings, mode)
+
+
+def start(settings: Settings, mode: Mode) -> int:
+    """Run ``mode`` with settings that passed :func:`mode_check`, until SIGINT or SIGTERM."""
     configure_logging(settings.log_level, settings.log_format)
     return event_loop.run(_run_until_signalled(settings, mode))

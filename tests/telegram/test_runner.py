@@ -7,6 +7,7 @@ The processes run in an empty temporary directory, so that no developer's
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +17,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.telegram.runner import main, run_bot, settings_problems
+from bot.telegram.runner import main, run_bot
+from bot.telegram.startup_checks import settings_problems
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
 from bot.testing.redis_server import RedisServer, free_port
@@ -69,14 +71,79 @@ def test_malformed_token_is_one_line_exit_2_and_not_echoed(
     assert len(err.strip().splitlines()) == 1
 
 
-def test_unreachable_redis_is_one_line_and_exit_1(
+def test_unreachable_redis_is_one_line_with_the_reason_and_exit_1(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clean_env.setenv("TELEGRAM_BOT_TOKEN", TEST_TOKEN)
     assert main("polling") == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1
-    assert "Redis is unreachable" in errors[0]
+    url = os.environ["REDIS_URL"]
+    assert errors[0].startswith(f"error: Redis is unreachable at {url}: ConnectionError: ")
+    assert "refused" in errors[0].lower()
+
+
+def test_every_configuration_problem_is_one_line_at_once(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_env.setenv("REDIS_URL", "http://localhost:6379/0")
+    assert main("webhook") == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "configuration error: REDIS_URL: must be a redis://, rediss:// or unix:// URL",
+        "configuration error: TELEGRAM_BOT_TOKEN is not set: put the token from @BotFather in .env",
+        "configuration error: WEBHOOK_URL is not set: the public HTTPS URL Telegram posts to",
+        "configuration error: WEBHOOK_SECRET must be 1-256 characters of A-Z, a-z, 0-9, _ and - "
+        "in webhook mode",
+    ]
+
+
+def _imported_modules(importtime_stderr: str) -> set[str]:
+    """The modules ``python -X importtime`` reports as imported."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in importtime_stderr.splitlines()
+        if line.startswith("import time:") and "self [us]" not in line
+    }
+
+
+def test_a_settings_error_is_reported_before_aiogram_or_the_sdk_is_imported(
+    tmp_path: Path,
+) -> None:
+    """The real process: exit 2 with every problem, and neither aiogram nor openai imported."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bot", "polling"],
+        cwd=tmp_path,
+        env=child_env(REDIS_URL="http://localhost:6379/0"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert lines == [
+        "configuration error: REDIS_URL: must be a redis://, rediss:// or unix:// URL",
+        "configuration error: TELEGRAM_BOT_TOKEN is not set: put the token from @BotFather in .env",
+    ]
+    imported = {name.split(".")[0] for name in _imported_modules(result.stderr)}
+    assert {"bot", "pydantic_settings"} <= imported
+    assert not imported & {"aiogram", "openai", "aiohttp", "redis"}
+
+
+def test_the_audit_cli_imports_neither_aiogram_nor_the_sdk(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bot", "audit", "--help"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {name.split(".")[0] for name in _imported_modules(result.stderr)}
+    assert "bot" in imported
+    assert not imported & {"aiogram", "openai"}
 
 
 def test_webhook_mode_needs_url_and_secret() -> None:
