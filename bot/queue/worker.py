@@ -23,10 +23,10 @@ from redis.exceptions import RedisError, ResponseError
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import Acknowledger, Signal, WorkStream
+from bot.supervision import TaskSupervisor
 
 logger = logging.getLogger(__name__)
 
-_REDIS_BACKOFF_SECONDS = 1.0
 _ACK_FLUSH_SECONDS = 5.0
 
 
@@ -94,8 +94,12 @@ class WorkerPool:
         runner: JobRunner,
         settings: WorkerSettings,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        supervisor: TaskSupervisor | None = None,
     ) -> None:
         self._stream = stream
+        # The claim loop and the backlog log are supervised: a Redis outage is
+        # retried, a crash restarts them, and a loop that cannot go on stops the process.
+        self._supervisor = supervisor if supervisor is not None else TaskSupervisor()
         self._acks = Acknowledger(stream)
         self._queue = queue
         self._runner = runner
@@ -114,24 +118,26 @@ class WorkerPool:
         return len(self._slots.tasks)
 
     async def run(self) -> None:
-        """Claim and drain until :meth:`stop`; then wait (bounded) for the chats in hand."""
-        await self._ensure_group()
-        reporting = asyncio.create_task(self._report_backlog(), name="backlog-log")
+        """Claim and drain until :meth:`stop`; then wait (bounded) for the chats in hand.
+
+        Also returns when the supervisor gives the claim loop up (the process
+        stops then): the chats in hand finish their job and are handed back.
+        """
+        reporting = self._supervisor.spawn("backlog-log", self._report_backlog, stop=self._stopping)
         try:
-            await self._claim_and_drain()
+            await self._supervisor.run("claim-loop", self._claim_and_drain, stop=self._stopping)
         finally:
             reporting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporting
+        self._stopping.set()
+        await self._finish()
 
     async def _report_backlog(self) -> None:
         """Log the queue depth and the oldest wait now and then, while work is waiting."""
         while True:
             await self._sleep(self._settings.backlog_log_seconds)
-            try:
-                backlog = await self._stream.backlog(int(time.time() * 1000))
-            except (RedisError, OSError):
-                continue
+            backlog = await self._stream.backlog(int(time.time() * 1000))
             if backlog.chats:
                 logger.info(
                     "Backlog: %d chat(s) with queued messages, the oldest waiting %.1f s; "
@@ -142,6 +148,8 @@ class WorkerPool:
                 )
 
     async def _claim_and_drain(self) -> None:
+        """Read signals and start drains; Redis errors go to the supervisor (but NOGROUP)."""
+        await self._ensure_group()
         claim_every = max(self._settings.lease_seconds / 3, 0.5)
         next_claim = 0.0
         loop = asyncio.get_running_loop()
@@ -168,13 +176,8 @@ class WorkerPool:
                 logger.warning("The worker group is gone; creating it again")
                 await self._ensure_group()
                 continue
-            except (RedisError, OSError) as error:
-                logger.warning("Work stream unavailable (%s); retrying", type(error).__name__)
-                await self._wait_stop_or(self._sleep(_REDIS_BACKOFF_SECONDS))
-                continue
             for signal in signals:
                 self._start(signal)
-        await self._finish()
 
     async def drain_now(self, conversation_key: str) -> None:
         """Drain one chat here and now, without a signal (tests, tools; not the claim loop)."""
@@ -185,15 +188,8 @@ class WorkerPool:
         self._stopping.set()
 
     async def _ensure_group(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await self._stream.ensure_group()
-                return
-            except (RedisError, OSError) as error:
-                logger.warning(
-                    "Cannot create the worker group (%s); retrying", type(error).__name__
-                )
-                await self._sleep(_REDIS_BACKOFF_SECONDS)
+        # Failures go to the supervisor, which retries the claim loop with back-off.
+        await self._stream.ensure_group()
 
     def _start(self, signal: Signal) -> None:
         drain_signal = self._draining.get(signal.conversation_key)
