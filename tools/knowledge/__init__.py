@@ -1,0 +1,1 @@
+"""The help center: articles as files, a search index over them, rebuilt when they change."""

@@ -1,0 +1,216 @@
+"""Help-center articles: Markdown files with optional front matter, split into passages.
+
+An article is one ``.md`` file. Its first ``#`` heading is the title. An
+optional front matter block between two ``---`` lines gives ``id`` (default:
+the file name without ``.md``), ``url`` and ``tags`` (comma-separated). The
+body is split into passages at its ``##`` and ``###`` headings, so that a
+search names the part of a long article that answers.
+
+The front matter is parsed by the few lines below (``key: value`` per line):
+the format needs nothing of YAML, and a parser of ours can say exactly which
+line is wrong.
+"""
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+ARTICLE_SUFFIX = ".md"
+# A longer article is refused: it is a manual, not an answer, and a passage of it is
+# all a search could give anyway. Split it into articles.
+MAX_ARTICLE_CHARS = 20_000
+# Ids appear in URLs, the audit and the model's citations: keep them plain.
+_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,79}")
+_FRONT_MATTER_KEYS = frozenset({"id", "url", "tags"})
+_HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*#*\s*$")
+_FENCE = "---"
+
+
+class ArticleError(ValueError):
+    """An article that cannot be used; ``str()`` is one line for the author."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Passage:
+    """A part of an article: its text under one heading (``heading`` is empty for the intro)."""
+
+    article_id: str
+    heading: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Article:
+    """One parsed article."""
+
+    article_id: str
+    title: str
+    url: str | None
+    tags: tuple[str, ...]
+    passages: tuple[Passage, ...]
+    source: str
+
+
+def parse_article(text: str, *, source: str) -> Article:
+    """The article in ``text`` (``source`` is its file name); raises :class:`ArticleError`."""
+    if len(text) > MAX_ARTICLE_CHARS:
+        raise ArticleError(
+            f"too long: {len(text)} characters, at most {MAX_ARTICLE_CHARS}; split it"
+        )
+    lines = text.lstrip("\ufeff").splitlines()
+    meta, body_start = _front_matter(lines)
+    article_id = meta.get("id", Path(source).stem)
+    if _ID.fullmatch(article_id) is None:
+        raise ArticleError(
+            f"id {article_id!r} must be lower-case latin letters, digits, '-' or '_'"
+        )
+    url = meta.get("url") or None
+    if url is not None and not url.startswith(("https://", "http://")):
+        raise ArticleError(f"url {url!r} must start with https:// or http://")
+    tags = tuple(tag.strip() for tag in meta.get("tags", "").split(",") if tag.strip())
+    title, passages = _passages(article_id, lines[body_start:])
+    return Article(
+        article_id=article_id,
+        title=title,
+        url=url,
+        tags=tags,
+        passages=passages,
+        source=source,
+    )
+
+
+def _front_matter(lines: list[str]) -> tuple[dict[str, str], int]:
+    """The ``key: value`` pairs and the index of the first body line."""
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None or lines[first].strip() != _FENCE:
+        return {}, 0
+    meta: dict[str, str] = {}
+    for number in range(first + 1, len(lines)):
+        line = lines[number].strip()
+        if line == _FENCE:
+            return meta, number + 1
+        if not line:
+            continue
+        if _HEADING.match(line):
+            raise ArticleError(
+                f"front matter is not closed by a '---' line before line {number + 1}"
+            )
+        key, colon, value = line.partition(":")
+        key = key.strip().lower()
+        if not colon or key not in _FRONT_MATTER_KEYS:
+            raise ArticleError(
+                f"front matter line {number + 1}: expected 'id:', 'url:' or 'tags:', "
+                f"got {line[:40]!r}"
+            )
+        if key in meta:
+            raise ArticleError(f"front matter line {number + 1}: {key!r} given twice")
+        meta[key] = value.strip().strip("\"'")
+    raise ArticleError("front matter is not closed by a '---' line")
+
+
+def _passages(article_id: str, lines: list[str]) -> tuple[str, tuple[Passage, ...]]:
+    title = ""
+    heading = ""
+    current: list[str] = []
+    passages: list[Passage] = []
+
+    def close() -> None:
+        body = "\n".join(current).strip()
+        if body:
+            passages.append(Passage(article_id=article_id, heading=heading, text=body))
+        current.clear()
+
+    for line in lines:
+        match = _HEADING.match(line)
+        if match is None:
+            current.append(line)
+        elif len(match.group(1)) == 1 and not title:
+            title = match.group(2)
+            # Text above the title is not part of any passage.
+            current.clear()
+        else:
+            close()
+            heading = match.group(2)
+    close()
+    if not title:
+        raise ArticleError("no title: the article needs a first-level '# Title' heading")
+    if not passages:
+        raise ArticleError("empty: the article has a title but no text")
+    return title, tuple(passages)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArticleProblem:
+    """A file that was skipped, and why (one line)."""
+
+    source: str
+    problem: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArticleSet:
+    """The usable articles of a directory and the files that were skipped."""
+
+    articles: tuple[Article, ...]
+    problems: tuple[ArticleProblem, ...]
+
+
+def article_files(directory: Path) -> list[Path]:
+    """The article files of ``directory`` (``*.md``, not hidden), sorted by name."""
+    return sorted(
+        path
+        for path in directory.glob(f"*{ARTICLE_SUFFIX}")
+        if not path.name.startswith(".") and path.is_file()
+    )
+
+
+def read_articles(directory: Path) -> ArticleSet:
+    """Parse every article of ``directory``; a broken one is skipped and reported.
+
+    Of two files with the same id the first by name is kept. Raises ``OSError``
+    only when the directory itself cannot be listed.
+    """
+    if not directory.is_dir():
+        raise NotADirectoryError(f"{directory} is not a directory")
+    return collect_articles(_read_each(article_files(directory)))
+
+
+def _read_each(paths: Iterable[Path]) -> Iterable[tuple[str, str | ArticleProblem]]:
+    for path in paths:
+        try:
+            yield path.name, path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            yield path.name, ArticleProblem(source=path.name, problem="not UTF-8 text")
+        except OSError as error:
+            yield (
+                path.name,
+                ArticleProblem(
+                    source=path.name, problem=f"cannot be read: {error.strerror or error}"
+                ),
+            )
+
+
+def collect_articles(texts: Iterable[tuple[str, str | ArticleProblem]]) -> ArticleSet:
+    """Parse ``(source, text)`` pairs in order; duplicates of an id are problems."""
+    articles: dict[str, Article] = {}
+    problems: list[ArticleProblem] = []
+    for source, text in texts:
+        if isinstance(text, ArticleProblem):
+            problems.append(text)
+            continue
+        try:
+            article = parse_article(text, source=source)
+        except ArticleError as error:
+            problems.append(ArticleProblem(source=source, problem=str(error)))
+            continue
+        if (first := articles.get(article.article_id)) is not None:
+            problems.append(
+                ArticleProblem(
+                    source=source,
+                    problem=f"duplicate id {article.article_id!r} (also in {first.source})",
+                )
+            )
+            continue
+        articles[article.article_id] = article
+    return ArticleSet(articles=tuple(articles.values()), problems=tuple(problems))

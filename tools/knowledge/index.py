@@ -1,0 +1,291 @@
+"""The search index over help-center passages: BM25F over Snowball stems, with typo tolerance.
+
+Each passage is scored with BM25F (Robertson and Zaragoza) over four fields:
+the article's title and tags, the passage's heading and its text, the title
+weighing most. An article is represented by its best passage, so the results
+are distinct articles. A query word the index does not know is matched to
+known terms one edit away (a typo: «доставкa», «вазврат») or that it begins
+(«верн» → «вернут»), at a lower weight.
+
+A hit must cover enough of the query (the idf-weighted share of its terms
+that the passage contains): a question about the weather that shares one word
+with an article finds nothing rather than a wrong article. The choice of this
+engine and its constants is measured in ``bench/knowledge.py`` (``bench/README.md``).
+"""
+
+import math
+import re
+from array import array
+from bisect import bisect_left
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tools.knowledge.analysis import Analyzer
+from tools.knowledge.articles import Article
+
+# BM25F constants: the usual k1 and b; title, tags and headings are short, so only the
+# passage text is normalised by its length.
+K1 = 1.2
+TEXT_B = 0.75
+FIELD_WEIGHTS = {"title": 2.0, "tags": 2.0, "heading": 1.5, "text": 1.0}
+# A query word matched only by a typo or prefix counts less than an exact one.
+FUZZY_WEIGHT = 0.6
+# Shortest query term tried for typos and prefixes: shorter ones match too much.
+FUZZY_MIN_LENGTH = 4
+# Least idf-weighted share of the query a hit must contain (bench/README.md).
+MIN_COVERAGE = 0.3
+# How strongly the covered share of the query scales the score (0: not at all).
+COORDINATION = 1.0
+SNIPPET_CHARS = 600
+# The weight of a query word no article contains, as a share of the highest idf.
+UNKNOWN_WEIGHT = 1.0
+
+_BLANK_LINES = re.compile(r"\n\s*\n+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """One result: the best passage of an article, with its score and query coverage."""
+
+    article_id: str
+    title: str
+    url: str | None
+    heading: str
+    snippet: str
+    score: float
+    coverage: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    article: Article
+    heading: str
+    text: str
+
+
+_FIELDS = tuple(FIELD_WEIGHTS)
+_TEXT = _FIELDS.index("text")
+# Term frequencies per field packed in one integer, a byte each (capped at 255).
+_TF_CAP = 255
+
+
+@dataclass(slots=True)
+class _Builder:
+    analyzer: Analyzer
+    entries: list[_Entry] = field(default_factory=list)
+    # term -> (passage numbers, packed field frequencies): flat arrays keep the peak low.
+    frequencies: dict[str, tuple["array[int]", "array[int]"]] = field(default_factory=dict)
+    text_lengths: "array[int]" = field(default_factory=lambda: array("I"))
+    document_frequency: Counter[str] = field(default_factory=Counter)
+
+    def add(self, article: Article) -> None:
+        title = self.analyzer.terms(article.title)
+        tags = self.analyzer.terms(" ".join(article.tags))
+        seen: set[str] = set()
+        for passage in article.passages:
+            number = len(self.entries)
+            self.entries.append(_Entry(article, passage.heading, passage.text))
+            text = self.analyzer.terms(passage.text)
+            self.text_lengths.append(len(text))
+            counts: dict[str, list[int]] = {}
+            fields = (title, tags, self.analyzer.terms(passage.heading), text)
+            for position, terms in enumerate(fields):
+                for term in terms:
+                    counts.setdefault(term, [0, 0, 0, 0])[position] += 1
+            for term, tfs in counts.items():
+                numbers, packed = self.frequencies.setdefault(term, (array("I"), array("I")))
+                numbers.append(number)
+                packed.append(sum(min(tf, _TF_CAP) << (8 * i) for i, tf in enumerate(tfs)))
+            seen.update(counts)
+        self.document_frequency.update(seen)
+
+
+class SearchIndex:
+    """An immutable index of articles; build it with :meth:`build`, query it with :meth:`search`.
+
+    Searching only reads, so one index serves any number of concurrent turns;
+    a changed directory gets a new index, swapped in whole.
+    """
+
+    def __init__(
+        self,
+        *,
+        analyzer: Analyzer,
+        entries: Sequence[_Entry],
+        postings: dict[str, tuple["array[int]", "array[float]"]],
+        idf: dict[str, float],
+        article_count: int,
+    ) -> None:
+        self._analyzer = analyzer
+        self._entries = tuple(entries)
+        self._postings = postings
+        self._idf = idf
+        self._unknown_idf = UNKNOWN_WEIGHT * math.log(1 + (article_count + 0.5) / 0.5)
+        self._vocabulary = sorted(postings)
+        self._neighbours = _deletion_neighbourhoods(self._vocabulary)
+        self.article_count = article_count
+
+    @classmethod
+    def build(cls, articles: Iterable[Article], analyzer: Analyzer | None = None) -> "SearchIndex":
+        """Index ``articles`` (their ids are assumed distinct)."""
+        builder = _Builder(analyzer or Analyzer())
+        count = 0
+        for article in articles:
+            builder.add(article)
+            count += 1
+        average_text = max(1.0, sum(builder.text_lengths) / max(1, len(builder.text_lengths)))
+        field_weights = [FIELD_WEIGHTS[name] for name in _FIELDS]
+        # Two flat arrays per term (passages, saturated weights): a tenth of a dict's memory.
+        postings: dict[str, tuple[array[int], array[float]]] = {}
+        for term, (numbers, packed) in builder.frequencies.items():
+            weights: array[float] = array("d")
+            for number, tfs in zip(numbers, packed, strict=True):
+                length_norm = 1 - TEXT_B + TEXT_B * builder.text_lengths[number] / average_text
+                pseudo = 0.0
+                for i, weight in enumerate(field_weights):
+                    tf = (tfs >> (8 * i)) & _TF_CAP
+                    if tf:
+                        pseudo += weight * tf / (length_norm if i == _TEXT else 1.0)
+                weights.append(pseudo * (K1 + 1) / (K1 + pseudo))
+            postings[term] = (numbers, weights)
+        # idf over articles, not passages: how an author splits an article changes nothing.
+        idf = {
+            term: math.log(1 + (count - df + 0.5) / (df + 0.5))
+            for term, df in builder.document_frequency.items()
+        }
+        return cls(
+            analyzer=builder.analyzer,
+            entries=builder.entries,
+            postings=postings,
+            idf=idf,
+            article_count=count,
+        )
+
+    @property
+    def passage_count(self) -> int:
+        """How many passages the index holds."""
+        return len(self._entries)
+
+    def search(self, query: str, top_k: int = 3) -> list[Hit]:
+        """The best ``top_k`` articles for ``query``, best first; ``[]`` if nothing is relevant."""
+        words = list(dict.fromkeys(self._analyzer.words(query)))
+        if not words or top_k <= 0:
+            return []
+        scores: dict[int, float] = defaultdict(float)
+        covered: dict[int, float] = defaultdict(float)
+        total_weight = 0.0
+        for word in words:
+            term = self._analyzer.stem(word)
+            matches = self._matches(term)
+            best_idf = max((self._idf[t] for t, _ in matches), default=self._unknown_idf)
+            total_weight += best_idf
+            reached: dict[int, float] = {}
+            for candidate, weight in matches:
+                idf = self._idf[candidate] * weight
+                numbers, weights = self._postings[candidate]
+                for number, saturated in zip(numbers, weights, strict=True):
+                    reached[number] = max(reached.get(number, 0.0), idf * saturated)
+            for number, value in reached.items():
+                scores[number] += value
+                covered[number] += best_idf
+        best: dict[str, tuple[float, int]] = {}
+        for number, raw in scores.items():
+            coverage = covered[number] / total_weight
+            if coverage < MIN_COVERAGE:
+                continue
+            # Lucene's old coordination factor: a passage with more of the query ranks higher.
+            score = raw * coverage**COORDINATION
+            article_id = self._entries[number].article.article_id
+            if article_id not in best or score > best[article_id][0]:
+                best[article_id] = (score, number)
+        ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]))[:top_k]
+        return [
+            self._hit(number, score, covered[number] / total_weight) for score, number in ranked
+        ]
+
+    def _matches(self, term: str) -> list[tuple[str, float]]:
+        """Index terms standing for ``term``: itself, or typo and prefix neighbours."""
+        if term in self._postings:
+            return [(term, 1.0)]
+        if len(term) < FUZZY_MIN_LENGTH:
+            return []
+        found = {
+            candidate
+            for key in (term, *_deletions(term))
+            for candidate in self._neighbours.get(key, ())
+            if _within_one_edit(term, candidate)
+        }
+        # A known stem that begins the word: «бракованный» is about «брак».
+        found.update(
+            term[:end] for end in range(FUZZY_MIN_LENGTH, len(term)) if term[:end] in self._postings
+        )
+        start = bisect_left(self._vocabulary, term)
+        for candidate in self._vocabulary[start:]:
+            if not candidate.startswith(term):
+                break
+            found.add(candidate)
+        return [(candidate, FUZZY_WEIGHT) for candidate in sorted(found)]
+
+    def _hit(self, number: int, score: float, coverage: float) -> Hit:
+        entry = self._entries[number]
+        return Hit(
+            article_id=entry.article.article_id,
+            title=entry.article.title,
+            url=entry.article.url,
+            heading=entry.heading,
+            snippet=snippet(entry.heading, entry.text),
+            score=round(score, 3),
+            coverage=round(coverage, 3),
+        )
+
+
+def snippet(heading: str, text: str, limit: int = SNIPPET_CHARS) -> str:
+    """The passage as the model reads it: heading and text, cut at a word under ``limit``."""
+    body = _BLANK_LINES.sub("\n", text.strip())
+    full = f"{heading}\n{body}" if heading else body
+    if len(full) <= limit:
+        return full
+    cut = full[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
+def _deletions(term: str) -> set[str]:
+    return {term[:i] + term[i + 1 :] for i in range(len(term))}
+
+
+def _deletion_neighbourhoods(vocabulary: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Each term and each of its one-letter deletions, mapped to the terms that give it.
+
+    Two words one edit apart (a letter replaced, added, dropped or two swapped)
+    share a key here, so a typo's candidates are a few dictionary look-ups.
+    """
+    table: dict[str, list[str]] = defaultdict(list)
+    for term in vocabulary:
+        if len(term) < FUZZY_MIN_LENGTH - 1:
+            continue
+        table[term].append(term)
+        for key in _deletions(term):
+            table[key].append(term)
+    return {key: tuple(terms) for key, terms in table.items()}
+
+
+def _within_one_edit(first: str, second: str) -> bool:
+    """Whether the two differ by one replacement, insertion, deletion or adjacent swap."""
+    if first == second:
+        return True
+    if abs(len(first) - len(second)) > 1:
+        return False
+    if len(first) == len(second):
+        diffs = [i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b]
+        if len(diffs) == 1:
+            return True
+        return (
+            len(diffs) == 2
+            and diffs[1] == diffs[0] + 1
+            and first[diffs[0]] == second[diffs[1]]
+            and first[diffs[1]] == second[diffs[0]]
+        )
+    shorter, longer = sorted((first, second), key=len)
+    return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
