@@ -108,6 +108,10 @@ class WorkerPool:
         self._slots = _Slots()
         # Chats drained here, with the signal each drain keeps pending until it is done.
         self._draining: dict[str, str] = {}
+        # A signal read for a chat while it was drained here: that drain may have released
+        # the chat in Redis already (its last script's reply still on its way), so the
+        # chat is drained once more for it rather than the signal taken as covered.
+        self._again: dict[str, Signal] = {}
         self._stopping = asyncio.Event()
         self._free = asyncio.Event()
         self._free.set()
@@ -198,8 +202,12 @@ class WorkerPool:
             # the lease: it must stay pending, or nothing is left to reclaim if we die.
             return
         if drain_signal is not None:
-            # Already draining it here; the drain's own signal covers this one.
-            self._ack(signal.signal_id)
+            again = self._again.get(signal.conversation_key)
+            if again is None:
+                self._again[signal.conversation_key] = signal
+            elif again.signal_id != signal.signal_id:
+                # One more look at the chat covers any number of signals.
+                self._ack(signal.signal_id)
             return
         self._draining[signal.conversation_key] = signal.signal_id
         task = asyncio.create_task(self._drain(signal), name=f"drain:{signal.conversation_key}")
@@ -254,6 +262,22 @@ class WorkerPool:
 
     async def _drain(self, signal: Signal) -> None:
         key = signal.conversation_key
+        try:
+            while True:
+                await self._drain_once(signal)
+                again = self._again.pop(key, None)
+                if again is None:
+                    return
+                self._draining[key] = again.signal_id
+                signal = again
+        finally:
+            # Forgotten in the same step as the last look for a signal read meanwhile
+            # (no await between): a signal read from now on starts a drain of its own.
+            self._draining.pop(key, None)
+            self._again.pop(key, None)
+
+    async def _drain_once(self, signal: Signal) -> None:
+        key = signal.conversation_key
         lease = HeldLease(key, secrets.token_hex(16))
         heartbeat: asyncio.Task[None] | None = None
         finished = False
@@ -270,7 +294,6 @@ class WorkerPool:
         except (RedisError, OSError) as error:
             logger.warning("Draining %s stopped: Redis unavailable (%s)", key, type(error).__name__)
         finally:
-            self._draining.pop(key, None)
             if heartbeat is not None:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

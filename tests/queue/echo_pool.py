@@ -1,0 +1,144 @@
+"""A real worker pool, intake and chat queue around a job runner that echoes, for queue tests.
+
+The runner does what the Telegram runner does to the queue (commit the head
+job with its reply into the outbox, then the pool delivers and marks it
+delivered) without a model or a Bot API: the claims of these tests are about
+leases, signals and fail-over, not about turns.
+"""
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.intake import FloodLimits, IncomingUpdate, Intake
+from bot.queue.jobs import OutboxEntry
+from bot.queue.work_stream import WorkStream
+from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
+from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys, telegram_conversation
+
+_UPDATE_IDS = itertools.count(1000)
+
+
+@dataclass
+class EchoRunner:
+    """Answers ``Ответ: <text>``; ``sent`` is every delivered reply as (chat id, text)."""
+
+    queue: ChatQueue
+    turn_seconds: float = 0.0
+    sent: list[tuple[int, str]] = field(default_factory=list)
+
+    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
+        """Commit the head job with its reply, as a turn's commit does."""
+        assert state.head is not None
+        if self.turn_seconds:
+            await asyncio.sleep(self.turn_seconds)
+        job = state.head
+        reply = OutboxEntry(
+            job_id=job.job_id,
+            turn_id=job.turn_id,
+            chat_id=job.chat_id,
+            format="plain",
+            text=f"Ответ: {job.update.get('text', '')}",
+        )
+        await self.queue.complete(
+            lease.conversation_key, lease.token, state.head_raw, job.job_id, reply
+        )
+        return JobDone(reply=reply)
+
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+        """Record the reply as sent."""
+        self.sent.append((reply.chat_id, reply.text))
+
+    async def summarise(self, lease: HeldLease) -> None:
+        """Nothing to summarise here."""
+
+    def texts(self, chat_id: int) -> list[str]:
+        """What ``chat_id`` was sent, in order."""
+        return [text for chat, text in self.sent if chat == chat_id]
+
+
+@dataclass
+class EchoStack:
+    """Intake, the work stream, the chat queue and a pool on one Redis client."""
+
+    redis: AsyncRedisClient
+    keys: RedisKeys
+    stream: WorkStream
+    queue: ChatQueue
+    intake: Intake
+    runner: EchoRunner
+    pool: WorkerPool
+
+    async def send(self, chat_id: int, text: str) -> None:
+        """Accept one customer message, as the Telegram front end does."""
+        await self.intake.accept(
+            IncomingUpdate(
+                update_id=next(_UPDATE_IDS),
+                chat_id=chat_id,
+                conversation_key=telegram_conversation(chat_id),
+                user_id=None,
+                counts_turn=False,
+                payload={"text": text},
+            )
+        )
+
+
+def echo_stack(
+    redis: AsyncRedisClient,
+    *,
+    prefix: str,
+    lease_seconds: float,
+    concurrency: int = 8,
+    turn_seconds: float = 0.0,
+    queue_class: Callable[..., ChatQueue] = ChatQueue,
+    consumer: str = "test",
+) -> EchoStack:
+    """The stack, built as :mod:`bot.app` and :mod:`bot.telegram.runner` build theirs."""
+    keys = RedisKeys(prefix)
+    stream = WorkStream(redis, stream=keys.work_stream, consumer=consumer)
+    queue = queue_class(redis, keys=keys, lease_seconds=lease_seconds, outbox_ttl_seconds=600)
+    intake = Intake(
+        redis,
+        keys=keys,
+        work=stream,
+        limits=FloodLimits(burst=1000, interval_seconds=0.01, daily_turns=100_000),
+    )
+    runner = EchoRunner(queue, turn_seconds=turn_seconds)
+    pool = WorkerPool(
+        stream=stream,
+        queue=queue,
+        runner=runner,
+        settings=WorkerSettings(
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            shutdown_grace_seconds=2,
+            read_block_ms=100,
+        ),
+    )
+    return EchoStack(redis, keys, stream, queue, intake, runner, pool)
+
+
+async def wait_until(predicate: Callable[[], bool], within: float, what: str) -> float:
+    """Poll ``predicate`` until true; the seconds it took. Fails with ``what`` after ``within``."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while not predicate():
+        if loop.time() - started > within:
+            raise AssertionError(f"not within {within} s: {what}")
+        await asyncio.sleep(0.02)
+    return loop.time() - started
+
+
+async def wait_until_redis(probe: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
+    """Poll the async ``probe`` (a Redis read) until true; fails with ``what`` after ``within``."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while True:
+        if await probe():
+            return
+        if loop.time() - started > within:
+            raise AssertionError(f"not within {within} s: {what}")
+        await asyncio.sleep(0.02)
