@@ -17,7 +17,8 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:blocked``              | string | 30 days             | my_chat_member | delivery |
 | ``{<conv>}:archive:<session id>`` | hash   | SESSION_ARCHIVE_TTL | ``/new``       | staff    |
 | ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
-| ``{<conv>}:topic``                | string | none                | handoff        | handoff  |
+| ``{<conv>}:topic:<staff chat>``   | string | none                | handoff        | handoff  |
+| ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
@@ -96,8 +97,16 @@ class ConversationKeys:
 
     @property
     def topic(self) -> str:
-        """The staff forum topic (thread id) of this customer, kept across handoffs."""
+        """Before issue 22: the customer's topic in an unnamed staff group (read to adopt it)."""
         return f"{self.base}:topic"
+
+    def topic_in(self, staff_chat_id: int) -> str:
+        """The customer's forum topic (thread id) in staff group ``staff_chat_id``.
+
+        Thread ids are message ids of their group: the same id names another
+        customer's topic in another group, so the group is part of the key.
+        """
+        return f"{self.base}:topic:{staff_chat_id}"
 
     @property
     def failed(self) -> str:

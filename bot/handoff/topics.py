@@ -2,9 +2,11 @@
 
 The topic id is kept under the customer's hash tag; the reverse mapping (topic
 -> conversation) under the staff chat's tag, because intake looks it up from a
-topic message. The two are written one after the other (different slots):
-reverse first, so a forward mapping never points at a topic intake cannot map
-back. Every script here is safe to run twice.
+topic message. Both name the staff chat: a thread id is a message id of its
+group, so after ``STAFF_CHAT_ID`` changes another customer's new topic may
+have the id of this customer's old one. The two are written one after the
+other (different slots): reverse first, so a forward mapping never points at
+a topic intake cannot map back. Every script here is safe to run twice.
 """
 
 from bot.redis_connection import AsyncRedisClient
@@ -40,9 +42,18 @@ class TopicDirectory:
         return self._staff_chat_id
 
     async def topic_of(self, conversation_key: str) -> int | None:
-        """The customer's topic, ``None`` before the first handoff."""
-        raw = await self._redis.get(self._keys.conversation(conversation_key).topic)
-        return int(raw) if raw is not None else None
+        """The customer's topic in this staff chat, ``None`` before the first handoff there."""
+        keys = self._keys.conversation(conversation_key)
+        raw = await self._redis.get(keys.topic_in(self._staff_chat_id))
+        if raw is not None:
+            return int(raw)
+        # A topic mapped before mappings named their group: it is this group's only
+        # if this group's reverse mapping says so (else it was another group's).
+        legacy = await self._redis.get(keys.topic)
+        if legacy is None or await self.conversation_of(int(legacy)) != conversation_key:
+            return None
+        await self._redis.set(keys.topic_in(self._staff_chat_id), legacy)
+        return int(legacy)
 
     async def conversation_of(self, thread_id: int) -> str | None:
         """The customer conversation a topic belongs to, ``None`` for any other topic."""
@@ -56,7 +67,9 @@ class TopicDirectory:
         await self._redis.set(
             self._keys.staff_topic(self._staff_chat_id, thread_id), conversation_key
         )
-        await self._redis.set(self._keys.conversation(conversation_key).topic, str(thread_id))
+        await self._redis.set(
+            self._keys.conversation(conversation_key).topic_in(self._staff_chat_id), str(thread_id)
+        )
         if old is not None and old != thread_id:
             await self._redis.delete(self._keys.staff_topic(self._staff_chat_id, old))
 

@@ -11,6 +11,7 @@ another worker, close the bot's HTTP session, then the engine.
 """
 
 import asyncio
+import errno
 import logging
 import os
 import signal
@@ -32,6 +33,7 @@ from aiohttp import web
 from bot import event_loop
 from bot.app import Application, StartupError, build_application
 from bot.handoff.desk import StaffDesk
+from bot.handoff.staff_chat import staff_chat_problem
 from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.types import ToolCallingClient
 from bot.proxies import ProxyURLError, proxy_for
@@ -39,7 +41,7 @@ from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.queue.worker import WorkerPool, WorkerSettings
 from bot.redaction import redacted_url
 from bot.redis_connection import describe_target
-from bot.settings import Settings
+from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.startup import configure_logging, load_settings
 from bot.telegram import messages
 from bot.telegram.bot_api_session import BotApiSession
@@ -206,7 +208,7 @@ async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:
 
 
 async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
-    """Check the token against the Bot API and register the command menu."""
+    """Check the token and the staff group against the Bot API; register the command menu."""
     settings = app.settings
     try:
         me = await bot.get_me()
@@ -218,6 +220,10 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
         return False
     except (TelegramAPIError, ClientDecodeError) as error:
         print(f"error: {_bot_api_failure(error, settings)}", file=sys.stderr)
+        return False
+    staff = await staff_chat_problem(bot, app.handoff.staff_chat_id) if app.handoff else None
+    if staff is not None:
+        print(f"error: {staff}", file=sys.stderr)
         return False
     logger.info(
         "Bot @%s starting (%s): backend=%s model=%s prompt=%s %s redis=%s api=%s",
@@ -339,25 +345,37 @@ def _observability_app(front: TelegramFrontEnd, app: Application) -> web.Applica
 
 
 async def _start_health_server(front: TelegramFrontEnd, app: Application) -> web.AppRunner | None:
-    """Polling mode's ``/healthz`` and ``/metrics`` on ``HEALTH_HOST:HEALTH_PORT``.
+    """``/healthz`` and ``/metrics`` of polling and worker modes on ``HEALTH_HOST:HEALTH_PORT``.
 
-    ``None`` (after one line on stderr) when the port cannot be taken.
+    With ``HEALTH_PORT`` unset, the first free port from ``DEFAULT_HEALTH_PORT`` on
+    (a poller and a worker on one host both start). ``None`` (after one line on
+    stderr) when no port can be taken.
     """
     health = app.settings.health
+    if health.port is not None:
+        ports = [health.port]
+    else:
+        ports = list(range(DEFAULT_HEALTH_PORT, DEFAULT_HEALTH_PORT + HEALTH_PORT_SEARCH))
     runner = web.AppRunner(_observability_app(front, app), handle_signals=False, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, health.host, health.port)
-    try:
-        await site.start()
-    except OSError as error:
-        await runner.cleanup()
-        print(
-            f"error: cannot listen on HEALTH_HOST:HEALTH_PORT {health.host}:{health.port}: "
-            f"{error.strerror}",
-            file=sys.stderr,
-        )
-        return None
-    port = runner.addresses[0][1] if runner.addresses else health.port
+    for port in ports:
+        site = web.TCPSite(runner, health.host, port)
+        try:
+            await site.start()
+            break
+        except OSError as error:
+            await site.stop()
+            if error.errno == errno.EADDRINUSE and port != ports[-1]:
+                continue
+            await runner.cleanup()
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            tried = str(port) if len(ports) == 1 else f"{ports[0]}-{ports[-1]}"
+            print(
+                f"error: cannot listen on HEALTH_HOST:HEALTH_PORT {health.host}:{tried}: {reason}",
+                file=sys.stderr,
+            )
+            return None
+    port = runner.addresses[0][1] if runner.addresses else ports[-1]
     logger.info(
         "Health and metrics on http://%s:%s%s and %s", health.host, port, HEALTH_PATH, METRICS_PATH
     )

@@ -11,8 +11,14 @@ wait (bounded) for the calls they expect.
 Forum topics: ``createForumTopic`` in any chat made a forum with
 :meth:`FakeTelegramServer.make_forum`, ``message_thread_id`` on ``sendMessage``
 and ``copyMessage`` (a deleted topic answers "message thread not found"),
-``getChatMember`` (everyone is a member unless listed in ``non_members``),
+``getChatMember`` (everyone is a member unless listed in ``non_members``;
+the bot itself is an administrator that may manage topics unless
+:meth:`FakeTelegramServer.set_bot_member` says otherwise), ``getChat``
+(``is_forum`` for the forums; ``unknown_chats`` answer "chat not found"),
 and topic messages in updates (:meth:`FakeTelegramServer.topic_message_update`).
+Topic ids come from one counter unless a forum numbers its own
+(``make_forum(..., first_thread_id=...)``), as Telegram numbers messages per
+supergroup: two forums may then have a topic with the same id.
 
 Like Telegram it refuses a ``sendMessage`` whose text is empty, longer than
 4096 UTF-16 code units, or whose entities fall outside the text: a bot that
@@ -23,7 +29,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,7 +115,10 @@ class FakeTelegramServer:
         self.holding = 0
         self.discarded: list[dict[str, Any]] = []
         self._forums: dict[int, dict[int, str]] = {}
+        self._thread_ids: dict[int, Iterator[int]] = {}
+        self._bot_members: dict[int, dict[str, Any]] = {}
         self.non_members: set[int] = set()
+        self.unknown_chats: set[int] = set()
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -216,9 +225,18 @@ class FakeTelegramServer:
 
     # --- forum topics ------------------------------------------------------------
 
-    def make_forum(self, chat_id: int) -> None:
-        """Make ``chat_id`` a forum supergroup where the bot may manage topics."""
+    def make_forum(self, chat_id: int, *, first_thread_id: int | None = None) -> None:
+        """Make ``chat_id`` a forum supergroup where the bot may manage topics.
+
+        With ``first_thread_id`` its topics are numbered from there, in this forum only.
+        """
         self._forums.setdefault(chat_id, {})
+        if first_thread_id is not None:
+            self._thread_ids[chat_id] = itertools.count(first_thread_id)
+
+    def set_bot_member(self, chat_id: int, status: str, *, can_manage_topics: bool = True) -> None:
+        """The bot's own status in ``chat_id`` (``administrator``, ``member``, ``left``...)."""
+        self._bot_members[chat_id] = {"status": status, "can_manage_topics": can_manage_topics}
 
     def topics(self, chat_id: int) -> dict[int, str]:
         """The open topics of a forum: thread id -> name."""
@@ -464,7 +482,7 @@ class FakeTelegramServer:
         name = str(params.get("name", ""))
         if not 1 <= len(name) <= 128:
             return self._error(400, "Bad Request: invalid topic name")
-        thread_id = next(self._message_ids)
+        thread_id = next(self._thread_ids.get(chat_id, self._message_ids))
         self._forums[chat_id][thread_id] = name
         return self._ok({"message_thread_id": thread_id, "name": name, "icon_color": 7322096})
 
@@ -473,8 +491,57 @@ class FakeTelegramServer:
             return self._error(400, THREAD_NOT_FOUND)
         return self._ok({"message_id": next(self._message_ids)})
 
+    async def _api_getChat(self, params: dict[str, Any]) -> web.Response:
+        chat_id = params.get("chat_id")
+        if not isinstance(chat_id, int) or chat_id in self.unknown_chats:
+            return self._error(400, "Bad Request: chat not found")
+        chat: dict[str, Any] = {
+            "id": chat_id,
+            "type": "private" if chat_id > 0 else "supergroup",
+            "accent_color_id": 0,
+            "max_reaction_count": 11,
+            "accepted_gift_types": {
+                "unlimited_gifts": False,
+                "limited_gifts": False,
+                "unique_gifts": False,
+                "premium_subscription": False,
+                "gifts_from_channels": False,
+            },
+        }
+        if chat_id < 0:
+            chat["title"] = "Staff"
+            chat["is_forum"] = chat_id in self._forums
+        return self._ok(chat)
+
+    def _bot_member(self, chat_id: Any) -> dict[str, Any]:
+        wanted = self._bot_members.get(chat_id, {})
+        status = wanted.get("status", "administrator")
+        member: dict[str, Any] = {"status": status, "user": self._bot_user()}
+        if status == "administrator":
+            rights = (
+                "can_manage_chat",
+                "can_delete_messages",
+                "can_manage_video_chats",
+                "can_restrict_members",
+                "can_promote_members",
+                "can_change_info",
+                "can_invite_users",
+                "can_post_stories",
+                "can_edit_stories",
+                "can_delete_stories",
+                "can_send_welcome_messages",
+                "can_pin_messages",
+            )
+            member |= dict.fromkeys(rights, True) | {"can_be_edited": False, "is_anonymous": False}
+            member["can_manage_topics"] = wanted.get("can_manage_topics", True)
+        elif status == "kicked":
+            member["until_date"] = 0
+        return member
+
     async def _api_getChatMember(self, params: dict[str, Any]) -> web.Response:
         user_id = int(params.get("user_id") or 0)
+        if user_id == self.bot_id:
+            return self._ok(self._bot_member(params.get("chat_id")))
         status = "left" if user_id in self.non_members else "member"
         user = {"id": user_id, "is_bot": False, "first_name": "Сотрудник"}
         return self._ok({"status": status, "user": user})

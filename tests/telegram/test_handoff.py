@@ -74,6 +74,7 @@ class Desk:
     workers: WorkerPool
     model: ScriptedClient
     telegram: FakeTelegramServer
+    staff_chat: int = STAFF
 
     async def feed(self, update: dict[str, Any]) -> None:
         await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
@@ -84,8 +85,9 @@ class Desk:
         return int(update["message"]["message_id"])
 
     async def staff(
-        self, thread: int, text: str | None, *, chat_id: int = STAFF, **kwargs: Any
+        self, thread: int, text: str | None, *, chat_id: int | None = None, **kwargs: Any
     ) -> int:
+        chat_id = self.staff_chat if chat_id is None else chat_id
         update = self.telegram.topic_message_update(chat_id, thread, text, **kwargs)
         await self.feed(update)
         return int(update["message"]["message_id"])
@@ -100,13 +102,14 @@ class Desk:
         waiting = self._waiting_notes(chat_id)
         await self.customer("/operator", chat_id)
         await self.telegram.wait_for(lambda: self._waiting_notes(chat_id) > waiting)
-        headers = sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(STAFF))
+        staff = self.staff_chat
+        headers = sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(staff))
         await self.telegram.wait_for(
-            lambda: sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(STAFF)) > headers
+            lambda: sum(t.startswith("Клиент:") for t in self.telegram.sent_texts(staff)) > headers
         )
         thread = await self.topic_of(chat_id)
         await self.telegram.wait_for(
-            lambda: any(t.startswith("Клиент:") for t in self.telegram.topic_texts(STAFF, thread))
+            lambda: any(t.startswith("Клиент:") for t in self.telegram.topic_texts(staff, thread))
         )
         return thread
 
@@ -132,22 +135,25 @@ async def _desk(
     bot: Bot,
     *,
     sweep: bool = False,
+    staff: int = STAFF,
+    flush: bool = True,
     **env: Any,
 ) -> AsyncIterator[Desk]:
-    telegram.make_forum(STAFF)
+    telegram.make_forum(staff)
     settings = make_settings(
         TELEGRAM_API_BASE_URL=telegram.base_url,
         REDIS_URL=redis_server.url,
         REDIS_KEY_PREFIX="handoff",
         AUDIT_STREAM="handoff:audit",
         SESSION_LEASE_SECONDS=3,
-        STAFF_CHAT_ID=STAFF,
+        STAFF_CHAT_ID=staff,
         HANDOFF_AFTER_FAILED_TURNS=2,
         **env,
     )
     model = ScriptedClient(_responder)
     app = await build_application(settings, llm=model)
-    await app.redis.flushdb()
+    if flush:
+        await app.redis.flushdb()
     assert app.handoff is not None
     front = build_dispatcher(
         settings, chat_service=app.chat, blocked_chats=app.blocked, handoff=app.handoff
@@ -163,7 +169,7 @@ async def _desk(
     )
     sweeping = asyncio.create_task(sweeper.run()) if sweep else None
     try:
-        yield Desk(app, app.handoff, bot, intake, workers, model, telegram)
+        yield Desk(app, app.handoff, bot, intake, workers, model, telegram, staff)
     finally:
         sweeper.stop()
         if sweeping is not None:
@@ -506,3 +512,51 @@ async def test_the_sweeper_ends_an_idle_handoff_without_a_customer_message(
     # Back with the bot: the next question is answered by the model.
     await swept_desk.customer("Вопрос боту")
     await telegram.wait_for(lambda: "Ответ: Вопрос боту" in telegram.sent_texts(CUSTOMER))
+
+
+async def test_a_new_staff_chat_never_mixes_customers_whose_topics_share_a_thread_id(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> None:
+    """Thread ids are per group: A's old topic 5 must not be B's topic 5 in the new group."""
+    old_group, new_group = STAFF, -1009876543210
+    telegram.make_forum(old_group, first_thread_id=5)
+    telegram.make_forum(new_group, first_thread_id=5)
+    async for old_desk in _desk(redis_server, telegram, bot, staff=old_group):
+        assert await old_desk.hand_off(CUSTOMER) == 5
+        await old_desk.staff(5, "/close")
+        await telegram.wait_for(lambda: IDLE_NOTE in telegram.sent_texts(CUSTOMER))
+
+    # STAFF_CHAT_ID changed; Redis kept everything.
+    async for new_desk in _desk(redis_server, telegram, bot, staff=new_group, flush=False):
+        await _two_customers_in_a_new_group(new_desk, telegram, new_group)
+
+
+async def _two_customers_in_a_new_group(
+    desk: Desk, telegram: FakeTelegramServer, group: int
+) -> None:
+    """B gets topic 5 of ``group``; A (topic 5 of the old group) must get a topic of its own."""
+    assert await desk.hand_off(OTHER_CUSTOMER) == 5
+    mine = await desk.hand_off(CUSTOMER)
+    question = await desk.customer("Номер карты 4111 1111 1111 1111, где возврат?")
+    await telegram.wait_for(lambda: len(telegram.copies(group, mine)) == 1)
+    await telegram.wait_for(
+        lambda: any("где возврат?" in t for t in telegram.topic_texts(group, mine))
+    )
+
+    assert mine != 5
+    assert [c["message_id"] for c in telegram.copies(group, mine)] == [question]
+    # B's topic holds B's header and nothing of A's.
+    assert [c["from_chat_id"] for c in telegram.copies(group, 5)] == []
+    assert len(telegram.topic_texts(group, 5)) == 1
+    assert not any("где возврат" in t for t in telegram.topic_texts(group, 5))
+
+    # A staff reply in B's topic goes to B only; one in A's topic to A only.
+    for_b = await desk.staff(5, "Ответ клиенту B")
+    for_a = await desk.staff(mine, "Ответ клиенту A")
+    await telegram.wait_for(lambda: len(telegram.copies(OTHER_CUSTOMER)) == 1)
+    await telegram.wait_for(lambda: len(telegram.copies(CUSTOMER)) == 1)
+    assert [c["message_id"] for c in telegram.copies(OTHER_CUSTOMER)] == [for_b]
+    assert [c["message_id"] for c in telegram.copies(CUSTOMER)] == [for_a]
+    topics = desk.handoff.topics
+    assert await topics.conversation_of(5) == telegram_conversation(OTHER_CUSTOMER)
+    assert await topics.conversation_of(mine) == telegram_conversation(CUSTOMER)
