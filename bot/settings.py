@@ -125,8 +125,15 @@ class HealthSettings(BaseSettings):
     model_config = _ENV
 
     host: str = Field(default="127.0.0.1", validation_alias=_env("HEALTH_HOST"))
-    # 0 takes any free port (logged at start-up): for tests and several bots on one host.
-    port: int = Field(default=8081, ge=0, le=65535, validation_alias=_env("HEALTH_PORT"))
+    # Unset: DEFAULT_HEALTH_PORT, or the next free one of HEALTH_PORT_SEARCH (logged at
+    # start-up), so that a poller and its workers on one host start with the defaults.
+    # Set: exactly that port (exit 1 when it is taken); 0 takes any free port.
+    port: int | None = Field(default=None, ge=0, le=65535, validation_alias=_env("HEALTH_PORT"))
+
+
+DEFAULT_HEALTH_PORT = 8081
+HEALTH_PORT_SEARCH = 100
+"""Ports tried from ``DEFAULT_HEALTH_PORT`` on while ``HEALTH_PORT`` is unset."""
 
 
 REDIS_URL_SCHEMES = frozenset({"redis", "rediss", "unix"})

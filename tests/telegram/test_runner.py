@@ -5,8 +5,11 @@ The processes run in an empty temporary directory, so that no developer's
 """
 
 import asyncio
+import logging
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -21,6 +24,7 @@ from bot.telegram.runner import main, run_bot
 from bot.telegram.startup_checks import settings_problems
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
+from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.settings import make_settings, stack_env
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
@@ -324,3 +328,57 @@ async def test_a_refused_bot_api_connection_is_one_line_with_the_reason(
     assert err[0].startswith(f"error: cannot reach the Bot API at {url}: ClientConnectorError")
     assert "Connect call failed" in err[0] or "Cannot connect" in err[0]
     assert TEST_TOKEN not in err[0]
+
+
+async def test_a_poller_and_a_worker_on_one_host_both_serve_health_with_the_defaults(
+    telegram: FakeTelegramServer, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HEALTH_PORT unset: the second process takes the next free port and logs it."""
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="healthports",
+    )
+    assert "port" not in settings.health.model_fields_set
+    caplog.set_level(logging.INFO, logger="bot.telegram.runner")
+    poller = PollingBot(settings, telegram)
+    await poller.start(within=60)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_bot(settings, "worker", stop))
+    try:
+        await telegram.wait_for(lambda: "Worker running" in caplog.text or worker.done(), 60)
+        assert not worker.done(), caplog.text
+        announced = r"Health and metrics on http://127\.0\.0\.1:(\d+)/"
+        ports = [int(match) for match in re.findall(announced, caplog.text)]
+        assert len(ports) == 2
+        assert ports[0] != ports[1]
+        async with aiohttp.ClientSession() as session:
+            for port in ports:
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                    assert response.status == 200
+    finally:
+        stop.set()
+        async with asyncio.timeout(30):
+            assert await worker == 0
+        assert await poller.stop() == 0
+
+
+async def test_an_explicit_health_port_that_is_taken_is_one_line_and_exit_1(
+    telegram: FakeTelegramServer, redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = make_settings(
+            TELEGRAM_API_BASE_URL=telegram.base_url,
+            REDIS_URL=redis_server.url,
+            REDIS_KEY_PREFIX="healthports",
+            HEALTH_PORT=port,
+        )
+        async with asyncio.timeout(60):
+            assert await run_bot(settings, "worker", asyncio.Event()) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: cannot listen on HEALTH_HOST:HEALTH_PORT 127.0.0.1:{port}: Address already in use"
+    ]
