@@ -2,16 +2,19 @@
 
 import asyncio
 import os
+import re
 from dataclasses import dataclass
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from bot.redis_connection import AsyncRedisClient
 
 # Long enough to outlive one check, short enough that probe keys never pile up.
 PROBE_TTL_MS = 10_000
+# How Redis names an error it replies with: upper-case letters, first in the reply.
+_ERROR_CODE = re.compile(r"[A-Z]{2,32}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,7 +50,7 @@ class RedisHealthProbe:
         except TimeoutError:
             return RedisHealth(writable=False, detail=f"no answer within {self._timeout} s")
         except (RedisError, OSError) as error:
-            return RedisHealth(writable=False, detail=f"unreachable: {_one_line(error)}")
+            return RedisHealth(writable=False, detail=f"unreachable: {error_kind(error)}")
 
     async def _check_cluster(self, client: RedisCluster) -> RedisHealth:
         info = await client.cluster_info(target_nodes=RedisCluster.DEFAULT_NODE)
@@ -75,7 +78,7 @@ class RedisHealthProbe:
         try:
             await client.set(key, b"1", px=PROBE_TTL_MS)
         except RedisError as error:
-            return RedisHealth(writable=False, detail=f"refuses writes: {_one_line(error)}")
+            return RedisHealth(writable=False, detail=f"refuses writes: {error_kind(error)}")
         return RedisHealth(writable=True, detail="writable master")
 
     def _probe_key(self, client: AsyncRedisClient, node: ClusterNode | None) -> str:
@@ -98,6 +101,15 @@ def _role_name(role: str) -> str:
     return "replica" if role == "slave" else role
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+def error_kind(error: BaseException) -> str:
+    """The kind of ``error``, never its text (which names hosts, ports, keys and settings).
+
+    A reply redis-py has no class for (``NOREPLICAS``, ``MISCONF``) is a plain
+    ``ResponseError``: Redis's own error code, the reply's first word, says which.
+    """
+    kind = type(error).__name__
+    if type(error) is ResponseError:
+        code = str(error).split(maxsplit=1)[:1]
+        if code and _ERROR_CODE.fullmatch(code[0]):
+            return f"{kind} {code[0]}"
+    return kind

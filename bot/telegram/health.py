@@ -1,16 +1,28 @@
 """``GET /healthz``: for the load balancer and for operators (every mode serves it)."""
 
+import asyncio
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 from redis.exceptions import RedisError
 
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.queue.work_stream import WorkStream
-from bot.redis_health import RedisHealthProbe
+from bot.redis_health import RedisHealth, RedisHealthProbe
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 
 HEALTH_PATH = "/healthz"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedisReading:
+    """What one probe of Redis said: health, and the backlog while Redis is writable."""
+
+    health: RedisHealth
+    queue_depth: int | None
+    oldest_queued_seconds: float | None
 
 
 class HealthEndpoint:
@@ -24,7 +36,9 @@ class HealthEndpoint:
     logged with the entries themselves); ``pending_audit_entries`` those held in
     this process's memory while Redis does not take them (written with the next
     entry that goes through; lost if the process dies first). The probe and the backlog use a small
-    client of their own, so the answer never waits behind turns for a connection.
+    client of their own, so the answer never waits behind turns for a connection. Requests
+    within ``max_age_seconds`` of a probe share its reading (and concurrent ones one probe):
+    a burst of requests costs Redis a few commands a second, not a few per request.
     """
 
     def __init__(
@@ -33,14 +47,30 @@ class HealthEndpoint:
         audit: RedisStreamAuditSink,
         in_flight: InFlightMiddleware,
         work: WorkStream,
+        *,
+        max_age_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._probe = probe
         self._audit = audit
         self._in_flight = in_flight
         self._work = work
+        self._max_age = max_age_seconds
+        self._clock = clock
+        self._reading: tuple[float, RedisReading] | None = None
+        self._probing = asyncio.Lock()
 
-    async def handle(self, request: web.Request) -> web.Response:
-        """Probe Redis (role and a write), read the backlog, and report."""
+    async def redis_reading(self) -> RedisReading:
+        """The last reading while younger than ``max_age_seconds``, else a new one."""
+        async with self._probing:
+            if self._reading is not None and self._clock() - self._reading[0] < self._max_age:
+                return self._reading[1]
+            reading = await self._read_redis()
+            self._reading = (self._clock(), reading)
+            return reading
+
+    async def _read_redis(self) -> RedisReading:
+        """Probe Redis (role and a write) and read the backlog."""
         health = await self._probe.check()
         queue_depth: int | None = None
         oldest: float | None = None
@@ -50,13 +80,19 @@ class HealthEndpoint:
                 queue_depth, oldest = backlog.chats, round(backlog.oldest_seconds, 3)
             except (RedisError, OSError):
                 pass
+        return RedisReading(health=health, queue_depth=queue_depth, oldest_queued_seconds=oldest)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """Report Redis's health and the backlog (read at most once a second), and the rest."""
+        reading = await self.redis_reading()
+        health = reading.health
         body = {
             "status": "ok" if health.writable else "degraded",
             "redis": health.writable,
             "redis_detail": health.detail,
             "in_flight": self._in_flight.in_flight,
-            "queue_depth": queue_depth,
-            "oldest_queued_seconds": oldest,
+            "queue_depth": reading.queue_depth,
+            "oldest_queued_seconds": reading.oldest_queued_seconds,
             "lost_audit_entries": self._audit.lost_entries,
             "pending_audit_entries": self._audit.pending_entries,
         }

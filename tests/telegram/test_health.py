@@ -1,6 +1,8 @@
 """The webhook server's health endpoint, over HTTP: 200 only on a writable master."""
 
+import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 from aiohttp import web
@@ -37,23 +39,41 @@ def audit_sink(health_client: AsyncRedisClient) -> RedisStreamAuditSink:
     return RedisStreamAuditSink(health_client, stream="h:audit", maxlen=1000, timeout_seconds=1)
 
 
+@dataclass
+class ManualClock:
+    """A monotonic clock that moves only when a test moves it."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The health endpoint's clock."""
+    return ManualClock()
+
+
 @pytest.fixture
 async def health_http(
-    health_client: AsyncRedisClient, audit_sink: RedisStreamAuditSink
+    health_client: AsyncRedisClient, audit_sink: RedisStreamAuditSink, clock: ManualClock
 ) -> AsyncIterator[TestClient[web.Request, web.Application]]:
     """The health endpoint over HTTP, probing this test's own Redis."""
     probe = RedisHealthProbe(health_client, key_prefix="h", timeout_seconds=1)
     work = WorkStream(health_client, stream=WORK_STREAM, consumer="health-test")
     await work.ensure_group()
     web_app = web.Application()
-    endpoint = HealthEndpoint(probe, audit_sink, InFlightMiddleware(), work)
+    endpoint = HealthEndpoint(probe, audit_sink, InFlightMiddleware(), work, clock=clock)
     web_app.router.add_get(HEALTH_PATH, endpoint.handle)
     async with TestClient(TestServer(web_app)) as http:
         yield http
 
 
 async def test_health_is_ok_with_redis_and_503_while_redis_is_down(
-    health_http: "TestClient[web.Request, web.Application]", own_redis_server: RedisServer
+    health_http: "TestClient[web.Request, web.Application]",
+    own_redis_server: RedisServer,
+    clock: ManualClock,
 ):
     response = await health_http.get(HEALTH_PATH)
     assert response.status == 200
@@ -74,11 +94,13 @@ async def test_health_is_ok_with_redis_and_503_while_redis_is_down(
     await work.signal("tg:1")
     await work.signal("tg:2")
     assert len(await work.read(count=1, block_ms=100)) == 1
+    clock.now += 1.0
     body = await (await health_http.get(HEALTH_PATH)).json()
     assert body["queue_depth"] == 2
     assert 0 <= body["oldest_queued_seconds"] < 60
 
     own_redis_server.stop()
+    clock.now += 1.0
     response = await health_http.get(HEALTH_PATH)
     assert response.status == 503
     assert (await response.json())["status"] == "degraded"
@@ -86,7 +108,9 @@ async def test_health_is_ok_with_redis_and_503_while_redis_is_down(
 
 
 async def test_a_master_out_of_memory_with_noeviction_is_unhealthy(
-    health_http: "TestClient[web.Request, web.Application]", own_redis_server: RedisServer
+    health_http: "TestClient[web.Request, web.Application]",
+    own_redis_server: RedisServer,
+    clock: ManualClock,
 ):
     admin = _client(own_redis_server.url)
     await admin.config_set("maxmemory-policy", "noeviction")
@@ -100,9 +124,11 @@ async def test_a_master_out_of_memory_with_noeviction_is_unhealthy(
             break
     response = await health_http.get(HEALTH_PATH)
     assert response.status == 503
-    assert "maxmemory" in (await response.json())["redis_detail"]
+    # The kind of error, never redis-py's text.
+    assert (await response.json())["redis_detail"] == "refuses writes: OutOfMemoryError"
 
     await admin.config_set("maxmemory", "0")
+    clock.now += 1.0
     assert (await health_http.get(HEALTH_PATH)).status == 200
     await admin.aclose()
 
@@ -135,3 +161,56 @@ async def test_audit_entries_waiting_in_the_process_for_redis_are_reported(
 
     assert response.status == 503
     assert (body["pending_audit_entries"], body["lost_audit_entries"]) == (1, 0)
+
+
+async def _command_calls(admin: AsyncRedisClient) -> dict[str, int]:
+    """Calls per command since the last ``CONFIG RESETSTAT``, as the server counts them."""
+    stats = await admin.info("commandstats")
+    return {
+        name.removeprefix("cmdstat_"): int(value["calls"])
+        for name, value in stats.items()
+        if isinstance(value, dict)
+    }
+
+
+async def test_requests_within_a_second_share_one_probe_of_redis(
+    health_http: "TestClient[web.Request, web.Application]",
+    own_redis_server: RedisServer,
+    clock: ManualClock,
+):
+    """A burst of ``/healthz`` costs Redis one probe a second, not one per request."""
+    admin = _client(own_redis_server.url)
+    await admin.config_resetstat()
+
+    burst = await asyncio.gather(*(health_http.get(HEALTH_PATH) for _ in range(20)))
+    for _ in range(20):
+        burst.append(await health_http.get(HEALTH_PATH))
+    clock.now += 0.999
+    burst.append(await health_http.get(HEALTH_PATH))
+
+    assert {response.status for response in burst} == {200}
+    calls = await _command_calls(admin)
+    assert (calls.get("role"), calls.get("set"), calls.get("xinfo|groups")) == (1, 1, 1)
+
+    clock.now += 0.001
+    assert (await health_http.get(HEALTH_PATH)).status == 200
+    calls = await _command_calls(admin)
+    assert (calls.get("role"), calls.get("set"), calls.get("xinfo|groups")) == (2, 2, 2)
+    await admin.aclose()
+
+
+async def test_redis_detail_names_the_kind_of_error_never_its_text(
+    own_redis_server: RedisServer,
+):
+    """redis-py's text names hosts, ports and settings: ``/healthz`` is no place for it."""
+    admin = _client(own_redis_server.url)
+    probe = RedisHealthProbe(admin, key_prefix="h", timeout_seconds=1)
+    await admin.config_set("min-replicas-to-write", "1")
+    refused = await probe.check()
+    await admin.config_set("min-replicas-to-write", "0")
+    own_redis_server.stop()
+    unreachable = await probe.check()
+    await admin.aclose()
+
+    assert (refused.writable, refused.detail) == (False, "refuses writes: ResponseError NOREPLICAS")
+    assert (unreachable.writable, unreachable.detail) == (False, "unreachable: ConnectionError")
