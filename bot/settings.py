@@ -28,6 +28,8 @@ _ENV = SettingsConfigDict(
     # from the environment. Each field answers to its documented variable only.
     # "KEY=" in .env means "not set", not "set to the empty string".
     env_ignore_empty=True,
+    # inf passes gt=0 and then overflows a timeout at start-up: every number is finite.
+    allow_inf_nan=False,
 )
 
 

@@ -131,3 +131,25 @@ def test_handoff_is_off_without_a_staff_chat_and_needs_a_supergroup_id(monkeypat
         Settings.from_env({**base, "STAFF_CHAT_ID": "12345"}, env_file=None)
     with pytest.raises(SettingsError, match="HANDOFF_AFTER_FAILED_TURNS"):
         Settings.from_env({**base, "HANDOFF_AFTER_FAILED_TURNS": "0"}, env_file=None)
+
+
+def float_variables() -> list[str]:
+    """Every variable read as a number with a fraction (seconds, minutes, ...)."""
+    names = []
+    for section in SETTINGS_SECTIONS.values():
+        for field in section.model_fields.values():
+            if field.annotation in (float, float | None):
+                alias = field.validation_alias
+                assert isinstance(alias, AliasChoices)
+                names.extend(str(choice) for choice in alias.choices)
+    return names
+
+
+@pytest.mark.parametrize("name", float_variables())
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity"])
+def test_non_finite_numbers_are_refused(name, value):
+    """``inf`` passed ``gt=0`` and then overflowed a timeout at start-up (a traceback)."""
+    assert "REDIS_SOCKET_TIMEOUT_SECONDS" in float_variables()
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"LLM_BACKEND": "offline", name: value}, env_file=None)
+    assert any(problem.startswith(f"{name}:") for problem in raised.value.problems)
