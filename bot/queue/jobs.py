@@ -16,6 +16,10 @@ class Notice(StrEnum):
 
     RATE_LIMITED = "rate_limited"
     DAILY_LIMIT = "daily_limit"
+    # The chat's queue is full (``CHAT_QUEUE_MAX``): said once per fill.
+    QUEUE_FULL = "queue_full"
+    # Intake could not read the update (a bug, or content nobody foresaw): said instead.
+    UNREADABLE = "unreadable"
     # Not a text: a handoff may have gone idle; the worker checks and ends it if so.
     HANDOFF_IDLE = "handoff_idle"
 

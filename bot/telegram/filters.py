@@ -8,7 +8,7 @@ hop per filter per update, measured in bench/README.md).
 from aiogram import Bot
 from aiogram.enums import ChatType, ContentType, MessageEntityType
 from aiogram.filters import Filter
-from aiogram.types import Message
+from aiogram.types import Message, MessageEntity
 
 from bot.surrogates import replace_lone_surrogates
 
@@ -31,15 +31,39 @@ class AddressedToBot(Filter):
             return True
         text = message.text or ""
         if text.startswith("/"):
-            # "/help@otherbot" is addressed to another bot of the group, not to us.
-            _, at, addressee = text.split(maxsplit=1)[0].partition("@")
-            return not at or addressee.lower() == (me.username or "").lower()
+            return own_command(text, me.username) is not None
         mention = f"@{me.username}".lower() if me.username else None
         return mention is not None and any(
             entity.type == MessageEntityType.MENTION
-            and entity.extract_from(text).lower() == mention
+            and entity_text(text, entity).lower() == mention
             for entity in message.entities or ()
         )
+
+
+def own_command(text: str, bot_username: str | None) -> str | None:
+    """The command ``text`` starts with (``"/close"``) if it is this bot's; else ``None``.
+
+    ``/help@otherbot`` is addressed to another bot of the group, not to us.
+    """
+    if not text.startswith("/"):
+        return None
+    command, at, addressee = text.split(maxsplit=1)[0].partition("@")
+    if at and addressee.lower() != (bot_username or "").lower():
+        return None
+    return command
+
+
+def entity_text(text: str, entity: MessageEntity) -> str:
+    """The part of ``text`` that ``entity`` covers; empty where it falls outside.
+
+    Offsets count UTF-16 code units. aiogram's ``extract_from`` encodes the text
+    and raises on half an emoji (a lone surrogate); here it counts as the one
+    unit it is, as U+FFFD, so the offsets of what follows stay right.
+    """
+    units = replace_lone_surrogates(text).encode("utf-16-le")
+    start = max(entity.offset, 0) * 2
+    end = max(entity.offset + entity.length, 0) * 2
+    return units[start:end].decode("utf-16-le", errors="replace")
 
 
 class HasText(Filter):

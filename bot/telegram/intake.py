@@ -4,10 +4,14 @@ import logging
 from collections.abc import Mapping
 
 from aiogram import Bot
+from aiogram.enums import ChatType
 from aiogram.types import Message, Update
+from aiogram.types.update import UpdateTypeLookupError
+from redis.exceptions import RedisError
 
 from bot.handoff.topics import TopicDirectory
 from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict
+from bot.queue.jobs import Notice
 from bot.redis_keys import telegram_chat_id, telegram_conversation
 from bot.surrogates import without_lone_surrogates
 from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot
@@ -39,11 +43,59 @@ class TelegramIntake:
         ``raw`` is the update as Telegram sent it (the webhook has it): stored as
         is, instead of dumping the parsed model again. Raises ``RedisError`` when
         Redis cannot take it: the caller must not acknowledge the update then.
+
+        Anything else raised on one update (a filter or a parser meeting content
+        nobody foresaw) must not stop intake: the update is logged by kind and id,
+        answered with a kind notice in a private chat, dropped elsewhere.
         """
-        incoming = await self._incoming(update, raw)
-        if incoming is None:
+        try:
+            incoming = await self._incoming(update, raw)
+            if incoming is None:
+                return None
+            return await self._intake.accept(incoming)
+        except (RedisError, OSError):
+            raise
+        except Exception as error:  # one update must not stop the others
+            return await self._unreadable(update, error)
+
+    async def _unreadable(self, update: Update, error: Exception) -> IntakeVerdict | None:
+        """A notice instead of the update, in a private chat; nothing anywhere else.
+
+        In a group the update may not even be addressed to the bot, and in the
+        staff chat there is no customer to tell: it is dropped there.
+        """
+        message = update.message
+        private = message is not None and message.chat.type == ChatType.PRIVATE
+        # The error's text may quote the update's content: only its class is named.
+        logger.error(
+            "Update %s (%s) could not be read (%s); %s",
+            update.update_id,
+            _kind(update),
+            type(error).__name__,
+            "answered with a notice" if private else "dropped",
+        )
+        if message is None or not private:
             return None
-        return await self._intake.accept(incoming)
+        notice = IncomingUpdate(
+            update_id=update.update_id,
+            chat_id=message.chat.id,
+            conversation_key=telegram_conversation(message.chat.id),
+            user_id=message.from_user.id if message.from_user else message.chat.id,
+            counts_turn=False,
+            payload={},
+            notice=Notice.UNREADABLE,
+        )
+        try:
+            return await self._intake.accept(notice)
+        except (RedisError, OSError):
+            raise
+        except Exception as notice_error:  # as above: never stop intake
+            logger.error(
+                "Update %s: the notice could not be queued either (%s); dropped",
+                update.update_id,
+                type(notice_error).__name__,
+            )
+            return None
 
     async def _incoming(
         self, update: Update, raw: Mapping[str, object] | None
@@ -105,6 +157,13 @@ class TelegramIntake:
             counts_turn=False,
             payload=_payload(update, raw),
         )
+
+
+def _kind(update: Update) -> str:
+    try:
+        return update.event_type
+    except UpdateTypeLookupError:
+        return "unknown"
 
 
 def _payload(update: Update, raw: Mapping[str, object] | None) -> dict[str, object]:

@@ -37,7 +37,12 @@ from turn import TurnOutcome
 
 logger = logging.getLogger(__name__)
 
-_NOTICES = {Notice.RATE_LIMITED: messages.RATE_LIMITED, Notice.DAILY_LIMIT: messages.DAILY_LIMIT}
+_NOTICES = {
+    Notice.RATE_LIMITED: messages.RATE_LIMITED,
+    Notice.DAILY_LIMIT: messages.DAILY_LIMIT,
+    Notice.QUEUE_FULL: messages.QUEUE_FULL,
+    Notice.UNREADABLE: messages.UNREADABLE,
+}
 
 
 class TelegramJobRunner:

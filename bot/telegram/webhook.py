@@ -60,10 +60,14 @@ class WebhookReceiver:
             payload = json.loads(body)
         except ValueError:
             return web.Response(status=400, text="Body is not JSON")
+        except RecursionError:
+            return _too_deep()
         if not isinstance(payload, dict):
             return web.Response(status=400, text="Body is not an Update")
         try:
             update = Update.model_validate(payload, context={"bot": self._bot})
+        except RecursionError:
+            return _too_deep()
         except ValidationError:
             # The validation error quotes the input, which may be customer text: only
             # the kind and the id are logged. 200, so that Telegram does not resend it.
@@ -83,6 +87,12 @@ class WebhookReceiver:
             )
             return web.Response(status=503, text="Storage unavailable")
         return web.json_response({})
+
+
+def _too_deep() -> web.Response:
+    # No update nests this deep: not one Telegram sends, and nothing of it is readable.
+    logger.warning("Webhook body is nested too deep to read; refused")
+    return web.Response(status=400, text="Body is nested too deep")
 
 
 def _kind(payload: dict[str, Any]) -> str:

@@ -108,3 +108,23 @@ async def test_json_that_is_not_an_update_is_logged_by_kind_and_id_only(
         "Webhook body is not an Update (kind none, update id none); dropped",
     ]
     assert telegram.calls_of("sendMessage") == []
+
+
+async def test_json_nested_too_deep_to_read_is_answered_400_with_one_line(
+    webhook_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    depth = 100_000
+    body = '{"update_id": 5, "message": ' + "[" * depth + "]" * depth + "}"
+    with caplog.at_level(logging.DEBUG):
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"http://127.0.0.1:{webhook_port}/tg",
+                data=body,
+                headers={SECRET_HEADER: SECRET, "Content-Type": "application/json"},
+            ) as response,
+        ):
+            assert response.status == 400
+    lines = [r for r in caplog.records if "nested" in r.getMessage()]
+    assert [r.getMessage() for r in lines] == ["Webhook body is nested too deep to read; refused"]
+    assert all(record.exc_info is None for record in caplog.records)
