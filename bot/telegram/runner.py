@@ -85,7 +85,7 @@ def create_bot(settings: Settings, environ: Mapping[str, str] | None = None) -> 
     return Bot(token=token.get_secret_value(), session=session)
 
 
-async def run_bot(
+async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 1
     settings: Settings,
     mode: Mode,
     stop: asyncio.Event,
@@ -126,7 +126,8 @@ async def run_bot(
         )
         try:
             if mode == "webhook":
-                await _serve_webhook(bot, front, app, intake, stop)
+                if not await _serve_webhook(bot, front, app, intake, stop):
+                    return 1
             else:
                 health = await _start_health_server(front, app)
                 if health is None:
@@ -263,6 +264,29 @@ def _bot_api_failure(error: TelegramAPIError | ClientDecodeError, settings: Sett
     return line
 
 
+def _set_webhook_failure(
+    error: TelegramAPIError | ClientDecodeError, settings: Settings, url: str
+) -> str:
+    """One line: why setWebhook failed (Telegram's own words when it refused the URL)."""
+    if isinstance(error, ClientDecodeError | TelegramNetworkError):
+        return _bot_api_failure(error, settings).replace(" getMe", " setWebhook")
+    line = (
+        f"the Bot API refused setWebhook for {url}: {type(error).__name__}: "
+        f"{_one_line(error.message)}"
+    )
+    token = settings.telegram.bot_token
+    if token is not None and token.get_secret_value():
+        line = line.replace(token.get_secret_value(), "***")
+    return line
+
+
+def _os_reason(error: OSError) -> str:
+    """The OS's words for a failed bind or name lookup, without asyncio's wrapping."""
+    if error.errno is not None and error.errno > 0:
+        return os.strerror(error.errno)
+    return _one_line(error.strerror or str(error))
+
+
 def _one_line(text: str, limit: int = 200) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -286,7 +310,8 @@ async def _serve_webhook(
     app: Application,
     intake: TelegramIntake,
     stop: asyncio.Event,
-) -> None:
+) -> bool:
+    """Serve the webhook until ``stop``; ``False`` (after one line on stderr) if it cannot start."""
     settings = app.settings
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
@@ -308,16 +333,30 @@ async def _serve_webhook(
     await runner.setup()
     site = web.TCPSite(runner, webhook.host, webhook.port)
     try:
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            print(
+                f"error: cannot listen on WEBHOOK_HOST:WEBHOOK_PORT {webhook.host}:{webhook.port}: "
+                f"{_os_reason(error)}",
+                file=sys.stderr,
+            )
+            return False
         # Every process registers the same URL: several of them behind one load
         # balancer is the way to scale, and none removes the webhook when it stops.
-        await bot.set_webhook(
-            url=webhook_public_url(settings),
-            secret_token=secret,
-            allowed_updates=front.dispatcher.resolve_used_update_types(),
-        )
+        url = webhook_public_url(settings)
+        try:
+            await bot.set_webhook(
+                url=url,
+                secret_token=secret,
+                allowed_updates=front.dispatcher.resolve_used_update_types(),
+            )
+        except (TelegramAPIError, ClientDecodeError) as error:
+            print(f"error: {_set_webhook_failure(error, settings, url)}", file=sys.stderr)
+            return False
         logger.info("Webhook listening on %s:%s%s", webhook.host, webhook.port, webhook.path)
         await stop.wait()
+        return True
     finally:
         # Stop taking updates; the workers finish or hand back what they hold.
         await site.stop()
@@ -368,7 +407,7 @@ async def _start_health_server(front: TelegramFrontEnd, app: Application) -> web
             if error.errno == errno.EADDRINUSE and port != ports[-1]:
                 continue
             await runner.cleanup()
-            reason = os.strerror(error.errno) if error.errno else str(error)
+            reason = _os_reason(error)
             tried = str(port) if len(ports) == 1 else f"{ports[0]}-{ports[-1]}"
             print(
                 f"error: cannot listen on HEALTH_HOST:HEALTH_PORT {health.host}:{tried}: {reason}",

@@ -465,6 +465,11 @@ class FakeTelegramServer:
         return self._ok(True)
 
     async def _api_setWebhook(self, params: dict[str, Any]) -> web.Response:
+        # Telegram's answer to a plain-HTTP webhook URL.
+        if not str(params.get("url", "")).startswith("https://"):
+            return self._error(
+                400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook"
+            )
         self.webhook = dict(params)
         return self._ok(True)
 

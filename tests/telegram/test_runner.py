@@ -382,3 +382,71 @@ async def test_an_explicit_health_port_that_is_taken_is_one_line_and_exit_1(
     assert errors == [
         f"error: cannot listen on HEALTH_HOST:HEALTH_PORT 127.0.0.1:{port}: Address already in use"
     ]
+
+
+async def _webhook_start_up_error(
+    telegram: FakeTelegramServer,
+    redis_server: RedisServer,
+    capsys: pytest.CaptureFixture[str],
+    **env: Any,
+) -> list[str]:
+    """``run_bot`` in webhook mode must return 1 after exactly one ``error:`` line."""
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="hookstart",
+        WEBHOOK_PATH="/tg",
+        WEBHOOK_SECRET="s3cret-token",
+        **{"WEBHOOK_URL": "https://bot.example.com", "WEBHOOK_HOST": "127.0.0.1", **env},
+    )
+    async with asyncio.timeout(60):
+        assert await run_bot(settings, "webhook", asyncio.Event()) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert TEST_TOKEN not in err
+    return [line for line in err.splitlines() if line.startswith("error:")]
+
+
+async def test_an_unresolvable_webhook_host_is_one_line_and_exit_1(
+    telegram: FakeTelegramServer, redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    errors = await _webhook_start_up_error(
+        telegram, redis_server, capsys, WEBHOOK_HOST="no-such-host.invalid", WEBHOOK_PORT=port
+    )
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"error: cannot listen on WEBHOOK_HOST:WEBHOOK_PORT no-such-host.invalid:{port}: "
+    )
+    assert telegram.calls_of("setWebhook") == []
+
+
+async def test_a_busy_webhook_port_is_one_line_and_exit_1(
+    telegram: FakeTelegramServer, redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        errors = await _webhook_start_up_error(telegram, redis_server, capsys, WEBHOOK_PORT=port)
+    assert errors == [
+        f"error: cannot listen on WEBHOOK_HOST:WEBHOOK_PORT 127.0.0.1:{port}: "
+        "Address already in use"
+    ]
+    assert telegram.calls_of("setWebhook") == []
+
+
+async def test_a_webhook_url_the_bot_api_refuses_is_one_line_and_exit_1(
+    telegram: FakeTelegramServer, redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    errors = await _webhook_start_up_error(
+        telegram, redis_server, capsys, WEBHOOK_URL="http://bot.example.com", WEBHOOK_PORT=port
+    )
+    assert errors == [
+        "error: the Bot API refused setWebhook for http://bot.example.com/tg: "
+        "TelegramBadRequest: Bad Request: bad webhook: An HTTPS URL must be provided for webhook"
+    ]
+    # Nothing listens any more: the process is done.
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
