@@ -28,8 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.knowledge.articles import Article, Passage, read_articles
-from tools.knowledge.library import DEFAULT_KNOWLEDGE_DIR
+from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR, Article, Passage, read_articles
 
 LABELLED = Path(__file__).parent.parent / "tests" / "knowledge" / "labelled_queries.tsv"
 ENGINES = (

@@ -48,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
 
         return audit_main(args[1:])
+    if args and args[0] == "knowledge":
+        from bot.knowledge_cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
+
+        return knowledge_main(args[1:])
 
     parser = argparse.ArgumentParser(prog="python -m bot", description="Telegram support bot")
     sub = parser.add_subparsers(dest="mode")
@@ -57,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = sub.add_parser("console", help="chat in the terminal through the same engine")
     console.add_argument("--session", help="conversation id to use (default: console-<user>)")
     sub.add_parser("audit", help="read the audit stream (see: python -m bot audit --help)")
+    sub.add_parser("knowledge", help="check and try the help center (knowledge --help)")
     parsed = parser.parse_args(args)
     if parsed.mode == "console":
         return console_main(parsed.session)

@@ -18,6 +18,7 @@ from bot.chat_service import ChatLimits, ChatService
 from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
 from bot.history import HistoryWindow
+from bot.knowledge import KnowledgeError, KnowledgeMetrics, KnowledgeWatcher, open_help_center
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.types import ToolCallingClient
 from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
@@ -48,6 +49,7 @@ from prompts.registry import (
 from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
+from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.human_agent import build_request_human_agent_tool
 from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
 from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
@@ -94,9 +96,13 @@ class Application:
     health: RedisHealthProbe
     # Human handoff; None while STAFF_CHAT_ID is unset.
     handoff: HandoffService | None = None
+    # Rebuilds the help center's index when KNOWLEDGE_DIR changes.
+    knowledge: KnowledgeWatcher | None = None
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
+        if self.knowledge is not None:
+            await self.knowledge.aclose()
         await self.chat.drain(grace_seconds=5.0)
         # Audit entries Redis missed get a last chance (they are in the log either way).
         await self.audit.flush()
@@ -150,6 +156,7 @@ def build_offline_model(shop: ShopStore) -> OfflineChatModel:
             return_policy_tool=GET_RETURN_POLICY_TOOL_NAME,
             product_search_tool=SEARCH_PRODUCTS_TOOL_NAME,
             support_hours_tool=GET_SUPPORT_HOURS_TOOL_NAME,
+            help_center_tool=SEARCH_HELP_CENTER_TOOL_NAME,
             return_policy_products=tuple(policy.product for policy in shop.return_policies),
             catalogue_texts=tuple(f"{p.name} {p.category}" for p in shop.products),
         )
@@ -283,6 +290,12 @@ async def build_application(
             f"{where}: {str(first['msg']).removeprefix('Value error, ')} "
             f"({error.error_count()} problem(s))"
         ) from error
+    try:
+        help_center = open_help_center(
+            settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
+        )
+    except KnowledgeError as error:
+        raise StartupError(str(error)) from error
     redis = await connect_redis(settings)
     health_redis = async_client(
         settings.redis,
@@ -301,11 +314,14 @@ async def build_application(
         await health_redis.aclose()
         await redis.aclose()
         raise
-    registry = build_default_tool_registry(shop, timezone=settings.tools.support_timezone)
+    registry = build_default_tool_registry(
+        shop, timezone=settings.tools.support_timezone, help_center=help_center
+    )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
     metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
+    help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
     client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
     audit_settings = settings.audit
@@ -360,6 +376,13 @@ async def build_application(
             interval_seconds=flood.interval_seconds,
             daily_turns=flood.daily_turn_limit,
         ),
+        # Staff messages are no model turns: only their rate is limited.
+        staff_limits=FloodLimits(
+            burst=flood.staff_burst,
+            interval_seconds=flood.staff_interval_seconds,
+            daily_turns=0,
+        ),
+        queue_max=flood.chat_queue_max,
     )
     queue = ChatQueue(
         redis,
@@ -384,6 +407,10 @@ async def build_application(
         if staff_chat_id is not None
         else None
     )
+    knowledge = KnowledgeWatcher(
+        help_center, interval_seconds=settings.tools.knowledge_reload_seconds
+    )
+    knowledge.start()
     return Application(
         settings=settings,
         redis=redis,
@@ -404,4 +431,5 @@ async def build_application(
         health_redis=health_redis,
         health=health,
         handoff=handoff,
+        knowledge=knowledge,
     )

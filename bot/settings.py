@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.proxies import ProxyURLError, normalise_proxy_url
 from bot.redis_keys import KEY_PREFIX_PATTERN
+from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
 from tools.store import DEFAULT_STORE_PATH
 
 _ENV = SettingsConfigDict(
@@ -131,6 +132,33 @@ class HealthSettings(BaseSettings):
     # start-up), so that a poller and its workers on one host start with the defaults.
     # Set: exactly that port (exit 1 when it is taken); 0 takes any free port.
     port: int | None = Field(default=None, ge=0, le=65535, validation_alias=_env("HEALTH_PORT"))
+
+
+class SupervisionSettings(BaseSettings):
+    """Long-lived tasks (claim loop, poller, sweeper): back-off, and when to give one up.
+
+    A Redis outage is retried for as long as it lasts; a task failing for any
+    other reason more than ``max_restarts`` times within ``restart_window_seconds``
+    stops the process with exit code 1 (see :mod:`bot.supervision`).
+    """
+
+    model_config = _ENV
+
+    max_restarts: int = Field(default=5, ge=0, le=1000, validation_alias=_env("TASK_MAX_RESTARTS"))
+    restart_window_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        validation_alias=_env("TASK_RESTART_WINDOW_SECONDS"),
+    )
+    backoff_max_seconds: float = Field(
+        default=5.0,
+        ge=0.01,
+        le=300,
+        allow_inf_nan=False,
+        validation_alias=_env("TASK_BACKOFF_MAX_SECONDS"),
+    )
 
 
 DEFAULT_HEALTH_PORT = 8081
@@ -272,6 +300,19 @@ class ToolSettings(BaseSettings):
     max_workers: int = Field(default=4, ge=1, le=64, validation_alias=_env("TOOL_MAX_WORKERS"))
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
+    # The help center search_help_center reads (Markdown articles; default: the demo one).
+    knowledge_dir: Path = Field(
+        default=DEFAULT_KNOWLEDGE_DIR, validation_alias=_env("KNOWLEDGE_DIR")
+    )
+    knowledge_top_k: int = Field(default=3, ge=1, le=10, validation_alias=_env("KNOWLEDGE_TOP_K"))
+    # How often each process checks the directory for changes; 0: only on SIGHUP.
+    knowledge_reload_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        allow_inf_nan=False,
+        validation_alias=_env("KNOWLEDGE_RELOAD_SECONDS"),
+    )
 
     @field_validator("support_timezone")
     @classmethod
@@ -323,6 +364,15 @@ class FloodSettings(BaseSettings):
     daily_turn_limit: int = Field(
         default=200, ge=1, le=1_000_000, validation_alias=_env("DAILY_TURN_LIMIT")
     )
+    # A staff member's messages in customers' topics, counted in the staff group.
+    staff_burst: int = Field(default=20, ge=1, le=1000, validation_alias=_env("STAFF_FLOOD_BURST"))
+    staff_interval_seconds: float = Field(
+        default=1.0, gt=0, le=3600, validation_alias=_env("STAFF_FLOOD_INTERVAL_SECONDS")
+    )
+    # Jobs one chat's queue may hold; past it messages are dropped (the customer is told).
+    chat_queue_max: int = Field(
+        default=50, ge=1, le=100_000, validation_alias=_env("CHAT_QUEUE_MAX")
+    )
 
 
 class HandoffSettings(BaseSettings):
@@ -372,6 +422,9 @@ class Settings(BaseModel):
     prompts: PromptSettings
     handoff: HandoffSettings = Field(default_factory=lambda: HandoffSettings(_env_file=None))
     health: HealthSettings = Field(default_factory=lambda: HealthSettings(_env_file=None))
+    supervision: SupervisionSettings = Field(
+        default_factory=lambda: SupervisionSettings(_env_file=None)
+    )
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -457,5 +510,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "prompts": PromptSettings,
     "handoff": HandoffSettings,
     "health": HealthSettings,
+    "supervision": SupervisionSettings,
     "log": _LogSettings,
 }

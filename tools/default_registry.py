@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from tools.help_center import build_search_help_center_tool
+from tools.knowledge.library import HelpCenter
 from tools.order_status import build_order_status_tool
 from tools.product_search import build_product_search_tool
 from tools.registry import ToolRegistry
@@ -15,11 +17,17 @@ def build_default_tool_registry(
     store: ShopStore,
     timezone: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    help_center: HelpCenter | None = None,
 ) -> ToolRegistry:
-    """A new registry with the four read-only support tools over ``store``."""
+    """A new registry with the four read-only support tools over ``store``.
+
+    With ``help_center``, ``search_help_center`` over it is the fifth.
+    """
     registry = ToolRegistry()
     registry.register(build_order_status_tool(store))
     registry.register(build_return_policy_tool(store))
     registry.register(build_product_search_tool(store))
     registry.register(build_support_hours_tool(store, timezone=timezone, clock=clock))
+    if help_center is not None:
+        registry.register(build_search_help_center_tool(help_center))
     return registry

@@ -1,6 +1,7 @@
 """Running one model-requested tool call safely: allowlist, validation, timeout, audit."""
 
 import asyncio
+import dataclasses
 import functools
 import json
 import logging
@@ -34,6 +35,9 @@ class ToolExecutionRecord:
     status: ToolStatus
     error_code: str | None
     category: str | None = None
+    # A search-like tool's result count and first item's id (RegisteredTool.result_summary).
+    result_count: int | None = None
+    top_result_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +147,15 @@ class ToolExecutor:
                 f"{tool.name} returned {type(result).__name__}, not a pydantic model",
                 audit(ToolStatus.TECHNICAL_ERROR, "invalid_result_type"),
             )
+        record = audit(ToolStatus.SUCCESS, None, tool.category(result) if tool.category else None)
+        if tool.result_summary is not None:
+            summary = tool.result_summary(result)
+            record = dataclasses.replace(
+                record, result_count=summary.count, top_result_id=summary.top_id
+            )
         return ToolExecutionResult(
             content=_dump({"ok": True, "data": result.model_dump(mode="json")}),
-            audit=audit(ToolStatus.SUCCESS, None, tool.category(result) if tool.category else None),
+            audit=record,
         )
 
     async def _run_handler(

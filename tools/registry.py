@@ -110,6 +110,18 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultSummary:
+    """What the audit may keep of a search-like result: how many items, and the first one's id.
+
+    ``top_id`` must be an identifier the application controls (an article id, a
+    SKU), never text the customer or the model wrote.
+    """
+
+    count: int
+    top_id: str | None = None
+
+
 @dataclass(frozen=True)
 class RegisteredTool(Generic[ArgumentsT, ResultT]):
     """A tool the application allows: its contract, its handler and its time limit.
@@ -130,6 +142,8 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
     blocking: bool = True
     # A closed category of a result (never text), kept in the execution's audit record.
     category: Callable[[ResultT], str] | None = None
+    # How many items a search-like result holds and the first one's id, kept in the audit.
+    result_summary: Callable[[ResultT], ResultSummary] | None = None
     takes_context: bool = field(init=False)
     is_async: bool = field(init=False)
 

@@ -37,6 +37,9 @@ ERROR_CODE = "error_code"
 STARTED_AT = "started_at"
 DURATION_MS = "duration_ms"
 STEP = "step"
+# Search-like tools only (search_help_center): how many results, the first one's id.
+RESULT_COUNT = "result_count"
+TOP_RESULT = "top_result"
 # Turn entries.
 OUTCOME = "outcome"
 MODEL = "model"
@@ -91,6 +94,8 @@ class ToolAuditEntry:
     error_code: str | None
     started_at: str
     duration_ms: float | None
+    result_count: int | None = None
+    top_result_id: str | None = None
 
     @classmethod
     def from_record(
@@ -107,10 +112,17 @@ class ToolAuditEntry:
             error_code=record.error_code,
             started_at=record.started_at,
             duration_ms=record.duration_seconds * 1000,
+            result_count=record.result_count,
+            top_result_id=record.top_result_id,
         )
 
     def to_fields(self) -> dict[str, str]:
         """The stream entry's fields (a made-up tool name is not written)."""
+        search = (
+            {RESULT_COUNT: str(self.result_count), TOP_RESULT: self.top_result_id or ""}
+            if self.result_count is not None
+            else {}
+        )
         return {
             TYPE: EntryType.TOOL.value,
             CALL_ID: self.call_id,
@@ -122,7 +134,7 @@ class ToolAuditEntry:
             CHAT_ID: self.chat_id,
             TURN_ID: self.turn_id,
             STEP: _optional(self.step),
-        }
+        } | search
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> "ToolAuditEntry":
@@ -137,6 +149,8 @@ class ToolAuditEntry:
             error_code=fields.get(ERROR_CODE) or None,
             started_at=fields.get(STARTED_AT, ""),
             duration_ms=_number(fields.get(DURATION_MS)),
+            result_count=_integer(fields.get(RESULT_COUNT)),
+            top_result_id=fields.get(TOP_RESULT) or None,
         )
 
 

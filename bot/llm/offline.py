@@ -44,6 +44,7 @@ class OfflineDemoKnowledge:
 
     The tool names it may ask for, the products that have a return policy, and
     the catalogue's texts (names and categories) it recognises in a question.
+    With ``help_center_tool``, a question no rule covers goes to the help center.
     """
 
     order_status_tool: str
@@ -52,6 +53,7 @@ class OfflineDemoKnowledge:
     support_hours_tool: str
     return_policy_products: tuple[str, ...]
     catalogue_texts: tuple[str, ...]
+    help_center_tool: str | None = None
 
 
 class OfflineChatModel:
@@ -74,6 +76,8 @@ class OfflineChatModel:
             knowledge.product_search_tool: _describe_products,
             knowledge.support_hours_tool: _describe_hours,
         }
+        if knowledge.help_center_tool is not None:
+            self._describers[knowledge.help_center_tool] = _describe_articles
         self._ids = itertools.count(1)
 
     @property
@@ -130,6 +134,11 @@ class OfflineChatModel:
             plan.append(
                 (self._tools.product_search_tool, {"query": " ".join(dict.fromkeys(mentioned))})
             )
+        question = [word for word in _WORD.findall(text) if len(word) >= 3]
+        greeting_only = _GREETING.search(text) is not None and len(question) <= 3
+        if not plan and self._tools.help_center_tool and len(question) >= 2 and not greeting_only:
+            # No rule fits: what the shop's own articles say (policies, how-to questions).
+            plan.append((self._tools.help_center_tool, {"query": " ".join(text.split())[:300]}))
         return plan
 
     def _result(
@@ -242,6 +251,18 @@ def _describe_products(data: dict[str, Any]) -> str:
         for item in items[:3]
     ]
     return "Нашлось в каталоге:\n" + "\n".join(lines)
+
+
+def _describe_articles(data: dict[str, Any]) -> str:
+    results = data.get("results") or []
+    if not results:
+        return (
+            "В справочном центре нет статьи об этом, и гадать я не буду. Сотрудники "
+            "поддержки ответят на этот вопрос в этом чате в рабочие часы."
+        )
+    top = results[0]
+    source = f"«{top['title']}»" + (f" ({top['url']})" if top.get("url") else "")
+    return f"Вот что сказано в статье {source}:\n{top['snippet']}"
 
 
 def _describe_hours(data: dict[str, Any]) -> str:

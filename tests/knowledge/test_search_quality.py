@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.knowledge.articles import read_articles
+from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR, read_articles
 from tools.knowledge.index import SearchIndex
-from tools.knowledge.library import DEFAULT_KNOWLEDGE_DIR
 
 LABELLED = Path(__file__).with_name("labelled_queries.tsv")
 

@@ -1,0 +1,72 @@
+"""search_help_center: the shop's own articles on policies and how-to questions."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.knowledge.library import HelpCenter
+from tools.registry import RegisteredTool, ResultSummary
+
+SEARCH_HELP_CENTER_TOOL_NAME = "search_help_center"
+
+
+class SearchHelpCenterArguments(BaseModel):
+    """Arguments the model writes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        min_length=2,
+        max_length=300,
+        description=(
+            "Вопрос клиента своими словами, без номера заказа и личных данных, "
+            "например «как вернуть деньги за заказ». От 2 до 300 символов."
+        ),
+    )
+
+
+class HelpCenterArticle(BaseModel):
+    """One passage found: the article it is from and the text to answer with."""
+
+    article_id: str
+    title: str
+    url: str | None
+    snippet: str
+
+
+class SearchHelpCenterResult(BaseModel):
+    """The passages found, best first; an empty list when no article answers."""
+
+    results: list[HelpCenterArticle]
+
+
+def build_search_help_center_tool(
+    center: HelpCenter,
+) -> RegisteredTool[SearchHelpCenterArguments, SearchHelpCenterResult]:
+    """The help-center search tool over ``center`` (its current index at each call)."""
+
+    def search_help_center(arguments: SearchHelpCenterArguments) -> SearchHelpCenterResult:
+        return SearchHelpCenterResult(
+            results=[
+                HelpCenterArticle(
+                    article_id=hit.article_id, title=hit.title, url=hit.url, snippet=hit.snippet
+                )
+                for hit in center.search(arguments.query)
+            ]
+        )
+
+    return RegisteredTool(
+        name=SEARCH_HELP_CENTER_TOOL_NAME,
+        description=(
+            "Ищет ответ в статьях справочного центра магазина: доставка, оплата, возврат и "
+            "гарантия, изменение и отмена заказа, аккаунт, промокоды, сертификаты, бонусы, "
+            "повреждённые посылки, покупки для юрлиц, контакты. Используй для вопросов о "
+            "правилах и о том, как что-то сделать. Пустой results: статьи на эту тему нет."
+        ),
+        arguments_model=SearchHelpCenterArguments,
+        handler=search_help_center,
+        # An in-memory index: a search takes well under a millisecond on the loop.
+        blocking=False,
+        result_summary=lambda result: ResultSummary(
+            count=len(result.results),
+            top_id=result.results[0].article_id if result.results else None,
+        ),
+    )
