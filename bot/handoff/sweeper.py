@@ -1,15 +1,25 @@
 """Ends handoffs nobody wrote in for ``HANDOFF_IDLE_MINUTES``, without waiting for a message.
 
 Every process with workers runs one. It does not touch a conversation
-itself: it queues an idle check in the customer's chat queue (through intake,
-de-duplicated by the activity it saw, so several sweepers queue it once), and
-the worker holding the chat decides with the session in hand.
+itself: it queues an idle check in the customer's chat queue (through intake),
+and the worker holding the chat decides with the session in hand.
+
+The check's update id is minus the handoff's score in the idle index, so
+sweepers that saw the same score queue it once (intake de-duplicates ids for
+24 h). After queueing, the sweeper moves the score on by the retry delay
+(only if nobody moved it meanwhile): the handoff is not due again before
+then, and if the check failed (the handoff is still open) the next attempt
+has another score, so another id, and is queued. Queue first, then move: a
+crash in between repeats the same id, which intake drops. A check still
+queued after the retry delay is followed by a second one, which finds the
+handoff ended and does nothing.
 """
 
 import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
@@ -31,11 +41,16 @@ class HandoffSweeper:
         intake: Intake,
         idle_seconds: float,
         period_seconds: float | None = None,
+        retry_seconds: float | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._topics = topics
         self._intake = intake
         self._idle_ms = int(idle_seconds * 1000)
         self._period = period_seconds or min(60.0, max(idle_seconds / 4, 0.05))
+        retry = retry_seconds or max(self._period, min(idle_seconds, 60.0))
+        self._retry_ms = max(1, int(retry * 1000))
+        self._clock = clock
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -55,16 +70,17 @@ class HandoffSweeper:
 
     async def sweep(self) -> int:
         """Queue one idle check per quiet handoff; returns how many were found."""
-        due = await self._topics.idle(int(time.time() * 1000) - self._idle_ms)
-        for conversation_key, last_activity_ms in due:
+        now_ms = int(self._clock() * 1000)
+        due = await self._topics.idle(now_ms - self._idle_ms)
+        for conversation_key, due_ms in due:
             chat_id = telegram_chat_id(conversation_key)
             if chat_id is None:
                 await self._topics.ended(conversation_key)
                 continue
             await self._intake.accept(
                 IncomingUpdate(
-                    # Negative: never a Telegram update id; one per activity seen.
-                    update_id=-last_activity_ms,
+                    # Negative: never a Telegram update id; one per score seen.
+                    update_id=-due_ms,
                     chat_id=chat_id,
                     conversation_key=conversation_key,
                     user_id=None,
@@ -72,5 +88,8 @@ class HandoffSweeper:
                     payload={},
                     notice=Notice.HANDOFF_IDLE,
                 )
+            )
+            await self._topics.postpone(
+                conversation_key, due_ms=due_ms, until_ms=now_ms - self._idle_ms + self._retry_ms
             )
         return len(due)

@@ -27,6 +27,21 @@ return redis.call('SCARD', KEYS[2])
 """
 
 
+# KEYS: open handoffs. ARGV: conversation, the score seen, the new score.
+# Moves the score only from the one seen (a later activity wins); returns 1 when the
+# score is the new one now (also on a second run), 0 when something else moved it.
+_POSTPONE = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score then return 0 end
+if tonumber(score) == tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[3], ARGV[1])
+  return 1
+end
+if tonumber(score) == tonumber(ARGV[3]) then return 1 end
+return 0
+"""
+
+
 class TopicDirectory:
     """Topics of customers in the staff chat, and their recent failed turns."""
 
@@ -35,6 +50,7 @@ class TopicDirectory:
         self._keys = keys
         self._staff_chat_id = staff_chat_id
         self._record = redis.register_script(_RECORD_FAILURE)
+        self._postpone = redis.register_script(_POSTPONE)
 
     @property
     def staff_chat_id(self) -> int:
@@ -83,8 +99,22 @@ class TopicDirectory:
         """The conversation is back with the bot: no idle check for it."""
         await self._redis.zrem(self._keys.open_handoffs(self._staff_chat_id), conversation_key)
 
+    async def postpone(self, conversation_key: str, *, due_ms: int, until_ms: int) -> bool:
+        """Count the idle time from ``until_ms`` instead, unless activity moved it off ``due_ms``.
+
+        ``True`` when the score is ``until_ms`` now.
+        """
+        moved = await self._postpone(
+            keys=[self._keys.open_handoffs(self._staff_chat_id)],
+            args=[conversation_key, due_ms, until_ms],
+        )
+        return int(moved) == 1
+
     async def idle(self, before_ms: int, limit: int = 100) -> list[tuple[str, int]]:
-        """Handed-off conversations with no activity since ``before_ms``, oldest first."""
+        """Handed-off conversations with no activity since ``before_ms``, oldest first.
+
+        The score is the last activity, or a later moment a sweep postponed it to.
+        """
         rows = await self._redis.zrangebyscore(
             self._keys.open_handoffs(self._staff_chat_id),
             "-inf",
