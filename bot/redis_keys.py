@@ -9,26 +9,38 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 |-----------------------------------|--------|---------------------|----------------|----------|
 | ``{<conv>}:session``              | hash   | SESSION_TTL_SECONDS | commit,summary | turns    |
 | ``{<conv>}:lease``                | string | SESSION_LEASE_SECS  | worker         | workers  |
-| ``{<conv>}:queue``                | list   | SESSION_TTL_SECONDS | intake         | worker   |
+| ``{<conv>}:queue``                | list   | none (never expires)| intake         | worker   |
 | ``{<conv>}:seen:<update id>``     | string | 24 h                | intake         | intake   |
 | ``{<conv>}:outbox``               | hash   | SESSION_TTL_SECONDS | commit         | delivery |
 | ``{<conv>}:flood:<user id>``      | hash   | burst x interval    | intake         | intake   |
+| ``{<conv>}:queue_full``           | string | 24 h                | intake         | intake   |
 | ``{<conv>}:turns:<user>:<day>``   | string | 2 days              | intake         | intake   |
 | ``{<conv>}:blocked``              | string | 30 days             | my_chat_member | delivery |
 | ``{<conv>}:archive:<session id>`` | hash   | SESSION_ARCHIVE_TTL | ``/new``       | staff    |
 | ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
+| ``{<conv>}:quarantine:outbox``    | hash   | SESSION_ARCHIVE_TTL | bad outbox     | staff    |
+| ``{<conv>}:attempts``             | hash   | SESSION_TTL_SECONDS | worker         | worker   |
 | ``{<conv>}:topic:<staff chat>``   | string | none                | handoff        | handoff  |
 | ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
-| ``{staff:<chat>}:open``           | zset   | none                | staff desk     | sweeper  |
+| ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
+| ``{staff:<chat>}:seen:<update>``  | string | 24 h                | intake         | intake   |
+| ``{staff:<chat>}:flood:<user>``   | hash   | burst x interval    | intake         | intake   |
+| ``{dead_letters}:jobs``           | hash   | none (10,000 kept)  | worker         | CLI      |
+| ``{dead_letters}:order``          | zset   | none (10,000 kept)  | worker         | CLI      |
 | ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
+| ``{work}:queued``                 | zset   | none (swept)        | signal         | sweep    |
+| ``{work}:sweep``                  | string | one sweep period    | sweep          | sweep    |
 | ``AUDIT_STREAM`` (no prefix)      | stream | AUDIT_STREAM_MAXLEN | audit sink     | CLI      |
 | ``{AUDIT_STREAM}:done:<turn id>`` | string | 24 h                | audit sink     | sink     |
 
 ``<conv>`` is a conversation key: ``tg:<chat id>`` for Telegram, the console's
-own name for the console; its alphabet is :data:`KEY_ALPHABET`.
+own name for the console; its alphabet is :data:`KEY_ALPHABET`. ``{work}:...``
+is spelled ``{<prefix>:work}:...`` in full: the stream's name as the hash tag,
+so the stream and its index share a slot. A chat's queue never expires: it
+holds accepted messages, and it is gone once its last job is popped.
 """
 
 import re
@@ -56,6 +68,11 @@ def telegram_chat_id(conversation_key: str) -> int | None:
         return int(rest)
     except ValueError:
         return None
+
+
+def is_conversation_key(raw: str) -> bool:
+    """Whether ``raw`` is a valid conversation key (:data:`KEY_ALPHABET`, 1 to 128 characters)."""
+    return _CONVERSATION.fullmatch(raw) is not None
 
 
 def safe_conversation_key(raw: str, fallback: str) -> str:
@@ -126,6 +143,11 @@ class ConversationKeys:
         """A user's token bucket in this chat."""
         return f"{self.base}:flood:{user_id}"
 
+    @property
+    def queue_full(self) -> str:
+        """Set once the customer was told the queue is full; cleared when it has room again."""
+        return f"{self.base}:queue_full"
+
     def daily_turns(self, user_id: int, day: str) -> str:
         """A user's count of model turns in this chat on ``day`` (``YYYYMMDD``, UTC)."""
         return f"{self.base}:turns:{user_id}:{day}"
@@ -137,6 +159,16 @@ class ConversationKeys:
     def quarantine(self, stamp: str) -> str:
         """An unreadable session moved aside."""
         return f"{self.base}:quarantine:{stamp}"
+
+    @property
+    def outbox_quarantine(self) -> str:
+        """Outbox entries this version could not read, moved aside (hash: job id -> as read)."""
+        return f"{self.base}:quarantine:outbox"
+
+    @property
+    def attempts(self) -> str:
+        """How often each queued job was handed to a worker (hash, see bot.queue.chat_queue)."""
+        return f"{self.base}:attempts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +188,48 @@ class RedisKeys:
         return f"{self.prefix}:{{staff:{staff_chat_id}}}:topic:{thread_id}"
 
     def open_handoffs(self, staff_chat_id: int) -> str:
-        """Conversations handed to staff, scored by their last activity (ms): the idle sweep."""
+        """Conversations handed to staff, scored by their last activity (ms): the idle sweep.
+
+        After queueing an idle check the sweeper moves the score on by its retry delay.
+        """
         return f"{self.prefix}:{{staff:{staff_chat_id}}}:open"
+
+    def staff_seen(self, staff_chat_id: int, update_id: int) -> str:
+        """A staff topic message's flood verdict in its group, kept for a redelivery."""
+        return f"{self.prefix}:{{staff:{staff_chat_id}}}:seen:{update_id}"
+
+    def staff_flood(self, staff_chat_id: int, user_id: int) -> str:
+        """A staff member's token bucket in staff group ``staff_chat_id`` (all topics)."""
+        return f"{self.prefix}:{{staff:{staff_chat_id}}}:flood:{user_id}"
+
+    @property
+    def dead_letters(self) -> str:
+        """Jobs given up after ``JOB_MAX_ATTEMPTS``, for staff (hash: turn id -> JSON)."""
+        return f"{self.prefix}:{{dead_letters}}:jobs"
+
+    @property
+    def dead_letter_order(self) -> str:
+        """The dead letters' turn ids by when they were given up (zset, ms): newest, trimming."""
+        return f"{self.prefix}:{{dead_letters}}:order"
 
     @property
     def work_stream(self) -> str:
         """The stream that tells workers a conversation has queued work."""
         return f"{self.prefix}:work"
+
+    @staticmethod
+    def work_queued(stream: str) -> str:
+        """Chats signalled on work stream ``stream``, until a sweep sees their queue empty.
+
+        A sorted set (conversation key, scored by the ms of its last signal) in the
+        stream's own slot, so that one script writes the signal and its entry.
+        """
+        return f"{_same_slot(stream)}:queued"
+
+    @staticmethod
+    def work_sweep(stream: str) -> str:
+        """Taken (``SET NX PX``) by the one process that sweeps ``stream``'s chats this time."""
+        return f"{_same_slot(stream)}:sweep"
 
     @staticmethod
     def audit_done(stream: str, turn_id: str) -> str:
@@ -176,3 +243,15 @@ class RedisKeys:
         if opening != -1 and closing > opening + 1:
             return f"{stream}:done:{turn_id}"
         return f"{{{stream}}}:done:{turn_id}"
+
+
+def _same_slot(key: str) -> str:
+    """A name that hashes to ``key``'s cluster slot: ``key`` itself as a hash tag.
+
+    A key that carries a hash tag of its own keeps it (its slot is the tag's).
+    """
+    opening = key.find("{")
+    closing = key.find("}", opening + 1)
+    if opening != -1 and closing > opening + 1:
+        return key
+    return f"{{{key}}}"
