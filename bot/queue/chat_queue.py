@@ -13,6 +13,13 @@ timeout must never lose or double a message):
 * ``delivered``: drop the outbox entry and return the next job, or release
   the lease when the queue is empty (so a job queued meanwhile is never
   stranded: either this worker sees it, or intake sees no lease and signals).
+
+Attempts: ``take`` and ``delivered`` count each lease that is handed a job as
+one attempt of it (once per lease token, so a repeated script counts nothing),
+beside the queue in ``{<conv>}:attempts``; a worker that dies mid-job leaves
+the count behind, and the front end gives a job up once it is over the limit
+(:mod:`bot.queue.dead_letters`). An outbox entry this version cannot read is
+moved to ``{<conv>}:quarantine:outbox`` instead of blocking the chat.
 """
 
 import logging
@@ -26,18 +33,44 @@ from bot.redis_keys import ConversationKeys, RedisKeys
 
 logger = logging.getLogger(__name__)
 
-# KEYS: lease, queue, outbox, session, blocked. ARGV: token, lease ms.
-_TAKE = """
+# The head job's attempt under lease token ``token``: counted once per token (a repeated
+# script, or a second look by the same drain, counts nothing). Fields of the attempts
+# hash: <job id> the count, <job id>:by the last token, <job id>:error the last failure.
+# Returns {count, last failure kind or ''}; {0, ''} for no head or an unreadable one.
+_ATTEMPT = """
+local function attempt(key, head, token, ttl)
+  if head == '' then return {0, ''} end
+  local ok, job = pcall(cjson.decode, head)
+  if not ok or type(job) ~= 'table' or type(job['job_id']) ~= 'string' then return {0, ''} end
+  local id = job['job_id']
+  local seen = redis.call('HMGET', key, id, id .. ':by', id .. ':error')
+  local count = tonumber(seen[1]) or 0
+  if seen[2] ~= token then
+    count = redis.call('HINCRBY', key, id, 1)
+    redis.call('HSET', key, id .. ':by', token)
+    redis.call('EXPIRE', key, ttl)
+  end
+  return {count, seen[3] or ''}
+end
+"""
+
+# KEYS: lease, queue, outbox, session, blocked, attempts. ARGV: token, lease ms, ttl.
+_TAKE = (
+    _ATTEMPT
+    + """
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0}
 end
+local head = redis.call('LINDEX', KEYS[2], 0) or ''
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
-return {1, redis.call('LINDEX', KEYS[2], 0) or '', redis.call('HVALS', KEYS[3]),
-        stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5])}
+local tried = attempt(KEYS[6], head, ARGV[1], ARGV[3])
+return {1, head, redis.call('HGETALL', KEYS[3]), stored[1] or '', stored[2] or '',
+        redis.call('EXISTS', KEYS[5]), tried[1], tried[2]}
 """
+)
 
 # KEYS: lease. ARGV: token, lease ms.
 _RENEW = """
@@ -45,13 +78,16 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[
 return 0
 """
 
-# KEYS: lease, queue, outbox. ARGV: token, job json, job id, outbox json ('' for none), ttl.
-# Returns 1 done, 2 already done, 0 lease lost, -1 the job is not at the head.
+# KEYS: lease, queue, outbox, attempts. ARGV: token, job json, job id, outbox json ('' for
+# none), ttl. Returns 1 done, 2 already done, 0 lease lost, -1 the job is not at the head.
 _COMPLETE = """
 if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then return 2 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[2] then return -1 end
 redis.call('LPOP', KEYS[2])
+if ARGV[3] ~= '' then
+  redis.call('HDEL', KEYS[4], ARGV[3], ARGV[3] .. ':by', ARGV[3] .. ':error')
+end
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
   redis.call('EXPIRE', KEYS[3], ARGV[5])
@@ -59,27 +95,69 @@ end
 return 1
 """
 
-# KEYS: lease, queue, outbox, session, blocked.
-# ARGV: token, job id ('' for none), keep the lease (0/1).
-# Returns {0} lease lost, {1} released (queue empty), {2, next job, version, data, blocked}.
-_DELIVERED = """
-if ARGV[2] ~= '' then redis.call('HDEL', KEYS[3], ARGV[2]) end
+# KEYS: lease, queue, outbox, session, blocked, attempts.
+# ARGV: token, job id ('' for none), keep the lease (0/1), ttl.
+# Returns {0} lease lost, {1} released (queue empty),
+# {2, next job, version, data, blocked, outbox, attempt, last failure}: the outbox (field,
+# value pairs) only when it holds entries and no job is queued, the only way it stays
+# non-empty (entries this drain did not take: another version's, or unreadable ones).
+_DELIVERED = (
+    _ATTEMPT
+    + """
+if ARGV[2] ~= '' then
+  redis.call('HDEL', KEYS[3], ARGV[2])
+  redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
 local head = redis.call('LINDEX', KEYS[2], 0)
+local outbox = {}
 if not head then
-  if ARGV[3] ~= '1' and redis.call('HLEN', KEYS[3]) == 0 then
-    redis.call('DEL', KEYS[1])
-    return {1}
+  if ARGV[3] ~= '1' then
+    if redis.call('HLEN', KEYS[3]) == 0 then
+      redis.call('DEL', KEYS[1], KEYS[6])
+      return {1}
+    end
+    outbox = redis.call('HGETALL', KEYS[3])
   end
   head = ''
 end
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
-return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5])}
+local tried = attempt(KEYS[6], head, ARGV[1], ARGV[4])
+return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5]), outbox,
+        tried[1], tried[2]}
+"""
+)
+
+# KEYS: outbox, outbox quarantine. ARGV: job id, the entry as read, ttl. Moves the entry
+# aside unless it changed or went meanwhile.
+_QUARANTINE = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[3])
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
+# KEYS: attempts. ARGV: job id, failure kind, ttl. Names how the job's attempt failed
+# (only while the job is counted: a finished job's count is gone).
+_NOTE_FAILURE = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[1], ARGV[1] .. ':error', ARGV[2])
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return 1
 """
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
+"""
+
+
+# KEYS: queue, lease. {queued jobs, lease held (0/1)}: read-only, for the sweep.
+_WAITING = """
+return {redis.call('LLEN', KEYS[1]), redis.call('EXISTS', KEYS[2])}
 """
 
 
@@ -98,6 +176,10 @@ class ChatState:
     session_data: str
     # The customer blocked the bot (read in the same script: no extra round trip).
     blocked: bool = False
+    # Leases handed the head job so far, this one included (0: no readable head), and how
+    # its last failed attempt ended, where a live worker could tell ('' if unknown).
+    attempts: int = 0
+    failure: str = ""
 
 
 class ChatQueue:
@@ -110,15 +192,20 @@ class ChatQueue:
         keys: RedisKeys,
         lease_seconds: float,
         outbox_ttl_seconds: int,
+        quarantine_ttl_seconds: int | None = None,
     ) -> None:
         self._keys = keys
         self._lease_ms = max(1, int(lease_seconds * 1000))
         self._outbox_ttl = outbox_ttl_seconds
+        self._quarantine_ttl = quarantine_ttl_seconds or outbox_ttl_seconds
         self._take = redis.register_script(_TAKE)
         self._renew = redis.register_script(_RENEW)
         self._complete = redis.register_script(_COMPLETE)
         self._delivered = redis.register_script(_DELIVERED)
         self._release = redis.register_script(_RELEASE)
+        self._quarantine = redis.register_script(_QUARANTINE)
+        self._note_failure = redis.register_script(_NOTE_FAILURE)
+        self._waiting = redis.register_script(_WAITING)
 
     def keys(self, conversation_key: str) -> ConversationKeys:
         """The conversation's keys."""
@@ -128,15 +215,15 @@ class ChatQueue:
         """Take (or keep) the lease and read the chat; ``None`` if another worker holds it."""
         keys = self.keys(conversation_key)
         reply = await self._take(
-            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked],
-            args=[token, self._lease_ms],
+            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked, keys.attempts],
+            args=[token, self._lease_ms, self._outbox_ttl],
         )
         if int(reply[0]) == 0:
             return None
-        outbox = tuple(
-            entry for entry in (_outbox_entry(raw) for raw in reply[2]) if entry is not None
+        outbox = await self._readable(keys, reply[2])
+        return _state(
+            _text(reply[1]), outbox, reply[3], reply[4], reply[5], tried=(reply[6], reply[7])
         )
-        return _state(_text(reply[1]), outbox, reply[3], reply[4], reply[5])
 
     async def renew(self, conversation_key: str, token: str) -> bool:
         """Extend the lease by one period; ``False`` if it is no longer ours."""
@@ -163,7 +250,7 @@ class ChatQueue:
         keys = self.keys(conversation_key)
         result = int(
             await self._complete(
-                keys=[keys.lease, keys.queue, keys.outbox],
+                keys=[keys.lease, keys.queue, keys.outbox, keys.attempts],
                 args=[
                     token,
                     job_raw,
@@ -189,23 +276,68 @@ class ChatQueue:
         """
         keys = self.keys(conversation_key)
         reply = await self._delivered(
-            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked],
-            args=[token, job_id, 1 if keep else 0],
+            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked, keys.attempts],
+            args=[token, job_id, 1 if keep else 0, self._outbox_ttl],
         )
         status = int(reply[0])
         if status == 0:
             raise LeaseLostError(f"lease of {conversation_key} lost")
         if status == 1:
             return None
-        return _state(_text(reply[1]), (), reply[2], reply[3], reply[4])
+        outbox = await self._readable(keys, reply[5])
+        return _state(
+            _text(reply[1]), outbox, reply[2], reply[3], reply[4], tried=(reply[6], reply[7])
+        )
+
+    async def note_failure(self, conversation_key: str, job_id: str, kind: str) -> None:
+        """Record how an attempt of ``job_id`` failed (an error kind, never its text)."""
+        await self._note_failure(
+            keys=[self.keys(conversation_key).attempts], args=[job_id, kind, self._outbox_ttl]
+        )
+
+    async def _readable(
+        self, keys: ConversationKeys, pairs: list[bytes | str]
+    ) -> tuple[OutboxEntry, ...]:
+        """The outbox entries in ``pairs`` (field, value, ...); unreadable ones are moved aside.
+
+        Left in place, an unreadable entry keeps the chat from being released: its
+        drain would loop on it for as long as the outbox keeps it.
+        """
+        entries = []
+        for raw_id, raw in zip(pairs[::2], pairs[1::2], strict=True):
+            entry = _outbox_entry(raw)
+            if entry is not None:
+                entries.append(entry)
+                continue
+            job_id = _text(raw_id)
+            logger.warning(
+                "Outbox entry of job %s is unreadable; moved to %s", job_id, keys.outbox_quarantine
+            )
+            await self._quarantine(
+                keys=[keys.outbox, keys.outbox_quarantine],
+                args=[job_id, raw, self._quarantine_ttl],
+            )
+        return tuple(entries)
 
     async def release(self, conversation_key: str, token: str) -> None:
         """Give the lease back (only if it is still ours)."""
         await self._release(keys=[self.keys(conversation_key).lease], args=[token])
 
+    async def waiting(self, conversation_key: str) -> tuple[int, bool]:
+        """The chat's queued jobs and whether a worker holds its lease (for the sweep)."""
+        keys = self.keys(conversation_key)
+        reply = await self._waiting(keys=[keys.queue, keys.lease], args=[])
+        return int(reply[0]), int(reply[1]) == 1
+
 
 def _state(
-    head_raw: str, outbox: tuple[OutboxEntry, ...], version: object, data: object, blocked: object
+    head_raw: str,
+    outbox: tuple[OutboxEntry, ...],
+    version: object,
+    data: object,
+    blocked: object,
+    *,
+    tried: tuple[object, object] = (0, ""),
 ) -> ChatState:
     head = None
     if head_raw:
@@ -220,14 +352,16 @@ def _state(
         session_version=_text(version),
         session_data=_text(data),
         blocked=int(str(blocked)) == 1,
+        attempts=int(str(tried[0])) if head is not None else 0,
+        failure=_text(tried[1]),
     )
 
 
 def _outbox_entry(raw: object) -> OutboxEntry | None:
+    """The entry, or ``None`` when it is not one (the caller logs and moves it aside)."""
     try:
         return OutboxEntry.model_validate_json(_text(raw))
-    except ValidationError:
-        logger.exception("An outbox entry is unreadable; it is dropped")
+    except (ValidationError, UnicodeDecodeError):
         return None
 
 

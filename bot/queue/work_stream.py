@@ -5,6 +5,13 @@ A worker leaves a signal pending until it has drained the chat (or could not
 take it): a worker that dies keeps its signals pending, and another worker
 claims them (``XAUTOCLAIM``) once they have been idle for about one lease.
 Extra signals are harmless: a worker that finds nothing to do acknowledges.
+
+Each signal also enters the chat in an index beside the stream (same slot, same
+script): the chats signalled and not yet seen empty, scored by their last
+signal. A sweep (:mod:`bot.queue.sweep`) reads the entries older than a few
+leases and signals again a chat that still has work, no lease and no live
+signal (acknowledged by mistake, trimmed, lost with a fail-over); an empty
+chat leaves the index.
 """
 
 import asyncio
@@ -19,6 +26,7 @@ from typing import Any
 from redis.exceptions import RedisError, ResponseError
 
 from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys, is_conversation_key
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +34,54 @@ GROUP = "workers"
 # Acknowledged signals are only history; pending ones are reclaimed within a lease,
 # long before this many newer signals could push them out.
 STREAM_MAXLEN = 100_000
+
+# KEYS: stream, index. ARGV: conversation, maxlen. The signal, and its chat in the
+# index scored by the signal's time (ms, Redis's clock). Twice: one extra signal.
+_SIGNAL = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'c', ARGV[1])
+redis.call('ZADD', KEYS[2], tonumber(string.match(id, '^%d+')), ARGV[1])
+return id
+"""
+
+# KEYS: index. ARGV: older than (ms), offset, count. Index entries older than
+# ARGV[1] ms by Redis's clock, oldest first: {conversation, score, ...}.
+_STALE = """
+local now = redis.call('TIME')
+local limit = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - tonumber(ARGV[1])
+return redis.call('ZRANGE', KEYS[1], '-inf', limit, 'BYSCORE', 'LIMIT', ARGV[2], ARGV[3],
+                  'WITHSCORES')
+"""
+
+# KEYS: index. ARGV: conversation, score read. Drops the entry unless signalled since.
+_FORGET = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+"""
+
+# KEYS: stream, index. ARGV: conversation, score read (its last signal's ms), maxlen, group.
+# Signals again unless signalled since, or the last signal is still live: not yet
+# read by the group, or pending (a worker has it, or claims it after a lease).
+# Returns 1 signalled again, 0 not.
+_RESIGNAL = """
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+local signalled = tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local fields = {}
+    for i = 1, #group, 2 do fields[group[i]] = group[i + 1] end
+    if fields['name'] == ARGV[4] then
+      local read = tonumber(string.match(fields['last-delivered-id'], '^%d+'))
+      if signalled > read then return 0 end
+      local pending = redis.call('XPENDING', KEYS[1], ARGV[4], ARGV[2] .. '-0',
+                                 ARGV[2] .. '-18446744073709551615', 1)
+      if #pending > 0 then return 0 end
+    end
+  end
+end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'c', ARGV[1])
+redis.call('ZADD', KEYS[2], tonumber(string.match(id, '^%d+')), ARGV[1])
+return 1
+"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +104,12 @@ class WorkStream:
         self._redis = redis
         self._stream = stream
         self.consumer = consumer
+        self._index = RedisKeys.work_queued(stream)
+        self._sweep_turn = RedisKeys.work_sweep(stream)
+        self._signal = redis.register_script(_SIGNAL)
+        self._stale = redis.register_script(_STALE)
+        self._forget = redis.register_script(_FORGET)
+        self._resignal = redis.register_script(_RESIGNAL)
 
     async def ensure_group(self) -> None:
         """Create the consumer group (from the stream's start) unless it exists."""
@@ -58,10 +120,34 @@ class WorkStream:
                 raise
 
     async def signal(self, conversation_key: str) -> None:
-        """Tell workers ``conversation_key`` has queued work."""
-        await self._redis.xadd(
-            self._stream, {"c": conversation_key}, maxlen=STREAM_MAXLEN, approximate=True
+        """Tell workers ``conversation_key`` has queued work (and index the chat)."""
+        await self._signal(keys=[self._stream, self._index], args=[conversation_key, STREAM_MAXLEN])
+
+    async def take_sweep_turn(self, period_ms: int) -> bool:
+        """Whether this process sweeps now (one process per period does)."""
+        return bool(await self._redis.set(self._sweep_turn, self.consumer, nx=True, px=period_ms))
+
+    async def stale(self, older_than_ms: int, offset: int, count: int) -> list["IndexEntry"]:
+        """Up to ``count`` indexed chats last signalled over ``older_than_ms`` ago, oldest first."""
+        reply: list[Any] = await self._stale(
+            keys=[self._index], args=[older_than_ms, offset, count]
         )
+        return [
+            IndexEntry(conversation_key=_text(key), score=_text(score))
+            for key, score in zip(reply[::2], reply[1::2], strict=True)
+        ]
+
+    async def forget(self, entry: "IndexEntry") -> None:
+        """Drop a chat seen empty from the index, unless it was signalled since."""
+        await self._forget(keys=[self._index], args=[entry.conversation_key, entry.score])
+
+    async def signal_again(self, entry: "IndexEntry") -> bool:
+        """Signal a chat with work and no lease again, unless its last signal is live."""
+        reply = await self._resignal(
+            keys=[self._stream, self._index],
+            args=[entry.conversation_key, entry.score, STREAM_MAXLEN, GROUP],
+        )
+        return int(reply) == 1
 
     async def read(self, count: int, block_ms: int) -> list[Signal]:
         """New signals for this consumer (at most ``count``; waits up to ``block_ms``)."""
@@ -70,7 +156,7 @@ class WorkStream:
         )
         signals: list[Signal] = []
         for _stream, entries in reply or ():
-            signals.extend(_signals(entries))
+            signals.extend(await self._readable(entries))
         return signals
 
     async def claim_idle(self, min_idle_ms: int, count: int) -> list[Signal]:
@@ -78,7 +164,26 @@ class WorkStream:
         reply: list[Any] = await self._redis.xautoclaim(
             self._stream, GROUP, self.consumer, min_idle_time=min_idle_ms, count=count
         )
-        return _signals(reply[1])
+        return await self._readable(reply[1])
+
+    async def _readable(self, entries: list[Any]) -> list[Signal]:
+        """The signals naming a conversation; any other entry is acknowledged here, once.
+
+        Left pending, such an entry would be claimed again every lease, fail every
+        time and count in the backlog for ever.
+        """
+        signals, unreadable = _signals(entries)
+        if unreadable:
+            try:
+                await self.ack(*unreadable)
+            except (RedisError, OSError) as error:
+                # Still pending: claimed (and dropped) again after a lease.
+                logger.warning(
+                    "%d unreadable signal(s) not acknowledged (%s)",
+                    len(unreadable),
+                    type(error).__name__,
+                )
+        return signals
 
     async def ack(self, *signal_ids: str) -> None:
         """The chats were drained: forget their signals (one command for all of them)."""
@@ -112,6 +217,14 @@ class WorkStream:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class IndexEntry:
+    """A chat in the index of signalled chats, with its score as Redis wrote it."""
+
+    conversation_key: str
+    score: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Backlog:
     """Chats with queued work not yet drained, and the age of the oldest signal among them."""
 
@@ -138,20 +251,27 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _signals(entries: list[tuple[bytes | str, dict[bytes | str, bytes | str]]]) -> list[Signal]:
+def _signals(
+    entries: list[tuple[bytes | str, dict[bytes | str, bytes | str] | None]],
+) -> tuple[list[Signal], list[str]]:
+    """The signals that name a valid conversation, and the ids of every other entry."""
     signals = []
-    for entry_id, fields in entries:
+    unreadable = []
+    for raw_id, fields in entries:
+        entry_id = _text(raw_id)
         if not fields:
             # Trimmed from the stream while pending: nothing left to act on.
+            unreadable.append(entry_id)
             continue
-        key = fields.get(b"c", fields.get("c", b""))
-        signals.append(
-            Signal(
-                signal_id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
-                conversation_key=key.decode() if isinstance(key, bytes) else key,
-            )
-        )
-    return signals
+        raw_key = fields.get(b"c", fields.get("c", b""))
+        key = raw_key.decode(errors="replace") if isinstance(raw_key, bytes) else raw_key
+        if not is_conversation_key(key):
+            # The entry's id only: the field may hold anything at all.
+            logger.warning("Signal %s names no valid conversation; acknowledged, dropped", entry_id)
+            unreadable.append(entry_id)
+            continue
+        signals.append(Signal(signal_id=entry_id, conversation_key=key))
+    return signals, unreadable
 
 
 class Acknowledger:

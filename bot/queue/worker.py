@@ -22,6 +22,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
 from bot.queue.jobs import OutboxEntry
+from bot.queue.sweep import QueueSweep
 from bot.queue.work_stream import Acknowledger, Signal, WorkStream
 from bot.supervision import TaskSupervisor
 
@@ -112,6 +113,10 @@ class WorkerPool:
         # the chat in Redis already (its last script's reply still on its way), so the
         # chat is drained once more for it rather than the signal taken as covered.
         self._again: dict[str, Signal] = {}
+        # Signals lost anyway (by mistake, to trimming, to a fail-over) are sent again.
+        self._sweep = QueueSweep(
+            stream=stream, queue=queue, lease_seconds=settings.lease_seconds, sleep=sleep
+        )
         self._stopping = asyncio.Event()
         self._free = asyncio.Event()
         self._free.set()
@@ -128,12 +133,14 @@ class WorkerPool:
         stops then): the chats in hand finish their job and are handed back.
         """
         reporting = self._supervisor.spawn("backlog-log", self._report_backlog, stop=self._stopping)
+        sweeping = self._supervisor.spawn("queue-sweep", self._sweep.run, stop=self._stopping)
         try:
             await self._supervisor.run("claim-loop", self._claim_and_drain, stop=self._stopping)
         finally:
-            reporting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporting
+            for task in (reporting, sweeping):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self._stopping.set()
         await self._finish()
 

@@ -28,14 +28,17 @@ class EchoRunner:
 
     queue: ChatQueue
     turn_seconds: float = 0.0
+    # Chats whose turns take this long instead.
+    slow: dict[int, float] = field(default_factory=dict)
     sent: list[tuple[int, str]] = field(default_factory=list)
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Commit the head job with its reply, as a turn's commit does."""
         assert state.head is not None
-        if self.turn_seconds:
-            await asyncio.sleep(self.turn_seconds)
         job = state.head
+        pause = self.slow.get(job.chat_id, self.turn_seconds)
+        if pause:
+            await asyncio.sleep(pause)
         reply = OutboxEntry(
             job_id=job.job_id,
             turn_id=job.turn_id,

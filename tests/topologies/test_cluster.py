@@ -101,6 +101,7 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
         "bot/handoff/topics.py",
         "bot/queue/chat_queue.py",
         "bot/queue/intake.py",
+        "bot/queue/work_stream.py",
         "bot/sessions/redis_store.py",
     }
     for path in _script_modules():
@@ -114,6 +115,11 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
     for stream in ("support:audit", "audit", "a{b}c"):
         done = RedisKeys.audit_done(stream, "K7M2QX9PAF")
         assert key_slot(done.encode()) == key_slot(stream.encode()), stream
+    # The work stream's scripts: the stream, its index and the sweep's turn in one slot.
+    for prefix in ("support", "a.b-c"):
+        work = RedisKeys(prefix).work_stream
+        for key in (RedisKeys.work_queued(work), RedisKeys.work_sweep(work)):
+            assert key_slot(key.encode()) == key_slot(work.encode()), key
 
 
 def test_the_staff_cli_reads_a_stream_on_another_node_than_redis_url(
