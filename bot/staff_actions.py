@@ -23,7 +23,8 @@ class StaffAction(BaseModel):
     Any step but ``ended`` counts as activity for the idle check.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     kind: Literal["open", "copy_to_topic", "post_answer", "post", "copy_to_customer", "ended"]
     message_id: int | None = None

@@ -27,7 +27,8 @@ class Notice(StrEnum):
 class QueuedJob(BaseModel):
     """One accepted update in a chat's FIFO queue."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     job_id: str
     update_id: int
@@ -48,7 +49,8 @@ class OutboxEntry(BaseModel):
     settled when delivery succeeds or fails.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     job_id: str
     turn_id: str

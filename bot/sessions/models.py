@@ -18,7 +18,8 @@ class StoredMessage(BaseModel):
     Never the loop's tool messages.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     role: Literal["user", "assistant", "staff"]
     content: str
@@ -32,7 +33,8 @@ class StoredMessage(BaseModel):
 class ConversationSession(BaseModel):
     """History, summary of older turns and metadata of one conversation."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     schema_version: Literal[1] = SESSION_SCHEMA_VERSION
     session_id: str = Field(default_factory=lambda: uuid.uuid4().hex)

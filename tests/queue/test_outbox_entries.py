@@ -1,0 +1,109 @@
+"""An outbox entry this version cannot read never stops its chat (real redis-server, WorkerPool).
+
+An entry written by another version (a field this one does not know) is
+delivered; one that is not an entry at all is moved to the chat's quarantine,
+and the chat goes on with its queue. Both without spinning: the script calls
+of the whole drain are counted.
+"""
+
+import asyncio
+import json
+
+import redis.asyncio as aioredis
+
+from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.work_stream import WorkStream
+from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
+from bot.redis_keys import RedisKeys
+
+KEY = "tg:31"
+DRAIN_WITHIN = 10.0
+# take, delivered per outbox entry, the job's complete and delivered, the release; a few spare.
+MOST_SCRIPT_CALLS = 12
+
+
+class _Recording:
+    """A front end that answers every job with one plain reply and records what it sends."""
+
+    def __init__(self, queue: ChatQueue) -> None:
+        self._queue = queue
+        self.sent: list[str] = []
+
+    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
+        assert state.head is not None
+        reply = _reply(state.head.job_id, f"ответ {state.head.job_id}")
+        await self._queue.complete(
+            lease.conversation_key, lease.token, state.head_raw, state.head.job_id, reply
+        )
+        return JobDone(reply=reply)
+
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+        self.sent.append(reply.text)
+
+    async def summarise(self, lease: HeldLease) -> None:
+        raise AssertionError("no summary here")
+
+
+def _reply(job_id: str, text: str) -> OutboxEntry:
+    return OutboxEntry(job_id=job_id, turn_id=f"T{job_id}", chat_id=31, format="plain", text=text)
+
+
+def _pool(redis: aioredis.Redis, keys: RedisKeys) -> tuple[WorkerPool, _Recording]:
+    queue = ChatQueue(redis, keys=keys, lease_seconds=5, outbox_ttl_seconds=60)
+    runner = _Recording(queue)
+    pool = WorkerPool(
+        stream=WorkStream(redis, stream=keys.work_stream, consumer="test"),
+        queue=queue,
+        runner=runner,
+        settings=WorkerSettings(concurrency=1, lease_seconds=5, shutdown_grace_seconds=1),
+    )
+    return pool, runner
+
+
+async def _script_calls(redis: aioredis.Redis) -> int:
+    stats = await redis.info("commandstats")
+    names = ("evalsha", "eval")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in names)
+
+
+async def test_an_entry_with_a_field_this_version_does_not_know_is_delivered(
+    redis_client: aioredis.Redis,
+) -> None:
+    keys = RedisKeys("outbox-newer")
+    chat = keys.conversation(KEY)
+    written_by_a_newer_version = {**_reply("7", "ответ 7").model_dump(), "priority": "high"}
+    await redis_client.hset(chat.outbox, "7", json.dumps(written_by_a_newer_version))
+    pool, runner = _pool(redis_client, keys)
+    before = await _script_calls(redis_client)
+
+    async with asyncio.timeout(DRAIN_WITHIN):
+        await pool.drain_now(KEY)
+
+    assert runner.sent == ["ответ 7"]
+    assert await _script_calls(redis_client) - before <= MOST_SCRIPT_CALLS
+    assert await redis_client.hlen(chat.outbox) == 0
+    assert not await redis_client.exists(chat.lease), "the chat is released"
+
+
+async def test_an_unreadable_entry_is_quarantined_and_the_chat_goes_on(
+    redis_client: aioredis.Redis,
+) -> None:
+    keys = RedisKeys("outbox-bad")
+    chat = keys.conversation(KEY)
+    await redis_client.hset(chat.outbox, "6", "{not an outbox entry")
+    job = QueuedJob(job_id="8", update_id=8, turn_id="T8", enqueued_ms=1, chat_id=31)
+    await redis_client.rpush(chat.queue, job.model_dump_json())
+    pool, runner = _pool(redis_client, keys)
+    before = await _script_calls(redis_client)
+
+    async with asyncio.timeout(DRAIN_WITHIN):
+        await pool.drain_now(KEY)
+
+    assert runner.sent == ["ответ 8"], "the next job ran and was delivered"
+    assert await _script_calls(redis_client) - before <= MOST_SCRIPT_CALLS
+    assert await redis_client.hlen(chat.outbox) == 0
+    assert await redis_client.llen(chat.queue) == 0
+    assert not await redis_client.exists(chat.lease), "the chat is released"
+    assert await redis_client.hgetall(chat.outbox_quarantine) == {b"6": b"{not an outbox entry"}
+    assert await redis_client.ttl(chat.outbox_quarantine) > 0
