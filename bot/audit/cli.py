@@ -1,8 +1,10 @@
 """``support-audit`` / ``python -m bot audit``: support staff read the audit stream.
 
 Commands: ``tail`` (newest entries, ``--follow`` for new ones), ``turn`` (one
-incident), ``stats`` (per tool and per turn), ``export`` (every entry once,
-through a consumer group) and ``pseudonym`` (the stream's name for a chat).
+incident), ``stats`` (per tool and per turn), ``knowledge-gaps`` (turns whose
+help-center searches found nothing), ``export`` (every entry once,
+through a consumer group), ``pseudonym`` (the stream's name for a chat) and
+``dead-letters`` (messages given up after ``JOB_MAX_ATTEMPTS``).
 Only the Redis and audit settings are read, so no bot token or model key is needed.
 """
 
@@ -23,6 +25,7 @@ from pydantic import ValidationError
 
 from bot.audit.export import StreamExporter
 from bot.audit.handoffs import handoff_stats, open_handoffs
+from bot.audit.knowledge_gaps import knowledge_gaps, search_share
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
 from bot.audit.reader import AuditStreamReader
 from bot.audit.render import (
@@ -37,7 +40,9 @@ from bot.audit.render import (
 from bot.audit.stats import compute_stats
 from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
 from bot.audit.time_spec import TimeSpecError, parse_since
+from bot.queue.dead_letters import read_dead_letters
 from bot.redis_connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
+from bot.redis_keys import RedisKeys
 from bot.settings import AuditSettings, RedisSettings
 
 PROGRAM = "support-audit"
@@ -70,6 +75,7 @@ class _Context:
     out: TextIO
     now: datetime
     block_ms: int
+    key_prefix: str = "support"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         now=datetime.now(UTC),
         # Block a little under the socket timeout so that a quiet stream is not a timeout.
         block_ms=max(int(min(1.0, redis_settings.socket_timeout_seconds / 2) * 1000), 1),
+        key_prefix=redis_settings.key_prefix,
     )
     with client:
         return _run(args.run, args, context, describe_target(redis_settings))
@@ -182,6 +189,15 @@ def _build_parser() -> _Parser:
     handoffs.add_argument("--json", action="store_true", help="one JSON object per line")
     handoffs.set_defaults(run=_handoffs)
 
+    gaps = commands.add_parser(
+        "knowledge-gaps",
+        parents=[common],
+        help="turns whose help-center searches found nothing (the articles to write)",
+    )
+    gaps.add_argument("--since", default="7d", help="look this far back (default 7d)")
+    gaps.add_argument("--json", action="store_true", help="one JSON object per line")
+    gaps.set_defaults(run=_knowledge_gaps)
+
     export = commands.add_parser(
         "export", parents=[common], help="every entry exactly once as JSON lines (consumer group)"
     )
@@ -203,6 +219,17 @@ def _build_parser() -> _Parser:
     )
     pseudonym.add_argument("chat_id")
     pseudonym.set_defaults(run=_pseudonym)
+
+    dead_letters = commands.add_parser(
+        "dead-letters",
+        parents=[common],
+        help="messages given up after JOB_MAX_ATTEMPTS (ids and the error kind, never text)",
+    )
+    dead_letters.add_argument(
+        "-n", type=_positive_int, default=50, help="how many, newest first (default 50)"
+    )
+    dead_letters.add_argument("--json", action="store_true", help="one JSON object per line")
+    dead_letters.set_defaults(run=_dead_letters)
     return parser
 
 
@@ -292,8 +319,14 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     entries = list(counted)
     stats = compute_stats(entries)
     handoff = handoff_stats(entries)
+    searches = search_share(entries)
     if args.json:
         report = stats_json(stats, since, counted.count)
+        report["knowledge"] = {
+            "searches": searches.searches,
+            "empty": searches.empty,
+            "empty_rate": searches.empty_rate,
+        }
         report["handoffs"] = {
             "opened": handoff.opened,
             "chats": handoff.chats,
@@ -308,6 +341,12 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         return EXIT_OK
     for line in stats_lines(stats, since, counted.count, context.zone):
         print(line, file=context.out)
+    empty = "-" if searches.empty_rate is None else f"{searches.empty_rate * 100:.1f}%"
+    print(
+        f"help center: {searches.searches} searches, {searches.empty} found nothing ({empty}); "
+        f"see {PROGRAM} knowledge-gaps",
+        file=context.out,
+    )
     rate = "-" if handoff.rate is None else f"{handoff.rate * 100:.1f}%"
     wait = handoff.first_reply_ms
     print(
@@ -316,6 +355,34 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         f"max {_seconds(wait.max)}",
         file=context.out,
     )
+    return EXIT_OK
+
+
+def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
+    reader = AuditStreamReader(context.client, context.stream)
+    reader.check()
+    since = parse_since(args.since, context.now)
+    gaps = knowledge_gaps(reader.scan(since_id=stream_id_at(since)))
+    if args.json:
+        for gap in gaps:
+            row = {
+                "at": gap.at.isoformat(timespec="milliseconds"),
+                "chat_id": gap.chat_id,
+                "turn_id": gap.turn_id,
+                "searches": gap.searches,
+            }
+            print(json.dumps(row, ensure_ascii=False), file=context.out)
+        return EXIT_OK
+    if not gaps:
+        print("no searches without an article", file=context.out)
+        return EXIT_OK
+    print("TIME  CHAT  TURN  SEARCHES", file=context.out)
+    for gap in gaps:
+        at = gap.at.astimezone(context.zone).strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{at}  {printable(gap.chat_id)}  {printable(gap.turn_id)}  {gap.searches}",
+            file=context.out,
+        )
     return EXIT_OK
 
 
@@ -393,6 +460,38 @@ def _pseudonym(args: argparse.Namespace, context: _Context) -> int:
         return _fail(f"AUDIT_HMAC_KEY must be at least {MIN_HMAC_KEY_CHARS} characters", EXIT_USAGE)
     print(chat_pseudonym(args.chat_id, context.hmac_key), file=context.out)
     return EXIT_OK
+
+
+def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
+    letters = read_dead_letters(context.client, RedisKeys(context.key_prefix), args.n)
+    if args.json:
+        for letter in letters:
+            row = {
+                "given_up_at": _from_ms(letter.given_up_ms, UTC).isoformat(),
+                "update_id": letter.update_id,
+                "turn_id": letter.turn_id,
+                "attempts": letter.attempts,
+                "error": letter.error,
+                "queued_at": _from_ms(letter.enqueued_ms, UTC).isoformat(),
+            }
+            print(json.dumps(row, ensure_ascii=False), file=context.out)
+        return EXIT_OK
+    if not letters:
+        print("no dead letters", file=context.out)
+        return EXIT_OK
+    print("GIVEN UP             UPDATE  INCIDENT    ATTEMPTS  ERROR", file=context.out)
+    for letter in letters:
+        when = _from_ms(letter.given_up_ms, context.zone).strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{when}  {letter.update_id}  {printable(letter.turn_id)}  {letter.attempts}  "
+            f"{printable(letter.error)}",
+            file=context.out,
+        )
+    return EXIT_OK
+
+
+def _from_ms(value_ms: int, zone: tzinfo | None) -> datetime:
+    return datetime.fromtimestamp(value_ms / 1000, UTC).astimezone(zone)
 
 
 # ---------------------------------------------------------------- small helpers
