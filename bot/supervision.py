@@ -50,6 +50,8 @@ TRANSIENT_REDIS_CODES = frozenset(
         "TRYAGAIN",
         "CLUSTERDOWN",
         "MASTERDOWN",
+        # A blocking read cut short because the server became a replica (a fail-over).
+        "UNBLOCKED",
     }
 )
 """Error replies of a Redis that refuses for a while: a fail-over, a full disk, memory, a load."""
@@ -138,6 +140,8 @@ class _Record:
     reason: str = ""
     # Failures since the task was last healthy: the back-off grows with them.
     failures: int = 0
+    # Whether the last failure was a Redis outage (for the line that says it is over).
+    outage: bool = False
     # The transient kind last logged, so that an outage is logged once.
     logged: str = ""
     outage_started: float | None = None
@@ -243,9 +247,9 @@ class TaskSupervisor:
         async def call() -> None:
             await body()
 
-        if record.state is TaskState.RESTARTING:
-            # Down only while it waits: a task that runs again is counted as working.
-            record.state = TaskState.RUNNING
+        # Retrying or restarting only while it waits: a task that runs again is working.
+        record.state = TaskState.RUNNING
+        record.reason = ""
         task = asyncio.create_task(call(), name=name)
         try:
             done, _ = await asyncio.wait({task}, timeout=self._policy.healthy_after_seconds)
@@ -269,7 +273,7 @@ class TaskSupervisor:
 
     def _healthy(self, name: str, record: _Record) -> None:
         """The task has run long enough without failing: it is well again."""
-        if record.failures and record.state is TaskState.RETRYING:
+        if record.failures and record.outage:
             started = record.outage_started
             took = self._clock() - started if started is not None else 0.0
             logger.info(
@@ -277,13 +281,12 @@ class TaskSupervisor:
                 name,
                 record.failures,
                 took,
-                record.reason,
+                record.logged,
             )
         elif record.failures:
             logger.info("%s works again after its restart", name)
-        record.state = TaskState.RUNNING
-        record.reason = ""
         record.failures = 0
+        record.outage = False
         record.logged = ""
         record.outage_started = None
 
@@ -297,6 +300,7 @@ class TaskSupervisor:
         record.failures += 1
         delay = self._policy.backoff(record.failures)
         record.reason = reason
+        record.outage = kind is FailureKind.TRANSIENT
         if kind is FailureKind.TRANSIENT:
             record.state = TaskState.RETRYING
             if record.outage_started is None:

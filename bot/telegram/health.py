@@ -11,6 +11,7 @@ from redis.exceptions import RedisError
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.queue.work_stream import WorkStream
 from bot.redis_health import RedisHealth, RedisHealthProbe
+from bot.supervision import TaskSupervisor
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 
 HEALTH_PATH = "/healthz"
@@ -39,6 +40,9 @@ class HealthEndpoint:
     client of their own, so the answer never waits behind turns for a connection. Requests
     within ``max_age_seconds`` of a probe share its reading (and concurrent ones one probe):
     a burst of requests costs Redis a few commands a second, not a few per request.
+    ``tasks`` names the supervised tasks that are not simply running (retrying
+    while Redis refuses, restarting after a crash, or failed): a task restarting
+    or failed also makes the answer 503 (see :mod:`bot.supervision`).
     """
 
     def __init__(
@@ -50,7 +54,9 @@ class HealthEndpoint:
         *,
         max_age_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        tasks: TaskSupervisor | None = None,
     ) -> None:
+        self._tasks = tasks
         self._probe = probe
         self._audit = audit
         self._in_flight = in_flight
@@ -86,8 +92,11 @@ class HealthEndpoint:
         """Report Redis's health and the backlog (read at most once a second), and the rest."""
         reading = await self.redis_reading()
         health = reading.health
-        body = {
-            "status": "ok" if health.writable else "degraded",
+        # A supervised task restarting after a crash, or given up, is this process's own fault.
+        tasks_down = self._tasks.down() if self._tasks is not None else {}
+        healthy = health.writable and not tasks_down
+        body: dict[str, object] = {
+            "status": "ok" if healthy else "degraded",
             "redis": health.writable,
             "redis_detail": health.detail,
             "in_flight": self._in_flight.in_flight,
@@ -96,4 +105,6 @@ class HealthEndpoint:
             "lost_audit_entries": self._audit.lost_entries,
             "pending_audit_entries": self._audit.pending_entries,
         }
-        return web.json_response(body, status=200 if health.writable else 503)
+        if self._tasks is not None:
+            body["tasks"] = self._tasks.states()
+        return web.json_response(body, status=200 if healthy else 503)

@@ -37,12 +37,14 @@ from bot.handoff.staff_chat import staff_chat_problem
 from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.types import ToolCallingClient
 from bot.proxies import ProxyURLError, proxy_for
+from bot.queue.dead_letters import DeadLetters
 from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.queue.worker import WorkerPool, WorkerSettings
 from bot.redaction import redacted_url
 from bot.redis_connection import describe_target
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.startup import configure_logging, load_settings
+from bot.supervision import SupervisionPolicy, TaskSupervisor
 from bot.telegram import messages
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
@@ -104,6 +106,7 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         await app.aclose()
         print(f"error: {error}", file=sys.stderr)
         return 1
+    tasks = build_supervisor(settings, stop)
     try:
         front = build_dispatcher(
             settings,
@@ -114,10 +117,10 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         )
         if not await _prepare_bot(bot, app, mode):
             return 1
-        workers = build_workers(app, bot, front)
+        workers = build_workers(app, bot, front, tasks)
         working = asyncio.create_task(workers.run(), name="workers")
         sweeper = build_sweeper(app)
-        sweeping = asyncio.create_task(sweeper.run(), name="handoff-sweeper") if sweeper else None
+        sweeping = tasks.spawn("handoff-sweeper", sweeper.run, stop=stop) if sweeper else None
         intake = TelegramIntake(
             app.intake,
             bot,
@@ -126,21 +129,23 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         )
         try:
             if mode == "webhook":
-                if not await _serve_webhook(bot, front, app, intake, stop):
+                if not await _serve_webhook(bot, front, app, intake, stop, tasks=tasks):
                     return 1
             else:
-                health = await _start_health_server(front, app)
+                health = await _start_health_server(front, app, tasks)
                 if health is None:
                     return 1
                 try:
                     if mode == "polling":
-                        await _serve_polling(bot, front, intake, stop)
+                        await _serve_polling(bot, front, intake, stop, tasks=tasks)
                     else:
                         logger.info("Worker running (no intake)")
                         await _until(stop, working)
                 finally:
                     await health.cleanup()
         finally:
+            # No task starts again from now on; the workers finish or hand back their chats.
+            tasks.stop()
             workers.stop()
             await working
             if sweeper is not None and sweeping is not None:
@@ -150,12 +155,35 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         # The bot's session first (no more sends), then the engine in reverse order.
         await bot.session.close()
         await app.aclose()
+    return _stopped(tasks)
+
+
+def _stopped(tasks: TaskSupervisor) -> int:
+    """Log the stop; the exit code: 1 when a task was given up (its supervisor restarts us)."""
+    if tasks.failure is not None:
+        logger.error("Stopped: %s could not be restarted; exit code 1", tasks.failure.task)
+        return 1
     logger.info("Stopped")
     return 0
 
 
-def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> WorkerPool:
-    """The worker pool of this process, running queued Telegram updates."""
+def build_supervisor(settings: Settings, stop: asyncio.Event) -> TaskSupervisor:
+    """The supervisor of this process's long-lived tasks; a task given up sets ``stop``."""
+    supervision = settings.supervision
+    return TaskSupervisor(
+        policy=SupervisionPolicy(
+            backoff_max_seconds=supervision.backoff_max_seconds,
+            max_restarts=supervision.max_restarts,
+            restart_window_seconds=supervision.restart_window_seconds,
+        ),
+        on_failure=lambda _failure: stop.set(),
+    )
+
+
+def build_workers(
+    app: Application, bot: Bot, front: TelegramFrontEnd, tasks: TaskSupervisor | None = None
+) -> WorkerPool:
+    """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
     settings = app.settings
     runner = TelegramJobRunner(
         bot=bot,
@@ -170,6 +198,8 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
         ),
         chat=app.chat,
         audit=app.turn_audit,
+        dead_letters=DeadLetters(app.redis, keys=app.keys),
+        max_attempts=settings.worker.job_max_attempts,
         desk=StaffDesk(bot=bot, topics=app.handoff.topics, sessions=app.sessions)
         if app.handoff is not None
         else None,
@@ -186,6 +216,7 @@ def build_workers(app: Application, bot: Bot, front: TelegramFrontEnd) -> Worker
             # A blocking read must come back well before the socket timeout fires.
             read_block_ms=max(50, min(1000, int(settings.redis.socket_timeout_seconds * 500))),
         ),
+        supervisor=tasks,
     )
 
 
@@ -293,12 +324,17 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 async def _serve_polling(
-    bot: Bot, front: TelegramFrontEnd, intake: TelegramIntake, stop: asyncio.Event
+    bot: Bot,
+    front: TelegramFrontEnd,
+    intake: TelegramIntake,
+    stop: asyncio.Event,
+    *,
+    tasks: TaskSupervisor,
 ) -> None:
     # getUpdates answers 409 while a webhook is set; polling takes over from it.
     await bot.delete_webhook(drop_pending_updates=False)
     poller = Poller(bot, intake, allowed_updates=front.dispatcher.resolve_used_update_types())
-    polling = asyncio.create_task(poller.run(), name="polling")
+    polling = asyncio.create_task(tasks.run("polling", poller.run, stop=stop), name="polling")
     await _until(stop, polling)
     poller.stop()
     await polling
@@ -310,6 +346,8 @@ async def _serve_webhook(
     app: Application,
     intake: TelegramIntake,
     stop: asyncio.Event,
+    *,
+    tasks: TaskSupervisor,
 ) -> bool:
     """Serve the webhook until ``stop``; ``False`` (after one line on stderr) if it cannot start."""
     settings = app.settings
@@ -318,7 +356,7 @@ async def _serve_webhook(
     receiver = WebhookReceiver(
         intake, bot, secret=secret, body_timeout_seconds=webhook.body_timeout_seconds
     )
-    web_app = _observability_app(front, app)
+    web_app = _observability_app(front, app, tasks)
     web_app.router.add_post(webhook.path, receiver.handle)
     # aiohttp closes a connection that has not sent a whole request by the keep-alive
     # deadline (counted from connect): that is the header read timeout. No lingering
@@ -363,7 +401,9 @@ async def _serve_webhook(
         await runner.cleanup()
 
 
-def _observability_app(front: TelegramFrontEnd, app: Application) -> web.Application:
+def _observability_app(
+    front: TelegramFrontEnd, app: Application, tasks: TaskSupervisor
+) -> web.Application:
     """An aiohttp application serving ``/healthz`` and ``/metrics``."""
     web_app = web.Application()
     web_app.router.add_get(
@@ -373,6 +413,7 @@ def _observability_app(front: TelegramFrontEnd, app: Application) -> web.Applica
             app.audit,
             front.in_flight,
             WorkStream(app.health_redis, stream=app.keys.work_stream, consumer=app.work.consumer),
+            tasks=tasks,
         ).handle,
     )
     depth = BacklogGauge(app.work)
@@ -383,7 +424,9 @@ def _observability_app(front: TelegramFrontEnd, app: Application) -> web.Applica
     return web_app
 
 
-async def _start_health_server(front: TelegramFrontEnd, app: Application) -> web.AppRunner | None:
+async def _start_health_server(
+    front: TelegramFrontEnd, app: Application, tasks: TaskSupervisor
+) -> web.AppRunner | None:
     """``/healthz`` and ``/metrics`` of polling and worker modes on ``HEALTH_HOST:HEALTH_PORT``.
 
     With ``HEALTH_PORT`` unset, the first free port from ``DEFAULT_HEALTH_PORT`` on
@@ -395,7 +438,9 @@ async def _start_health_server(front: TelegramFrontEnd, app: Application) -> web
         ports = [health.port]
     else:
         ports = list(range(DEFAULT_HEALTH_PORT, DEFAULT_HEALTH_PORT + HEALTH_PORT_SEARCH))
-    runner = web.AppRunner(_observability_app(front, app), handle_signals=False, access_log=None)
+    runner = web.AppRunner(
+        _observability_app(front, app, tasks), handle_signals=False, access_log=None
+    )
     await runner.setup()
     for port in ports:
         site = web.TCPSite(runner, health.host, port)
