@@ -32,7 +32,12 @@ logger = logging.getLogger(__name__)
 
 
 class HandoffSweeper:
-    """Queues idle checks for handoffs quiet longer than ``idle_seconds``."""
+    """Queues idle checks for handoffs quiet longer than ``idle_seconds``.
+
+    ``retry_seconds`` is how long after queueing a check the handoff may be due
+    again (default: a minute, or the idle time when shorter, at least a period);
+    ``clock`` gives wall-clock seconds (the index holds epoch milliseconds).
+    """
 
     def __init__(
         self,
