@@ -389,6 +389,7 @@ async def build_application(
         keys=keys,
         lease_seconds=settings.session.lease_seconds,
         outbox_ttl_seconds=settings.session.ttl_seconds,
+        quarantine_ttl_seconds=settings.session.archive_ttl_seconds,
     )
     staff_chat_id = settings.handoff.staff_chat_id
     handoff = (

@@ -286,6 +286,11 @@ class WorkerSettings(BaseSettings):
     concurrency: int = Field(
         default=512, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
     )
+    # A job whose runs kill their worker (or fail before an outcome) this often is given
+    # up: a dead letter for staff, a kind failure message for the customer.
+    job_max_attempts: int = Field(
+        default=3, ge=1, le=100, validation_alias=_env("JOB_MAX_ATTEMPTS")
+    )
 
 
 class ToolSettings(BaseSettings):

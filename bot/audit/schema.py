@@ -57,6 +57,18 @@ PROMPT_VERSION = "prompt_version"
 QUEUED_AT = "queued_at"
 
 
+class TurnErrorCode(StrEnum):
+    """A turn entry's ``error_code``: why a turn failed where its outcome alone does not say."""
+
+    # The job failed JOB_MAX_ATTEMPTS times without an outcome (its process died, or the
+    # run crashed): given up, in the dead letters.
+    POISON_JOB = "poison_job"
+
+
+FAILED = "failed"
+"""The outcome of a turn the queue gave up on (see :class:`TurnErrorCode`)."""
+
+
 class EntryType(StrEnum):
     """The ``type`` field: which entry type the fields are."""
 
@@ -175,9 +187,12 @@ class TurnAuditEntry:
     prompt_id: str
     prompt_version: str
     queue_ms: float | None = None
+    # Only where the outcome needs one (``failed``); not written when empty.
+    error_code: str = ""
 
     def to_fields(self) -> dict[str, str]:
         """The stream entry's fields (made-up tool names are not written)."""
+        error = {ERROR_CODE: self.error_code} if self.error_code else {}
         return {
             TYPE: EntryType.TURN.value,
             CHAT_ID: self.chat_id,
@@ -194,7 +209,7 @@ class TurnAuditEntry:
             QUEUE_MS: _milliseconds(self.queue_ms),
             PROMPT_ID: self.prompt_id,
             PROMPT_VERSION: self.prompt_version,
-        }
+        } | error
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> "TurnAuditEntry":
@@ -217,6 +232,7 @@ class TurnAuditEntry:
             queue_ms=_number(fields.get(QUEUE_MS)),
             prompt_id=fields.get(PROMPT_ID, ""),
             prompt_version=fields.get(PROMPT_VERSION, ""),
+            error_code=fields.get(ERROR_CODE, ""),
         )
 
 

@@ -30,8 +30,10 @@ from pydantic import ValidationError
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
+from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 
 logger = logging.getLogger(__name__)
+
 
 # The head job's attempt under lease token ``token``: counted once per token (a repeated
 # script, or a second look by the same drain, counts nothing). Fields of the attempts
@@ -193,8 +195,10 @@ class ChatQueue:
         lease_seconds: float,
         outbox_ttl_seconds: int,
         quarantine_ttl_seconds: int | None = None,
+        bookkeeping_retry_seconds: float = BOOKKEEPING_RETRY_SECONDS,
     ) -> None:
         self._keys = keys
+        self._bookkeeping_seconds = bookkeeping_retry_seconds
         self._lease_ms = max(1, int(lease_seconds * 1000))
         self._outbox_ttl = outbox_ttl_seconds
         self._quarantine_ttl = quarantine_ttl_seconds or outbox_ttl_seconds
@@ -275,9 +279,22 @@ class ChatQueue:
         follows). Raises :class:`LeaseLostError` when the lease is gone.
         """
         keys = self.keys(conversation_key)
-        reply = await self._delivered(
-            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked, keys.attempts],
-            args=[token, job_id, 1 if keep else 0, self._outbox_ttl],
+        # Retried while Redis is briefly away (the script is safe to repeat): a reply
+        # this worker sent and could not mark delivered would be sent again otherwise.
+        reply = await until_redis_answers(
+            f"Marking job {job_id} delivered" if job_id else "Moving on to the next job",
+            lambda: self._delivered(
+                keys=[
+                    keys.lease,
+                    keys.queue,
+                    keys.outbox,
+                    keys.session,
+                    keys.blocked,
+                    keys.attempts,
+                ],
+                args=[token, job_id, 1 if keep else 0, self._outbox_ttl],
+            ),
+            within=self._bookkeeping_seconds,
         )
         status = int(reply[0])
         if status == 0:
@@ -320,8 +337,13 @@ class ChatQueue:
         return tuple(entries)
 
     async def release(self, conversation_key: str, token: str) -> None:
-        """Give the lease back (only if it is still ours)."""
-        await self._release(keys=[self.keys(conversation_key).lease], args=[token])
+        """Give the lease back (only if it is still ours), waiting out a short Redis outage."""
+        lease = self.keys(conversation_key).lease
+        await until_redis_answers(
+            "Releasing a chat",
+            lambda: self._release(keys=[lease], args=[token]),
+            within=self._bookkeeping_seconds,
+        )
 
     async def waiting(self, conversation_key: str) -> tuple[int, bool]:
         """The chat's queued jobs and whether a worker holds its lease (for the sweep)."""

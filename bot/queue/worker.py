@@ -327,7 +327,11 @@ class WorkerPool:
             if not state.head_raw:
                 next_state = await self._queue.delivered(key, lease.token, "")
                 continue
-            done = await self._runner.run(state, lease)
+            try:
+                done = await self._runner.run(state, lease)
+            except Exception as error:
+                await self._note_failure(key, state, error)
+                raise
             if done.reply is not None:
                 await self._runner.deliver(done.reply, lease, blocked=state.blocked)
             job_id = done.reply.job_id if done.reply is not None else ""
@@ -338,6 +342,16 @@ class WorkerPool:
                 await self._runner.summarise(lease)
                 next_state = await self._queue.delivered(key, lease.token, "")
         return True
+
+    async def _note_failure(self, key: str, state: ChatState, error: Exception) -> None:
+        """Name the failure of this attempt beside the job's count (a dead letter shows it)."""
+        if state.head is None:
+            return
+        try:
+            await self._queue.note_failure(key, state.head.job_id, type(error).__name__)
+        except (RedisError, OSError):
+            # Only the kind is lost: the attempt is counted already.
+            logger.warning("Could not record the failure of job %s", state.head.job_id)
 
     async def _heartbeat(self, lease: HeldLease) -> None:
         period = self._settings.lease_seconds / 3

@@ -21,19 +21,20 @@ from aiogram.types import Update
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bot.audit.schema import TurnAuditEntry, read_entry, with_outcome
+from bot.audit.schema import FAILED, TurnAuditEntry, TurnErrorCode, read_entry, with_outcome
 from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
 from bot.queue.job_results import Committed, JobContext, PlainReply
 from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
 from bot.telegram import messages
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
-from turn import TurnOutcome
+from turn import TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +58,13 @@ class TelegramJobRunner:
         replies: ReplySender,
         chat: ChatPort,
         audit: AuditSink,
+        dead_letters: DeadLetters,
+        max_attempts: int,
         desk: StaffDesk | None = None,
         handoff: HandoffService | None = None,
     ) -> None:
+        self._dead_letters = dead_letters
+        self._max_attempts = max_attempts
         self._bot = bot
         self._dispatcher = dispatcher
         self._queue = queue
@@ -77,6 +82,8 @@ class TelegramJobRunner:
             # Unreadable: nothing can be answered; drop it so the chat moves on.
             await self._queue.complete(key, lease.token, state.head_raw, "", None)
             return JobDone(reply=None)
+        if state.attempts > self._max_attempts:
+            return await self._give_up(state, lease, job)
         context = JobContext(
             job=job,
             job_raw=state.head_raw,
@@ -87,6 +94,13 @@ class TelegramJobRunner:
         )
         if job.notice is not None:
             return await self._notice(state, lease, job, context)
+        return await self._feed(state, lease, job, context)
+
+    async def _feed(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone:
+        """An update from Telegram: through the dispatcher, and its result completed."""
+        key = lease.conversation_key
         try:
             update = Update.model_validate(job.update, context={"bot": self._bot})
         except ValidationError:
@@ -102,6 +116,58 @@ class TelegramJobRunner:
             logger.warning("Update %s: a handler returned %s", job.update_id, type(result))
         await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
         return JobDone(reply=None)
+
+    async def _give_up(self, state: ChatState, lease: HeldLease, job: QueuedJob) -> JobDone:
+        """A job whose every attempt ended without an outcome: a dead letter, a kind answer.
+
+        The dead letter first (its own slot, written once), then the chat's step;
+        a worker dying in between leaves the job over the limit for the next one.
+        """
+        failed = state.attempts - 1
+        kind = state.failure or INTERRUPTED
+        await self._dead_letters.record(
+            DeadLetter(
+                turn_id=job.turn_id,
+                update_id=job.update_id,
+                job_id=job.job_id,
+                attempts=failed,
+                error=kind,
+                given_up_ms=int(time.time() * 1000),
+                enqueued_ms=job.enqueued_ms,
+            )
+        )
+        logger.error(
+            "Update %s failed %d times (%s): given up, in the dead letters (incident %s)",
+            job.update_id,
+            failed,
+            kind,
+            job.turn_id,
+        )
+        if job.notice is not None:
+            # The bot's own notice or an idle check: nobody waits for an answer to it.
+            await self._queue.complete(
+                lease.conversation_key, lease.token, state.head_raw, job.job_id, None
+            )
+            return JobDone(reply=None)
+        audit = TurnAuditEntry(
+            chat_id=str(job.chat_id),
+            turn_id=job.turn_id,
+            outcome=FAILED,
+            error_code=TurnErrorCode.POISON_JOB,
+            model="",
+            model_steps=None,
+            tool_calls=None,
+            tool_names=(),
+            usage=Usage(),
+            latency_ms=None,
+            prompt_id="",
+            prompt_version="",
+            queue_ms=max(0.0, time.time() * 1000 - job.enqueued_ms),
+        )
+        reply = PlainReply(
+            text=messages.unexpected_failure_message(job.turn_id), audit=(audit.to_fields(),)
+        )
+        return await self._complete(state, lease, job, reply)
 
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
