@@ -57,6 +57,8 @@ class Image:
     stage: Stage
     entrypoint: list[str]
     cmd: list[str]
+    # What docker build was given: the project minus .dockerignore.
+    context: Path
 
     def environment(self, extra: dict[str, str]) -> dict[str, str]:
         """The container's environment on this machine.
@@ -79,6 +81,11 @@ class Image:
     def python(self, *args: str) -> list[str]:
         """The argv of ``python ...`` in the container, as this machine runs it."""
         return [sys.executable, "-S", *args]
+
+    @property
+    def site_packages(self) -> Path:
+        """Where the image's ``pip install`` put the project."""
+        return self.stage.path(f"/{IMAGE_SITE_PACKAGES}")
 
     @property
     def cwd(self) -> Path:
@@ -293,4 +300,4 @@ def reproduce_image(project: Path, workspace: Path) -> Image:
         else:
             raise AssertionError(f"{keyword}: not reproduced by tests/image/dockerfile.py")
     assert stage is not None, "no FROM in the Dockerfile"
-    return Image(stage=stage, entrypoint=entrypoint, cmd=cmd)
+    return Image(stage=stage, entrypoint=entrypoint, cmd=cmd, context=context)

@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,27 @@ def test_the_image_holds_the_packages_and_data_but_not_the_test_doubles(image: I
         "tests": False,
         "bench": False,
     }
+
+
+def test_every_data_file_of_the_packages_is_in_the_image(image: Image) -> None:
+    """``package-data`` keeps up: each non-Python file of a shipped package is installed."""
+    find = tomllib.loads((PROJECT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]["packages"]["find"]
+    tops = {pattern.rstrip("*").rstrip(".") for pattern in find["include"]}
+    excluded = tuple(
+        pattern.rstrip("*").rstrip(".").replace(".", "/") for pattern in find["exclude"]
+    )
+    data = {
+        path.relative_to(image.context).as_posix()
+        for top in tops
+        for path in (image.context / top).rglob("*")
+        if path.is_file() and path.suffix not in {".py", ".pyc"}
+    }
+    data = {name for name in data if not name.startswith(excluded)}
+    assert "tools/demo_store.json" in data
+    missing = sorted(name for name in data if not (image.site_packages / name).is_file())
+    assert missing == [], "add them to [tool.setuptools.package-data] in pyproject.toml"
 
 
 async def test_the_image_polls_the_bot_api(
