@@ -10,7 +10,7 @@ from aiogram.types.update import UpdateTypeLookupError
 from redis.exceptions import RedisError
 
 from bot.handoff.topics import TopicDirectory
-from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict
+from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import Notice
 from bot.redis_keys import telegram_chat_id, telegram_conversation
 from bot.surrogates import without_lone_surrogates
@@ -103,7 +103,7 @@ class TelegramIntake:
         member = update.my_chat_member
         if member is not None:
             # Blocked or unblocked: queued like a message, so it keeps its place in the
-            # chat's order; no flood control, no model turn.
+            # chat's order; no flood control, no model turn, never dropped by the cap.
             return IncomingUpdate(
                 update_id=update.update_id,
                 chat_id=member.chat.id,
@@ -111,6 +111,7 @@ class TelegramIntake:
                 user_id=None,
                 counts_turn=False,
                 payload=_payload(update, raw),
+                capped=False,
             )
         message = update.message
         if message is None:
@@ -124,7 +125,8 @@ class TelegramIntake:
             update_id=update.update_id,
             chat_id=message.chat.id,
             conversation_key=telegram_conversation(message.chat.id),
-            user_id=message.from_user.id if message.from_user else None,
+            # No sender (a message on behalf of a channel...): limited as the chat itself.
+            user_id=message.from_user.id if message.from_user else message.chat.id,
             counts_turn=text is not None and not text.startswith("/"),
             payload=_payload(update, raw),
         )
@@ -152,10 +154,11 @@ class TelegramIntake:
             update_id=update.update_id,
             chat_id=chat_id,
             conversation_key=conversation_key,
-            # Staff are not flood-limited, and never counted as the customer's turns.
+            # Never counted as the customer's turns; flood-limited per member in the staff group.
             user_id=None,
             counts_turn=False,
             payload=_payload(update, raw),
+            staff=StaffSender(staff_chat_id=topics.staff_chat_id, user_id=user.id),
         )
 
 

@@ -12,6 +12,7 @@ as its members (a repeat scores the chat by its newer signal).
 """
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ import redis.asyncio as aioredis
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.handoff.topics import TopicDirectory
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
-from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict
+from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
 from bot.redis_keys import RedisKeys
@@ -236,7 +237,40 @@ async def sweep_look_step(chat: Chat) -> Step:
     return lambda: chat.queue.waiting(KEY)
 
 
+def _limited_intake(chat: Chat) -> Intake:
+    """Intake with a queue cap of 2 and staff flood control (a burst of 1)."""
+    return Intake(
+        chat.redis,
+        keys=chat.keys,
+        work=chat.work,
+        limits=FloodLimits(burst=5, interval_seconds=1.0, daily_turns=100),
+        staff_limits=FloodLimits(burst=1, interval_seconds=60.0, daily_turns=0),
+        queue_max=2,
+        clock_ms=lambda: 1_796_300_000_000,
+    )
+
+
+async def intake_queue_full_step(chat: Chat) -> Step:
+    intake = _limited_intake(chat)
+    for update_id in (1, 2):
+        await intake.accept(chat.update(update_id))
+    # The third finds the queue full: its notice is queued and the fill marked.
+    return lambda: intake.accept(chat.update(3))
+
+
+async def intake_staff_step(chat: Chat) -> Step:
+    intake = _limited_intake(chat)
+    staff = StaffSender(staff_chat_id=-1001, user_id=555)
+    await intake.accept(replace(chat.update(1), user_id=None, counts_turn=False, staff=staff))
+    # Over the member's burst: the verdict is kept for the redelivery.
+    return lambda: intake.accept(
+        replace(chat.update(2), user_id=None, counts_turn=False, staff=staff)
+    )
+
+
 CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
+    "intake_queue_full": intake_queue_full_step,
+    "intake_staff": intake_staff_step,
     "signal": signal_step,
     "sweep_forget": sweep_forget_step,
     "sweep_signal_again": sweep_signal_again_step,

@@ -3,16 +3,15 @@
 Staff messages reach a worker through the *customer's* queue (intake maps the
 topic to its customer), so they are checked again here: only from the staff
 chat, only in the topic mapped to this customer, never from a bot, and only
-from a current member of the staff chat (``getChatMember``: a public
-supergroup may let non-members write). Anything else is dropped silently.
-Commands other than ``/close`` in a topic are neither run nor relayed.
+from a current member of the staff chat (``getChatMember``, kept briefly:
+:mod:`bot.telegram.staff_members`). Anything else is dropped silently.
+Commands other than our ``/close`` in a topic are neither run nor relayed.
 """
 
 import logging
+from functools import partial
 
 from aiogram import Bot, Router
-from aiogram.enums import ChatMemberStatus
-from aiogram.exceptions import TelegramAPIError
 from aiogram.filters import Command
 from aiogram.types import Message
 
@@ -21,13 +20,10 @@ from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
 from bot.staff_actions import HandoffTurn
 from bot.telegram import messages
-from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat
+from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
+from bot.telegram.staff_members import MembershipError, StaffMembership
 
 logger = logging.getLogger(__name__)
-
-_MEMBERS = frozenset(
-    {ChatMemberStatus.CREATOR, ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.MEMBER}
-)
 
 
 def customer_of(message: Message) -> HandoffTurn:
@@ -85,23 +81,32 @@ def build_customer_router() -> Router:
 
 
 async def staff_message(
-    message: Message, bot: Bot, job: JobContext, handoff: HandoffService | None = None
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    handoff: HandoffService | None = None,
+    *,
+    staff_members: StaffMembership,
 ) -> JobResult | None:
     """A message in the staff chat, queued in the customer's chat: relay it, or ``/close``."""
-    if handoff is None or not await _from_staff_in_topic(message, bot, job, handoff):
+    if handoff is None or not await _from_staff_in_topic(message, bot, job, handoff, staff_members):
         return None
     conversation_key = telegram_conversation(job.job.chat_id)
     text = message.text or message.caption
     if text is not None and text.startswith("/"):
-        command = text.split(maxsplit=1)[0].split("@", 1)[0]
-        if command == "/close":
+        # "/close@otherbot" is another bot's command: neither run nor relayed.
+        if own_command(text, (await bot.me()).username) == "/close":
             return await handoff.close(conversation_key, job, "staff")
         return None
     return await handoff.staff_message(conversation_key, job, message.message_id, text)
 
 
 async def _from_staff_in_topic(
-    message: Message, bot: Bot, job: JobContext, handoff: HandoffService
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    handoff: HandoffService,
+    staff_members: StaffMembership,
 ) -> bool:
     """A staff member's own message, in the topic mapped to this job's customer."""
     user = message.from_user
@@ -118,28 +123,20 @@ async def _from_staff_in_topic(
     if await handoff.topics.conversation_of(thread) != telegram_conversation(job.job.chat_id):
         logger.warning("Staff message %s is not in this customer's topic; dropped", job.job.job_id)
         return False
-    if not await _is_member(bot, handoff.staff_chat_id, user.id):
-        logger.warning("Staff message %s from a non-member; dropped", job.job.job_id)
-        return False
-    return True
-
-
-async def _is_member(bot: Bot, chat_id: int, user_id: int) -> bool:
     try:
-        member = await bot.get_chat_member(chat_id=chat_id, user_id=user_id)
-    except TelegramAPIError as error:
-        logger.warning("Membership check failed (%s); message dropped", type(error).__name__)
+        member = await staff_members.is_member(bot, handoff.staff_chat_id, user.id)
+    except MembershipError as error:
+        logger.warning("Membership check failed (%s); message dropped", error)
         return False
-    if member.status in _MEMBERS:
-        return True
-    return member.status == ChatMemberStatus.RESTRICTED and bool(
-        getattr(member, "is_member", False)
-    )
+    if not member:
+        logger.warning("Staff message %s from a non-member; dropped", job.job.job_id)
+    return member
 
 
 def build_staff_router(staff_chat_id: int) -> Router:
     """Every message of the staff chat ends here (never in the customer routers)."""
     router = Router(name=f"{__name__}.staff")
     router.message.filter(InChat(staff_chat_id))
-    router.message.register(staff_message)
+    # One membership cache per dispatcher (per process): a burst asks Telegram once.
+    router.message.register(partial(staff_message, staff_members=StaffMembership()))
     return router
