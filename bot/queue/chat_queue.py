@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
-from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 
 logger = logging.getLogger(__name__)
 

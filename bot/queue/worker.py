@@ -22,6 +22,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
 from bot.queue.jobs import OutboxEntry
+from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.queue.sweep import QueueSweep
 from bot.queue.work_stream import Acknowledger, Signal, WorkStream
 from bot.supervision import TaskSupervisor
@@ -288,6 +289,8 @@ class WorkerPool:
         lease = HeldLease(key, secrets.token_hex(16))
         heartbeat: asyncio.Task[None] | None = None
         finished = False
+        # Redis went away mid-drain; even a take whose reply was lost may have set our lease.
+        interrupted = False
         try:
             state = await self._queue.take(key, lease.token)
             if state is None:
@@ -299,6 +302,7 @@ class WorkerPool:
         except LeaseLostError:
             logger.warning("Lease of %s lost; another worker takes over", key)
         except (RedisError, OSError) as error:
+            interrupted = True
             logger.warning("Draining %s stopped: Redis unavailable (%s)", key, type(error).__name__)
         finally:
             if heartbeat is not None:
@@ -307,7 +311,7 @@ class WorkerPool:
                     await heartbeat
         if finished:
             self._ack(signal.signal_id)
-        elif heartbeat is not None and not lease.lost:
+        elif (heartbeat is not None or interrupted) and not lease.lost:
             await self._hand_back(signal, lease)
 
     async def _drain_held(self, state: ChatState, lease: HeldLease) -> bool:
@@ -371,10 +375,22 @@ class WorkerPool:
                 )
 
     async def _hand_back(self, signal: Signal, lease: HeldLease) -> None:
-        """Stopping with work left: release the chat and signal it for another worker now."""
+        """Stopping with work left: release the chat and signal it for another worker now.
+
+        Also after Redis went away mid-drain: the token is still ours, so once Redis
+        (or the master promoted meanwhile) answers, the chat is released and signalled
+        at once instead of waiting for its lease to expire and its signal to be reclaimed.
+        """
+        key = lease.conversation_key
         try:
-            await self._queue.release(lease.conversation_key, lease.token)
-            await self._stream.signal(lease.conversation_key)
+            # Both wait out a short outage: the release only if still ours, the signal
+            # twice is harmless.
+            await self._queue.release(key, lease.token)
+            await until_redis_answers(
+                "Handing a chat back",
+                lambda: self._stream.signal(key),
+                within=BOOKKEEPING_RETRY_SECONDS,
+            )
             self._ack(signal.signal_id)
         except (RedisError, OSError):
             # The signal stays pending and is claimed after about one lease.
