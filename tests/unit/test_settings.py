@@ -135,7 +135,7 @@ def test_handoff_is_off_without_a_staff_chat_and_needs_a_supergroup_id(monkeypat
 
 def float_variables() -> list[str]:
     """Every variable read as a number with a fraction (seconds, minutes, ...)."""
-    names = []
+    names: list[str] = []
     for section in SETTINGS_SECTIONS.values():
         for field in section.model_fields.values():
             if field.annotation in (float, float | None):
