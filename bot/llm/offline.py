@@ -29,6 +29,7 @@ _SEARCH_WORDS = re.compile(
 _RETURN_WORDS = re.compile(r"верну|возвра|сдать")
 _RETURNED_THING = re.compile(r"(?:верну|возвра|сдать)[а-яё]*\s+(?:ли\s+)?([а-яё]{3,})")
 _GREETING = re.compile(r"^(здравствуй|привет|добр|hello|hi)")
+_THANKS = re.compile(r"спасибо|благодар")
 _WORD = re.compile(r"[a-zа-яё0-9]+")
 # The summary request's material starts so (bot.summary); a turn's last step has no tools too.
 _SUMMARY_MATERIAL_START = "<previous_summary>"
@@ -136,6 +137,7 @@ class OfflineChatModel:
             )
         question = [word for word in _WORD.findall(text) if len(word) >= 3]
         greeting_only = _GREETING.search(text) is not None and len(question) <= 3
+        greeting_only |= _THANKS.search(text) is not None and len(question) <= 3
         if not plan and self._tools.help_center_tool and len(question) >= 2 and not greeting_only:
             # No rule fits: what the shop's own articles say (policies, how-to questions).
             plan.append((self._tools.help_center_tool, {"query": " ".join(text.split())[:300]}))

@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 from prometheus_client import generate_latest
 
-from bot.app import build_application
+from bot.app import StartupError, build_application
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
 from bot.testing.redis_server import RedisServer
@@ -135,3 +136,13 @@ async def test_search_help_center_end_to_end_over_http(
         assert "support_knowledge_search_duration_seconds_count 3.0" in exposition
     finally:
         await app.aclose()
+
+
+async def test_an_unreadable_knowledge_dir_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    settings = make_settings(
+        REDIS_URL="redis://127.0.0.1:1/0", KNOWLEDGE_DIR=str(tmp_path / "missing")
+    )
+    with pytest.raises(StartupError) as error:
+        await build_application(settings)
+    assert str(error.value).startswith(f"KNOWLEDGE_DIR {tmp_path / 'missing'} cannot be read")
+    assert "\n" not in str(error.value)

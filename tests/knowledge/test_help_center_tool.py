@@ -112,6 +112,7 @@ async def test_the_demo_model_answers_from_the_article_and_names_it(articles_dir
         result = await loop.run(_conversation("Как применить промокод к заказу?"), CONTEXT)
         nothing = await loop.run(_conversation("Посоветуйте рецепт борща на ужин"), CONTEXT)
         hours = await loop.run(_conversation("Когда вы работаете?"), CONTEXT)
+        thanks = await loop.run(_conversation("Спасибо большое!"), CONTEXT)
     finally:
         executor.close()
     assert result.tool_names == (SEARCH_HELP_CENTER_TOOL_NAME,)
@@ -121,3 +122,5 @@ async def test_the_demo_model_answers_from_the_article_and_names_it(articles_dir
     assert "нет статьи" in nothing.text
     # A question a rule covers keeps its live-data tool.
     assert hours.tool_names == ("get_support_hours",)
+    # Small talk is not a question for the help center.
+    assert thanks.tool_names == ()
