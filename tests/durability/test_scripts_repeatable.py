@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.handoff.topics import TopicDirectory
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
+from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
@@ -112,6 +113,8 @@ class Chat:
                 value = sorted(await self.redis.smembers(key))
             elif kind == "zset" and key == RedisKeys.work_queued(self.keys.work_stream):
                 value = sorted(await self.redis.zrange(key, 0, -1))
+            elif kind == "zset":
+                value = await self.redis.zrange(key, 0, -1, withscores=True)
             elif kind == "stream":
                 entries = await self.redis.xrange(key) or []
                 rows = [tuple(sorted((fields or {}).items())) for _, fields in entries]
@@ -196,6 +199,30 @@ async def audit_step(chat: Chat) -> Step:
         {"type": "tool", "turn_id": "T1", "chat_id": "77", "tool_name": "get_order_status"},
     ]
     return lambda: chat.audit.write_fields(rows)
+
+
+async def quarantine_step(chat: Chat) -> Step:
+    await chat.intake.accept(chat.update(1))
+    await chat.redis.hset(chat.keys.conversation(KEY).outbox, "0", "{unreadable")
+    return lambda: chat.queue.take(KEY, TOKEN)
+
+
+async def note_failure_step(chat: Chat) -> Step:
+    await chat.queued(1)
+    return lambda: chat.queue.note_failure(KEY, "1", "RuntimeError")
+
+
+async def dead_letter_step(chat: Chat) -> Step:
+    letter = DeadLetter(
+        turn_id="T1",
+        update_id=1,
+        job_id="1",
+        attempts=3,
+        error="interrupted",
+        given_up_ms=1_796_300_000_000,
+        enqueued_ms=1_796_299_000_000,
+    )
+    return lambda: DeadLetters(chat.redis, keys=chat.keys).record(letter)
 
 
 async def handoff_failure_step(chat: Chat) -> Step:
@@ -286,6 +313,9 @@ CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
     "session_commit_handoff": lambda chat: session_commit_step(chat, handoff=True),
     "audit_write_once": audit_step,
     "handoff_failure": handoff_failure_step,
+    "outbox_quarantine": quarantine_step,
+    "note_failure": note_failure_step,
+    "dead_letter": dead_letter_step,
 }
 
 
