@@ -19,6 +19,7 @@ from bot.chat_errors import (
 )
 from bot.history import HistoryWindow, PreparedContext
 from bot.keyed_locks import KeyedLocks
+from bot.log_context import chat_label
 from bot.queue.jobs import OutboxEntry
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
@@ -445,9 +446,13 @@ class ChatService:
                 return
             await self._summarise_unheld(conversation_key)
         except SummaryError:
-            logger.warning("Summary of %s failed; will retry on a later turn", conversation_key)
+            logger.warning(
+                "Summary of %s failed; will retry on a later turn", chat_label(conversation_key)
+            )
         except SessionStoreError:
-            logger.warning("Summary of %s not saved: storage unavailable", conversation_key)
+            logger.warning(
+                "Summary of %s not saved: storage unavailable", chat_label(conversation_key)
+            )
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
         """Record in the history that the answer of ``turn_id`` never reached the customer."""
@@ -500,7 +505,7 @@ class ChatService:
         try:
             await self._store.release(locked)
         except SessionStoreError:
-            logger.warning("Could not release the lease of %s", locked.conversation_key)
+            logger.warning("Could not release the lease of %s", chat_label(locked.conversation_key))
 
 
 def _unchanged_head(current: ConversationSession, loaded: ConversationSession, folded: int) -> bool:

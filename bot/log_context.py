@@ -16,10 +16,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from bot.audit.pseudonym import ChatPseudonymizer
+from bot.redis_keys import telegram_chat_id
 
 _update_id: ContextVar[int | None] = ContextVar("log_update_id", default=None)
 _chat: ContextVar[str | None] = ContextVar("log_chat", default=None)
 _turn_id: ContextVar[str | None] = ContextVar("log_turn_id", default=None)
+# How this process names chats in log text (set at start-up, inherited by its tasks).
+_namer: ContextVar["ChatNamer | None"] = ContextVar("log_chat_namer", default=None)
 
 # The record attributes the filter sets; formatters name them.
 CONTEXT_FIELDS = ("update_id", "chat", "turn_id")
@@ -78,3 +81,26 @@ def chat_namer(hmac_key: bytes | None) -> ChatNamer:
         return lambda chat_id: None
     pseudonymizer = ChatPseudonymizer(hmac_key)
     return lambda chat_id: pseudonymizer(str(chat_id))
+
+
+def name_chats(namer: ChatNamer) -> None:
+    """Log lines of this task, and of the tasks it starts, name chats with ``namer``.
+
+    Set once where a process starts, before its tasks: :func:`chat_label` uses it.
+    """
+    _namer.set(namer)
+
+
+def chat_label(chat: int | str) -> str:
+    """How a log line's text names a chat (its id, or its conversation key ``tg:<id>``).
+
+    Its keyed pseudonym (as in the ``chat`` field and the audit stream), or
+    ``a chat`` without a key: never the chat id. A conversation key of another
+    front end (the console's) is not a chat id and is named as it is.
+    """
+    chat_id = chat if isinstance(chat, int) else telegram_chat_id(chat)
+    if isinstance(chat, str) and chat_id is None and not chat.startswith("tg:"):
+        return chat
+    namer = _namer.get()
+    named = namer(chat_id) if namer is not None and chat_id is not None else None
+    return named or "a chat"

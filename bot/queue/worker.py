@@ -20,6 +20,7 @@ from typing import Protocol
 
 from redis.exceptions import RedisError, ResponseError
 
+from bot.log_context import chat_label
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
 from bot.queue.jobs import OutboxEntry
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
@@ -300,10 +301,14 @@ class WorkerPool:
             heartbeat = asyncio.create_task(self._heartbeat(lease))
             finished = await self._drain_held(state, lease)
         except LeaseLostError:
-            logger.warning("Lease of %s lost; another worker takes over", key)
+            logger.warning("Lease of %s lost; another worker takes over", chat_label(key))
         except (RedisError, OSError) as error:
             interrupted = True
-            logger.warning("Draining %s stopped: Redis unavailable (%s)", key, type(error).__name__)
+            logger.warning(
+                "Draining %s stopped: Redis unavailable (%s)",
+                chat_label(key),
+                type(error).__name__,
+            )
         finally:
             if heartbeat is not None:
                 heartbeat.cancel()
@@ -371,7 +376,9 @@ class WorkerPool:
             except (RedisError, OSError) as error:
                 # The lease outlives a short blip; the next beat tries again.
                 logger.warning(
-                    "Heartbeat of %s failed (%s)", lease.conversation_key, type(error).__name__
+                    "Heartbeat of %s failed (%s)",
+                    chat_label(lease.conversation_key),
+                    type(error).__name__,
                 )
 
     async def _hand_back(self, signal: Signal, lease: HeldLease) -> None:
@@ -394,7 +401,9 @@ class WorkerPool:
             self._ack(signal.signal_id)
         except (RedisError, OSError):
             # The signal stays pending and is claimed after about one lease.
-            logger.warning("Could not hand %s back; it is reclaimed later", lease.conversation_key)
+            logger.warning(
+                "Could not hand %s back; it is reclaimed later", chat_label(lease.conversation_key)
+            )
 
 
 def _job_order(job_id: str) -> int:

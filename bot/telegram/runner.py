@@ -36,6 +36,7 @@ from bot.handoff.desk import StaffDesk
 from bot.handoff.staff_chat import staff_chat_problem
 from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.types import ToolCallingClient
+from bot.log_context import chat_namer, name_chats
 from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.work_stream import BacklogGauge, WorkStream
@@ -95,6 +96,9 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
     llm: ToolCallingClient | None = None,
 ) -> int:
     """Run until ``stop`` is set, then shut down gracefully; returns the exit code."""
+    # Log text names chats by the pseudonym the ``chat`` field carries, never by id.
+    key = settings.audit.hmac_key
+    name_chats(chat_namer(key.get_secret_value().encode() if key is not None else None))
     try:
         app = await build_application(settings, llm=llm)
     except StartupError as error:

@@ -26,6 +26,7 @@ from aiohttp import ClientConnectorError
 from redis.exceptions import RedisError
 
 from bot.blocked_chats import BlockedChats
+from bot.log_context import chat_label
 from bot.telegram.formatting import FormattedText, markdown_to_entities, split_formatted
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class ReplySender:
                     raise ReplyNotDeliveredError("Telegram refused the message") from error
                 logger.warning(
                     "Telegram refused a formatted message to %s (%s); re-sending as plain text",
-                    chat_id,
+                    chat_label(chat_id),
                     error.message,
                 )
                 entities = []
@@ -132,7 +133,7 @@ class ReplySender:
                 raise ReplyNotDeliveredError(f"not delivered after {attempt} attempts") from failure
             logger.info(
                 "Sending to %s failed (%s); retry %d in %.1f s",
-                chat_id,
+                chat_label(chat_id),
                 type(failure).__name__,
                 attempt,
                 delay,

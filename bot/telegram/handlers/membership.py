@@ -7,6 +7,7 @@ from aiogram.enums import ChatMemberStatus
 from aiogram.types import ChatMemberUpdated
 
 from bot.blocked_chats import BlockedChats
+from bot.log_context import chat_label
 
 logger = logging.getLogger(__name__)
 
@@ -18,10 +19,10 @@ async def membership_changed(event: ChatMemberUpdated, blocked_chats: BlockedCha
     chat_id = event.chat.id
     if event.new_chat_member.status in _GONE:
         await blocked_chats.block(chat_id)
-        logger.info("Chat %s blocked or removed the bot: no more sends to it", chat_id)
+        logger.info("%s blocked or removed the bot: no more sends to it", chat_label(chat_id))
     else:
         await blocked_chats.unblock(chat_id)
-        logger.info("Chat %s has the bot again", chat_id)
+        logger.info("%s has the bot again", chat_label(chat_id))
 
 
 def build_router() -> Router:
