@@ -90,6 +90,7 @@ def _conversation_keys(keys: ConversationKeys) -> list[str]:
         keys.topic,
         keys.failed,
         keys.failed_streak,
+        keys.queue_full,
     ]
 
 
@@ -115,6 +116,11 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
     for stream in ("support:audit", "audit", "a{b}c"):
         done = RedisKeys.audit_done(stream, "K7M2QX9PAF")
         assert key_slot(done.encode()) == key_slot(stream.encode()), stream
+    # The staff flood script: an update's verdict and the member's bucket in the staff group.
+    for staff_chat in (-1001234567890, -5):
+        staff = RedisKeys("support")
+        pair = (staff.staff_seen(staff_chat, 7), staff.staff_flood(staff_chat, 555))
+        assert len({key_slot(key.encode()) for key in pair}) == 1, staff_chat
     # The work stream's scripts: the stream, its index and the sweep's turn in one slot.
     for prefix in ("support", "a.b-c"):
         work = RedisKeys(prefix).work_stream
