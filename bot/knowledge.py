@@ -93,6 +93,11 @@ class KnowledgeWatcher:
                 loop.add_signal_handler(signal.SIGHUP, self.request_reload)
                 self._sighup = True
 
+    @property
+    def handles_sighup(self) -> bool:
+        """Whether SIGHUP reaches this watcher (only a main-thread loop can take signals)."""
+        return self._sighup
+
     def request_reload(self) -> None:
         """Rebuild now, even if no file seems changed (SIGHUP)."""
         self._forced = True
