@@ -88,8 +88,17 @@ class BoundedRedisCluster(aiocluster.RedisCluster):
         # Commands sent to every node take one connection on each, never more.
         self._slots = asyncio.Semaphore(int(kwargs.get("max_connections", 100)))
         self._pool_wait = pool_wait_seconds
+        # redis-py 8.1 loses commands of a first concurrent burst on a client that has
+        # not read the topology: the first command reads it, alone, before any other.
+        self._topology_read = False
+        self._first_read = asyncio.Lock()
 
     async def _slot(self) -> None:
+        if not self._topology_read:
+            async with self._first_read:
+                if not self._topology_read:
+                    await self.initialize()
+                    self._topology_read = True
         try:
             async with asyncio.timeout(self._pool_wait):
                 await self._slots.acquire()
@@ -101,6 +110,10 @@ class BoundedRedisCluster(aiocluster.RedisCluster):
         await self._slot()
         try:
             return await super().execute_command(*args, **kwargs)
+        except AttributeError as error:
+            if not _inside_redis_py(error):
+                raise
+            raise RedisConnectionError("Connection closed by a topology refresh.") from error
         finally:
             self._slots.release()
 
@@ -116,8 +129,27 @@ class BoundedRedisCluster(aiocluster.RedisCluster):
         await self._slot()
         try:
             return await aiocluster.ClusterPipeline.execute(pipe, *args, **kwargs)
+        except AttributeError as error:
+            if not _inside_redis_py(error):
+                raise
+            raise RedisConnectionError("Connection closed by a topology refresh.") from error
         finally:
             self._slots.release()
+
+
+def _inside_redis_py(error: AttributeError) -> bool:
+    """Whether ``error`` is redis-py 8.1's for a connection closed under a command.
+
+    When a node fails, the cluster client reads the topology again and
+    disconnects connections other commands are using; those fail inside
+    redis-py with ``AttributeError`` (the connection's writer or reader is
+    gone) instead of a ``ConnectionError``. Raised anywhere else, it is a bug.
+    """
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    module = traceback.tb_frame.f_globals.get("__name__", "") if traceback is not None else ""
+    return isinstance(module, str) and module.startswith("redis.")
 
 
 class _BoundedClusterPipeline(aiocluster.ClusterPipeline):

@@ -6,15 +6,17 @@ import time
 from bot.testing.redis_server import RedisServer, free_port
 
 # Long enough that a node busy on a loaded 2-core machine is not voted out (a
-# fail-over in the middle of a test disconnects its clients); no test kills a node.
+# fail-over in the middle of a test disconnects its clients). A test that kills a
+# master runs a cluster of its own with a shorter timeout.
 NODE_TIMEOUT_MS = 5000
 
 
 class RedisClusterProcesses:
     """Six ``redis-server --cluster-enabled yes`` joined by ``redis-cli --cluster create``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
         self.nodes: list[RedisServer] = []
+        self._node_timeout_ms = node_timeout_ms
 
     @property
     def url(self) -> str:
@@ -32,7 +34,7 @@ class RedisClusterProcesses:
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
-                    str(NODE_TIMEOUT_MS),
+                    str(self._node_timeout_ms),
                     # The default bus port (port + 10000) may be taken or past 65535.
                     "--cluster-port",
                     str(free_port()),
@@ -70,6 +72,25 @@ class RedisClusterProcesses:
             text=True,
             timeout=10,
         ).stdout
+
+    def masters(self) -> list[RedisServer]:
+        """The running nodes that are masters now."""
+        return [
+            node for node in self._running() if self.cli(node, "ROLE").split()[:1] == ["master"]
+        ]
+
+    def failed_over(self, killed: RedisServer) -> bool:
+        """Whether a replica replaced ``killed`` (stopped): three masters, every survivor ok."""
+        survivors = self._running()
+        if killed in survivors:
+            return False
+        try:
+            return len(self.masters()) == 3 and all(self._state(node) == "ok" for node in survivors)
+        except subprocess.SubprocessError:
+            return False
+
+    def _running(self) -> list[RedisServer]:
+        return [node for node in self.nodes if node.running]
 
     def _state(self, node: RedisServer) -> str:
         for line in self.cli(node, "CLUSTER", "INFO").splitlines():

@@ -1,4 +1,9 @@
-"""A private redis-server for the suite: free port, no persistence, stoppable."""
+"""A private redis-server for the suite: free port, no persistence unless asked, stoppable.
+
+``extra_args`` come last and win: ``("--appendonly", "yes", "--appendfsync", "always")``
+gives a server that keeps every acknowledged write across :meth:`RedisServer.stop`
+(SIGKILL) and :meth:`RedisServer.start` (same port, same directory).
+"""
 
 import shutil
 import socket
@@ -75,8 +80,13 @@ class RedisServer:
         """The server's working directory (cluster and Sentinel state files live here)."""
         return self._dir
 
+    @property
+    def running(self) -> bool:
+        """Whether the server was started and not stopped since."""
+        return self._process is not None
+
     def stop(self) -> None:
-        """Kill the server at once (data is lost: it keeps nothing on disk)."""
+        """Kill the server at once (SIGKILL: only what it wrote to disk, if anything, is kept)."""
         if self._process is None:
             return
         self._process.kill()
