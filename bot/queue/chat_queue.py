@@ -327,8 +327,10 @@ class ChatQueue:
                 entries.append(entry)
                 continue
             job_id = _text(raw_id)
+            # The job id only: the key names the chat, and the entry holds the reply's text.
             logger.warning(
-                "Outbox entry of job %s is unreadable; moved to %s", job_id, keys.outbox_quarantine
+                "Outbox entry of job %s is unreadable; moved to the chat's outbox quarantine",
+                job_id,
             )
             await self._quarantine(
                 keys=[keys.outbox, keys.outbox_quarantine],
