@@ -107,3 +107,22 @@ async def test_an_unreadable_entry_is_quarantined_and_the_chat_goes_on(
     assert not await redis_client.exists(chat.lease), "the chat is released"
     assert await redis_client.hgetall(chat.outbox_quarantine) == {b"6": b"{not an outbox entry"}
     assert await redis_client.ttl(chat.outbox_quarantine) > 0
+
+
+async def test_entries_that_appear_while_the_chat_is_held_are_read_before_it_is_released(
+    redis_client: aioredis.Redis,
+) -> None:
+    """``delivered`` never reports an empty chat while its outbox holds entries: it returns them."""
+    keys = RedisKeys("outbox-late")
+    chat = keys.conversation(KEY)
+    queue = ChatQueue(redis_client, keys=keys, lease_seconds=5, outbox_ttl_seconds=60)
+    assert await queue.take(KEY, "token") is not None
+    await redis_client.hset(chat.outbox, "6", "not json")
+    await redis_client.hset(chat.outbox, "7", _reply("7", "ответ 7").model_dump_json())
+
+    state = await queue.delivered(KEY, "token", "")
+
+    assert state is not None
+    assert [entry.job_id for entry in state.outbox] == ["7"]
+    assert await redis_client.hgetall(chat.outbox_quarantine) == {b"6": b"not json"}
+    assert await queue.delivered(KEY, "token", "7") is None, "then released"
