@@ -4,19 +4,22 @@
 The next offset is asked for only once the batch's updates are queued; if
 Redis is down, the same batch is queued again when it is back (intake is
 idempotent), so a crash or an outage never loses an update Telegram let go.
+Each update is parsed on its own (:mod:`bot.telegram.raw_updates`): one that
+aiogram cannot read is dropped and the rest of its batch goes on.
 """
 
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramNetworkError, TelegramServerError
-from aiogram.methods import GetUpdates
 from aiogram.types import Update
 from redis.exceptions import RedisError
 
 from bot.telegram.intake import TelegramIntake
+from bot.telegram.raw_updates import GetRawUpdates, parse_update, update_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +60,21 @@ class Poller:
             if updates is None:
                 return
             failures = 0
-            for update in updates:
-                if not await self._accept(update):
+            for raw in updates:
+                update_id = update_id_of(raw)
+                if update_id is None:
+                    # Not an update at all: nothing to confirm it by, nothing to queue.
+                    parse_update(raw, self._bot, source="getUpdates item")
+                    continue
+                update = parse_update(raw, self._bot, source="getUpdates item")
+                if update is not None and not await self._accept(update, raw):
                     return
-                offset = update.update_id + 1
+                offset = update_id + 1
 
-    async def _poll(self, offset: int | None) -> list[Update] | None:
+    async def _poll(self, offset: int | None) -> list[dict[str, Any]] | None:
         request = asyncio.ensure_future(
             self._bot(
-                GetUpdates(
+                GetRawUpdates(
                     offset=offset, timeout=POLL_TIMEOUT_SECONDS, allowed_updates=self._allowed
                 ),
                 request_timeout=int(self._bot.session.timeout + POLL_TIMEOUT_SECONDS),
@@ -82,22 +91,29 @@ class Poller:
             return None
         return list(request.result())
 
-    async def _accept(self, update: Update) -> bool:
-        """Queue one update, retrying while Redis is down; ``False`` if stopped first."""
+    async def _accept(self, update: Update, raw: dict[str, Any]) -> bool:
+        """Queue one update, retrying while Redis is down; ``False`` if stopped first.
+
+        The outage is logged once, and its end once, not every retry.
+        """
         failures = 0
         while True:
             try:
-                await self._intake.accept(update)
-                return True
+                await self._intake.accept(update, raw)
             except (RedisError, OSError) as error:
                 failures += 1
-                logger.warning(
-                    "Update %s not queued: Redis unavailable (%s); retrying",
-                    update.update_id,
-                    type(error).__name__,
-                )
+                if failures == 1:
+                    logger.warning(
+                        "Update %s not queued: Redis unavailable (%s); retrying",
+                        update.update_id,
+                        type(error).__name__,
+                    )
                 if not await self._pause(failures):
                     return False
+                continue
+            if failures:
+                logger.info("Update %s queued after %d attempt(s)", update.update_id, failures + 1)
+            return True
 
     async def _pause(self, failures: int) -> bool:
         """Back off; ``False`` if stopped meanwhile."""

@@ -9,24 +9,19 @@ itself runs in a worker (this process's or another's), bounded per process.
 import asyncio
 import json
 import logging
-import re
 import secrets
-from typing import Any
 
 from aiogram import Bot
-from aiogram.types import Update
 from aiohttp import web
-from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from bot.telegram.intake import TelegramIntake
+from bot.telegram.raw_updates import parse_update
 
 logger = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name, not a secret
 DEFAULT_BODY_TIMEOUT_SECONDS = 10.0
-# An update kind is a field name such as "message"; anything else is not logged.
-_KIND = re.compile(r"[a-z_]{1,32}")
 
 
 class WebhookReceiver:
@@ -65,17 +60,11 @@ class WebhookReceiver:
         if not isinstance(payload, dict):
             return web.Response(status=400, text="Body is not an Update")
         try:
-            update = Update.model_validate(payload, context={"bot": self._bot})
+            update = parse_update(payload, self._bot, source="Webhook body")
         except RecursionError:
             return _too_deep()
-        except ValidationError:
-            # The validation error quotes the input, which may be customer text: only
-            # the kind and the id are logged. 200, so that Telegram does not resend it.
-            logger.warning(
-                "Webhook body is not an Update (kind %s, update id %s); dropped",
-                _kind(payload),
-                _update_id(payload),
-            )
+        if update is None:
+            # 200, so that Telegram does not resend what can never be read.
             return web.json_response({})
         try:
             await self._intake.accept(update, payload)
@@ -93,13 +82,3 @@ def _too_deep() -> web.Response:
     # No update nests this deep: not one Telegram sends, and nothing of it is readable.
     logger.warning("Webhook body is nested too deep to read; refused")
     return web.Response(status=400, text="Body is nested too deep")
-
-
-def _kind(payload: dict[str, Any]) -> str:
-    kinds = sorted(key for key in payload if key != "update_id" and _KIND.fullmatch(key))
-    return ",".join(kinds[:3]) or "none"
-
-
-def _update_id(payload: dict[str, Any]) -> str:
-    value = payload.get("update_id")
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "none"

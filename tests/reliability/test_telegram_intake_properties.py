@@ -314,3 +314,29 @@ async def test_an_update_intake_cannot_read_is_answered_and_the_batch_goes_on(
     ]
     assert "секретный" not in caplog.text
     assert all(record.exc_info is None for record in caplog.records)
+
+
+def _rejected_by_aiogram(update_id: int) -> dict[str, Any]:
+    """An update aiogram's models refuse (a chat without its type), as a newer API might send."""
+    chat = {"id": 31_003, "first_name": "Покупатель"}
+    message = {"message_id": 4, "date": 1, "chat": chat, "text": "секретный вопрос"}
+    return {"update_id": update_id, "message": message}
+
+
+async def test_an_update_aiogram_rejects_is_dropped_and_the_rest_of_its_batch_is_queued(
+    stack: IntakeStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = _canary()
+    rejected = _rejected_by_aiogram(next(_ids))
+    with caplog.at_level(logging.INFO):
+        # The canary after the batch must be queued: the poller goes on past it.
+        await stack.poll_batch([before, rejected])
+
+    assert await stack.seen(before, CANARY_CHAT)
+    assert not await stack.seen(rejected, 31_003)
+    dropped = [r.getMessage() for r in caplog.records if "is not an Update" in r.getMessage()]
+    update_id = rejected["update_id"]
+    assert dropped == [
+        f"getUpdates item is not an Update (kind message, update id {update_id}); dropped"
+    ]
+    assert "секретный" not in caplog.text
