@@ -16,6 +16,7 @@ from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramFor
 from redis.exceptions import RedisError
 
 from bot.handoff.topics import TopicDirectory
+from bot.log_context import chat_label
 from bot.queue.jobs import OutboxEntry
 from bot.redis_keys import telegram_chat_id
 from bot.sessions.models import ConversationSession
@@ -164,7 +165,9 @@ class StaffDesk:
             except TelegramBadRequest as error:
                 if not _gone(error):
                     raise
-                logger.info("Staff topic of %s is gone; creating it again", conversation_key)
+                logger.info(
+                    "Staff topic of %s is gone; creating it again", chat_label(conversation_key)
+                )
         label = short_pseudonym(conversation_key)
         title = f"{(action.name or 'Клиент')[:100]} · {label}"
         topic = await self._bot.create_forum_topic(chat_id=self._staff, name=title[:128])

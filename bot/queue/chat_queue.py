@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from bot.log_context import chat_label
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.redis_connection import AsyncRedisClient
@@ -267,7 +268,9 @@ class ChatQueue:
         if result == 0:
             raise LeaseLostError(f"lease of {conversation_key} lost before job {job_id} completed")
         if result == -1:
-            logger.warning("Job %s of %s was no longer at the head", job_id, conversation_key)
+            logger.warning(
+                "Job %s of %s was no longer at the head", job_id, chat_label(conversation_key)
+            )
         return result != 2
 
     async def delivered(
@@ -368,7 +371,8 @@ def _state(
         try:
             head = QueuedJob.model_validate_json(head_raw)
         except ValidationError:
-            logger.exception("A queued job is unreadable; it is dropped")
+            # The validation error quotes the job, which holds the customer's text: no traceback.
+            logger.warning("A queued job is unreadable; it is dropped")
     return ChatState(
         head=head,
         head_raw=head_raw,

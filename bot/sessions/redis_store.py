@@ -15,6 +15,7 @@ from time import monotonic
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bot.log_context import chat_label
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
 from bot.sessions.models import ConversationSession
@@ -154,13 +155,15 @@ class RedisSessionStore:
             session = ConversationSession.model_validate_json(raw_data)
             if not version.isdigit():
                 raise ValueError(f"session version {version!r} is not a number")
-        except (ValidationError, ValueError):
+        except (ValidationError, ValueError) as error:
             quarantine = self.keys(conversation_key).quarantine(_stamp())
+            # Neither the traceback nor the key: the error quotes the stored messages,
+            # and the key holds the chat id.
             logger.warning(
-                "Session of %s is unreadable; moved to %s, the conversation starts fresh",
-                conversation_key,
-                quarantine,
-                exc_info=True,
+                "Session of %s is unreadable (%s); moved to its quarantine, "
+                "the conversation starts fresh",
+                chat_label(conversation_key),
+                type(error).__name__,
             )
             await self._run_move_aside(conversation_key, quarantine, token="")
             return LockedSession(conversation_key, token, None, "")
@@ -265,7 +268,7 @@ class RedisSessionStore:
             # Read-only here: the next turn moves it to quarantine. Where it failed, not its text.
             logger.warning(
                 "Session of %s is unreadable (%d problem(s)); read as empty",
-                conversation_key,
+                chat_label(conversation_key),
                 error.error_count(),
             )
             return None

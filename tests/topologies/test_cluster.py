@@ -88,9 +88,12 @@ def _conversation_keys(keys: ConversationKeys) -> list[str]:
         keys.archive("abc"),
         keys.quarantine("20260101T000000Z"),
         keys.topic,
+        keys.topic_in(-1001234567890),
         keys.failed,
         keys.failed_streak,
         keys.queue_full,
+        keys.outbox_quarantine,
+        keys.attempts,
     ]
 
 
@@ -101,6 +104,7 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
         "bot/audit/redis_sink.py",
         "bot/handoff/topics.py",
         "bot/queue/chat_queue.py",
+        "bot/queue/dead_letters.py",
         "bot/queue/intake.py",
         "bot/queue/work_stream.py",
         "bot/sessions/redis_store.py",
@@ -121,6 +125,11 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
         staff = RedisKeys("support")
         pair = (staff.staff_seen(staff_chat, 7), staff.staff_flood(staff_chat, 555))
         assert len({key_slot(key.encode()) for key in pair}) == 1, staff_chat
+    # The dead letters: the records and their order.
+    for prefix in ("support", "a.b-c"):
+        letters = RedisKeys(prefix)
+        pair = (letters.dead_letters, letters.dead_letter_order)
+        assert len({key_slot(key.encode()) for key in pair}) == 1, prefix
     # The work stream's scripts: the stream, its index and the sweep's turn in one slot.
     for prefix in ("support", "a.b-c"):
         work = RedisKeys(prefix).work_stream
