@@ -152,9 +152,16 @@ end
 return 1
 """
 
+# KEYS: lease, attempts. ARGV: token, the head job handed back unrun ('' for none).
+# Gives the lease back if ours; the unrun job's attempt under this token is taken back
+# (once: the token's mark goes with it), so a hand-back at shutdown is no attempt.
 _RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[2], ARGV[2] .. ':by') == ARGV[1] then
+  redis.call('HINCRBY', KEYS[2], ARGV[2], -1)
+  redis.call('HDEL', KEYS[2], ARGV[2] .. ':by')
+end
+return redis.call('DEL', KEYS[1])
 """
 
 
@@ -341,12 +348,16 @@ class ChatQueue:
             )
         return tuple(entries)
 
-    async def release(self, conversation_key: str, token: str) -> None:
-        """Give the lease back (only if it is still ours), waiting out a short Redis outage."""
-        lease = self.keys(conversation_key).lease
+    async def release(self, conversation_key: str, token: str, *, unrun_job_id: str = "") -> None:
+        """Give the lease back (only if it is still ours), waiting out a short Redis outage.
+
+        ``unrun_job_id``: the head job this lease was handed and never ran (a stop
+        before it started); its attempt is not counted.
+        """
+        keys = self.keys(conversation_key)
         await until_redis_answers(
             "Releasing a chat",
-            lambda: self._release(keys=[lease], args=[token]),
+            lambda: self._release(keys=[keys.lease, keys.attempts], args=[token, unrun_job_id]),
             within=self._bookkeeping_seconds,
         )
 

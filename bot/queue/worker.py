@@ -40,6 +40,8 @@ class HeldLease:
     conversation_key: str
     token: str
     lost: bool = False
+    # The head job this lease was handed and did not run (stopping): not an attempt.
+    unrun_job_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -332,6 +334,7 @@ class WorkerPool:
                 await self._runner.deliver(reply, lease, blocked=state.blocked)
                 await self._queue.delivered(key, lease.token, reply.job_id, keep=True)
             if self._stopping.is_set() and state.head_raw:
+                lease.unrun_job_id = state.head.job_id if state.head is not None else ""
                 return False
             if not state.head_raw:
                 next_state = await self._queue.delivered(key, lease.token, "")
@@ -392,7 +395,7 @@ class WorkerPool:
         try:
             # Both wait out a short outage: the release only if still ours, the signal
             # twice is harmless.
-            await self._queue.release(key, lease.token)
+            await self._queue.release(key, lease.token, unrun_job_id=lease.unrun_job_id)
             await until_redis_answers(
                 "Handing a chat back",
                 lambda: self._stream.signal(key),

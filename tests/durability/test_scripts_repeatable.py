@@ -168,6 +168,16 @@ async def delivered_last_step(chat: Chat) -> Step:
     return step
 
 
+async def release_unrun_step(chat: Chat) -> Step:
+    await chat.queued(1, 2)
+    state = await chat.queue.take(KEY, TOKEN)
+    assert state is not None
+    assert state.head is not None
+    unrun = state.head.job_id
+    # Stopping before the head job ran: the lease goes, and the job's attempt with it.
+    return lambda: chat.queue.release(KEY, TOKEN, unrun_job_id=unrun)
+
+
 async def session_commit_step(chat: Chat, *, answered: bool = False, handoff: bool = False) -> Step:
     await chat.queued(1)
     raw, job_id = await chat.head()
@@ -308,6 +318,7 @@ CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
     "complete": complete_step,
     "delivered": delivered_step,
     "delivered_last": delivered_last_step,
+    "release_unrun": release_unrun_step,
     "session_commit": session_commit_step,
     "session_commit_answered": lambda chat: session_commit_step(chat, answered=True),
     "session_commit_handoff": lambda chat: session_commit_step(chat, handoff=True),

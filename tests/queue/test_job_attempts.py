@@ -150,5 +150,52 @@ async def test_a_run_that_raises_leaves_its_kind_beside_the_count(
     assert state.head.job_id == "1", "still queued"
 
 
+class _StopsThePoolMidJob:
+    """A front end whose run stops the pool: the chat's next job is handed back unrun."""
+
+    def __init__(self, queue: ChatQueue) -> None:
+        self.queue = queue
+        self.pool: WorkerPool | None = None
+        self.ran: list[str] = []
+
+    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
+        assert state.head is not None
+        assert self.pool is not None
+        self.ran.append(state.head.job_id)
+        self.pool.stop()
+        await self.queue.complete(KEY, lease.token, state.head_raw, state.head.job_id, None)
+        return JobDone(reply=None)
+
+    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+        raise AssertionError("nothing to deliver")
+
+    async def summarise(self, lease: HeldLease) -> None:
+        raise AssertionError("nothing to summarise")
+
+
+async def test_a_job_handed_back_unrun_at_shutdown_is_not_counted_as_an_attempt(
+    redis_client: AsyncRedisClient,
+) -> None:
+    keys = RedisKeys("attempts-handed-back")
+    queue = await _queued(redis_client, keys, "1", "2")
+    runner = _StopsThePoolMidJob(queue)
+    pool = WorkerPool(
+        stream=WorkStream(redis_client, stream=keys.work_stream, consumer="test"),
+        queue=queue,
+        runner=runner,
+        settings=WorkerSettings(concurrency=1, lease_seconds=30, shutdown_grace_seconds=1),
+    )
+    runner.pool = pool
+
+    # Job 1 runs; the pool is stopping by then, so job 2 is handed back without a run,
+    # as in every rolling deploy. Three deploys must not make it a dead letter.
+    await pool.drain_now(KEY)
+
+    assert runner.ran == ["1"]
+    state = await _taken(queue, "next")
+    assert state.head is not None
+    assert (state.head.job_id, state.attempts) == ("2", 1), "this lease is its first attempt"
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
