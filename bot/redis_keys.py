@@ -30,6 +30,8 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{staff:<chat>}:flood:<user>``   | hash   | burst x interval    | intake         | intake   |
 | ``{dead_letters}:jobs``           | hash   | none (10,000 kept)  | worker         | CLI      |
 | ``{dead_letters}:order``          | zset   | none (10,000 kept)  | worker         | CLI      |
+| ``{shop:<customer>}:orders``      | hash   | 30 days             | demo shop      | tools    |
+| ``{shop:<customer>}:done:<key>``  | string | 30 days             | demo shop      | demo shop|
 | ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
 | ``{work}:queued``                 | zset   | none (swept)        | signal         | sweep    |
 | ``{work}:sweep``                  | string | one sweep period    | sweep          | sweep    |
@@ -212,6 +214,15 @@ class RedisKeys:
         """The dead letters' turn ids by when they were given up (zset, ms): newest, trimming."""
         return f"{self.prefix}:{{dead_letters}}:order"
 
+    def shop_orders(self, customer_key: str) -> str:
+        """The demo shop's orders of one customer (hash: order id -> JSON), changed by writes."""
+        return f"{self.prefix}:{{shop:{_shop_customer(customer_key)}}}:orders"
+
+    def shop_done(self, customer_key: str, idempotency_key: str) -> str:
+        """A demo shop write already applied under ``idempotency_key`` (its receipt)."""
+        customer = _shop_customer(customer_key)
+        return f"{self.prefix}:{{shop:{customer}}}:done:{_shop_customer(idempotency_key)}"
+
     @property
     def work_stream(self) -> str:
         """The stream that tells workers a conversation has queued work."""
@@ -255,3 +266,9 @@ def _same_slot(key: str) -> str:
     if opening != -1 and closing > opening + 1:
         return key
     return f"{{{key}}}"
+
+
+def _shop_customer(raw: str) -> str:
+    if _CONVERSATION.fullmatch(raw) is None:
+        raise ValueError(f"invalid shop key part {raw!r}")
+    return raw

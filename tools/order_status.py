@@ -3,6 +3,7 @@
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools.registry import RegisteredTool
+from tools.shop_backend import Customer, ShopBackend
 from tools.store import ShopStore
 from turn import ToolBusinessError, TurnContext
 
@@ -31,10 +32,19 @@ class OrderStatusResult(BaseModel):
     items: list[str]
 
 
+class CurrentOrderStatusResult(OrderStatusResult):
+    """The order as a shop backend keeps it: with the changes the customer asked for."""
+
+    delivery_address: str | None
+    return_id: str | None
+
+
 def build_order_status_tool(
-    store: ShopStore,
+    store: ShopStore, backend: ShopBackend | None = None
 ) -> RegisteredTool[GetOrderStatusArguments, OrderStatusResult]:
-    """The order status tool over ``store``."""
+    """The order status tool over ``backend`` (its current state) or, without one, ``store``."""
+    if backend is not None:
+        return _backend_order_status_tool(backend)
 
     def get_order_status(
         arguments: GetOrderStatusArguments, context: TurnContext
@@ -59,12 +69,45 @@ def build_order_status_tool(
 
     return RegisteredTool(
         name=GET_ORDER_STATUS_TOOL_NAME,
-        description=(
-            "Возвращает актуальный статус заказа по его четырёхзначному номеру. "
-            "Используй для вопросов о статусе, доставке или местонахождении заказа."
-        ),
+        description=_DESCRIPTION,
         arguments_model=GetOrderStatusArguments,
         handler=get_order_status,
         # Reads the in-memory shop store: cheaper on the event loop than in a thread.
         blocking=False,
+    )
+
+
+_DESCRIPTION = (
+    "Возвращает актуальный статус заказа по его четырёхзначному номеру. "
+    "Используй для вопросов о статусе, доставке или местонахождении заказа."
+)
+
+
+def _backend_order_status_tool(
+    backend: ShopBackend,
+) -> RegisteredTool[GetOrderStatusArguments, OrderStatusResult]:
+    async def get_order_status(
+        arguments: GetOrderStatusArguments, context: TurnContext
+    ) -> OrderStatusResult:
+        order = await backend.order(Customer.of(context), arguments.order_id)
+        if order is None:
+            raise ToolBusinessError(
+                f"Заказ {arguments.order_id} не найден.", code="order_not_found"
+            )
+        return CurrentOrderStatusResult(
+            order_id=order.order_id,
+            status=order.status,
+            status_text=order.status_text,
+            updated_at=order.updated_at,
+            delivery_estimate=order.delivery_estimate,
+            items=list(order.items),
+            delivery_address=order.delivery_address,
+            return_id=order.return_id,
+        )
+
+    return RegisteredTool(
+        name=GET_ORDER_STATUS_TOOL_NAME,
+        description=_DESCRIPTION,
+        arguments_model=GetOrderStatusArguments,
+        handler=get_order_status,
     )

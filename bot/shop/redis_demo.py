@@ -1,0 +1,245 @@
+"""The demo shop in Redis: ``tools/demo_store.json`` as the seed, each customer's own copy.
+
+An order without an owner behaves as every customer's own, and each customer
+changes only their copy (one customer cancelling 8042 does not cancel it for
+everyone); an owned order (5150) exists only for its owner. A write reads the
+order, applies the shop's rule in Python and stores the result with one
+script that compares the order with what was read and keeps the receipt under
+the idempotency key: a repeated write answers the first receipt and changes
+nothing again.
+"""
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+
+from redis.exceptions import RedisError
+
+from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys
+from tools.shop_backend import (
+    CANCELLABLE_STATUSES,
+    RETURNABLE_STATUSES,
+    Customer,
+    OrderView,
+    ShopRuleError,
+    WriteReceipt,
+)
+from tools.store import Order, ShopStore
+
+STATE_TTL_SECONDS = 30 * 24 * 3600
+"""How long a customer's changed orders and write receipts are kept (the demo's memory)."""
+
+_MAX_RACES = 5
+
+# KEYS: the customer's orders, the receipt of this idempotency key.
+# ARGV: order id, the order as read ('' : not stored yet, the seed), the new order,
+#       the receipt, ttl seconds.
+# Returns {1, receipt} applied now or before; {0, ''} the order changed since it was read.
+_APPLY = """
+local done = redis.call('GET', KEYS[2])
+if done then return {1, done} end
+local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if current ~= ARGV[2] then return {0, ''} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
+return {1, ARGV[4]}
+"""
+
+
+class ShopUnavailableError(RuntimeError):
+    """Redis could not be reached, or the order kept changing under the write."""
+
+
+class RedisDemoShop:
+    """The :class:`~tools.shop_backend.ShopBackend` of the demo, over ``redis.asyncio``."""
+
+    def __init__(
+        self,
+        client: AsyncRedisClient,
+        keys: RedisKeys,
+        seed: ShopStore,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._seed = seed
+        self._clock = clock
+        self._apply = client.register_script(_APPLY)
+
+    async def order(self, customer: Customer, order_id: str) -> OrderView | None:
+        """The customer's copy of the order; ``None`` when missing or someone else's."""
+        order, _ = await self._read(customer, order_id)
+        return order
+
+    async def cancel_order(
+        self, customer: Customer, order_id: str, reason: str, *, idempotency_key: str
+    ) -> WriteReceipt:
+        """Cancel an order not yet handed to delivery (else ``not_cancellable``)."""
+
+        def change(order: OrderView) -> WriteReceipt:
+            if order.status not in CANCELLABLE_STATUSES:
+                raise ShopRuleError("not_cancellable")
+            return WriteReceipt(
+                order=order.model_copy(
+                    update={
+                        "status": "cancelled",
+                        "status_text": "Отменён",
+                        "delivery_estimate": None,
+                        "updated_at": self._stamp(),
+                    }
+                )
+            )
+
+        return await self._write(customer, order_id, idempotency_key, change)
+
+    async def request_return(
+        self,
+        customer: Customer,
+        order_id: str,
+        items: tuple[str, ...],
+        reason: str,
+        *,
+        idempotency_key: str,
+    ) -> WriteReceipt:
+        """Open a return for delivered items within their return period."""
+
+        def change(order: OrderView) -> WriteReceipt:
+            check_returnable(order, items, self._seed, self._clock().date())
+            return_id = return_number(order.order_id, idempotency_key)
+            return WriteReceipt(
+                order=order.model_copy(
+                    update={
+                        "status": "return_requested",
+                        "status_text": f"Оформлен возврат {return_id}",
+                        "return_id": return_id,
+                        "return_items": items,
+                        "updated_at": self._stamp(),
+                    }
+                ),
+                return_id=return_id,
+            )
+
+        return await self._write(customer, order_id, idempotency_key, change)
+
+    async def change_delivery_address(
+        self, customer: Customer, order_id: str, address: str, *, idempotency_key: str
+    ) -> WriteReceipt:
+        """Send an order not yet handed to delivery to ``address``."""
+
+        def change(order: OrderView) -> WriteReceipt:
+            if order.status not in CANCELLABLE_STATUSES:
+                raise ShopRuleError("address_not_changeable")
+            return WriteReceipt(
+                order=order.model_copy(
+                    update={"delivery_address": address, "updated_at": self._stamp()}
+                )
+            )
+
+        return await self._write(customer, order_id, idempotency_key, change)
+
+    async def _read(self, customer: Customer, order_id: str) -> tuple[OrderView | None, str]:
+        """The order and its stored JSON ('' while it is still the seed's)."""
+        seed = self._seed.find_order(order_id)
+        if seed is None or (
+            seed.owner_user_id is not None and seed.owner_user_id != customer.user_id
+        ):
+            return None, ""
+        try:
+            raw = await self._client.hget(self._keys.shop_orders(customer.key), order_id)
+        except RedisError as error:
+            raise ShopUnavailableError("the shop's storage is unreachable") from error
+        if not raw:
+            return _seed_view(seed), ""
+        stored = raw.decode() if isinstance(raw, bytes) else raw
+        return OrderView.model_validate_json(stored), stored
+
+    async def _write(
+        self,
+        customer: Customer,
+        order_id: str,
+        idempotency_key: str,
+        change: Callable[[OrderView], WriteReceipt],
+    ) -> WriteReceipt:
+        keys = [
+            self._keys.shop_orders(customer.key),
+            self._keys.shop_done(customer.key, idempotency_key),
+        ]
+        for _ in range(_MAX_RACES):
+            done = await self._receipt(keys[1])
+            if done is not None:
+                return done
+            order, stored = await self._read(customer, order_id)
+            if order is None:
+                raise ShopRuleError("order_not_found")
+            receipt = change(order)
+            try:
+                applied, raw = await self._apply(
+                    keys=keys,
+                    args=[
+                        order_id,
+                        stored,
+                        receipt.order.model_dump_json(),
+                        _dump_receipt(receipt),
+                        STATE_TTL_SECONDS,
+                    ],
+                )
+            except RedisError as error:
+                raise ShopUnavailableError("the shop's storage is unreachable") from error
+            if int(applied) == 1:
+                return _load_receipt(raw)
+        raise ShopUnavailableError("the order kept changing under the write")
+
+    async def _receipt(self, key: str) -> WriteReceipt | None:
+        try:
+            raw = await self._client.get(key)
+        except RedisError as error:
+            raise ShopUnavailableError("the shop's storage is unreachable") from error
+        return _load_receipt(raw) if raw else None
+
+    def _stamp(self) -> str:
+        return self._clock().isoformat(timespec="seconds")
+
+
+def check_returnable(
+    order: OrderView, items: tuple[str, ...], shop: ShopStore, today: date
+) -> None:
+    """Raise :class:`ShopRuleError` unless ``items`` of ``order`` may be returned ``today``."""
+    if order.return_id is not None:
+        raise ShopRuleError("return_exists")
+    if order.status not in RETURNABLE_STATUSES:
+        raise ShopRuleError("not_returnable")
+    if not items or any(item not in order.items for item in items):
+        raise ShopRuleError("item_not_in_order")
+    delivered = datetime.fromisoformat(order.updated_at).date()
+    for item in items:
+        policy = shop.find_return_policy(item)
+        if policy is None or today > delivered + timedelta(days=policy.return_days):
+            raise ShopRuleError("return_period_over")
+
+
+def return_number(order_id: str, idempotency_key: str) -> str:
+    """The number of a return request the customer can quote, e.g. ``R8043-7F2A``."""
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:4].upper()
+    return f"R{order_id}-{digest}"
+
+
+def _seed_view(order: Order) -> OrderView:
+    return OrderView.model_validate(order.model_dump(exclude={"owner_user_id"}))
+
+
+def _dump_receipt(receipt: WriteReceipt) -> str:
+    return json.dumps(
+        {"order": receipt.order.model_dump(mode="json"), "return_id": receipt.return_id},
+        ensure_ascii=False,
+    )
+
+
+def _load_receipt(raw: bytes | str) -> WriteReceipt:
+    data = json.loads(raw)
+    return WriteReceipt(
+        order=OrderView.model_validate(data["order"]), return_id=data.get("return_id")
+    )

@@ -1,0 +1,107 @@
+"""The shop behind the order tools: a small Protocol a shop implements for reads and writes.
+
+Every operation takes the customer's identity as the application knows it
+(:class:`Customer`, built from the turn's context), never from the model's
+arguments. Writes take an idempotency key: the same key applied twice changes
+the order once and answers the first outcome again.
+"""
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from turn import TurnContext
+
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Customer:
+    """Who an operation is for: the Telegram user id, or the chat for front ends without one."""
+
+    user_id: int | None
+    chat_id: int | str
+
+    @classmethod
+    def of(cls, context: TurnContext) -> "Customer":
+        """The customer of a turn (the front end filled the context, not the model)."""
+        return cls(user_id=context.user_id, chat_id=context.chat_id)
+
+    @property
+    def key(self) -> str:
+        """A stable name for per-customer state: ``u<user id>`` or ``c<chat>``."""
+        if self.user_id is not None:
+            return f"u{self.user_id}"
+        return "c" + _KEY_UNSAFE.sub("_", str(self.chat_id))[:64]
+
+
+class OrderView(BaseModel):
+    """One order as this customer sees it now (pydantic: it crosses the Redis boundary)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    order_id: str
+    status: str
+    status_text: str
+    updated_at: str
+    delivery_estimate: str | None = None
+    items: tuple[str, ...] = ()
+    delivery_address: str | None = None
+    return_id: str | None = None
+    return_items: tuple[str, ...] = ()
+
+
+class ShopRuleError(RuntimeError):
+    """The order's current state does not allow the change (``code`` says which rule)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteReceipt:
+    """What a write did: the order after it and, for a return, the request's number."""
+
+    order: OrderView
+    return_id: str | None = None
+
+
+CANCELLABLE_STATUSES = frozenset({"new", "processing"})
+"""Orders not yet handed to delivery: they can be cancelled or sent elsewhere."""
+
+RETURNABLE_STATUSES = frozenset({"delivered"})
+
+
+class ShopBackend(Protocol):
+    """The order operations the tools use; a shop plugs in its own by implementing this."""
+
+    async def order(self, customer: Customer, order_id: str) -> OrderView | None:
+        """The order if this customer may see it, else ``None`` (missing and foreign alike)."""
+        ...
+
+    async def cancel_order(
+        self, customer: Customer, order_id: str, reason: str, *, idempotency_key: str
+    ) -> WriteReceipt:
+        """Cancel the order; raises :class:`ShopRuleError` when its state forbids it."""
+        ...
+
+    async def request_return(
+        self,
+        customer: Customer,
+        order_id: str,
+        items: tuple[str, ...],
+        reason: str,
+        *,
+        idempotency_key: str,
+    ) -> WriteReceipt:
+        """Open a return request for ``items``; raises :class:`ShopRuleError` when not allowed."""
+        ...
+
+    async def change_delivery_address(
+        self, customer: Customer, order_id: str, address: str, *, idempotency_key: str
+    ) -> WriteReceipt:
+        """Deliver the order to ``address``; raises :class:`ShopRuleError` when not allowed."""
+        ...
