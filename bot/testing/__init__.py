@@ -24,6 +24,8 @@ Nothing in the application imports this package.
   (``bot.app.build_chat_service``) over a real Redis with a given model.
 - :mod:`~bot.testing.polling_bot`: ``PollingBot``, the real runner polling the fake
   Bot API as a task.
+- :mod:`~bot.testing.pool_stop`: ``stop_pool``, a worker pool stopped without waiting
+  out its blocking read.
 - :mod:`~bot.testing.settings`: ``make_settings`` and ``stack_settings``, settings by
   their documented variable names without reading ``.env``.
 """

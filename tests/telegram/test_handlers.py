@@ -27,6 +27,7 @@ from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers
+from bot.testing.pool_stop import stop_pool
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
@@ -123,8 +124,7 @@ async def _stack(
     try:
         yield Stack(app, bot, front, intake, workers, chat, telegram)
     finally:
-        workers.stop()
-        await working
+        await stop_pool(workers, working, app.redis)
         await app.aclose()
 
 

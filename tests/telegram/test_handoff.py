@@ -33,6 +33,7 @@ from bot.telegram import messages
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers
+from bot.testing.pool_stop import stop_pool
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.settings import make_settings
@@ -174,8 +175,7 @@ async def _desk(
         sweeper.stop()
         if sweeping is not None:
             await sweeping
-        workers.stop()
-        await working
+        await stop_pool(workers, working, app.redis)
         await app.aclose()
 
 
