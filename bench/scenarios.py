@@ -160,8 +160,8 @@ async def sdk_layers_two_tools(redis_url: str, *, turns: int, rounds: int = 50) 
 
     Two engines in this process, interleaved as in :func:`floor_two_tools`: ``sdk``
     runs a plain ``AsyncOpenAI`` over our HTTP client with httpx2's own ``send``;
-    ``production`` is the client the bot builds (requests from a template, the short
-    send). ``ratio_*`` are production/sdk.
+    ``production`` is the client the bot builds (the short send). ``ratio_*`` are
+    production/sdk.
     """
     text = f"{QUESTION} {TWO_TOOLS}"
     with ModelServerProcess(0.0) as model:

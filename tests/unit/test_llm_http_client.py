@@ -1,7 +1,9 @@
 """The SDK's requests over our HTTP client: what the provider receives, what we read back.
 
 A small aiohttp server records each request as it arrived on the socket (path, headers,
-raw body) and answers with a gzip-compressed completion, as OpenAI's servers may.
+raw body) and answers with a gzip-compressed completion, as OpenAI's servers may. What
+our client sends is compared with what the SDK's own ``chat.completions.create`` sends
+over the SDK's own aiohttp client: the reference is the SDK's public API, on the wire.
 """
 
 import gzip
@@ -13,13 +15,10 @@ from typing import Any
 import httpx2
 import pytest
 from aiohttp import web
-from openai import AsyncOpenAI
-from openai._models import FinalRequestOptions
-from openai._utils._json import openapi_dumps
+from openai import AsyncOpenAI, DefaultAioHttpClient
 
 from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
 from bot.llm.openai_client import OpenAIChatClient
-from bot.llm.sdk_client import TemplatedAsyncOpenAI
 from bot.llm.types import Message
 from bot.testing.openai_server import completion_body
 from tools.registry import ToolRegistry
@@ -113,30 +112,59 @@ async def client(server: RecordingServer) -> AsyncIterator[OpenAIChatClient]:
     await chat.close()
 
 
-async def test_the_body_is_byte_for_byte_what_the_sdk_would_encode(
-    server: RecordingServer, client: OpenAIChatClient, default_registry: ToolRegistry
+@pytest.fixture
+async def sdk(server: RecordingServer) -> AsyncIterator[AsyncOpenAI]:
+    """The SDK's own client to the recording server, over its own aiohttp client."""
+    reference = AsyncOpenAI(
+        api_key="test-key",
+        base_url=server.base_url,
+        timeout=5,
+        max_retries=1,
+        http_client=DefaultAioHttpClient(trust_env=False),
+    )
+    yield reference
+    await reference.close()
+
+
+async def test_the_body_is_what_the_sdks_create_sends_compactly_encoded(
+    server: RecordingServer,
+    client: OpenAIChatClient,
+    sdk: AsyncOpenAI,
+    default_registry: ToolRegistry,
 ) -> None:
-    """The tool list is encoded once and reused, yet the body matches the SDK's own encoder."""
+    """The tool list is encoded once and reused, yet each body says what the SDK's would.
+
+    Same JSON value as ``chat.completions.create`` sends (keys in another order), and the
+    same compact UTF-8 encoding (no spaces, no ``\\u`` escapes of Cyrillic or U+2028).
+    """
     tools = default_registry.api_schemas()
     for _ in range(2):
         await client.generate_with_tools(MESSAGES, tools, "auto")
     await client.generate_with_tools(MESSAGES, [], "none")
-
-    expected_with_tools = openapi_dumps(
-        {
-            "model": "test-model",
-            "messages": MESSAGES,
-            "tools": list(tools),
-            "tool_choice": "auto",
-            "parallel_tool_calls": False,
-        }
+    # Our messages and tool schemas are plain dicts; the SDK's parameters are TypedDicts.
+    with_tools: dict[str, Any] = {"tools": list(tools), "tool_choice": "auto"}
+    await sdk.chat.completions.create(
+        model="test-model",
+        messages=MESSAGES,  # type: ignore[arg-type]
+        parallel_tool_calls=False,
+        **with_tools,
     )
-    expected_without = openapi_dumps({"model": "test-model", "messages": MESSAGES})
-    assert [request.body for request in server.received] == [
-        expected_with_tools,
-        expected_with_tools,
-        expected_without,
-    ]
+    await sdk.chat.completions.create(model="test-model", messages=MESSAGES)  # type: ignore[arg-type]
+
+    ours_with, ours_again, ours_without, sdk_with, sdk_without = (
+        request.body for request in server.received
+    )
+    assert ours_again == ours_with
+    assert json.loads(ours_with) == json.loads(sdk_with)
+    assert json.loads(ours_without) == json.loads(sdk_without)
+    for body in (ours_with, ours_without, sdk_with, sdk_without):
+        assert body == _compact(json.loads(body))
+    assert "Где заказ 8041? \u2028 «кавычки»".encode() in ours_without
+
+
+def _compact(value: object) -> bytes:
+    """JSON as httpx2 and the SDK encode a body: compact separators, UTF-8, no escapes."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 async def test_the_path_and_headers_are_the_sdks_and_a_gzip_answer_is_read(
@@ -198,77 +226,56 @@ async def test_the_fast_build_request_builds_what_httpx2_would() -> None:
     assert fast.extensions == slow.extensions
 
 
-async def test_a_retry_after_the_first_request_still_counts_its_retries(
-    server: RecordingServer, client: OpenAIChatClient
+async def test_every_request_carries_what_the_sdks_create_sends(
+    server: RecordingServer, sdk: AsyncOpenAI
 ) -> None:
-    """The second request is built from the first one's template, with its own count."""
-    await client.generate_with_tools(MESSAGES, [])
-    server.fail_first = True
-    server.received.clear()
+    """Path and every header as ``chat.completions.create`` sends them, request by request.
 
-    result = await client.generate_with_tools(MESSAGES, [])
-
-    assert result.text == "Заказ в пути."
-    assert [r.headers["x-stainless-retry-count"] for r in server.received] == ["0", "1"]
-    assert server.received[0].body == server.received[1].body
-    assert all(r.headers["authorization"] == "Bearer test-key" for r in server.received)
-
-
-def _options(body: bytes, **fields: Any) -> FinalRequestOptions:
-    return FinalRequestOptions.construct(
-        method="post",
-        url="http://127.0.0.1:9/provider/v1/chat/completions",
-        security={"bearer_auth": True},
-        json_data=body,
-        **fields,
-    )
-
-
-def _wire(request: httpx2.Request) -> tuple[object, ...]:
-    """What goes on the wire: method, URL, headers (sorted), body, timeouts."""
-    return (
-        request.method,
-        request.url,
-        sorted(request.headers.multi_items()),
-        request.content,
-        request.extensions,
-    )
-
-
-async def test_templated_requests_are_what_the_sdk_builds() -> None:
-    """Body, retry count, a new API key or per-request headers: the SDK's request each time.
-
-    Fails when an SDK upgrade changes what it builds for a chat request.
+    Both clients ask twice with one API key, then, with another, once more where the
+    first answer fails (a retry). The SDK's client runs over the SDK's own aiohttp
+    client, ours over :class:`ChatHttpClient`. Fails when an SDK upgrade changes what
+    it sends for a chat request and our client does not send the same.
     """
-    http = ChatHttpClient(ChatTransport(session_factory(None, 10)), trust_env=False)
-    client = TemplatedAsyncOpenAI(
+    openai = AsyncOpenAI(
         api_key="first-key",
-        base_url="http://127.0.0.1:9/provider/v1",
-        timeout=7,
-        max_retries=2,
-        http_client=http,
+        base_url=server.base_url,
+        timeout=5,
+        max_retries=1,
+        http_client=ChatHttpClient(ChatTransport(session_factory(None, 10)), trust_env=False),
     )
-    cases = [
-        (_options(b'{"n":1}'), 0),
-        (_options(b'{"n":2}'), 0),
-        (_options(b'{"n":3, "longer": true}'), 1),
-        (_options(b'{"n":4}'), 2),
-        (_options(b'{"n":5}', headers={"X-Trace": "abc"}), 0),
-        (_options(b'{"n":6}', timeout=3.0), 0),
-        (_options(b'{"n":7}', params={"api-version": "2024-10-21"}), 0),
-    ]
+    ours = OpenAIChatClient(openai, "test-model")
+
+    async def ask_ours() -> None:
+        await ours.generate_with_tools(MESSAGES, [])
+
+    async def ask_sdk() -> None:
+        await sdk.chat.completions.create(model="test-model", messages=MESSAGES)  # type: ignore[arg-type]
+
+    sent: dict[str, list[tuple[str, dict[str, str]]]] = {"ours": [], "sdk": []}
     try:
-        for options, retries in cases:
-            ours = client._build_request(options, retries_taken=retries)
-            sdk = AsyncOpenAI._build_request(client, options, retries_taken=retries)
-            assert _wire(ours) == _wire(sdk)
-        client.api_key = "second-key"
-        options = _options(b'{"n":8}')
-        ours = client._build_request(options)
-        assert _wire(ours) == _wire(AsyncOpenAI._build_request(client, options))
-        assert ours.headers["authorization"] == "Bearer second-key"
+        for key, fail_first in (("first-key", False), ("first-key", False), ("second-key", True)):
+            openai.api_key = sdk.api_key = key
+            for name, ask in (("ours", ask_ours), ("sdk", ask_sdk)):
+                server.received.clear()
+                server.fail_first = fail_first
+                await ask()
+                sent[name] += [(r.path, r.headers) for r in server.received]
     finally:
-        await client.close()
+        await ours.close()
+
+    assert sent["ours"] == sent["sdk"]
+    assert [headers["authorization"] for _, headers in sent["ours"]] == [
+        "Bearer first-key",
+        "Bearer first-key",
+        "Bearer second-key",
+        "Bearer second-key",
+    ]
+    assert [headers["x-stainless-retry-count"] for _, headers in sent["ours"]] == [
+        "0",
+        "0",
+        "0",
+        "1",
+    ]
 
 
 async def test_a_cookie_the_provider_sets_is_sent_back(
@@ -288,8 +295,6 @@ async def test_a_redirect_is_followed_with_the_same_body(
     server: RecordingServer, client: OpenAIChatClient
 ) -> None:
     """The SDK follows redirects; a 307 keeps the method and the body."""
-    await client.generate_with_tools(MESSAGES, [])  # the next one is built from a template
-    server.received.clear()
     server.redirect_from = "/provider/v1/chat/completions"
 
     result = await client.generate_with_tools(MESSAGES, [])
