@@ -5,10 +5,16 @@ from datetime import UTC, datetime
 
 from tools.help_center import build_search_help_center_tool
 from tools.knowledge.library import HelpCenter
+from tools.order_actions import (
+    build_cancel_order_tool,
+    build_change_delivery_address_tool,
+    build_request_return_tool,
+)
 from tools.order_status import build_order_status_tool
 from tools.product_search import build_product_search_tool
 from tools.registry import ToolRegistry
 from tools.return_policy import build_return_policy_tool
+from tools.shop_backend import ShopBackend
 from tools.store import ShopStore
 from tools.support_hours import build_support_hours_tool
 
@@ -18,16 +24,23 @@ def build_default_tool_registry(
     timezone: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     help_center: HelpCenter | None = None,
+    shop: ShopBackend | None = None,
 ) -> ToolRegistry:
     """A new registry with the four read-only support tools over ``store``.
 
-    With ``help_center``, ``search_help_center`` over it is the fifth.
+    With ``help_center``, ``search_help_center`` over it is the fifth. With
+    ``shop`` (a backend that can change orders), ``get_order_status`` reads it
+    and the three write tools over it are registered.
     """
     registry = ToolRegistry()
-    registry.register(build_order_status_tool(store))
+    registry.register(build_order_status_tool(store, shop))
     registry.register(build_return_policy_tool(store))
     registry.register(build_product_search_tool(store))
     registry.register(build_support_hours_tool(store, timezone=timezone, clock=clock))
     if help_center is not None:
         registry.register(build_search_help_center_tool(help_center))
+    if shop is not None:
+        registry.register_write(build_cancel_order_tool(shop))
+        registry.register_write(build_request_return_tool(shop, store, clock))
+        registry.register_write(build_change_delivery_address_tool(shop))
     return registry

@@ -5,11 +5,14 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NoReturn, TypeVar
 
 from pydantic import BaseModel
 
 from turn import TurnContext
+
+if TYPE_CHECKING:
+    from tools.write_tools import WriteTool
 
 ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -122,6 +125,10 @@ class ResultSummary:
     top_id: str | None = None
 
 
+ToolKind = Literal["read", "write"]
+"""A read tool looks things up and runs at once; a write tool changes the shop after a yes."""
+
+
 @dataclass(frozen=True)
 class RegisteredTool(Generic[ArgumentsT, ResultT]):
     """A tool the application allows: its contract, its handler and its time limit.
@@ -148,10 +155,7 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        if _NAME_PATTERN.fullmatch(self.name) is None:
-            raise ValueError(
-                f"tool name {self.name!r} must match {_NAME_PATTERN.pattern}",
-            )
+        validate_tool_name(self.name)
         if not self.description.strip():
             raise ValueError(f"tool {self.name!r} needs a non-empty description")
         if not self.timeout_seconds > 0:
@@ -166,23 +170,34 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
         object.__setattr__(self, "takes_context", len(parameters) == 2)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
 
+    kind: ClassVar[ToolKind] = "read"
+
     def to_api_schema(self) -> dict[str, Any]:
         """The OpenAI function tool (``strict: true``) built from the arguments model."""
-        # Here, not at the top: the audit CLI reads tool records through this module
-        # and should not pay for importing the SDK (about half a second).
-        from openai import pydantic_function_tool  # noqa: PLC0415
+        return function_schema(self.arguments_model, self.name, self.description)
 
-        tool = pydantic_function_tool(
-            self.arguments_model,
-            name=self.name,
-            description=self.description.strip(),
-        )
-        function = dict(tool["function"])
-        parameters = _strip_unsupported(function.get("parameters", {}))
-        # The model's docstring is for developers; the tool description speaks to the model.
-        parameters.pop("description", None)
-        function["parameters"] = parameters
-        return {"type": "function", "function": function}
+
+def validate_tool_name(name: str) -> None:
+    """Refuse a name the API would not take (``ValueError``)."""
+    if _NAME_PATTERN.fullmatch(name) is None:
+        raise ValueError(f"tool name {name!r} must match {_NAME_PATTERN.pattern}")
+
+
+def function_schema(
+    arguments_model: type[BaseModel], name: str, description: str
+) -> dict[str, Any]:
+    """The OpenAI function tool (``strict: true``) for ``arguments_model``."""
+    # Here, not at the top: the audit CLI reads tool records through this module
+    # and should not pay for importing the SDK (about half a second).
+    from openai import pydantic_function_tool  # noqa: PLC0415
+
+    tool = pydantic_function_tool(arguments_model, name=name, description=description.strip())
+    function = dict(tool["function"])
+    parameters = _strip_unsupported(function.get("parameters", {}))
+    # The model's docstring is for developers; the tool description speaks to the model.
+    parameters.pop("description", None)
+    function["parameters"] = parameters
+    return {"type": "function", "function": function}
 
 
 class ToolRegistryError(RuntimeError):
@@ -202,11 +217,23 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool[Any, Any]] = {}
+        self._writes: dict[str, WriteTool[Any, Any]] = {}
         self._schemas: Sequence[dict[str, Any]] = FrozenSchemaList()
+
+    def register_write(self, tool: "WriteTool[Any, Any]") -> None:
+        """Add a write tool (the model proposes, the customer confirms); same names rule."""
+        if tool.name in self._tools or tool.name in self._writes:
+            raise DuplicateToolError(f"tool already registered: {tool.name}")
+        self._writes[tool.name] = tool
+        self._schemas = _freeze([*self._schemas, tool.to_api_schema()])
+
+    def write_tool(self, name: str) -> "WriteTool[Any, Any] | None":
+        """The write tool registered under ``name``, if ``name`` is one."""
+        return self._writes.get(name)
 
     def register(self, tool: RegisteredTool[Any, Any]) -> None:
         """Add a tool; a second tool with the same name is refused."""
-        if tool.name in self._tools:
+        if tool.name in self._tools or tool.name in self._writes:
             raise DuplicateToolError(f"tool already registered: {tool.name}")
         self._tools[tool.name] = tool
         # Schemas are built once here, not on every model request, and frozen, so every
@@ -221,8 +248,8 @@ class ToolRegistry:
             raise ToolNotRegisteredError(f"tool not registered: {name!r}") from error
 
     def names(self) -> tuple[str, ...]:
-        """Registered names, in registration order."""
-        return tuple(self._tools)
+        """Registered names (read tools, then write tools), in registration order."""
+        return (*self._tools, *self._writes)
 
     def api_schemas(self) -> Sequence[dict[str, Any]]:
         """The tools' API schemas in registration order: one shared, read-only list.

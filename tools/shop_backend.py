@@ -8,10 +8,12 @@ the order once and answers the first outcome again.
 
 import re
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from tools.store import ShopStore
 from turn import TurnContext
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -73,6 +75,23 @@ CANCELLABLE_STATUSES = frozenset({"new", "processing"})
 """Orders not yet handed to delivery: they can be cancelled or sent elsewhere."""
 
 RETURNABLE_STATUSES = frozenset({"delivered"})
+
+
+def check_returnable(
+    order: OrderView, items: tuple[str, ...], shop: ShopStore, today: date
+) -> None:
+    """Raise :class:`ShopRuleError` unless ``items`` of ``order`` may be returned ``today``."""
+    if order.return_id is not None:
+        raise ShopRuleError("return_exists")
+    if order.status not in RETURNABLE_STATUSES:
+        raise ShopRuleError("not_returnable")
+    if not items or any(item not in order.items for item in items):
+        raise ShopRuleError("item_not_in_order")
+    delivered = datetime.fromisoformat(order.updated_at).date()
+    for item in items:
+        policy = shop.find_return_policy(item)
+        if policy is None or today > delivered + timedelta(days=policy.return_days):
+            raise ShopRuleError("return_period_over")
 
 
 class ShopBackend(Protocol):

@@ -12,7 +12,7 @@ nothing again.
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
@@ -20,11 +20,11 @@ from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
 from tools.shop_backend import (
     CANCELLABLE_STATUSES,
-    RETURNABLE_STATUSES,
     Customer,
     OrderView,
     ShopRuleError,
     WriteReceipt,
+    check_returnable,
 )
 from tools.store import Order, ShopStore
 
@@ -202,23 +202,6 @@ class RedisDemoShop:
 
     def _stamp(self) -> str:
         return self._clock().isoformat(timespec="seconds")
-
-
-def check_returnable(
-    order: OrderView, items: tuple[str, ...], shop: ShopStore, today: date
-) -> None:
-    """Raise :class:`ShopRuleError` unless ``items`` of ``order`` may be returned ``today``."""
-    if order.return_id is not None:
-        raise ShopRuleError("return_exists")
-    if order.status not in RETURNABLE_STATUSES:
-        raise ShopRuleError("not_returnable")
-    if not items or any(item not in order.items for item in items):
-        raise ShopRuleError("item_not_in_order")
-    delivered = datetime.fromisoformat(order.updated_at).date()
-    for item in items:
-        policy = shop.find_return_policy(item)
-        if policy is None or today > delivered + timedelta(days=policy.return_days):
-            raise ShopRuleError("return_period_over")
 
 
 def return_number(order_id: str, idempotency_key: str) -> str:

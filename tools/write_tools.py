@@ -1,0 +1,69 @@
+"""Write tools: the model proposes a change, the customer confirms it, the application runs it.
+
+A write tool has, besides its arguments model, a check of its preconditions
+against the current state (a failure is an ordinary tool error for the model),
+a description of the change rendered by the application for the confirmation
+card, and a handler that takes an idempotency key (the action id): a handler
+run twice with one key changes the shop once.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from tools.registry import ToolKind, function_schema, validate_tool_name
+from tools.shop_backend import Customer
+
+ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
+StateT = TypeVar("StateT")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionResult:
+    """What running a confirmed action did, in the application's words.
+
+    ``card_text`` replaces the confirmation card («✅ Заказ 8042 отменён»);
+    ``message`` tells the customer the result; ``error_code`` names the rule
+    that refused it when ``done`` is false.
+    """
+
+    done: bool
+    card_text: str
+    message: str
+    error_code: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteTool(Generic[ArgumentsT, StateT]):
+    """A tool that changes the shop, only after the customer pressed «Подтвердить».
+
+    ``check`` reads the current state for ``customer`` and raises
+    :class:`~turn.ToolBusinessError` when the change is not allowed;
+    ``describe`` renders the card's text from the arguments and that state;
+    ``handler`` applies the change under an idempotency key; ``declined`` is the
+    card's text when the customer said no.
+    """
+
+    kind: ClassVar[ToolKind] = "write"
+
+    name: str
+    description: str
+    arguments_model: type[ArgumentsT]
+    check: Callable[[ArgumentsT, Customer], Awaitable[StateT]]
+    describe: Callable[[ArgumentsT, StateT], str]
+    handler: Callable[[ArgumentsT, Customer, str], Awaitable[ActionResult]]
+    declined: Callable[[ArgumentsT], str]
+    timeout_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        validate_tool_name(self.name)
+        if not self.description.strip():
+            raise ValueError(f"tool {self.name!r} needs a non-empty description")
+        if self.arguments_model.model_config.get("extra") != "forbid":
+            raise ValueError(f"arguments model of tool {self.name!r} must set extra='forbid'")
+
+    def to_api_schema(self) -> dict[str, Any]:
+        """The OpenAI function tool (``strict: true``) built from the arguments model."""
+        return function_schema(self.arguments_model, self.name, self.description)
