@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
 
+from bot.actions.pending import ActionCard, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.audit.sink import AuditSink
@@ -68,6 +69,8 @@ class ChatReply:
     summary_updated: bool
     has_summary: bool
     delivery: OutboxEntry | None = None
+    # The confirmation card of a write the model proposed, shown after the answer.
+    card: ActionCard | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,7 @@ class ChatService:
                 conversation_key, held.token, held.session_version, held.session_data
             )
             prepared, result, updated = await self._run(locked, question, context, recorder)
+            card = _card_of(result)
             updated, staff, handoff_audit, note = self._handoff_steps(
                 locked.session, updated, result, context, held
             )
@@ -231,6 +235,7 @@ class ChatService:
                 )
                 + handoff_audit,
                 staff=staff,
+                card=card,
             )
             completion = JobCompletion(
                 job_raw=held.job_raw,
@@ -252,6 +257,7 @@ class ChatService:
                 committed = False
                 try:
                     prepared, result, updated = await self._run(locked, question, context, recorder)
+                    card = _card_of(result)
                     await self._store.commit(locked, updated)
                     committed = True
                     delivery = None
@@ -276,6 +282,7 @@ class ChatService:
             summary_updated=summary_scheduled,
             has_summary=updated.summary is not None,
             delivery=delivery,
+            card=card,
         )
 
     async def _run(
@@ -291,10 +298,17 @@ class ChatService:
         prepared = self._window.prepare(
             self._instruction, session.summary, session.messages, question
         )
-        result = await self._loop.run(prepared.messages, context, observer=recorder)
+        messages = prepared.messages
+        if session.pending_action is not None:
+            # The customer's «да» executes nothing: the model is told a button waits.
+            messages = (*messages[:-1], pending_note(session.pending_action), messages[-1])
+        result = await self._loop.run(messages, context, observer=recorder)
         updated = session.with_turn(
             question, result.text, _now(), self._prompt.version, turn_id=context.turn_id
         )
+        if result.proposal is not None:
+            # At most one pending action per chat: a new proposal replaces the old one.
+            updated = updated.with_pending_action(result.proposal)
         return prepared, result, updated
 
     def _handoff_steps(
@@ -531,6 +545,13 @@ def closed_entry(
         closed_by=closed_by,
         duration_ms=(now - since).total_seconds() * 1000 if since is not None else None,
     ).to_fields()
+
+
+def _card_of(result: ToolLoopResult) -> ActionCard | None:
+    proposal = result.proposal
+    if proposal is None:
+        return None
+    return ActionCard(action_id=proposal.action_id, text=proposal.description)
 
 
 def _now() -> datetime:

@@ -47,7 +47,15 @@ UNDELIVERED_NOTE = "[Этот ответ не был доставлен клие
 STAFF_NOTE = "[Сообщение сотрудника поддержки клиенту, не ответ бота.]"
 
 
+ACTION_NOTE = (
+    "[Итог действия, которое приложение выполнило или отменило по кнопке клиента; "
+    "это сообщение отправило приложение, а не ты.]"
+)
+
+
 def _as_message(stored: StoredMessage) -> Message:
+    if stored.action_id is not None:
+        return {"role": "assistant", "content": f"{ACTION_NOTE}\n{stored.content}"}
     if stored.role == "staff":
         return {"role": "assistant", "content": f"{STAFF_NOTE}\n{stored.content}"}
     if stored.undelivered:

@@ -3,17 +3,20 @@
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pydantic import ValidationError
 
+from bot.actions.pending import PendingAction
+from bot.actions.proposals import propose
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
 from tools.execution import (
     ToolArgumentsError,
     ToolExecutionError,
     ToolExecutionRecord,
+    ToolExecutionResult,
     ToolExecutor,
     ToolNotAllowedError,
 )
@@ -61,6 +64,8 @@ class ToolLoopResult:
     tool_calls_count: int
     tool_names: tuple[str, ...]
     audit_records: tuple[ToolExecutionRecord, ...]
+    # The write the model proposed this turn (the last one, if it proposed several).
+    proposal: PendingAction | None = None
 
 
 class BoundedToolLoop:
@@ -111,6 +116,7 @@ class BoundedToolLoop:
         schemas = self._registry.api_schemas()
         llm_results: list[LLMResult] = []
         audit_records: list[ToolExecutionRecord] = []
+        proposals: list[PendingAction] = []
 
         for step in range(1, self._max_steps + 1):
             last_step = step == self._max_steps
@@ -142,13 +148,16 @@ class BoundedToolLoop:
                     )
                 conversation.append(_assistant_tool_message(result))
                 for tool_call in result.tool_calls:
-                    content = await self._execute(tool_call, context, step, audit_records, observer)
+                    content = await self._execute(
+                        tool_call, context, step, audit_records, observer, proposals=proposals
+                    )
                     conversation.append(
                         {"role": "tool", "tool_call_id": tool_call.id, "content": content}
                     )
                 continue
             if result.finish_reason == "stop":
-                return _build_result(_require_text(result), llm_results, audit_records)
+                built = _build_result(_require_text(result), llm_results, audit_records)
+                return replace(built, proposal=proposals[-1]) if proposals else built
             raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
 
         # Unreachable while the last step forbids tools, kept as the loop's contract.
@@ -161,9 +170,19 @@ class BoundedToolLoop:
         step: int,
         audit_records: list[ToolExecutionRecord],
         observer: ToolLoopObserver | None,
+        *,
+        proposals: list[PendingAction],
     ) -> str:
         try:
-            execution = await self._executor.execute(tool_call, context)
+            write = self._registry.write_tool(tool_call.name)
+            if write is None:
+                execution = await self._executor.execute(tool_call, context)
+            else:
+                # A write changes nothing now: it becomes a proposal the customer confirms.
+                proposal = await propose(write, tool_call, context)
+                if proposal.action is not None:
+                    proposals.append(proposal.action)
+                execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
         except (ToolNotAllowedError, ToolArgumentsError) as error:
             # The model's own mistake: it gets the reason and may try again.
             audit_records.append(error.audit)

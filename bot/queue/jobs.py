@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.actions.pending import ActionCard
 from bot.staff_actions import StaffAction
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
@@ -59,6 +60,8 @@ class OutboxEntry(BaseModel):
     text: str
     audit: tuple[dict[str, str], ...] = ()
     staff: tuple[StaffAction, ...] = ()
+    # A confirmation card sent after the text (a write the model proposed).
+    card: ActionCard | None = None
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.actions.pending import PendingAction
+
 SESSION_SCHEMA_VERSION: Literal[1] = 1
 
 HandoffState = Literal["bot", "waiting", "human"]
@@ -28,6 +30,9 @@ class StoredMessage(BaseModel):
     # An answer Telegram refused (blocked bot, chat gone, retries exhausted): the
     # customer never read it, and the model is told so on later turns.
     undelivered: bool = False
+    # The outcome of a confirmed (or declined, expired) action, told by the application:
+    # the model reads it as what happened, not as something it said.
+    action_id: str | None = None
 
 
 class ConversationSession(BaseModel):
@@ -52,6 +57,8 @@ class ConversationSession(BaseModel):
     handoff_since: datetime | None = None
     staff_replied_at: datetime | None = None
     handoff_activity: datetime | None = None
+    # A write the model proposed that waits for the customer's button (at most one).
+    pending_action: PendingAction | None = None
 
     @classmethod
     def start(
@@ -141,6 +148,31 @@ class ConversationSession(BaseModel):
         if role == "staff" and self.staff_replied_at is None:
             update["staff_replied_at"] = now
         return self.model_copy(update=update)
+
+    def with_pending_action(self, action: PendingAction | None) -> "ConversationSession":
+        """This session waiting for ``action`` (``None``: waiting for nothing)."""
+        return self.model_copy(update={"pending_action": action})
+
+    def with_action_outcome(
+        self, action_id: str, text: str, now: datetime, turn_id: str
+    ) -> "ConversationSession":
+        """The pending action settled: its outcome told to the customer joins the history."""
+        return self.model_copy(
+            update={
+                "messages": (
+                    *self.messages,
+                    StoredMessage(
+                        role="assistant",
+                        content=text,
+                        created_at=now,
+                        turn_id=turn_id,
+                        action_id=action_id,
+                    ),
+                ),
+                "pending_action": None,
+                "updated_at": now,
+            }
+        )
 
     def handoff_idle(self, now: datetime, idle_seconds: float) -> bool:
         """Whether a handoff is on and nobody wrote for ``idle_seconds``."""

@@ -1,0 +1,92 @@
+"""The pending action of a chat and its confirmation card (pydantic: both cross Redis).
+
+A pending action lives in the conversation's session, so it is stored with
+the turn that proposed it (one commit, under the conversation's hash tag) and
+at most one exists per chat: a new proposal replaces it.
+"""
+
+import re
+import secrets
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+ACTION_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+_ACTION_ID_LENGTH = 16
+
+CONFIRM_LABEL = "Подтвердить"
+DECLINE_LABEL = "Не нужно"
+
+Choice = Literal["yes", "no"]
+
+_CALLBACK = re.compile(rf"^act:([{ACTION_ID_ALPHABET}]{{{_ACTION_ID_LENGTH}}}):([yn])$")
+
+
+def new_action_id() -> str:
+    """A fresh action id (16 characters, about 80 bits): the handler's idempotency key."""
+    return "".join(secrets.choice(ACTION_ID_ALPHABET) for _ in range(_ACTION_ID_LENGTH))
+
+
+class PendingAction(BaseModel):
+    """A write the model proposed and the customer has not decided on yet.
+
+    ``arguments`` is the validated arguments model as JSON (run again through
+    the model at execution); ``user_id`` is who may press the buttons.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    action_id: str
+    tool_name: str
+    arguments: str
+    description: str
+    proposed_at: datetime
+    turn_id: str
+    user_id: int | None = None
+
+
+class ActionCard(BaseModel):
+    """The card the customer confirms on: the application's text and two buttons."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    action_id: str
+    text: str
+
+    def buttons(self) -> tuple[tuple[str, str], ...]:
+        """(label, callback data) of the buttons, confirm first."""
+        return (
+            (CONFIRM_LABEL, callback_data(self.action_id, "yes")),
+            (DECLINE_LABEL, callback_data(self.action_id, "no")),
+        )
+
+
+def callback_data(action_id: str, choice: Choice) -> str:
+    """What a button sends back: the action id and the choice only (at most 64 bytes)."""
+    return f"act:{action_id}:{'y' if choice == 'yes' else 'n'}"
+
+
+def parse_callback(data: str | None) -> tuple[str, Choice] | None:
+    """The action id and choice of a button's data; ``None`` for anything else (forged)."""
+    match = _CALLBACK.fullmatch(data or "")
+    if match is None:
+        return None
+    return match.group(1), "yes" if match.group(2) == "y" else "no"
+
+
+def pending_note(action: PendingAction) -> dict[str, str]:
+    """The developer message telling the model a proposal still waits for the button.
+
+    It names the tool and the action id only: the card's text may quote the
+    customer (an address) and does not belong in a developer message.
+    """
+    return {
+        "role": "developer",
+        "content": (
+            f"Действие {action.tool_name} (action_id {action.action_id}) ждёт решения клиента: "
+            "карточка с кнопками «Подтвердить» и «Не нужно» уже отправлена. Ответ текстом "
+            "(например «да») ничего не выполняет: попроси клиента нажать кнопку на карточке. "
+            "Не говори, что действие выполнено, пока итог не появится в истории."
+        ),
+    }

@@ -1,0 +1,116 @@
+"""A write tool called by the model: validated, checked, and proposed; nothing is changed.
+
+The model gets ``{"ok": true, "data": {"status": "awaiting_confirmation",
+"action_id": ...}}``; the turn carries the pending action, which the chat
+service stores with the turn and shows as a card after the reply.
+"""
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.actions.pending import PendingAction, new_action_id
+from tools.execution import (
+    ToolArgumentsError,
+    ToolExecutionRecord,
+    ToolTechnicalError,
+    ToolTimeoutError,
+)
+from tools.shop_backend import Customer
+from tools.write_tools import WriteTool
+from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
+
+AWAITING_CONFIRMATION = "awaiting_confirmation"
+PROPOSED_CATEGORY = "proposed"
+"""The tool audit entry's category of a successful proposal (the action's own entry follows)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """The tool message for the model, the execution's audit record, the action if proposed."""
+
+    content: str
+    record: ToolExecutionRecord
+    action: PendingAction | None
+
+
+async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnContext) -> Proposal:
+    """Validate and check one write call; raise the executor's errors for the loop to handle.
+
+    Invalid arguments raise :class:`~tools.execution.ToolArgumentsError` (the
+    model may correct itself); a timeout or a crash of the check raises
+    :class:`~tools.execution.ToolTimeoutError` / ``ToolTechnicalError``.
+    """
+    started_at = datetime.now(UTC)
+    started = perf_counter()
+
+    def record(status: ToolStatus, code: str | None, category: str | None = None) -> Any:
+        return ToolExecutionRecord(
+            call_id=tool_call.id,
+            tool_name=tool_call.name,
+            started_at=started_at.isoformat(),
+            duration_seconds=perf_counter() - started,
+            status=status,
+            error_code=code,
+            category=category,
+        )
+
+    try:
+        arguments = tool.arguments_model.model_validate_json(tool_call.arguments or "{}")
+    except ValidationError as error:
+        raise ToolArgumentsError(
+            f"arguments of {tool.name} failed validation",
+            record(ToolStatus.REJECTED, "invalid_arguments"),
+        ) from error
+    deadline = asyncio.timeout(tool.timeout_seconds)
+    try:
+        async with deadline:
+            state = await tool.check(arguments, Customer.of(context))
+        description = tool.describe(arguments, state)
+    except ToolBusinessError as error:
+        return Proposal(
+            content=_dump({"ok": False, "error": {"code": error.code, "message": str(error)}}),
+            record=record(ToolStatus.BUSINESS_ERROR, error.code),
+            action=None,
+        )
+    except TimeoutError as error:
+        if not deadline.expired():
+            raise ToolTechnicalError(
+                f"{tool.name} failed", record(ToolStatus.TECHNICAL_ERROR, "technical_error")
+            ) from error
+        raise ToolTimeoutError(
+            f"{tool.name} did not finish within {tool.timeout_seconds} s",
+            record(ToolStatus.TIMEOUT, "timeout"),
+        ) from error
+    except Exception as error:
+        raise ToolTechnicalError(
+            f"{tool.name} failed", record(ToolStatus.TECHNICAL_ERROR, "technical_error")
+        ) from error
+    action = PendingAction(
+        action_id=new_action_id(),
+        tool_name=tool.name,
+        arguments=arguments.model_dump_json(),
+        description=description,
+        proposed_at=started_at,
+        turn_id=context.turn_id,
+        user_id=context.user_id,
+    )
+    return Proposal(
+        content=_dump(
+            {
+                "ok": True,
+                "data": {"status": AWAITING_CONFIRMATION, "action_id": action.action_id},
+            }
+        ),
+        record=record(ToolStatus.SUCCESS, None, PROPOSED_CATEGORY),
+        action=action,
+    )
+
+
+def _dump(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False)

@@ -1,0 +1,163 @@
+"""A write tool call in a turn: validated, checked, proposed, stored with the turn."""
+
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.actions.pending import CONFIRM_LABEL, DECLINE_LABEL, parse_callback
+from bot.llm.types import Message
+from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys
+from bot.shop.redis_demo import RedisDemoShop
+from bot.testing.chat_harness import ChatHarness
+from bot.testing.scripted_client import ScriptedClient, scripted, text_result, tool_result
+from tools.default_registry import build_default_tool_registry
+from tools.shop_backend import Customer
+from tools.store import ShopStore
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+USER = 4242
+PREFIX = "proptest"
+
+
+def tool_messages(client: ScriptedClient) -> list[dict[str, object]]:
+    """The tool messages the model was sent, parsed."""
+    last: list[Message] = client.requests[-1][0]
+    return [json.loads(str(m["content"])) for m in last if m["role"] == "tool"]
+
+
+@pytest.fixture
+async def harness_for(
+    redis_client: AsyncRedisClient,
+) -> AsyncIterator[Callable[[ScriptedClient], ChatHarness]]:
+    made: list[ChatHarness] = []
+
+    def make(client: ScriptedClient) -> ChatHarness:
+        store = ShopStore.load()
+        shop = RedisDemoShop(redis_client, RedisKeys(PREFIX), store, clock=lambda: NOW)
+        registry = build_default_tool_registry(store, clock=lambda: NOW, shop=shop)
+        harness = ChatHarness(redis_client, client, prefix=PREFIX, registry=registry)
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        await harness.close()
+
+
+async def test_a_cancellable_order_becomes_a_pending_action_and_a_card(
+    harness_for: Callable[[ScriptedClient], ChatHarness],
+) -> None:
+    client = scripted(
+        tool_result("cancel_order", {"order_id": "8042", "reason": "передумал"}),
+        text_result("Нажмите «Подтвердить» под карточкой."),
+    )
+    harness = harness_for(client)
+
+    reply = await harness.ask("c1", "отмените заказ 8042", user_id=USER)
+
+    [tool_message] = tool_messages(client)
+    assert tool_message["ok"] is True
+    data = tool_message["data"]
+    assert isinstance(data, dict)
+    assert data["status"] == "awaiting_confirmation"
+    card = reply.card
+    assert card is not None
+    assert card.action_id == data["action_id"]
+    assert card.text == (
+        "Отменить заказ 8042: наушники, чехол для наушников. "
+        "Деньги вернутся на карту в течение 5 дней."
+    )
+    [(confirm, yes), (decline, no)] = card.buttons()
+    assert (confirm, decline) == (CONFIRM_LABEL, DECLINE_LABEL)
+    assert parse_callback(yes) == (card.action_id, "yes")
+    assert parse_callback(no) == (card.action_id, "no")
+    assert len(yes.encode()) <= 64
+    session = await harness.store.load("c1")
+    assert session is not None
+    assert session.pending_action is not None
+    assert session.pending_action.action_id == card.action_id
+    assert session.pending_action.user_id == USER
+    # Nothing changed in the shop: the order still waits for the button.
+    order = await RedisDemoShop(harness.redis, RedisKeys(PREFIX), ShopStore.load()).order(
+        Customer(user_id=USER, chat_id="c1"), "8042"
+    )
+    assert order is not None
+    assert order.status == "processing"
+
+
+async def test_a_precondition_failure_goes_back_to_the_model(
+    harness_for: Callable[[ScriptedClient], ChatHarness],
+) -> None:
+    client = scripted(
+        tool_result("cancel_order", {"order_id": "8041", "reason": "долго"}),
+        text_result("Этот заказ уже в пути, отменить нельзя."),
+    )
+    harness = harness_for(client)
+
+    reply = await harness.ask("c2", "отмените 8041", user_id=USER)
+
+    [tool_message] = tool_messages(client)
+    assert tool_message["ok"] is False
+    error = tool_message["error"]
+    assert isinstance(error, dict)
+    assert error["code"] == "not_cancellable"
+    assert reply.card is None
+    session = await harness.store.load("c2")
+    assert session is not None
+    assert session.pending_action is None
+
+
+async def test_invalid_arguments_are_a_rejection_the_model_may_fix(
+    harness_for: Callable[[ScriptedClient], ChatHarness],
+) -> None:
+    client = scripted(
+        tool_result("change_delivery_address", {"order_id": "8042"}),
+        text_result("Уточните адрес."),
+    )
+    harness = harness_for(client)
+
+    reply = await harness.ask("c3", "поменяйте адрес", user_id=USER)
+
+    [tool_message] = tool_messages(client)
+    error = tool_message["error"]
+    assert isinstance(error, dict)
+    assert error["code"] == "invalid_arguments"
+    assert reply.card is None
+
+
+async def test_a_new_proposal_supersedes_and_the_model_is_told_a_button_waits(
+    harness_for: Callable[[ScriptedClient], ChatHarness],
+) -> None:
+    client = scripted(
+        tool_result("cancel_order", {"order_id": "8042", "reason": "передумал"}),
+        text_result("Подтвердите кнопкой."),
+        text_result("Нажмите кнопку «Подтвердить», текстом я ничего не выполняю."),
+        tool_result("change_delivery_address", {"order_id": "8042", "address": "Казань, 1"}),
+        text_result("Подтвердите новый адрес кнопкой."),
+    )
+    harness = harness_for(client)
+    first = await harness.ask("c4", "отмените 8042", user_id=USER)
+
+    said_yes = await harness.ask("c4", "да", user_id=USER)
+
+    assert said_yes.card is None
+    sent = client.requests[-1][0]
+    notes = [str(m["content"]) for m in sent if m["role"] == "developer"]
+    assert first.card is not None
+    assert any(first.card.action_id in note and "кнопк" in note for note in notes)
+    session = await harness.store.load("c4")
+    assert session is not None
+    assert session.pending_action is not None
+    assert session.pending_action.action_id == first.card.action_id
+
+    second = await harness.ask("c4", "лучше поменяйте адрес на Казань, 1", user_id=USER)
+
+    assert second.card is not None
+    assert second.card.action_id != first.card.action_id
+    session = await harness.store.load("c4")
+    assert session is not None
+    assert session.pending_action is not None
+    assert session.pending_action.action_id == second.card.action_id
