@@ -22,6 +22,7 @@ from bot.history import HistoryWindow, PreparedContext
 from bot.keyed_locks import KeyedLocks
 from bot.log_context import chat_label
 from bot.queue.jobs import OutboxEntry
+from bot.reply_stream import ReplyStream
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
     JobCompletion,
@@ -148,14 +149,20 @@ class ChatService:
         return self._prompt
 
     async def reply(
-        self, context: TurnContext, text: str, *, held: HeldTurn | None = None
+        self,
+        context: TurnContext,
+        text: str,
+        *,
+        held: HeldTurn | None = None,
+        stream: ReplyStream | None = None,
     ) -> ChatReply:
         """Answer one message; raises a :class:`ChatServiceError` subtype on failure.
 
         Without ``held`` (the console) the turn takes the conversation's lease
         itself and writes its audit at once. With ``held`` (a worker) the audit
         goes with the reply into the outbox, or onto the raised error
-        (``audit_fields``), for the deliverer to write.
+        (``audit_fields``), for the deliverer to write. ``stream`` (drafts, the
+        console) sees the answer as it is written; only the committed reply counts.
         """
         started = perf_counter()
         recorder = TurnAuditRecorder(
@@ -167,7 +174,7 @@ class ChatService:
         outcome = TurnOutcome.ANSWERED
         try:
             question = self._validate_input(text, context.turn_id)
-            return await self._reply(question, context, recorder, started, held)
+            return await self._reply(question, context, recorder, started, held, stream=stream)
         except ChatServiceError as error:
             outcome = error.kind
             failure = error
@@ -212,13 +219,15 @@ class ChatService:
         recorder: TurnAuditRecorder,
         started: float,
         held: HeldTurn | None,
+        *,
+        stream: ReplyStream | None = None,
     ) -> ChatReply:
         conversation_key = context.conversation_key
         if held is not None:
             locked = await self._store.held(
                 conversation_key, held.token, held.session_version, held.session_data
             )
-            prepared, result, updated = await self._run(locked, question, context, recorder)
+            prepared, result, updated = await self._run(locked, question, context, recorder, stream)
             card = _card_of(result)
             updated, staff, handoff_audit, note = self._handoff_steps(
                 locked.session, updated, result, context, held
@@ -256,7 +265,9 @@ class ChatService:
                 )
                 committed = False
                 try:
-                    prepared, result, updated = await self._run(locked, question, context, recorder)
+                    prepared, result, updated = await self._run(
+                        locked, question, context, recorder, stream
+                    )
                     card = _card_of(result)
                     await self._store.commit(locked, updated)
                     committed = True
@@ -291,6 +302,7 @@ class ChatService:
         question: str,
         context: TurnContext,
         recorder: TurnAuditRecorder,
+        stream: ReplyStream | None = None,
     ) -> tuple[PreparedContext, ToolLoopResult, ConversationSession]:
         session = locked.session or ConversationSession.start(
             context.conversation_key, _now(), self._prompt.prompt_id, self._prompt.version
@@ -302,7 +314,7 @@ class ChatService:
         if session.pending_action is not None:
             # The customer's «да» executes nothing: the model is told a button waits.
             messages = (*messages[:-1], pending_note(session.pending_action), messages[-1])
-        result = await self._loop.run(messages, context, observer=recorder)
+        result = await self._loop.run(messages, context, observer=recorder, stream=stream)
         updated = session.with_turn(
             question, result.text, _now(), self._prompt.version, turn_id=context.turn_id
         )

@@ -24,7 +24,14 @@ from bot.llm.errors import (
     LLMTimeoutError,
     LLMUnavailableError,
 )
-from bot.llm.types import LLMResult, Message, ToolCallingClient, ToolChoice, ToolDefinition
+from bot.llm.types import (
+    LLMResult,
+    Message,
+    TextListener,
+    ToolCallingClient,
+    ToolChoice,
+    ToolDefinition,
+)
 from turn import TurnOutcome
 
 NAMESPACE = "support"
@@ -247,11 +254,15 @@ class MeteredChatModel:
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         tool_choice: ToolChoice = "auto",
+        *,
+        on_text: TextListener | None = None,
     ) -> LLMResult:
         """The wrapped call, timed; a failure is counted by kind and re-raised."""
         started = perf_counter()
         try:
-            return await self._inner.generate_with_tools(messages, tools, tool_choice)
+            return await self._inner.generate_with_tools(
+                messages, tools, tool_choice, on_text=on_text
+            )
         except LLMClientError as error:
             self._metrics.model_errors.labels(kind=model_error_kind(error)).inc()
             raise

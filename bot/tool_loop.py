@@ -12,6 +12,7 @@ from bot.actions.pending import PendingAction
 from bot.actions.proposals import propose
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
+from bot.reply_stream import ReplyStream
 from tools.execution import (
     ToolArgumentsError,
     ToolExecutionError,
@@ -110,8 +111,13 @@ class BoundedToolLoop:
         messages: Sequence[Message],
         context: TurnContext,
         observer: ToolLoopObserver | None = None,
+        stream: ReplyStream | None = None,
     ) -> ToolLoopResult:
-        """Run one turn over a copy of ``messages``; raises a kind-carrying ``ToolLoopError``."""
+        """Run one turn over a copy of ``messages``; raises a kind-carrying ``ToolLoopError``.
+
+        ``stream`` is told each step's text as the model writes it, and the tools
+        a step asks for before they run.
+        """
         conversation = list(messages)
         schemas = self._registry.api_schemas()
         llm_results: list[LLMResult] = []
@@ -125,6 +131,7 @@ class BoundedToolLoop:
                     conversation,
                     [] if last_step else schemas,
                     tool_choice="none" if last_step else "auto",
+                    on_text=stream.on_text if stream is not None else None,
                 )
             except LLMClientError as error:
                 raise ToolLoopModelError(
@@ -147,6 +154,8 @@ class BoundedToolLoop:
                         f"the turn would exceed {self._max_tool_calls} tool executions"
                     )
                 conversation.append(_assistant_tool_message(result))
+                if stream is not None:
+                    stream.on_tools(tuple(call.name for call in result.tool_calls))
                 for tool_call in result.tool_calls:
                     content = await self._execute(
                         tool_call, context, step, audit_records, observer, proposals=proposals

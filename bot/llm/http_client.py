@@ -11,7 +11,7 @@ into a new ``Headers``) and streaming a body that is always read whole.
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any, Final
 
@@ -30,8 +30,9 @@ _httpx2_logger = logging.getLogger("httpx2")
 class ChatTransport(httpx2.AsyncBaseTransport):
     """One aiohttp request per httpx2 request; the response body read whole.
 
-    Chat completions are small and never streamed here, so the response carries its
-    body (no stream wrappers for httpx2 to iterate later). aiohttp's failures become
+    Chat completions are small, so a plain response carries its whole body (no
+    stream wrappers for httpx2 to iterate later); a streamed one (``text/event-stream``)
+    is handed over as an :class:`EventStream`. aiohttp's failures become
     httpx2's, so the SDK retries and reports them as it does over its own transports:
     a refused or dropped connection is a connection error, only a real timeout is a
     timeout. A proxy that refuses the tunnel stays an ``aiohttp_socks.ProxyError``.
@@ -50,7 +51,7 @@ class ChatTransport(httpx2.AsyncBaseTransport):
         # A request httpx2 builds to follow a redirect carries its body as a stream.
         body = await request.aread() or None
         try:
-            async with self._session.request(
+            response = await self._session.request(
                 request.method,
                 str(request.url),
                 headers=request.headers.multi_items(),
@@ -63,16 +64,29 @@ class ChatTransport(httpx2.AsyncBaseTransport):
                     sock_read=timeouts.get("read"),
                     connect=timeouts.get("pool"),
                 ),
-            ) as response:
+            )
+            status, headers, reason = response.status, response.raw_headers, response.reason
+            extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+            if reason:
+                extensions["reason_phrase"] = reason.encode()
+            if status == 200 and response.content_type == "text/event-stream":
+                # A streamed completion: its events are read as they come, and every
+                # read is still bounded by the read timeout.
+                return httpx2.Response(
+                    status_code=status,
+                    headers=headers,
+                    stream=EventStream(response, request),
+                    request=request,
+                    extensions=extensions,
+                )
+            try:
                 content = await response.read()
-                status, headers, reason = response.status, response.raw_headers, response.reason
+            finally:
+                response.release()
         except ProxyError:
             raise
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _transport_error(error, request) from error
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
-        if reason:
-            extensions["reason_phrase"] = reason.encode()
         # The body given as content: httpx2 decodes it (Content-Encoding) here, once, and
         # the client's read of a non-streamed response then has nothing left to do.
         return httpx2.Response(
@@ -88,6 +102,29 @@ class ChatTransport(httpx2.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class EventStream(httpx2.AsyncByteStream):
+    """The body of a streamed response, read from aiohttp piece by piece.
+
+    A failure while reading (a read timeout, the connection dropped mid-way)
+    becomes httpx2's error, as it would for the head of the response.
+    """
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx2.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for data in self._response.content.iter_any():
+                yield data
+        except (TimeoutError, aiohttp.ClientError) as error:
+            raise _transport_error(error, self._request) from error
+
+    async def aclose(self) -> None:
+        """Give the connection back (or drop it, if the body was not read to its end)."""
+        self._response.release()
 
 
 def session_factory(proxy: str | None, max_connections: int) -> Callable[[], aiohttp.ClientSession]:

@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.llm.streaming import tell_text
 from bot.llm.tokens import estimate_messages_tokens, estimate_text_tokens
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from turn import ToolCall, Usage
 
 OFFLINE_MODEL_NAME = "offline-demo"
@@ -96,8 +97,18 @@ class OfflineChatModel:
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         tool_choice: ToolChoice = "auto",
+        *,
+        on_text: TextListener | None = None,
     ) -> LLMResult:
-        """Ask for the next planned tool, or answer from the tool results."""
+        """Ask for the next planned tool, or answer from the tool results.
+
+        ``on_text`` is told the whole answer at once: this model writes it in one go.
+        """
+        return tell_text(self._generate(messages, tools, tool_choice), on_text)
+
+    def _generate(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+    ) -> LLMResult:
         user_text, called, results = _current_turn(messages)
         if not tools and user_text.startswith(_SUMMARY_MATERIAL_START):
             return self._result(messages, text=_summarise(messages), tool_calls=())

@@ -3,7 +3,7 @@
 import json
 import logging
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Any, Final, Literal, cast
 
 import httpx2
 import openai
@@ -21,7 +21,8 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.llm.streaming import StreamAssembler
+from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from turn import ToolCall, Usage
 
 logger = logging.getLogger(__name__)
@@ -105,8 +106,15 @@ class OpenAIChatClient:
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         tool_choice: ToolChoice = "auto",
+        *,
+        on_text: TextListener | None = None,
     ) -> LLMResult:
-        """One chat completion; tools are offered only when there are any."""
+        """One chat completion; tools are offered only when there are any.
+
+        With ``on_text`` the completion is streamed and its text told piece by piece.
+        """
+        if on_text is not None:
+            return await self._stream(messages, tools, tool_choice, on_text)
         try:
             # The SDK's documented request for an endpoint of one's own (``post`` with
             # ``cast_to=httpx2.Response``) skips its type-driven walk over every message
@@ -121,28 +129,8 @@ class OpenAIChatClient:
                 content=self._body(messages, tools, tool_choice),
                 options=_REQUEST_OPTIONS,
             )
-        except openai.APITimeoutError as error:
-            raise LLMTimeoutError("the model did not answer in time") from error
-        except openai.RateLimitError as error:
-            raise LLMRateLimitError("the model provider is rate limiting us") from error
-        except openai.InternalServerError as error:
-            raise LLMUnavailableError(f"the model provider answered {error.status_code}") from error
-        except openai.APIConnectionError as error:
-            raise LLMUnavailableError("the model provider cannot be reached") from error
-        except ProxyError as error:
-            # The proxy answered but refused the tunnel (407, 403, 502): not an aiohttp error.
-            raise LLMUnavailableError(f"the proxy refused the connection: {error}") from error
-        except openai.APIResponseValidationError as error:
-            raise LLMBadResponseError("the model provider sent an invalid response") from error
-        except openai.APIStatusError as error:
-            raise LLMRequestError(
-                f"the model provider refused the request ({error.status_code})"
-            ) from error
-        except openai.OpenAIError as error:
-            raise LLMClientError("the model request failed") from error
-        except ValueError as error:
-            # A body that is not JSON surfaces from the SDK as a decoding error.
-            raise LLMBadResponseError("the model provider sent a body that is not JSON") from error
+        except (openai.OpenAIError, ProxyError, ValueError) as error:
+            raise _llm_error(error) from error
         try:
             return _to_result(_parse_completion(response.content))
         except LLMBadResponseError:
@@ -150,6 +138,41 @@ class OpenAIChatClient:
         except (AttributeError, TypeError, ValueError) as error:
             # The SDK does not validate bodies strictly; a malformed one fails on access.
             raise LLMBadResponseError("the model provider sent a malformed completion") from error
+
+    async def _stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        tool_choice: ToolChoice,
+        on_text: TextListener,
+    ) -> LLMResult:
+        """The completion streamed with the SDK's ``chat.completions.create(stream=True)``.
+
+        The SDK retries (and times out) the request until the response's head, as
+        for any other; a failure while the events are read (a read timeout, the
+        connection dropped, an error event) is not retried and ends in the same
+        error kinds. Nothing is returned unless the stream reached its finish reason.
+        """
+        assembler = StreamAssembler(on_text)
+        options: dict[str, object] = {}
+        if tools:
+            options = {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": False}
+        try:
+            stream = await self._client.chat.completions.create(
+                model=self._model,
+                messages=cast(Any, [self._with_role(message) for message in messages]),
+                stream=True,
+                stream_options={"include_usage": True},
+                **cast(Any, options),
+            )
+            async with stream:
+                async for chunk in stream:
+                    assembler.add(chunk)
+        except (openai.OpenAIError, ProxyError, httpx2.HTTPError, ValueError) as error:
+            raise _llm_error(error) from error
+        except (AttributeError, TypeError) as error:
+            raise LLMBadResponseError("the model provider sent a malformed chunk") from error
+        return assembler.result()
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
@@ -189,6 +212,45 @@ class OpenAIChatClient:
     async def close(self) -> None:
         """Close the SDK's HTTP client (with it the aiohttp session and its connections)."""
         await self._client.close()
+
+
+def _llm_error(error: Exception) -> LLMClientError:
+    """The :class:`LLMClientError` for a failure of the SDK (or of what it reads)."""
+    status = error.status_code if isinstance(error, openai.APIStatusError) else 0
+    for kinds, build, message in _ERROR_KINDS:
+        if isinstance(error, kinds):
+            text = message.format(status=status) if "{status}" in message else message
+            if isinstance(error, ProxyError):
+                text = f"{text}: {error}"
+            return build(text)
+    # A body that is not JSON surfaces from the SDK as a decoding error.
+    return LLMBadResponseError("the model provider sent a body that is not JSON")
+
+
+# In order: the first kind that matches decides (subclasses before their bases).
+_ERROR_KINDS: Final[tuple[tuple[Any, type[LLMClientError], str], ...]] = (
+    (
+        (openai.APITimeoutError, httpx2.TimeoutException),
+        LLMTimeoutError,
+        "the model did not answer in time",
+    ),
+    (openai.RateLimitError, LLMRateLimitError, "the model provider is rate limiting us"),
+    (openai.InternalServerError, LLMUnavailableError, "the model provider answered {status}"),
+    (openai.APIConnectionError, LLMUnavailableError, "the model provider cannot be reached"),
+    # Raised while a stream is read: the SDK retries only until the response's head.
+    (httpx2.TransportError, LLMUnavailableError, "the model's stream was cut"),
+    # The proxy answered but refused the tunnel (407, 403, 502): not an aiohttp error.
+    (ProxyError, LLMUnavailableError, "the proxy refused the connection"),
+    (
+        openai.APIResponseValidationError,
+        LLMBadResponseError,
+        "the model provider sent an invalid response",
+    ),
+    (openai.APIStatusError, LLMRequestError, "the model provider refused the request ({status})"),
+    # An error event inside a stream: the provider gave up on the answer.
+    (openai.APIError, LLMUnavailableError, "the model provider ended the stream with an error"),
+    (openai.OpenAIError, LLMClientError, "the model request failed"),
+)
 
 
 def _http_client(proxy: str | None, max_connections: int) -> ChatHttpClient:

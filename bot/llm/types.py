@@ -1,6 +1,6 @@
 """What the application exchanges with a chat model, independent of any SDK."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -13,6 +13,9 @@ ToolDefinition = dict[str, Any]
 """One function tool in the OpenAI wire shape."""
 
 ToolChoice = Literal["auto", "none"]
+
+TextListener = Callable[[str], None]
+"""Told each piece of answer text as the model writes it; must return at once (no I/O)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +39,15 @@ class ToolCallingClient(Protocol):
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         tool_choice: ToolChoice = "auto",
+        *,
+        on_text: TextListener | None = None,
     ) -> LLMResult:
-        """Send the conversation (and tools, if any) and return the model's answer."""
+        """Send the conversation (and tools, if any) and return the model's answer.
+
+        With ``on_text`` the answer's text is also told piece by piece as it is
+        written, in order; the pieces joined are the result's ``text``. A failure
+        after some pieces raises as any other: the pieces are not an answer.
+        """
         ...
 
     @property

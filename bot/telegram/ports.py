@@ -3,6 +3,7 @@
 from typing import Protocol
 
 from bot.chat_service import ChatReply, HeldTurn
+from bot.reply_stream import ReplyStream
 from turn import TurnContext
 
 
@@ -10,7 +11,12 @@ class ChatPort(Protocol):
     """The chat service as handlers see it."""
 
     async def reply(
-        self, context: TurnContext, text: str, *, held: HeldTurn | None = None
+        self,
+        context: TurnContext,
+        text: str,
+        *,
+        held: HeldTurn | None = None,
+        stream: ReplyStream | None = None,
     ) -> ChatReply:
         """Answer one customer message (raises ``ChatServiceError`` subtypes)."""
         ...

@@ -24,6 +24,8 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.testing.openai_stream import DEFAULT_STREAM_CHUNK_CHARS, completion_events
+
 DEFAULT_MODEL = "scripted-model"
 DEFAULT_USAGE = (12, 5)
 """Prompt and completion tokens of a scripted answer (total is their sum)."""
@@ -33,12 +35,22 @@ JsonBody = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """One scripted HTTP answer: status, body (JSON object or raw text), headers, delay."""
+    """One scripted HTTP answer: status, body (JSON object or raw text), headers, delay.
+
+    A request with ``"stream": true`` gets a completion body as server-sent events
+    instead (see :mod:`bot.testing.openai_stream`): ``chunk_chars`` characters of
+    content per event (0: the server's default), ``chunk_interval_seconds`` between
+    events (a slow trickle), and with ``cut_after_chunks`` the connection is dropped
+    after that many events, before ``[DONE]``.
+    """
 
     status: int = 200
     body: JsonBody | str = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_seconds: float = 0.0
+    chunk_chars: int = 0
+    chunk_interval_seconds: float = 0.0
+    cut_after_chunks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +225,30 @@ def delay(seconds: float, step: Reply) -> Reply:
     return replace(step, delay_seconds=seconds)
 
 
+def trickle(step: Reply, *, chunk_chars: int = 1, interval_seconds: float = 0.02) -> Reply:
+    """``step``, streamed ``chunk_chars`` characters at a time, ``interval_seconds`` apart."""
+    return replace(step, chunk_chars=chunk_chars, chunk_interval_seconds=interval_seconds)
+
+
+def cut_stream(step: Reply, *, after_chunks: int) -> Reply:
+    """``step`` streamed, with the connection dropped after ``after_chunks`` events."""
+    return replace(step, cut_after_chunks=after_chunks)
+
+
 def hang(seconds: float = 30.0) -> Reply:
     """A response that does not come within any sensible client timeout."""
     return delay(seconds, text_answer("слишком поздно"))
+
+
+def _streamed(body: Any, step: Reply) -> bool:
+    """A streaming request answered by a completion (errors stay plain JSON, as OpenAI's)."""
+    return (
+        isinstance(body, dict)
+        and body.get("stream") is True
+        and step.status == 200
+        and isinstance(step.body, dict)
+        and step.body.get("object") == "chat.completion"
+    )
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -242,6 +275,7 @@ class ScriptedOpenAIServer:
         self.unscripted: list[RecordedRequest] = []
         self.responder: Responder | None = None
         self.latency_seconds = 0.0
+        self.stream_chunk_chars = DEFAULT_STREAM_CHUNK_CHARS
         self._steps: deque[Reply] = deque()
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -314,9 +348,36 @@ class ScriptedOpenAIServer:
                 headers={"x-should-retry": "false"},
             )
         await self._sleep(self.latency_seconds + step.delay_seconds)
+        if _streamed(body, step):
+            return await self._stream(request, body, step)
         if isinstance(step.body, str):
             return web.Response(status=step.status, body=step.body.encode(), headers=step.headers)
         return web.json_response(step.body, status=step.status, headers=step.headers)
+
+    async def _stream(self, request: web.Request, body: Any, step: Reply) -> web.StreamResponse:
+        """The completion in ``step`` as server-sent events, paced and cut as scripted."""
+        assert isinstance(step.body, dict)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = completion_events(
+            step.body,
+            chunk_chars=step.chunk_chars or self.stream_chunk_chars,
+            include_usage=include_usage,
+        )
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", **step.headers}
+        )
+        await response.prepare(request)
+        for number, event in enumerate(events):
+            if step.cut_after_chunks is not None and number >= step.cut_after_chunks:
+                # No terminating chunk and no [DONE]: the client sees a stream cut mid-way.
+                if request.transport is not None:
+                    request.transport.close()
+                return response
+            if number and step.chunk_interval_seconds:
+                await self._sleep(step.chunk_interval_seconds)
+            await response.write(event)
+        await response.write_eof()
+        return response
 
     async def _next_step(self, body: Any) -> Reply | None:
         if self._steps:

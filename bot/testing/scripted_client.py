@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.llm.streaming import tell_text
+from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from turn import ToolCall, Usage
 
 Responder = Callable[[Sequence[Message], Sequence[ToolDefinition], ToolChoice], LLMResult]
@@ -59,9 +60,11 @@ class ScriptedClient:
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         tool_choice: ToolChoice = "auto",
+        *,
+        on_text: TextListener | None = None,
     ) -> LLMResult:
         self.requests.append((list(messages), list(tools), tool_choice))
-        return self.responder(messages, tools, tool_choice)
+        return tell_text(self.responder(messages, tools, tool_choice), on_text)
 
     async def close(self) -> None:
         return None

@@ -19,7 +19,14 @@ import pytest
 from bot.app import build_offline_model
 from bot.llm.offline import OfflineChatModel
 from bot.llm.openai_client import OpenAIChatClient
-from bot.llm.types import LLMResult, Message, ToolCallingClient, ToolChoice, ToolDefinition
+from bot.llm.types import (
+    LLMResult,
+    Message,
+    TextListener,
+    ToolCallingClient,
+    ToolChoice,
+    ToolDefinition,
+)
 from bot.testing.counting_shop import CountingShop, counting_shop
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
 from bot.testing.scripted_client import Script, ScriptedClient, text_result, tool_result
@@ -71,9 +78,11 @@ class _RecordingOfflineModel(OfflineChatModel):
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         tool_choice: ToolChoice = "auto",
+        *,
+        on_text: TextListener | None = None,
     ) -> LLMResult:
         self.requests.append((copy.deepcopy(list(messages)), tool_choice))
-        return await super().generate_with_tools(messages, tools, tool_choice)
+        return await super().generate_with_tools(messages, tools, tool_choice, on_text=on_text)
 
 
 def _scripted() -> ModelUnderTest:
@@ -201,6 +210,41 @@ async def test_an_order_question_asks_for_the_order_tool(
         conversation("Где заказ 8041?"), registry.api_schemas()
     )
 
+    assert (result.text, result.finish_reason) == (None, "tool_calls")
+    [call] = result.tool_calls
+    assert call.id
+    assert call.name == "get_order_status"
+    assert json.loads(call.arguments) == {"order_id": "8041"}
+
+
+async def test_told_text_pieces_join_into_the_answer(model: ModelUnderTest, registry: ToolRegistry):
+    """With a listener the text is told as it is written; the pieces are the answer."""
+    model.script([Say("Здравствуйте! Чем могу помочь вам сегодня?")])
+    pieces: list[str] = []
+
+    result = await model.client.generate_with_tools(
+        conversation("Здравствуйте!"), registry.api_schemas(), on_text=pieces.append
+    )
+
+    assert result.text
+    assert pieces
+    assert all(pieces)
+    assert "".join(pieces) == result.text
+    assert (result.refusal, result.finish_reason, result.tool_calls) == (None, "stop", ())
+    assert result.usage.total_tokens is not None
+
+
+async def test_a_tool_call_with_a_listener_is_whole_and_tells_no_text(
+    model: ModelUnderTest, registry: ToolRegistry
+):
+    model.script([Call("get_order_status", {"order_id": "8041"})])
+    pieces: list[str] = []
+
+    result = await model.client.generate_with_tools(
+        conversation("Где заказ 8041?"), registry.api_schemas(), on_text=pieces.append
+    )
+
+    assert pieces == []
     assert (result.text, result.finish_reason) == (None, "tool_calls")
     [call] = result.tool_calls
     assert call.id

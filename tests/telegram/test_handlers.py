@@ -23,6 +23,7 @@ from bot.app import Application, build_application
 from bot.chat_service import ChatReply, HeldTurn
 from bot.queue.worker import WorkerPool
 from bot.redis_connection import AsyncRedisClient
+from bot.reply_stream import ReplyStream
 from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -55,7 +56,12 @@ class RecordingChat:
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
 
     async def reply(
-        self, context: TurnContext, text: str, *, held: HeldTurn | None = None
+        self,
+        context: TurnContext,
+        text: str,
+        *,
+        held: HeldTurn | None = None,
+        stream: ReplyStream | None = None,
     ) -> ChatReply:
         self.asked.append((context, text))
         gate = self.gates.get(text)
@@ -63,7 +69,7 @@ class RecordingChat:
             await gate.wait()
         if self.failure is not None:
             raise self.failure
-        reply: ChatReply = await self.inner.reply(context, text, held=held)
+        reply: ChatReply = await self.inner.reply(context, text, held=held, stream=stream)
         return reply
 
     async def reset(self, conversation_key: str, *, token: str | None = None) -> None:

@@ -1,0 +1,169 @@
+"""The streamed path of OpenAIChatClient: the real AsyncOpenAI against the scripted server's SSE."""
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from time import perf_counter
+
+import pytest
+
+from bot.llm.errors import LLMRateLimitError, LLMTimeoutError, LLMUnavailableError
+from bot.llm.openai_client import OpenAIChatClient
+from bot.llm.types import Message
+from bot.testing.openai_server import (
+    ScriptedOpenAIServer,
+    cut_stream,
+    rate_limited,
+    text_answer,
+    tool_calls_answer,
+    trickle,
+)
+from tools.registry import ToolRegistry
+
+MESSAGES: list[Message] = [
+    {"role": "developer", "content": "Инструкция."},
+    {"role": "user", "content": "Где заказ 8041?"},
+]
+ANSWER = "Ваш заказ 8041 передан в службу доставки и приедет завтра."
+
+ClientFactory = Callable[..., Awaitable[OpenAIChatClient]]
+
+
+@pytest.fixture
+async def make_client(openai_server: ScriptedOpenAIServer) -> AsyncIterator[ClientFactory]:
+    """Builds clients to the scripted server (no retries, 2 s timeout unless asked)."""
+    clients: list[OpenAIChatClient] = []
+
+    async def make(*, max_retries: int = 0, timeout_seconds: float = 2.0) -> OpenAIChatClient:
+        client = OpenAIChatClient.create(
+            api_key="test-key",
+            base_url=openai_server.base_url,
+            model="test-model",
+            timeout_seconds=timeout_seconds,
+            max_retries=max_retries,
+            instructions_role="system",
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+async def test_a_listener_makes_the_request_a_stream_with_usage(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory, default_registry: ToolRegistry
+) -> None:
+    openai_server.script(text_answer(ANSWER, usage=(30, 7)))
+    client = await make_client()
+    pieces: list[str] = []
+
+    result = await client.generate_with_tools(
+        MESSAGES, default_registry.api_schemas(), on_text=pieces.append
+    )
+
+    [request] = openai_server.requests
+    assert request.body["stream"] is True
+    assert request.body["stream_options"] == {"include_usage": True}
+    assert request.body["parallel_tool_calls"] is False
+    assert request.body["tool_choice"] == "auto"
+    assert request.messages[0]["role"] == "system"
+    assert len(pieces) > 1
+    assert "".join(pieces) == result.text == ANSWER
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (30, 7)
+    assert result.model == "scripted-model"
+    assert result.response_id.startswith("chatcmpl-")
+
+
+async def test_text_is_told_as_it_arrives_not_at_the_end(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    openai_server.script(trickle(text_answer(ANSWER), chunk_chars=6, interval_seconds=0.05))
+    client = await make_client()
+    seen: list[float] = []
+    started = perf_counter()
+
+    result = await client.generate_with_tools(
+        MESSAGES, [], "none", on_text=lambda _: seen.append(perf_counter())
+    )
+    finished = perf_counter()
+
+    assert result.text == ANSWER
+    assert len(seen) == -(-len(ANSWER) // 6)
+    # The first piece came long before the answer was complete.
+    assert seen[0] - started < (finished - started) / 2
+    assert finished - seen[0] >= 0.05 * (len(seen) - 2)
+
+
+async def test_tool_call_deltas_are_assembled_in_order(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory, default_registry: ToolRegistry
+) -> None:
+    openai_server.script(
+        trickle(
+            tool_calls_answer(
+                [("get_order_status", {"order_id": "8041"}), ("get_support_hours", {})]
+            ),
+            chunk_chars=1,
+            interval_seconds=0.0,
+        )
+    )
+    client = await make_client()
+    pieces: list[str] = []
+
+    result = await client.generate_with_tools(
+        MESSAGES, default_registry.api_schemas(), on_text=pieces.append
+    )
+
+    assert pieces == []
+    assert result.finish_reason == "tool_calls"
+    assert [call.name for call in result.tool_calls] == ["get_order_status", "get_support_hours"]
+    assert [json.loads(call.arguments) for call in result.tool_calls] == [{"order_id": "8041"}, {}]
+    assert all(call.id.startswith("call_") for call in result.tool_calls)
+
+
+async def test_a_stream_cut_mid_way_is_a_model_error_and_no_answer(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    openai_server.script(cut_stream(text_answer(ANSWER), after_chunks=3))
+    client = await make_client(max_retries=2)
+    pieces: list[str] = []
+
+    with pytest.raises(LLMUnavailableError):
+        await client.generate_with_tools(MESSAGES, [], "none", on_text=pieces.append)
+
+    assert pieces  # some text was shown...
+    assert "".join(pieces) != ANSWER  # ...but never the answer
+    # A stream is not retried once it has started: its text was already told.
+    assert len(openai_server.requests) == 1
+
+
+async def test_a_stream_that_stalls_is_a_timeout(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    openai_server.script(trickle(text_answer(ANSWER), chunk_chars=20, interval_seconds=5.0))
+    client = await make_client(timeout_seconds=0.3)
+
+    with pytest.raises(LLMTimeoutError):
+        await client.generate_with_tools(MESSAGES, [], "none", on_text=lambda _: None)
+
+
+async def test_the_sdk_retries_a_429_before_the_stream_starts(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    openai_server.script(rate_limited(), text_answer(ANSWER))
+    client = await make_client(max_retries=1)
+    pieces: list[str] = []
+
+    result = await client.generate_with_tools(MESSAGES, [], "none", on_text=pieces.append)
+
+    assert result.text == "".join(pieces) == ANSWER
+    assert len(openai_server.requests) == 2
+
+
+async def test_a_429_after_the_retries_is_a_rate_limit_error(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    openai_server.script(rate_limited())
+    client = await make_client()
+
+    with pytest.raises(LLMRateLimitError):
+        await client.generate_with_tools(MESSAGES, [], "none", on_text=lambda _: None)
