@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bot.actions.confirmation import ActionConfirmations
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
@@ -38,6 +39,7 @@ from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings
+from bot.shop.redis_demo import RedisDemoShop
 from bot.summary import ConversationSummaryService
 from bot.tool_loop import BoundedToolLoop
 from prompts.registry import (
@@ -98,6 +100,8 @@ class Application:
     handoff: HandoffService | None = None
     # Rebuilds the help center's index when KNOWLEDGE_DIR changes.
     knowledge: KnowledgeWatcher | None = None
+    # Settles presses on confirmation cards (the write tools' actions).
+    actions: ActionConfirmations | None = None
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
@@ -314,8 +318,13 @@ async def build_application(
         await health_redis.aclose()
         await redis.aclose()
         raise
+    # The demo shop's orders in Redis: the write tools change them, every process sees it.
+    shop_backend = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), shop)
     registry = build_default_tool_registry(
-        shop, timezone=settings.tools.support_timezone, help_center=help_center
+        shop,
+        timezone=settings.tools.support_timezone,
+        help_center=help_center,
+        shop=shop_backend,
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
@@ -433,4 +442,9 @@ async def build_application(
         health=health,
         handoff=handoff,
         knowledge=knowledge,
+        actions=ActionConfirmations(
+            registry=registry,
+            chat=chat,
+            confirm_seconds=settings.tools.action_confirm_seconds,
+        ),
     )

@@ -56,6 +56,11 @@ class TelegramSettings(BaseSettings):
     )
     # A SecretStr because the URL may carry the proxy's password.
     proxy: SecretStr | None = Field(default=None, validation_alias=_env("TELEGRAM_PROXY"))
+    # Answers shown as drafts while they are written (private chats only).
+    streaming: Literal["on", "off"] = Field(default="on", validation_alias=_env("STREAMING"))
+    stream_draft_interval_seconds: float = Field(
+        default=0.5, ge=0.1, le=10.0, validation_alias=_env("STREAM_DRAFT_INTERVAL_SECONDS")
+    )
 
     @field_validator("proxy")
     @classmethod
@@ -310,6 +315,14 @@ class ToolSettings(BaseSettings):
         default=DEFAULT_KNOWLEDGE_DIR, validation_alias=_env("KNOWLEDGE_DIR")
     )
     knowledge_top_k: int = Field(default=3, ge=1, le=10, validation_alias=_env("KNOWLEDGE_TOP_K"))
+    # How long a write the model proposed waits for the customer's button.
+    action_confirm_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        validation_alias=_env("ACTION_CONFIRM_SECONDS"),
+    )
     # How often each process checks the directory for changes; 0: only on SIGHUP.
     knowledge_reload_seconds: float = Field(
         default=30.0,

@@ -40,6 +40,15 @@ class QueuedJob(BaseModel):
     update: dict[str, Any] = Field(default_factory=dict)
 
 
+class CardEdit(BaseModel):
+    """A confirmation card's message to rewrite once its action is settled."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    message_id: int
+    text: str
+
+
 class OutboxEntry(BaseModel):
     """A reply committed and not yet delivered, with the audit entries its delivery completes.
 
@@ -62,6 +71,8 @@ class OutboxEntry(BaseModel):
     staff: tuple[StaffAction, ...] = ()
     # A confirmation card sent after the text (a write the model proposed).
     card: ActionCard | None = None
+    # A confirmation card to edit before the text: its new text, its keyboard removed.
+    card_edit: CardEdit | None = None
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 from aiogram import Dispatcher, Router
 
+from bot.actions.confirmation import ActionConfirmations
 from bot.blocked_chats import BlockedChats
 from bot.handoff.service import HandoffService
 from bot.log_context import ChatNamer, chat_namer
 from bot.metrics import BotMetrics
 from bot.settings import Settings
 from bot.telegram.filters import AddressedToBot
+from bot.telegram.handlers import actions as action_handlers
 from bot.telegram.handlers import chat, commands, errors, membership, other
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
@@ -43,6 +45,7 @@ def build_dispatcher(
     blocked_chats: BlockedChats,
     metrics: BotMetrics | None = None,
     handoff: HandoffService | None = None,
+    actions: ActionConfirmations | None = None,
 ) -> TelegramFrontEnd:
     """A dispatcher wired to ``chat_service``; nothing global, nothing started.
 
@@ -56,6 +59,7 @@ def build_dispatcher(
         blocked_chats=blocked_chats,
         settings=settings,
         handoff=handoff,
+        actions=actions,
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
@@ -72,7 +76,7 @@ def build_dispatcher(
         chat.build_router(),
         other.build_router(),
     )
-    routers = [errors.build_router(), membership.build_router()]
+    routers = [errors.build_router(), membership.build_router(), action_handlers.build_router()]
     if handoff is not None:
         # Before the customer routers: a staff chat message never reaches them.
         routers.append(handoff_handlers.build_staff_router(handoff.staff_chat_id))

@@ -14,6 +14,7 @@ from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import Notice
 from bot.redis_keys import telegram_chat_id, telegram_conversation
 from bot.surrogates import without_lone_surrogates
+from bot.telegram.callbacks import PressAnswers, press_incoming
 from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot
 
 logger = logging.getLogger(__name__)
@@ -29,9 +30,12 @@ class TelegramIntake:
         *,
         allow_groups: bool,
         topics: TopicDirectory | None = None,
+        presses: PressAnswers | None = None,
     ) -> None:
         self._intake = intake
         self._bot = bot
+        # Button presses on confirmation cards: answered right after they are queued.
+        self._presses = presses or PressAnswers(bot)
         self._addressed = AddressedToBot(allow_groups=allow_groups)
         self._topics = topics
 
@@ -51,8 +55,13 @@ class TelegramIntake:
         try:
             incoming = await self._incoming(update, raw)
             if incoming is None:
+                if update.callback_query is not None:
+                    await self._presses.answer(update.callback_query, queued=False)
                 return None
-            return await self._intake.accept(incoming)
+            verdict = await self._intake.accept(incoming)
+            if update.callback_query is not None:
+                await self._presses.answer(update.callback_query, queued=True)
+            return verdict
         except (RedisError, OSError):
             raise
         except Exception as error:  # one update must not stop the others
@@ -113,6 +122,8 @@ class TelegramIntake:
                 payload=_payload(update, raw),
                 capped=False,
             )
+        if update.callback_query is not None:
+            return press_incoming(update.update_id, update.callback_query, _payload(update, raw))
         message = update.message
         if message is None:
             return None

@@ -32,6 +32,7 @@ from bot.queue.job_results import Committed, JobContext, PlainReply
 from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
 from bot.telegram import messages
+from bot.telegram.action_cards import edit_card, send_card
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome, Usage
@@ -232,6 +233,8 @@ class TelegramJobRunner:
         To a customer who blocked the bot nothing is sent: the reply is undelivered.
         Then the reply's staff steps (handoff relays) run, in order.
         """
+        if reply.card_edit is not None and not blocked:
+            await edit_card(self._bot, reply.chat_id, reply.card_edit)
         if reply.format == "none":
             delivered = True
         elif blocked:
@@ -239,6 +242,8 @@ class TelegramJobRunner:
             delivered = False
         else:
             delivered = await self._send(reply)
+            if delivered and reply.card is not None:
+                await send_card(self._bot, reply.chat_id, reply.card)
         if not delivered and reply.format == "answer":
             try:
                 await self._chat.mark_undelivered(

@@ -48,6 +48,7 @@ from bot.startup import configure_logging, load_settings
 from bot.supervision import SupervisionPolicy, TaskSupervisor
 from bot.telegram import messages
 from bot.telegram.bot_api_session import BotApiSession
+from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.intake import TelegramIntake
@@ -118,6 +119,7 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
             blocked_chats=app.blocked,
             metrics=app.metrics,
             handoff=app.handoff,
+            actions=app.actions,
         )
         if not await _prepare_bot(bot, app, mode):
             return 1
@@ -130,6 +132,7 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
             bot,
             allow_groups=settings.telegram.allow_groups,
             topics=app.handoff.topics if app.handoff is not None else None,
+            presses=PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions),
         )
         try:
             if mode == "webhook":

@@ -2,7 +2,7 @@
 
 It speaks what aiogram uses in polling mode (``getMe``, ``deleteWebhook``,
 ``getUpdates`` with offset and long-poll timeout, ``sendMessage``,
-``sendChatAction``, ``setMyCommands``; also ``setWebhook``), parses aiogram's
+``sendChatAction``, ``sendMessageDraft``, ``setMyCommands``; also ``setWebhook``), parses aiogram's
 form-encoded requests, records every call, and answers with Telegram's
 envelopes, including errors (``error_code``, ``description``,
 ``parameters.retry_after``). Tests push updates into it, inject errors, and
@@ -65,6 +65,8 @@ class ApiCall:
     params: dict[str, Any]
     status: int
     at: float
+    # The message id a successful send returned (0 for other calls).
+    result_id: int = 0
 
     @property
     def ok(self) -> bool:
@@ -119,6 +121,8 @@ class FakeTelegramServer:
         self._bot_members: dict[int, dict[str, Any]] = {}
         self.non_members: set[int] = set()
         self.unknown_chats: set[int] = set()
+        # Messages the bot sent, by (chat, message id): what edits change.
+        self.bot_messages: dict[tuple[Any, int], dict[str, Any]] = {}
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -204,6 +208,62 @@ class FakeTelegramServer:
                 "new_chat_member": member(new),
             },
         }
+
+    def callback_update(
+        self,
+        chat_id: int,
+        message_id: int,
+        data: str,
+        *,
+        user_id: int | None = None,
+        chat_type: str = "private",
+    ) -> dict[str, Any]:
+        """A ``callback_query`` update: ``user_id`` pressed a button with ``data``.
+
+        The button sits under the bot's message ``message_id`` in ``chat_id``
+        (as the bot last sent or edited it, when the fake knows it).
+        """
+        presser = {"id": user_id or chat_id, "is_bot": False, "first_name": "Покупатель"}
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = "Покупатель"
+        else:
+            chat["title"] = "Группа"
+        known = self.bot_messages.get((chat_id, message_id))
+        message = (
+            dict(known)
+            if known is not None
+            else {
+                "message_id": message_id,
+                "date": int(time.time()),
+                "chat": chat,
+                "from": self._bot_user(),
+                "text": "карточка",
+            }
+        )
+        message["chat"] = chat
+        update_id = next(self._update_ids)
+        return {
+            "update_id": update_id,
+            "callback_query": {
+                "id": f"cb{update_id}",
+                "from": presser,
+                "message": message,
+                "chat_instance": f"ci{chat_id}",
+                "data": data,
+            },
+        }
+
+    def keyboards(self, chat_id: int) -> list[tuple[int, str, list[list[dict[str, Any]]]]]:
+        """(message id, text, inline keyboard) of accepted sends with a keyboard, in order."""
+        found: list[tuple[int, str, list[list[dict[str, Any]]]]] = []
+        for call in self.calls_of("sendMessage"):
+            markup = call.params.get("reply_markup")
+            if call.ok and call.params.get("chat_id") == chat_id and isinstance(markup, dict):
+                keyboard = markup.get("inline_keyboard")
+                if keyboard:
+                    found.append((call.result_id, str(call.params["text"]), keyboard))
+        return found
 
     async def push(self, *updates: dict[str, Any]) -> None:
         """Queue updates; all of them come back in the same ``getUpdates`` batch."""
@@ -377,6 +437,14 @@ class FakeTelegramServer:
             and (thread_id is None or call.params.get("message_thread_id") == thread_id)
         ]
 
+    def drafts(self, chat_id: int) -> list[ApiCall]:
+        """The ``sendMessageDraft`` calls to ``chat_id`` Telegram accepted, in order."""
+        return [
+            call
+            for call in self.calls_of("sendMessageDraft")
+            if call.ok and call.params.get("chat_id") == chat_id
+        ]
+
     def sent_texts(self, chat_id: int | None = None) -> list[str]:
         """Texts of the messages Telegram accepted (optionally to one chat), in order."""
         return [
@@ -420,8 +488,16 @@ class FakeTelegramServer:
                 response = self._error(404, "Not Found")
             else:
                 response = await handler(params)
+        result_id = 0
+        if (
+            method == "sendMessage"
+            and response.status == 200
+            and isinstance(response, web.Response)
+        ):
+            body = json.loads(response.text or "{}")
+            result_id = int(body.get("result", {}).get("message_id", 0))
         async with self._changed:
-            self.calls.append(ApiCall(method, params, response.status, time.monotonic()))
+            self.calls.append(ApiCall(method, params, response.status, time.monotonic(), result_id))
             self._changed.notify_all()
         return response
 
@@ -478,6 +554,17 @@ class FakeTelegramServer:
         return self._ok(True)
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:
+        return self._ok(True)
+
+    async def _api_sendMessageDraft(self, params: dict[str, Any]) -> web.Response:
+        # As Telegram: private chats only, a non-zero draft id, at most 4096 characters.
+        chat_id = params.get("chat_id")
+        if not isinstance(chat_id, int) or chat_id <= 0:
+            return self._error(400, "Bad Request: drafts can be sent only to private chats")
+        if not isinstance(params.get("draft_id"), int) or params["draft_id"] == 0:
+            return self._error(400, "Bad Request: draft_id must be non-zero")
+        if utf16_len(str(params.get("text", ""))) > TEXT_LIMIT:
+            return self._error(400, "Bad Request: message is too long")
         return self._ok(True)
 
     async def _api_createForumTopic(self, params: dict[str, Any]) -> web.Response:
@@ -583,7 +670,46 @@ class FakeTelegramServer:
         if params.get("message_thread_id") is not None:
             message["message_thread_id"] = params["message_thread_id"]
             message["is_topic_message"] = True
+        if isinstance(params.get("reply_markup"), dict):
+            message["reply_markup"] = params["reply_markup"]
+        self.bot_messages[(chat_id, int(str(message["message_id"])))] = message
         return self._ok(message)
+
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> web.Response:
+        if not params.get("callback_query_id"):
+            return self._error(400, "Bad Request: query is too old or query ID is invalid")
+        return self._ok(True)
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> web.Response:
+        key = (params.get("chat_id"), int(params.get("message_id") or 0))
+        message = self.bot_messages.get(key)
+        if message is None:
+            return self._error(400, "Bad Request: message to edit not found")
+        text = str(params.get("text", ""))
+        markup = params.get("reply_markup")
+        if text == message.get("text") and markup == message.get("reply_markup"):
+            return self._error(400, "Bad Request: message is not modified")
+        edited = {key_: value for key_, value in message.items() if key_ != "reply_markup"}
+        edited["text"] = text
+        edited["edit_date"] = int(time.time())
+        if isinstance(markup, dict):
+            edited["reply_markup"] = markup
+        self.bot_messages[key] = edited
+        return self._ok(edited)
+
+    async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> web.Response:
+        key = (params.get("chat_id"), int(params.get("message_id") or 0))
+        message = self.bot_messages.get(key)
+        if message is None:
+            return self._error(400, "Bad Request: message to edit not found")
+        markup = params.get("reply_markup")
+        if markup == message.get("reply_markup"):
+            return self._error(400, "Bad Request: message is not modified")
+        edited = {key_: value for key_, value in message.items() if key_ != "reply_markup"}
+        if isinstance(markup, dict):
+            edited["reply_markup"] = markup
+        self.bot_messages[key] = edited
+        return self._ok(edited)
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> web.Response:
         offset = int(params.get("offset") or 0)

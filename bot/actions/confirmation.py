@@ -1,0 +1,219 @@
+"""A press on a confirmation card, resolved by the worker that holds the chat.
+
+The worker checks the press against the session it read with the job: the
+action is the chat's pending one, it is not expired, the presser is the
+customer it was proposed to. A yes runs the tool's handler with the action id
+as the idempotency key, then one commit stores the outcome in the history,
+clears the pending action, pops the job and stores the outbox entry (the
+card's new text and the outcome message). A crash between the handler and
+that commit runs the handler again with the same key: the shop changes once.
+Any other press changes nothing.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from bot.actions.pending import Choice, PendingAction
+from bot.chat_service import HeldTurn
+from bot.queue.job_results import Committed, JobContext
+from bot.queue.jobs import CardEdit, OutboxEntry
+from bot.sessions.models import ConversationSession
+from tools.registry import ToolRegistry
+from tools.shop_backend import Customer
+from tools.write_tools import ActionResult, WriteTool
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONFIRM_SECONDS = 600.0
+
+EXPIRED_TEXT = "Срок подтверждения истёк"
+EXPIRED_MESSAGE = "Срок подтверждения истёк, ничего не изменено. Если это ещё нужно, напишите мне."
+FAILED_TEXT = "Не удалось выполнить действие: ничего не изменено. Попробуйте позже."
+
+
+class Verdict(StrEnum):
+    """What a press means for the chat's pending action."""
+
+    CONFIRM = "confirm"
+    DECLINE = "decline"
+    EXPIRED = "expired"
+    STALE = "stale"  # no such pending action: done, declined, superseded, or forged
+    FOREIGN = "foreign"  # someone else pressed the customer's card
+
+
+SHORT_ANSWERS = {
+    Verdict.STALE: "Уже выполнено или больше не действует",
+    Verdict.EXPIRED: EXPIRED_TEXT,
+    Verdict.FOREIGN: "Эта кнопка не для вас",
+}
+"""What the callback's own answer says when the press changes nothing (or only expires)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Press:
+    """A button press as the worker knows it: what, by whom, on which card."""
+
+    action_id: str
+    choice: Choice
+    presser_id: int
+    chat_id: int
+    card_message_id: int | None
+
+
+def judge(
+    pending: PendingAction | None,
+    press: Press,
+    now: datetime,
+    confirm_seconds: float,
+) -> Verdict:
+    """The verdict on ``press`` given the chat's pending action (pure: intake uses it too)."""
+    if pending is None or pending.action_id != press.action_id:
+        return Verdict.STALE
+    if pending.user_id is not None and pending.user_id != press.presser_id:
+        return Verdict.FOREIGN
+    if (now - pending.proposed_at).total_seconds() > confirm_seconds:
+        return Verdict.EXPIRED
+    return Verdict.CONFIRM if press.choice == "yes" else Verdict.DECLINE
+
+
+def session_of(raw: str) -> ConversationSession | None:
+    """The session a worker read with the job (``None`` when new or unreadable)."""
+    if not raw:
+        return None
+    try:
+        return ConversationSession.model_validate_json(raw)
+    except ValidationError:
+        return None
+
+
+class SessionCommitter(Protocol):
+    """The chat service's commit of a session change outside a model turn."""
+
+    async def commit_without_turn(
+        self,
+        conversation_key: str,
+        held: HeldTurn,
+        change: Callable[[ConversationSession], ConversationSession],
+        entry: OutboxEntry,
+    ) -> ConversationSession:
+        """Save ``change`` of the held session, pop the job with ``entry`` (one script)."""
+        ...
+
+
+class ActionConfirmations:
+    """Resolves presses for the Telegram handler (and the console)."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        chat: SessionCommitter,
+        confirm_seconds: float = DEFAULT_CONFIRM_SECONDS,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._registry = registry
+        self._chat = chat
+        self._confirm_seconds = confirm_seconds
+        self._clock = clock
+
+    @property
+    def confirm_seconds(self) -> float:
+        """How long a proposal waits for its button (``ACTION_CONFIRM_SECONDS``)."""
+        return self._confirm_seconds
+
+    def verdict(self, session: ConversationSession | None, press: Press) -> Verdict:
+        """The verdict on ``press`` against ``session`` now."""
+        pending = session.pending_action if session is not None else None
+        return judge(pending, press, self._clock(), self._confirm_seconds)
+
+    async def settle(
+        self, pending: PendingAction, verdict: Verdict, customer: Customer
+    ) -> ActionResult:
+        """Run (or decline, or expire) ``pending``: the outcome in the customer's words."""
+        tool = self._registry.write_tool(pending.tool_name)
+        if tool is None:
+            # A tool of another version (a rolling deploy) or one switched off.
+            return ActionResult(
+                done=False, card_text=FAILED_TEXT, message=FAILED_TEXT, error_code="unknown_tool"
+            )
+        arguments = tool.arguments_model.model_validate_json(pending.arguments)
+        if verdict is Verdict.EXPIRED:
+            return ActionResult(
+                done=False, card_text=EXPIRED_TEXT, message=EXPIRED_MESSAGE, error_code="expired"
+            )
+        if verdict is Verdict.DECLINE:
+            text = tool.declined(arguments)
+            return ActionResult(
+                done=False, card_text=text, message=f"{text}.", error_code="declined"
+            )
+        return await _run(tool, arguments, customer, pending.action_id)
+
+    async def press(self, conversation_key: str, job: JobContext, press: Press) -> Committed | None:
+        """Resolve a press; ``None`` when it changes nothing (the job is then just dropped)."""
+        session = session_of(job.session_data)
+        verdict = self.verdict(session, press)
+        if (
+            session is None
+            or session.pending_action is None
+            or verdict in (Verdict.STALE, Verdict.FOREIGN)
+        ):
+            logger.info("Press on action %s: %s, nothing changed", press.action_id, verdict.value)
+            return None
+        pending = session.pending_action
+        customer = Customer(user_id=press.presser_id, chat_id=press.chat_id)
+        result = await self.settle(pending, verdict, customer)
+        now = self._clock()
+        entry = OutboxEntry(
+            job_id=job.job.job_id,
+            turn_id=job.job.turn_id,
+            chat_id=job.job.chat_id,
+            format="plain",
+            text=result.message,
+            card_edit=(
+                CardEdit(message_id=press.card_message_id, text=result.card_text)
+                if press.card_message_id is not None
+                else None
+            ),
+        )
+        await self._chat.commit_without_turn(
+            conversation_key,
+            held_turn(job),
+            lambda current: current.with_action_outcome(
+                pending.action_id, result.message, now, job.job.turn_id
+            ),
+            entry,
+        )
+        return Committed(reply=entry, summary_due=False)
+
+
+async def _run(
+    tool: WriteTool[Any, Any], arguments: Any, customer: Customer, action_id: str
+) -> ActionResult:
+    try:
+        return await tool.handler(arguments, customer, action_id)
+    except Exception:
+        # The shop is unreachable or broke: nothing is known to have changed; the
+        # customer is told so, and a repeat of the same key would not change it twice.
+        logger.exception("Action %s (%s) failed", action_id, tool.name)
+        return ActionResult(
+            done=False, card_text=FAILED_TEXT, message=FAILED_TEXT, error_code="technical_error"
+        )
+
+
+def held_turn(job: JobContext) -> HeldTurn:
+    """The job as a held turn of the chat service."""
+    return HeldTurn(
+        token=job.token,
+        job_raw=job.job_raw,
+        job_id=job.job.job_id,
+        chat_id=job.job.chat_id,
+        queue_ms=job.queue_ms,
+        session_version=job.session_version,
+        session_data=job.session_data,
+    )

@@ -1,0 +1,48 @@
+"""Confirmation cards in Telegram: sent with two inline buttons, edited once settled."""
+
+import logging
+
+from aiogram import Bot
+from aiogram.exceptions import TelegramAPIError, TelegramBadRequest
+from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
+
+from bot.actions.pending import ActionCard
+from bot.queue.jobs import CardEdit
+
+logger = logging.getLogger(__name__)
+
+
+def keyboard(card: ActionCard) -> InlineKeyboardMarkup:
+    """One row: «Подтвердить» first, «Не нужно» second."""
+    return InlineKeyboardMarkup(
+        inline_keyboard=[
+            [InlineKeyboardButton(text=label, callback_data=data) for label, data in card.buttons()]
+        ]
+    )
+
+
+async def send_card(bot: Bot, chat_id: int, card: ActionCard) -> int | None:
+    """Send the card; its message id, or ``None`` when Telegram refused it (logged)."""
+    try:
+        message = await bot.send_message(chat_id, card.text, reply_markup=keyboard(card))
+    except TelegramAPIError as error:
+        logger.warning("Card of action %s not sent: %s", card.action_id, type(error).__name__)
+        return None
+    return message.message_id
+
+
+async def edit_card(bot: Bot, chat_id: int, edit: CardEdit) -> bool:
+    """Rewrite a settled card: its new text, no keyboard (edited before: fine too)."""
+    try:
+        # Without reply_markup the edit removes the inline keyboard.
+        await bot.edit_message_text(text=edit.text, chat_id=chat_id, message_id=edit.message_id)
+    except TelegramBadRequest as error:
+        # "message is not modified": a repeated delivery after a crash found it done.
+        if "not modified" in str(error):
+            return True
+        logger.warning("Card %s not edited: %s", edit.message_id, type(error).__name__)
+        return False
+    except TelegramAPIError as error:
+        logger.warning("Card %s not edited: %s", edit.message_id, type(error).__name__)
+        return False
+    return True

@@ -1,0 +1,89 @@
+"""Button presses at intake: queued in the chat's FIFO, the callback answered at once.
+
+Telegram shows a spinner on the button until the bot answers the callback
+query; intake answers it right after queueing the press, with a short text
+when a read of the session already shows the press will change nothing
+(«Уже выполнено», «Срок подтверждения истёк»). The worker decides for real.
+"""
+
+import logging
+
+from aiogram import Bot
+from aiogram.exceptions import TelegramAPIError
+from aiogram.types import CallbackQuery
+from redis.exceptions import RedisError
+
+from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press, session_of
+from bot.actions.pending import parse_callback
+from bot.queue.intake import IncomingUpdate
+from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys, telegram_conversation
+
+logger = logging.getLogger(__name__)
+
+FORGED_ANSWER = "Кнопка больше не действует"
+
+
+def press_incoming(
+    update_id: int, callback: CallbackQuery, payload: dict[str, object]
+) -> IncomingUpdate | None:
+    """The press as a queued update of the card's chat; ``None`` for no chat (inline mode)."""
+    message = callback.message
+    if message is None or parse_callback(callback.data) is None:
+        return None
+    return IncomingUpdate(
+        update_id=update_id,
+        chat_id=message.chat.id,
+        conversation_key=telegram_conversation(message.chat.id),
+        # Flood-limited as the presser; never a model turn.
+        user_id=callback.from_user.id,
+        counts_turn=False,
+        payload=payload,
+    )
+
+
+class PressAnswers:
+    """Answers callback queries: at once, with the short text a session read predicts."""
+
+    def __init__(
+        self,
+        bot: Bot,
+        *,
+        redis: "AsyncRedisClient | None" = None,
+        keys: RedisKeys | None = None,
+        actions: ActionConfirmations | None = None,
+    ) -> None:
+        self._bot = bot
+        self._redis = redis
+        self._keys = keys
+        self._actions = actions
+
+    async def answer(self, callback: CallbackQuery, queued: bool) -> None:
+        """Stop the button's spinner (never raises: the press is queued either way)."""
+        text = await self._predict(callback) if queued else FORGED_ANSWER
+        try:
+            await self._bot.answer_callback_query(callback.id, text=text)
+        except TelegramAPIError as error:
+            logger.info("Callback not answered: %s", type(error).__name__)
+
+    async def _predict(self, callback: CallbackQuery) -> str | None:
+        parsed = parse_callback(callback.data)
+        message = callback.message
+        if parsed is None or message is None:
+            return FORGED_ANSWER
+        if self._redis is None or self._keys is None or self._actions is None:
+            return None
+        key = self._keys.conversation(telegram_conversation(message.chat.id)).session
+        try:
+            raw = await self._redis.hget(key, "d")
+        except RedisError:
+            return None
+        session = session_of(raw.decode() if isinstance(raw, bytes) else raw or "")
+        press = Press(
+            action_id=parsed[0],
+            choice=parsed[1],
+            presser_id=callback.from_user.id,
+            chat_id=message.chat.id,
+            card_message_id=message.message_id,
+        )
+        return SHORT_ANSWERS.get(self._actions.verdict(session, press))

@@ -1,0 +1,49 @@
+"""A press on a confirmation card, run by the worker that holds the customer's chat."""
+
+import logging
+
+from aiogram import Router
+from aiogram.types import CallbackQuery, Message
+
+from bot.actions.confirmation import ActionConfirmations, Press
+from bot.actions.pending import parse_callback
+from bot.chat_errors import ChatServiceError
+from bot.queue.job_results import Committed, JobContext, PlainReply
+from bot.redis_keys import telegram_conversation
+from bot.telegram import messages
+
+logger = logging.getLogger(__name__)
+
+
+async def on_press(
+    callback: CallbackQuery, job: JobContext, actions: ActionConfirmations | None = None
+) -> Committed | PlainReply | None:
+    """Settle the chat's pending action if this press may; else change nothing (``None``).
+
+    Intake answered the callback already (the spinner stopped there).
+    """
+    parsed = parse_callback(callback.data)
+    card = callback.message if isinstance(callback.message, Message) else None
+    if actions is None or parsed is None or card is None:
+        return None
+    action_id, choice = parsed
+    press = Press(
+        action_id=action_id,
+        choice=choice,
+        presser_id=callback.from_user.id,
+        chat_id=card.chat.id,
+        card_message_id=card.message_id,
+    )
+    try:
+        return await actions.press(telegram_conversation(card.chat.id), job, press)
+    except ChatServiceError as error:
+        # Not saved: the job runs again (the handler's key keeps the shop's change single).
+        logger.warning("Press on action %s not saved: %s", action_id, error.kind)
+        return PlainReply(text=messages.failure_message(error, job.job.turn_id))
+
+
+def build_router() -> Router:
+    """A fresh router with the confirmation card's button handler."""
+    router = Router(name=__name__)
+    router.callback_query.register(on_press)
+    return router

@@ -1,0 +1,284 @@
+"""Actions through Telegram: the card, the press, the outcome (fake Bot API, real Redis).
+
+The real intake queues messages and button presses; a worker of this test's
+event loop runs them through the real dispatcher and chat service over a
+scripted model; the fake Bot API records the card, the callback answers and
+the edits.
+"""
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiogram import Bot
+from aiogram.types import Update
+
+from bot.app import Application, build_application
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.shop.redis_demo import RedisDemoShop
+from bot.telegram import messages
+from bot.telegram.callbacks import PressAnswers
+from bot.telegram.dispatcher import build_dispatcher
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.runner import build_workers
+from bot.testing.pool_stop import stop_pool
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import FakeTelegramServer
+from tools.shop_backend import Customer
+
+CHAT = 8100
+STRANGER = 8199
+ADDRESS = re.compile(r"адрес .* на (.+)$")
+
+
+def shop_model(
+    messages_: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+) -> LLMResult:
+    """Proposes the write the customer asked for; after a tool result, says to press."""
+    if messages_[-1]["role"] == "tool":
+        return text_result("Проверьте карточку и нажмите «Подтвердить».")
+    text = str(messages_[-1]["content"])
+    if "отмените" in text:
+        order = re.search(r"\d{4}", text)
+        return tool_result(
+            "cancel_order", {"order_id": order.group() if order else "", "reason": "передумал"}
+        )
+    if (address := ADDRESS.search(text)) is not None:
+        return tool_result(
+            "change_delivery_address", {"order_id": "8042", "address": address.group(1)}
+        )
+    return text_result(f"Ответ: {text}")
+
+
+@dataclass
+class Stack:
+    """Intake and one worker pool over a real Redis and the fake Bot API."""
+
+    app: Application
+    bot: Bot
+    intake: TelegramIntake
+    telegram: FakeTelegramServer
+    model: ScriptedClient
+
+    async def feed(self, update: dict[str, Any]) -> None:
+        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
+
+    async def settle(self) -> None:
+        """Wait until every update queued so far was handled (a /help barrier)."""
+        before = self.telegram.sent_texts(CHAT).count(messages.HELP)
+        await self.feed(self.telegram.message_update(CHAT, "/help"))
+        await self.telegram.wait_for(
+            lambda: self.telegram.sent_texts(CHAT).count(messages.HELP) > before
+        )
+
+    async def card(self, text: str, count: int = 1) -> tuple[int, str, list[str]]:
+        """Ask ``text``; the ``count``-th card's message id, text and callback data."""
+        await self.feed(self.telegram.message_update(CHAT, text))
+        await self.telegram.wait_for(lambda: len(self.telegram.keyboards(CHAT)) >= count)
+        message_id, card_text, keyboard = self.telegram.keyboards(CHAT)[count - 1]
+        return message_id, card_text, [button["callback_data"] for button in keyboard[0]]
+
+    def edits(self, message_id: int) -> list[dict[str, Any]]:
+        return [
+            call.params
+            for call in self.telegram.calls_of("editMessageText")
+            if call.ok and call.params.get("message_id") == message_id
+        ]
+
+    def callback_answers(self) -> list[str | None]:
+        return [call.params.get("text") for call in self.telegram.calls_of("answerCallbackQuery")]
+
+    async def order(self, order_id: str) -> str:
+        shop = RedisDemoShop(self.app.redis, self.app.keys, self.app.shop)
+        order = await shop.order(Customer(user_id=CHAT, chat_id=CHAT), order_id)
+        assert order is not None
+        return order.status
+
+
+async def _stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, **env: Any
+) -> AsyncIterator[Stack]:
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="actions",
+        AUDIT_STREAM="actions:audit",
+        SESSION_LEASE_SECONDS=3,
+        **env,
+    )
+    model = ScriptedClient(shop_model)
+    app = await build_application(settings, llm=model)
+    await app.redis.flushdb()
+    front = build_dispatcher(
+        settings, chat_service=app.chat, blocked_chats=app.blocked, actions=app.actions
+    )
+    workers = build_workers(app, bot, front)
+    working = asyncio.create_task(workers.run())
+    presses = PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions)
+    intake = TelegramIntake(app.intake, bot, allow_groups=False, presses=presses)
+    try:
+        yield Stack(app, bot, intake, telegram, model)
+    finally:
+        await stop_pool(workers, working, app.redis)
+        await app.aclose()
+
+
+@pytest.fixture
+async def stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    async for built in _stack(redis_server, telegram, bot):
+        yield built
+
+
+async def test_confirm_executes_once_edits_the_card_and_tells_the_outcome(stack: Stack) -> None:
+    message_id, text, (yes, no) = await stack.card("отмените заказ 8042")
+
+    assert text == (
+        "Отменить заказ 8042: наушники, чехол для наушников. "
+        "Деньги вернутся на карту в течение 5 дней."
+    )
+    [(_, _, keyboard)] = stack.telegram.keyboards(CHAT)
+    assert [button["text"] for button in keyboard[0]] == ["Подтвердить", "Не нужно"]
+    assert all(len(data.encode()) <= 64 for data in (yes, no))
+    # The model's reply came first, the card after it.
+    assert stack.telegram.sent_texts(CHAT)[-2:] == [
+        "Проверьте карточку и нажмите «Подтвердить».",
+        text,
+    ]
+    assert await stack.order("8042") == "processing"
+
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, yes))
+    await stack.telegram.wait_for(lambda: bool(stack.edits(message_id)))
+
+    [edit] = stack.edits(message_id)
+    assert edit["text"] == "✅ Заказ 8042 отменён"
+    assert "reply_markup" not in edit
+    await stack.telegram.wait_for(
+        lambda: (
+            "Заказ 8042 отменён. Деньги вернутся на карту в течение 5 дней."
+            in stack.telegram.sent_texts(CHAT)
+        )
+    )
+    assert await stack.order("8042") == "cancelled"
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert session.pending_action is None
+    assert session.messages[-1].action_id is not None
+
+    # A second press on the same card: nothing changes, a short answer on the callback.
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, yes))
+    await stack.settle()
+    assert len(stack.edits(message_id)) == 1
+    assert stack.callback_answers()[-1] == "Уже выполнено или больше не действует"
+    outcomes = [t for t in stack.telegram.sent_texts(CHAT) if t.startswith("Заказ 8042 отменён")]
+    assert len(outcomes) == 1
+
+
+async def test_decline_changes_nothing_and_says_so(stack: Stack) -> None:
+    message_id, _, (_, no) = await stack.card("отмените заказ 8042")
+
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, no))
+    await stack.telegram.wait_for(lambda: bool(stack.edits(message_id)))
+
+    assert stack.edits(message_id)[0]["text"] == "Отмена не выполнена: вы отказались"
+    assert await stack.order("8042") == "processing"
+    await stack.telegram.wait_for(
+        lambda: "Отмена не выполнена: вы отказались." in stack.telegram.sent_texts(CHAT)
+    )
+
+
+async def test_a_double_press_within_milliseconds_executes_once(stack: Stack) -> None:
+    message_id, _, (yes, _) = await stack.card("отмените заказ 8042")
+
+    await asyncio.gather(
+        stack.feed(stack.telegram.callback_update(CHAT, message_id, yes)),
+        stack.feed(stack.telegram.callback_update(CHAT, message_id, yes)),
+    )
+    await stack.settle()
+
+    assert len(stack.edits(message_id)) == 1
+    outcomes = [t for t in stack.telegram.sent_texts(CHAT) if t.startswith("Заказ 8042 отменён")]
+    assert len(outcomes) == 1
+    assert len(stack.telegram.calls_of("answerCallbackQuery")) == 2
+
+
+async def test_forged_and_foreign_presses_change_nothing(stack: Stack) -> None:
+    message_id, _, (yes, _) = await stack.card("отмените заказ 8042")
+    action_id = yes.split(":")[1]
+
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, "act:forged:y"))
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, f"act:{'z' * 16}:y"))
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, yes, user_id=STRANGER))
+    await stack.settle()
+
+    assert stack.edits(message_id) == []
+    assert await stack.order("8042") == "processing"
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert session.pending_action is not None
+    assert session.pending_action.action_id == action_id
+    assert stack.callback_answers() == [
+        "Кнопка больше не действует",
+        "Уже выполнено или больше не действует",
+        "Эта кнопка не для вас",
+    ]
+
+
+async def test_a_press_on_a_superseded_card_changes_nothing(stack: Stack) -> None:
+    old_id, _, (old_yes, _) = await stack.card("отмените заказ 8042")
+    new_id, new_text, _ = await stack.card(
+        "поменяйте адрес доставки заказа 8042 на Казань, ул. Баумана, 5", count=2
+    )
+    assert new_text == "Изменить адрес доставки заказа 8042 на: Казань, ул. Баумана, 5"
+
+    await stack.feed(stack.telegram.callback_update(CHAT, old_id, old_yes))
+    await stack.settle()
+
+    assert await stack.order("8042") == "processing"
+    assert stack.edits(old_id) == []
+    assert stack.callback_answers()[-1] == "Уже выполнено или больше не действует"
+    assert new_id != old_id
+
+
+@pytest.fixture
+async def hasty_stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    async for built in _stack(redis_server, telegram, bot, ACTION_CONFIRM_SECONDS=0.001):
+        yield built
+
+
+async def test_a_press_after_the_deadline_expires_the_action(hasty_stack: Stack) -> None:
+    stack = hasty_stack
+    message_id, _, (yes, _) = await stack.card("отмените заказ 8042")
+
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, yes))
+    await stack.telegram.wait_for(lambda: bool(stack.edits(message_id)))
+
+    assert stack.edits(message_id)[0]["text"] == "Срок подтверждения истёк"
+    assert stack.callback_answers() == ["Срок подтверждения истёк"]
+    assert await stack.order("8042") == "processing"
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert session.pending_action is None
+
+
+async def test_precondition_failure_goes_back_to_the_model_and_no_card(stack: Stack) -> None:
+    await stack.feed(stack.telegram.message_update(CHAT, "отмените заказ 8041"))
+    await stack.settle()
+
+    assert stack.telegram.keyboards(CHAT) == []
+    [tool_message] = [m for m in stack.model.requests[-1][0] if m["role"] == "tool"]
+    error = json.loads(str(tool_message["content"]))["error"]
+    assert error["code"] == "not_cancellable"
+    assert await stack.order("8041") == "in_transit"
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert session.pending_action is None
