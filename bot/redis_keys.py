@@ -25,23 +25,23 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
+| ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
+| ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
 | ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
-| ``{staff:<chat>}:seen:<update>``  | string | 24 h                | intake         | intake   |
-| ``{staff:<chat>}:flood:<user>``   | hash   | burst x interval    | intake         | intake   |
 | ``{dead_letters}:jobs``           | hash   | none (10,000 kept)  | worker         | CLI      |
 | ``{dead_letters}:order``          | zset   | none (10,000 kept)  | worker         | CLI      |
 | ``{shop:<customer>}:orders``      | hash   | 30 days             | demo shop      | tools    |
 | ``{shop:<customer>}:done:<key>``  | string | 30 days             | demo shop      | demo shop|
 | ``work``                          | stream | MAXLEN ~ 100,000    | intake         | workers  |
-| ``{work}:queued``                 | zset   | none (swept)        | signal         | sweep    |
-| ``{work}:sweep``                  | string | one sweep period    | sweep          | sweep    |
+| ``{<prefix>:work}:queued``        | zset   | none (swept)        | signal         | sweep    |
+| ``{<prefix>:work}:sweep``         | string | one sweep period    | sweep          | sweep    |
 | ``AUDIT_STREAM`` (no prefix)      | stream | AUDIT_STREAM_MAXLEN | audit sink     | CLI      |
 | ``{AUDIT_STREAM}:done:<turn id>`` | string | 24 h                | audit sink     | sink     |
 
 ``<conv>`` is a conversation key: ``tg:<chat id>`` for Telegram, the console's
-own name for the console; its alphabet is :data:`KEY_ALPHABET`. ``{work}:...``
-is spelled ``{<prefix>:work}:...`` in full: the stream's name as the hash tag,
-so the stream and its index share a slot. A chat's queue never expires: it
+own name for the console; its alphabet is :data:`KEY_ALPHABET`.
+``{<prefix>:work}:...`` takes no other prefix: the stream's name is the hash
+tag, so the stream and its index share a slot. A chat's queue never expires: it
 holds accepted messages, and it is gone once its last job is popped.
 """
 
