@@ -4,17 +4,33 @@ import asyncio
 import contextlib
 import getpass
 import io
+import logging
+import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TextIO
 
 from bot.app import Application
-from bot.chat_errors import ChatInputError, ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.chat_service import ChatReply
 from bot.redis_keys import safe_conversation_key
+from bot.telegram import messages
 from turn import TurnContext, new_turn_id
 
-HELP = "Команды: /new — новый диалог, /help — эта подсказка, /exit — выход."
+logger = logging.getLogger(__name__)
+
+HELP = (
+    "Команды: /new — новый диалог, /operator — позвать сотрудника, "
+    "/help — эта подсказка, /exit — выход."
+)
+
+# The console has no staff group: nobody could answer in this terminal.
+OPERATOR_NOTE = (
+    "console: no staff group here, so /operator answers as Telegram does without one. "
+    "In Telegram with STAFF_CHAT_ID set, it opens a topic for staff and the bot stays "
+    "silent until staff /close it (README, Human handoff)."
+)
 
 
 def console_conversation_key(name: str | None = None) -> str:
@@ -66,34 +82,133 @@ async def _read_line(stdin: TextIO) -> str:
     return await done
 
 
+def _same_file(first: TextIO, second: TextIO) -> bool:
+    """Whether two streams end in the same file (one terminal, one pipe); unknown counts."""
+    try:
+        return os.path.sameopenfile(first.fileno(), second.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return True
+
+
+class ConsoleScreen:
+    """The chat's lines and the log's lines on one terminal, never one inside the other.
+
+    The prompt ``Вы: `` leaves a line open until the developer presses Enter. A
+    log record arriving then (a background task, a turn's warning) would be
+    written after the prompt: it goes on a line of its own and the prompt is
+    shown again. Writes come from the loop and from logging threads: one lock.
+    """
+
+    PROMPT = "Вы: "
+
+    def __init__(self, stdin: TextIO, stdout: TextIO, log_stream: TextIO) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._lock = threading.RLock()
+        self._open_line = False
+        self._dim = stdout.isatty()
+        # Only when logs and chat share a file can one land inside the other's line.
+        self._shared = _same_file(stdout, log_stream)
+
+    def print(self, text: str = "", *, dim: bool = False) -> None:
+        """One whole line of the chat."""
+        if dim and self._dim:
+            text = f"\x1b[2m{text}\x1b[0m"
+        with self._lock:
+            self._write(text + "\n")
+            self._open_line = False
+
+    def prompt(self) -> None:
+        """Show the prompt; the line stays open until :meth:`entered`."""
+        with self._lock:
+            self._write(self.PROMPT)
+            self._open_line = True
+
+    def entered(self) -> None:
+        """A line was read: a terminal's echo ended the prompt's line; a pipe's did not."""
+        with self._lock:
+            if self._open_line and not self._stdin.isatty():
+                self._write("\n")
+            self._open_line = False
+
+    @contextlib.contextmanager
+    def log_line(self) -> Iterator[None]:
+        """Around one log record's write: it starts on a line of its own."""
+        with self._lock:
+            reopen = self._open_line and self._shared
+            if reopen:
+                self._write("\n")
+            yield
+            if reopen:
+                self._write(self.PROMPT)
+
+    def _write(self, text: str) -> None:
+        self._stdout.write(text)
+        self._stdout.flush()
+
+
+class ConsoleLogHandler(logging.Handler):
+    """Hands each record to the handler it replaces, through :meth:`ConsoleScreen.log_line`."""
+
+    def __init__(self, inner: logging.Handler, screen: ConsoleScreen) -> None:
+        super().__init__(inner.level)
+        self._inner = inner
+        self._screen = screen
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write the record as the replaced handler would, on a line of its own."""
+        with self._screen.log_line():
+            self._inner.handle(record)
+
+
+@contextlib.contextmanager
+def logs_through(screen: ConsoleScreen, stream: TextIO) -> Iterator[None]:
+    """While the chat runs, root handlers writing to ``stream`` write through ``screen``.
+
+    Handlers writing elsewhere (a file, a test's capture) cannot split a line of the chat.
+    """
+    root = logging.getLogger()
+    replaced = [
+        handler
+        for handler in root.handlers
+        if isinstance(handler, logging.StreamHandler) and handler.stream is stream
+    ]
+    wrappers = [ConsoleLogHandler(handler, screen) for handler in replaced]
+    for handler, wrapper in zip(replaced, wrappers, strict=True):
+        root.removeHandler(handler)
+        root.addHandler(wrapper)
+    try:
+        yield
+    finally:
+        for handler, wrapper in zip(replaced, wrappers, strict=True):
+            root.removeHandler(wrapper)
+            root.addHandler(handler)
+
+
 class Console:
     """Reads lines, answers them, prints one dim metadata line after each answer."""
 
     def __init__(
-        self, app: Application, conversation_key: str, stdin: TextIO, stdout: TextIO
+        self, app: Application, conversation_key: str, stdin: TextIO, screen: ConsoleScreen
     ) -> None:
         self._chat = app.chat
         self._key = conversation_key
         self._stdin = stdin
-        self._stdout = stdout
-        self._dim = stdout.isatty()
+        self._screen = screen
 
     def _print(self, text: str = "", dim: bool = False) -> None:
-        if dim and self._dim:
-            text = f"\x1b[2m{text}\x1b[0m"
-        self._stdout.write(text + "\n")
-        self._stdout.flush()
+        self._screen.print(text, dim=dim)
 
     async def run(self) -> int:
         """Chat until ``/exit`` or end of input; returns the exit code."""
         self._print(f"Чат поддержки (диалог {self._key}). {HELP}")
         while True:
-            self._stdout.write("Вы: ")
-            self._stdout.flush()
+            self._screen.prompt()
             line = await _read_line(self._stdin)
             if not line:
                 self._print()
                 return 0
+            self._screen.entered()
             text = line.strip()
             if text == "/exit":
                 return 0
@@ -102,6 +217,10 @@ class Console:
                 continue
             if text == "/new":
                 await self._reset()
+                continue
+            if text == "/operator":
+                self._print(f"Бот: {messages.OPERATOR_OFF}")
+                self._print(OPERATOR_NOTE, dim=True)
                 continue
             if text:
                 await self._answer(text)
@@ -118,13 +237,18 @@ class Console:
         context = TurnContext(
             conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
         )
+        turn_id = context.turn_id
         try:
             reply = await self._chat.reply(context, text)
-        except ChatInputError as error:
-            self._print(f"! {error}")
-            return
         except ChatServiceError as error:
-            self._print(f"! {error.kind}: {error} (incident {error.turn_id})")
+            # What a Telegram customer reads, incident code included; then the detail, dim.
+            self._print(f"Бот: {messages.failure_message(error, turn_id)}")
+            self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
+            return
+        except Exception:
+            # A bug: as in Telegram, the trace goes to the log and the chat goes on.
+            logger.exception("Turn %s failed unexpectedly", turn_id)
+            self._print(f"Бот: {messages.unexpected_failure_message(turn_id)}")
             return
         self._print(f"Бот: {reply.text}")
         self._print(_metadata(reply), dim=True)
@@ -136,5 +260,7 @@ async def run_console(app: Application, conversation: str | None = None) -> int:
         # Bytes that are not UTF-8 (a terminal cutting a pasted Cyrillic line
         # mid-character) become U+FFFD instead of failing the read or the turn.
         sys.stdin.reconfigure(errors="replace")
-    console = Console(app, console_conversation_key(conversation), sys.stdin, sys.stdout)
-    return await console.run()
+    screen = ConsoleScreen(sys.stdin, sys.stdout, sys.stderr)
+    console = Console(app, console_conversation_key(conversation), sys.stdin, screen)
+    with logs_through(screen, sys.stderr):
+        return await console.run()

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot.chat_errors import ChatModelUnavailableError, MessageTooLongError
+from bot.telegram import messages
 from bot.testing.redis_server import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,3 +185,102 @@ def test_a_redis_url_that_is_not_redis_is_a_bad_setting_exit_2():
     assert result.stderr.strip().splitlines() == [
         "configuration error: REDIS_URL: must be a redis://, rediss:// or unix:// URL"
     ]
+
+
+def failing_model_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """The console against a model provider nobody listens at: every turn fails there."""
+    return console_env(
+        redis_url,
+        LLM_BACKEND="openai",
+        OPENAI_API_KEY="sk-console-test",
+        OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
+        LLM_MAX_RETRIES="0",
+        MESSAGE_MAX_CHARS="40",
+        **extra,
+    )
+
+
+def turn_entries(client: redis.Redis) -> list[dict[bytes, bytes]]:
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange("console-test:audit")  # type: ignore[assignment]
+    return [fields for _, fields in entries if fields[b"type"] == b"turn"]
+
+
+def test_a_failed_turn_shows_the_kind_message_and_the_incident_code_as_telegram_does(
+    redis_server: RedisServer,
+):
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    stdin = "Очень длинный вопрос про заказ 8041, который не помещается\nГде заказ 8041?\n/exit\n"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console", "--session", "dev"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=failing_model_env(redis_server.url),
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    turns = turn_entries(client)
+    assert [fields[b"outcome"] for fields in turns] == [b"message_too_long", b"model_unavailable"]
+    too_long, unavailable = (fields[b"turn_id"].decode() for fields in turns)
+    # The very texts (and codes) a Telegram customer gets for these failures.
+    assert messages.failure_message(MessageTooLongError(""), too_long) in result.stdout
+    assert messages.failure_message(ChatModelUnavailableError(""), unavailable) in result.stdout
+    assert f"Код обращения: {unavailable}." in result.stdout
+    client.close()
+
+
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR) ")
+
+
+def test_log_lines_never_land_inside_a_line_of_the_chat(redis_server: RedisServer):
+    """Logs and the chat on one terminal (stderr and stdout merged): each log line is whole."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console", "--session", "dev"],
+        input="Где заказ 8041?\n/exit\n",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=failing_model_env(redis_server.url),
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout
+    lines = result.stdout.splitlines()
+    banner = next(i for i, line in enumerate(lines) if line.startswith("Чат поддержки"))
+    ready = next(i for i, line in enumerate(lines) if "Engine ready" in line)
+    assert ready < banner
+    # The failed turn logs a warning while it runs: on a line of its own, not after "Вы: ".
+    assert any("WARNING" in line and "failed (model_unavailable)" in line for line in lines)
+    inside = [line for line in lines if (found := LOG_LINE.search(line)) and found.start() > 0]
+    assert inside == []
+
+
+def test_operator_says_what_telegram_says_without_a_staff_group_and_asks_no_model(
+    redis_server: RedisServer,
+):
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console", "--session", "dev"],
+        input="/help\n/operator\n/exit\n",
+        capture_output=True,
+        text=True,
+        env=console_env(redis_server.url),
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "/operator" in result.stdout.split("Вы:")[1]  # listed by /help
+    assert f"Бот: {messages.OPERATOR_OFF}" in result.stdout
+    assert "STAFF_CHAT_ID" in result.stdout  # the developer learns why, and what Telegram does
+    assert "model=" not in result.stdout
+    assert turn_entries(client) == []
+    client.close()
