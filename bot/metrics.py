@@ -9,12 +9,21 @@ callbacks registered here, instead of being counted twice.
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import perf_counter
+from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry, read_entry
+from bot.audit.schema import (
+    TYPE,
+    AuditEntry,
+    EntryType,
+    HandoffAuditEntry,
+    ToolAuditEntry,
+    TurnAuditEntry,
+    read_entry,
+)
 from bot.audit.sink import AuditSink
 from bot.llm.errors import (
     LLMBadResponseError,
@@ -32,6 +41,7 @@ from bot.llm.types import (
     ToolChoice,
     ToolDefinition,
 )
+from bot.staff_actions import Trigger
 from turn import TurnOutcome
 
 NAMESPACE = "support"
@@ -43,6 +53,10 @@ UNKNOWN_TOOL = "unknown"
 TURN_BUCKETS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 60.0, 120.0)
 QUEUE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 60.0)
+# A customer waits minutes, hours at night, for the first staff reply.
+HANDOFF_WAIT_BUCKETS = (30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0)
+HANDOFF_TRIGGERS = frozenset(get_args(Trigger))
+HANDOFF_CLOSERS = frozenset({"staff", "idle"})
 
 _ERROR_KINDS: tuple[tuple[type[LLMClientError], str], ...] = (
     (LLMTimeoutError, "timeout"),
@@ -118,6 +132,31 @@ class BotMetrics:
             namespace=NAMESPACE,
             registry=registry,
         )
+        self.handoffs_opened = Counter(
+            "handoffs_opened",
+            "Handoffs to staff opened, by what opened them.",
+            ["trigger"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.handoffs_closed = Counter(
+            "handoffs_closed",
+            "Handoffs ended, by who ended them (staff, or idleness).",
+            ["closed_by"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.handoff_first_reply_seconds = Histogram(
+            "handoff_first_reply_seconds",
+            "Time from a handoff's opening to the first staff reply.",
+            namespace=NAMESPACE,
+            buckets=HANDOFF_WAIT_BUCKETS,
+            registry=registry,
+        )
+        for trigger in HANDOFF_TRIGGERS:
+            self.handoffs_opened.labels(trigger=trigger)
+        for closer in HANDOFF_CLOSERS:
+            self.handoffs_closed.labels(closed_by=closer)
         for kind in (*(kind for _, kind in _ERROR_KINDS), "other"):
             self.model_errors.labels(kind=kind)
         for component in ("sessions", "audit", "dedup", "flood"):
@@ -135,6 +174,17 @@ class BotMetrics:
         """One tool execution ended with ``status``."""
         label = tool if tool in self._known_tools else UNKNOWN_TOOL
         self.tool_executions.labels(tool=label, status=status).inc()
+
+    def record_handoff(self, entry: HandoffAuditEntry) -> None:
+        """One handoff step (its audit entry): opened, first staff reply, or closed."""
+        if entry.event == "opened":
+            known = entry.trigger in HANDOFF_TRIGGERS
+            self.handoffs_opened.labels(trigger=entry.trigger if known else "other").inc()
+        elif entry.event == "closed":
+            known = entry.closed_by in HANDOFF_CLOSERS
+            self.handoffs_closed.labels(closed_by=entry.closed_by if known else "other").inc()
+        elif entry.event == "first_reply" and entry.wait_ms is not None:
+            self.handoff_first_reply_seconds.observe(entry.wait_ms / 1000)
 
     def record_queue_time(self, seconds: float) -> None:
         """An update waited ``seconds`` before its handling started."""
@@ -211,6 +261,9 @@ class MetricsAuditSink:
     async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
         """Count a worker's turn (given as stream fields), then write it through once."""
         for fields in entries:
+            if fields.get(TYPE) == EntryType.HANDOFF:
+                self._metrics.record_handoff(HandoffAuditEntry.from_fields(fields))
+                continue
             entry = read_entry(fields)
             if isinstance(entry, TurnAuditEntry):
                 self._metrics.record_turn(str(entry.outcome), (entry.latency_ms or 0.0) / 1000)
