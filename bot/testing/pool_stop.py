@@ -21,12 +21,17 @@ async def stop_pool(pool: WorkerPool, running: asyncio.Task[None], redis: AsyncR
     """
     pool.stop()
     while not running.done():
-        await _unblock_reads(redis)
+        await unblock_reads(redis)
         await asyncio.wait({running}, timeout=_RECHECK_SECONDS)
     await running
 
 
-async def _unblock_reads(redis: AsyncRedisClient) -> None:
+async def unblock_reads(redis: AsyncRedisClient) -> None:
+    """End every blocked ``XREADGROUP`` on ``redis`` as its timeout would (it returns nothing).
+
+    Also for pools in processes of their own: after SIGTERM, a process stops as
+    soon as its read returns.
+    """
     for where in await every_master(redis):
         clients = await redis.client_list(**where)
         for client in clients:

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -24,9 +24,12 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from bot.queue.work_stream import GROUP
+from bot.redis_keys import RedisKeys, telegram_conversation
 from bot.sessions.models import ConversationSession
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
+from bot.testing.pool_stop import unblock_reads
 from bot.testing.redis_server import free_port
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
@@ -193,6 +196,37 @@ class Cluster:
         for child in self.processes:
             await child.close()
 
+    async def finish(
+        self,
+        redis: aioredis.Redis,
+        chat_ids: Iterable[int],
+        *,
+        turns: int,
+        within: float = 60.0,
+    ) -> None:
+        """Wait until nothing is left to send and nobody is left to send it.
+
+        First every chat's queue and outbox are empty, its lease is free, no work
+        signal is pending and ``turns`` turns are audited: a reply sent twice (a
+        re-run, an outbox entry sent again) can only come from one of those. Then
+        every live process is stopped with SIGTERM (and must exit 0), so a send
+        still on its way has arrived: what was sent can be counted, once and for all.
+        """
+        chats = list(chat_ids)
+        started = time.monotonic()
+        while not await _settled(redis, chats, turns):
+            if time.monotonic() - started > within:
+                pytest.fail(f"not settled within {within:.0f} s\n{self.logs()}")
+            await asyncio.sleep(0.05)
+        live = [child for child in self.processes if child.alive]
+        stopping = asyncio.gather(*(child.terminate() for child in live))
+        # A worker sees the stop when its blocking read returns: it returns now.
+        while not stopping.done():
+            await unblock_reads(redis)
+            await asyncio.wait({stopping}, timeout=0.05)
+        codes = await stopping
+        assert codes == [0] * len(live), f"exit codes {codes}\n{self.logs()}"
+
 
 def answer_for(question: str) -> str:
     """What :func:`echo` answers to ``question``."""
@@ -237,6 +271,20 @@ async def audit_turns(redis: aioredis.Redis) -> list[dict[str, str]]:
     entries = await redis.xrange(STREAM) or []
     rows = [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]
     return [row for row in rows if row.get("type") == "turn"]
+
+
+async def _settled(redis: aioredis.Redis, chat_ids: list[int], turns: int) -> bool:
+    keys = RedisKeys(PREFIX)
+    pending = await redis.xpending(keys.work_stream, GROUP)
+    if pending["pending"]:
+        return False
+    held = []
+    for chat_id in chat_ids:
+        chat = keys.conversation(telegram_conversation(chat_id))
+        held += [chat.queue, chat.outbox, chat.lease]
+    if await redis.exists(*held):
+        return False
+    return len(await audit_turns(redis)) >= turns
 
 
 def session_key(chat_id: int) -> str:
