@@ -21,6 +21,7 @@ from bot.handoff.service import HandoffService
 from bot.log_context import ChatNamer, chat_namer
 from bot.metrics import BotMetrics
 from bot.settings import Settings
+from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
 from bot.telegram.handlers import chat, commands, errors, membership, other
@@ -60,6 +61,7 @@ def build_dispatcher(
         settings=settings,
         handoff=handoff,
         actions=actions,
+        drafts=drafts_of(settings, metrics),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)

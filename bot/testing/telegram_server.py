@@ -48,6 +48,7 @@ _INT_FIELDS = {
     "message_thread_id",
     "from_chat_id",
     "user_id",
+    "draft_id",
 }
 THREAD_NOT_FOUND = "Bad Request: message thread not found"
 

@@ -142,6 +142,15 @@ async def stack(
         yield built
 
 
+@pytest.fixture
+async def typing_stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    """The stack without drafts (``STREAMING=off``): private chats get "typing" instead."""
+    async for built in _stack(redis_server, telegram, bot, STREAMING="off"):
+        yield built
+
+
 async def test_start_greets_in_russian_and_help_lists_commands(
     stack: Stack, telegram: FakeTelegramServer
 ) -> None:
@@ -171,18 +180,18 @@ async def test_new_resets_the_conversation(stack: Stack, telegram: FakeTelegramS
 
 
 async def test_text_gets_the_answer_with_typing_indicator_first(
-    stack: Stack, telegram: FakeTelegramServer
+    typing_stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     release = asyncio.Event()
-    stack.chat.gates["Где заказ 1234?"] = release
-    await stack.feed(telegram.message_update(CHAT, "Где заказ 1234?", user_id=42))
+    typing_stack.chat.gates["Где заказ 1234?"] = release
+    await typing_stack.feed(telegram.message_update(CHAT, "Где заказ 1234?", user_id=42))
     # A turn slower than the typing delay shows "typing", and no answer yet.
     await telegram.wait_for(lambda: bool(telegram.calls_of("sendChatAction")))
     assert telegram.calls_of("sendChatAction")[0].params["action"] == "typing"
     assert telegram.sent_texts(CHAT) == []
     release.set()
     assert await telegram.wait_for_texts(CHAT, 1) == ["Ответ: Где заказ 1234?"]
-    ((context, _),) = stack.chat.asked
+    ((context, _),) = typing_stack.chat.asked
     assert context.conversation_key == f"tg:{CHAT}"
     assert (context.chat_id, context.user_id, len(context.turn_id)) == (CHAT, 42, 10)
 
@@ -196,13 +205,13 @@ async def test_a_quick_answer_sends_no_typing_indicator(
 
 
 async def test_a_refused_typing_indicator_stops_quietly_and_the_answer_still_comes(
-    stack: Stack, telegram: FakeTelegramServer, caplog: pytest.LogCaptureFixture
+    typing_stack: Stack, telegram: FakeTelegramServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     telegram.fail_next("sendChatAction", 400, "Bad Request: chat not found")
     release = asyncio.Event()
-    stack.chat.gates["медленный вопрос"] = release
+    typing_stack.chat.gates["медленный вопрос"] = release
     with caplog.at_level(logging.INFO, logger="bot.telegram.typing_indicator"):
-        await stack.feed(telegram.message_update(CHAT, "медленный вопрос"))
+        await typing_stack.feed(telegram.message_update(CHAT, "медленный вопрос"))
         await telegram.wait_for(lambda: bool(telegram.calls_of("sendChatAction")))
         release.set()
         assert await telegram.wait_for_texts(CHAT, 1) == ["Ответ: медленный вопрос"]

@@ -1,4 +1,4 @@
-"""A customer's text: one turn of the chat service, the typing indicator while it runs."""
+"""A customer's text: one turn of the chat service, a draft or "typing" while it runs."""
 
 import logging
 
@@ -13,6 +13,7 @@ from bot.log_context import bind_turn
 from bot.queue.job_results import Committed, JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
 from bot.telegram import messages
+from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
 from bot.telegram.ports import ChatPort
@@ -31,8 +32,13 @@ async def answer(
     job: JobContext,
     chat_service: ChatPort,
     handoff: HandoffService | None = None,
+    *,
+    drafts: Drafts | None = None,
 ) -> JobResult:
     """Run the turn; its reply is committed, or a kind message with the incident code.
+
+    In a private chat (``drafts`` given, ``STREAMING=on``) the answer is shown as a
+    draft while it is written; the committed reply is sent as usual either way.
 
     With handoff on, failed turns in a row call a person in; an answered turn's
     commit starts the count again.
@@ -58,8 +64,17 @@ async def answer(
     )
     text = question_text(message, (await bot.me()).username)
     try:
-        async with TypingIndicator(bot, chat_id, delay=TYPING_DELAY_SECONDS):
-            reply = await chat_service.reply(context, text, held=held)
+        if drafts is not None and drafts.wanted(
+            chat_type=message.chat.type,
+            thread_id=message.message_thread_id,
+            handoff_state=handoff.state(job) if handoff is not None else "bot",
+        ):
+            # The draft shows the answer as it is written; no "typing" besides it.
+            async with drafts.publisher(bot, chat_id) as publisher:
+                reply = await chat_service.reply(context, text, held=held, stream=publisher)
+        else:
+            async with TypingIndicator(bot, chat_id, delay=TYPING_DELAY_SECONDS):
+                reply = await chat_service.reply(context, text, held=held)
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)

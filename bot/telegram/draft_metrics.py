@@ -1,0 +1,42 @@
+"""Metrics of answers shown as drafts: drafts sent, draft errors by kind, first visible text."""
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from bot.metrics import NAMESPACE
+
+FIRST_TEXT_BUCKETS: Final = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
+DRAFT_ERROR_KINDS: Final = ("retry_after", "bad_request", "forbidden", "server", "network", "other")
+
+
+class DraftMetrics:
+    """Registered in the bot's registry; one instance per process."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.drafts_sent = Counter(
+            "drafts_sent",
+            "Drafts (sendMessageDraft) Telegram accepted, by what they showed.",
+            ["kind"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.draft_errors = Counter(
+            "draft_errors",
+            "Drafts Telegram refused or that failed, by kind (a retry_after pauses the chat).",
+            ["kind"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.first_text_seconds = Histogram(
+            "draft_first_text_seconds",
+            "Time from the start of a turn to its first visible draft, by what it showed.",
+            ["kind"],
+            namespace=NAMESPACE,
+            buckets=FIRST_TEXT_BUCKETS,
+            registry=registry,
+        )
+        for kind in ("answer", "placeholder", "thinking"):
+            self.drafts_sent.labels(kind=kind)
+        for kind in DRAFT_ERROR_KINDS:
+            self.draft_errors.labels(kind=kind)

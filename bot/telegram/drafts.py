@@ -1,0 +1,304 @@
+"""The answer as it is written, shown as a Telegram draft (``sendMessageDraft``) in private chats.
+
+A draft is an ephemeral preview (about 30 s); the answer persists only when the
+final message is sent, which stays the worker's job (commit, outbox,
+``sendMessage``). Drafts are best-effort and never in the way of that message:
+
+* one non-zero ``draft_id`` per reply (updates with the same id animate);
+* at most one update per ``interval_seconds``, and only when the text changed
+  (a streamed text only grows); plain text, cut at 4096 UTF-16 units;
+* while tools run, a placeholder naming the tool's purpose, never its arguments;
+  a turn with nothing to show after 1 s shows Telegram's "thinking" draft (empty
+  text) instead of "typing"; whatever is shown is renewed before the 30 s a
+  draft lives;
+* a 429 pauses drafts for that chat for its ``retry_after`` (this reply and the
+  next ones); any other failure turns drafts off for this reply;
+* the publisher stops the moment the turn ends: a draft still in flight is
+  cancelled, never awaited.
+"""
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Self
+
+from aiogram import Bot
+from aiogram.exceptions import (
+    TelegramAPIError,
+    TelegramBadRequest,
+    TelegramForbiddenError,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+)
+
+from bot.metrics import BotMetrics
+from bot.sessions.models import HandoffState
+from bot.settings import Settings
+from bot.telegram.draft_labels import tools_label
+from bot.telegram.draft_metrics import DraftMetrics
+
+logger = logging.getLogger(__name__)
+
+DRAFT_TEXT_LIMIT: Final = 4096
+"""Telegram's limit of a draft's text, in UTF-16 code units."""
+
+DRAFT_RENEW_SECONDS: Final = 20.0
+"""A draft shown this long without change is sent again (Telegram drops it after ~30 s)."""
+
+THINKING_AFTER_SECONDS: Final = 1.0
+"""A turn with nothing to show yet shows Telegram's "thinking" draft (empty text) from then on."""
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DraftPolicy:
+    """When drafts are shown: ``enabled`` (``STREAMING``), how often (seconds between updates)."""
+
+    enabled: bool
+    interval_seconds: float
+    renew_seconds: float = DRAFT_RENEW_SECONDS
+    thinking_after_seconds: float = THINKING_AFTER_SECONDS
+
+
+class DraftPauses:
+    """Chats whose drafts Telegram asked to pause (a 429 on a draft), until when.
+
+    In-process only: a pause is short, and another process learns its own.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._until: dict[int, float] = {}
+
+    def pause(self, chat_id: int, seconds: float) -> None:
+        """No drafts to ``chat_id`` for ``seconds`` from now."""
+        self._until[chat_id] = max(self._until.get(chat_id, 0.0), self._clock() + seconds)
+
+    def remaining(self, chat_id: int) -> float:
+        """Seconds until drafts to ``chat_id`` may go again (0 when they may now)."""
+        until = self._until.get(chat_id)
+        if until is None:
+            return 0.0
+        left = until - self._clock()
+        if left <= 0:
+            del self._until[chat_id]
+            return 0.0
+        return left
+
+
+class Drafts:
+    """Decides where drafts are shown and makes one :class:`DraftPublisher` per reply."""
+
+    def __init__(
+        self,
+        policy: DraftPolicy,
+        *,
+        metrics: DraftMetrics | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._policy = policy
+        self._metrics = metrics
+        self._clock = clock
+        self._pauses = DraftPauses(clock)
+
+    def wanted(self, *, chat_type: str, thread_id: int | None, handoff_state: HandoffState) -> bool:
+        """Drafts only in private chats, outside topics, while the bot (not a person) answers."""
+        return (
+            self._policy.enabled
+            and chat_type == "private"
+            and thread_id is None
+            and handoff_state != "human"
+        )
+
+    def publisher(self, bot: Bot, chat_id: int) -> "DraftPublisher":
+        """A publisher for one reply to ``chat_id``, with its own draft id."""
+        return DraftPublisher(
+            bot,
+            chat_id,
+            policy=self._policy,
+            pauses=self._pauses,
+            metrics=self._metrics,
+            clock=self._clock,
+        )
+
+
+class DraftPublisher:
+    """A :class:`bot.reply_stream.ReplyStream` that shows the reply as a draft while it runs.
+
+    ``on_text`` and ``on_tools`` only note what changed and wake the sender task;
+    the sender paces the requests. Use as ``async with``: leaving the block stops
+    the sender at once.
+    """
+
+    def __init__(
+        self,
+        bot: Bot,
+        chat_id: int,
+        *,
+        policy: DraftPolicy,
+        pauses: DraftPauses,
+        metrics: DraftMetrics | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._bot = bot
+        self._chat_id = chat_id
+        self._policy = policy
+        self._pauses = pauses
+        self._metrics = metrics
+        self._clock = clock
+        self.draft_id = secrets.randbelow(2**31 - 1) + 1
+        self._pieces: list[str] = []
+        self._placeholder: str | None = None
+        self._shown: str | None = None
+        self._last_sent = -float("inf")
+        self._started = clock()
+        self._first_seen: set[str] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.active = True
+
+    # --- ReplyStream ----------------------------------------------------------------
+
+    def on_text(self, piece: str) -> None:
+        """The model wrote ``piece`` of the current step's text."""
+        self._pieces.append(piece)
+        self._placeholder = None
+        self._wake.set()
+
+    def on_tools(self, names: tuple[str, ...]) -> None:
+        """Tools run now: their purpose replaces whatever the step wrote."""
+        self._pieces.clear()
+        self._placeholder = tools_label(names)
+        self._wake.set()
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._run(), name=f"drafts:{self.draft_id}")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.active = False
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                # A bug in the preview must not cost the customer the answer.
+                logger.exception("The draft publisher failed; the answer is sent as usual")
+
+    # --- the sender -----------------------------------------------------------------
+
+    def _visible(self) -> tuple[str, str] | None:
+        """What the draft should show now and its kind, or ``None`` for nothing yet."""
+        if self._placeholder is not None:
+            return self._placeholder, "placeholder"
+        text = "".join(self._pieces).strip()
+        if not text:
+            return None
+        return cut_utf16(text, DRAFT_TEXT_LIMIT), "answer"
+
+    def _timeout(self) -> float:
+        """Until the "thinking" draft is due (nothing shown yet) or the shown one is renewed."""
+        if self._shown is None:
+            due = self._started + self._policy.thinking_after_seconds
+        else:
+            due = self._last_sent + self._policy.renew_seconds
+        return max(0.0, due - self._clock())
+
+    async def _run(self) -> None:
+        while self.active:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self._timeout())
+            self._wake.clear()
+            wait = max(
+                self._last_sent + self._policy.interval_seconds - self._clock(),
+                self._pauses.remaining(self._chat_id),
+            )
+            if wait > 0:
+                # Pieces that arrive meanwhile are gathered into the next update.
+                await asyncio.sleep(wait)
+            visible = self._visible()
+            if visible is None:
+                if self._clock() - self._started < self._policy.thinking_after_seconds:
+                    continue
+                # A slow start: Telegram's "thinking" draft instead of "typing".
+                visible = ("", "thinking")
+            text, kind = visible
+            renew = self._clock() - self._last_sent >= self._policy.renew_seconds
+            if text == self._shown and not renew:
+                continue
+            await self._send(text, kind)
+
+    async def _send(self, text: str, kind: str) -> None:
+        try:
+            await self._bot.send_message_draft(
+                chat_id=self._chat_id, draft_id=self.draft_id, text=text, parse_mode=None
+            )
+        except TelegramRetryAfter as error:
+            self._pauses.pause(self._chat_id, float(error.retry_after))
+            self._count_error("retry_after")
+            # What was not shown is still due: the next update goes after the pause.
+            self._wake.set()
+            return
+        except TelegramAPIError as error:
+            self._count_error(_error_kind(error))
+            logger.info("Drafts off for this reply: %s", type(error).__name__)
+            self.active = False
+            return
+        self._last_sent = self._clock()
+        self._shown = text
+        if self._metrics is not None:
+            self._metrics.drafts_sent.labels(kind=kind).inc()
+            if kind not in self._first_seen:
+                self._first_seen.add(kind)
+                self._metrics.first_text_seconds.labels(kind=kind).observe(
+                    self._last_sent - self._started
+                )
+
+    def _count_error(self, kind: str) -> None:
+        if self._metrics is not None:
+            self._metrics.draft_errors.labels(kind=kind).inc()
+
+
+def drafts_of(settings: Settings, metrics: BotMetrics | None) -> Drafts:
+    """The process's drafts as configured (``STREAMING``, ``STREAM_DRAFT_INTERVAL_SECONDS``)."""
+    policy = DraftPolicy(
+        enabled=settings.telegram.streaming == "on",
+        interval_seconds=settings.telegram.stream_draft_interval_seconds,
+    )
+    return Drafts(policy, metrics=DraftMetrics(metrics.registry) if metrics is not None else None)
+
+
+def cut_utf16(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` UTF-16 code units (never inside a character)."""
+    if len(text) <= limit // 2:
+        return text
+    encoded = text.encode("utf-16-le")
+    if len(encoded) <= limit * 2:
+        return text
+    return encoded[: limit * 2].decode("utf-16-le", errors="ignore")
+
+
+def _error_kind(error: TelegramAPIError) -> str:
+    kinds: tuple[tuple[type[TelegramAPIError], str], ...] = (
+        (TelegramBadRequest, "bad_request"),
+        (TelegramForbiddenError, "forbidden"),
+        (TelegramServerError, "server"),
+        (TelegramNetworkError, "network"),
+    )
+    return next((kind for cls, kind in kinds if isinstance(error, cls)), "other")
