@@ -14,6 +14,7 @@ from typing import TextIO
 from bot.app import Application
 from bot.chat_errors import ChatServiceError
 from bot.chat_service import ChatReply
+from bot.console_answer import ConsoleAnswer
 from bot.redis_keys import safe_conversation_key
 from bot.telegram import messages
 from turn import TurnContext, new_turn_id
@@ -106,6 +107,7 @@ class ConsoleScreen:
         self._stdout = stdout
         self._lock = threading.RLock()
         self._open_line = False
+        self._partial = False
         self._dim = stdout.isatty()
         # Only when logs and chat share a file can one land inside the other's line.
         self._shared = _same_file(stdout, log_stream)
@@ -131,12 +133,25 @@ class ConsoleScreen:
                 self._write("\n")
             self._open_line = False
 
+    def write_partial(self, text: str) -> None:
+        """A piece of a line still being written (the bot's answer as it comes)."""
+        with self._lock:
+            self._write(text)
+            self._partial = True
+
+    def end_partial(self) -> None:
+        """End the line :meth:`write_partial` wrote (nothing if there is none)."""
+        with self._lock:
+            if self._partial:
+                self._write("\n")
+            self._partial = False
+
     @contextlib.contextmanager
     def log_line(self) -> Iterator[None]:
         """Around one log record's write: it starts on a line of its own."""
         with self._lock:
             reopen = self._open_line and self._shared
-            if reopen:
+            if (reopen or self._partial) and self._shared:
                 self._write("\n")
             yield
             if reopen:
@@ -192,6 +207,7 @@ class Console:
         self, app: Application, conversation_key: str, stdin: TextIO, screen: ConsoleScreen
     ) -> None:
         self._chat = app.chat
+        self._streaming = app.settings.telegram.streaming == "on"
         self._key = conversation_key
         self._stdin = stdin
         self._screen = screen
@@ -238,19 +254,26 @@ class Console:
             conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
         )
         turn_id = context.turn_id
+        # The answer is printed as the model writes it (STREAMING=on).
+        stream = ConsoleAnswer(self._screen) if self._streaming else None
         try:
-            reply = await self._chat.reply(context, text)
+            reply = await self._chat.reply(context, text, stream=stream)
         except ChatServiceError as error:
+            if stream is not None:
+                stream.abandon()
             # What a Telegram customer reads, incident code included; then the detail, dim.
             self._print(f"Бот: {messages.failure_message(error, turn_id)}")
             self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
             return
         except Exception:
+            if stream is not None:
+                stream.abandon()
             # A bug: as in Telegram, the trace goes to the log and the chat goes on.
             logger.exception("Turn %s failed unexpectedly", turn_id)
             self._print(f"Бот: {messages.unexpected_failure_message(turn_id)}")
             return
-        self._print(f"Бот: {reply.text}")
+        if stream is None or not stream.finish():
+            self._print(f"Бот: {reply.text}")
         self._print(_metadata(reply), dim=True)
 
 
