@@ -24,9 +24,6 @@ _turn_id: ContextVar[str | None] = ContextVar("log_turn_id", default=None)
 # How this process names chats in log text (set at start-up, inherited by its tasks).
 _namer: ContextVar["ChatNamer | None"] = ContextVar("log_chat_namer", default=None)
 
-# The record attributes the filter sets; formatters name them.
-CONTEXT_FIELDS = ("update_id", "chat", "turn_id")
-
 
 @contextmanager
 def update_scope(update_id: int, chat: str | None) -> Iterator[None]:

@@ -93,11 +93,6 @@ class RedisServer:
         self._process.wait(timeout=10)
         self._process = None
 
-    def restart(self) -> None:
-        """Stop and start again on the same port."""
-        self.stop()
-        self.start()
-
     def close(self) -> None:
         """Stop and remove the working directory."""
         self.stop()
