@@ -4,6 +4,7 @@ import asyncio
 
 from bot.settings import Settings
 from bot.telegram.runner import run_bot
+from bot.testing.pool_stop import until_stopped
 from bot.testing.telegram_server import FakeTelegramServer
 
 
@@ -38,6 +39,6 @@ class PollingBot:
             return 0
         self._stop.set()
         async with asyncio.timeout(within):
-            code = await self._task
+            code = await until_stopped(self._task, self._settings.redis)
         self._task = None
         return code

@@ -1,12 +1,21 @@
-"""Stopping a test's worker pool without waiting out its blocking read."""
+"""Stopping a test's worker pool (or bot) without waiting out its blocking read."""
 
 import asyncio
+import contextlib
+from typing import TypeVar
+
+from redis.exceptions import RedisError
 
 from bot.queue.worker import WorkerPool
-from bot.redis_connection import AsyncRedisClient, every_master
+from bot.redis_connection import AsyncRedisClient, RetryPolicy, async_client, every_master
+from bot.settings import RedisSettings
+
+T = TypeVar("T")
 
 # How often the blocked read is looked for again while the pool winds down.
 _RECHECK_SECONDS = 0.05
+# Bounds one look: the test's Redis may be stopped or asleep (then the read ends by itself).
+_LOOK_SECONDS = 0.5
 
 
 async def stop_pool(pool: WorkerPool, running: asyncio.Task[None], redis: AsyncRedisClient) -> None:
@@ -20,10 +29,22 @@ async def stop_pool(pool: WorkerPool, running: asyncio.Task[None], redis: AsyncR
     Raises whatever ``run()`` raised.
     """
     pool.stop()
-    while not running.done():
-        await unblock_reads(redis)
-        await asyncio.wait({running}, timeout=_RECHECK_SECONDS)
+    await _unblocking(running, redis)
     await running
+
+
+async def until_stopped(running: "asyncio.Future[T]", redis: RedisSettings) -> T:
+    """Await ``running`` (a bot told to stop), ending its workers' blocking reads meanwhile.
+
+    For ``run_bot`` in this process, as :func:`stop_pool` for a bare pool; what
+    the bot does while it stops is unchanged. Returns what ``running`` returns.
+    """
+    client = async_client(redis, retry=RetryPolicy(retries=0))
+    try:
+        await _unblocking(running, client)
+    finally:
+        await client.aclose()
+    return await running
 
 
 async def unblock_reads(redis: AsyncRedisClient) -> None:
@@ -37,3 +58,12 @@ async def unblock_reads(redis: AsyncRedisClient) -> None:
         for client in clients:
             if client.get("cmd") == "xreadgroup" and "b" in client.get("flags", ""):
                 await redis.client_unblock(int(client["id"]), **where)
+
+
+async def _unblocking(running: "asyncio.Future[T]", redis: AsyncRedisClient) -> None:
+    while not running.done():
+        # Redis down or asleep: the read ends on its own, as it would without the test.
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
+            async with asyncio.timeout(_LOOK_SECONDS):
+                await unblock_reads(redis)
+        await asyncio.wait({running}, timeout=_RECHECK_SECONDS)

@@ -25,6 +25,7 @@ from bot.telegram.startup_checks import settings_problems
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
 from bot.testing.polling_bot import PollingBot
+from bot.testing.pool_stop import until_stopped
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.settings import make_settings, stack_env
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
@@ -273,7 +274,7 @@ async def test_webhook_answers_telegram_at_once_and_replies_in_the_background(
     finally:
         stop.set()
         async with asyncio.timeout(20):
-            assert await task == 0
+            assert await until_stopped(task, settings.redis) == 0
 
 
 @pytest.fixture
@@ -359,7 +360,7 @@ async def test_a_poller_and_a_worker_on_one_host_both_serve_health_with_the_defa
     finally:
         stop.set()
         async with asyncio.timeout(30):
-            assert await worker == 0
+            assert await until_stopped(worker, settings.redis) == 0
         assert await poller.stop() == 0
 
 

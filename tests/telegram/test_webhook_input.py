@@ -9,6 +9,7 @@ import pytest
 
 from bot.telegram.runner import run_bot
 from bot.telegram.webhook import SECRET_HEADER
+from bot.testing.pool_stop import until_stopped
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
@@ -43,7 +44,7 @@ async def webhook_port(
     finally:
         stop.set()
         async with asyncio.timeout(20):
-            assert await task == 0
+            assert await until_stopped(task, settings.redis) == 0
 
 
 async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
