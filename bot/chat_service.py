@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
 
+from bot.actions.audit import proposal_fields
 from bot.actions.pending import ActionCard, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
@@ -72,6 +73,8 @@ class ChatReply:
     delivery: OutboxEntry | None = None
     # The confirmation card of a write the model proposed, shown after the answer.
     card: ActionCard | None = None
+    # The console's action audit entries (a worker's travel in ``delivery``).
+    action_audit: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +175,12 @@ class ChatService:
             queue_ms=held.queue_ms if held else None,
         )
         outcome = TurnOutcome.ANSWERED
+        action_audit: tuple[dict[str, str], ...] = ()
         try:
             question = self._validate_input(text, context.turn_id)
-            return await self._reply(question, context, recorder, started, held, stream=stream)
+            answered = await self._reply(question, context, recorder, started, held, stream=stream)
+            action_audit = answered.action_audit
+            return answered
         except ChatServiceError as error:
             outcome = error.kind
             failure = error
@@ -204,7 +210,13 @@ class ChatService:
             outcome = failure.kind
             failure.__cause__ = error
         finally:
-            if held is None:
+            if held is None and action_audit:
+                # One write per turn: the sink writes a turn's entries once, by its id.
+                entries = self._audit_entries(recorder, outcome, started)
+                await self._audit.write_fields(
+                    [*(entry.to_fields() for entry in entries), *action_audit]
+                )
+            elif held is None:
                 await self._audit.write(self._audit_entries(recorder, outcome, started))
         if held is not None:
             failure.audit_fields = tuple(
@@ -229,6 +241,7 @@ class ChatService:
             )
             prepared, result, updated = await self._run(locked, question, context, recorder, stream)
             card = _card_of(result)
+            action_audit = _action_audit(locked.session, result, context)
             updated, staff, handoff_audit, note = self._handoff_steps(
                 locked.session, updated, result, context, held
             )
@@ -242,7 +255,8 @@ class ChatService:
                     entry.to_fields()
                     for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
                 )
-                + handoff_audit,
+                + handoff_audit
+                + action_audit,
                 staff=staff,
                 card=card,
             )
@@ -275,6 +289,7 @@ class ChatService:
                 finally:
                     if not committed:
                         await self._release_quietly(locked)
+            action_audit = _action_audit(locked.session, result, context)
             summary_scheduled = self._window.overflows(
                 updated.messages
             ) and self._summaries_in_background.schedule(conversation_key)
@@ -294,6 +309,7 @@ class ChatService:
             has_summary=updated.summary is not None,
             delivery=delivery,
             card=card,
+            action_audit=action_audit if held is None else (),
         )
 
     async def _run(
@@ -557,6 +573,18 @@ def closed_entry(
         closed_by=closed_by,
         duration_ms=(now - since).total_seconds() * 1000 if since is not None else None,
     ).to_fields()
+
+
+def _action_audit(
+    before: ConversationSession | None, result: ToolLoopResult, context: TurnContext
+) -> tuple[dict[str, str], ...]:
+    return proposal_fields(
+        before.pending_action if before is not None else None,
+        result.proposal,
+        chat_id=str(context.chat_id),
+        turn_id=context.turn_id,
+        now=_now(),
+    )
 
 
 def _card_of(result: ToolLoopResult) -> ActionCard | None:

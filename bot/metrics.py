@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bot.audit.schema import (
+    TOOL_NAME,
     TYPE,
     AuditEntry,
     EntryType,
@@ -125,6 +126,13 @@ class BotMetrics:
             namespace=NAMESPACE,
             registry=registry,
         )
+        self.actions = Counter(
+            "actions",
+            "Steps of actions the customer confirms (write tools), by tool and event.",
+            ["tool", "event"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
         self.redis_errors = Counter(
             "redis_errors",
             "Redis operations that failed, by the component that saw the failure.",
@@ -174,6 +182,11 @@ class BotMetrics:
         """One tool execution ended with ``status``."""
         label = tool if tool in self._known_tools else UNKNOWN_TOOL
         self.tool_executions.labels(tool=label, status=status).inc()
+
+    def record_action(self, tool: str, event: str) -> None:
+        """One step (``proposed``, ``confirmed``, ``executed``...) of an action of ``tool``."""
+        label = tool if tool in self._known_tools else UNKNOWN_TOOL
+        self.actions.labels(tool=label, event=event).inc()
 
     def record_handoff(self, entry: HandoffAuditEntry) -> None:
         """One handoff step (its audit entry): opened, first staff reply, or closed."""
@@ -261,6 +274,9 @@ class MetricsAuditSink:
     async def write_fields(self, entries: Sequence[Mapping[str, str]]) -> None:
         """Count a worker's turn (given as stream fields), then write it through once."""
         for fields in entries:
+            if fields.get(TYPE) == EntryType.ACTION:
+                self._metrics.record_action(fields.get(TOOL_NAME, ""), fields.get("event", ""))
+                continue
             if fields.get(TYPE) == EntryType.HANDOFF:
                 self._metrics.record_handoff(HandoffAuditEntry.from_fields(fields))
                 continue

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from time import perf_counter
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from bot.actions.audit import action_fields
 from bot.actions.pending import Choice, PendingAction
+from bot.audit.actions import ActionEvent
 from bot.chat_service import HeldTurn
 from bot.queue.job_results import Committed, JobContext
 from bot.queue.jobs import CardEdit, OutboxEntry
@@ -167,6 +170,8 @@ class ActionConfirmations:
             return None
         pending = session.pending_action
         customer = Customer(user_id=press.presser_id, chat_id=press.chat_id)
+        decided = self._clock()
+        started = perf_counter()
         result = await self.settle(pending, verdict, customer)
         now = self._clock()
         entry = OutboxEntry(
@@ -175,6 +180,14 @@ class ActionConfirmations:
             chat_id=job.job.chat_id,
             format="plain",
             text=result.message,
+            audit=_press_audit(
+                pending,
+                verdict,
+                result=result,
+                job=job,
+                decided=decided,
+                seconds=perf_counter() - started,
+            ),
             card_edit=(
                 CardEdit(message_id=press.card_message_id, text=result.card_text)
                 if press.card_message_id is not None
@@ -204,6 +217,40 @@ async def _run(
         return ActionResult(
             done=False, card_text=FAILED_TEXT, message=FAILED_TEXT, error_code="technical_error"
         )
+
+
+def _press_audit(
+    pending: PendingAction,
+    verdict: Verdict,
+    *,
+    result: ActionResult,
+    job: JobContext,
+    decided: datetime,
+    seconds: float,
+) -> tuple[dict[str, str], ...]:
+    """The press's action steps: the decision, and for a yes how the run ended."""
+    chat = str(job.job.chat_id)
+    turn = job.job.turn_id
+    decision: ActionEvent = (
+        "confirmed"
+        if verdict is Verdict.CONFIRM
+        else "declined"
+        if verdict is Verdict.DECLINE
+        else "expired"
+    )
+    steps = [action_fields(pending, decision, chat_id=chat, turn_id=turn, now=decided)]
+    if verdict is Verdict.CONFIRM:
+        steps.append(
+            action_fields(
+                pending,
+                "executed" if result.done else "failed",
+                chat_id=chat,
+                turn_id=turn,
+                error_code=result.error_code or "",
+                duration_ms=seconds * 1000,
+            )
+        )
+    return tuple(steps)
 
 
 def held_turn(job: JobContext) -> HeldTurn:

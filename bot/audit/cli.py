@@ -23,6 +23,9 @@ from typing import NoReturn, TextIO
 import redis
 from pydantic import ValidationError
 
+from bot.audit.actions import action_stats, action_steps, step_json
+from bot.audit.actions import stats_json as action_stats_json
+from bot.audit.actions import stats_lines as action_stats_lines
 from bot.audit.export import StreamExporter
 from bot.audit.handoffs import handoff_stats, open_handoffs
 from bot.audit.knowledge_gaps import knowledge_gaps, search_share
@@ -159,7 +162,7 @@ def _build_parser() -> _Parser:
     tail.add_argument("--chat", help="only this chat (real id or pseudonym)")
     tail.add_argument("--tool", help="only this tool (and turns that called it)")
     tail.add_argument("--status", help="only this tool status or turn outcome")
-    tail.add_argument("--type", choices=("tool", "turn", "handoff"), dest="entry_type")
+    tail.add_argument("--type", choices=("tool", "turn", "handoff", "action"), dest="entry_type")
     tail.add_argument("--since", help="only entries after this: 15m, 1h, 2d, 1w or ISO-8601")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.set_defaults(run=_tail)
@@ -188,6 +191,15 @@ def _build_parser() -> _Parser:
     handoffs.add_argument("--since", default="7d", help="look this far back (default 7d)")
     handoffs.add_argument("--json", action="store_true", help="one JSON object per line")
     handoffs.set_defaults(run=_handoffs)
+
+    actions = commands.add_parser(
+        "actions",
+        parents=[common],
+        help="steps of actions customers confirm (write tools); never their arguments",
+    )
+    actions.add_argument("--since", default="24h", help="look this far back (default 24h)")
+    actions.add_argument("--json", action="store_true", help="one JSON object per line")
+    actions.set_defaults(run=_actions)
 
     gaps = commands.add_parser(
         "knowledge-gaps",
@@ -327,6 +339,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
             "empty": searches.empty,
             "empty_rate": searches.empty_rate,
         }
+        report["actions"] = action_stats_json(action_stats(entries))
         report["handoffs"] = {
             "opened": handoff.opened,
             "chats": handoff.chats,
@@ -355,6 +368,8 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         f"max {_seconds(wait.max)}",
         file=context.out,
     )
+    for line in action_stats_lines(action_stats(entries)):
+        print(line, file=context.out)
     return EXIT_OK
 
 
@@ -388,6 +403,33 @@ def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
 
 def _seconds(value_ms: float | None) -> str:
     return "-" if value_ms is None else f"{value_ms / 1000:.0f}s"
+
+
+def _actions(args: argparse.Namespace, context: _Context) -> int:
+    reader = AuditStreamReader(context.client, context.stream)
+    reader.check()
+    since = parse_since(args.since, context.now)
+    steps = action_steps(reader.scan(since_id=stream_id_at(since)))
+    if args.json:
+        for step in steps:
+            print(json.dumps(step_json(step), ensure_ascii=False), file=context.out)
+        return EXIT_OK
+    if not steps:
+        print("no actions", file=context.out)
+        return EXIT_OK
+    print("TIME  CHAT  TURN  ACTION  TOOL  EVENT  CODE  DECIDED  RAN", file=context.out)
+    for step in steps:
+        at = step.at.astimezone(context.zone).strftime("%Y-%m-%d %H:%M:%S")
+        entry = step.step
+        decided = "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s"
+        ran = "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms"
+        print(
+            f"{at}  {printable(entry.chat_id)}  {printable(entry.turn_id)}  "
+            f"{printable(entry.action_id)}  {printable(entry.tool_name)}  "
+            f"{printable(entry.event)}  {printable(entry.error_code) or '-'}  {decided}  {ran}",
+            file=context.out,
+        )
+    return EXIT_OK
 
 
 def _handoffs(args: argparse.Namespace, context: _Context) -> int:

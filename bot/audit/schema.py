@@ -75,6 +75,7 @@ class EntryType(StrEnum):
     TOOL = "tool"
     TURN = "turn"
     HANDOFF = "handoff"
+    ACTION = "action"
 
 
 # A registered tool's name always fits this (tools.registry); a name the model made

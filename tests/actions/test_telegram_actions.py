@@ -7,6 +7,7 @@ the edits.
 """
 
 import asyncio
+import itertools
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -16,6 +17,9 @@ from typing import Any
 import pytest
 from aiogram import Bot
 from aiogram.types import Update
+from hypothesis import HealthCheck, Phase, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from bot.app import Application, build_application
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
@@ -25,6 +29,7 @@ from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers
+from bot.testing.audit_entries import stream_entries
 from bot.testing.pool_stop import stop_pool
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
@@ -94,6 +99,23 @@ class Stack:
     def callback_answers(self) -> list[str | None]:
         return [call.params.get("text") for call in self.telegram.calls_of("answerCallbackQuery")]
 
+    async def action_steps(self, action_id: str) -> list[dict[str, str]]:
+        entries = await stream_entries(self.app.redis, "actions:audit")
+        return [
+            entry
+            for entry in entries
+            if entry.get("type") == "action" and entry.get("action_id") == action_id
+        ]
+
+    async def wait_for_step(self, action_id: str, event: str) -> list[dict[str, str]]:
+        """Poll the audit stream until ``event`` of ``action_id`` is there (it follows delivery)."""
+        async with asyncio.timeout(10):
+            while True:
+                steps = await self.action_steps(action_id)
+                if any(step["event"] == event for step in steps):
+                    return steps
+                await asyncio.sleep(0.01)
+
     async def order(self, order_id: str) -> str:
         shop = RedisDemoShop(self.app.redis, self.app.keys, self.app.shop)
         order = await shop.order(Customer(user_id=CHAT, chat_id=CHAT), order_id)
@@ -102,7 +124,11 @@ class Stack:
 
 
 async def _stack(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, **env: Any
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+    model: ScriptedClient | None = None,
+    **env: Any,
 ) -> AsyncIterator[Stack]:
     settings = make_settings(
         TELEGRAM_API_BASE_URL=telegram.base_url,
@@ -112,7 +138,7 @@ async def _stack(
         SESSION_LEASE_SECONDS=3,
         **env,
     )
-    model = ScriptedClient(shop_model)
+    model = model or ScriptedClient(shop_model)
     app = await build_application(settings, llm=model)
     await app.redis.flushdb()
     front = build_dispatcher(
@@ -179,6 +205,13 @@ async def test_confirm_executes_once_edits_the_card_and_tells_the_outcome(stack:
     assert stack.callback_answers()[-1] == "Уже выполнено или больше не действует"
     outcomes = [t for t in stack.telegram.sent_texts(CHAT) if t.startswith("Заказ 8042 отменён")]
     assert len(outcomes) == 1
+
+    steps = await stack.wait_for_step(yes.split(":")[1], "executed")
+    assert [step["event"] for step in steps] == ["proposed", "confirmed", "executed"]
+    assert {step["tool_name"] for step in steps} == {"cancel_order"}
+    assert float(steps[1]["decide_ms"]) >= 0
+    assert float(steps[2]["duration_ms"]) > 0
+    assert all("передумал" not in value for step in steps for value in step.values())
 
 
 async def test_decline_changes_nothing_and_says_so(stack: Stack) -> None:
@@ -282,3 +315,77 @@ async def test_precondition_failure_goes_back_to_the_model_and_no_card(stack: St
     session = await stack.app.sessions.load(f"tg:{CHAT}")
     assert session is not None
     assert session.pending_action is None
+
+
+_examples = itertools.count(1)
+# Never shaped like anything the audit writes on its own: a leak is the only way in.
+MARK = "ПРИЗНАК-"
+
+
+@hypothesis_settings(
+    max_examples=15,
+    deadline=None,
+    # No shrinking: each example costs a whole turn and a press; the first leak is enough.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    # The stack is built once (it is costly); each example uses a chat of its own.
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    address=st.text(min_size=1, max_size=200).map(lambda text: MARK + text),
+    reason=st.text(min_size=1, max_size=200).map(lambda text: MARK + text),
+    confirm=st.booleans(),
+)
+async def test_the_audit_never_holds_an_actions_arguments(
+    planned_stack: "PlannedStack", address: str, reason: str, confirm: bool
+) -> None:
+    stack = planned_stack
+    chat = 20_000 + next(_examples)
+    tool, arguments = (
+        ("change_delivery_address", {"order_id": "8042", "address": address})
+        if confirm
+        else ("cancel_order", {"order_id": "8042", "reason": reason})
+    )
+    stack.plans[f"план {chat}"] = (tool, arguments)
+    await stack.stack.feed(stack.stack.telegram.message_update(chat, f"план {chat}"))
+    await stack.stack.telegram.wait_for(lambda: bool(stack.stack.telegram.keyboards(chat)))
+    message_id, _, keyboard = stack.stack.telegram.keyboards(chat)[0]
+    yes, no = (button["callback_data"] for button in keyboard[0])
+    await stack.stack.feed(
+        stack.stack.telegram.callback_update(chat, message_id, yes if confirm else no)
+    )
+    action_id = yes.split(":")[1]
+    steps = await stack.stack.wait_for_step(action_id, "executed" if confirm else "declined")
+
+    every_value = [
+        value
+        for entry in await stream_entries(stack.stack.app.redis, "actions:audit")
+        for value in entry.values()
+    ]
+    assert all(MARK not in value for value in every_value)
+    assert steps[0]["event"] == "proposed"
+
+
+@dataclass
+class PlannedStack:
+    """A stack whose model calls the write tool planned for each message text."""
+
+    stack: Stack
+    plans: dict[str, tuple[str, dict[str, Any]]]
+
+
+@pytest.fixture
+async def planned_stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[PlannedStack]:
+    plans: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    def planned(
+        messages_: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+    ) -> LLMResult:
+        if messages_[-1]["role"] == "tool":
+            return text_result("Нажмите кнопку на карточке.")
+        name, arguments = plans[str(messages_[-1]["content"])]
+        return tool_result(name, arguments)
+
+    async for built in _stack(redis_server, telegram, bot, model=ScriptedClient(planned)):
+        yield PlannedStack(built, plans)
