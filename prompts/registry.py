@@ -5,6 +5,7 @@ from prompts.summary.v1_1_0 import SUMMARY_PROMPT_V1_1_0
 from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
 from prompts.support_chat.v1_3_0 import SUPPORT_CHAT_PROMPT_V1_3_0
 from prompts.support_chat.v1_4_0 import SUPPORT_CHAT_PROMPT_V1_4_0
+from prompts.support_chat.v1_5_0 import SUPPORT_CHAT_PROMPT_V1_5_0
 from prompts.template import PromptTemplate
 
 SUPPORT_CHAT_PROMPT_ID = "support_chat"
@@ -49,6 +50,7 @@ def build_default_prompt_registry() -> PromptRegistry:
     registry.register(SUPPORT_CHAT_PROMPT_V1_2_0)
     registry.register(SUPPORT_CHAT_PROMPT_V1_3_0)
     registry.register(SUPPORT_CHAT_PROMPT_V1_4_0)
+    registry.register(SUPPORT_CHAT_PROMPT_V1_5_0)
     registry.register(SUMMARY_PROMPT_V1_0_0)
     registry.register(SUMMARY_PROMPT_V1_1_0)
     return registry

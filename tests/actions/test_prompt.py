@@ -1,0 +1,19 @@
+"""Support chat prompt 1.5.0: write actions only through the tools, confirmed by a button."""
+
+from prompts.registry import SUPPORT_CHAT_PROMPT_ID, build_default_prompt_registry
+
+
+def test_the_actions_prompt_names_the_tools_the_button_and_the_outcome_rule() -> None:
+    registry = build_default_prompt_registry()
+    text = registry.get(SUPPORT_CHAT_PROMPT_ID, "1.5.0").render()
+    earlier = registry.get(SUPPORT_CHAT_PROMPT_ID, "1.4.0").render()
+    for tool in ("cancel_order", "request_return", "change_delivery_address"):
+        assert tool in text
+        assert tool not in earlier
+    assert "по одному действию за раз" in text
+    assert "awaiting_confirmation" in text
+    assert "«Подтвердить»" in text
+    assert "пока его итог не появился в истории" in text
+    # The read-only promise of 1.4.0 is gone: it would contradict the write tools.
+    assert "только читают данные" in earlier
+    assert "только читают данные" not in text
