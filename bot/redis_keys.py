@@ -37,6 +37,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<prefix>:work}:sweep``         | string | one sweep period    | sweep          | sweep    |
 | ``AUDIT_STREAM`` (no prefix)      | stream | AUDIT_STREAM_MAXLEN | audit sink     | CLI      |
 | ``{AUDIT_STREAM}:done:<turn id>`` | string | 24 h                | audit sink     | sink     |
+| ``{AUDIT_STREAM}:index:*``        | various| trimmed with stream | audit sink     | CLI      |
 
 ``<conv>`` is a conversation key: ``tg:<chat id>`` for Telegram, the console's
 own name for the console; its alphabet is :data:`KEY_ALPHABET`.
@@ -254,6 +255,66 @@ class RedisKeys:
         if opening != -1 and closing > opening + 1:
             return f"{stream}:done:{turn_id}"
         return f"{{{stream}}}:done:{turn_id}"
+
+    @staticmethod
+    def audit_index(stream: str) -> "AuditIndexKeys":
+        """The audit stream's lookup index and per-minute rollups, in the stream's own slot."""
+        return AuditIndexKeys(f"{_same_slot(stream)}:index")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditIndexKeys:
+    """The index the audit sink writes with each turn (no text, no arguments in any of it).
+
+    Trimmed with the stream by the write script: what the stream no longer holds,
+    the index no longer names. The script builds ``minute`` and ``minute_chats``
+    keys from :attr:`minute_prefix` and the minute number, as these methods do.
+    """
+
+    base: str
+
+    @property
+    def turns(self) -> str:
+        """Hash: turn id -> ``<chat>|<entry id>,<entry id>,...``."""
+        return f"{self.base}:turns"
+
+    @property
+    def order(self) -> str:
+        """Zset: turn id scored by the ms of its newest entry (what trimming walks)."""
+        return f"{self.base}:order"
+
+    @property
+    def chats(self) -> str:
+        """Hash: chat (as the stream holds it) -> its newest turn ids, newest first (bounded)."""
+        return f"{self.base}:chats"
+
+    @property
+    def names(self) -> str:
+        """Hash: ``tool:<name>``, ``status:<status>``, ``outcome:<outcome>`` -> last seen ms."""
+        return f"{self.base}:names"
+
+    @property
+    def minutes(self) -> str:
+        """Zset: the minutes (since the epoch) that have a rollup."""
+        return f"{self.base}:minutes"
+
+    @property
+    def start(self) -> str:
+        """String: the first entry id the index covers (older entries are only in the stream)."""
+        return f"{self.base}:start"
+
+    @property
+    def minute_prefix(self) -> str:
+        """What a minute's keys start with; the minute number follows."""
+        return f"{self.base}:m:"
+
+    def minute(self, minute: int) -> str:
+        """Hash: one minute's counts and histogram buckets."""
+        return f"{self.minute_prefix}{minute}"
+
+    def minute_chats(self, minute: int) -> str:
+        """HyperLogLog: the chats that had turns in one minute (for the handoff rate)."""
+        return f"{self.minute_prefix}{minute}:c"
 
 
 def _same_slot(key: str) -> str:

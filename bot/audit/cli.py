@@ -29,6 +29,7 @@ from bot.audit.actions import stats_lines as action_stats_lines
 from bot.audit.export import StreamExporter
 from bot.audit.handoffs import handoff_stats, open_handoffs
 from bot.audit.knowledge_gaps import knowledge_gaps, search_share
+from bot.audit.lookup import AuditIndex
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
 from bot.audit.reader import AuditStreamReader
 from bot.audit.render import (
@@ -274,7 +275,16 @@ def _tail(args: argparse.Namespace, context: _Context) -> int:
     since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
     # The newest id is taken first so that --follow continues exactly where the tail ended.
     last_id = reader.last_id()
-    entries = reader.newest(args.n, entry_filter, since_id=since_id, until_id=last_id)
+    index = AuditIndex(context.client, context.stream)
+    indexed = index.covers(since_id)
+    if indexed and not args.follow and _unknown_filter(index, args):
+        return _fail(f"nothing found: {_filter_text(args)}", EXIT_FAILURE)
+    if indexed and entry_filter.chat_ids:
+        entries = index.chat(entry_filter.chat_ids, args.n, entry_filter, since_id=since_id)
+    else:
+        entries = reader.newest(args.n, entry_filter, since_id=since_id, until_id=last_id)
+    if not entries and not args.follow and (args.chat or args.tool or args.status):
+        return _fail(f"nothing found: {_filter_text(args)}", EXIT_FAILURE)
     table = EntryTable(context.zone, fixed=args.follow)
     if args.json:
         print_json_lines(entries, context.out)
@@ -297,7 +307,11 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
     reader.check()
     since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
     turn_id = incident_code(args.turn_id)
-    entries = reader.turn(turn_id, since_id=since_id)
+    index = AuditIndex(context.client, context.stream)
+    if index.covers(since_id):
+        entries = index.turn(turn_id, since_id=since_id)
+    else:
+        entries = reader.turn(turn_id, since_id=since_id)
     if not entries:
         return _fail(
             f"no entries for turn {turn_id!r} in {context.stream!r} "
@@ -327,19 +341,26 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     reader = AuditStreamReader(context.client, context.stream)
     reader.check()
     since = parse_since(args.since, context.now)
-    counted = _Counting(reader.scan(since_id=stream_id_at(since)))
-    entries = list(counted)
-    stats = compute_stats(entries)
-    handoff = handoff_stats(entries)
-    searches = search_share(entries)
+    index = AuditIndex(context.client, context.stream)
+    if index.covers(stream_id_at(since)):
+        rolled = index.stats(since)
+        stats, handoff, searches = rolled.stats, rolled.handoffs, rolled.searches
+        actions, read = rolled.actions, rolled.entries
+    else:
+        counted = _Counting(reader.scan(since_id=stream_id_at(since)))
+        entries = list(counted)
+        stats = compute_stats(entries)
+        handoff = handoff_stats(entries)
+        searches = search_share(entries)
+        actions, read = action_stats(entries), counted.count
     if args.json:
-        report = stats_json(stats, since, counted.count)
+        report = stats_json(stats, since, read)
         report["knowledge"] = {
             "searches": searches.searches,
             "empty": searches.empty,
             "empty_rate": searches.empty_rate,
         }
-        report["actions"] = action_stats_json(action_stats(entries))
+        report["actions"] = action_stats_json(actions)
         report["handoffs"] = {
             "opened": handoff.opened,
             "chats": handoff.chats,
@@ -352,7 +373,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         }
         print(json.dumps(report, ensure_ascii=False), file=context.out)
         return EXIT_OK
-    for line in stats_lines(stats, since, counted.count, context.zone):
+    for line in stats_lines(stats, since, read, context.zone):
         print(line, file=context.out)
     empty = "-" if searches.empty_rate is None else f"{searches.empty_rate * 100:.1f}%"
     print(
@@ -368,7 +389,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         f"max {_seconds(wait.max)}",
         file=context.out,
     )
-    for line in action_stats_lines(action_stats(entries)):
+    for line in action_stats_lines(actions):
         print(line, file=context.out)
     return EXIT_OK
 
@@ -560,6 +581,24 @@ class _Counting:
         for entry in self._entries:
             self.count += 1
             yield entry
+
+
+def _unknown_filter(index: AuditIndex, args: argparse.Namespace) -> bool:
+    """Whether a ``--tool`` or ``--status`` names nothing the index has seen."""
+    if args.tool and not index.seen("tool", args.tool):
+        return True
+    status = args.status
+    return bool(status) and not (index.seen("status", status) or index.seen("outcome", status))
+
+
+def _filter_text(args: argparse.Namespace) -> str:
+    """The filters as typed, for the "nothing found" line."""
+    parts = [
+        f"--{name} {value}"
+        for name, value in (("chat", args.chat), ("tool", args.tool), ("status", args.status))
+        if value
+    ]
+    return "no entries match " + " ".join(parts)
 
 
 def _chat_forms(chat: str | None, hmac_key: bytes | None) -> frozenset[str]:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import ResponseError
 
+from bot.audit.index import WRITE_ONCE, write_once_call
 from bot.audit.schema import CHAT_ID, QUEUED_AT, TURN_ID, AuditEntry
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
@@ -18,25 +19,9 @@ logger = logging.getLogger(__name__)
 
 _DONE_TTL_SECONDS = 24 * 3600
 
-# A turn's entries, written once: a repeated write of the same turn (a reply delivered
-# again after a crash, a write retried after a timeout) finds the turn's mark.
-# KEYS: stream, the turn's done mark (in the stream's slot).
-# ARGV: maxlen, mark ttl, entry count, then per entry: field count, field, value, ...
-_WRITE_ONCE = """
-if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
-local i = 4
-for _ = 1, tonumber(ARGV[3]) do
-  local count = tonumber(ARGV[i])
-  i = i + 1
-  local command = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*'}
-  for _ = 1, count * 2 do
-    command[#command + 1] = ARGV[i]
-    i = i + 1
-  end
-  redis.call(unpack(command))
-end
-return 1
-"""
+# A turn's entries are written once (see bot.audit.index.WRITE_ONCE): a repeated write
+# of the same turn (a reply delivered again after a crash, a write retried after a
+# timeout) finds the turn's mark and changes neither the stream nor its index.
 # Entries Redis did not take wait in memory for the next write; beyond this many the
 # oldest are dropped (they are in the warning log line already).
 DEFAULT_MAX_PENDING_ENTRIES = 10_000
@@ -91,7 +76,8 @@ class RedisStreamAuditSink:
         self._written_entries = 0
         self._max_pending = max_pending
         self._pending: deque[dict[str, str]] = deque()
-        self._write_once = client.register_script(_WRITE_ONCE)
+        self._write_once = client.register_script(WRITE_ONCE)
+        self._index = RedisKeys.audit_index(stream)
 
     @property
     def lost_entries(self) -> int:
@@ -206,16 +192,19 @@ class RedisStreamAuditSink:
                 groups.append([row])
         results: list[object] = []
         for group in groups:
-            args: list[str | int] = [self._maxlen, _DONE_TTL_SECONDS, len(group)]
-            for row in group:
-                args.append(len(row))
-                for name, value in row.items():
-                    args.extend((name, value))
             # An entry of no turn has nothing to repeat it by: a mark of its own.
             turn_id = group[0].get(TURN_ID) or f"none-{secrets.token_hex(8)}"
             done = RedisKeys.audit_done(self._stream, turn_id)
+            keys, args = write_once_call(
+                self._index,
+                self._stream,
+                done,
+                group,
+                maxlen=self._maxlen,
+                done_ttl_seconds=_DONE_TTL_SECONDS,
+            )
             try:
-                result: object = await self._write_once(keys=[self._stream, done], args=args)
+                result: object = await self._write_once(keys=keys, args=args)
             except ResponseError as error:
                 # Refused by Redis itself (a wrong key type): these rows only.
                 result = error

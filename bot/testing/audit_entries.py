@@ -1,11 +1,14 @@
 """Audit entries for tests, with every field chosen by the test, and reading them back."""
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import redis
 
+from bot.audit.index import WRITE_ONCE, write_once_call
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys
 from tools.execution import ToolExecutionRecord
 from turn import ToolStatus, TurnOutcome, Usage
 
@@ -87,6 +90,25 @@ def append(
         entry_id = "*" if at is None else f"{int(at.timestamp() * 1000)}-{index}"
         ids.append(str(client.xadd(stream, entry.to_fields(), id=entry_id)))  # type: ignore[arg-type]
     return ids
+
+
+def append_indexed(
+    client: redis.Redis, stream: str, entries: Sequence[Mapping[str, str]], maxlen: int = 1_000_000
+) -> bool:
+    """Write one turn's entry fields as the sink does (its write-once script, with the index).
+
+    ``False`` when the turn was written before (the script changed nothing).
+    """
+    turn_id = entries[0].get("turn_id") or "none"
+    keys, args = write_once_call(
+        RedisKeys.audit_index(stream),
+        stream,
+        RedisKeys.audit_done(stream, turn_id),
+        entries,
+        maxlen=maxlen,
+        done_ttl_seconds=24 * 3600,
+    )
+    return bool(client.eval(WRITE_ONCE, len(keys), *keys, *args))
 
 
 def hours_ago(hours: float) -> datetime:

@@ -1,0 +1,224 @@
+"""The audit index: lookups that read only what they show, rollups, retention, nothing found.
+
+Entries are written by the sink's own write-once script (with the index); the
+commands Redis ran are counted with ``INFO commandstats``, so a lookup that
+reads the stream from end to end cannot pass.
+"""
+
+import json
+
+import pytest
+import redis
+
+from bot.audit.cli import main
+from bot.audit.index import CHAT_TURNS_KEPT, WRITE_ONCE, write_once_call
+from bot.audit.schema import HandoffAuditEntry
+from bot.redis_keys import RedisKeys
+from bot.testing.audit_entries import append_indexed, simple_turn, tool_entry, turn_entry
+from tests.audit.conftest import STREAM
+from turn import ToolStatus, TurnOutcome
+
+pytestmark = pytest.mark.usefixtures("cli_env")
+
+OTHERS = 1500
+INDEX = RedisKeys.audit_index(STREAM)
+
+
+def _turn(client: redis.Redis, turn_id: str, chat: str = "100200300", **kwargs: object) -> None:
+    rows = [entry.to_fields() for entry in simple_turn(turn_id, chat_id=chat, **kwargs)]  # type: ignore[arg-type]
+    assert append_indexed(client, STREAM, rows)
+
+
+def _many(client: redis.Redis, count: int, chat: str = "777") -> None:
+    pipe = client.pipeline(transaction=False)
+    for number in range(count):
+        turn_id = f"N{number:09d}"
+        rows = [entry.to_fields() for entry in simple_turn(turn_id, chat_id=chat)]
+        keys, args = write_once_call(
+            INDEX, STREAM, RedisKeys.audit_done(STREAM, turn_id), rows,
+            maxlen=1_000_000, done_ttl_seconds=3600,
+        )  # fmt: skip
+        pipe.eval(WRITE_ONCE, len(keys), *keys, *args)
+    pipe.execute()
+
+
+def _calls(client: redis.Redis) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
+
+
+def _reads_of_the_stream(client: redis.Redis) -> tuple[int, int]:
+    """XRANGE calls (one per entry shown is fine) and XREVRANGE calls (a scan)."""
+    calls = _calls(client)
+    return calls.get("xrange", 0), calls.get("xrevrange", 0)
+
+
+def test_turn_reads_only_its_own_entries_among_many_others(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _turn(sync_redis, "K7M2QX9PAF", tools=("get_order_status", "search_help_center"))
+    _many(sync_redis, OTHERS)
+    sync_redis.config_resetstat()
+
+    assert main(["turn", "K7M2QX9PAF", "--json"]) == 0
+
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["type"], r["turn_id"]) for r in rows] == [
+        ("tool", "K7M2QX9PAF"),
+        ("tool", "K7M2QX9PAF"),
+        ("turn", "K7M2QX9PAF"),
+    ]
+    xrange_calls, xrevrange_calls = _reads_of_the_stream(sync_redis)
+    assert xrevrange_calls == 0
+    assert xrange_calls <= 3 + 1
+
+
+def test_an_unknown_turn_is_not_found_without_reading_the_stream(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _many(sync_redis, OTHERS)
+    sync_redis.config_resetstat()
+
+    assert main(["turn", "ZZZZZZZZZZ"]) == 1
+
+    assert "no entries for turn 'ZZZZZZZZZZ'" in capsys.readouterr().err
+    assert _reads_of_the_stream(sync_redis) <= (1, 0)
+
+
+def test_tail_chat_reads_the_chats_turns_only(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _turn(sync_redis, "CHAT1TURN2", chat="4242")
+    _many(sync_redis, OTHERS)
+    _turn(sync_redis, "CHAT1TURN3", chat="4242")
+    sync_redis.config_resetstat()
+
+    assert main(["tail", "--chat", "4242", "--json"]) == 0
+
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["turn_id"] for r in rows] == ["CHAT1TURN2"] * 2 + ["CHAT1TURN3"] * 2
+    xrange_calls, xrevrange_calls = _reads_of_the_stream(sync_redis)
+    assert xrevrange_calls <= 1  # the newest id, for --follow
+    assert xrange_calls <= 4 + 1
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["tail", "--chat", "999999"],
+        ["tail", "--tool", "no_such_tool"],
+        ["tail", "--status", "no_such_status"],
+        ["tail", "--chat", "999999", "--json"],
+    ],
+)
+def test_a_filter_that_matches_nothing_says_so_in_one_line_and_exits_1(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str], arguments: list[str]
+) -> None:
+    _turn(sync_redis, "K7M2QX9PAF")
+    _many(sync_redis, OTHERS)
+    sync_redis.config_resetstat()
+
+    assert main(arguments) == 1
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1
+    assert "nothing found" in captured.err
+    assert _reads_of_the_stream(sync_redis)[1] <= 1
+
+
+def test_stats_come_from_the_rollups(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        tool_entry("STATS00001", status=ToolStatus.TIMEOUT, duration_ms=100.0).to_fields(),
+        tool_entry("STATS00001", tool_name="search_help_center", duration_ms=30.0).to_fields()
+        | {"result_count": "0", "top_result": ""},
+        turn_entry("STATS00001", outcome=TurnOutcome.MODEL_ERROR, latency_ms=2000.0)
+        .to_fields(),
+    ]  # fmt: skip
+    assert append_indexed(sync_redis, STREAM, rows)
+    handoff = HandoffAuditEntry(chat_id="5", turn_id="STATS00002", event="opened", trigger="tool")
+    assert append_indexed(sync_redis, STREAM, [handoff.to_fields()])
+    _many(sync_redis, OTHERS)
+    sync_redis.config_resetstat()
+
+    assert main(["stats", "--json"]) == 0
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["entries"] == 4 + 2 * OTHERS
+    tools = {tool["tool_name"]: tool for tool in report["tools"]}
+    assert tools["get_order_status"]["count"] == 1 + OTHERS
+    assert tools["get_order_status"]["by_status"] == {"timeout": 1, "success": OTHERS}
+    assert tools["get_order_status"]["duration_ms"]["max"] == 100.0
+    # A fixed bucket: within 10% above the true 12.5 ms.
+    assert 12.5 <= tools["get_order_status"]["duration_ms"]["p50"] <= 12.5 * 1.1
+    assert report["turns"]["by_outcome"] == {"answered": OTHERS, "model_error": 1}
+    assert report["knowledge"] == {"searches": 1, "empty": 1, "empty_rate": 1.0}
+    assert report["handoffs"]["opened"] == 1
+    assert report["handoffs"]["chats"] == 2  # 100200300 and 777 had turns
+    assert _reads_of_the_stream(sync_redis) <= (1, 0)
+
+
+def test_a_repeated_write_changes_neither_the_stream_nor_the_rollups(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [entry.to_fields() for entry in simple_turn("TWICE00001")]
+    assert append_indexed(sync_redis, STREAM, rows)
+    assert not append_indexed(sync_redis, STREAM, rows)
+
+    assert main(["stats", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sync_redis.xlen(STREAM) == 2
+    assert report["entries"] == 2
+    assert report["turns"]["count"] == 1
+    assert report["tools"][0]["count"] == 1
+    assert sync_redis.hget(INDEX.chats, "100200300") == "TWICE00001"
+
+
+def test_the_index_forgets_what_the_stream_no_longer_holds(sync_redis: redis.Redis) -> None:
+    _turn(sync_redis, "OLDTURN001", chat="1")
+    _turn(sync_redis, "OLDTURN002", chat="2")
+    _turn(sync_redis, "KEPTTURN01", chat="2")
+    # A minute long gone from the stream, as an older write left it.
+    sync_redis.zadd(INDEX.minutes, {"1": 1})
+    sync_redis.hset(INDEX.minute(1), "entries", "5")
+    kept_id = (sync_redis.xrange(STREAM) or [])[4][0]
+    sync_redis.xtrim(STREAM, minid=kept_id, approximate=False)
+
+    _turn(sync_redis, "NEXTTURN01", chat="3")
+
+    assert sorted(sync_redis.hkeys(INDEX.turns)) == ["KEPTTURN01", "NEXTTURN01"]
+    assert sync_redis.zrange(INDEX.order, 0, -1) == ["KEPTTURN01", "NEXTTURN01"]
+    assert sync_redis.hget(INDEX.chats, "1") is None
+    assert sync_redis.hget(INDEX.chats, "2") == "KEPTTURN01"
+    assert sync_redis.exists(INDEX.minute(1)) == 0
+    assert "1" not in sync_redis.zrange(INDEX.minutes, 0, -1)
+
+
+def test_a_chat_names_its_newest_turns_only(sync_redis: redis.Redis) -> None:
+    for number in range(CHAT_TURNS_KEPT + 5):
+        _turn(sync_redis, f"C{number:09d}", chat="9")
+
+    listed = str(sync_redis.hget(INDEX.chats, "9")).split(",")
+    assert len(listed) == CHAT_TURNS_KEPT
+    assert listed[0] == f"C{CHAT_TURNS_KEPT + 4:09d}"
+
+
+def test_nothing_in_the_index_holds_text_or_arguments(sync_redis: redis.Redis) -> None:
+    rows = [entry.to_fields() for entry in simple_turn("PRIVATE001", chat_id="55")]
+    rows[-1]["model"] = "SECRET-MODEL-TEXT"
+    rows[0]["call_id"] = "SECRET-CALL"
+    assert append_indexed(sync_redis, STREAM, rows)
+
+    dumped = ""
+    for key in sync_redis.scan_iter(f"{{{STREAM}}}:index*"):
+        kind = sync_redis.type(key)
+        if kind == "hash":
+            dumped += json.dumps(sync_redis.hgetall(key))
+        elif kind == "zset":
+            dumped += json.dumps(sync_redis.zrange(key, 0, -1))
+        elif kind == "string" and not key.endswith(":c"):
+            dumped += str(sync_redis.get(key))
+    assert "SECRET" not in dumped
+    assert "PRIVATE001" in dumped
