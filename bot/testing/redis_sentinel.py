@@ -1,5 +1,6 @@
 """A master, a replica and three Sentinels on loopback: fail-over for real."""
 
+import secrets
 import shutil
 import socket
 import subprocess
@@ -16,17 +17,34 @@ class SentinelProcess:
 
     def __init__(self, master_port: int, directory: str) -> None:
         self.port = free_port()
+        self.run_id = secrets.token_hex(20)
+        self._master_port = master_port
+        self._directory = directory
         self._config = Path(directory) / f"sentinel-{self.port}.conf"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def write_config(self, replica_port: int, others: "list[SentinelProcess]") -> None:
+        """Its configuration, naming the replica and the other Sentinels it would discover.
+
+        A Sentinel writes these ``known-*`` lines itself once it has met them (hello
+        messages every 2 s); written ahead, the group votes from the start, as after
+        a restart.
+        """
+        known = "".join(
+            f"sentinel known-sentinel {SERVICE} 127.0.0.1 {other.port} {other.run_id}\n"
+            for other in others
+        )
         self._config.write_text(
             f"port {self.port}\n"
             "bind 127.0.0.1\n"
-            f"dir {directory}\n"
-            f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2\n"
+            f"dir {self._directory}\n"
+            f"sentinel myid {self.run_id}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {self._master_port} 2\n"
             f"sentinel down-after-milliseconds {SERVICE} 1000\n"
             f"sentinel failover-timeout {SERVICE} 5000\n"
             f"sentinel parallel-syncs {SERVICE} 1\n"
+            f"sentinel known-replica {SERVICE} 127.0.0.1 {replica_port}\n" + known
         )
-        self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         """Start and wait until it answers PING."""
@@ -64,8 +82,11 @@ class SentinelGroup:
         """Start everything; returns once the replica is in sync and every Sentinel sees it."""
         self.master.start()
         self.replica.start()
-        for _ in range(3):
-            sentinel = SentinelProcess(self.master.port, self.master.directory)
+        group = [SentinelProcess(self.master.port, self.master.directory) for _ in range(3)]
+        for sentinel in group:
+            sentinel.write_config(
+                self.replica.port, [other for other in group if other is not sentinel]
+            )
             sentinel.start()
             self.sentinels.append(sentinel)
         deadline = time.monotonic() + 30

@@ -58,6 +58,10 @@ class RedisServer:
                 self._dir,
                 "--protected-mode",
                 "yes",
+                # A replica's first sync starts at once, not after the default 5 s wait
+                # for more replicas to share one diskless transfer.
+                "--repl-diskless-sync-delay",
+                "0",
                 *self._extra_args,
             ],
             stdout=subprocess.DEVNULL,
