@@ -47,7 +47,7 @@ from bot.audit.time_spec import TimeSpecError, parse_since
 from bot.queue.dead_letters import read_dead_letters
 from bot.redis_connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
 from bot.redis_keys import RedisKeys
-from bot.settings import AuditSettings, RedisSettings
+from bot.settings import AuditSettings, HandoffSettings, RedisSettings
 
 PROGRAM = "support-audit"
 MIN_HMAC_KEY_CHARS = 16
@@ -457,7 +457,18 @@ def _handoffs(args: argparse.Namespace, context: _Context) -> int:
     reader = AuditStreamReader(context.client, context.stream)
     reader.check()
     since = parse_since(args.since, context.now)
-    current = open_handoffs(reader.scan(since_id=stream_id_at(since)), context.now)
+    staff_chat_id = _staff_chat_id()
+    index = AuditIndex(context.client, context.stream)
+    if staff_chat_id is not None and index.covers():
+        current = index.open_handoffs(
+            RedisKeys(context.key_prefix),
+            staff_chat_id,
+            lambda chat: _chat_forms(chat, context.hmac_key),
+            context.now,
+        )
+    else:
+        # Without STAFF_CHAT_ID the staff group's set is unknown: the stream tells.
+        current = open_handoffs(reader.scan(since_id=stream_id_at(since)), context.now)
     if args.json:
         for handoff in current:
             row = {
@@ -581,6 +592,14 @@ class _Counting:
         for entry in self._entries:
             self.count += 1
             yield entry
+
+
+def _staff_chat_id() -> int | None:
+    """The staff group (``STAFF_CHAT_ID``) whose open handoffs to list, if set and valid."""
+    try:
+        return HandoffSettings().staff_chat_id
+    except ValidationError:
+        return None
 
 
 def _unknown_filter(index: AuditIndex, args: argparse.Namespace) -> bool:

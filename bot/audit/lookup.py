@@ -7,18 +7,22 @@ index alone can answer for a period, and the CLI reads the stream otherwise.
 """
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from bot.audit.actions import ACTION_EVENTS, ToolActionStats
-from bot.audit.handoffs import HandoffStats
+from bot.audit.handoffs import HandoffStats, OpenHandoff
+from bot.audit.schema import EntryType, HandoffAuditEntry
 from bot.audit.index import MAX_PREFIX, bucket_upper
 from bot.audit.knowledge_gaps import SearchShare
 from bot.audit.stats import FAILED_STATUSES, AuditStats, Distribution, ToolStats, TurnStats
 from bot.audit.stream import EntryFilter, StreamEntry, parse_entries
 from bot.redis_connection import SyncRedisClient
-from bot.redis_keys import RedisKeys
+from bot.redis_keys import RedisKeys, telegram_chat_id
+
+# A chat's newest handoff entries read to describe its open handoff.
+_HANDOFF_STEPS = 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +83,55 @@ class AuditIndex:
             batch, ids = ids[-limit:], ids[:-limit]
             found = [e for e in self._entries(batch) if entry_filter.matches(e)] + found
         return found[-limit:]
+
+    def open_handoffs(
+        self,
+        keys: RedisKeys,
+        staff_chat_id: int,
+        chat_forms: Callable[[str], frozenset[str]],
+        now: datetime,
+    ) -> list[OpenHandoff]:
+        """Handoffs open now, as the bot's own open-handoffs set says, oldest first.
+
+        The set names the conversations, the session's ``h`` field their state,
+        and the chat's newest indexed handoff entries the trigger, the reason,
+        when it opened and the wait for the first staff reply; the stream is
+        not scanned. One whose opening the stream no longer holds is listed
+        with what is known.
+        """
+        members = self._client.zrange(keys.open_handoffs(staff_chat_id), 0, -1)
+        found: list[OpenHandoff] = []
+        handoff_only = EntryFilter(entry_type=EntryType.HANDOFF.value)
+        for member in members:
+            conversation = str(member)
+            chat_id = telegram_chat_id(conversation)
+            chat = str(chat_id) if chat_id is not None else conversation
+            state = self._client.hget(keys.conversation(conversation).session, "h")
+            opened: StreamEntry | None = None
+            wait_ms: float | None = None
+            for entry in self.chat(chat_forms(chat), _HANDOFF_STEPS, handoff_only):
+                step = HandoffAuditEntry.from_fields(entry.fields)
+                if step.event == "opened":
+                    opened, wait_ms = entry, None
+                elif step.event == "first_reply":
+                    wait_ms = step.wait_ms
+            first = HandoffAuditEntry.from_fields(opened.fields) if opened else None
+            opened_at = opened.recorded_at if opened is not None else now
+            kind = str(state) if state else ("human" if wait_ms is not None else "waiting")
+            waited = (
+                (now - opened_at).total_seconds() if kind == "waiting" else (wait_ms or 0.0) / 1000
+            )
+            found.append(
+                OpenHandoff(
+                    chat_id=chat,
+                    state=kind,
+                    trigger=first.trigger if first else "",
+                    reason=first.reason if first else "",
+                    opened_at=opened_at,
+                    waiting_seconds=max(waited, 0.0),
+                )
+            )
+        return sorted(found, key=lambda handoff: handoff.opened_at)
 
     def seen(self, kind: str, value: str) -> bool:
         """Whether a ``tool``, ``status`` or ``outcome`` named ``value`` is in the index."""

@@ -222,3 +222,38 @@ def test_nothing_in_the_index_holds_text_or_arguments(sync_redis: redis.Redis) -
             dumped += str(sync_redis.get(key))
     assert "SECRET" not in dumped
     assert "PRIVATE001" in dumped
+
+
+def test_handoffs_read_the_open_set_and_the_chats_index_not_the_stream(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STAFF_CHAT_ID", "-1001")
+    keys = RedisKeys("support")
+
+    def step(chat: str, turn_id: str, event: str, **fields: object) -> None:
+        entry = HandoffAuditEntry(chat_id=chat, turn_id=turn_id, event=event, **fields)  # type: ignore[arg-type]
+        assert append_indexed(sync_redis, STREAM, [entry.to_fields()])
+
+    step("111", "HANDOFF001", "opened", trigger="command")
+    step("222", "HANDOFF002", "opened", trigger="tool", reason="complaint")
+    step("222", "HANDOFF003", "first_reply", wait_ms=42000.0)
+    # Open in the stream but closed by the bot's own set: not listed.
+    step("333", "HANDOFF004", "opened", trigger="staff")
+    _many(sync_redis, OTHERS)
+    sync_redis.zadd(keys.open_handoffs(-1001), {"tg:111": 1, "tg:222": 2})
+    sync_redis.hset(keys.conversation("tg:111").session, "h", "waiting")
+    sync_redis.hset(keys.conversation("tg:222").session, "h", "human")
+    sync_redis.config_resetstat()
+
+    assert main(["handoffs", "--json"]) == 0
+
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["chat_id"], r["state"], r["trigger"], r["reason"]) for r in rows] == [
+        ("111", "waiting", "command", ""),
+        ("222", "human", "tool", "complaint"),
+    ]
+    assert rows[0]["waiting_seconds"] >= 0
+    assert rows[1]["waiting_seconds"] == 42.0
+    xrange_calls, xrevrange_calls = _reads_of_the_stream(sync_redis)
+    assert xrevrange_calls == 0
+    assert xrange_calls <= 3 + 1
