@@ -53,6 +53,11 @@ from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.human_agent import build_request_human_agent_tool
+from tools.order_actions import (
+    CANCEL_ORDER_TOOL_NAME,
+    CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
+    REQUEST_RETURN_TOOL_NAME,
+)
 from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
 from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
 from tools.registry import ToolRegistry
@@ -161,6 +166,9 @@ def build_offline_model(shop: ShopStore) -> OfflineChatModel:
             product_search_tool=SEARCH_PRODUCTS_TOOL_NAME,
             support_hours_tool=GET_SUPPORT_HOURS_TOOL_NAME,
             help_center_tool=SEARCH_HELP_CENTER_TOOL_NAME,
+            cancel_order_tool=CANCEL_ORDER_TOOL_NAME,
+            request_return_tool=REQUEST_RETURN_TOOL_NAME,
+            change_address_tool=CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
             return_policy_products=tuple(policy.product for policy in shop.return_policies),
             catalogue_texts=tuple(f"{p.name} {p.category}" for p in shop.products),
         )
@@ -446,5 +454,8 @@ async def build_application(
             registry=registry,
             chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
+            store=sessions,
+            audit=turn_audit,
+            lease_seconds=settings.session.lease_seconds,
         ),
     )

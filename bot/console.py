@@ -11,11 +11,13 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
+from bot.actions.pending import CONFIRM_LABEL, DECLINE_LABEL, ActionCard, Choice
 from bot.app import Application
 from bot.chat_errors import ChatServiceError
 from bot.chat_service import ChatReply
 from bot.console_answer import ConsoleAnswer
 from bot.redis_keys import safe_conversation_key
+from bot.sessions.store import SessionStoreError
 from bot.telegram import messages
 from turn import TurnContext, new_turn_id
 
@@ -32,6 +34,10 @@ OPERATOR_NOTE = (
     "In Telegram with STAFF_CHAT_ID set, it opens a topic for staff and the bot stays "
     "silent until staff /close it (README, Human handoff)."
 )
+
+
+_DECISIONS: dict[str, Choice] = {"д": "yes", "н": "no"}
+"""The console's buttons: «Подтвердить» [д], «Не нужно» [н]."""
 
 
 def console_conversation_key(name: str | None = None) -> str:
@@ -207,6 +213,7 @@ class Console:
         self, app: Application, conversation_key: str, stdin: TextIO, screen: ConsoleScreen
     ) -> None:
         self._chat = app.chat
+        self._actions = app.actions
         self._streaming = app.settings.telegram.streaming == "on"
         self._key = conversation_key
         self._stdin = stdin
@@ -238,8 +245,35 @@ class Console:
                 self._print(f"Бот: {messages.OPERATOR_OFF}")
                 self._print(OPERATOR_NOTE, dim=True)
                 continue
-            if text:
-                await self._answer(text)
+            if text and not await self._turn(text):
+                return 0
+
+    async def _turn(self, text: str) -> bool:
+        """Answer ``text``; while a card waits, ask [д/н] (anything else is the next message).
+
+        Returns false when the input ended or ``/exit`` was typed at the card's question.
+        """
+        card = await self._answer(text)
+        while card is not None:
+            self._print(f"[Карточка] {card.text}")
+            self._print(f"{CONFIRM_LABEL} [д] / {DECLINE_LABEL} [н]?", dim=True)
+            self._screen.prompt()
+            line = await _read_line(self._stdin)
+            if not line:
+                self._print()
+                return False
+            self._screen.entered()
+            answer = line.strip()
+            if answer == "/exit":
+                return False
+            if answer.lower() in _DECISIONS:
+                await self._decide(card, _DECISIONS[answer.lower()])
+                return True
+            # Not a decision: the card stays pending, as an unpressed card in Telegram.
+            self._print("Карточка ждёт решения; действие не выполнено.", dim=True)
+            if answer:
+                card = await self._answer(answer) or card
+        return True
 
     async def _reset(self) -> None:
         try:
@@ -249,7 +283,7 @@ class Console:
             return
         self._print("Начат новый диалог.")
 
-    async def _answer(self, text: str) -> None:
+    async def _answer(self, text: str) -> ActionCard | None:
         context = TurnContext(
             conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
         )
@@ -264,17 +298,38 @@ class Console:
             # What a Telegram customer reads, incident code included; then the detail, dim.
             self._print(f"Бот: {messages.failure_message(error, turn_id)}")
             self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
-            return
+            return None
         except Exception:
             if stream is not None:
                 stream.abandon()
             # A bug: as in Telegram, the trace goes to the log and the chat goes on.
             logger.exception("Turn %s failed unexpectedly", turn_id)
             self._print(f"Бот: {messages.unexpected_failure_message(turn_id)}")
-            return
+            return None
         if stream is None or not stream.finish():
             self._print(f"Бот: {reply.text}")
         self._print(_metadata(reply), dim=True)
+        return reply.card
+
+    async def _decide(self, card: ActionCard, choice: Choice) -> None:
+        """The press of a button: settled at once (the console has no queue)."""
+        if self._actions is None:
+            return
+        try:
+            result = await self._actions.decide_now(
+                self._key, self._key, card.action_id, choice, new_turn_id()
+            )
+        except ChatServiceError as error:
+            self._print(f"! {error.kind}: {error}")
+            return
+        except SessionStoreError as error:
+            self._print(f"! storage: {type(error).__name__}")
+            return
+        if result is None:
+            self._print("Бот: Это действие уже не ждёт решения.")
+            return
+        self._print(f"[Карточка] {result.card_text}", dim=True)
+        self._print(f"Бот: {result.message}")
 
 
 async def run_console(app: Application, conversation: str | None = None) -> int:

@@ -9,7 +9,7 @@ is ``offline-demo`` so that nobody mistakes it for a real model.
 import itertools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,10 @@ _SEARCH_WORDS = re.compile(
 )
 _RETURN_WORDS = re.compile(r"верну|возвра|сдать")
 _RETURNED_THING = re.compile(r"(?:верну|возвра|сдать)[а-яё]*\s+(?:ли\s+)?([а-яё]{3,})")
+_CANCEL_WORDS = re.compile(r"отмен")
+_WANT_WORDS = re.compile(r"хочу|оформ|прошу|нужно|надо")
+_NEW_ADDRESS = re.compile(r"адрес[а-яё]*\b.*?\sна\s+(.{5,300})$", re.IGNORECASE | re.DOTALL)
+_CONFIRM_WORDS = re.compile(r"^\s*(да|подтверждаю|согласен|согласна|ок|окей)\b")
 _GREETING = re.compile(r"^(здравствуй|привет|добр|hello|hi)")
 _THANKS = re.compile(r"спасибо|благодар")
 _WORD = re.compile(r"[a-zа-яё0-9]+")
@@ -56,6 +60,10 @@ class OfflineDemoKnowledge:
     return_policy_products: tuple[str, ...]
     catalogue_texts: tuple[str, ...]
     help_center_tool: str | None = None
+    # The write tools (actions the customer confirms), when the application offers them.
+    cancel_order_tool: str | None = None
+    request_return_tool: str | None = None
+    change_address_tool: str | None = None
 
 
 class OfflineChatModel:
@@ -80,6 +88,13 @@ class OfflineChatModel:
         }
         if knowledge.help_center_tool is not None:
             self._describers[knowledge.help_center_tool] = _describe_articles
+        for write in (
+            knowledge.cancel_order_tool,
+            knowledge.request_return_tool,
+            knowledge.change_address_tool,
+        ):
+            if write is not None:
+                self._describers[write] = _describe_proposal
         self._ids = itertools.count(1)
 
     @property
@@ -114,7 +129,7 @@ class OfflineChatModel:
             return self._result(messages, text=_summarise(messages), tool_calls=())
         offered = {tool["function"]["name"] for tool in tools}
         if tool_choice == "auto" and offered:
-            for name, arguments in self._plan(user_text):
+            for name, arguments in self._plan(user_text, offered):
                 if name in offered and name not in called:
                     call = ToolCall(
                         id=f"call_offline_{next(self._ids)}",
@@ -122,12 +137,21 @@ class OfflineChatModel:
                         arguments=json.dumps(arguments, ensure_ascii=False),
                     )
                     return self._result(messages, text=None, tool_calls=(call,))
+        if not results and _CONFIRM_WORDS.search(user_text.lower()) and _awaits_button(messages):
+            # A typed «да» executes nothing: the application said a card waits for its button.
+            return self._result(messages, text=PRESS_THE_BUTTON, tool_calls=())
         return self._result(
             messages, text=_answer(user_text, results, self._describers), tool_calls=()
         )
 
-    def _plan(self, user_text: str) -> list[tuple[str, dict[str, Any]]]:
+    def _plan(
+        self, user_text: str, offered: Collection[str] = ()
+    ) -> list[tuple[str, dict[str, Any]]]:
         text = user_text.lower()
+        write = self._write_plan(user_text)
+        if write is not None and write[0] in offered:
+            # One action at a time, and nothing else in that turn.
+            return [write]
         plan: list[tuple[str, dict[str, Any]]] = []
         if match := _ORDER_NUMBER.search(text):
             plan.append((self._tools.order_status_tool, {"order_id": match.group(1)}))
@@ -154,6 +178,37 @@ class OfflineChatModel:
             plan.append((self._tools.help_center_tool, {"query": " ".join(text.split())[:300]}))
         return plan
 
+    def _write_plan(self, user_text: str) -> tuple[str, dict[str, Any]] | None:
+        """A plain request to cancel, return or re-address an order, as its write tool's call."""
+        text = user_text.lower()
+        order = _ORDER_NUMBER.search(text)
+        if order is None:
+            return None
+        order_id = order.group(1)
+        address = _NEW_ADDRESS.search(user_text)
+        if address is not None and self._tools.change_address_tool is not None:
+            return (
+                self._tools.change_address_tool,
+                {"order_id": order_id, "address": address.group(1).strip(" .")},
+            )
+        if _CANCEL_WORDS.search(text) and self._tools.cancel_order_tool is not None:
+            return (
+                self._tools.cancel_order_tool,
+                {"order_id": order_id, "reason": "клиент попросил отменить заказ"},
+            )
+        product = next((p for p in self._policy_products if _stem(p) in text), None)
+        if (
+            _RETURN_WORDS.search(text)
+            and _WANT_WORDS.search(text)
+            and product is not None
+            and self._tools.request_return_tool is not None
+        ):
+            return (
+                self._tools.request_return_tool,
+                {"order_id": order_id, "items": [product], "reason": "клиент хочет вернуть товар"},
+            )
+        return None
+
     def _result(
         self, messages: Sequence[Message], text: str | None, tool_calls: tuple[ToolCall, ...]
     ) -> LLMResult:
@@ -177,6 +232,16 @@ class OfflineChatModel:
 
     async def close(self) -> None:
         """Nothing to release."""
+
+
+PRESS_THE_BUTTON = "Чтобы подтвердить действие, нажмите кнопку «Подтвердить» на карточке выше."
+
+
+def _awaits_button(messages: Sequence[Message]) -> bool:
+    return any(
+        message.get("role") == "developer" and "ждёт решения клиента" in str(message.get("content"))
+        for message in messages
+    )
 
 
 def _current_turn(messages: Sequence[Message]) -> tuple[str, set[str], list[tuple[str, Any]]]:
@@ -233,6 +298,12 @@ def _describe(describe: Callable[[dict[str, Any]], str] | None, payload: Any) ->
         message = (payload.get("error") or {}).get("message")
         return str(message or "Сервис не смог ответить на этот вопрос.")
     return describe(payload.get("data") or {}) if describe else "Готово."
+
+
+def _describe_proposal(data: dict[str, Any]) -> str:
+    if data.get("status") == "awaiting_confirmation":
+        return "Проверьте, пожалуйста, карточку ниже и нажмите «Подтвердить», если всё верно."
+    return "Готово."
 
 
 def _describe_order(data: dict[str, Any]) -> str:
