@@ -25,6 +25,7 @@ from bot.actions.pending import Choice, PendingAction
 from bot.audit.actions import ActionEvent
 from bot.audit.sink import AuditSink
 from bot.chat_service import HeldTurn
+from bot.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.job_results import Committed, JobContext
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
@@ -244,6 +245,7 @@ class ActionConfirmations:
         decided = self._clock()
         started = perf_counter()
         result = await self.settle(pending, verdict, customer)
+        crash_point(ACTION_HANDLED)
         now = self._clock()
         entry = OutboxEntry(
             job_id=job.job.job_id,
