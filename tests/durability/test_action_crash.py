@@ -87,10 +87,11 @@ async def test_sigkill_between_the_handler_and_the_commit_changes_the_order_once
     session = await stored_session(store, CHAT)
     assert session.pending_action is None
     assert [m.action_id for m in session.messages if m.action_id] == [action_id]
+    entries = await store.xrange(STREAM) or []
     steps = [
-        fields[b"event"]
-        for _, fields in await store.xrange(STREAM)
-        if fields.get(b"type") == b"action"
+        fields.get(b"event")
+        for _, fields in entries
+        if fields is not None and fields.get(b"type") == b"action"
     ]
     assert steps == [b"proposed", b"confirmed", b"executed"]
     assert "Traceback" not in cluster.logs()
