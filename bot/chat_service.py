@@ -259,6 +259,7 @@ class ChatService:
                 + action_audit,
                 staff=staff,
                 card=card,
+                superseded=_superseded(locked.session, result),
             )
             completion = JobCompletion(
                 job_raw=held.job_raw,
@@ -585,6 +586,11 @@ def _action_audit(
         turn_id=context.turn_id,
         now=_now(),
     )
+
+
+def _superseded(before: ConversationSession | None, result: ToolLoopResult) -> str | None:
+    pending = before.pending_action if before is not None else None
+    return pending.action_id if pending is not None and result.proposal is not None else None
 
 
 def _card_of(result: ToolLoopResult) -> ActionCard | None:

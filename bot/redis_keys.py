@@ -20,6 +20,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
 | ``{<conv>}:quarantine:outbox``    | hash   | SESSION_ARCHIVE_TTL | bad outbox     | staff    |
 | ``{<conv>}:attempts``             | hash   | SESSION_TTL_SECONDS | worker         | worker   |
+| ``{<conv>}:cards``                | hash   | SESSION_TTL_SECONDS | delivery       | delivery |
 | ``{<conv>}:topic:<staff chat>``   | string | none                | handoff        | handoff  |
 | ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
@@ -167,6 +168,11 @@ class ConversationKeys:
     def outbox_quarantine(self) -> str:
         """Outbox entries this version could not read, moved aside (hash: job id -> as read)."""
         return f"{self.base}:quarantine:outbox"
+
+    @property
+    def cards(self) -> str:
+        """Confirmation cards sent to the chat (hash: action id -> message id), to edit later."""
+        return f"{self.base}:cards"
 
     @property
     def attempts(self) -> str:

@@ -73,6 +73,8 @@ class OutboxEntry(BaseModel):
     card: ActionCard | None = None
     # A confirmation card to edit before the text: its new text, its keyboard removed.
     card_edit: CardEdit | None = None
+    # The action whose card a new proposal superseded: its card is edited to say so.
+    superseded: str | None = None
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

@@ -5,9 +5,12 @@ import logging
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
+from redis.exceptions import RedisError
 
 from bot.actions.pending import ActionCard
 from bot.queue.jobs import CardEdit
+from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys
 
 logger = logging.getLogger(__name__)
 
@@ -46,3 +49,35 @@ async def edit_card(bot: Bot, chat_id: int, edit: CardEdit) -> bool:
         logger.warning("Card %s not edited: %s", edit.message_id, type(error).__name__)
         return False
     return True
+
+
+SUPERSEDED_TEXT = "Предложение заменено новым: смотрите карточку ниже"
+
+
+class CardIndex:
+    """Which message shows which action's card, per chat: to edit a superseded card later."""
+
+    def __init__(self, redis: AsyncRedisClient, keys: RedisKeys, ttl_seconds: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._ttl = ttl_seconds
+
+    async def remember(self, conversation_key: str, action_id: str, message_id: int) -> None:
+        """Note the card's message (setting it again is harmless); never raises."""
+        key = self._keys.conversation(conversation_key).cards
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hset(key, action_id, str(message_id))
+                pipe.expire(key, self._ttl)
+                await pipe.execute()
+        except RedisError:
+            logger.warning("Card of action %s not indexed: Redis unavailable", action_id)
+
+    async def find(self, conversation_key: str, action_id: str) -> int | None:
+        """The message id of the action's card, if it was sent and noted."""
+        key = self._keys.conversation(conversation_key).cards
+        try:
+            raw = await self._redis.hget(key, action_id)
+        except RedisError:
+            return None
+        return int(raw) if raw else None

@@ -29,10 +29,10 @@ from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
 from bot.queue.job_results import Committed, JobContext, PlainReply
-from bot.queue.jobs import Notice, OutboxEntry, QueuedJob
+from bot.queue.jobs import CardEdit, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
 from bot.telegram import messages
-from bot.telegram.action_cards import edit_card, send_card
+from bot.telegram.action_cards import SUPERSEDED_TEXT, CardIndex, edit_card, send_card
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome, Usage
@@ -63,8 +63,10 @@ class TelegramJobRunner:
         max_attempts: int,
         desk: StaffDesk | None = None,
         handoff: HandoffService | None = None,
+        cards: CardIndex | None = None,
     ) -> None:
         self._dead_letters = dead_letters
+        self._cards = cards
         self._max_attempts = max_attempts
         self._bot = bot
         self._dispatcher = dispatcher
@@ -243,7 +245,7 @@ class TelegramJobRunner:
         else:
             delivered = await self._send(reply)
             if delivered and reply.card is not None:
-                await send_card(self._bot, reply.chat_id, reply.card)
+                await self._send_card(reply, lease)
         if not delivered and reply.format == "answer":
             try:
                 await self._chat.mark_undelivered(
@@ -257,6 +259,22 @@ class TelegramJobRunner:
             )
         if reply.staff and self._desk is not None:
             await self._desk.perform(lease.conversation_key, reply)
+
+    async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> None:
+        """The new card; the card it superseded is edited to say so (both noted or looked up)."""
+        card = reply.card
+        if card is None:
+            return
+        key = lease.conversation_key
+        if reply.superseded is not None and self._cards is not None:
+            old = await self._cards.find(key, reply.superseded)
+            if old is not None:
+                await edit_card(
+                    self._bot, reply.chat_id, CardEdit(message_id=old, text=SUPERSEDED_TEXT)
+                )
+        message_id = await send_card(self._bot, reply.chat_id, card)
+        if message_id is not None and self._cards is not None:
+            await self._cards.remember(key, card.action_id, message_id)
 
     async def summarise(self, lease: HeldLease) -> None:
         """Fold old messages into the summary while the worker holds the lease."""

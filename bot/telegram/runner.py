@@ -47,6 +47,7 @@ from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.startup import configure_logging, load_settings
 from bot.supervision import SupervisionPolicy, TaskSupervisor
 from bot.telegram import messages
+from bot.telegram.action_cards import CardIndex
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
@@ -211,6 +212,7 @@ def build_workers(
         if app.handoff is not None
         else None,
         handoff=app.handoff,
+        cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
     )
     return WorkerPool(
         stream=app.work,

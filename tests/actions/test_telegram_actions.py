@@ -271,11 +271,16 @@ async def test_a_press_on_a_superseded_card_changes_nothing(stack: Stack) -> Non
     )
     assert new_text == "Изменить адрес доставки заказа 8042 на: Казань, ул. Баумана, 5"
 
+    # The superseded card says so, its buttons gone.
+    [superseded] = stack.edits(old_id)
+    assert superseded["text"] == "Предложение заменено новым: смотрите карточку ниже"
+    assert "reply_markup" not in superseded
+
     await stack.feed(stack.telegram.callback_update(CHAT, old_id, old_yes))
     await stack.settle()
 
     assert await stack.order("8042") == "processing"
-    assert stack.edits(old_id) == []
+    assert len(stack.edits(old_id)) == 1
     assert stack.callback_answers()[-1] == "Уже выполнено или больше не действует"
     assert new_id != old_id
 
