@@ -35,6 +35,7 @@ from bot.audit.reader import AuditStreamReader
 from bot.audit.render import (
     EntryTable,
     field_lines,
+    handoff_lines,
     json_line,
     print_json_lines,
     printable,
@@ -43,6 +44,7 @@ from bot.audit.render import (
 )
 from bot.audit.stats import compute_stats
 from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
+from bot.audit.table import colour_enabled, terminal_width, wrap_lines
 from bot.audit.time_spec import TimeSpecError, parse_since
 from bot.queue.dead_letters import read_dead_letters
 from bot.redis_connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
@@ -285,7 +287,12 @@ def _tail(args: argparse.Namespace, context: _Context) -> int:
         entries = reader.newest(args.n, entry_filter, since_id=since_id, until_id=last_id)
     if not entries and not args.follow and (args.chat or args.tool or args.status):
         return _fail(f"nothing found: {_filter_text(args)}", EXIT_FAILURE)
-    table = EntryTable(context.zone, fixed=args.follow)
+    table = EntryTable(
+        context.zone,
+        fixed=args.follow,
+        width=terminal_width(context.out),
+        colour=colour_enabled(context.out),
+    )
     if args.json:
         print_json_lines(entries, context.out)
     else:
@@ -323,7 +330,10 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
     if args.json:
         print_json_lines(entries, context.out)
         return EXIT_OK
-    EntryTable(context.zone).print(entries, context.out, header=True)
+    table = EntryTable(
+        context.zone, width=terminal_width(context.out), colour=colour_enabled(context.out)
+    )
+    table.print(entries, context.out, header=True)
     summary = next((entry for entry in entries if entry.turn is not None), None)
     print(file=context.out)
     if summary is None:
@@ -332,7 +342,7 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
             file=context.out,
         )
         return EXIT_OK
-    for line in field_lines(summary):
+    for line in field_lines(summary, terminal_width(context.out)):
         print(line, file=context.out)
     return EXIT_OK
 
@@ -373,23 +383,22 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         }
         print(json.dumps(report, ensure_ascii=False), file=context.out)
         return EXIT_OK
-    for line in stats_lines(stats, since, read, context.zone):
-        print(line, file=context.out)
+    width = terminal_width(context.out)
+    lines = stats_lines(stats, since, read, context.zone, width)
     empty = "-" if searches.empty_rate is None else f"{searches.empty_rate * 100:.1f}%"
-    print(
+    lines.append(
         f"help center: {searches.searches} searches, {searches.empty} found nothing ({empty}); "
-        f"see {PROGRAM} knowledge-gaps",
-        file=context.out,
+        f"see {PROGRAM} knowledge-gaps"
     )
     rate = "-" if handoff.rate is None else f"{handoff.rate * 100:.1f}%"
     wait = handoff.first_reply_ms
-    print(
+    lines.append(
         f"handoffs: {handoff.opened} opened in {handoff.chats} chats ({rate}); "
         f"first staff reply: p50 {_seconds(wait.p50)}  p95 {_seconds(wait.p95)}  "
-        f"max {_seconds(wait.max)}",
-        file=context.out,
+        f"max {_seconds(wait.max)}"
     )
-    for line in action_stats_lines(actions):
+    lines.extend(action_stats_lines(actions))
+    for line in wrap_lines(lines, width):
         print(line, file=context.out)
     return EXIT_OK
 
@@ -484,15 +493,9 @@ def _handoffs(args: argparse.Namespace, context: _Context) -> int:
     if not current:
         print("no open handoffs", file=context.out)
         return EXIT_OK
-    print("CHAT  STATE  OPENED  TRIGGER  WAITED", file=context.out)
-    for handoff in current:
-        opened = handoff.opened_at.astimezone(context.zone).strftime("%Y-%m-%d %H:%M:%S")
-        waited = "-" if handoff.waiting_seconds is None else f"{handoff.waiting_seconds:.0f}s"
-        trigger = "/".join(part for part in (handoff.trigger, handoff.reason) if part)
-        print(
-            f"{printable(handoff.chat_id)}  {handoff.state}  {opened}  {trigger}  {waited}",
-            file=context.out,
-        )
+    width, colour = terminal_width(context.out), colour_enabled(context.out)
+    for line in handoff_lines(current, context.zone, width=width, colour=colour):
+        print(line, file=context.out)
     return EXIT_OK
 
 

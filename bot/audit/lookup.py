@@ -13,9 +13,9 @@ from datetime import datetime
 
 from bot.audit.actions import ACTION_EVENTS, ToolActionStats
 from bot.audit.handoffs import HandoffStats, OpenHandoff
-from bot.audit.schema import EntryType, HandoffAuditEntry
 from bot.audit.index import MAX_PREFIX, bucket_upper
 from bot.audit.knowledge_gaps import SearchShare
+from bot.audit.schema import EntryType, HandoffAuditEntry
 from bot.audit.stats import FAILED_STATUSES, AuditStats, Distribution, ToolStats, TurnStats
 from bot.audit.stream import EntryFilter, StreamEntry, parse_entries
 from bot.redis_connection import SyncRedisClient

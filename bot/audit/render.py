@@ -1,40 +1,67 @@
 """What the audit CLI prints: entry tables, an entry's fields, JSON lines and stats."""
 
 import json
+import math
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import TextIO
 
+from bot.audit.handoffs import OpenHandoff
 from bot.audit.stats import TOOL_STATUSES, AuditStats, Distribution
 from bot.audit.stream import StreamEntry
+from bot.audit.table import Column, format_duration_ms, render
 
 
 class EntryTable:
-    """Aligned rows: local time, type, chat, turn, step, tool, status, error, duration, details."""
+    """Rows that fit the terminal: time, type, chat, turn, step, tool, status, error,
+    duration, details; the least needed columns go first when the width is short."""
 
-    _HEADERS = ("TIME", "TYPE", "CHAT", "TURN", "STEP", "TOOL", "STATUS", "ERROR", "DURATION")
+    _COLUMNS = (
+        Column(title="TIME", priority=9),
+        Column(title="TYPE", priority=6),
+        Column(title="CHAT", priority=7, min_width=8),
+        Column(title="TURN", priority=10),
+        Column(title="STEP", priority=2),
+        Column(title="TOOL", priority=5, min_width=10),
+        Column(title="STATUS", priority=8, coloured=True),
+        Column(title="ERROR", priority=4, min_width=8),
+        Column(title="DURATION", priority=3, right=True),
+        Column(title="DETAILS", priority=1, min_width=12),
+    )
     # Widths used when rows arrive one by one (--follow) and cannot be measured first.
-    _FIXED = (19, 4, 18, 10, 4, 18, 17, 17, 11)
+    _FIXED = (19, 7, 18, 10, 4, 18, 17, 17, 8, 0)
 
-    def __init__(self, zone: tzinfo | None, fixed: bool = False) -> None:
+    def __init__(
+        self,
+        zone: tzinfo | None,
+        fixed: bool = False,
+        *,
+        width: int | None = None,
+        colour: bool = False,
+    ) -> None:
         self._zone = zone
         self._fixed = fixed
+        self._width = width
+        self._colour = colour
 
     def print(self, entries: Sequence[StreamEntry], out: TextIO, header: bool) -> None:
         """Print ``entries`` (and the header line first, if asked)."""
-        rows = [tuple(printable(cell) for cell in self._row(entry)) for entry in entries]
-        if self._fixed:
-            widths = list(self._FIXED)
-        else:
-            widths = [
-                max([len(title)] + [len(row[index]) for row in rows])
-                for index, title in enumerate(self._HEADERS)
-            ]
-        if header:
-            print(_join(self._HEADERS, widths, "DETAILS"), file=out)
-        for row, entry in zip(rows, entries, strict=True):
-            print(_join(row, widths, printable(_details(entry))), file=out)
+        rows = [
+            tuple(printable(cell) for cell in (*self._row(entry), _details(entry)))
+            for entry in entries
+        ]
+        lines = render(
+            self._COLUMNS,
+            rows,
+            width=self._width,
+            colour=self._colour,
+            header=header,
+            widths=self._FIXED if self._fixed else None,
+        )
+        for line in lines:
+            print(line, file=out)
 
     def _row(self, entry: StreamEntry) -> tuple[str, ...]:
         when = entry.event_time.astimezone(self._zone).strftime("%Y-%m-%d %H:%M:%S")
@@ -42,21 +69,43 @@ class EntryTable:
         if turn is not None:
             names = ",".join(turn.tool_names) or "-"
             return (when, "turn", turn.chat_id, turn.turn_id, "", names,
-                    str(turn.outcome), "", _format_ms(turn.latency_ms))  # fmt: skip
+                    str(turn.outcome), turn.error_code, _format_ms(turn.latency_ms))  # fmt: skip
         if tool is not None:
             return (when, entry.type, tool.chat_id, tool.turn_id, _text(tool.step),
                     tool.tool_name, str(tool.status), tool.error_code or "",
                     _format_ms(tool.duration_ms))  # fmt: skip
-        return (when, entry.type or "?", entry.chat_id, entry.turn_id,
-                "", "", "", "", "-")  # fmt: skip
+        fields = entry.fields
+        duration = _number(fields.get("duration_ms"))
+        return (when, entry.type or "?", entry.chat_id, entry.turn_id, "",
+                fields.get("tool_name", ""), fields.get("event", ""),
+                fields.get("error_code", ""), _format_ms(duration))  # fmt: skip
 
 
-def field_lines(entry: StreamEntry) -> list[str]:
-    """Every field of ``entry`` on its own line: the name, then the value (``-`` when empty)."""
-    return [
-        f"{printable(name) + ':':<19}{printable(value) or '-'}"
-        for name, value in entry.fields.items()
-    ]
+def field_lines(entry: StreamEntry, width: int | None = None) -> list[str]:
+    """Every field of ``entry`` on its own line: the name, then the value (``-`` when empty).
+
+    A value too long for ``width`` continues on the next lines under itself,
+    broken after a comma or a space, never inside a word.
+    """
+    lines: list[str] = []
+    for name, value in entry.fields.items():
+        label = f"{printable(name) + ':':<19}"
+        pieces = _pieces(printable(value) or "-", None if width is None else width - len(label))
+        lines.append(label + pieces[0])
+        lines.extend(" " * len(label) + piece for piece in pieces[1:])
+    return lines
+
+
+def _pieces(text: str, room: int | None) -> list[str]:
+    if room is None or len(text) <= room or room < 8:
+        return [text]
+    tokens = re.findall(r"[^, ]+[, ]?|[, ]", text)
+    pieces = [""]
+    for token in tokens:
+        if pieces[-1] and len(pieces[-1]) + len(token.rstrip()) > room:
+            pieces.append("")
+        pieces[-1] += token
+    return [piece.rstrip() for piece in pieces]
 
 
 # Characters a terminal acts on instead of showing: C0/C1 controls (ESC starts a
@@ -90,12 +139,32 @@ def print_json_lines(entries: Iterable[StreamEntry], out: TextIO) -> None:
         print(json_line(entry), file=out)
 
 
-def stats_lines(stats: AuditStats, since: datetime, entries: int, zone: tzinfo | None) -> list[str]:
-    """The stats report: a header line, the per-tool table, then turn outcomes, latency, tokens."""
+def stats_lines(
+    stats: AuditStats,
+    since: datetime,
+    entries: int,
+    zone: tzinfo | None,
+    width: int | None = None,
+) -> list[str]:
+    """The stats report: a header line, the per-tool table, then turn outcomes, latency, tokens.
+
+    The per-tool table fits ``width``: rare statuses and the maximum go first.
+    """
     start = since.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
     lines = [f"since {start}: {entries} entries, {stats.turns.count} turns", ""]
-    headers = ("TOOL", "CALLS", *(status.upper() for status in TOOL_STATUSES), "ERR%")
-    headers += ("P50", "P95", "MAX")
+    status_priority = {"success": 6, "technical_error": 5, "timeout": 4}
+    columns = (
+        Column(title="TOOL", priority=10, min_width=12),
+        Column(title="CALLS", priority=9, right=True),
+        *(
+            Column(title=status.upper(), priority=status_priority.get(status, 2), right=True)
+            for status in TOOL_STATUSES
+        ),
+        Column(title="ERR%", priority=8, right=True),
+        Column(title="P50", priority=7, right=True),
+        Column(title="P95", priority=6, right=True),
+        Column(title="MAX", priority=3, right=True),
+    )
     rows = [
         (
             printable(tool.tool_name),
@@ -107,9 +176,7 @@ def stats_lines(stats: AuditStats, since: datetime, entries: int, zone: tzinfo |
         for tool in stats.tools
     ]
     if rows:
-        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-        lines.append(_align(headers, widths))
-        lines.extend(_align(row, widths) for row in rows)
+        lines.extend(render(columns, rows, width=width))
     else:
         lines.append("no tool calls")
     lines.append("")
@@ -125,6 +192,36 @@ def stats_lines(stats: AuditStats, since: datetime, entries: int, zone: tzinfo |
         f"(unknown in {turns.tokens_unknown} turns)"
     )
     return lines
+
+
+def handoff_lines(
+    handoffs: Sequence[OpenHandoff],
+    zone: tzinfo | None,
+    *,
+    width: int | None,
+    colour: bool,
+) -> list[str]:
+    """The open handoffs as a table that fits ``width``: chat, state, opened, trigger, wait."""
+    columns = (
+        Column(title="CHAT", priority=9, min_width=8),
+        Column(title="STATE", priority=8, coloured=True),
+        Column(title="OPENED", priority=5),
+        Column(title="WAITED", priority=10, right=True),
+        Column(title="TRIGGER", priority=7, min_width=7),
+    )
+    rows = [
+        (
+            printable(handoff.chat_id),
+            printable(handoff.state),
+            handoff.opened_at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S"),
+            "-"
+            if handoff.waiting_seconds is None
+            else format_duration_ms(handoff.waiting_seconds * 1000),
+            printable("/".join(part for part in (handoff.trigger, handoff.reason) if part)),
+        )
+        for handoff in handoffs
+    ]
+    return render(columns, rows, width=width, colour=colour)
 
 
 def stats_json(stats: AuditStats, since: datetime, entries: int) -> dict[str, object]:
@@ -157,14 +254,6 @@ def stats_json(stats: AuditStats, since: datetime, entries: int) -> dict[str, ob
     }
 
 
-def _join(cells: Sequence[str], widths: Sequence[int], details: str) -> str:
-    parts = [
-        cell.rjust(width) if index == len(cells) - 1 else cell.ljust(width)
-        for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
-    ]
-    return ("  ".join(parts) + "  " + details).rstrip()
-
-
 def _details(entry: StreamEntry) -> str:
     turn, tool = entry.turn, entry.tool
     if turn is not None:
@@ -180,7 +269,19 @@ def _details(entry: StreamEntry) -> str:
         )
     if tool is not None:
         return f"call={tool.call_id}"
-    return ""
+    fields = entry.fields
+    named = (
+        ("trigger", fields.get("trigger", "")),
+        ("reason", fields.get("reason", "")),
+        ("closed_by", fields.get("closed_by", "")),
+        ("action", fields.get("action_id", "")),
+    )
+    parts = [f"{name}={value}" for name, value in named if value]
+    for name in ("wait_ms", "decide_ms"):
+        value = _number(fields.get(name))
+        if value is not None:
+            parts.append(f"{name.removesuffix('_ms')}={format_duration_ms(value)}")
+    return " ".join(parts)
 
 
 def _text(value: int | None) -> str:
@@ -188,17 +289,15 @@ def _text(value: int | None) -> str:
 
 
 def _format_ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.1f} ms" if value < 10_000 else f"{value / 1000:.2f} s"
+    return format_duration_ms(value)
 
 
-def _align(cells: Sequence[str], widths: Sequence[int]) -> str:
-    # The first column is a name (left), the rest are numbers (right).
-    return "  ".join(
-        cell.ljust(width) if index == 0 else cell.rjust(width)
-        for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
-    )
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text or "")
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _ms_cells(distribution: Distribution) -> tuple[str, str, str]:

@@ -38,8 +38,8 @@ def test_handoffs_lists_open_conversations_with_state_and_wait(
     assert rows[1]["waiting_seconds"] == 42.0
     assert main(["handoffs"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["CHAT", "STATE", "OPENED", "TRIGGER", "WAITED"]
-    assert table[2].split()[-2:] == ["tool/complaint", "42s"]
+    assert table[0].split() == ["CHAT", "STATE", "OPENED", "WAITED", "TRIGGER"]
+    assert table[2].split()[-3:] == ["42.0", "s", "tool/complaint"]
     assert main(["tail", "--type", "handoff", "--json"]) == 0
     events = [json.loads(line)["event"] for line in capsys.readouterr().out.splitlines()]
     assert events == ["opened", "opened", "first_reply", "opened", "closed"]
