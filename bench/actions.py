@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 from collections.abc import Sequence
+from functools import partial
 from time import perf_counter, process_time
 
 from aiogram import Bot
@@ -41,6 +42,14 @@ def _proposing(
     if messages[-1]["role"] == "tool":
         return text_result("Нажмите «Подтвердить».")
     return tool_result("cancel_order", {"order_id": "8042", "reason": "передумал"})
+
+
+def _has_card(telegram: FakeTelegramServer, chat: int) -> bool:
+    return bool(telegram.keyboards(chat))
+
+
+def _told(telegram: FakeTelegramServer, chat: int) -> bool:
+    return OUTCOME in telegram.sent_texts(chat)
 
 
 async def measure(presses: int) -> dict[str, float]:
@@ -77,13 +86,13 @@ async def measure(presses: int) -> dict[str, float]:
             chat = 700_000 + index
             message = telegram.message_update(chat, "отмените заказ 8042")
             await intake.accept(Update.model_validate(message, context={"bot": bot}))
-            await telegram.wait_for(lambda chat=chat: bool(telegram.keyboards(chat)))
+            await telegram.wait_for(partial(_has_card, telegram, chat))
             card_id, _, keyboard = telegram.keyboards(chat)[0]
             press = telegram.callback_update(chat, card_id, keyboard[0][0]["callback_data"])
             update = Update.model_validate(press, context={"bot": bot})
             trips_before, cpu_before, started = counters.round_trips, process_time(), perf_counter()
             await intake.accept(update)
-            await telegram.wait_for(lambda chat=chat: OUTCOME in telegram.sent_texts(chat))
+            await telegram.wait_for(partial(_told, telegram, chat))
             latencies.append((perf_counter() - started) * 1000)
             cpu.append((process_time() - cpu_before) * 1000)
             trips.append(counters.round_trips - trips_before)
