@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bot.settings import RedisSettings
 from bot.telegram.runner import main, run_bot
 from bot.telegram.startup_checks import settings_problems
 from bot.telegram.webhook import SECRET_HEADER
@@ -195,8 +196,10 @@ async def test_sigterm_lets_the_turn_in_flight_finish_then_exits_0(
             await asyncio.sleep(0.3)
             release.set()
             assert await telegram.wait_for_texts(30, 1) == ["Ответ после паузы."]
+            exiting = asyncio.ensure_future(process.communicate())
             async with asyncio.timeout(20):
-                _, stderr = await process.communicate()
+                # The process exits once its worker's blocking read returns: it returns now.
+                _, stderr = await until_stopped(exiting, RedisSettings(REDIS_URL=redis_server.url))
         finally:
             if process.returncode is None:
                 process.kill()
