@@ -120,6 +120,12 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
     for stream in ("support:audit", "audit", "a{b}c"):
         done = RedisKeys.audit_done(stream, "K7M2QX9PAF")
         assert key_slot(done.encode()) == key_slot(stream.encode()), stream
+        # The index the same script writes, and the minute keys it builds from its prefix.
+        index = RedisKeys.audit_index(stream)
+        written = (index.turns, index.order, index.chats, index.names, index.minutes, index.start)
+        built = (index.minute(29_000_000), index.minute_chats(29_000_000))
+        for key in (*written, *built):
+            assert key_slot(key.encode()) == key_slot(stream.encode()), (stream, key)
     # The staff flood script: an update's verdict and the member's bucket in the staff group.
     for staff_chat in (-1001234567890, -5):
         staff = RedisKeys("support")
