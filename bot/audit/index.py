@@ -142,10 +142,19 @@ if first then
     end
   end
   local first_minute = math.floor(first_ms / 60000)
+  local trimmed = false
   for _, minute in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. first_minute,
       'LIMIT', 0, batch)) do
     redis.call('DEL', prefix .. minute, prefix .. minute .. ':c')
     redis.call('ZREM', KEYS[7], minute)
+    trimmed = true
+  end
+  -- Names last seen before the stream's first entry (a few dozen names: once a minute).
+  if trimmed then
+    local names = redis.call('HGETALL', KEYS[6])
+    for n = 1, #names, 2 do
+      if tonumber(names[n + 1]) < first_ms then redis.call('HDEL', KEYS[6], names[n]) end
+    end
   end
 end
 return 1

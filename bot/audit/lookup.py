@@ -134,8 +134,15 @@ class AuditIndex:
         return sorted(found, key=lambda handoff: handoff.opened_at)
 
     def seen(self, kind: str, value: str) -> bool:
-        """Whether a ``tool``, ``status`` or ``outcome`` named ``value`` is in the index."""
-        return self._client.hget(self._keys.names, f"{kind}:{value}") is not None
+        """Whether a ``tool``, ``status`` or ``outcome`` named ``value`` is in the stream now.
+
+        Seen in an entry the stream still holds: not before its first entry.
+        """
+        last = self._client.hget(self._keys.names, f"{kind}:{value}")
+        if last is None:
+            return False
+        first = self._client.xrange(self._stream, count=1)
+        return not first or int(str(last)) >= _id_key(str(first[0][0]))[0]
 
     def stats(self, since: datetime) -> IndexedStats:
         """Stats of the minutes from ``since``'s minute on (whole minutes)."""

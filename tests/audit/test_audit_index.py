@@ -178,8 +178,10 @@ def test_a_repeated_write_changes_neither_the_stream_nor_the_rollups(
     assert sync_redis.hget(INDEX.chats, "100200300") == "TWICE00001"
 
 
-def test_the_index_forgets_what_the_stream_no_longer_holds(sync_redis: redis.Redis) -> None:
-    _turn(sync_redis, "OLDTURN001", chat="1")
+def test_the_index_forgets_what_the_stream_no_longer_holds(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _turn(sync_redis, "OLDTURN001", chat="1", tools=("get_return_policy",))
     _turn(sync_redis, "OLDTURN002", chat="2")
     _turn(sync_redis, "KEPTTURN01", chat="2")
     # A minute long gone from the stream, as an older write left it.
@@ -196,6 +198,10 @@ def test_the_index_forgets_what_the_stream_no_longer_holds(sync_redis: redis.Red
     assert sync_redis.hget(INDEX.chats, "2") == "KEPTTURN01"
     assert sync_redis.exists(INDEX.minute(1)) == 0
     assert "1" not in sync_redis.zrange(INDEX.minutes, 0, -1)
+    assert sync_redis.hget(INDEX.names, "tool:get_return_policy") is None
+    assert sync_redis.hget(INDEX.names, "tool:get_order_status") is not None
+    assert main(["tail", "--tool", "get_return_policy"]) == 1
+    assert "nothing found" in capsys.readouterr().err
 
 
 def test_a_chat_names_its_newest_turns_only(sync_redis: redis.Redis) -> None:
