@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from time import perf_counter
 
 from bot.actions.audit import proposal_fields
-from bot.actions.pending import ActionCard, pending_note
+from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.audit.sink import AuditSink
@@ -245,6 +245,9 @@ class ChatService:
             updated, staff, handoff_audit, note = self._handoff_steps(
                 locked.session, updated, result, context, held
             )
+            if card is not None and updated.handoff == "waiting":
+                # Staff following a waiting chat see what the customer is asked to confirm.
+                staff += (StaffAction(kind="post", text=f"{CARD_MIRROR}{card.text}"),)
             entry = OutboxEntry(
                 job_id=held.job_id,
                 turn_id=context.turn_id,

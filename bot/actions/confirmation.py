@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from bot.actions.audit import action_fields
-from bot.actions.pending import Choice, PendingAction
+from bot.actions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from bot.audit.actions import ActionEvent
 from bot.audit.sink import AuditSink
 from bot.chat_service import HeldTurn
@@ -30,6 +30,7 @@ from bot.queue.job_results import Committed, JobContext
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore
+from bot.staff_actions import StaffAction
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
 from tools.write_tools import ActionResult, WriteTool
@@ -253,6 +254,10 @@ class ActionConfirmations:
             chat_id=job.job.chat_id,
             format="plain",
             text=result.message,
+            # While a handoff is on, staff see in the topic what the button did.
+            staff=(StaffAction(kind="post", text=f"{OUTCOME_MIRROR}{result.card_text}"),)
+            if session.handoff != "bot"
+            else (),
             audit=_press_audit(
                 pending,
                 verdict,

@@ -15,6 +15,11 @@ from pydantic import BaseModel, ConfigDict
 ACTION_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 _ACTION_ID_LENGTH = 16
 
+CARD_MIRROR = "Клиенту предложено действие (карточка с кнопками): "
+"""How a card is mirrored into the staff topic while a handoff waits."""
+OUTCOME_MIRROR = "Итог действия по кнопке клиента: "
+"""How a settled action is mirrored into the staff topic while a handoff is on."""
+
 CONFIRM_LABEL = "Подтвердить"
 DECLINE_LABEL = "Не нужно"
 

@@ -157,7 +157,11 @@ async def _desk(
         await app.redis.flushdb()
     assert app.handoff is not None
     front = build_dispatcher(
-        settings, chat_service=app.chat, blocked_chats=app.blocked, handoff=app.handoff
+        settings,
+        chat_service=app.chat,
+        blocked_chats=app.blocked,
+        handoff=app.handoff,
+        actions=app.actions,
     )
     workers = build_workers(app, bot, front)
     working = asyncio.create_task(workers.run())
