@@ -6,13 +6,39 @@ when asked for, comes in a last chunk without choices. A stream that ends
 before its finish reason was cut mid-way: nothing of it may be used.
 """
 
+import json
 from dataclasses import dataclass, field
 
 from openai.types.chat import ChatCompletionChunk
+from pydantic import ValidationError
 
 from bot.llm.errors import LLMBadResponseError, LLMUnavailableError
 from bot.llm.types import LLMResult, TextListener
 from turn import ToolCall, Usage
+
+
+def parse_chunk(data: str) -> ChatCompletionChunk:
+    """One event's ``chat.completion.chunk``, validated in one pass by pydantic-core.
+
+    A chunk that does not validate (a field a compatible server leaves out) is
+    built the SDK's lenient way, as the SDK itself would; an ``error`` object in
+    the stream means the provider gave up on the answer.
+    """
+    try:
+        return ChatCompletionChunk.model_validate_json(data)
+    except ValidationError:
+        pass
+    try:
+        value = json.loads(data)
+    except ValueError as error:
+        raise LLMBadResponseError(
+            "the model provider streamed an event that is not JSON"
+        ) from error
+    if not isinstance(value, dict):
+        raise LLMBadResponseError("the model provider streamed something that is not a chunk")
+    if value.get("error"):
+        raise LLMUnavailableError("the model provider ended the stream with an error")
+    return ChatCompletionChunk.construct(**value)
 
 
 @dataclass(slots=True)

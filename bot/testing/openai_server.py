@@ -374,7 +374,10 @@ class ScriptedOpenAIServer:
                     request.transport.close()
                 return response
             if number and step.chunk_interval_seconds:
-                await self._sleep(step.chunk_interval_seconds)
+                if self._closing.is_set():
+                    return response
+                # A plain sleep: the pause between events is short, and cheap to wait out.
+                await asyncio.sleep(step.chunk_interval_seconds)
             await response.write(event)
         await response.write_eof()
         return response

@@ -13,6 +13,7 @@ from bot.testing.openai_server import (
     ScriptedOpenAIServer,
     cut_stream,
     rate_limited,
+    raw_body,
     text_answer,
     tool_calls_answer,
     trickle,
@@ -167,3 +168,43 @@ async def test_a_429_after_the_retries_is_a_rate_limit_error(
 
     with pytest.raises(LLMRateLimitError):
         await client.generate_with_tools(MESSAGES, [], "none", on_text=lambda _: None)
+
+
+async def test_an_error_event_in_the_stream_is_a_model_error(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    first = (
+        '{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
+        '"choices":[{"index":0,"delta":{"content":"Ваш"},"finish_reason":null}]}'
+    )
+    openai_server.script(
+        raw_body(
+            f'data: {first}\n\ndata: {{"error": {{"message": "overloaded"}}}}\n\n',
+            content_type="text/event-stream",
+        )
+    )
+    client = await make_client()
+    pieces: list[str] = []
+
+    with pytest.raises(LLMUnavailableError):
+        await client.generate_with_tools(MESSAGES, [], "none", on_text=pieces.append)
+
+    assert pieces == ["Ваш"]
+
+
+async def test_chunks_a_compatible_server_leaves_fields_out_of_still_count(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    """No ``object`` or ``created`` (as some servers send): read as the SDK would read it."""
+    events = [
+        '{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"Заказ "}}]}',
+        '{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"в пути."}}]}',
+        '{"id":"c1","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+    ]
+    body = "".join(f"data: {event}\n\n" for event in events) + "data: [DONE]\n\n"
+    openai_server.script(raw_body(body, content_type="text/event-stream"))
+    client = await make_client()
+
+    result = await client.generate_with_tools(MESSAGES, [], "none", on_text=lambda _: None)
+
+    assert (result.text, result.finish_reason, result.model) == ("Заказ в пути.", "stop", "m")
