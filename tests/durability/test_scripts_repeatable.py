@@ -30,6 +30,9 @@ from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import JobCompletion
+from bot.shop.redis_demo import RedisDemoShop
+from tools.shop_backend import Customer
+from tools.store import ShopStore
 
 PREFIX = "twice"
 STREAM = f"{PREFIX}:audit"
@@ -235,6 +238,13 @@ async def dead_letter_step(chat: Chat) -> Step:
     return lambda: DeadLetters(chat.redis, keys=chat.keys).record(letter)
 
 
+async def shop_write_step(chat: Chat) -> Step:
+    shop = RedisDemoShop(chat.redis, chat.keys, ShopStore.load(), clock=lambda: NOW)
+    customer = Customer(user_id=77, chat_id=77)
+    # A repeated confirmation: the same action id as the idempotency key.
+    return lambda: shop.cancel_order(customer, "8042", "передумал", idempotency_key="act1")
+
+
 async def handoff_failure_step(chat: Chat) -> Step:
     topics = TopicDirectory(chat.redis, keys=chat.keys, staff_chat_id=-1001)
     await topics.record_failure(KEY, "T0")
@@ -327,6 +337,7 @@ CASES: dict[str, Callable[[Chat], Awaitable[Step]]] = {
     "outbox_quarantine": quarantine_step,
     "note_failure": note_failure_step,
     "dead_letter": dead_letter_step,
+    "shop_write": shop_write_step,
 }
 
 
