@@ -22,6 +22,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from bot.app import Application, build_application
+from bot.history import ACTION_NOTE
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.shop.redis_demo import RedisDemoShop
 from bot.telegram import messages
@@ -206,12 +207,22 @@ async def test_confirm_executes_once_edits_the_card_and_tells_the_outcome(stack:
     outcomes = [t for t in stack.telegram.sent_texts(CHAT) if t.startswith("Заказ 8042 отменён")]
     assert len(outcomes) == 1
 
+    # The model reads the outcome on the next turn, marked as the application's.
+    await stack.feed(stack.telegram.message_update(CHAT, "спасибо"))
+    await stack.telegram.wait_for(lambda: "Ответ: спасибо" in stack.telegram.sent_texts(CHAT))
+    history = [str(m["content"]) for m in stack.model.requests[-1][0] if m["role"] == "assistant"]
+    assert any(text.startswith(ACTION_NOTE) and "Заказ 8042 отменён" in text for text in history)
+
     steps = await stack.wait_for_step(yes.split(":")[1], "executed")
     assert [step["event"] for step in steps] == ["proposed", "confirmed", "executed"]
     assert {step["tool_name"] for step in steps} == {"cancel_order"}
     assert float(steps[1]["decide_ms"]) >= 0
     assert float(steps[2]["duration_ms"]) > 0
     assert all("передумал" not in value for step in steps for value in step.values())
+    registry = stack.app.metrics.registry
+    for event in ("proposed", "confirmed", "executed"):
+        labels = {"tool": "cancel_order", "event": event}
+        assert registry.get_sample_value("support_actions_total", labels) == 1
 
 
 async def test_decline_changes_nothing_and_says_so(stack: Stack) -> None:
