@@ -315,10 +315,10 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
     since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
     turn_id = incident_code(args.turn_id)
     index = AuditIndex(context.client, context.stream)
-    if index.covers(since_id):
-        entries = index.turn(turn_id, since_id=since_id)
-    else:
-        entries = reader.turn(turn_id, since_id=since_id)
+    entries = index.turn(turn_id, since_id=since_id)
+    if not entries and not index.covers(since_id):
+        # Written before the index existed: only the stream's older part is read.
+        entries = reader.turn(turn_id, since_id=since_id, until_id=index.start_id())
     if not entries:
         return _fail(
             f"no entries for turn {turn_id!r} in {context.stream!r} "

@@ -54,6 +54,13 @@ class AuditIndex:
         first = self._client.xrange(self._stream, count=1)
         return not first or _id_key(str(first[0][0])) >= _id_key(str(start))
 
+    def start_id(self) -> str:
+        """The first entry id the index covers (``+`` when there is no index)."""
+        start = self._client.get(self._keys.start)
+        if start is None:
+            return "+"
+        return "(" + (start.decode() if isinstance(start, bytes) else str(start))
+
     def turn(self, turn_id: str, since_id: str = "-") -> list[StreamEntry]:
         """The turn's entries from ``since_id`` on, oldest first (none if the index lacks it)."""
         value = self._client.hget(self._keys.turns, turn_id)

@@ -64,8 +64,8 @@ class AuditStreamReader:
                 return
             start = "(" + batch[-1].entry_id
 
-    def turn(self, turn_id: str, since_id: str = "-") -> list[StreamEntry]:
-        """Every entry of one turn, oldest first.
+    def turn(self, turn_id: str, since_id: str = "-", until_id: str = "+") -> list[StreamEntry]:
+        """Every entry of one turn between the two ids, oldest first.
 
         A turn's entries are appended together, its ``type=turn`` entry last, so
         the newest-first scan stops once that entry and as many tool entries as
@@ -75,7 +75,7 @@ class AuditStreamReader:
         found: list[StreamEntry] = []
         expected_tools: int | None = None
         tools_seen = 0
-        for entry in self._backwards("+", since_id):
+        for entry in self._backwards(until_id, since_id):
             if entry.turn_id != turn_id:
                 continue
             found.append(entry)

@@ -265,3 +265,21 @@ def test_handoffs_read_the_open_set_and_the_chats_index_not_the_stream(
     xrange_calls, xrevrange_calls = _reads_of_the_stream(sync_redis)
     assert xrevrange_calls == 0
     assert xrange_calls <= 3 + 1
+
+
+def test_a_stream_older_than_its_index_is_read_only_where_the_index_does_not_reach(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Written by a version without the index: plain XADDs.
+    for entry in simple_turn("BEFOREIDX1"):
+        sync_redis.xadd(STREAM, entry.to_fields())  # type: ignore[arg-type]
+    _many(sync_redis, OTHERS)
+    sync_redis.config_resetstat()
+
+    assert main(["turn", "BEFOREIDX1", "--json"]) == 0
+    assert main(["turn", "ZZZZZZZZZZ"]) == 1
+
+    found = [json.loads(line)["turn_id"] for line in capsys.readouterr().out.splitlines()]
+    assert found == ["BEFOREIDX1", "BEFOREIDX1"]
+    # Two short reads of the two entries before the index, not of the 3,000 after it.
+    assert _calls(sync_redis).get("xrevrange", 0) <= 2
