@@ -156,7 +156,18 @@ class ActionConfirmations:
             return ActionResult(
                 done=False, card_text=FAILED_TEXT, message=FAILED_TEXT, error_code="unknown_tool"
             )
-        arguments = tool.arguments_model.model_validate_json(pending.arguments)
+        try:
+            arguments = tool.arguments_model.model_validate_json(pending.arguments)
+        except ValidationError:
+            # Another version's arguments model (a rolling deploy); the error quotes the
+            # arguments, so only the action is named.
+            logger.warning("Action %s: its stored arguments no longer validate", pending.action_id)
+            return ActionResult(
+                done=False,
+                card_text=FAILED_TEXT,
+                message=FAILED_TEXT,
+                error_code="invalid_arguments",
+            )
         if verdict is Verdict.EXPIRED:
             return ActionResult(
                 done=False, card_text=EXPIRED_TEXT, message=EXPIRED_MESSAGE, error_code="expired"

@@ -1,0 +1,90 @@
+"""The verdict on a press (pure), and a stored action whose arguments no longer validate."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.actions.confirmation import FAILED_TEXT, ActionConfirmations, Press, Verdict, judge
+from bot.actions.pending import PendingAction, callback_data, new_action_id, parse_callback
+from bot.redis_connection import AsyncRedisClient
+from bot.redis_keys import RedisKeys
+from bot.shop.redis_demo import RedisDemoShop
+from tools.default_registry import build_default_tool_registry
+from tools.shop_backend import Customer
+from tools.store import ShopStore
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+
+
+def pending(action_id: str = "a" * 16, arguments: str = "{}") -> PendingAction:
+    return PendingAction(
+        action_id=action_id,
+        tool_name="cancel_order",
+        arguments=arguments,
+        description="Отменить заказ 8042",
+        proposed_at=NOW,
+        turn_id="T",
+        user_id=7,
+    )
+
+
+def press(action_id: str = "a" * 16, *, presser: int = 7, choice: str = "yes") -> Press:
+    return Press(
+        action_id=action_id,
+        choice="yes" if choice == "yes" else "no",
+        presser_id=presser,
+        chat_id=7,
+        card_message_id=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("current", "pressed", "seconds", "verdict"),
+    [
+        (pending(), press(), 10, Verdict.CONFIRM),
+        (pending(), press(choice="no"), 10, Verdict.DECLINE),
+        (pending(), press(), 601, Verdict.EXPIRED),
+        (pending(), press(presser=8), 10, Verdict.FOREIGN),
+        (pending(), press("b" * 16), 10, Verdict.STALE),
+        (None, press(), 10, Verdict.STALE),
+    ],
+)
+def test_a_press_is_judged_against_the_pending_action(
+    current: PendingAction | None, pressed: Press, seconds: float, verdict: Verdict
+) -> None:
+    assert judge(current, pressed, NOW + timedelta(seconds=seconds), 600) is verdict
+
+
+def test_callback_data_carries_only_the_id_and_the_choice_and_forgeries_are_refused() -> None:
+    action_id = new_action_id()
+    assert parse_callback(callback_data(action_id, "yes")) == (action_id, "yes")
+    assert len(callback_data(action_id, "no").encode()) <= 64
+    for forged in ("", "act:short:y", f"act:{action_id}:x", f"act:{action_id.upper()}:y", None):
+        assert parse_callback(forged) is None
+
+
+async def test_arguments_that_no_longer_validate_fail_kindly(
+    redis_client: AsyncRedisClient,
+) -> None:
+    store = ShopStore.load()
+    shop = RedisDemoShop(redis_client, RedisKeys("judge"), store, clock=lambda: NOW)
+    registry = build_default_tool_registry(store, clock=lambda: NOW, shop=shop)
+
+    class NoCommits:
+        async def commit_without_turn(self, *args: object) -> object:
+            raise AssertionError("not used")
+
+    actions = ActionConfirmations(registry=registry, chat=NoCommits(), clock=lambda: NOW)  # type: ignore[arg-type]
+    result = await actions.settle(
+        pending(arguments='{"order_id": "80", "reason": ""}'),
+        Verdict.CONFIRM,
+        Customer(user_id=7, chat_id=7),
+    )
+    assert (result.done, result.error_code, result.card_text) == (
+        False,
+        "invalid_arguments",
+        FAILED_TEXT,
+    )
+    order = await shop.order(Customer(user_id=7, chat_id=7), "8042")
+    assert order is not None
+    assert order.status == "processing"
