@@ -108,6 +108,7 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
         "bot/queue/intake.py",
         "bot/queue/work_stream.py",
         "bot/sessions/redis_store.py",
+        "bot/shop/redis_demo.py",
     }
     for path in _script_modules():
         source = path.read_text(encoding="utf-8")
@@ -131,6 +132,11 @@ def test_every_lua_script_gets_keys_of_one_hash_slot():
         staff = RedisKeys("support")
         pair = (staff.staff_seen(staff_chat, 7), staff.staff_flood(staff_chat, 555))
         assert len({key_slot(key.encode()) for key in pair}) == 1, staff_chat
+    # The demo shop's write: the customer's orders and the write's receipt.
+    for customer in ("tg:1", "tg:-1001234567890"):
+        shop = RedisKeys("support")
+        pair = (shop.shop_orders(customer), shop.shop_done(customer, "a1b2c3"))
+        assert len({key_slot(key.encode()) for key in pair}) == 1, customer
     # The dead letters: the records and their order.
     for prefix in ("support", "a.b-c"):
         letters = RedisKeys(prefix)
