@@ -49,4 +49,3 @@ async def test_a_model_failure_after_text_was_told_still_fails_the_turn(
 
     with pytest.raises(ToolLoopModelError):
         await loop.run(MESSAGES, CONTEXT, stream=Seen())
-
