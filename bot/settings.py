@@ -414,6 +414,30 @@ class HandoffSettings(BaseSettings):
         return value
 
 
+class CsatSettings(BaseSettings):
+    """Customer satisfaction: one short question with five buttons after a conversation ends."""
+
+    model_config = _ENV
+
+    enabled: Literal["on", "off"] = Field(default="on", validation_alias=_env("CSAT"))
+    # After the bot's last answer (each new answer restarts it); fractions allowed.
+    after_idle_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        le=7 * 24 * 60,
+        allow_inf_nan=False,
+        validation_alias=_env("CSAT_AFTER_IDLE_MINUTES"),
+    )
+    # At most one question per chat in this time.
+    min_interval_hours: float = Field(
+        default=24.0,
+        ge=0,
+        le=365 * 24,
+        allow_inf_nan=False,
+        validation_alias=_env("CSAT_MIN_INTERVAL_HOURS"),
+    )
+
+
 class PromptSettings(BaseSettings):
     """Which prompt versions are active."""
 
@@ -443,6 +467,7 @@ class Settings(BaseModel):
     supervision: SupervisionSettings = Field(
         default_factory=lambda: SupervisionSettings(_env_file=None)
     )
+    csat: CsatSettings = Field(default_factory=lambda: CsatSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -529,5 +554,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "handoff": HandoffSettings,
     "health": HealthSettings,
     "supervision": SupervisionSettings,
+    "csat": CsatSettings,
     "log": _LogSettings,
 }
