@@ -16,6 +16,8 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
 from bot.blocked_chats import BlockedChats
 from bot.chat_service import ChatLimits, ChatService
+from bot.csat.schedule import CsatPolicy, CsatSchedule
+from bot.handoff.machine import IdleRule
 from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
 from bot.history import HistoryWindow
@@ -107,6 +109,8 @@ class Application:
     knowledge: KnowledgeWatcher | None = None
     # Settles presses on confirmation cards (the write tools' actions).
     actions: ActionConfirmations | None = None
+    # The satisfaction question's schedule; None with CSAT=off.
+    feedback: CsatSchedule | None = None
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
@@ -221,7 +225,7 @@ def build_chat_service(
             max_message_chars=settings.session.message_max_chars,
         ),
         model_name=llm.model_name,
-        handoff_idle_seconds=settings.handoff.idle_minutes * 60
+        handoff_idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)
         if settings.handoff.staff_chat_id is not None
         else None,
     )
@@ -416,7 +420,7 @@ async def build_application(
             settings=HandoffPolicy(
                 staff_chat_id=staff_chat_id,
                 after_failed_turns=settings.handoff.after_failed_turns,
-                idle_seconds=settings.handoff.idle_minutes * 60,
+                idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60),
             ),
             closed_note=lambda: closed_note(
                 shop.support_hours, datetime.now(UTC), settings.tools.support_timezone
@@ -458,4 +462,14 @@ async def build_application(
             audit=turn_audit,
             lease_seconds=settings.session.lease_seconds,
         ),
+        feedback=CsatSchedule(
+            redis,
+            keys=keys,
+            policy=CsatPolicy(
+                after_idle_seconds=settings.csat.after_idle_minutes * 60,
+                min_interval_seconds=settings.csat.min_interval_hours * 3600,
+            ),
+        )
+        if settings.csat.enabled == "on"
+        else None,
     )

@@ -19,12 +19,13 @@ from bot.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
+from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.history import HistoryWindow, PreparedContext
 from bot.keyed_locks import KeyedLocks
 from bot.log_context import chat_label
 from bot.queue.jobs import OutboxEntry
 from bot.reply_stream import ReplyStream
-from bot.sessions.models import ConversationSession
+from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.store import (
     JobCompletion,
     LockedSession,
@@ -39,8 +40,7 @@ from bot.surrogates import replace_lone_surrogates
 from bot.tool_loop import BoundedToolLoop, ToolLoopResult
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
-from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME
-from turn import ToolLoopError, ToolStatus, TurnContext, TurnOutcome, Usage
+from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class ChatService:
         prompt: PromptTemplate,
         limits: ChatLimits,
         model_name: str,
-        handoff_idle_seconds: float | None = None,
+        handoff_idle: IdleRule | None = None,
     ) -> None:
         self._store = store
         self._loop = loop
@@ -142,7 +142,7 @@ class ChatService:
         self._limits = limits
         self._model_name = model_name
         # None: handoff is off (no staff chat); the turns then ignore handoff state.
-        self._handoff_idle_seconds = handoff_idle_seconds
+        self._handoff_idle = handoff_idle
         self._locks = KeyedLocks()
         self._summaries_in_background = BackgroundSummaries(self.summarise)
 
@@ -359,38 +359,32 @@ class ChatService:
         the question and the answer are mirrored to the topic; the model's
         ``request_human_agent`` opens a handoff.
         """
-        if self._handoff_idle_seconds is None or held.handoff is None:
+        if self._handoff_idle is None or held.handoff is None:
             return updated, (), (), None
-        now = _now()
-        state = before.handoff if before is not None else "bot"
+        rule = self._handoff_idle
+        now = rule.now()
+        state: HandoffState = before.handoff if before is not None else "bot"
         chat = str(context.chat_id)
         staff: tuple[StaffAction, ...] = ()
         audit: tuple[dict[str, str], ...] = ()
         note: str | None = None
-        if before is not None and before.handoff_idle(now, self._handoff_idle_seconds):
-            updated = updated.with_handoff("bot", now)
+        if before is not None and rule.is_idle(before, now):
+            state = step(state, HandoffEvent.GOES_IDLE).target
+            updated = updated.with_handoff(state, now)
             staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE), StaffAction(kind="ended"))
             audit = (closed_entry(before, chat, context.turn_id, "idle", now),)
             note = IDLE_NOTE
-            state = "bot"
+        event = HandoffEvent.BOT_ANSWERS if result.handoff is None else HandoffEvent.MODEL_ASKS
+        move = step(state, event)
         if state == "waiting":
-            updated = updated.with_handoff("waiting", now)
+            updated = updated.with_handoff(move.target, now)
             staff += (
                 StaffAction(kind="copy_to_topic", message_id=held.handoff.message_id),
                 StaffAction(kind="post_answer"),
             )
-        requested = next(
-            (
-                record
-                for record in result.audit_records
-                if record.tool_name == REQUEST_HUMAN_AGENT_TOOL_NAME
-                and record.status == ToolStatus.SUCCESS
-            ),
-            None,
-        )
-        if state == "bot" and requested is not None:
-            reason = requested.category or ""
-            updated = updated.with_handoff("waiting", now)
+        if state == "bot" and result.handoff is not None:
+            reason = result.handoff.reason
+            updated = updated.with_handoff(move.target, now)
             staff += (
                 StaffAction(
                     kind="open",

@@ -23,11 +23,13 @@ from tools.execution import (
 )
 from tools.registry import ToolRegistry
 from turn import (
+    HandoffRequest,
     ToolCall,
     ToolLoopExecutionError,
     ToolLoopLimitError,
     ToolLoopModelError,
     ToolLoopProtocolError,
+    ToolStatus,
     TurnContext,
     TurnOutcome,
     Usage,
@@ -67,6 +69,8 @@ class ToolLoopResult:
     audit_records: tuple[ToolExecutionRecord, ...]
     # The write the model proposed this turn (the last one, if it proposed several).
     proposal: PendingAction | None = None
+    # The model asked for a person this turn (the first request counts).
+    handoff: HandoffRequest | None = None
 
 
 class BoundedToolLoop:
@@ -123,6 +127,7 @@ class BoundedToolLoop:
         llm_results: list[LLMResult] = []
         audit_records: list[ToolExecutionRecord] = []
         proposals: list[PendingAction] = []
+        handoffs: list[HandoffRequest] = []
 
         for step in range(1, self._max_steps + 1):
             last_step = step == self._max_steps
@@ -158,7 +163,13 @@ class BoundedToolLoop:
                     stream.on_tools(tuple(call.name for call in result.tool_calls))
                 for tool_call in result.tool_calls:
                     content = await self._execute(
-                        tool_call, context, step, audit_records, observer, proposals=proposals
+                        tool_call,
+                        context,
+                        step,
+                        audit_records,
+                        observer,
+                        proposals=proposals,
+                        handoffs=handoffs,
                     )
                     conversation.append(
                         {"role": "tool", "tool_call_id": tool_call.id, "content": content}
@@ -166,7 +177,11 @@ class BoundedToolLoop:
                 continue
             if result.finish_reason == "stop":
                 built = _build_result(_require_text(result), llm_results, audit_records)
-                return replace(built, proposal=proposals[-1]) if proposals else built
+                return replace(
+                    built,
+                    proposal=proposals[-1] if proposals else None,
+                    handoff=handoffs[0] if handoffs else None,
+                )
             raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
 
         # Unreachable while the last step forbids tools, kept as the loop's contract.
@@ -181,6 +196,7 @@ class BoundedToolLoop:
         observer: ToolLoopObserver | None,
         *,
         proposals: list[PendingAction],
+        handoffs: list[HandoffRequest],
     ) -> str:
         try:
             write = self._registry.write_tool(tool_call.name)
@@ -206,6 +222,12 @@ class BoundedToolLoop:
         audit_records.append(execution.audit)
         if observer is not None:
             observer.on_tool_executed(step, execution.audit)
+        if (
+            write is None
+            and execution.audit.status == ToolStatus.SUCCESS
+            and self._registry.get(tool_call.name).hands_off
+        ):
+            handoffs.append(HandoffRequest(reason=execution.audit.category or ""))
         return execution.content
 
 

@@ -1,8 +1,9 @@
 """request_human_agent: the model asks for a support person to take the conversation over.
 
-The tool does no I/O: it returns a marker, and the chat service, seeing the
-tool among the turn's executions, puts the conversation in ``waiting`` and has
-the worker open the staff topic after the turn's commit. The reason is a
+The tool does no I/O: it is registered with ``hands_off``, so the tool loop
+ends the turn with a :class:`turn.outcomes.HandoffRequest`; the chat service
+then puts the conversation in ``waiting`` and has the worker open the staff
+topic after the turn's commit. The reason is a
 closed category (never free text), so it may go into the audit.
 """
 
@@ -57,4 +58,5 @@ def build_request_human_agent_tool() -> RegisteredTool[
         handler=request_human_agent,
         blocking=False,
         category=lambda result: result.reason,
+        hands_off=True,
     )

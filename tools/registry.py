@@ -151,6 +151,9 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
     category: Callable[[ResultT], str] | None = None
     # How many items a search-like result holds and the first one's id, kept in the audit.
     result_summary: Callable[[ResultT], ResultSummary] | None = None
+    # A successful call asks for a person: the step's outcome is a handoff, which the
+    # chat service opens (the tool itself does no I/O).
+    hands_off: bool = False
     takes_context: bool = field(init=False)
     is_async: bool = field(init=False)
 

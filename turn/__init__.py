@@ -5,7 +5,8 @@ Nothing here imports ``bot``, ``tools`` or ``prompts``.
 - :class:`TurnContext`: who a turn is for (conversation, chat, user, turn id).
 - :class:`ToolCall`: one function call as the model asked for it.
 - :class:`Usage`: token counts, summed in one place.
-- :class:`TurnOutcome`, :class:`ToolStatus`: how a turn and a tool execution ended.
+- :class:`TurnOutcome`, :class:`ToolStatus`: how a turn and a tool execution ended;
+  :class:`HandoffRequest`: a step that asked for a person.
 - :class:`ToolLoopError` and its kinds; :class:`ToolBusinessError` for tools.
 - :func:`new_turn_id`: the incident code a customer can quote.
 """
@@ -21,11 +22,12 @@ from turn.errors import (
     ToolLoopProtocolError,
 )
 from turn.ids import TURN_ID_ALPHABET, new_turn_id
-from turn.outcomes import ToolStatus, TurnOutcome
+from turn.outcomes import HandoffRequest, ToolStatus, TurnOutcome
 from turn.usage import Usage
 
 __all__ = [
     "TURN_ID_ALPHABET",
+    "HandoffRequest",
     "ToolBusinessError",
     "ToolCall",
     "ToolLoopError",

@@ -1,5 +1,6 @@
 """How a turn ended and how a tool execution ended: the audit's and the front ends' words."""
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -29,3 +30,10 @@ class ToolStatus(StrEnum):
     REJECTED = "rejected"
     TIMEOUT = "timeout"
     TECHNICAL_ERROR = "technical_error"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffRequest:
+    """A step's outcome: the model asked for a person (``reason``: a closed category)."""
+
+    reason: str

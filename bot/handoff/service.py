@@ -10,13 +10,14 @@ does, after the commit.
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from pydantic import ValidationError
 
 from bot.audit.schema import HandoffAuditEntry
 from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, HeldTurn, closed_entry
+from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.topics import TopicDirectory
 from bot.queue.job_results import Committed, JobContext
 from bot.queue.jobs import OutboxEntry
@@ -35,7 +36,7 @@ class HandoffPolicy:
 
     staff_chat_id: int
     after_failed_turns: int
-    idle_seconds: float
+    idle: IdleRule
 
 
 class HandoffService:
@@ -80,10 +81,7 @@ class HandoffService:
 
     def state(self, job: JobContext) -> HandoffState:
         """Who answers now; a handoff idle too long counts as ended (the next turn ends it)."""
-        session = self.session(job)
-        if session is None or session.handoff_idle(_now(), self._settings.idle_seconds):
-            return "bot"
-        return session.handoff
+        return self._settings.idle.state(self.session(job))
 
     def held(self, job: JobContext, customer: HandoffTurn | None = None) -> HeldTurn:
         """The job as a held turn of the chat service."""
@@ -103,7 +101,8 @@ class HandoffService:
         session = self.session(job)
         if session is None or session.handoff == "bot" or self.state(job) != "bot":
             return ()
-        return (closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", _now()),)
+        now = self._now()
+        return (closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", now),)
 
     async def record_failure(self, conversation_key: str, turn_id: str) -> bool:
         """Remember a failed turn; ``True`` when enough failed in a row to call a person.
@@ -130,6 +129,11 @@ class HandoffService:
         """
         turn_id = job.job.turn_id
         text = self.waiting_text(text)
+        event = (
+            HandoffEvent.TURNS_FAILED if trigger == "failed_turns" else HandoffEvent.CUSTOMER_ASKS
+        )
+        target = step(self.state(job), event).target
+        now = self._now()
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=turn_id,
@@ -160,7 +164,7 @@ class HandoffService:
             conversation_key,
             self.held(job),
             # From "bot" first: an idle handoff's times must not carry over.
-            lambda session: session.with_handoff("bot", _now()).with_handoff("waiting", _now()),
+            lambda session: session.with_handoff("bot", now).with_handoff(target, now),
             entry,
         )
         return Committed(reply=entry, summary_due=False)
@@ -169,6 +173,7 @@ class HandoffService:
         self, conversation_key: str, job: JobContext, message_id: int, text: str | None
     ) -> Committed:
         """In ``human`` state: keep the message in the history, copy it to the topic."""
+        step(self.state(job), HandoffEvent.CUSTOMER_WRITES)
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=job.job.turn_id,
@@ -181,7 +186,7 @@ class HandoffService:
         await self._chat.commit_without_turn(
             conversation_key,
             self.held(job),
-            lambda session: session.with_message("user", content, _now(), job.job.turn_id),
+            lambda session: session.with_message("user", content, self._now(), job.job.turn_id),
             entry,
         )
         return Committed(reply=entry, summary_due=False)
@@ -192,7 +197,8 @@ class HandoffService:
         """A staff message in the customer's topic: ``human`` state, copied to the customer."""
         before = self.session(job)
         state = self.state(job)
-        now = _now()
+        target = step(state, HandoffEvent.STAFF_WRITES).target
+        now = self._now()
         chat = str(job.job.chat_id)
         turn_id = job.job.turn_id
         audit = list(self._ended_idle(job))
@@ -225,7 +231,7 @@ class HandoffService:
 
         def change(session: ConversationSession) -> ConversationSession:
             base = session if state != "bot" else session.with_handoff("bot", now)
-            return base.with_handoff("human", now).with_message("staff", content, now, turn_id)
+            return base.with_handoff(target, now).with_message("staff", content, now, turn_id)
 
         await self._chat.commit_without_turn(conversation_key, self.held(job), change, entry)
         return Committed(reply=entry, summary_due=False)
@@ -237,7 +243,7 @@ class HandoffService:
             # Ended meanwhile (``/new``, or a turn noticed the idle first).
             await self._topics.ended(conversation_key)
             return None
-        if not session.handoff_idle(_now(), self._settings.idle_seconds):
+        if not self._settings.idle.is_idle(session):
             return None
         return await self.close(conversation_key, job, "idle")
 
@@ -246,8 +252,10 @@ class HandoffService:
     ) -> Committed:
         """Back to ``bot``: a short note to the customer and to the topic."""
         before = self.session(job)
-        now = _now()
+        now = self._now()
         open_now = before is not None and before.handoff != "bot"
+        event = HandoffEvent.STAFF_CLOSES if closed_by == "staff" else HandoffEvent.GOES_IDLE
+        target = step(before.handoff if before is not None else "bot", event).target
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=job.job.turn_id,
@@ -265,17 +273,16 @@ class HandoffService:
         await self._chat.commit_without_turn(
             conversation_key,
             self.held(job),
-            lambda session: session.with_handoff("bot", now),
+            lambda session: session.with_handoff(target, now),
             entry,
         )
         return Committed(reply=entry, summary_due=False)
+
+    def _now(self) -> datetime:
+        return self._settings.idle.now()
 
 
 def _topic_note(open_now: bool, closed_by: Literal["staff", "idle"]) -> str:
     if not open_now:
         return ALREADY_BOT_TOPIC_NOTE
     return CLOSED_TOPIC_NOTE if closed_by == "staff" else IDLE_TOPIC_NOTE
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
