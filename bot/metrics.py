@@ -161,6 +161,21 @@ class BotMetrics:
             buckets=HANDOFF_WAIT_BUCKETS,
             registry=registry,
         )
+        self.feedback = Counter(
+            "feedback",
+            "Customers' answers to the satisfaction question, by score (1 to 5).",
+            ["score"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        self.feedback_asked = Counter(
+            "feedback_asked",
+            "Satisfaction questions sent to customers.",
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        for score in range(1, 6):
+            self.feedback.labels(score=str(score))
         for trigger in HANDOFF_TRIGGERS:
             self.handoffs_opened.labels(trigger=trigger)
         for closer in HANDOFF_CLOSERS:
@@ -187,6 +202,13 @@ class BotMetrics:
         """One step (``proposed``, ``confirmed``, ``executed``...) of an action of ``tool``."""
         label = tool if tool in self._known_tools else UNKNOWN_TOOL
         self.actions.labels(tool=label, event=event).inc()
+
+    def record_feedback(self, event: str, score: str) -> None:
+        """A satisfaction question asked, or answered with ``score`` (1 to 5)."""
+        if event == "asked":
+            self.feedback_asked.inc()
+        elif event == "answered" and score in {"1", "2", "3", "4", "5"}:
+            self.feedback.labels(score=score).inc()
 
     def record_handoff(self, entry: HandoffAuditEntry) -> None:
         """One handoff step (its audit entry): opened, first staff reply, or closed."""
@@ -279,6 +301,9 @@ class MetricsAuditSink:
                 continue
             if fields.get(TYPE) == EntryType.HANDOFF:
                 self._metrics.record_handoff(HandoffAuditEntry.from_fields(fields))
+                continue
+            if fields.get(TYPE) == EntryType.FEEDBACK:
+                self._metrics.record_feedback(fields.get("event", ""), fields.get("score", ""))
                 continue
             entry = read_entry(fields)
             if isinstance(entry, TurnAuditEntry):

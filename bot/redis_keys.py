@@ -25,10 +25,12 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
+| ``{<conv>}:csat``                 | hash   | max(interval, 7 d)  | CSAT ask/press | CSAT     |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
 | ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
 | ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
 | ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
+| ``{csat}:due``                    | zset   | none (asked: gone)  | delivery       | sweeper  |
 | ``{dead_letters}:jobs``           | hash   | none (10,000 kept)  | worker         | CLI      |
 | ``{dead_letters}:order``          | zset   | none (10,000 kept)  | worker         | CLI      |
 | ``{shop:<customer>}:orders``      | hash   | 30 days             | demo shop      | tools    |
@@ -175,6 +177,12 @@ class ConversationKeys:
         return f"{self.base}:cards"
 
     @property
+    def csat(self) -> str:
+        """The satisfaction question's state (hash: when last asked, the open question, its
+        answer, whether a person answered since; see :mod:`bot.csat.schedule`)."""
+        return f"{self.base}:csat"
+
+    @property
     def attempts(self) -> str:
         """How often each queued job was handed to a worker (hash, see bot.queue.chat_queue)."""
         return f"{self.base}:attempts"
@@ -210,6 +218,15 @@ class RedisKeys:
     def staff_flood(self, staff_chat_id: int, user_id: int) -> str:
         """A staff member's token bucket in staff group ``staff_chat_id`` (all topics)."""
         return f"{self.prefix}:{{staff:{staff_chat_id}}}:flood:{user_id}"
+
+    @property
+    def csat_due(self) -> str:
+        """Conversations waiting for the satisfaction question, scored by when it is due (ms).
+
+        One zset (its own slot) for every chat: a claim moves a due score on by the
+        retry delay in one script, so one process queues the question.
+        """
+        return f"{self.prefix}:{{csat}}:due"
 
     @property
     def dead_letters(self) -> str:

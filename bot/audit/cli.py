@@ -27,6 +27,9 @@ from bot.audit.actions import action_stats, action_steps, step_json
 from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
 from bot.audit.export import StreamExporter
+from bot.audit.feedback import feedback_stats
+from bot.audit.feedback import stats_json as feedback_stats_json
+from bot.audit.feedback import stats_lines as feedback_stats_lines
 from bot.audit.handoffs import handoff_stats, open_handoffs
 from bot.audit.knowledge_gaps import knowledge_gaps, search_share
 from bot.audit.lookup import AuditIndex
@@ -356,6 +359,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         rolled = index.stats(since)
         stats, handoff, searches = rolled.stats, rolled.handoffs, rolled.searches
         actions, read = rolled.actions, rolled.entries
+        feedback = rolled.feedback
     else:
         counted = _Counting(reader.scan(since_id=stream_id_at(since)))
         entries = list(counted)
@@ -363,6 +367,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         handoff = handoff_stats(entries)
         searches = search_share(entries)
         actions, read = action_stats(entries), counted.count
+        feedback = feedback_stats(entries)
     if args.json:
         report = stats_json(stats, since, read)
         report["knowledge"] = {
@@ -371,6 +376,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
             "empty_rate": searches.empty_rate,
         }
         report["actions"] = action_stats_json(actions)
+        report["feedback"] = feedback_stats_json(feedback)
         report["handoffs"] = {
             "opened": handoff.opened,
             "chats": handoff.chats,
@@ -398,6 +404,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         f"max {_seconds(wait.max)}"
     )
     lines.extend(action_stats_lines(actions))
+    lines.extend(feedback_stats_lines(feedback))
     for line in wrap_lines(lines, width):
         print(line, file=context.out)
     return EXIT_OK

@@ -6,9 +6,10 @@ slot, records (see :class:`~bot.redis_keys.AuditIndexKeys`):
 - the turn's entry ids (``turn CODE`` reads only those entries);
 - the chat's newest turn ids, at most :data:`CHAT_TURNS_KEPT` (``tail --chat``);
 - per-minute rollups: counts by tool and status, outcome, handoff and action
-  event, and fixed histogram buckets for every time and token count that
-  ``stats`` gives percentiles of (so a percentile is the bucket's upper bound,
-  within :data:`BUCKET_GROWTH` of the true value; the maximum is exact);
+  event, feedback (questions asked and scores, by who answered), and fixed
+  histogram buckets for every time and token count that ``stats`` gives
+  percentiles of (so a percentile is the bucket's upper bound, within
+  :data:`BUCKET_GROWTH` of the true value; the maximum is exact);
 - when each tool, status and outcome was last seen (a filter that names none
   of them finds nothing, at once).
 
@@ -23,6 +24,7 @@ of a write stays bounded).
 import math
 from collections.abc import Mapping, Sequence
 
+from bot.audit.feedback import rollup_fields as feedback_rollups
 from bot.audit.schema import (
     CHAT_ID,
     DURATION_MS,
@@ -208,6 +210,8 @@ def rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
         out.append((f"action|{name}|{event}", "1"))
         if event in ("confirmed", "declined"):
             out += _measure(f"decide|{name}", fields.get("decide_ms"))
+    elif kind == EntryType.FEEDBACK:
+        out += feedback_rollups(fields)
     return out
 
 

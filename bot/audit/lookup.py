@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.audit.actions import ACTION_EVENTS, ToolActionStats
+from bot.audit.feedback import FeedbackStats
+from bot.audit.feedback import stats_of_counts as feedback_of_counts
 from bot.audit.handoffs import HandoffStats, OpenHandoff
 from bot.audit.index import MAX_PREFIX, bucket_upper
 from bot.audit.knowledge_gaps import SearchShare
@@ -34,6 +36,7 @@ class IndexedStats:
     searches: SearchShare
     handoffs: HandoffStats
     actions: list[ToolActionStats]
+    feedback: FeedbackStats
 
 
 class AuditIndex:
@@ -280,6 +283,7 @@ def _indexed_stats(rollup: _Rollup, chats: int) -> IndexedStats:
             first_reply_ms=rollup.distribution("wait"),
         ),
         actions=actions,
+        feedback=feedback_of_counts({key: n for key, n in counts.items() if key.startswith("fb|")}),
     )
 
 

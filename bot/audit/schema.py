@@ -76,6 +76,7 @@ class EntryType(StrEnum):
     TURN = "turn"
     HANDOFF = "handoff"
     ACTION = "action"
+    FEEDBACK = "feedback"
 
 
 # A registered tool's name always fits this (tools.registry); a name the model made

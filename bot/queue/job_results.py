@@ -9,7 +9,7 @@ outbox) before delivering.
 
 from dataclasses import dataclass
 
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob
 from bot.staff_actions import StaffAction
 
 
@@ -37,12 +37,15 @@ class Committed:
 class PlainReply:
     """The bot's own text for the customer (and a failed turn's audit entries).
 
-    ``staff`` are handoff relay steps the worker runs after delivering it.
+    ``staff`` are handoff relay steps the worker runs after delivering it;
+    ``card_edit`` a message of the bot's to rewrite first. An empty ``text``
+    sends nothing (an edit and audit entries only).
     """
 
     text: str
     audit: tuple[dict[str, str], ...] = ()
     staff: tuple[StaffAction, ...] = ()
+    card_edit: CardEdit | None = None
 
 
 JobResult = Committed | PlainReply

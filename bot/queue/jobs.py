@@ -23,6 +23,8 @@ class Notice(StrEnum):
     UNREADABLE = "unreadable"
     # Not a text: a handoff may have gone idle; the worker checks and ends it if so.
     HANDOFF_IDLE = "handoff_idle"
+    # Not a text: the satisfaction question may be due; the worker checks and asks if so.
+    CSAT = "csat"
 
 
 class QueuedJob(BaseModel):
@@ -47,6 +49,14 @@ class CardEdit(BaseModel):
 
     message_id: int
     text: str
+
+
+class FeedbackQuestion(BaseModel):
+    """The satisfaction question to send (its buttons carry the question id)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    question_id: str
 
 
 class OutboxEntry(BaseModel):
@@ -75,6 +85,8 @@ class OutboxEntry(BaseModel):
     card_edit: CardEdit | None = None
     # The action whose card a new proposal superseded: its card is edited to say so.
     superseded: str | None = None
+    # The satisfaction question, sent instead of a text; its ``asked`` audit only if sent.
+    question: FeedbackQuestion | None = None
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

@@ -3,7 +3,9 @@
 Telegram shows a spinner on the button until the bot answers the callback
 query; intake answers it right after queueing the press, with a short text
 when a read of the session already shows the press will change nothing
-(«Уже выполнено», «Срок подтверждения истёк»). The worker decides for real.
+(«Уже выполнено», «Срок подтверждения истёк»; on the satisfaction question
+«Спасибо за оценку!», «Вы уже оценили» or «опрос уже закрыт»). The worker
+decides for real.
 """
 
 import logging
@@ -15,9 +17,12 @@ from redis.exceptions import RedisError
 
 from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press, session_of
 from bot.actions.pending import parse_callback
+from bot.csat.callback import parse_callback as parse_feedback
+from bot.csat.schedule import press_state
 from bot.queue.intake import IncomingUpdate
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys, telegram_conversation
+from bot.telegram import messages
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +34,9 @@ def press_incoming(
 ) -> IncomingUpdate | None:
     """The press as a queued update of the card's chat; ``None`` for no chat (inline mode)."""
     message = callback.message
-    if message is None or parse_callback(callback.data) is None:
+    if message is None:
+        return None
+    if parse_callback(callback.data) is None and parse_feedback(callback.data) is None:
         return None
     return IncomingUpdate(
         update_id=update_id,
@@ -67,6 +74,9 @@ class PressAnswers:
             logger.info("Callback not answered: %s", type(error).__name__)
 
     async def _predict(self, callback: CallbackQuery) -> str | None:
+        feedback = parse_feedback(callback.data)
+        if feedback is not None and callback.message is not None:
+            return await self._predict_feedback(callback.message.chat.id, feedback[0])
         parsed = parse_callback(callback.data)
         message = callback.message
         if parsed is None or message is None:
@@ -87,3 +97,19 @@ class PressAnswers:
             card_message_id=message.message_id,
         )
         return SHORT_ANSWERS.get(self._actions.verdict(session, press))
+
+    async def _predict_feedback(self, chat_id: int, question_id: str) -> str | None:
+        """Thanks for a first press, «already» for a second, «closed» for an old question."""
+        if self._redis is None or self._keys is None:
+            return messages.CSAT_THANKS
+        try:
+            state = await press_state(
+                self._redis, self._keys, telegram_conversation(chat_id), question_id
+            )
+        except RedisError:
+            return messages.CSAT_THANKS
+        return {
+            "open": messages.CSAT_THANKS,
+            "answered": messages.CSAT_ALREADY,
+            "closed": messages.CSAT_CLOSED,
+        }[state]

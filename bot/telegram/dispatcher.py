@@ -5,7 +5,8 @@ the dispatcher: at intake and in the chat's queue (:mod:`bot.queue`). The
 dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``,
-``handoff`` (``None`` when off), and the worker's ``job``), never through globals.
+``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
+when off), and the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
 id, chat pseudonym) for every line the update's handling logs.
@@ -17,6 +18,7 @@ from aiogram import Dispatcher, Router
 
 from bot.actions.confirmation import ActionConfirmations
 from bot.blocked_chats import BlockedChats
+from bot.csat.schedule import CsatSchedule
 from bot.handoff.service import HandoffService
 from bot.log_context import ChatNamer, chat_namer
 from bot.metrics import BotMetrics
@@ -25,6 +27,7 @@ from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
 from bot.telegram.handlers import chat, commands, errors, membership, other
+from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
@@ -47,6 +50,7 @@ def build_dispatcher(
     metrics: BotMetrics | None = None,
     handoff: HandoffService | None = None,
     actions: ActionConfirmations | None = None,
+    feedback: CsatSchedule | None = None,
 ) -> TelegramFrontEnd:
     """A dispatcher wired to ``chat_service``; nothing global, nothing started.
 
@@ -61,6 +65,7 @@ def build_dispatcher(
         settings=settings,
         handoff=handoff,
         actions=actions,
+        feedback=feedback,
         drafts=drafts_of(settings, metrics),
     )
     in_flight = InFlightMiddleware()
@@ -78,7 +83,13 @@ def build_dispatcher(
         chat.build_router(),
         other.build_router(),
     )
-    routers = [errors.build_router(), membership.build_router(), action_handlers.build_router()]
+    routers = [
+        errors.build_router(),
+        membership.build_router(),
+        # Before the actions' router, which takes every other button press.
+        feedback_handlers.build_router(),
+        action_handlers.build_router(),
+    ]
     if handoff is not None:
         # Before the customer routers: a staff chat message never reaches them.
         routers.append(handoff_handlers.build_staff_router(handoff.staff_chat_id))

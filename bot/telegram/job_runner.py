@@ -21,18 +21,31 @@ from aiogram.types import Update
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bot.audit.schema import FAILED, TurnAuditEntry, TurnErrorCode, read_entry, with_outcome
+from bot.audit.feedback import FeedbackAuditEntry
+from bot.audit.schema import (
+    FAILED,
+    TYPE,
+    EntryType,
+    TurnAuditEntry,
+    TurnErrorCode,
+    read_entry,
+    with_outcome,
+)
 from bot.audit.sink import AuditSink
+from bot.blocked_chats import BlockedChats
 from bot.chat_errors import ChatServiceError
+from bot.csat.schedule import CsatSchedule, claimed_score
 from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
 from bot.queue.job_results import Committed, JobContext, PlainReply
-from bot.queue.jobs import CardEdit, Notice, OutboxEntry, QueuedJob
+from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
+from bot.sessions.models import ConversationSession
 from bot.telegram import messages
 from bot.telegram.action_cards import SUPERSEDED_TEXT, CardIndex, edit_card, send_card
+from bot.telegram.feedback_question import send_question
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome, Usage
@@ -64,8 +77,14 @@ class TelegramJobRunner:
         desk: StaffDesk | None = None,
         handoff: HandoffService | None = None,
         cards: CardIndex | None = None,
+        feedback: CsatSchedule | None = None,
+        blocked: BlockedChats | None = None,
     ) -> None:
+        """``feedback``: the satisfaction question's schedule (``None`` with ``CSAT=off``);
+        ``blocked`` is marked when Telegram refuses the question with 403."""
         self._dead_letters = dead_letters
+        self._feedback = feedback
+        self._blocked = blocked
         self._cards = cards
         self._max_attempts = max_attempts
         self._bot = bot
@@ -175,7 +194,9 @@ class TelegramJobRunner:
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
     ) -> JobDone:
-        """A job intake decided on: a limit's text, or the handoff idle check."""
+        """A job intake decided on: a limit's text, the handoff idle check, the CSAT question."""
+        if job.notice is Notice.CSAT:
+            return await self._question(state, lease, job, context)
         if job.notice is not Notice.HANDOFF_IDLE:
             notice = _NOTICES[job.notice] if job.notice is not None else ""
             return await self._complete(state, lease, job, PlainReply(text=notice))
@@ -193,6 +214,44 @@ class TelegramJobRunner:
         )
         return JobDone(reply=None)
 
+    async def _question(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone:
+        """The satisfaction question, if still due and allowed (else nothing is sent)."""
+        key = lease.conversation_key
+        claimed = claimed_score(job.update_id)
+        question = None
+        if self._feedback is not None and claimed is not None:
+            question = await self._feedback.decide(
+                key,
+                claimed_ms=claimed,
+                # The job's turn id: a re-run of this job asks the same question.
+                question_id=job.turn_id,
+                session=_stored_session(context),
+                blocked=state.blocked,
+            )
+        if question is None:
+            await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+            return JobDone(reply=None)
+        asked = FeedbackAuditEntry(
+            chat_id=str(job.chat_id),
+            turn_id=job.turn_id,
+            event="asked",
+            answered_by=question.answered_by,
+            turns=question.turns,
+        )
+        entry = OutboxEntry(
+            job_id=job.job_id,
+            turn_id=job.turn_id,
+            chat_id=job.chat_id,
+            format="none",
+            text="",
+            audit=(asked.to_fields(),),
+            question=FeedbackQuestion(question_id=question.question_id),
+        )
+        await self._queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
+        return JobDone(reply=entry)
+
     async def _complete(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, reply: PlainReply
     ) -> JobDone:
@@ -200,10 +259,11 @@ class TelegramJobRunner:
             job_id=job.job_id,
             turn_id=job.turn_id,
             chat_id=job.chat_id,
-            format="plain",
+            format="plain" if reply.text else "none",
             text=reply.text,
             audit=reply.audit,
             staff=reply.staff,
+            card_edit=reply.card_edit,
         )
         key = lease.conversation_key
         try:
@@ -233,8 +293,12 @@ class TelegramJobRunner:
         """Send the reply; an undeliverable answer is recorded so; audit the turn once.
 
         To a customer who blocked the bot nothing is sent: the reply is undelivered.
-        Then the reply's staff steps (handoff relays) run, in order.
+        Then the reply's staff steps (handoff relays) run, in order. A delivered answer
+        (re)schedules the satisfaction question; so does a closed handoff.
         """
+        if reply.question is not None:
+            await self._deliver_question(reply, reply.question, blocked=blocked)
+            return
         if reply.card_edit is not None and not blocked:
             await edit_card(self._bot, reply.chat_id, reply.card_edit)
         if reply.format == "none":
@@ -259,6 +323,31 @@ class TelegramJobRunner:
             )
         if reply.staff and self._desk is not None:
             await self._desk.perform(lease.conversation_key, reply)
+        if self._feedback is not None and delivered and not blocked:
+            await self._schedule_question(lease.conversation_key, reply)
+
+    async def _schedule_question(self, conversation_key: str, reply: OutboxEntry) -> None:
+        """After the bot's answer: due after the idle time; after a closed handoff: due now."""
+        feedback = self._feedback
+        if feedback is None:
+            return
+        if reply.format == "answer":
+            await feedback.answered(conversation_key)
+        elif any(
+            fields.get(TYPE) == EntryType.HANDOFF and fields.get("event") == "closed"
+            for fields in reply.audit
+        ):
+            await feedback.handoff_closed(conversation_key)
+
+    async def _deliver_question(
+        self, reply: OutboxEntry, question: FeedbackQuestion, *, blocked: bool
+    ) -> None:
+        """Send the question; its ``asked`` entry is written only when Telegram took it."""
+        if blocked:
+            logger.info("CSAT question %s not sent: the customer blocked the bot", reply.turn_id)
+            return
+        if await send_question(self._bot, reply.chat_id, question.question_id, self._blocked):
+            await self._audit.write_fields(list(reply.audit))
 
     async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> None:
         """The new card; the card it superseded is edited to say so (both noted or looked up)."""
@@ -296,6 +385,16 @@ class TelegramJobRunner:
             logger.warning("Turn %s not delivered: %s", reply.turn_id, type(error).__name__)
             return False
         return True
+
+
+def _stored_session(context: JobContext) -> ConversationSession | None:
+    """The session the worker read with the job (``None`` when new or unreadable)."""
+    if not context.session_data:
+        return None
+    try:
+        return ConversationSession.model_validate_json(context.session_data)
+    except ValidationError:
+        return None
 
 
 def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:

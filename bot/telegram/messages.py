@@ -123,3 +123,12 @@ OPERATOR_OFF = (
     "Спросите меня про часы работы поддержки, и я подскажу, когда она отвечает."
 )
 FAILED_HANDOFF = "Я позвал сотрудника поддержки: он ответит здесь, в этом чате."
+
+CSAT_QUESTION = "Помогли ли мы вам? Оцените, пожалуйста, от 1 до 5"
+"""The satisfaction question, under buttons 1 to 5."""
+CSAT_THANKS = "Спасибо за оценку!"
+"""What the question becomes once answered (and the press's short answer)."""
+CSAT_ALREADY = "Вы уже оценили, спасибо!"
+"""A second press's short answer: nothing changes."""
+CSAT_CLOSED = "Этот опрос уже закрыт. Спасибо, что заглянули!"
+"""A press on an expired or replaced question."""

@@ -32,6 +32,7 @@ from aiohttp import web
 
 from bot import event_loop
 from bot.app import Application, StartupError, build_application
+from bot.csat.sweeper import CsatSweeper
 from bot.handoff.desk import StaffDesk
 from bot.handoff.staff_chat import staff_chat_problem
 from bot.handoff.sweeper import HandoffSweeper
@@ -90,7 +91,7 @@ def create_bot(settings: Settings, environ: Mapping[str, str] | None = None) -> 
     return Bot(token=token.get_secret_value(), session=session)
 
 
-async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 1
+async def run_bot(  # noqa: PLR0912, PLR0915 - every start-up step that can fail returns 1
     settings: Settings,
     mode: Mode,
     stop: asyncio.Event,
@@ -121,6 +122,7 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
             metrics=app.metrics,
             handoff=app.handoff,
             actions=app.actions,
+            feedback=app.feedback,
         )
         if not await _prepare_bot(bot, app, mode):
             return 1
@@ -128,6 +130,8 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         working = asyncio.create_task(workers.run(), name="workers")
         sweeper = build_sweeper(app)
         sweeping = tasks.spawn("handoff-sweeper", sweeper.run, stop=stop) if sweeper else None
+        csat = build_csat_sweeper(app)
+        asking = tasks.spawn("csat-sweeper", csat.run, stop=stop) if csat else None
         intake = TelegramIntake(
             app.intake,
             bot,
@@ -159,6 +163,9 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
             if sweeper is not None and sweeping is not None:
                 sweeper.stop()
                 await sweeping
+            if csat is not None and asking is not None:
+                csat.stop()
+                await asking
     finally:
         # The bot's session first (no more sends), then the engine in reverse order.
         await bot.session.close()
@@ -213,6 +220,8 @@ def build_workers(
         else None,
         handoff=app.handoff,
         cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
+        feedback=app.feedback,
+        blocked=app.blocked,
     )
     return WorkerPool(
         stream=app.work,
@@ -238,6 +247,13 @@ def build_sweeper(app: Application) -> HandoffSweeper | None:
         intake=app.intake,
         idle_seconds=app.settings.handoff.idle_minutes * 60,
     )
+
+
+def build_csat_sweeper(app: Application) -> CsatSweeper | None:
+    """The sweep that queues due satisfaction questions, when ``CSAT`` is on."""
+    if app.feedback is None:
+        return None
+    return CsatSweeper(schedule=app.feedback, intake=app.intake)
 
 
 async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:

@@ -1,0 +1,1 @@
+"""Customer satisfaction: when to ask «Помогли ли мы вам?», asking once, recording the press."""

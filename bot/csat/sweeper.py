@@ -1,0 +1,87 @@
+"""Queues the satisfaction question of conversations that are due, in their chats' queues.
+
+Every process with workers runs one (supervised). It does not ask itself: it
+claims due conversations (:meth:`bot.csat.schedule.CsatSchedule.claim`, one
+script, so of two sweepers only one claims a conversation) and queues a
+question job through intake, whose update id carries the claimed score; the
+worker holding the chat then decides with the session in hand. A process dying
+between the claim and the queueing leaves the conversation scored one retry
+delay ahead: the next claim queues it then, with another id.
+"""
+
+import asyncio
+import contextlib
+import logging
+
+from redis.exceptions import RedisError
+
+from bot.csat.schedule import CsatSchedule, question_update_id
+from bot.queue.intake import IncomingUpdate, Intake
+from bot.queue.jobs import Notice
+from bot.redis_keys import telegram_chat_id
+
+logger = logging.getLogger(__name__)
+
+RETRY_SECONDS = 30.0
+"""How long after a claim a conversation still due is claimed again."""
+
+
+class CsatSweeper:
+    """Claims due conversations every ``period_seconds`` and queues their question job.
+
+    The period is a few seconds at most (a closed handoff asks about at once),
+    a quarter of the idle time when that is shorter.
+    """
+
+    def __init__(
+        self,
+        *,
+        schedule: CsatSchedule,
+        intake: Intake,
+        period_seconds: float | None = None,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self._schedule = schedule
+        self._intake = intake
+        idle = schedule.policy.after_idle_seconds
+        self._period = period_seconds or min(5.0, max(idle / 4, 0.05))
+        self._retry = max(retry_seconds, self._period)
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop after the current sweep."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Sweep every period until :meth:`stop`."""
+        while not self._stopping.is_set():
+            try:
+                await self.sweep()
+            except (RedisError, OSError) as error:
+                logger.warning("CSAT sweep failed (%s)", type(error).__name__)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._period):
+                    await self._stopping.wait()
+
+    async def sweep(self) -> int:
+        """Queue one question job per due conversation; returns how many were claimed."""
+        claimed = await self._schedule.claim(self._retry)
+        for conversation_key, claimed_ms in claimed:
+            chat_id = telegram_chat_id(conversation_key)
+            if chat_id is None:
+                await self._schedule.forget(conversation_key, claimed_ms)
+                continue
+            await self._intake.accept(
+                IncomingUpdate(
+                    update_id=question_update_id(claimed_ms),
+                    chat_id=chat_id,
+                    conversation_key=conversation_key,
+                    user_id=None,
+                    counts_turn=False,
+                    payload={},
+                    notice=Notice.CSAT,
+                    # Never dropped for a full queue, and never tells the customer it is full.
+                    capped=False,
+                )
+            )
+        return len(claimed)

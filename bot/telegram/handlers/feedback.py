@@ -1,0 +1,51 @@
+"""A press on the satisfaction question, run by the worker that holds the customer's chat."""
+
+from aiogram import F, Router
+from aiogram.types import CallbackQuery, Message
+
+from bot.audit.feedback import FeedbackAuditEntry
+from bot.csat.callback import parse_callback
+from bot.csat.schedule import CsatSchedule
+from bot.queue.job_results import JobContext, PlainReply
+from bot.queue.jobs import CardEdit
+from bot.redis_keys import telegram_conversation
+from bot.telegram import messages
+
+
+async def on_feedback(
+    callback: CallbackQuery, job: JobContext, feedback: CsatSchedule | None = None
+) -> PlainReply | None:
+    """Record the first press of the open question: thank by editing it, audit the score.
+
+    Any other press changes nothing (``None``); intake answered the callback already.
+    """
+    parsed = parse_callback(callback.data)
+    question = callback.message if isinstance(callback.message, Message) else None
+    if feedback is None or parsed is None or question is None:
+        return None
+    question_id, score = parsed
+    result = await feedback.record(
+        telegram_conversation(question.chat.id), question_id, score, job.job.job_id
+    )
+    if result.verdict != "recorded":
+        return None
+    answered = FeedbackAuditEntry(
+        chat_id=str(question.chat.id),
+        turn_id=job.job.turn_id,
+        event="answered",
+        answered_by=result.answered_by,
+        turns=result.turns,
+        score=result.score,
+    )
+    return PlainReply(
+        text="",
+        card_edit=CardEdit(message_id=question.message_id, text=messages.CSAT_THANKS),
+        audit=(answered.to_fields(),),
+    )
+
+
+def build_router() -> Router:
+    """A fresh router with the satisfaction question's button handler."""
+    router = Router(name=__name__)
+    router.callback_query.register(on_feedback, F.data.startswith("csat:"))
+    return router
