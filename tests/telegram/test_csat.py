@@ -1,0 +1,328 @@
+"""Customer satisfaction end to end: intake, the chat's queue, workers, real Redis, fake Bot API.
+
+The question is due ``CSAT_AFTER_IDLE_MINUTES=0.001`` (60 ms) after the bot's
+last answer; the CSAT sweeper of this test's loop queues it, a worker asks.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiogram import Bot
+from aiogram.types import Update
+
+from bot.app import Application, build_application
+from bot.csat.sweeper import CsatSweeper
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.queue.worker import WorkerPool
+from bot.redis_keys import telegram_conversation
+from bot.telegram import messages
+from bot.telegram.callbacks import PressAnswers
+from bot.telegram.dispatcher import build_dispatcher
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.runner import build_csat_sweeper, build_workers
+from bot.testing.audit_entries import stream_entries
+from bot.testing.pool_stop import stop_pool
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, text_result
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import FakeTelegramServer
+
+pytestmark = pytest.mark.timeout(60)
+
+CHAT = 9100
+STAFF = -1009100000001
+
+
+def _echo(
+    messages_: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+) -> LLMResult:
+    return text_result(f"Ответ: {messages_[-1]['content']}")
+
+
+async def until(check: Callable[[], Awaitable[bool]]) -> None:
+    """Wait (10 s at most) until ``check`` holds."""
+    async with asyncio.timeout(10):
+        while True:
+            if await check():
+                return
+            await asyncio.sleep(0.01)
+
+
+@dataclass
+class Stack:
+    """Intake, a worker pool and (started on demand) the CSAT sweeper."""
+
+    app: Application
+    bot: Bot
+    intake: TelegramIntake
+    telegram: FakeTelegramServer
+    workers: WorkerPool
+    sweepers: list[asyncio.Task[None]]
+    stoppers: list[CsatSweeper]
+
+    async def feed(self, update: dict[str, Any]) -> None:
+        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
+
+    async def ask(self, text: str) -> None:
+        """A customer message, answered by the bot."""
+        before = len(self.telegram.sent_texts(CHAT))
+        await self.feed(self.telegram.message_update(CHAT, text))
+        await self.telegram.wait_for(
+            lambda: f"Ответ: {text}" in self.telegram.sent_texts(CHAT)[before:]
+        )
+
+    def start_sweeper(self) -> None:
+        assert self.app.feedback is not None
+        sweeper = CsatSweeper(
+            schedule=self.app.feedback, intake=self.app.intake, period_seconds=0.02
+        )
+        self.stoppers.append(sweeper)
+        self.sweepers.append(asyncio.create_task(sweeper.run()))
+
+    def questions(self) -> list[tuple[int, str, list[list[dict[str, Any]]]]]:
+        return self.telegram.keyboards(CHAT)
+
+    async def due(self) -> int:
+        return int(await self.app.redis.zcard(self.app.keys.csat_due))
+
+    async def wait_not_due(self) -> None:
+        async def none_due() -> bool:
+            return await self.due() == 0
+
+        await until(none_due)
+
+    async def settle(self) -> None:
+        """Every update queued so far handled (a /help barrier)."""
+        before = self.telegram.sent_texts(CHAT).count(messages.HELP)
+        await self.feed(self.telegram.message_update(CHAT, "/help"))
+        await self.telegram.wait_for(
+            lambda: self.telegram.sent_texts(CHAT).count(messages.HELP) > before
+        )
+
+    async def feedback(self) -> list[dict[str, str]]:
+        entries = await stream_entries(self.app.redis, "csat:audit")
+        return [entry for entry in entries if entry.get("type") == "feedback"]
+
+    async def wait_feedback(self, count: int) -> list[dict[str, str]]:
+        async def written() -> bool:
+            return len(await self.feedback()) >= count
+
+        await until(written)
+        return await self.feedback()
+
+    def edits(self, message_id: int) -> list[dict[str, Any]]:
+        return [
+            call.params
+            for call in self.telegram.calls_of("editMessageText")
+            if call.ok and call.params.get("message_id") == message_id
+        ]
+
+
+@contextlib.asynccontextmanager
+async def _stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, **env: Any
+) -> AsyncIterator[Stack]:
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="csat",
+        AUDIT_STREAM="csat:audit",
+        SESSION_LEASE_SECONDS=3,
+        CSAT_AFTER_IDLE_MINUTES=0.001,
+        **env,
+    )
+    app = await build_application(settings, llm=ScriptedClient(_echo))
+    await app.redis.flushdb()
+    front = build_dispatcher(
+        settings,
+        chat_service=app.chat,
+        blocked_chats=app.blocked,
+        handoff=app.handoff,
+        actions=app.actions,
+        feedback=app.feedback,
+    )
+    workers = build_workers(app, bot, front)
+    working = asyncio.create_task(workers.run())
+    presses = PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions)
+    topics = app.handoff.topics if app.handoff is not None else None
+    intake = TelegramIntake(app.intake, bot, allow_groups=False, topics=topics, presses=presses)
+    stack = Stack(app, bot, intake, telegram, workers, [], [])
+    try:
+        yield stack
+    finally:
+        for sweeper in stack.stoppers:
+            sweeper.stop()
+        for task in stack.sweepers:
+            await task
+        await stop_pool(workers, working, app.redis)
+        await app.aclose()
+
+
+@pytest.fixture
+async def stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    async with _stack(redis_server, telegram, bot) as built:
+        yield built
+
+
+async def test_asked_after_the_idle_time_a_press_is_recorded_once_and_thanked(
+    stack: Stack,
+) -> None:
+    stack.start_sweeper()
+    await stack.ask("где мой заказ?")
+    await stack.telegram.wait_for(lambda: len(stack.questions()) == 1)
+
+    [(message_id, text, keyboard)] = stack.questions()
+    assert text == messages.CSAT_QUESTION
+    assert [button["text"] for button in keyboard[0]] == ["1", "2", "3", "4", "5"]
+    four, two = keyboard[0][3]["callback_data"], keyboard[0][1]["callback_data"]
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, four))
+    await stack.telegram.wait_for(lambda: bool(stack.edits(message_id)))
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, two))
+    await stack.settle()
+
+    [edit] = stack.edits(message_id)
+    assert edit["text"] == messages.CSAT_THANKS
+    assert "reply_markup" not in edit
+    answers = [call.params.get("text") for call in stack.telegram.calls_of("answerCallbackQuery")]
+    assert answers == [messages.CSAT_THANKS, messages.CSAT_ALREADY]
+    asked, answered = await stack.wait_feedback(2)
+    assert (asked["event"], answered["event"]) == ("asked", "answered")
+    assert answered["score"] == "4"
+    assert (answered["answered_by"], answered["turns"], answered["chat_id"]) == (
+        "bot",
+        "1",
+        str(CHAT),
+    )
+    # Ids, categories and numbers: never the customer's or the bot's text.
+    assert set(answered) == {"type", "chat_id", "turn_id", "event", "answered_by", "turns", "score"}
+    assert not any("заказ" in value for entry in (asked, answered) for value in entry.values())
+    assert len(await stack.feedback()) == 2
+    samples = {
+        (s.name, s.labels.get("score")): s.value
+        for metric in stack.app.metrics.registry.collect()
+        for s in metric.samples
+    }
+    assert samples[("support_feedback_total", "4")] == 1
+    assert samples[("support_feedback_asked_total", None)] == 1
+
+
+async def test_not_asked_again_within_the_interval(stack: Stack) -> None:
+    stack.start_sweeper()
+    await stack.ask("первый вопрос")
+    await stack.telegram.wait_for(lambda: len(stack.questions()) == 1)
+    await stack.ask("второй вопрос")
+    await stack.wait_not_due()
+    await stack.settle()
+
+    assert len(stack.questions()) == 1
+    assert [entry["event"] for entry in await stack.feedback()] == ["asked"]
+
+
+async def test_a_press_on_an_unknown_question_changes_nothing(stack: Stack) -> None:
+    await stack.feed(stack.telegram.callback_update(CHAT, 77, "csat:ABCDEFGHJK:5"))
+    await stack.settle()
+
+    answers = [call.params.get("text") for call in stack.telegram.calls_of("answerCallbackQuery")]
+    assert answers == [messages.CSAT_CLOSED]
+    assert stack.telegram.calls_of("editMessageText") == []
+    assert await stack.feedback() == []
+
+
+async def test_never_asked_with_csat_off(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> None:
+    async with _stack(redis_server, telegram, bot, CSAT="off") as stack:
+        assert stack.app.feedback is None
+        assert build_csat_sweeper(stack.app) is None
+        await stack.ask("привет")
+        await stack.settle()
+        assert await stack.app.redis.zcard(stack.app.keys.csat_due) == 0
+        assert stack.questions() == []
+
+
+async def test_never_asked_a_chat_that_blocked_the_bot(stack: Stack) -> None:
+    await stack.ask("привет")
+    await stack.feed(stack.telegram.member_update(CHAT, "member", "kicked"))
+    await until(lambda: stack.app.blocked.is_blocked(CHAT))
+    stack.start_sweeper()
+    await stack.wait_not_due()
+
+    assert stack.questions() == []
+    assert await stack.feedback() == []
+
+
+async def test_a_403_on_the_question_marks_the_chat_blocked(stack: Stack) -> None:
+    stack.telegram.fail_next(
+        "sendMessage",
+        403,
+        "Forbidden: bot was blocked by the user",
+        when=lambda params: "reply_markup" in params,
+    )
+    stack.start_sweeper()
+    await stack.ask("привет")
+    await until(lambda: stack.app.blocked.is_blocked(CHAT))
+
+    assert stack.questions() == []
+    assert await stack.feedback() == []
+
+
+async def test_two_sweepers_on_one_redis_queue_one_question(stack: Stack) -> None:
+    feedback = stack.app.feedback
+    assert feedback is not None
+    chats = [telegram_conversation(9200 + n) for n in range(20)]
+    for key in chats:
+        await stack.app.redis.zadd(stack.app.keys.csat_due, {key: 0})
+    first = CsatSweeper(schedule=feedback, intake=stack.app.intake, period_seconds=0.02)
+    second = CsatSweeper(schedule=feedback, intake=stack.app.intake, period_seconds=0.02)
+
+    claimed = await asyncio.gather(*(s.sweep() for s in (first, second, first, second)))
+
+    assert sum(claimed) == len(chats)
+    # One question job per chat was accepted (intake marks each update id it queued).
+    seen = [
+        len(await stack.app.redis.keys(stack.app.keys.conversation(key).seen(0)[:-1] + "*"))
+        for key in chats
+    ]
+    assert seen == [1] * len(chats)
+    await stack.telegram.wait_for(
+        lambda: all(len(stack.telegram.keyboards(9200 + n)) == 1 for n in range(len(chats)))
+    )
+
+
+async def test_never_asked_during_a_handoff_and_asked_when_it_closes(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> None:
+    telegram.make_forum(STAFF)
+    async with _stack(redis_server, telegram, bot, STAFF_CHAT_ID=STAFF) as stack:
+        handoff = stack.app.handoff
+        assert handoff is not None
+        await stack.ask("вопрос боту")
+        await stack.feed(stack.telegram.message_update(CHAT, "/operator"))
+        await stack.telegram.wait_for(
+            lambda: any(
+                t.startswith(messages.OPERATOR_WAITING) for t in stack.telegram.sent_texts(CHAT)
+            )
+        )
+        stack.start_sweeper()
+        await stack.wait_not_due()
+        assert stack.questions() == []
+
+        conversation = telegram_conversation(CHAT)
+
+        async def topic_opened() -> bool:
+            return await handoff.topics.topic_of(conversation) is not None
+
+        await until(topic_opened)
+        thread = await handoff.topics.topic_of(conversation)
+        assert thread is not None
+        await stack.feed(stack.telegram.topic_message_update(STAFF, thread, "/close"))
+        await stack.telegram.wait_for(lambda: len(stack.questions()) == 1)
+
+        [asked] = await stack.wait_feedback(1)
+        assert (asked["event"], asked["answered_by"]) == ("asked", "bot_then_person")
