@@ -29,9 +29,10 @@ from typing import Any
 
 import redis
 
-from bot.audit.index import WRITE_ONCE, write_once_call
+from bot.audit.index import write_once
 from bot.audit.schema import HandoffAuditEntry
 from bot.redis_keys import RedisKeys
+from bot.redis_scripts.audit import WriteOnce
 from bot.testing.audit_entries import simple_turn
 from bot.testing.redis_server import RedisServer
 
@@ -59,7 +60,7 @@ def fill(client: redis.Redis, entries: int, indexed: bool) -> dict[str, Any]:
     client.config_resetstat()
     before = int(client.info("memory")["used_memory"])
     started = time.perf_counter()
-    sha = client.script_load(WRITE_ONCE)
+    sha = client.script_load(WriteOnce.SOURCE)
     keys_of = RedisKeys.audit_index(STREAM)
     written = turns = 0
     pipe = client.pipeline(transaction=False)
@@ -69,10 +70,11 @@ def fill(client: redis.Redis, entries: int, indexed: bool) -> dict[str, Any]:
         written += len(rows)
         if indexed:
             done = RedisKeys.audit_done(STREAM, rows[0]["turn_id"])
-            keys, args = write_once_call(
+            call = write_once(
                 keys_of, STREAM, done, rows, maxlen=10_000_000, done_ttl_seconds=86400
             )
-            pipe.evalsha(sha, len(keys), *keys, *args)
+            keys = call.keys()
+            pipe.evalsha(sha, len(keys), *keys, *call.args())
         else:
             for row in rows:
                 pipe.xadd(STREAM, row)  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """The audit index, written with each turn's entries: lookups and stats without reading the stream.
 
-One script appends a turn's entries and, in the same call and the same cluster
-slot, records (see :class:`~bot.redis_keys.AuditIndexKeys`):
+One script (:class:`~bot.redis_scripts.audit.WriteOnce`) appends a turn's
+entries and, in the same call and the same cluster slot, records (see
+:class:`~bot.redis_keys.AuditIndexKeys`):
 
 - the turn's entry ids (``turn CODE`` reads only those entries);
 - the chat's newest turn ids, at most :data:`CHAT_TURNS_KEPT` (``tail --chat``);
@@ -39,6 +40,7 @@ from bot.audit.schema import (
     EntryType,
 )
 from bot.redis_keys import AuditIndexKeys
+from bot.redis_scripts.audit import AuditEntryArgs, WriteOnce
 
 CHAT_TURNS_KEPT = 100
 """How many of a chat's newest turns the index names."""
@@ -51,116 +53,6 @@ SEARCH_TOOL = "search_help_center"
 MAX_PREFIX = "max|"
 HLL_PREFIX = "hll|"
 NAME_PREFIX = "name|"
-
-# KEYS: stream, the turn's done mark, turns, order, chats, names, minutes, start.
-# ARGV: maxlen, mark ttl, entry count, turn id, chat, chats kept, minute key prefix,
-#       trim batch, then per entry: field count, field, value, ..., rollup count,
-#       rollup field, value, ... (``max|f``: keep the larger; ``hll|``: the chat into
-#       the minute's HyperLogLog; ``name|x``: x last seen now; else HINCRBY).
-WRITE_ONCE = """
-if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
-local prefix = ARGV[7]
-local ids = {}
-local last_ms = 0
-local i = 9
-for _ = 1, tonumber(ARGV[3]) do
-  local count = tonumber(ARGV[i])
-  i = i + 1
-  local command = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*'}
-  for _ = 1, count * 2 do
-    command[#command + 1] = ARGV[i]
-    i = i + 1
-  end
-  local id = redis.call(unpack(command))
-  ids[#ids + 1] = id
-  local ms_text = string.match(id, '^(%d+)')
-  last_ms = tonumber(ms_text)
-  local minute = tostring(math.floor(last_ms / 60000))
-  local mkey = prefix .. minute
-  local rollups = tonumber(ARGV[i])
-  i = i + 1
-  if rollups > 0 then redis.call('ZADD', KEYS[7], minute, minute) end
-  for _ = 1, rollups do
-    local f, v = ARGV[i], ARGV[i + 1]
-    i = i + 2
-    local kind = string.sub(f, 1, 4)
-    if kind == 'max|' then
-      local current = tonumber(redis.call('HGET', mkey, f))
-      if not current or tonumber(v) > current then redis.call('HSET', mkey, f, v) end
-    elseif kind == 'hll|' then
-      redis.call('PFADD', mkey .. ':c', v)
-    elseif kind == 'name' then
-      redis.call('HSET', KEYS[6], v, ms_text)
-    else
-      redis.call('HINCRBY', mkey, f, v)
-    end
-  end
-end
-local turn, chat, kept = ARGV[4], ARGV[5], tonumber(ARGV[6])
-if turn ~= '' and #ids > 0 then
-  redis.call('HSET', KEYS[3], turn, chat .. '|' .. table.concat(ids, ','))
-  redis.call('ZADD', KEYS[4], last_ms, turn)
-  if chat ~= '' then
-    local list = {turn}
-    local current = redis.call('HGET', KEYS[5], chat)
-    if current then
-      for other in string.gmatch(current, '[^,]+') do
-        if other ~= turn and #list < kept then list[#list + 1] = other end
-      end
-    end
-    redis.call('HSET', KEYS[5], chat, table.concat(list, ','))
-  end
-end
-if #ids > 0 then redis.call('SET', KEYS[8], ids[1], 'NX') end
-local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
-if first then
-  local first_ms, first_seq = string.match(first[1], '^(%d+)-(%d+)')
-  first_ms, first_seq = tonumber(first_ms), tonumber(first_seq)
-  local batch = tonumber(ARGV[8])
-  -- Scores are milliseconds: a turn of the first entry's millisecond is gone only
-  -- if its newest entry id is below the first one.
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', first_ms,
-      'LIMIT', 0, batch)) do
-    local value = redis.call('HGET', KEYS[3], gone)
-    local newest_ms, newest_seq = string.match(value or '', '(%d+)-(%d+)$')
-    newest_ms, newest_seq = tonumber(newest_ms), tonumber(newest_seq)
-    local older = not newest_ms or newest_ms < first_ms
-      or (newest_ms == first_ms and newest_seq < first_seq)
-    if older then
-      local owner = value and string.match(value, '^([^|]*)|')
-      if owner and owner ~= '' then
-        local current = redis.call('HGET', KEYS[5], owner)
-        if current then
-          local list = {}
-          for other in string.gmatch(current, '[^,]+') do
-            if other ~= gone then list[#list + 1] = other end
-          end
-          if #list == 0 then redis.call('HDEL', KEYS[5], owner)
-          else redis.call('HSET', KEYS[5], owner, table.concat(list, ',')) end
-        end
-      end
-      redis.call('HDEL', KEYS[3], gone)
-      redis.call('ZREM', KEYS[4], gone)
-    end
-  end
-  local first_minute = math.floor(first_ms / 60000)
-  local trimmed = false
-  for _, minute in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. first_minute,
-      'LIMIT', 0, batch)) do
-    redis.call('DEL', prefix .. minute, prefix .. minute .. ':c')
-    redis.call('ZREM', KEYS[7], minute)
-    trimmed = true
-  end
-  -- Names last seen before the stream's first entry (a few dozen names: once a minute).
-  if trimmed then
-    local names = redis.call('HGETALL', KEYS[6])
-    for n = 1, #names, 2 do
-      if tonumber(names[n + 1]) < first_ms then redis.call('HDEL', KEYS[6], names[n]) end
-    end
-  end
-end
-return 1
-"""
 
 
 def bucket(value: float) -> int:
@@ -215,7 +107,7 @@ def rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
     return out
 
 
-def write_once_call(
+def write_once(
     index: AuditIndexKeys,
     stream: str,
     done_key: str,
@@ -223,38 +115,23 @@ def write_once_call(
     *,
     maxlen: int,
     done_ttl_seconds: int,
-) -> tuple[list[str], list[str | int]]:
-    """The keys and arguments of :data:`WRITE_ONCE` for one turn's ``rows``."""
+) -> WriteOnce:
+    """The :class:`~bot.redis_scripts.audit.WriteOnce` call of one turn's ``rows``."""
     first = rows[0]
-    args: list[str | int] = [
-        maxlen,
-        done_ttl_seconds,
-        len(rows),
-        first.get(TURN_ID, ""),
-        first.get(CHAT_ID, ""),
-        CHAT_TURNS_KEPT,
-        index.minute_prefix,
-        _TRIM_BATCH,
-    ]
-    for row in rows:
-        args.append(len(row))
-        for name, value in row.items():
-            args.extend((name, value))
-        updates = rollups(row)
-        args.append(len(updates))
-        for name, value in updates:
-            args.extend((name, value))
-    keys = [
-        stream,
-        done_key,
-        index.turns,
-        index.order,
-        index.chats,
-        index.names,
-        index.minutes,
-        index.start,
-    ]
-    return keys, args
+    return WriteOnce(
+        stream=stream,
+        done=done_key,
+        index=index,
+        maxlen=maxlen,
+        done_ttl=done_ttl_seconds,
+        turn_id=first.get(TURN_ID, ""),
+        chat=first.get(CHAT_ID, ""),
+        chats_kept=CHAT_TURNS_KEPT,
+        trim_batch=_TRIM_BATCH,
+        entries=tuple(
+            AuditEntryArgs(fields=tuple(row.items()), rollups=tuple(rollups(row))) for row in rows
+        ),
+    )
 
 
 def _measure(name: str, raw: str | None) -> list[tuple[str, str]]:

@@ -10,16 +10,17 @@ from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import ResponseError
 
-from bot.audit.index import WRITE_ONCE, write_once_call
+from bot.audit.index import write_once
 from bot.audit.schema import CHAT_ID, QUEUED_AT, TURN_ID, AuditEntry
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
+from bot.redis_scripts.base import Scripts
 
 logger = logging.getLogger(__name__)
 
 _DONE_TTL_SECONDS = 24 * 3600
 
-# A turn's entries are written once (see bot.audit.index.WRITE_ONCE): a repeated write
+# A turn's entries are written once (see bot.redis_scripts.audit.WriteOnce): a repeated write
 # of the same turn (a reply delivered again after a crash, a write retried after a
 # timeout) finds the turn's mark and changes neither the stream nor its index.
 # Entries Redis did not take wait in memory for the next write; beyond this many the
@@ -76,7 +77,7 @@ class RedisStreamAuditSink:
         self._written_entries = 0
         self._max_pending = max_pending
         self._pending: deque[dict[str, str]] = deque()
-        self._write_once = client.register_script(WRITE_ONCE)
+        self._scripts = Scripts(client)
         self._index = RedisKeys.audit_index(stream)
 
     @property
@@ -195,7 +196,7 @@ class RedisStreamAuditSink:
             # An entry of no turn has nothing to repeat it by: a mark of its own.
             turn_id = group[0].get(TURN_ID) or f"none-{secrets.token_hex(8)}"
             done = RedisKeys.audit_done(self._stream, turn_id)
-            keys, args = write_once_call(
+            call = write_once(
                 self._index,
                 self._stream,
                 done,
@@ -204,7 +205,7 @@ class RedisStreamAuditSink:
                 done_ttl_seconds=_DONE_TTL_SECONDS,
             )
             try:
-                result: object = await self._write_once(keys=keys, args=args)
+                result: object = await self._scripts.run(call)
             except ResponseError as error:
                 # Refused by Redis itself (a wrong key type): these rows only.
                 result = error

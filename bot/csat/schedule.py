@@ -5,7 +5,8 @@ Two kinds of keys (:mod:`bot.redis_keys`):
 - ``{csat}:due``, one zset for every chat: a conversation scored by when its
   question is due. The bot's answer (re)schedules it ``CSAT_AFTER_IDLE_MINUTES``
   ahead, so only the last answer counts; a closed handoff schedules it now.
-  Sweepers claim due conversations with :data:`CLAIM` (one script: each claimed
+  Sweepers claim due conversations with one script
+  (:class:`~bot.redis_scripts.csat.ClaimDue`: each claimed
   score moves on by the retry delay, so a second sweeper, or a second run,
   finds nothing due) and queue a question job in the chat's queue.
 - ``{<conv>}:csat``, the conversation's own hash: when it was last asked, the
@@ -15,7 +16,7 @@ Two kinds of keys (:mod:`bot.redis_keys`):
 The worker that holds the chat decides (:meth:`CsatSchedule.decide`): the job
 asks only if the due score is still the one it was claimed with (a newer
 answer moved it, so the conversation goes on), the chat is not handed off or
-blocked, and :data:`ASK` finds no question in ``CSAT_MIN_INTERVAL_HOURS``.
+blocked, and :class:`~bot.redis_scripts.csat.Ask` finds no question in ``CSAT_MIN_INTERVAL_HOURS``.
 Every script is safe to run twice: a repeated ask of the same question id
 answers the same, a repeated press of the same job records nothing new.
 """
@@ -31,6 +32,8 @@ from redis.exceptions import RedisError
 from bot.audit.feedback import AnsweredBy
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys, telegram_chat_id
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
 from bot.sessions.models import ConversationSession
 
 logger = logging.getLogger(__name__)
@@ -41,71 +44,6 @@ QUESTION_TTL_SECONDS = 7 * 24 * 3600
 UPDATE_ID_OFFSET = 10**13
 """A question job's update id is minus this plus its claimed score: never a Telegram id,
 never a handoff idle check's (minus a score alone)."""
-
-# KEYS: due zset. ARGV: now ms, retry ms, most to claim.
-# Returns {new score, member...}: the claimed members, each now scored new score.
-CLAIM = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-local moved = tonumber(ARGV[1]) + tonumber(ARGV[2])
-local out = {tostring(moved)}
-for _, member in ipairs(due) do
-  redis.call('ZADD', KEYS[1], moved, member)
-  out[#out + 1] = member
-end
-return out
-"""
-
-# KEYS: due zset. ARGV: member, its score as claimed. Removes it only if still so scored.
-FORGET = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) == tonumber(ARGV[2]) then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  return 1
-end
-return 0
-"""
-
-# KEYS: the conversation's csat hash.
-# ARGV: now ms, min interval ms, question id, session id, session turn count, ttl s.
-# Returns {'ask'|'again', by, turns} or {'recent'}; 'again' for the same question id.
-ASK = """
-local h = KEYS[1]
-if redis.call('HGET', h, 'q') == ARGV[3] then
-  return {'again', redis.call('HGET', h, 'by') or 'bot', redis.call('HGET', h, 'turns') or '0'}
-end
-local last = tonumber(redis.call('HGET', h, 'asked') or '')
-if last and tonumber(ARGV[1]) - last < tonumber(ARGV[2]) then return {'recent'} end
-local by = 'bot'
-if redis.call('HGET', h, 'handed') == '1' then by = 'bot_then_person' end
-local base = 0
-if redis.call('HGET', h, 'sid') == ARGV[4] then
-  base = tonumber(redis.call('HGET', h, 'base') or '0') or 0
-end
-local turns = math.max(0, tonumber(ARGV[5]) - base)
-redis.call('HDEL', h, 'handed', 'score', 'pj')
-redis.call('HSET', h, 'asked', ARGV[1], 'q', ARGV[3], 'by', by, 'turns', tostring(turns),
-  'sid', ARGV[4], 'base', ARGV[5])
-redis.call('EXPIRE', h, tonumber(ARGV[6]))
-return {'ask', by, tostring(turns)}
-"""
-
-# KEYS: the conversation's csat hash. ARGV: question id, score, the press's job id.
-# Returns {'recorded'|'again'|'unknown', by, turns, score}: recorded once (HSETNX);
-# the same job again answers 'recorded' with the score it recorded.
-RECORD = """
-local h = KEYS[1]
-if redis.call('HGET', h, 'q') ~= ARGV[1] then return {'unknown', '', '', ''} end
-local by = redis.call('HGET', h, 'by') or 'bot'
-local turns = redis.call('HGET', h, 'turns') or ''
-if redis.call('HSETNX', h, 'score', ARGV[2]) == 1 then
-  redis.call('HSET', h, 'pj', ARGV[3])
-  return {'recorded', by, turns, ARGV[2]}
-end
-if redis.call('HGET', h, 'pj') == ARGV[3] then
-  return {'recorded', by, turns, redis.call('HGET', h, 'score')}
-end
-return {'again', by, turns, ''}
-"""
 
 PressVerdict = Literal["recorded", "again", "unknown"]
 
@@ -154,10 +92,7 @@ class CsatSchedule:
         self._keys = keys
         self._policy = policy
         self._clock = clock
-        self._claim = redis.register_script(CLAIM)
-        self._forget = redis.register_script(FORGET)
-        self._ask = redis.register_script(ASK)
-        self._record = redis.register_script(RECORD)
+        self._scripts = Scripts(redis)
 
     @property
     def policy(self) -> CsatPolicy:
@@ -200,9 +135,13 @@ class CsatSchedule:
 
     async def claim(self, retry_seconds: float, limit: int = 100) -> list[tuple[str, int]]:
         """Due conversations, each with the score it now has (moved on by ``retry_seconds``)."""
-        reply = await self._claim(
-            keys=[self._keys.csat_due],
-            args=[self._now_ms(), max(1, int(retry_seconds * 1000)), limit],
+        reply = await self._scripts.run(
+            ClaimDue(
+                due=self._keys.csat_due,
+                now_ms=self._now_ms(),
+                retry_ms=max(1, int(retry_seconds * 1000)),
+                limit=limit,
+            )
         )
         moved = int(_text(reply[0]))
         return [(_text(member), moved) for member in reply[1:]]
@@ -210,7 +149,11 @@ class CsatSchedule:
     async def forget(self, conversation_key: str, claimed_ms: int) -> None:
         """Not to be asked (handed off, blocked, asked recently): off the schedule, unless a
         newer answer rescheduled it meanwhile."""
-        await self._forget(keys=[self._keys.csat_due], args=[conversation_key, claimed_ms])
+        await self._scripts.run(
+            ForgetDue(
+                due=self._keys.csat_due, conversation_key=conversation_key, claimed_ms=claimed_ms
+            )
+        )
 
     async def still_due(self, conversation_key: str, claimed_ms: int) -> bool:
         """Whether the schedule still holds the score the question's job was claimed with."""
@@ -235,16 +178,16 @@ class CsatSchedule:
         if blocked or (session is not None and session.handoff != "bot"):
             await self.forget(conversation_key, claimed_ms)
             return None
-        reply = await self._ask(
-            keys=[self._keys.conversation(conversation_key).csat],
-            args=[
-                self._now_ms(),
-                int(self._policy.min_interval_seconds * 1000),
-                question_id,
-                session.session_id if session is not None else "",
-                session.turn_count if session is not None else 0,
-                self._ttl_seconds,
-            ],
+        reply = await self._scripts.run(
+            Ask(
+                chat=self._keys.conversation(conversation_key),
+                now_ms=self._now_ms(),
+                min_interval_ms=int(self._policy.min_interval_seconds * 1000),
+                question_id=question_id,
+                session_id=session.session_id if session is not None else "",
+                session_turns=session.turn_count if session is not None else 0,
+                ttl=self._ttl_seconds,
+            )
         )
         await self.forget(conversation_key, claimed_ms)
         if _text(reply[0]) == "recent":
@@ -259,9 +202,13 @@ class CsatSchedule:
         self, conversation_key: str, question_id: str, score: int, job_id: str
     ) -> PressResult:
         """Record the press once (the first press of the open question counts)."""
-        reply = await self._record(
-            keys=[self._keys.conversation(conversation_key).csat],
-            args=[question_id, score, job_id],
+        reply = await self._scripts.run(
+            RecordPress(
+                chat=self._keys.conversation(conversation_key),
+                question_id=question_id,
+                score=score,
+                job_id=job_id,
+            )
         )
         verdict = _text(reply[0])
         if verdict == "unknown":

@@ -11,35 +11,11 @@ a topic intake cannot map back. Every script here is safe to run twice.
 
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.handoff import Postpone, RecordFailure
 
 _FAILED_TTL_SECONDS = 7 * 24 * 3600
 _FAILED_KEPT = 5
-
-# KEYS: failed list, streak set. ARGV: turn id, kept, ttl. Returns the streak length.
-_RECORD_FAILURE = """
-redis.call('LREM', KEYS[1], 0, ARGV[1])
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return redis.call('SCARD', KEYS[2])
-"""
-
-
-# KEYS: open handoffs. ARGV: conversation, the score seen, the new score.
-# Moves the score only from the one seen (a later activity wins); returns 1 when the
-# score is the new one now (also on a second run), 0 when something else moved it.
-_POSTPONE = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score then return 0 end
-if tonumber(score) == tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[1], 'XX', ARGV[3], ARGV[1])
-  return 1
-end
-if tonumber(score) == tonumber(ARGV[3]) then return 1 end
-return 0
-"""
 
 
 class TopicDirectory:
@@ -49,8 +25,7 @@ class TopicDirectory:
         self._redis = redis
         self._keys = keys
         self._staff_chat_id = staff_chat_id
-        self._record = redis.register_script(_RECORD_FAILURE)
-        self._postpone = redis.register_script(_POSTPONE)
+        self._scripts = Scripts(redis)
 
     @property
     def staff_chat_id(self) -> int:
@@ -104,9 +79,13 @@ class TopicDirectory:
 
         ``True`` when the score is ``until_ms`` now.
         """
-        moved = await self._postpone(
-            keys=[self._keys.open_handoffs(self._staff_chat_id)],
-            args=[conversation_key, due_ms, until_ms],
+        moved = await self._scripts.run(
+            Postpone(
+                open_handoffs=self._keys.open_handoffs(self._staff_chat_id),
+                conversation_key=conversation_key,
+                seen_ms=due_ms,
+                new_ms=until_ms,
+            )
         )
         return int(moved) == 1
 
@@ -131,10 +110,13 @@ class TopicDirectory:
 
     async def record_failure(self, conversation_key: str, turn_id: str) -> int:
         """Remember a failed turn; returns how many failed in a row."""
-        keys = self._keys.conversation(conversation_key)
-        streak = await self._record(
-            keys=[keys.failed, keys.failed_streak],
-            args=[turn_id, _FAILED_KEPT, _FAILED_TTL_SECONDS],
+        streak = await self._scripts.run(
+            RecordFailure(
+                chat=self._keys.conversation(conversation_key),
+                turn_id=turn_id,
+                kept=_FAILED_KEPT,
+                ttl=_FAILED_TTL_SECONDS,
+            )
         )
         return int(streak)
 

@@ -1,8 +1,7 @@
 """One chat's queue as a worker sees it: lease, head job, session, outbox; every script repeatable.
 
-All keys here share the conversation's hash tag. Each script can run twice
-with the same arguments and leave the same state (a command retried after a
-timeout must never lose or double a message):
+The scripts are in :mod:`bot.redis_scripts.chat`, and the lease, outbox and
+attempts rules they keep are stated once in :mod:`bot.redis_scripts`:
 
 * ``take``: the lease (or the lease we already hold), the head job, the
   outbox and the session, in one trip;
@@ -14,12 +13,10 @@ timeout must never lose or double a message):
   the lease when the queue is empty (so a job queued meanwhile is never
   stranded: either this worker sees it, or intake sees no lease and signals).
 
-Attempts: ``take`` and ``delivered`` count each lease that is handed a job as
-one attempt of it (once per lease token, so a repeated script counts nothing),
-beside the queue in ``{<conv>}:attempts``; a worker that dies mid-job leaves
-the count behind, and the front end gives a job up once it is over the limit
-(:mod:`bot.queue.dead_letters`). An outbox entry this version cannot read is
-moved to ``{<conv>}:quarantine:outbox`` instead of blocking the chat.
+A worker that dies mid-job leaves its attempt counted, and the front end gives
+a job up once it is over the limit (:mod:`bot.queue.dead_letters`). An outbox
+entry this version cannot read is moved to ``{<conv>}:quarantine:outbox``
+instead of blocking the chat.
 """
 
 import logging
@@ -32,143 +29,19 @@ from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.chat import (
+    Complete,
+    Delivered,
+    NoteFailure,
+    QuarantineOutbox,
+    Release,
+    Renew,
+    Take,
+    Waiting,
+)
 
 logger = logging.getLogger(__name__)
-
-
-# The head job's attempt under lease token ``token``: counted once per token (a repeated
-# script, or a second look by the same drain, counts nothing). Fields of the attempts
-# hash: <job id> the count, <job id>:by the last token, <job id>:error the last failure.
-# Returns {count, last failure kind or ''}; {0, ''} for no head or an unreadable one.
-_ATTEMPT = """
-local function attempt(key, head, token, ttl)
-  if head == '' then return {0, ''} end
-  local ok, job = pcall(cjson.decode, head)
-  if not ok or type(job) ~= 'table' or type(job['job_id']) ~= 'string' then return {0, ''} end
-  local id = job['job_id']
-  local seen = redis.call('HMGET', key, id, id .. ':by', id .. ':error')
-  local count = tonumber(seen[1]) or 0
-  if seen[2] ~= token then
-    count = redis.call('HINCRBY', key, id, 1)
-    redis.call('HSET', key, id .. ':by', token)
-    redis.call('EXPIRE', key, ttl)
-  end
-  return {count, seen[3] or ''}
-end
-"""
-
-# KEYS: lease, queue, outbox, session, blocked, attempts. ARGV: token, lease ms, ttl.
-_TAKE = (
-    _ATTEMPT
-    + """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0}
-end
-local head = redis.call('LINDEX', KEYS[2], 0) or ''
-local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
-local tried = attempt(KEYS[6], head, ARGV[1], ARGV[3])
-return {1, head, redis.call('HGETALL', KEYS[3]), stored[1] or '', stored[2] or '',
-        redis.call('EXISTS', KEYS[5]), tried[1], tried[2]}
-"""
-)
-
-# KEYS: lease. ARGV: token, lease ms.
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-# KEYS: lease, queue, outbox, attempts. ARGV: token, job json, job id, outbox json ('' for
-# none), ttl. Returns 1 done, 2 already done, 0 lease lost, -1 the job is not at the head.
-_COMPLETE = """
-if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then return 2 end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[2] then return -1 end
-redis.call('LPOP', KEYS[2])
-if ARGV[3] ~= '' then
-  redis.call('HDEL', KEYS[4], ARGV[3], ARGV[3] .. ':by', ARGV[3] .. ':error')
-end
-if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
-  redis.call('EXPIRE', KEYS[3], ARGV[5])
-end
-return 1
-"""
-
-# KEYS: lease, queue, outbox, session, blocked, attempts.
-# ARGV: token, job id ('' for none), keep the lease (0/1), ttl.
-# Returns {0} lease lost, {1} released (queue empty),
-# {2, next job, version, data, blocked, outbox, attempt, last failure}: the outbox (field,
-# value pairs) only when it holds entries and no job is queued, the only way it stays
-# non-empty (entries this drain did not take: another version's, or unreadable ones).
-_DELIVERED = (
-    _ATTEMPT
-    + """
-if ARGV[2] ~= '' then
-  redis.call('HDEL', KEYS[3], ARGV[2])
-  redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
-end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
-local head = redis.call('LINDEX', KEYS[2], 0)
-local outbox = {}
-if not head then
-  if ARGV[3] ~= '1' then
-    if redis.call('HLEN', KEYS[3]) == 0 then
-      redis.call('DEL', KEYS[1], KEYS[6])
-      return {1}
-    end
-    outbox = redis.call('HGETALL', KEYS[3])
-  end
-  head = ''
-end
-local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
-local tried = attempt(KEYS[6], head, ARGV[1], ARGV[4])
-return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5]), outbox,
-        tried[1], tried[2]}
-"""
-)
-
-# KEYS: outbox, outbox quarantine. ARGV: job id, the entry as read, ttl. Moves the entry
-# aside unless it changed or went meanwhile.
-_QUARANTINE = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-  redis.call('EXPIRE', KEYS[2], ARGV[3])
-  redis.call('HDEL', KEYS[1], ARGV[1])
-end
-return 1
-"""
-
-# KEYS: attempts. ARGV: job id, failure kind, ttl. Names how the job's attempt failed
-# (only while the job is counted: a finished job's count is gone).
-_NOTE_FAILURE = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], ARGV[1] .. ':error', ARGV[2])
-  redis.call('EXPIRE', KEYS[1], ARGV[3])
-end
-return 1
-"""
-
-# KEYS: lease, attempts. ARGV: token, the head job handed back unrun ('' for none).
-# Gives the lease back if ours; the unrun job's attempt under this token is taken back
-# (once: the token's mark goes with it), so a hand-back at shutdown is no attempt.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[2] ~= '' and redis.call('HGET', KEYS[2], ARGV[2] .. ':by') == ARGV[1] then
-  redis.call('HINCRBY', KEYS[2], ARGV[2], -1)
-  redis.call('HDEL', KEYS[2], ARGV[2] .. ':by')
-end
-return redis.call('DEL', KEYS[1])
-"""
-
-
-# KEYS: queue, lease. {queued jobs, lease held (0/1)}: read-only, for the sweep.
-_WAITING = """
-return {redis.call('LLEN', KEYS[1]), redis.call('EXISTS', KEYS[2])}
-"""
 
 
 class LeaseLostError(RuntimeError):
@@ -210,14 +83,7 @@ class ChatQueue:
         self._lease_ms = max(1, int(lease_seconds * 1000))
         self._outbox_ttl = outbox_ttl_seconds
         self._quarantine_ttl = quarantine_ttl_seconds or outbox_ttl_seconds
-        self._take = redis.register_script(_TAKE)
-        self._renew = redis.register_script(_RENEW)
-        self._complete = redis.register_script(_COMPLETE)
-        self._delivered = redis.register_script(_DELIVERED)
-        self._release = redis.register_script(_RELEASE)
-        self._quarantine = redis.register_script(_QUARANTINE)
-        self._note_failure = redis.register_script(_NOTE_FAILURE)
-        self._waiting = redis.register_script(_WAITING)
+        self._scripts = Scripts(redis)
 
     def keys(self, conversation_key: str) -> ConversationKeys:
         """The conversation's keys."""
@@ -226,9 +92,8 @@ class ChatQueue:
     async def take(self, conversation_key: str, token: str) -> ChatState | None:
         """Take (or keep) the lease and read the chat; ``None`` if another worker holds it."""
         keys = self.keys(conversation_key)
-        reply = await self._take(
-            keys=[keys.lease, keys.queue, keys.outbox, keys.session, keys.blocked, keys.attempts],
-            args=[token, self._lease_ms, self._outbox_ttl],
+        reply = await self._scripts.run(
+            Take(chat=keys, token=token, lease_ms=self._lease_ms, ttl=self._outbox_ttl)
         )
         if int(reply[0]) == 0:
             return None
@@ -239,8 +104,8 @@ class ChatQueue:
 
     async def renew(self, conversation_key: str, token: str) -> bool:
         """Extend the lease by one period; ``False`` if it is no longer ours."""
-        reply = await self._renew(
-            keys=[self.keys(conversation_key).lease], args=[token, self._lease_ms]
+        reply = await self._scripts.run(
+            Renew(chat=self.keys(conversation_key), token=token, lease_ms=self._lease_ms)
         )
         return int(reply) == 1
 
@@ -261,15 +126,15 @@ class ChatQueue:
         """
         keys = self.keys(conversation_key)
         result = int(
-            await self._complete(
-                keys=[keys.lease, keys.queue, keys.outbox, keys.attempts],
-                args=[
-                    token,
-                    job_raw,
-                    job_id,
-                    reply.model_dump_json() if reply is not None else "",
-                    self._outbox_ttl,
-                ],
+            await self._scripts.run(
+                Complete(
+                    chat=keys,
+                    token=token,
+                    job_raw=job_raw,
+                    job_id=job_id,
+                    outbox_entry=reply.model_dump_json() if reply is not None else "",
+                    ttl=self._outbox_ttl,
+                )
             )
         )
         if result == 0:
@@ -293,16 +158,8 @@ class ChatQueue:
         # this worker sent and could not mark delivered would be sent again otherwise.
         reply = await until_redis_answers(
             f"Marking job {job_id} delivered" if job_id else "Moving on to the next job",
-            lambda: self._delivered(
-                keys=[
-                    keys.lease,
-                    keys.queue,
-                    keys.outbox,
-                    keys.session,
-                    keys.blocked,
-                    keys.attempts,
-                ],
-                args=[token, job_id, 1 if keep else 0, self._outbox_ttl],
+            lambda: self._scripts.run(
+                Delivered(chat=keys, token=token, job_id=job_id, keep=keep, ttl=self._outbox_ttl)
             ),
             within=self._bookkeeping_seconds,
         )
@@ -318,8 +175,10 @@ class ChatQueue:
 
     async def note_failure(self, conversation_key: str, job_id: str, kind: str) -> None:
         """Record how an attempt of ``job_id`` failed (an error kind, never its text)."""
-        await self._note_failure(
-            keys=[self.keys(conversation_key).attempts], args=[job_id, kind, self._outbox_ttl]
+        await self._scripts.run(
+            NoteFailure(
+                chat=self.keys(conversation_key), job_id=job_id, kind=kind, ttl=self._outbox_ttl
+            )
         )
 
     async def _readable(
@@ -342,9 +201,8 @@ class ChatQueue:
                 "Outbox entry of job %s is unreadable; moved to the chat's outbox quarantine",
                 job_id,
             )
-            await self._quarantine(
-                keys=[keys.outbox, keys.outbox_quarantine],
-                args=[job_id, raw, self._quarantine_ttl],
+            await self._scripts.run(
+                QuarantineOutbox(chat=keys, job_id=job_id, entry=raw, ttl=self._quarantine_ttl)
             )
         return tuple(entries)
 
@@ -357,14 +215,14 @@ class ChatQueue:
         keys = self.keys(conversation_key)
         await until_redis_answers(
             "Releasing a chat",
-            lambda: self._release(keys=[keys.lease, keys.attempts], args=[token, unrun_job_id]),
+            lambda: self._scripts.run(Release(chat=keys, token=token, unrun_job_id=unrun_job_id)),
             within=self._bookkeeping_seconds,
         )
 
     async def waiting(self, conversation_key: str) -> tuple[int, bool]:
         """The chat's queued jobs and whether a worker holds its lease (for the sweep)."""
         keys = self.keys(conversation_key)
-        reply = await self._waiting(keys=[keys.queue, keys.lease], args=[])
+        reply = await self._scripts.run(Waiting(chat=keys))
         return int(reply[0]), int(reply[1]) == 1
 
 

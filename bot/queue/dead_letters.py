@@ -23,26 +23,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.redis_connection import AsyncRedisClient, SyncRedisClient
 from bot.redis_keys import RedisKeys
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.dead_letters import RecordDeadLetter
 
 DEAD_LETTERS_KEPT = 10_000
 """The newest dead letters kept; older ones are dropped as new ones come."""
 
 INTERRUPTED = "interrupted"
 """The failure kind of an attempt that ended with no error seen: the process died or was stopped."""
-
-# KEYS: letters (hash), order (zset). ARGV: turn id, record, given up at (ms), kept.
-# Returns 1 recorded, 0 recorded before (the first record stays).
-_RECORD = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
-if over > 0 then
-  local oldest = redis.call('ZRANGE', KEYS[2], 0, over - 1)
-  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
-  redis.call('HDEL', KEYS[1], unpack(oldest))
-end
-return 1
-"""
 
 
 class DeadLetter(BaseModel):
@@ -67,13 +55,19 @@ class DeadLetters:
     ) -> None:
         self._keys = keys
         self._kept = kept
-        self._record = redis.register_script(_RECORD)
+        self._scripts = Scripts(redis)
 
     async def record(self, letter: DeadLetter) -> bool:
         """Keep ``letter``; ``False`` if its turn was recorded before (that record stays)."""
-        reply = await self._record(
-            keys=[self._keys.dead_letters, self._keys.dead_letter_order],
-            args=[letter.turn_id, letter.model_dump_json(), letter.given_up_ms, self._kept],
+        reply = await self._scripts.run(
+            RecordDeadLetter(
+                letters=self._keys.dead_letters,
+                order=self._keys.dead_letter_order,
+                turn_id=letter.turn_id,
+                record=letter.model_dump_json(),
+                given_up_ms=letter.given_up_ms,
+                kept=self._kept,
+            )
         )
         return int(reply) == 1
 

@@ -24,108 +24,13 @@ from bot.queue.jobs import Notice, QueuedJob, turn_id_for
 from bot.queue.work_stream import WorkStream
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.intake import Accept, StaffFlood
 
 logger = logging.getLogger(__name__)
 
 SEEN_TTL_SECONDS = 24 * 3600
 _DAY_COUNTER_TTL_SECONDS = 2 * 24 * 3600
-
-# A token bucket in hash KEYS[bucket]: 'ok' takes a token; over it, 'rate_warn' the
-# first time (until a token is taken again), then 'rate_quiet'.
-_BUCKET_LUA = """
-local function take_token(bucket, burst, interval)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local state = redis.call('HMGET', bucket, 'tokens', 'ts', 'warned')
-  local tokens = tonumber(state[1])
-  local ts = tonumber(state[2])
-  if tokens == nil or ts == nil then
-    tokens = burst
-    ts = now
-  end
-  tokens = math.min(burst, tokens + math.max(0, now - ts) / interval)
-  local verdict = 'ok'
-  if tokens < 1 then
-    verdict = 'rate_quiet'
-    if state[3] ~= '1' then verdict = 'rate_warn' end
-    redis.call('HSET', bucket, 'tokens', tostring(tokens), 'ts', tostring(now), 'warned', '1')
-  else
-    redis.call('HSET', bucket, 'tokens', tostring(tokens - 1), 'ts', tostring(now), 'warned', '0')
-  end
-  redis.call('PEXPIRE', bucket, math.ceil(burst * interval) + 1000)
-  return verdict
-end
-"""
-
-# KEYS: seen, queue, lease, flood bucket, day counter, session, queue-full mark.
-# ARGV: seen ttl, job, rate-notice job, daily-notice job, check flood (0/1),
-#       counts a turn (0/1), burst, interval ms, daily limit, day counter ttl,
-#       queue cap (0: none), full-notice job ('' : nobody to tell), full-mark ttl.
-# Returns {verdict, signal}: signal is 1 when the queue has work and no worker holds it.
-# A full queue takes nothing more (its notice aside, once per fill: the mark is
-# cleared when intake finds room again); the flood bucket is not touched then.
-_INTAKE = (
-    _BUCKET_LUA
-    + """
-local function needs_signal()
-  if redis.call('LLEN', KEYS[2]) > 0 and redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
-  return 0
-end
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
-  return {'duplicate', needs_signal()}
-end
-local cap = tonumber(ARGV[11])
-if cap > 0 then
-  if redis.call('LLEN', KEYS[2]) >= cap then
-    if ARGV[12] ~= '' and redis.call('SET', KEYS[7], '1', 'NX', 'EX', ARGV[13]) then
-      redis.call('RPUSH', KEYS[2], ARGV[12])
-      return {'full_warn', needs_signal()}
-    end
-    return {'full_quiet', needs_signal()}
-  end
-  redis.call('DEL', KEYS[7])
-end
-local verdict = 'ok'
-if ARGV[5] == '1' then
-  verdict = take_token(KEYS[4], tonumber(ARGV[7]), tonumber(ARGV[8]))
-  -- A message to a person (a handoff) is no model turn: the daily limit skips it.
-  if verdict == 'ok' and ARGV[6] == '1' and redis.call('HEXISTS', KEYS[6], 'h') == 0 then
-    local used = redis.call('INCR', KEYS[5])
-    if used == 1 then redis.call('EXPIRE', KEYS[5], tonumber(ARGV[10])) end
-    local limit = tonumber(ARGV[9])
-    if used == limit + 1 then
-      verdict = 'daily_warn'
-    elseif used > limit then
-      verdict = 'daily_quiet'
-    end
-  end
-end
-if verdict == 'ok' then
-  redis.call('RPUSH', KEYS[2], ARGV[2])
-elseif verdict == 'rate_warn' then
-  redis.call('RPUSH', KEYS[2], ARGV[3])
-elseif verdict == 'daily_warn' then
-  redis.call('RPUSH', KEYS[2], ARGV[4])
-end
-return {verdict, needs_signal()}
-"""
-)
-
-# A staff member's message, before it joins the customer's queue: their bucket in
-# the staff group (one for all the topics they write in).
-# KEYS: the update's mark in the staff group, the member's bucket there.
-# ARGV: mark ttl, burst, interval ms.
-# The verdict is kept in the mark: a second run answers the first run's verdict.
-_STAFF_FLOOD = (
-    _BUCKET_LUA
-    + """
-local prior = redis.call('GET', KEYS[1])
-if prior then return prior end
-local verdict = take_token(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
-redis.call('SET', KEYS[1], verdict, 'EX', ARGV[1])
-return verdict
-"""
-)
 
 
 class IntakeVerdict(StrEnum):
@@ -191,8 +96,7 @@ class Intake:
     ) -> None:
         """``staff_limits``: staff topic messages per member (none without);
         ``queue_max``: the most jobs a chat's queue holds (0: no cap)."""
-        self._script = redis.register_script(_INTAKE)
-        self._staff_script = redis.register_script(_STAFF_FLOOD)
+        self._scripts = Scripts(redis)
         self._keys = keys
         self._work = work
         self._limits = limits
@@ -233,31 +137,26 @@ class Intake:
             else ""
         )
         capped = update.capped and update.notice is not Notice.HANDOFF_IDLE
-        reply = await self._script(
-            keys=[
-                conversation.seen(update.update_id),
-                conversation.queue,
-                conversation.lease,
-                conversation.flood(user),
-                conversation.daily_turns(user, day),
-                conversation.session,
-                conversation.queue_full,
-            ],
-            args=[
-                SEEN_TTL_SECONDS,
-                job.model_dump_json(),
-                rate_notice.model_dump_json(),
-                daily_notice.model_dump_json(),
-                1 if update.user_id is not None else 0,
-                1 if update.counts_turn else 0,
-                self._limits.burst,
-                self._limits.interval_seconds * 1000,
-                self._limits.daily_turns,
-                _DAY_COUNTER_TTL_SECONDS,
-                self._queue_max if capped else 0,
-                full_notice,
-                SEEN_TTL_SECONDS,
-            ],
+        reply = await self._scripts.run(
+            Accept(
+                chat=conversation,
+                update_id=update.update_id,
+                user_id=user,
+                day=day,
+                seen_ttl=SEEN_TTL_SECONDS,
+                job=job.model_dump_json(),
+                rate_notice=rate_notice.model_dump_json(),
+                daily_notice=daily_notice.model_dump_json(),
+                check_flood=update.user_id is not None,
+                counts_turn=update.counts_turn,
+                burst=self._limits.burst,
+                interval_ms=self._limits.interval_seconds * 1000,
+                daily_limit=self._limits.daily_turns,
+                day_counter_ttl=_DAY_COUNTER_TTL_SECONDS,
+                queue_cap=self._queue_max if capped else 0,
+                full_notice=full_notice,
+                full_mark_ttl=SEEN_TTL_SECONDS,
+            )
         )
         verdict = IntakeVerdict(_text(reply[0]))
         if int(reply[1]) == 1:
@@ -273,12 +172,14 @@ class Intake:
         limits = self._staff_limits
         if limits is None:
             return IntakeVerdict.QUEUED
-        reply = await self._staff_script(
-            keys=[
-                self._keys.staff_seen(sender.staff_chat_id, update_id),
-                self._keys.staff_flood(sender.staff_chat_id, sender.user_id),
-            ],
-            args=[SEEN_TTL_SECONDS, limits.burst, limits.interval_seconds * 1000],
+        reply = await self._scripts.run(
+            StaffFlood(
+                seen=self._keys.staff_seen(sender.staff_chat_id, update_id),
+                bucket=self._keys.staff_flood(sender.staff_chat_id, sender.user_id),
+                seen_ttl=SEEN_TTL_SECONDS,
+                burst=limits.burst,
+                interval_ms=limits.interval_seconds * 1000,
+            )
         )
         return IntakeVerdict(_text(reply))
 

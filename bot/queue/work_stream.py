@@ -27,6 +27,9 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys, is_conversation_key
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.work import Forget, Resignal, Stale
+from bot.redis_scripts.work import Signal as SignalScript
 
 logger = logging.getLogger(__name__)
 
@@ -34,54 +37,6 @@ GROUP = "workers"
 # Acknowledged signals are only history; pending ones are reclaimed within a lease,
 # long before this many newer signals could push them out.
 STREAM_MAXLEN = 100_000
-
-# KEYS: stream, index. ARGV: conversation, maxlen. The signal, and its chat in the
-# index scored by the signal's time (ms, Redis's clock). Twice: one extra signal.
-_SIGNAL = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'c', ARGV[1])
-redis.call('ZADD', KEYS[2], tonumber(string.match(id, '^%d+')), ARGV[1])
-return id
-"""
-
-# KEYS: index. ARGV: older than (ms), offset, count. Index entries older than
-# ARGV[1] ms by Redis's clock, oldest first: {conversation, score, ...}.
-_STALE = """
-local now = redis.call('TIME')
-local limit = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - tonumber(ARGV[1])
-return redis.call('ZRANGE', KEYS[1], '-inf', limit, 'BYSCORE', 'LIMIT', ARGV[2], ARGV[3],
-                  'WITHSCORES')
-"""
-
-# KEYS: index. ARGV: conversation, score read. Drops the entry unless signalled since.
-_FORGET = """
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-return redis.call('ZREM', KEYS[1], ARGV[1])
-"""
-
-# KEYS: stream, index. ARGV: conversation, score read (its last signal's ms), maxlen, group.
-# Signals again unless signalled since, or the last signal is still live: not yet
-# read by the group, or pending (a worker has it, or claims it after a lease).
-# Returns 1 signalled again, 0 not.
-_RESIGNAL = """
-if redis.call('ZSCORE', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
-local signalled = tonumber(ARGV[2])
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local fields = {}
-    for i = 1, #group, 2 do fields[group[i]] = group[i + 1] end
-    if fields['name'] == ARGV[4] then
-      local read = tonumber(string.match(fields['last-delivered-id'], '^%d+'))
-      if signalled > read then return 0 end
-      local pending = redis.call('XPENDING', KEYS[1], ARGV[4], ARGV[2] .. '-0',
-                                 ARGV[2] .. '-18446744073709551615', 1)
-      if #pending > 0 then return 0 end
-    end
-  end
-end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'c', ARGV[1])
-redis.call('ZADD', KEYS[2], tonumber(string.match(id, '^%d+')), ARGV[1])
-return 1
-"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,10 +61,7 @@ class WorkStream:
         self.consumer = consumer
         self._index = RedisKeys.work_queued(stream)
         self._sweep_turn = RedisKeys.work_sweep(stream)
-        self._signal = redis.register_script(_SIGNAL)
-        self._stale = redis.register_script(_STALE)
-        self._forget = redis.register_script(_FORGET)
-        self._resignal = redis.register_script(_RESIGNAL)
+        self._scripts = Scripts(redis)
 
     async def ensure_group(self) -> None:
         """Create the consumer group (from the stream's start) unless it exists."""
@@ -121,7 +73,14 @@ class WorkStream:
 
     async def signal(self, conversation_key: str) -> None:
         """Tell workers ``conversation_key`` has queued work (and index the chat)."""
-        await self._signal(keys=[self._stream, self._index], args=[conversation_key, STREAM_MAXLEN])
+        await self._scripts.run(
+            SignalScript(
+                stream=self._stream,
+                index=self._index,
+                conversation_key=conversation_key,
+                maxlen=STREAM_MAXLEN,
+            )
+        )
 
     async def take_sweep_turn(self, period_ms: int) -> bool:
         """Whether this process sweeps now (one process per period does)."""
@@ -129,8 +88,8 @@ class WorkStream:
 
     async def stale(self, older_than_ms: int, offset: int, count: int) -> list["IndexEntry"]:
         """Up to ``count`` indexed chats last signalled over ``older_than_ms`` ago, oldest first."""
-        reply: list[Any] = await self._stale(
-            keys=[self._index], args=[older_than_ms, offset, count]
+        reply: list[Any] = await self._scripts.run(
+            Stale(index=self._index, older_than_ms=older_than_ms, offset=offset, count=count)
         )
         return [
             IndexEntry(conversation_key=_text(key), score=_text(score))
@@ -139,13 +98,21 @@ class WorkStream:
 
     async def forget(self, entry: "IndexEntry") -> None:
         """Drop a chat seen empty from the index, unless it was signalled since."""
-        await self._forget(keys=[self._index], args=[entry.conversation_key, entry.score])
+        await self._scripts.run(
+            Forget(index=self._index, conversation_key=entry.conversation_key, score=entry.score)
+        )
 
     async def signal_again(self, entry: "IndexEntry") -> bool:
         """Signal a chat with work and no lease again, unless its last signal is live."""
-        reply = await self._resignal(
-            keys=[self._stream, self._index],
-            args=[entry.conversation_key, entry.score, STREAM_MAXLEN, GROUP],
+        reply = await self._scripts.run(
+            Resignal(
+                stream=self._stream,
+                index=self._index,
+                conversation_key=entry.conversation_key,
+                score=entry.score,
+                maxlen=STREAM_MAXLEN,
+                group=GROUP,
+            )
         )
         return int(reply) == 1
 

@@ -1,9 +1,11 @@
 """Sessions in Redis: one hash per conversation, a lease lock, Lua for atomic steps.
 
 Keys of one conversation share the hash tag ``{<conversation>}`` so that every
-script below touches one cluster slot. A turn costs two round trips here:
+script touches one cluster slot. A turn costs two round trips here:
 ``acquire`` (lease + load, one script) and ``commit`` (version check + save +
-TTL + release, one script).
+TTL + release, one script). The scripts are in :mod:`bot.redis_scripts.chat`
+(``release`` is the worker's own), and the lease and version rules they keep
+are stated once in :mod:`bot.redis_scripts`.
 """
 
 import asyncio
@@ -18,6 +20,8 @@ from redis.exceptions import RedisError
 from bot.log_context import chat_label
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.chat import Acquire, Commit, MoveAside, Release
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
     JobCompletion,
@@ -29,65 +33,6 @@ from bot.sessions.store import (
 )
 
 logger = logging.getLogger(__name__)
-
-# Take the lease; if it is ours, return the stored version and data in the same trip.
-_ACQUIRE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local stored = redis.call('HMGET', KEYS[2], 'v', 'd')
-  return {1, stored[1] or '', stored[2] or ''}
-end
-return {0, redis.call('PTTL', KEYS[1])}
-"""
-
-# Save only over the version we loaded (a lost lease never overwrites a newer session).
-# KEYS: session, lease, queue, outbox, failed streak.
-# ARGV: token, version, new version, data, ttl, job ('' for none), job id, outbox entry,
-#       release the lease (0/1), the lease must be ours (0/1), answered (0/1),
-#       handoff state ('' while the bot answers).
-# Returns 1 saved, 2 saved before (a repeated run), 0 version changed, -1 lease not ours,
-# -2 the job is not at the head of the queue.
-_COMMIT = """
-if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then return 2 end
-local stored = redis.call('HMGET', KEYS[1], 'v', 'd')
-if stored[1] == ARGV[3] and stored[2] == ARGV[4] then return 2 end
-local ours = redis.call('GET', KEYS[2]) == ARGV[1]
-if ARGV[10] == '1' and not ours then return -1 end
-if (stored[1] or '') ~= ARGV[2] then
-  if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
-  return 0
-end
-if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4])
-if ARGV[12] ~= '' then
-  redis.call('HSET', KEYS[1], 'h', ARGV[12])
-else
-  redis.call('HDEL', KEYS[1], 'h')
-end
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-if ARGV[6] ~= '' then
-  redis.call('LPOP', KEYS[3])
-  redis.call('HSET', KEYS[4], ARGV[7], ARGV[8])
-  redis.call('EXPIRE', KEYS[4], ARGV[5])
-end
-if ARGV[11] == '1' then redis.call('DEL', KEYS[5]) end
-if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
-return 1
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-# Move the session (or a corrupt entry) aside under its own TTL.
-_MOVE_ASIDE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('RENAME', KEYS[1], KEYS[2])
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
-end
-if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
-return 1
-"""
 
 
 class RedisSessionStore:
@@ -104,10 +49,7 @@ class RedisSessionStore:
         self._keys = keys
         self._ttl = ttl_seconds
         self._archive_ttl = archive_ttl_seconds
-        self._acquire = client.register_script(_ACQUIRE)
-        self._commit = client.register_script(_COMMIT)
-        self._release = client.register_script(_RELEASE)
-        self._move_aside = client.register_script(_MOVE_ASIDE)
+        self._scripts = Scripts(client)
 
     def keys(self, conversation_key: str) -> ConversationKeys:
         """The keys of one conversation (one hash tag)."""
@@ -118,13 +60,16 @@ class RedisSessionStore:
     ) -> LockedSession:
         """Take the lease (waiting at most ``wait_seconds``) and load the session."""
         token = secrets.token_hex(16)
-        keys = [self.keys(conversation_key).lease, self.keys(conversation_key).session]
-        lease_ms = max(1, int(lease_seconds * 1000))
+        call = Acquire(
+            chat=self.keys(conversation_key),
+            token=token,
+            lease_ms=max(1, int(lease_seconds * 1000)),
+        )
         deadline = monotonic() + wait_seconds
         pause = 0.005
         while True:
             try:
-                reply = await self._acquire(keys=keys, args=[token, lease_ms])
+                reply = await self._scripts.run(call)
             except RedisError as error:
                 raise SessionStoreUnavailableError("session storage is unreachable") from error
             if int(reply[0]) == 1:
@@ -186,28 +131,23 @@ class RedisSessionStore:
         to run twice: a repeated run finds its own save and succeeds.
         """
         new_version = str(int(locked.version or "0") + 1)
-        keys = self.keys(locked.conversation_key)
-        args: list[str | int] = [
-            locked.token,
-            locked.version,
-            new_version,
-            session.model_dump_json(),
-            self._ttl,
-            completion.job_raw if completion else "",
-            completion.job_id if completion else "",
-            completion.outbox_entry if completion else "",
-            1 if release else 0,
-            1 if completion or not release else 0,
-            1 if completion and completion.answered else 0,
-            "" if session.handoff == "bot" else session.handoff,
-        ]
+        call = Commit(
+            chat=self.keys(locked.conversation_key),
+            token=locked.token,
+            version=locked.version,
+            new_version=new_version,
+            data=session.model_dump_json(),
+            ttl=self._ttl,
+            job_raw=completion.job_raw if completion else "",
+            job_id=completion.job_id if completion else "",
+            outbox_entry=completion.outbox_entry if completion else "",
+            release=release,
+            lease_must_be_ours=completion is not None or not release,
+            answered=completion is not None and completion.answered,
+            handoff="" if session.handoff == "bot" else session.handoff,
+        )
         try:
-            saved = int(
-                await self._commit(
-                    keys=[keys.session, keys.lease, keys.queue, keys.outbox, keys.failed_streak],
-                    args=args,
-                )
-            )
+            saved = int(await self._scripts.run(call))
         except RedisError as error:
             raise SessionStoreUnavailableError("session storage is unreachable") from error
         if saved == -1:
@@ -220,8 +160,8 @@ class RedisSessionStore:
     async def release(self, locked: LockedSession) -> None:
         """Give the lease back (only if it is still ours)."""
         try:
-            await self._release(
-                keys=[self.keys(locked.conversation_key).lease], args=[locked.token]
+            await self._scripts.run(
+                Release(chat=self.keys(locked.conversation_key), token=locked.token)
             )
         except RedisError as error:
             raise SessionStoreUnavailableError("session storage is unreachable") from error
@@ -244,13 +184,11 @@ class RedisSessionStore:
         )
 
     async def _run_move_aside(self, conversation_key: str, target: str, token: str) -> None:
-        keys = [
-            self.keys(conversation_key).session,
-            target,
-            self.keys(conversation_key).lease,
-        ]
+        call = MoveAside(
+            chat=self.keys(conversation_key), target=target, token=token, ttl=self._archive_ttl
+        )
         try:
-            await self._move_aside(keys=keys, args=[token, self._archive_ttl])
+            await self._scripts.run(call)
         except RedisError as error:
             raise SessionStoreUnavailableError("session storage is unreachable") from error
 

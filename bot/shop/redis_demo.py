@@ -18,6 +18,8 @@ from redis.exceptions import RedisError
 
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
+from bot.redis_scripts.base import Scripts
+from bot.redis_scripts.shop import ApplyShopWrite
 from tools.shop_backend import (
     CANCELLABLE_STATUSES,
     Customer,
@@ -32,21 +34,6 @@ STATE_TTL_SECONDS = 30 * 24 * 3600
 """How long a customer's changed orders and write receipts are kept (the demo's memory)."""
 
 _MAX_RACES = 5
-
-# KEYS: the customer's orders, the receipt of this idempotency key.
-# ARGV: order id, the order as read ('' : not stored yet, the seed), the new order,
-#       the receipt, ttl seconds.
-# Returns {1, receipt} applied now or before; {0, ''} the order changed since it was read.
-_APPLY = """
-local done = redis.call('GET', KEYS[2])
-if done then return {1, done} end
-local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
-if current ~= ARGV[2] then return {0, ''} end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
-return {1, ARGV[4]}
-"""
 
 
 class ShopUnavailableError(RuntimeError):
@@ -68,7 +55,7 @@ class RedisDemoShop:
         self._keys = keys
         self._seed = seed
         self._clock = clock
-        self._apply = client.register_script(_APPLY)
+        self._scripts = Scripts(client)
 
     async def order(self, customer: Customer, order_id: str) -> OrderView | None:
         """The customer's copy of the order; ``None`` when missing or someone else's."""
@@ -164,10 +151,8 @@ class RedisDemoShop:
         idempotency_key: str,
         change: Callable[[OrderView], WriteReceipt],
     ) -> WriteReceipt:
-        keys = [
-            self._keys.shop_orders(customer.key),
-            self._keys.shop_done(customer.key, idempotency_key),
-        ]
+        orders = self._keys.shop_orders(customer.key)
+        receipt_key = self._keys.shop_done(customer.key, idempotency_key)
         for _ in range(_MAX_RACES):
             order, stored = await self._read(customer, order_id)
             try:
@@ -177,20 +162,21 @@ class RedisDemoShop:
             except ShopRuleError:
                 # A repeat of an applied write finds the order changed by itself: the
                 # first receipt answers (the script answers it too when the rule holds).
-                done = await self._receipt(keys[1])
+                done = await self._receipt(receipt_key)
                 if done is not None:
                     return done
                 raise
             try:
-                applied, raw = await self._apply(
-                    keys=keys,
-                    args=[
-                        order_id,
-                        stored,
-                        receipt.order.model_dump_json(),
-                        _dump_receipt(receipt),
-                        STATE_TTL_SECONDS,
-                    ],
+                applied, raw = await self._scripts.run(
+                    ApplyShopWrite(
+                        orders=orders,
+                        receipt_key=receipt_key,
+                        order_id=order_id,
+                        read=stored,
+                        new_order=receipt.order.model_dump_json(),
+                        receipt=_dump_receipt(receipt),
+                        ttl=STATE_TTL_SECONDS,
+                    )
                 )
             except RedisError as error:
                 raise ShopUnavailableError("the shop's storage is unreachable") from error

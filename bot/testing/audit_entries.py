@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from bot.audit.index import WRITE_ONCE, write_once_call
+from bot.audit.index import write_once
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
@@ -100,7 +100,7 @@ def append_indexed(
     ``False`` when the turn was written before (the script changed nothing).
     """
     turn_id = entries[0].get("turn_id") or "none"
-    keys, args = write_once_call(
+    call = write_once(
         RedisKeys.audit_index(stream),
         stream,
         RedisKeys.audit_done(stream, turn_id),
@@ -108,7 +108,8 @@ def append_indexed(
         maxlen=maxlen,
         done_ttl_seconds=24 * 3600,
     )
-    return bool(client.eval(WRITE_ONCE, len(keys), *keys, *args))
+    keys = call.keys()
+    return bool(client.eval(call.SOURCE, len(keys), *keys, *call.args()))
 
 
 def hours_ago(hours: float) -> datetime:

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from bot.audit.cli import main
-from bot.audit.index import CHAT_TURNS_KEPT, WRITE_ONCE, write_once_call
+from bot.audit.index import CHAT_TURNS_KEPT, write_once
 from bot.audit.schema import HandoffAuditEntry
 from bot.redis_keys import RedisKeys
 from bot.testing.audit_entries import append_indexed, simple_turn, tool_entry, turn_entry
@@ -34,11 +34,12 @@ def _many(client: redis.Redis, count: int, chat: str = "777") -> None:
     for number in range(count):
         turn_id = f"N{number:09d}"
         rows = [entry.to_fields() for entry in simple_turn(turn_id, chat_id=chat)]
-        keys, args = write_once_call(
+        call = write_once(
             INDEX, STREAM, RedisKeys.audit_done(STREAM, turn_id), rows,
             maxlen=1_000_000, done_ttl_seconds=3600,
         )  # fmt: skip
-        pipe.eval(WRITE_ONCE, len(keys), *keys, *args)
+        keys = call.keys()
+        pipe.eval(call.SOURCE, len(keys), *keys, *call.args())
     pipe.execute()
 
 

@@ -1,0 +1,183 @@
+"""A turn's audit entries and their index, written once (see :mod:`bot.audit.index`).
+
+The stream, the turn's done mark and every index key share the stream's hash
+tag. The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+"""
+
+from dataclasses import dataclass
+
+from bot.redis_keys import AuditIndexKeys
+from bot.redis_scripts.base import Arg, LuaScript
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntryArgs:
+    """One entry of the write: its stream fields and its rollup updates, in order.
+
+    A rollup field ``max|f`` keeps the larger value; ``hll|`` adds the chat to
+    the minute's HyperLogLog; ``name|`` records the value (a name) as seen now;
+    any other is ``HINCRBY``.
+    """
+
+    fields: tuple[tuple[str, str], ...]
+    rollups: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteOnce(LuaScript):
+    """Append a turn's entries and update the index, unless the turn was written before.
+
+    Returns 1 written, 0 written before (the mark is set first, ``SET NX``).
+    """
+
+    SOURCE = """
+if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+local prefix = ARGV[7]
+local ids = {}
+local last_ms = 0
+local i = 9
+for _ = 1, tonumber(ARGV[3]) do
+  local count = tonumber(ARGV[i])
+  i = i + 1
+  local command = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*'}
+  for _ = 1, count * 2 do
+    command[#command + 1] = ARGV[i]
+    i = i + 1
+  end
+  local id = redis.call(unpack(command))
+  ids[#ids + 1] = id
+  local ms_text = string.match(id, '^(%d+)')
+  last_ms = tonumber(ms_text)
+  local minute = tostring(math.floor(last_ms / 60000))
+  local mkey = prefix .. minute
+  local rollups = tonumber(ARGV[i])
+  i = i + 1
+  if rollups > 0 then redis.call('ZADD', KEYS[7], minute, minute) end
+  for _ = 1, rollups do
+    local f, v = ARGV[i], ARGV[i + 1]
+    i = i + 2
+    local kind = string.sub(f, 1, 4)
+    if kind == 'max|' then
+      local current = tonumber(redis.call('HGET', mkey, f))
+      if not current or tonumber(v) > current then redis.call('HSET', mkey, f, v) end
+    elseif kind == 'hll|' then
+      redis.call('PFADD', mkey .. ':c', v)
+    elseif kind == 'name' then
+      redis.call('HSET', KEYS[6], v, ms_text)
+    else
+      redis.call('HINCRBY', mkey, f, v)
+    end
+  end
+end
+local turn, chat, kept = ARGV[4], ARGV[5], tonumber(ARGV[6])
+if turn ~= '' and #ids > 0 then
+  redis.call('HSET', KEYS[3], turn, chat .. '|' .. table.concat(ids, ','))
+  redis.call('ZADD', KEYS[4], last_ms, turn)
+  if chat ~= '' then
+    local list = {turn}
+    local current = redis.call('HGET', KEYS[5], chat)
+    if current then
+      for other in string.gmatch(current, '[^,]+') do
+        if other ~= turn and #list < kept then list[#list + 1] = other end
+      end
+    end
+    redis.call('HSET', KEYS[5], chat, table.concat(list, ','))
+  end
+end
+if #ids > 0 then redis.call('SET', KEYS[8], ids[1], 'NX') end
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+if first then
+  local first_ms, first_seq = string.match(first[1], '^(%d+)-(%d+)')
+  first_ms, first_seq = tonumber(first_ms), tonumber(first_seq)
+  local batch = tonumber(ARGV[8])
+  -- Scores are milliseconds: a turn of the first entry's millisecond is gone only
+  -- if its newest entry id is below the first one.
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', first_ms,
+      'LIMIT', 0, batch)) do
+    local value = redis.call('HGET', KEYS[3], gone)
+    local newest_ms, newest_seq = string.match(value or '', '(%d+)-(%d+)$')
+    newest_ms, newest_seq = tonumber(newest_ms), tonumber(newest_seq)
+    local older = not newest_ms or newest_ms < first_ms
+      or (newest_ms == first_ms and newest_seq < first_seq)
+    if older then
+      local owner = value and string.match(value, '^([^|]*)|')
+      if owner and owner ~= '' then
+        local current = redis.call('HGET', KEYS[5], owner)
+        if current then
+          local list = {}
+          for other in string.gmatch(current, '[^,]+') do
+            if other ~= gone then list[#list + 1] = other end
+          end
+          if #list == 0 then redis.call('HDEL', KEYS[5], owner)
+          else redis.call('HSET', KEYS[5], owner, table.concat(list, ',')) end
+        end
+      end
+      redis.call('HDEL', KEYS[3], gone)
+      redis.call('ZREM', KEYS[4], gone)
+    end
+  end
+  local first_minute = math.floor(first_ms / 60000)
+  local trimmed = false
+  for _, minute in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. first_minute,
+      'LIMIT', 0, batch)) do
+    redis.call('DEL', prefix .. minute, prefix .. minute .. ':c')
+    redis.call('ZREM', KEYS[7], minute)
+    trimmed = true
+  end
+  -- Names last seen before the stream's first entry (a few dozen names: once a minute).
+  if trimmed then
+    local names = redis.call('HGETALL', KEYS[6])
+    for n = 1, #names, 2 do
+      if tonumber(names[n + 1]) < first_ms then redis.call('HDEL', KEYS[6], names[n]) end
+    end
+  end
+end
+return 1
+"""
+
+    stream: str
+    # The turn's done mark.
+    done: str
+    index: AuditIndexKeys
+    maxlen: int
+    done_ttl: int
+    turn_id: str
+    chat: str
+    # How many of a chat's newest turns the index names.
+    chats_kept: int
+    # The most index entries trimmed in one write.
+    trim_batch: int
+    entries: tuple[AuditEntryArgs, ...]
+
+    def keys(self) -> list[str]:
+        index = self.index
+        return [
+            self.stream,
+            self.done,
+            index.turns,
+            index.order,
+            index.chats,
+            index.names,
+            index.minutes,
+            index.start,
+        ]
+
+    def args(self) -> list[Arg]:
+        args: list[Arg] = [
+            self.maxlen,
+            self.done_ttl,
+            len(self.entries),
+            self.turn_id,
+            self.chat,
+            self.chats_kept,
+            self.index.minute_prefix,
+            self.trim_batch,
+        ]
+        for entry in self.entries:
+            args.append(len(entry.fields))
+            for name, value in entry.fields:
+                args.extend((name, value))
+            args.append(len(entry.rollups))
+            for name, value in entry.rollups:
+                args.extend((name, value))
+        return args

@@ -1,0 +1,410 @@
+"""One conversation's scripts: the lease, the head job, the session, the outbox, the attempts.
+
+Every key is the conversation's own (:class:`~bot.redis_keys.ConversationKeys`,
+one hash tag). The rules they keep (lease, version, outbox, attempts) are
+stated once, in :mod:`bot.redis_scripts`.
+"""
+
+from dataclasses import dataclass
+
+from bot.redis_keys import ConversationKeys
+from bot.redis_scripts.base import Arg, LuaScript, flag
+
+# The head job's attempt under lease token ``token``: counted once per token (a repeated
+# script, or a second look by the same drain, counts nothing). Fields of the attempts
+# hash: <job id> the count, <job id>:by the last token, <job id>:error the last failure.
+# Returns {count, last failure kind or ''}; {0, ''} for no head or an unreadable one.
+_ATTEMPT = """
+local function attempt(key, head, token, ttl)
+  if head == '' then return {0, ''} end
+  local ok, job = pcall(cjson.decode, head)
+  if not ok or type(job) ~= 'table' or type(job['job_id']) ~= 'string' then return {0, ''} end
+  local id = job['job_id']
+  local seen = redis.call('HMGET', key, id, id .. ':by', id .. ':error')
+  local count = tonumber(seen[1]) or 0
+  if seen[2] ~= token then
+    count = redis.call('HINCRBY', key, id, 1)
+    redis.call('HSET', key, id .. ':by', token)
+    redis.call('EXPIRE', key, ttl)
+  end
+  return {count, seen[3] or ''}
+end
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Acquire(LuaScript):
+    """Take a free lease and read the session in the same trip (the console, an action press).
+
+    Returns ``{1, version, data}`` when taken, ``{0, the lease's PTTL}`` when held.
+    """
+
+    SOURCE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local stored = redis.call('HMGET', KEYS[2], 'v', 'd')
+  return {1, stored[1] or '', stored[2] or ''}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+"""
+
+    chat: ConversationKeys
+    token: str
+    lease_ms: int
+
+    def keys(self) -> list[str]:
+        return [self.chat.lease, self.chat.session]
+
+    def args(self) -> list[Arg]:
+        return [self.token, self.lease_ms]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Commit(LuaScript):
+    """Save the session over the version loaded; with a job, pop it and store its reply.
+
+    Returns 1 saved, 2 saved before (a repeated run), 0 the version changed,
+    -1 the lease is not ours (when it must be), -2 the job is not at the head.
+    """
+
+    SOURCE = """
+if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then return 2 end
+local stored = redis.call('HMGET', KEYS[1], 'v', 'd')
+if stored[1] == ARGV[3] and stored[2] == ARGV[4] then return 2 end
+local ours = redis.call('GET', KEYS[2]) == ARGV[1]
+if ARGV[10] == '1' and not ours then return -1 end
+if (stored[1] or '') ~= ARGV[2] then
+  if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
+  return 0
+end
+if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 end
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4])
+if ARGV[12] ~= '' then
+  redis.call('HSET', KEYS[1], 'h', ARGV[12])
+else
+  redis.call('HDEL', KEYS[1], 'h')
+end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+if ARGV[6] ~= '' then
+  redis.call('LPOP', KEYS[3])
+  redis.call('HSET', KEYS[4], ARGV[7], ARGV[8])
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+end
+if ARGV[11] == '1' then redis.call('DEL', KEYS[5]) end
+if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
+return 1
+"""
+
+    chat: ConversationKeys
+    token: str
+    version: str
+    new_version: str
+    data: str
+    ttl: int
+    # The worker's job ('' for none: the console's turn), its id and its outbox entry.
+    job_raw: str
+    job_id: str
+    outbox_entry: str
+    release: bool
+    lease_must_be_ours: bool
+    # An answered job ends the chat's run of failed turns.
+    answered: bool
+    # The handoff state ('' while the bot answers), kept in field ``h`` for intake.
+    handoff: str
+
+    def keys(self) -> list[str]:
+        chat = self.chat
+        return [chat.session, chat.lease, chat.queue, chat.outbox, chat.failed_streak]
+
+    def args(self) -> list[Arg]:
+        return [
+            self.token,
+            self.version,
+            self.new_version,
+            self.data,
+            self.ttl,
+            self.job_raw,
+            self.job_id,
+            self.outbox_entry,
+            flag(self.release),
+            flag(self.lease_must_be_ours),
+            flag(self.answered),
+            self.handoff,
+        ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Release(LuaScript):
+    """Give the lease back if it is ours; returns 1 released, 0 not ours.
+
+    ``unrun_job_id``: the head job this lease was handed and never ran (a stop
+    before it started): its attempt under this token is taken back, once (the
+    token's mark goes with it), so a hand-back at shutdown is no attempt.
+    """
+
+    SOURCE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[2], ARGV[2] .. ':by') == ARGV[1] then
+  redis.call('HINCRBY', KEYS[2], ARGV[2], -1)
+  redis.call('HDEL', KEYS[2], ARGV[2] .. ':by')
+end
+return redis.call('DEL', KEYS[1])
+"""
+
+    chat: ConversationKeys
+    token: str
+    unrun_job_id: str = ""
+
+    def keys(self) -> list[str]:
+        return [self.chat.lease, self.chat.attempts]
+
+    def args(self) -> list[Arg]:
+        return [self.token, self.unrun_job_id]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoveAside(LuaScript):
+    """Move the session (or a corrupt entry) to ``target`` under its own TTL; release if ours.
+
+    ``token`` '' keeps the lease. Returns 1.
+    """
+
+    SOURCE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('RENAME', KEYS[1], KEYS[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
+return 1
+"""
+
+    chat: ConversationKeys
+    # The chat's archive or quarantine key.
+    target: str
+    token: str
+    ttl: int
+
+    def keys(self) -> list[str]:
+        return [self.chat.session, self.target, self.chat.lease]
+
+    def args(self) -> list[Arg]:
+        return [self.token, self.ttl]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Take(LuaScript):
+    """A worker takes the lease (or keeps the one it holds) and reads the chat in one trip.
+
+    Returns ``{0}`` when another worker holds it, else ``{1, head job, outbox
+    (field, value, ...), session version, session data, blocked (0/1), attempt,
+    last failure}``.
+    """
+
+    SOURCE = (
+        _ATTEMPT
+        + """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0}
+end
+local head = redis.call('LINDEX', KEYS[2], 0) or ''
+local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
+local tried = attempt(KEYS[6], head, ARGV[1], ARGV[3])
+return {1, head, redis.call('HGETALL', KEYS[3]), stored[1] or '', stored[2] or '',
+        redis.call('EXISTS', KEYS[5]), tried[1], tried[2]}
+"""
+    )
+
+    chat: ConversationKeys
+    token: str
+    lease_ms: int
+    # The attempts hash's TTL.
+    ttl: int
+
+    def keys(self) -> list[str]:
+        chat = self.chat
+        return [chat.lease, chat.queue, chat.outbox, chat.session, chat.blocked, chat.attempts]
+
+    def args(self) -> list[Arg]:
+        return [self.token, self.lease_ms, self.ttl]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Renew(LuaScript):
+    """The heartbeat: extend the lease only while it is ours; returns 1 renewed, 0 not ours."""
+
+    SOURCE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+    chat: ConversationKeys
+    token: str
+    lease_ms: int
+
+    def keys(self) -> list[str]:
+        return [self.chat.lease]
+
+    def args(self) -> list[Arg]:
+        return [self.token, self.lease_ms]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Complete(LuaScript):
+    """Pop the head job and put its reply in the outbox, unless that already happened.
+
+    Returns 1 done, 2 already done, 0 lease lost, -1 the job is not at the head.
+    """
+
+    SOURCE = """
+if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then return 2 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[2] then return -1 end
+redis.call('LPOP', KEYS[2])
+if ARGV[3] ~= '' then
+  redis.call('HDEL', KEYS[4], ARGV[3], ARGV[3] .. ':by', ARGV[3] .. ':error')
+end
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+  redis.call('EXPIRE', KEYS[3], ARGV[5])
+end
+return 1
+"""
+
+    chat: ConversationKeys
+    token: str
+    job_raw: str
+    job_id: str
+    # The reply's outbox entry ('' for none).
+    outbox_entry: str
+    ttl: int
+
+    def keys(self) -> list[str]:
+        chat = self.chat
+        return [chat.lease, chat.queue, chat.outbox, chat.attempts]
+
+    def args(self) -> list[Arg]:
+        return [self.token, self.job_raw, self.job_id, self.outbox_entry, self.ttl]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivered(LuaScript):
+    """Drop a delivered reply and read the next job, or release the lease when all is done.
+
+    Returns ``{0}`` lease lost, ``{1}`` released (queue empty), or ``{2, next
+    job, version, data, blocked, outbox, attempt, last failure}``: the outbox
+    (field, value pairs) only when it holds entries and no job is queued, the
+    only way it stays non-empty (entries this drain did not take: another
+    version's, or unreadable ones).
+    """
+
+    SOURCE = (
+        _ATTEMPT
+        + """
+if ARGV[2] ~= '' then
+  redis.call('HDEL', KEYS[3], ARGV[2])
+  redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
+end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+local head = redis.call('LINDEX', KEYS[2], 0)
+local outbox = {}
+if not head then
+  if ARGV[3] ~= '1' then
+    if redis.call('HLEN', KEYS[3]) == 0 then
+      redis.call('DEL', KEYS[1], KEYS[6])
+      return {1}
+    end
+    outbox = redis.call('HGETALL', KEYS[3])
+  end
+  head = ''
+end
+local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
+local tried = attempt(KEYS[6], head, ARGV[1], ARGV[4])
+return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5]), outbox,
+        tried[1], tried[2]}
+"""
+    )
+
+    chat: ConversationKeys
+    token: str
+    # The job whose reply was delivered ('' for none).
+    job_id: str
+    # Keep the lease even when the queue is empty (a summary follows).
+    keep: bool
+    ttl: int
+
+    def keys(self) -> list[str]:
+        chat = self.chat
+        return [chat.lease, chat.queue, chat.outbox, chat.session, chat.blocked, chat.attempts]
+
+    def args(self) -> list[Arg]:
+        return [self.token, self.job_id, flag(self.keep), self.ttl]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuarantineOutbox(LuaScript):
+    """Move an unreadable outbox entry aside, unless it changed or went meanwhile. Returns 1."""
+
+    SOURCE = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[3])
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
+    chat: ConversationKeys
+    job_id: str
+    # The entry as read (bytes as Redis gave them).
+    entry: str | bytes
+    ttl: int
+
+    def keys(self) -> list[str]:
+        return [self.chat.outbox, self.chat.outbox_quarantine]
+
+    def args(self) -> list[Arg]:
+        return [self.job_id, self.entry, self.ttl]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoteFailure(LuaScript):
+    """Name how a job's attempt failed, only while the job is counted. Returns 1."""
+
+    SOURCE = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[1], ARGV[1] .. ':error', ARGV[2])
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return 1
+"""
+
+    chat: ConversationKeys
+    job_id: str
+    # A failure kind, never an error's text.
+    kind: str
+    ttl: int
+
+    def keys(self) -> list[str]:
+        return [self.chat.attempts]
+
+    def args(self) -> list[Arg]:
+        return [self.job_id, self.kind, self.ttl]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Waiting(LuaScript):
+    """Read-only, for the sweep: ``{queued jobs, lease held (0/1)}``."""
+
+    SOURCE = """
+return {redis.call('LLEN', KEYS[1]), redis.call('EXISTS', KEYS[2])}
+"""
+
+    chat: ConversationKeys
+
+    def keys(self) -> list[str]:
+        return [self.chat.queue, self.chat.lease]
+
+    def args(self) -> list[Arg]:
+        return []

@@ -1,0 +1,69 @@
+"""Handoff scripts: a chat's failed turns, and the idle clock of open handoffs.
+
+The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+"""
+
+from dataclasses import dataclass
+
+from bot.redis_keys import ConversationKeys
+from bot.redis_scripts.base import Arg, LuaScript
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordFailure(LuaScript):
+    """Remember a failed turn (the newest ``kept``) and its streak; returns the streak length.
+
+    A second run of the same turn id changes nothing (``LREM`` first, a set for the streak).
+    """
+
+    SOURCE = """
+redis.call('LREM', KEYS[1], 0, ARGV[1])
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return redis.call('SCARD', KEYS[2])
+"""
+
+    chat: ConversationKeys
+    turn_id: str
+    kept: int
+    ttl: int
+
+    def keys(self) -> list[str]:
+        return [self.chat.failed, self.chat.failed_streak]
+
+    def args(self) -> list[Arg]:
+        return [self.turn_id, self.kept, self.ttl]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Postpone(LuaScript):
+    """Move a handoff's idle score from the one seen to a new one (a later activity wins).
+
+    Returns 1 when the score is the new one now (also on a second run), 0 when
+    something else moved it.
+    """
+
+    SOURCE = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score then return 0 end
+if tonumber(score) == tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[3], ARGV[1])
+  return 1
+end
+if tonumber(score) == tonumber(ARGV[3]) then return 1 end
+return 0
+"""
+
+    open_handoffs: str
+    conversation_key: str
+    seen_ms: int
+    new_ms: int
+
+    def keys(self) -> list[str]:
+        return [self.open_handoffs]
+
+    def args(self) -> list[Arg]:
+        return [self.conversation_key, self.seen_ms, self.new_ms]

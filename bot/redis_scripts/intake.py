@@ -1,0 +1,178 @@
+"""Accepting an update: the chat's queue with de-duplication and flood control, and staff floods.
+
+The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+"""
+
+from dataclasses import dataclass
+
+from bot.redis_keys import ConversationKeys
+from bot.redis_scripts.base import Arg, LuaScript, flag
+
+# A token bucket in hash KEYS[bucket]: 'ok' takes a token; over it, 'rate_warn' the
+# first time (until a token is taken again), then 'rate_quiet'.
+_BUCKET_LUA = """
+local function take_token(bucket, burst, interval)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local state = redis.call('HMGET', bucket, 'tokens', 'ts', 'warned')
+  local tokens = tonumber(state[1])
+  local ts = tonumber(state[2])
+  if tokens == nil or ts == nil then
+    tokens = burst
+    ts = now
+  end
+  tokens = math.min(burst, tokens + math.max(0, now - ts) / interval)
+  local verdict = 'ok'
+  if tokens < 1 then
+    verdict = 'rate_quiet'
+    if state[3] ~= '1' then verdict = 'rate_warn' end
+    redis.call('HSET', bucket, 'tokens', tostring(tokens), 'ts', tostring(now), 'warned', '1')
+  else
+    redis.call('HSET', bucket, 'tokens', tostring(tokens - 1), 'ts', tostring(now), 'warned', '0')
+  end
+  redis.call('PEXPIRE', bucket, math.ceil(burst * interval) + 1000)
+  return verdict
+end
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accept(LuaScript):
+    """De-duplicate the update, apply the queue cap, flood control and daily budget, queue it.
+
+    Returns ``{verdict, signal}``: signal is 1 when the queue has work and no
+    worker holds it. The ``seen`` mark makes a second run answer
+    ``duplicate``. A full queue takes nothing more (its notice aside, once per
+    fill: the mark is cleared when intake finds room again); the flood bucket
+    is not touched then.
+    """
+
+    SOURCE = (
+        _BUCKET_LUA
+        + """
+local function needs_signal()
+  if redis.call('LLEN', KEYS[2]) > 0 and redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
+  return 0
+end
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  return {'duplicate', needs_signal()}
+end
+local cap = tonumber(ARGV[11])
+if cap > 0 then
+  if redis.call('LLEN', KEYS[2]) >= cap then
+    if ARGV[12] ~= '' and redis.call('SET', KEYS[7], '1', 'NX', 'EX', ARGV[13]) then
+      redis.call('RPUSH', KEYS[2], ARGV[12])
+      return {'full_warn', needs_signal()}
+    end
+    return {'full_quiet', needs_signal()}
+  end
+  redis.call('DEL', KEYS[7])
+end
+local verdict = 'ok'
+if ARGV[5] == '1' then
+  verdict = take_token(KEYS[4], tonumber(ARGV[7]), tonumber(ARGV[8]))
+  -- A message to a person (a handoff) is no model turn: the daily limit skips it.
+  if verdict == 'ok' and ARGV[6] == '1' and redis.call('HEXISTS', KEYS[6], 'h') == 0 then
+    local used = redis.call('INCR', KEYS[5])
+    if used == 1 then redis.call('EXPIRE', KEYS[5], tonumber(ARGV[10])) end
+    local limit = tonumber(ARGV[9])
+    if used == limit + 1 then
+      verdict = 'daily_warn'
+    elseif used > limit then
+      verdict = 'daily_quiet'
+    end
+  end
+end
+if verdict == 'ok' then
+  redis.call('RPUSH', KEYS[2], ARGV[2])
+elseif verdict == 'rate_warn' then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+elseif verdict == 'daily_warn' then
+  redis.call('RPUSH', KEYS[2], ARGV[4])
+end
+return {verdict, needs_signal()}
+"""
+    )
+
+    chat: ConversationKeys
+    update_id: int
+    # The sender (0 for none): their flood bucket and daily counter.
+    user_id: int
+    # The day of the daily counter (YYYYMMDD).
+    day: str
+    seen_ttl: int
+    job: str
+    rate_notice: str
+    daily_notice: str
+    check_flood: bool
+    counts_turn: bool
+    burst: int
+    interval_ms: float
+    daily_limit: int
+    day_counter_ttl: int
+    # The most jobs the queue holds (0: no cap).
+    queue_cap: int
+    # The job telling the customer the queue is full ('' : nobody to tell).
+    full_notice: str
+    full_mark_ttl: int
+
+    def keys(self) -> list[str]:
+        chat = self.chat
+        return [
+            chat.seen(self.update_id),
+            chat.queue,
+            chat.lease,
+            chat.flood(self.user_id),
+            chat.daily_turns(self.user_id, self.day),
+            chat.session,
+            chat.queue_full,
+        ]
+
+    def args(self) -> list[Arg]:
+        return [
+            self.seen_ttl,
+            self.job,
+            self.rate_notice,
+            self.daily_notice,
+            flag(self.check_flood),
+            flag(self.counts_turn),
+            self.burst,
+            self.interval_ms,
+            self.daily_limit,
+            self.day_counter_ttl,
+            self.queue_cap,
+            self.full_notice,
+            self.full_mark_ttl,
+        ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StaffFlood(LuaScript):
+    """A staff member's message: their bucket in the staff group (one for all their topics).
+
+    The verdict is kept in the update's mark: a second run answers the first run's verdict.
+    """
+
+    SOURCE = (
+        _BUCKET_LUA
+        + """
+local prior = redis.call('GET', KEYS[1])
+if prior then return prior end
+local verdict = take_token(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
+redis.call('SET', KEYS[1], verdict, 'EX', ARGV[1])
+return verdict
+"""
+    )
+
+    # The update's mark and the member's bucket, both in the staff group's slot.
+    seen: str
+    bucket: str
+    seen_ttl: int
+    burst: int
+    interval_ms: float
+
+    def keys(self) -> list[str]:
+        return [self.seen, self.bucket]
+
+    def args(self) -> list[Arg]:
+        return [self.seen_ttl, self.burst, self.interval_ms]

@@ -1,0 +1,44 @@
+"""The demo shop's write: compare the order with what was read, store it and the receipt, once.
+
+The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+"""
+
+from dataclasses import dataclass
+
+from bot.redis_scripts.base import Arg, LuaScript
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyShopWrite(LuaScript):
+    """Store the changed order and its receipt under the idempotency key.
+
+    Returns ``{1, receipt}`` applied now or before (a repeat answers the first
+    receipt), ``{0, ''}`` when the order changed since it was read.
+    """
+
+    SOURCE = """
+local done = redis.call('GET', KEYS[2])
+if done then return {1, done} end
+local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if current ~= ARGV[2] then return {0, ''} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
+return {1, ARGV[4]}
+"""
+
+    # The customer's orders and this write's receipt (one customer's slot).
+    orders: str
+    receipt_key: str
+    order_id: str
+    # The order as read ('' : not stored yet, the seed).
+    read: str
+    new_order: str
+    receipt: str
+    ttl: int
+
+    def keys(self) -> list[str]:
+        return [self.orders, self.receipt_key]
+
+    def args(self) -> list[Arg]:
+        return [self.order_id, self.read, self.new_order, self.receipt, self.ttl]
