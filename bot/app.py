@@ -366,6 +366,7 @@ async def build_application(
         keys=keys,
         ttl_seconds=settings.session.ttl_seconds,
         archive_ttl_seconds=settings.session.archive_ttl_seconds,
+        retries=metrics,
     )
     # The audit as workers and the chat service write it: each turn also counted in metrics.
     turn_audit = MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries)
@@ -411,6 +412,7 @@ async def build_application(
         lease_seconds=settings.session.lease_seconds,
         outbox_ttl_seconds=settings.session.ttl_seconds,
         quarantine_ttl_seconds=settings.session.archive_ttl_seconds,
+        retries=metrics,
     )
     staff_chat_id = settings.handoff.staff_chat_id
     handoff = (

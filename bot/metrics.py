@@ -119,6 +119,13 @@ class BotMetrics:
             namespace=NAMESPACE,
             registry=registry,
         )
+        self.retries = Counter(
+            "retries",
+            "Attempts made again after a failure (bot.retry), by operation.",
+            ["operation"],
+            namespace=NAMESPACE,
+            registry=registry,
+        )
         self.tool_executions = Counter(
             "tool_executions",
             "Tool executions by tool and status.",
@@ -202,6 +209,10 @@ class BotMetrics:
         """One step (``proposed``, ``confirmed``, ``executed``...) of an action of ``tool``."""
         label = tool if tool in self._known_tools else UNKNOWN_TOOL
         self.actions.labels(tool=label, event=event).inc()
+
+    def retried(self, operation: str) -> None:
+        """One more attempt of ``operation`` after a failure (the :mod:`bot.retry` counter)."""
+        self.retries.labels(operation=operation).inc()
 
     def record_feedback(self, event: str, score: str) -> None:
         """A satisfaction question asked, or answered with ``score`` (1 to 5)."""

@@ -40,6 +40,7 @@ from bot.redis_scripts.chat import (
     Take,
     Waiting,
 )
+from bot.retry import RetryCounter
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +78,16 @@ class ChatQueue:
         outbox_ttl_seconds: int,
         quarantine_ttl_seconds: int | None = None,
         bookkeeping_retry_seconds: float = BOOKKEEPING_RETRY_SECONDS,
+        retries: RetryCounter | None = None,
     ) -> None:
+        """``retries``: where the bookkeeping's retries are counted (the metrics)."""
         self._keys = keys
         self._bookkeeping_seconds = bookkeeping_retry_seconds
         self._lease_ms = max(1, int(lease_seconds * 1000))
         self._outbox_ttl = outbox_ttl_seconds
         self._quarantine_ttl = quarantine_ttl_seconds or outbox_ttl_seconds
         self._scripts = Scripts(redis)
+        self._retries = retries
 
     def keys(self, conversation_key: str) -> ConversationKeys:
         """The conversation's keys."""
@@ -162,6 +166,8 @@ class ChatQueue:
                 Delivered(chat=keys, token=token, job_id=job_id, keep=keep, ttl=self._outbox_ttl)
             ),
             within=self._bookkeeping_seconds,
+            operation="queue_delivered",
+            counter=self._retries,
         )
         status = int(reply[0])
         if status == 0:
@@ -217,6 +223,8 @@ class ChatQueue:
             "Releasing a chat",
             lambda: self._scripts.run(Release(chat=keys, token=token, unrun_job_id=unrun_job_id)),
             within=self._bookkeeping_seconds,
+            operation="queue_release",
+            counter=self._retries,
         )
 
     async def waiting(self, conversation_key: str) -> tuple[int, bool]:

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from redis.exceptions import RedisError
 
+from bot.retry import Backoff, RetryCounter, retrying
 from bot.supervision import FailureKind, classify, describe
 
 logger = logging.getLogger(__name__)
@@ -24,33 +25,41 @@ T = TypeVar("T")
 BOOKKEEPING_RETRY_SECONDS = 60.0
 """How long a live worker keeps trying: a restart or a fail-over takes seconds; past a
 minute Redis is not coming back soon, and whoever runs it has been told."""
-_FIRST_PAUSE = 0.05
-_LONGEST_PAUSE = 0.5
+_BACKOFF = Backoff(first_seconds=0.05, longest_seconds=0.5)
 
 
-async def until_redis_answers(what: str, call: Callable[[], Awaitable[T]], *, within: float) -> T:
+async def until_redis_answers(
+    what: str,
+    call: Callable[[], Awaitable[T]],
+    *,
+    within: float,
+    operation: str,
+    counter: RetryCounter | None = None,
+) -> T:
     """``call()``, again with back-off while Redis is unavailable, for up to ``within`` seconds.
 
     Logs one warning when it starts waiting and one line when Redis answered;
     raises the last error once the bound is reached, and at once any error
-    that is not an outage (a bug, a refused command).
+    that is not an outage (a bug, a refused command). Each retry is counted
+    under ``operation``.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    pause = _FIRST_PAUSE
     waited = False
-    while True:
-        try:
-            result = await call()
-        except (RedisError, OSError) as error:
-            if classify(error) is not FailureKind.TRANSIENT or loop.time() + pause > deadline:
-                raise
-            if not waited:
-                logger.warning("%s waits for Redis (%s); retrying", what, describe(error))
-                waited = True
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, _LONGEST_PAUSE)
-            continue
-        if waited:
-            logger.info("%s done: Redis answers again", what)
-        return result
+
+    def decide(error: Exception, attempt: int) -> float:
+        nonlocal waited
+        if not isinstance(error, (RedisError, OSError)):
+            raise error
+        pause = _BACKOFF.pause(attempt)
+        if classify(error) is not FailureKind.TRANSIENT or loop.time() + pause > deadline:
+            raise error
+        if not waited:
+            logger.warning("%s waits for Redis (%s); retrying", what, describe(error))
+            waited = True
+        return pause
+
+    result = await retrying(operation, call, decide=decide, counter=counter)
+    if waited:
+        logger.info("%s done: Redis answers again", what)
+    return result

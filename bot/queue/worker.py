@@ -26,6 +26,7 @@ from bot.queue.jobs import OutboxEntry
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.queue.sweep import QueueSweep
 from bot.queue.work_stream import Acknowledger, Signal, WorkStream
+from bot.retry import RetryCounter
 from bot.supervision import TaskSupervisor
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,9 @@ class WorkerPool:
         settings: WorkerSettings,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         supervisor: TaskSupervisor | None = None,
+        retries: RetryCounter | None = None,
     ) -> None:
+        """``retries``: where the hand-back's retries are counted (the metrics)."""
         self._stream = stream
         # The claim loop and the backlog log are supervised: a Redis outage is
         # retried, a crash restarts them, and a loop that cannot go on stops the process.
@@ -110,6 +113,7 @@ class WorkerPool:
         self._runner = runner
         self._settings = settings
         self._sleep = sleep
+        self._retries = retries
         self._slots = _Slots()
         # Chats drained here, with the signal each drain keeps pending until it is done.
         self._draining: dict[str, str] = {}
@@ -400,6 +404,8 @@ class WorkerPool:
                 "Handing a chat back",
                 lambda: self._stream.signal(key),
                 within=BOOKKEEPING_RETRY_SECONDS,
+                operation="worker_hand_back",
+                counter=self._retries,
             )
             self._ack(signal.signal_id)
         except (RedisError, OSError):

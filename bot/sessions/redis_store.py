@@ -8,11 +8,11 @@ TTL + release, one script). The scripts are in :mod:`bot.redis_scripts.chat`
 are stated once in :mod:`bot.redis_scripts`.
 """
 
-import asyncio
 import logging
 import secrets
 from datetime import UTC, datetime
 from time import monotonic
+from typing import Any
 
 from pydantic import ValidationError
 from redis.exceptions import RedisError
@@ -22,6 +22,7 @@ from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import ConversationKeys, RedisKeys
 from bot.redis_scripts.base import Scripts
 from bot.redis_scripts.chat import Acquire, Commit, MoveAside, Release
+from bot.retry import Backoff, RetryCounter, retrying
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
     JobCompletion,
@@ -35,6 +36,17 @@ from bot.sessions.store import (
 logger = logging.getLogger(__name__)
 
 
+_LEASE_WAIT = Backoff(first_seconds=0.005, longest_seconds=0.1)
+
+
+class _LeaseHeldError(Exception):
+    """Another turn holds the lease (for ``lease_left_seconds`` more at most)."""
+
+    def __init__(self, lease_left_seconds: float) -> None:
+        super().__init__(f"the lease is held for {lease_left_seconds} s more")
+        self.lease_left_seconds = lease_left_seconds
+
+
 class RedisSessionStore:
     """The :class:`~bot.sessions.store.SessionStore` over ``redis.asyncio``."""
 
@@ -44,12 +56,16 @@ class RedisSessionStore:
         keys: RedisKeys,
         ttl_seconds: int,
         archive_ttl_seconds: int,
+        *,
+        retries: RetryCounter | None = None,
     ) -> None:
+        """``retries``: where waits for a held lease are counted (the metrics)."""
         self._client = client
         self._keys = keys
         self._ttl = ttl_seconds
         self._archive_ttl = archive_ttl_seconds
         self._scripts = Scripts(client)
+        self._retries = retries
 
     def keys(self, conversation_key: str) -> ConversationKeys:
         """The keys of one conversation (one hash tag)."""
@@ -66,23 +82,29 @@ class RedisSessionStore:
             lease_ms=max(1, int(lease_seconds * 1000)),
         )
         deadline = monotonic() + wait_seconds
-        pause = 0.005
-        while True:
+
+        async def take() -> list[Any]:
             try:
-                reply = await self._scripts.run(call)
+                reply: list[Any] = await self._scripts.run(call)
             except RedisError as error:
                 raise SessionStoreUnavailableError("session storage is unreachable") from error
-            if int(reply[0]) == 1:
-                return await self._loaded(conversation_key, token, reply[1], reply[2])
+            if int(reply[0]) == 0:
+                raise _LeaseHeldError(max(int(reply[1]), 1) / 1000)
+            return reply
+
+        def decide(error: Exception, attempt: int) -> float:
+            if not isinstance(error, _LeaseHeldError):
+                raise error
             remaining = deadline - monotonic()
             if remaining <= 0:
                 raise SessionLockTimeoutError(
                     f"conversation {conversation_key} stayed locked for {wait_seconds} s"
                 )
             # Back off, but never sleep past the lease's own expiry or the deadline.
-            lease_left = max(int(reply[1]), 1) / 1000
-            await asyncio.sleep(min(pause, lease_left, remaining))
-            pause = min(pause * 2, 0.1)
+            return min(_LEASE_WAIT.pause(attempt), error.lease_left_seconds, remaining)
+
+        reply = await retrying("session_lease_wait", take, decide=decide, counter=self._retries)
+        return await self._loaded(conversation_key, token, reply[1], reply[2])
 
     async def held(
         self, conversation_key: str, token: str, raw_version: str, raw_data: str

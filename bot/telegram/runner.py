@@ -210,6 +210,7 @@ def build_workers(
             max_attempts=settings.telegram.send_max_attempts,
             blocked=app.blocked,
             check_blocked=False,
+            retries=app.metrics,
         ),
         chat=app.chat,
         audit=app.turn_audit,
@@ -227,6 +228,7 @@ def build_workers(
         stream=app.work,
         queue=app.queue,
         runner=runner,
+        retries=app.metrics,
         settings=WorkerSettings(
             concurrency=settings.worker.concurrency,
             lease_seconds=settings.session.lease_seconds,

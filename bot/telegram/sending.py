@@ -12,7 +12,6 @@ twice. A 400 for a formatted message is re-sent once as plain text.
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 from aiogram.exceptions import (
@@ -27,11 +26,10 @@ from redis.exceptions import RedisError
 
 from bot.blocked_chats import BlockedChats
 from bot.log_context import chat_label
+from bot.retry import Backoff, RetryCounter, Sleep, retrying
 from bot.telegram.formatting import FormattedText, markdown_to_entities, split_formatted
 
 logger = logging.getLogger(__name__)
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class ReplyNotDeliveredError(RuntimeError):
@@ -56,12 +54,14 @@ class ReplySender:
         sleep: Sleep = asyncio.sleep,
         blocked: BlockedChats | None = None,
         check_blocked: bool = True,
+        retries: RetryCounter | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self._max_attempts = max_attempts
         self._max_retry_after = max_retry_after_seconds
-        self._backoff = backoff_seconds
+        self._backoff = Backoff(first_seconds=backoff_seconds)
+        self._retries = retries
         self._sleep = sleep
         self._blocked = blocked
         self._check_blocked = check_blocked
@@ -88,29 +88,30 @@ class ReplySender:
 
     async def _send_piece(self, bot: Bot, chat_id: int, piece: FormattedText) -> None:
         entities = list(piece.entities)
-        attempt = 0
-        while True:
-            attempt += 1
+
+        async def send() -> None:
             try:
                 await bot.send_message(
                     chat_id=chat_id, text=piece.text, entities=entities or None, parse_mode=None
                 )
-                return
-            except TelegramRetryAfter as error:
-                if error.retry_after > self._max_retry_after:
-                    raise ReplyNotDeliveredError(
-                        f"Telegram asked to wait {error.retry_after} s, over the "
-                        f"{self._max_retry_after} s allowed"
-                    ) from error
-                delay = float(error.retry_after)
-                failure: Exception = error
             except TelegramForbiddenError as error:
                 # Blocked by the user or removed from the group: every later send would fail.
                 if self._blocked is not None:
                     with contextlib.suppress(RedisError, OSError):
                         await self._blocked.block(chat_id)
                 raise ReplyNotDeliveredError("the chat does not accept our messages") from error
-            except TelegramBadRequest as error:
+
+        def decide(error: Exception, attempt: int) -> float:
+            """The pause before sending again; raises when another send could double it."""
+            nonlocal entities
+            if isinstance(error, TelegramRetryAfter):
+                if error.retry_after > self._max_retry_after:
+                    raise ReplyNotDeliveredError(
+                        f"Telegram asked to wait {error.retry_after} s, over the "
+                        f"{self._max_retry_after} s allowed"
+                    ) from error
+                delay = float(error.retry_after)
+            elif isinstance(error, TelegramBadRequest):
                 if not entities:
                     raise ReplyNotDeliveredError("Telegram refused the message") from error
                 logger.warning(
@@ -119,23 +120,27 @@ class ReplySender:
                     error.message,
                 )
                 entities = []
-                continue
-            except TelegramServerError as error:
-                delay = self._backoff * 2 ** (attempt - 1)
-                failure = error
-            except TelegramNetworkError as error:
+                return 0.0
+            elif isinstance(error, TelegramServerError):
+                delay = self._backoff.pause(attempt)
+            elif isinstance(error, TelegramNetworkError):
                 if not isinstance(error.__cause__, ClientConnectorError):
                     # The request may have reached Telegram: do not risk a duplicate.
                     raise ReplyNotDeliveredError("delivery uncertain; not retried") from error
-                delay = self._backoff * 2 ** (attempt - 1)
-                failure = error
+                delay = self._backoff.pause(attempt)
+            else:
+                raise error
             if attempt >= self._max_attempts:
-                raise ReplyNotDeliveredError(f"not delivered after {attempt} attempts") from failure
+                raise ReplyNotDeliveredError(f"not delivered after {attempt} attempts") from error
             logger.info(
                 "Sending to %s failed (%s); retry %d in %.1f s",
                 chat_label(chat_id),
-                type(failure).__name__,
+                type(error).__name__,
                 attempt,
                 delay,
             )
-            await self._sleep(delay)
+            return delay
+
+        await retrying(
+            "telegram_send", send, decide=decide, counter=self._retries, sleep=self._sleep
+        )
