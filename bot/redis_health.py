@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.crc import key_slot
 from redis.exceptions import RedisError, ResponseError
 
 from bot.redis_connection import AsyncRedisClient
@@ -87,7 +86,7 @@ class RedisHealthProbe:
         # A hash tag whose slot this master serves, so the write lands on it and no other.
         for tag in range(100_000):
             key = f"{self._prefix}:{{{tag}}}"
-            owner = client.nodes_manager.get_node_from_slot(key_slot(key.encode()))
+            owner = client.get_node_from_key(key)
             if owner is not None and owner.name == node.name:
                 return key
         return self._prefix
