@@ -11,22 +11,17 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
-from bot.actions.pending import CONFIRM_LABEL, DECLINE_LABEL, ActionCard, Choice
+from bot import customer_texts
+from bot.actions.pending import ActionCard, Choice
 from bot.app import Application
 from bot.chat_errors import ChatServiceError
 from bot.chat_service import ChatReply
 from bot.console_answer import ConsoleAnswer
 from bot.redis_keys import safe_conversation_key
 from bot.sessions.store import SessionStoreError
-from bot.telegram import messages
 from turn import TurnContext, new_turn_id
 
 logger = logging.getLogger(__name__)
-
-HELP = (
-    "Команды: /new — новый диалог, /operator — позвать сотрудника, "
-    "/help — эта подсказка, /exit — выход."
-)
 
 # The console has no staff group: nobody could answer in this terminal.
 OPERATOR_NOTE = (
@@ -36,7 +31,7 @@ OPERATOR_NOTE = (
 )
 
 
-_DECISIONS: dict[str, Choice] = {"д": "yes", "н": "no"}
+_DECISIONS: dict[str, Choice] = {customer_texts.CONSOLE_YES: "yes", customer_texts.CONSOLE_NO: "no"}
 """The console's buttons: «Подтвердить» [д], «Не нужно» [н]."""
 
 
@@ -106,7 +101,7 @@ class ConsoleScreen:
     shown again. Writes come from the loop and from logging threads: one lock.
     """
 
-    PROMPT = "Вы: "
+    PROMPT = customer_texts.CONSOLE_PROMPT
 
     def __init__(self, stdin: TextIO, stdout: TextIO, log_stream: TextIO) -> None:
         self._stdin = stdin
@@ -224,7 +219,7 @@ class Console:
 
     async def run(self) -> int:
         """Chat until ``/exit`` or end of input; returns the exit code."""
-        self._print(f"Чат поддержки (диалог {self._key}). {HELP}")
+        self._print(customer_texts.console_greeting(self._key))
         while True:
             self._screen.prompt()
             line = await _read_line(self._stdin)
@@ -236,13 +231,13 @@ class Console:
             if text == "/exit":
                 return 0
             if text == "/help":
-                self._print(HELP)
+                self._print(customer_texts.CONSOLE_HELP)
                 continue
             if text == "/new":
                 await self._reset()
                 continue
             if text == "/operator":
-                self._print(f"Бот: {messages.OPERATOR_OFF}")
+                self._print(customer_texts.CONSOLE_BOT + customer_texts.OPERATOR_OFF)
                 self._print(OPERATOR_NOTE, dim=True)
                 continue
             if text and not await self._turn(text):
@@ -255,8 +250,8 @@ class Console:
         """
         card = await self._answer(text)
         while card is not None:
-            self._print(f"[Карточка] {card.text}")
-            self._print(f"{CONFIRM_LABEL} [д] / {DECLINE_LABEL} [н]?", dim=True)
+            self._print(customer_texts.CONSOLE_CARD + card.text)
+            self._print(customer_texts.CONSOLE_DECISION, dim=True)
             self._screen.prompt()
             line = await _read_line(self._stdin)
             if not line:
@@ -270,7 +265,7 @@ class Console:
                 await self._decide(card, _DECISIONS[answer.lower()])
                 return True
             # Not a decision: the card stays pending, as an unpressed card in Telegram.
-            self._print("Карточка ждёт решения; действие не выполнено.", dim=True)
+            self._print(customer_texts.CONSOLE_CARD_WAITING, dim=True)
             if answer:
                 card = await self._answer(answer) or card
         return True
@@ -281,7 +276,7 @@ class Console:
         except ChatServiceError as error:
             self._print(f"! {error.kind}: {error}")
             return
-        self._print("Начат новый диалог.")
+        self._print(customer_texts.CONSOLE_NEW_CONVERSATION)
 
     async def _answer(self, text: str) -> ActionCard | None:
         context = TurnContext(
@@ -296,7 +291,7 @@ class Console:
             if stream is not None:
                 stream.abandon()
             # What a Telegram customer reads, incident code included; then the detail, dim.
-            self._print(f"Бот: {messages.failure_message(error, turn_id)}")
+            self._print(customer_texts.CONSOLE_BOT + customer_texts.failure_message(error, turn_id))
             self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
             return None
         except Exception:
@@ -304,10 +299,12 @@ class Console:
                 stream.abandon()
             # A bug: as in Telegram, the trace goes to the log and the chat goes on.
             logger.exception("Turn %s failed unexpectedly", turn_id)
-            self._print(f"Бот: {messages.unexpected_failure_message(turn_id)}")
+            self._print(
+                customer_texts.CONSOLE_BOT + customer_texts.unexpected_failure_message(turn_id)
+            )
             return None
         if stream is None or not stream.finish():
-            self._print(f"Бот: {reply.text}")
+            self._print(customer_texts.CONSOLE_BOT + reply.text)
         self._print(_metadata(reply), dim=True)
         return reply.card
 
@@ -326,10 +323,10 @@ class Console:
             self._print(f"! storage: {type(error).__name__}")
             return
         if result is None:
-            self._print("Бот: Это действие уже не ждёт решения.")
+            self._print(customer_texts.CONSOLE_BOT + customer_texts.CONSOLE_ACTION_GONE)
             return
-        self._print(f"[Карточка] {result.card_text}", dim=True)
-        self._print(f"Бот: {result.message}")
+        self._print(customer_texts.CONSOLE_CARD + result.card_text, dim=True)
+        self._print(customer_texts.CONSOLE_BOT + result.message)
 
 
 async def run_console(app: Application, conversation: str | None = None) -> int:

@@ -2,6 +2,8 @@
 
 from typing import Protocol
 
+from bot.customer_texts import CONSOLE_ANSWER_CUT, CONSOLE_BOT
+
 
 class PartialLines(Protocol):
     """What the answer needs of the console's screen (:class:`bot.console.ConsoleScreen`)."""
@@ -34,7 +36,7 @@ class ConsoleAnswer:
             piece = piece.lstrip()
             if not piece:
                 return
-            self._screen.write_partial("Бот: ")
+            self._screen.write_partial(CONSOLE_BOT)
             self._started = True
         self._screen.write_partial(piece)
         self._printed = True
@@ -54,5 +56,5 @@ class ConsoleAnswer:
         """The turn failed: what was printed is not an answer, and is said so."""
         self._screen.end_partial()
         if self._started:
-            self._screen.print("(ответ прерван)", dim=True)
+            self._screen.print(CONSOLE_ANSWER_CUT, dim=True)
         self._started = False

@@ -26,6 +26,13 @@ from bot.audit.actions import ActionEvent
 from bot.audit.sink import AuditSink
 from bot.chat_service import HeldTurn
 from bot.crash_points import ACTION_HANDLED, crash_point
+from bot.customer_texts import (
+    ACTION_EXPIRED_MESSAGE,
+    ACTION_EXPIRED_TEXT,
+    ACTION_FAILED_TEXT,
+    ACTION_FOREIGN_ANSWER,
+    ACTION_STALE_ANSWER,
+)
 from bot.queue.job_results import Committed, JobContext
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
@@ -39,10 +46,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CONFIRM_SECONDS = 600.0
 
-EXPIRED_TEXT = "Срок подтверждения истёк"
-EXPIRED_MESSAGE = "Срок подтверждения истёк, ничего не изменено. Если это ещё нужно, напишите мне."
-FAILED_TEXT = "Не удалось выполнить действие: ничего не изменено. Попробуйте позже."
-
 
 class Verdict(StrEnum):
     """What a press means for the chat's pending action."""
@@ -55,9 +58,9 @@ class Verdict(StrEnum):
 
 
 SHORT_ANSWERS = {
-    Verdict.STALE: "Уже выполнено или больше не действует",
-    Verdict.EXPIRED: EXPIRED_TEXT,
-    Verdict.FOREIGN: "Эта кнопка не для вас",
+    Verdict.STALE: ACTION_STALE_ANSWER,
+    Verdict.EXPIRED: ACTION_EXPIRED_TEXT,
+    Verdict.FOREIGN: ACTION_FOREIGN_ANSWER,
 }
 """What the callback's own answer says when the press changes nothing (or only expires)."""
 
@@ -154,7 +157,10 @@ class ActionConfirmations:
         if tool is None:
             # A tool of another version (a rolling deploy) or one switched off.
             return ActionResult(
-                done=False, card_text=FAILED_TEXT, message=FAILED_TEXT, error_code="unknown_tool"
+                done=False,
+                card_text=ACTION_FAILED_TEXT,
+                message=ACTION_FAILED_TEXT,
+                error_code="unknown_tool",
             )
         try:
             arguments = tool.arguments_model.model_validate_json(pending.arguments)
@@ -164,13 +170,16 @@ class ActionConfirmations:
             logger.warning("Action %s: its stored arguments no longer validate", pending.action_id)
             return ActionResult(
                 done=False,
-                card_text=FAILED_TEXT,
-                message=FAILED_TEXT,
+                card_text=ACTION_FAILED_TEXT,
+                message=ACTION_FAILED_TEXT,
                 error_code="invalid_arguments",
             )
         if verdict is Verdict.EXPIRED:
             return ActionResult(
-                done=False, card_text=EXPIRED_TEXT, message=EXPIRED_MESSAGE, error_code="expired"
+                done=False,
+                card_text=ACTION_EXPIRED_TEXT,
+                message=ACTION_EXPIRED_MESSAGE,
+                error_code="expired",
             )
         if verdict is Verdict.DECLINE:
             text = tool.declined(arguments)
@@ -305,7 +314,10 @@ async def _run(
         # customer is told so, and a repeat of the same key would not change it twice.
         logger.exception("Action %s (%s) failed", action_id, tool.name)
         return ActionResult(
-            done=False, card_text=FAILED_TEXT, message=FAILED_TEXT, error_code="technical_error"
+            done=False,
+            card_text=ACTION_FAILED_TEXT,
+            message=ACTION_FAILED_TEXT,
+            error_code="technical_error",
         )
 
 

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
+
 ACTION_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 _ACTION_ID_LENGTH = 16
 
@@ -20,8 +22,6 @@ CARD_MIRROR = "Клиенту предложено действие (карто�
 OUTCOME_MIRROR = "Итог действия по кнопке клиента: "
 """How a settled action is mirrored into the staff topic while a handoff is on."""
 
-CONFIRM_LABEL = "Подтвердить"
-DECLINE_LABEL = "Не нужно"
 
 Choice = Literal["yes", "no"]
 

@@ -51,9 +51,6 @@ async def edit_card(bot: Bot, chat_id: int, edit: CardEdit) -> bool:
     return True
 
 
-SUPERSEDED_TEXT = "Предложение заменено новым: смотрите карточку ниже"
-
-
 class CardIndex:
     """Which message shows which action's card, per chat: to edit a superseded card later."""
 

@@ -15,6 +15,7 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import CallbackQuery
 from redis.exceptions import RedisError
 
+from bot import customer_texts
 from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press, session_of
 from bot.actions.pending import parse_callback
 from bot.csat.callback import parse_callback as parse_feedback
@@ -22,11 +23,8 @@ from bot.csat.schedule import press_state
 from bot.queue.intake import IncomingUpdate
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys, telegram_conversation
-from bot.telegram import messages
 
 logger = logging.getLogger(__name__)
-
-FORGED_ANSWER = "Кнопка больше не действует"
 
 
 def press_incoming(
@@ -67,7 +65,7 @@ class PressAnswers:
 
     async def answer(self, callback: CallbackQuery, queued: bool) -> None:
         """Stop the button's spinner (never raises: the press is queued either way)."""
-        text = await self._predict(callback) if queued else FORGED_ANSWER
+        text = await self._predict(callback) if queued else customer_texts.BUTTON_FORGED_ANSWER
         try:
             await self._bot.answer_callback_query(callback.id, text=text)
         except TelegramAPIError as error:
@@ -80,7 +78,7 @@ class PressAnswers:
         parsed = parse_callback(callback.data)
         message = callback.message
         if parsed is None or message is None:
-            return FORGED_ANSWER
+            return customer_texts.BUTTON_FORGED_ANSWER
         if self._redis is None or self._keys is None or self._actions is None:
             return None
         key = self._keys.conversation(telegram_conversation(message.chat.id)).session
@@ -101,15 +99,15 @@ class PressAnswers:
     async def _predict_feedback(self, chat_id: int, question_id: str) -> str | None:
         """Thanks for a first press, «already» for a second, «closed» for an old question."""
         if self._redis is None or self._keys is None:
-            return messages.CSAT_THANKS
+            return customer_texts.CSAT_THANKS
         try:
             state = await press_state(
                 self._redis, self._keys, telegram_conversation(chat_id), question_id
             )
         except RedisError:
-            return messages.CSAT_THANKS
+            return customer_texts.CSAT_THANKS
         return {
-            "open": messages.CSAT_THANKS,
-            "answered": messages.CSAT_ALREADY,
-            "closed": messages.CSAT_CLOSED,
+            "open": customer_texts.CSAT_THANKS,
+            "answered": customer_texts.CSAT_ALREADY,
+            "closed": customer_texts.CSAT_CLOSED,
         }[state]

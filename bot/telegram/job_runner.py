@@ -21,6 +21,7 @@ from aiogram.types import Update
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from bot import customer_texts
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.audit.schema import (
     FAILED,
@@ -43,8 +44,7 @@ from bot.queue.job_results import Committed, JobContext, PlainReply
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease, JobDone
 from bot.sessions.models import ConversationSession
-from bot.telegram import messages
-from bot.telegram.action_cards import SUPERSEDED_TEXT, CardIndex, edit_card, send_card
+from bot.telegram.action_cards import CardIndex, edit_card, send_card
 from bot.telegram.feedback_question import send_question
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
@@ -53,10 +53,10 @@ from turn import TurnOutcome, Usage
 logger = logging.getLogger(__name__)
 
 _NOTICES = {
-    Notice.RATE_LIMITED: messages.RATE_LIMITED,
-    Notice.DAILY_LIMIT: messages.DAILY_LIMIT,
-    Notice.QUEUE_FULL: messages.QUEUE_FULL,
-    Notice.UNREADABLE: messages.UNREADABLE,
+    Notice.RATE_LIMITED: customer_texts.RATE_LIMITED,
+    Notice.DAILY_LIMIT: customer_texts.DAILY_LIMIT,
+    Notice.QUEUE_FULL: customer_texts.QUEUE_FULL,
+    Notice.UNREADABLE: customer_texts.UNREADABLE,
 }
 
 
@@ -187,7 +187,7 @@ class TelegramJobRunner:
             queue_ms=max(0.0, time.time() * 1000 - job.enqueued_ms),
         )
         reply = PlainReply(
-            text=messages.unexpected_failure_message(job.turn_id), audit=(audit.to_fields(),)
+            text=customer_texts.unexpected_failure_message(job.turn_id), audit=(audit.to_fields(),)
         )
         return await self._complete(state, lease, job, reply)
 
@@ -359,7 +359,9 @@ class TelegramJobRunner:
             old = await self._cards.find(key, reply.superseded)
             if old is not None:
                 await edit_card(
-                    self._bot, reply.chat_id, CardEdit(message_id=old, text=SUPERSEDED_TEXT)
+                    self._bot,
+                    reply.chat_id,
+                    CardEdit(message_id=old, text=customer_texts.CARD_SUPERSEDED_TEXT),
                 )
         message_id = await send_card(self._bot, reply.chat_id, card)
         if message_id is not None and self._cards is not None:

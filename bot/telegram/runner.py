@@ -30,7 +30,7 @@ from aiogram.exceptions import (
 from aiogram.types import BotCommand
 from aiohttp import web
 
-from bot import event_loop
+from bot import customer_texts, event_loop
 from bot.app import Application, StartupError, build_application
 from bot.csat.sweeper import CsatSweeper
 from bot.handoff.desk import StaffDesk
@@ -47,7 +47,6 @@ from bot.redis_connection import describe_target
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.startup import configure_logging, load_settings
 from bot.supervision import SupervisionPolicy, TaskSupervisor
-from bot.telegram import messages
 from bot.telegram.action_cards import CardIndex
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.callbacks import PressAnswers
@@ -272,7 +271,7 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
     try:
         me = await bot.get_me()
         await bot.set_my_commands(
-            [BotCommand(command=name, description=text) for name, text in messages.COMMANDS]
+            [BotCommand(command=name, description=text) for name, text in customer_texts.COMMANDS]
         )
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)

@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.actions.confirmation import FAILED_TEXT, ActionConfirmations, Press, Verdict, judge
+from bot.actions.confirmation import ActionConfirmations, Press, Verdict, judge
 from bot.actions.pending import PendingAction, callback_data, new_action_id, parse_callback
+from bot.customer_texts import ACTION_FAILED_TEXT
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys
 from bot.shop.redis_demo import RedisDemoShop
@@ -83,7 +84,7 @@ async def test_arguments_that_no_longer_validate_fail_kindly(
     assert (result.done, result.error_code, result.card_text) == (
         False,
         "invalid_arguments",
-        FAILED_TEXT,
+        ACTION_FAILED_TEXT,
     )
     order = await shop.order(Customer(user_id=7, chat_id=7), "8042")
     assert order is not None

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.actions.pending import CONFIRM_LABEL, DECLINE_LABEL, parse_callback
+from bot.actions.pending import parse_callback
+from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
 from bot.llm.types import Message
 from bot.redis_connection import AsyncRedisClient
 from bot.redis_keys import RedisKeys

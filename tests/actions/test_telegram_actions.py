@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from bot import customer_texts
 from bot.app import Application, build_application
 from bot.history import ACTION_NOTE
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.shop.redis_demo import RedisDemoShop
-from bot.telegram import messages
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -77,10 +77,10 @@ class Stack:
 
     async def settle(self) -> None:
         """Wait until every update queued so far was handled (a /help barrier)."""
-        before = self.telegram.sent_texts(CHAT).count(messages.HELP)
+        before = self.telegram.sent_texts(CHAT).count(customer_texts.HELP)
         await self.feed(self.telegram.message_update(CHAT, "/help"))
         await self.telegram.wait_for(
-            lambda: self.telegram.sent_texts(CHAT).count(messages.HELP) > before
+            lambda: self.telegram.sent_texts(CHAT).count(customer_texts.HELP) > before
         )
 
     async def card(self, text: str, count: int = 1) -> tuple[int, str, list[str]]:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot import customer_texts
 from bot.chat_errors import ChatModelUnavailableError, MessageTooLongError
-from bot.telegram import messages
 from bot.testing.redis_server import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,8 +228,10 @@ def test_a_failed_turn_shows_the_kind_message_and_the_incident_code_as_telegram_
     assert [fields[b"outcome"] for fields in turns] == [b"message_too_long", b"model_unavailable"]
     too_long, unavailable = (fields[b"turn_id"].decode() for fields in turns)
     # The very texts (and codes) a Telegram customer gets for these failures.
-    assert messages.failure_message(MessageTooLongError(""), too_long) in result.stdout
-    assert messages.failure_message(ChatModelUnavailableError(""), unavailable) in result.stdout
+    assert customer_texts.failure_message(MessageTooLongError(""), too_long) in result.stdout
+    assert (
+        customer_texts.failure_message(ChatModelUnavailableError(""), unavailable) in result.stdout
+    )
     assert f"Код обращения: {unavailable}." in result.stdout
     client.close()
 
@@ -279,7 +281,7 @@ def test_operator_says_what_telegram_says_without_a_staff_group_and_asks_no_mode
 
     assert result.returncode == 0, result.stderr
     assert "/operator" in result.stdout.split("Вы:")[1]  # listed by /help
-    assert f"Бот: {messages.OPERATOR_OFF}" in result.stdout
+    assert f"Бот: {customer_texts.OPERATOR_OFF}" in result.stdout
     assert "STAFF_CHAT_ID" in result.stdout  # the developer learns why, and what Telegram does
     assert "model=" not in result.stdout
     assert turn_entries(client) == []

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import pytest
 import redis.asyncio as aioredis
 
+from bot import customer_texts
 from bot.app import build_application
 from bot.console import Console, ConsoleScreen
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
-from bot.telegram import messages
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
 
@@ -59,8 +59,8 @@ async def test_a_bug_in_a_turn_is_answered_with_the_incident_code_and_the_chat_g
     turns = [fields for _, fields in entries if fields[b"type"] == b"turn"]
     assert [fields[b"outcome"] for fields in turns] == [b"error"]
     turn_id = turns[0][b"turn_id"].decode()
-    assert f"Бот: {messages.unexpected_failure_message(turn_id)}" in stdout.getvalue()
-    assert f"Бот: {messages.OPERATOR_OFF}" in stdout.getvalue()  # the chat went on
+    assert f"Бот: {customer_texts.unexpected_failure_message(turn_id)}" in stdout.getvalue()
+    assert f"Бот: {customer_texts.OPERATOR_OFF}" in stdout.getvalue()  # the chat went on
     (record,) = caplog.records
     assert record.exc_info is not None
     assert record.exc_info[0] is KeyError

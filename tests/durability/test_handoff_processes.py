@@ -8,7 +8,7 @@ them to the customer one after the other.
 import aiohttp
 import pytest
 
-from bot.telegram import messages
+from bot import customer_texts
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import Cluster, echo, post_update, wait_until
@@ -37,7 +37,7 @@ async def test_two_processes_relay_staff_messages_to_the_customer_in_order(
             lambda: bool(telegram.topic_texts(STAFF, thread)), 30, "the header", cluster.logs
         )
         [waiting] = telegram.sent_texts(CUSTOMER)
-        assert waiting.startswith(messages.OPERATOR_WAITING)
+        assert waiting.startswith(customer_texts.OPERATOR_WAITING)
 
         written = []
         for n in range(REPLIES):

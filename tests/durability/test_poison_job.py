@@ -19,9 +19,9 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from bot import customer_texts
 from bot.audit.cli import main as audit_cli
 from bot.queue.jobs import turn_id_for
-from bot.telegram import messages
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, hang
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (
@@ -104,7 +104,7 @@ async def test_a_job_that_kills_its_process_every_time_is_dead_lettered(
         # Before the fix the last process ran the job a third time and hung like the others.
         incident = turn_id_for(f"tg:{CHAT}", poison["update_id"])
         await telegram.wait_for_texts(CHAT, 1, within=TAKEOVER_WITHIN)
-        assert telegram.sent_texts(CHAT) == [messages.unexpected_failure_message(incident)]
+        assert telegram.sent_texts(CHAT) == [customer_texts.unexpected_failure_message(incident)]
         assert len(model.requests) == MAX_ATTEMPTS, "the job did not run again"
 
         survivor = next(child for child in processes if child.alive)

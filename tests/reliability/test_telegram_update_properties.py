@@ -29,10 +29,10 @@ from aiogram.types import Update
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot import customer_texts
 from bot.app import Application, build_application
 from bot.redis_keys import telegram_conversation
 from bot.sessions.models import ConversationSession
-from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.middlewares.observability import update_chat_id
@@ -209,7 +209,7 @@ async def test_any_update_is_answered_once_or_ignored_and_the_session_stays_read
     else:
         assert len(sent) == 1
         if not text:
-            assert sent[0].params["text"] == messages.NON_TEXT
+            assert sent[0].params["text"] == customer_texts.NON_TEXT
 
 
 def _corpus() -> list[dict[str, Any]]:

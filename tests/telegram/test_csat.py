@@ -19,7 +19,7 @@ from bot.csat.sweeper import CsatSweeper
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
 from bot.redis_keys import telegram_conversation
-from bot.telegram import messages
+from bot import customer_texts
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -178,7 +178,7 @@ async def test_asked_after_the_idle_time_a_press_is_recorded_once_and_thanked(
     await stack.telegram.wait_for(lambda: len(stack.questions()) == 1)
 
     [(message_id, text, keyboard)] = stack.questions()
-    assert text == messages.CSAT_QUESTION
+    assert text == customer_texts.CSAT_QUESTION
     assert [button["text"] for button in keyboard[0]] == ["1", "2", "3", "4", "5"]
     four, two = keyboard[0][3]["callback_data"], keyboard[0][1]["callback_data"]
     await stack.feed(stack.telegram.callback_update(CHAT, message_id, four))
@@ -187,10 +187,10 @@ async def test_asked_after_the_idle_time_a_press_is_recorded_once_and_thanked(
     await stack.settle()
 
     [edit] = stack.edits(message_id)
-    assert edit["text"] == messages.CSAT_THANKS
+    assert edit["text"] == customer_texts.CSAT_THANKS
     assert "reply_markup" not in edit
     answers = [call.params.get("text") for call in stack.telegram.calls_of("answerCallbackQuery")]
-    assert answers == [messages.CSAT_THANKS, messages.CSAT_ALREADY]
+    assert answers == [customer_texts.CSAT_THANKS, customer_texts.CSAT_ALREADY]
     asked, answered = await stack.wait_feedback(2)
     assert (asked["event"], answered["event"]) == ("asked", "answered")
     assert answered["score"] == "4"
@@ -229,7 +229,7 @@ async def test_a_press_on_an_unknown_question_changes_nothing(stack: Stack) -> N
     await stack.settle()
 
     answers = [call.params.get("text") for call in stack.telegram.calls_of("answerCallbackQuery")]
-    assert answers == [messages.CSAT_CLOSED]
+    assert answers == [customer_texts.CSAT_CLOSED]
     assert stack.telegram.calls_of("editMessageText") == []
     assert await stack.feedback() == []
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.telegram import messages
+from bot import customer_texts
 from bot.telegram.text_split import utf16_length
 from bot.testing.openai_server import (
     Reply,
@@ -61,7 +61,7 @@ async def test_start_registers_the_command_menu_and_greets(
     assert [c["command"] for c in telegram.commands] == ["start", "help", "new"]
     assert telegram.calls_of("deleteWebhook")
     await telegram.push_message(10, "/start")
-    assert await telegram.wait_for_texts(10, 1) == [messages.GREETING]
+    assert await telegram.wait_for_texts(10, 1) == [customer_texts.GREETING]
     assert openai_server.requests == []
 
 
@@ -108,7 +108,7 @@ async def test_history_survives_a_second_turn_and_a_restart_and_new_forgets_it(
     await telegram.push_message(12, "/new")
     await telegram.push_message(12, "заново")
     texts = await telegram.wait_for_texts(12, 5)
-    assert texts[3:] == [messages.NEW_CONVERSATION, "заново"]
+    assert texts[3:] == [customer_texts.NEW_CONVERSATION, "заново"]
     assert await process.stop() == 0
 
 
@@ -130,7 +130,7 @@ async def test_non_text_message_gets_a_reply_without_a_model_call(
 ) -> None:
     photo = [{"file_id": "p", "file_unique_id": "u", "width": 90, "height": 90}]
     await telegram.push_message(13, None, extra={"photo": photo})
-    assert await telegram.wait_for_texts(13, 1) == [messages.NON_TEXT]
+    assert await telegram.wait_for_texts(13, 1) == [customer_texts.NON_TEXT]
     assert openai_server.requests == []
 
 
@@ -206,7 +206,7 @@ async def test_flooding_user_is_told_once_and_costs_no_model_calls(
     assert await running.stop() == 0
     assert telegram.sent_texts(23) == [
         *(f"Ответ: спам {n}" for n in range(5)),
-        messages.RATE_LIMITED,
+        customer_texts.RATE_LIMITED,
     ]
     assert len(openai_server.requests) == 5
 

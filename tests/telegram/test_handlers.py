@@ -18,13 +18,12 @@ import pytest
 from aiogram import Bot
 from aiogram.types import Update
 
-from bot import chat_errors
+from bot import chat_errors, customer_texts
 from bot.app import Application, build_application
 from bot.chat_service import ChatReply, HeldTurn
 from bot.queue.worker import WorkerPool
 from bot.redis_connection import AsyncRedisClient
 from bot.reply_stream import ReplyStream
-from bot.telegram import messages
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers
@@ -102,10 +101,10 @@ class Stack:
 
     async def settle(self, chat_id: int = CHAT) -> None:
         """Wait until every update queued so far in ``chat_id`` was handled (a /help barrier)."""
-        before = self.telegram.sent_texts(chat_id).count(messages.HELP)
+        before = self.telegram.sent_texts(chat_id).count(customer_texts.HELP)
         await self.feed(self.telegram.message_update(chat_id, "/help"))
         await self.telegram.wait_for(
-            lambda: self.telegram.sent_texts(chat_id).count(messages.HELP) > before
+            lambda: self.telegram.sent_texts(chat_id).count(customer_texts.HELP) > before
         )
 
 
@@ -157,9 +156,9 @@ async def test_start_greets_in_russian_and_help_lists_commands(
     for text in ("/start", "/help", "/unknown"):
         await stack.feed(telegram.message_update(CHAT, text))
     assert await telegram.wait_for_texts(CHAT, 3) == [
-        messages.GREETING,
-        messages.HELP,
-        messages.HELP,
+        customer_texts.GREETING,
+        customer_texts.HELP,
+        customer_texts.HELP,
     ]
     assert stack.chat.asked == []
 
@@ -170,7 +169,7 @@ async def test_new_resets_the_conversation(stack: Stack, telegram: FakeTelegramS
     await stack.feed(telegram.message_update(CHAT, "второй вопрос"))
     assert await telegram.wait_for_texts(CHAT, 3) == [
         "Ответ: первый вопрос",
-        messages.NEW_CONVERSATION,
+        customer_texts.NEW_CONVERSATION,
         "Ответ: второй вопрос",
     ]
     assert stack.chat.resets == [f"tg:{CHAT}"]
@@ -242,7 +241,7 @@ async def test_non_text_gets_a_short_reply_without_a_model_call(
     stack: Stack, telegram: FakeTelegramServer, extra: dict[str, Any]
 ) -> None:
     await stack.feed(telegram.message_update(CHAT, None, extra=extra))
-    assert await telegram.wait_for_texts(CHAT, 1) == [messages.NON_TEXT]
+    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.NON_TEXT]
     assert stack.chat.asked == []
 
 
@@ -255,7 +254,7 @@ async def test_edited_messages_and_channel_posts_are_ignored(
     post.pop("from")
     await stack.feed({"update_id": 2, "channel_post": post})
     await stack.settle()
-    assert telegram.sent_texts() == [messages.HELP]
+    assert telegram.sent_texts() == [customer_texts.HELP]
     assert stack.chat.asked == []
     assert "edited_message" not in stack.front.dispatcher.resolve_used_update_types()
 
@@ -341,7 +340,7 @@ async def test_a_redelivered_update_is_handled_once(
     await stack.feed(update)
     await stack.feed(update)
     await stack.settle()
-    assert telegram.sent_texts(CHAT) == ["Ответ: вопрос", messages.HELP]
+    assert telegram.sent_texts(CHAT) == ["Ответ: вопрос", customer_texts.HELP]
     assert len(stack.chat.asked) == 1
     seen = f"handlers:{{tg:{CHAT}}}:seen:77"
     assert 0 < await stack.app.redis.ttl(seen) <= 24 * 3600
@@ -358,7 +357,7 @@ async def test_flood_is_told_once_and_costs_no_model_call(
         assert await telegram.wait_for_texts(CHAT, 3) == [
             "Ответ: вопрос 0",
             "Ответ: вопрос 1",
-            messages.RATE_LIMITED,
+            customer_texts.RATE_LIMITED,
         ]
         assert [text for _, text in stack.chat.asked] == ["вопрос 0", "вопрос 1"]
 
@@ -371,8 +370,8 @@ async def test_daily_cap_is_told_once_and_commands_still_work(
             await stack.feed(telegram.message_update(CHAT, text))
         assert await telegram.wait_for_texts(CHAT, 3) == [
             "Ответ: первый",
-            messages.DAILY_LIMIT,
-            messages.HELP,
+            customer_texts.DAILY_LIMIT,
+            customer_texts.HELP,
         ]
         assert [text for _, text in stack.chat.asked] == ["первый"]
 
@@ -403,7 +402,7 @@ async def test_a_command_addressed_to_another_bot_in_a_group_is_not_ours(
         ours = f"/help@{telegram.bot_username.upper()}"
         await stack.feed(telegram.message_update(-300, ours, user_id=5, chat_type="group"))
         await stack.feed(telegram.message_update(-300, "/help", user_id=5, chat_type="group"))
-        assert await telegram.wait_for_texts(-300, 2) == [messages.HELP, messages.HELP]
+        assert await telegram.wait_for_texts(-300, 2) == [customer_texts.HELP, customer_texts.HELP]
         assert stack.chat.resets == []
 
 
@@ -416,7 +415,7 @@ async def test_a_chat_that_blocked_the_bot_gets_no_sends_until_it_unblocks(
     await stack.feed(telegram.member_update(CHAT, "kicked", "member"))
     await stack.feed(telegram.message_update(CHAT, "/start"))
     # In intake order: blocked, a question (answered by the model, never sent), unblocked.
-    assert await telegram.wait_for_texts(CHAT, 1) == [messages.GREETING]
+    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.GREETING]
     assert await stack.app.redis.exists(blocked) == 0
     session = await stack.app.sessions.load(f"tg:{CHAT}")
     assert session is not None
@@ -433,7 +432,7 @@ async def test_a_send_refused_with_403_marks_the_chat_blocked(
     await telegram.wait_for(lambda: len(telegram.calls_of("sendMessage")) == 1)
     await stack.feed(telegram.member_update(CHAT, "kicked", "member"))
     await stack.feed(telegram.message_update(CHAT, "/help"))
-    assert await telegram.wait_for_texts(CHAT, 1) == [messages.HELP]
+    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.HELP]
     # The /start after the 403 was not even tried: one refused send, then the last /help.
     assert len(telegram.calls_of("sendMessage")) == 2
     assert await stack.app.redis.exists(blocked) == 0

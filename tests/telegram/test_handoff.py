@@ -19,6 +19,7 @@ from aiogram import Bot
 from aiogram.types import Update
 from redis.asyncio.client import Monitor
 
+from bot import customer_texts
 from bot.app import Application, build_application
 from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
 from bot.handoff.desk import NOT_DELIVERED
@@ -29,7 +30,6 @@ from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
 from bot.redis_keys import RedisKeys, telegram_conversation
-from bot.telegram import messages
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers
@@ -117,7 +117,7 @@ class Desk:
     def _waiting_notes(self, chat_id: int) -> int:
         # Outside support hours the hours follow the note.
         texts = self.telegram.sent_texts(chat_id)
-        return sum(text.startswith(messages.OPERATOR_WAITING) for text in texts)
+        return sum(text.startswith(customer_texts.OPERATOR_WAITING) for text in texts)
 
     async def audit(self) -> list[dict[str, str]]:
         rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.app.redis.xrange(  # type: ignore[assignment]
@@ -394,7 +394,9 @@ async def test_messages_to_a_person_do_not_use_up_the_daily_model_turns(
     sent = [await desk.customer(f"Сообщение сотруднику {n}") for n in range(4)]
     await telegram.wait_for(lambda: len(telegram.copies(STAFF, thread)) == len(sent))
     assert [c["message_id"] for c in telegram.copies(STAFF, thread)] == sent
-    assert not [t for t in telegram.sent_texts(CUSTOMER) if t.startswith(messages.DAILY_LIMIT)]
+    assert not [
+        t for t in telegram.sent_texts(CUSTOMER) if t.startswith(customer_texts.DAILY_LIMIT)
+    ]
 
     await desk.staff(thread, "/close")
     await telegram.wait_for(lambda: IDLE_NOTE in telegram.sent_texts(CUSTOMER))
@@ -403,7 +405,7 @@ async def test_messages_to_a_person_do_not_use_up_the_daily_model_turns(
     await telegram.wait_for(lambda: "Ответ: Второй вопрос боту" in telegram.sent_texts(CUSTOMER))
     await desk.customer("Третий вопрос боту")
     await telegram.wait_for(
-        lambda: any(t.startswith(messages.DAILY_LIMIT) for t in telegram.sent_texts(CUSTOMER))
+        lambda: any(t.startswith(customer_texts.DAILY_LIMIT) for t in telegram.sent_texts(CUSTOMER))
     )
     assert "Ответ: Третий вопрос боту" not in telegram.sent_texts(CUSTOMER)
 
@@ -424,8 +426,8 @@ async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
 
     texts = telegram.sent_texts(CUSTOMER)
     # An answered turn in between: the second failure alone is not "in a row".
-    assert messages.FAILED_HANDOFF not in texts[2]
-    failure, called, hours = texts[3].partition(f"\n\n{messages.FAILED_HANDOFF}")
+    assert customer_texts.FAILED_HANDOFF not in texts[2]
+    failure, called, hours = texts[3].partition(f"\n\n{customer_texts.FAILED_HANDOFF}")
     assert called
     assert "Код обращения" in failure
     assert hours == desk.handoff.waiting_text("")  # "" while open, the hours while closed

@@ -14,10 +14,10 @@ import pytest
 from aiogram import Bot
 from aiogram.types import Update
 
+from bot import customer_texts
 from bot.chat_service import IDLE_NOTE
 from bot.queue.intake import IntakeVerdict
 from bot.redis_keys import telegram_conversation
-from bot.telegram import messages
 from bot.telegram.intake import TelegramIntake
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
@@ -114,8 +114,8 @@ async def test_a_full_queue_takes_nothing_more_and_the_customer_is_told_once_per
     await telegram.wait_for(
         lambda: f"Ответ: вопрос {full - 1}" in telegram.sent_texts(CUSTOMER), within=20
     )
-    await telegram.wait_for(lambda: messages.QUEUE_FULL in telegram.sent_texts(CUSTOMER))
-    assert telegram.sent_texts(CUSTOMER).count(messages.QUEUE_FULL) == 1
+    await telegram.wait_for(lambda: customer_texts.QUEUE_FULL in telegram.sent_texts(CUSTOMER))
+    assert telegram.sent_texts(CUSTOMER).count(customer_texts.QUEUE_FULL) == 1
     # Room again: the next message is queued, and a new fill is told again.
     assert (
         await _accept(desk, desk.intake, telegram.message_update(CUSTOMER, "ещё вопрос"))

@@ -2,9 +2,8 @@
 
 import pytest
 
-from bot import chat_errors
+from bot import chat_errors, customer_texts
 from bot.chat_errors import ChatServiceError
-from bot.telegram import messages
 from turn import TurnOutcome
 
 _ERROR_TYPES = [
@@ -17,7 +16,7 @@ _ERROR_TYPES = [
 @pytest.mark.parametrize("error_type", _ERROR_TYPES, ids=lambda cls: cls.__name__)
 def test_every_failure_kind_has_a_russian_message_with_the_code(error_type) -> None:
     error = error_type("Traceback: KeyError('secret internals')", "K7M2QX9PAF")
-    text = messages.failure_message(error, error.turn_id)
+    text = customer_texts.failure_message(error, error.turn_id)
     assert "K7M2QX9PAF" in text
     assert "Traceback" not in text
     assert "KeyError" not in text
@@ -26,9 +25,9 @@ def test_every_failure_kind_has_a_russian_message_with_the_code(error_type) -> N
 
 
 def test_kinds_are_told_apart() -> None:
-    busy = messages.failure_message(chat_errors.ChatModelUnavailableError("x", "A"), "A")
-    down = messages.failure_message(chat_errors.ChatStorageError("x", "A"), "A")
-    too_long = messages.failure_message(chat_errors.MessageTooLongError("x", "A"), "A")
+    busy = customer_texts.failure_message(chat_errors.ChatModelUnavailableError("x", "A"), "A")
+    down = customer_texts.failure_message(chat_errors.ChatStorageError("x", "A"), "A")
+    too_long = customer_texts.failure_message(chat_errors.MessageTooLongError("x", "A"), "A")
     assert len({busy, down, too_long}) == 3
     assert "повторите" in busy
     assert "временно недоступен" in down
@@ -39,6 +38,6 @@ def test_unknown_subclass_falls_back_to_its_parent_kind() -> None:
     class Unforeseen(chat_errors.ChatStorageError):
         kind = TurnOutcome.UNDELIVERED  # an outcome with no failure message of its own
 
-    assert messages.failure_message(Unforeseen("x", "B"), "B") == messages.failure_message(
-        chat_errors.ChatStorageError("x", "B"), "B"
-    )
+    assert customer_texts.failure_message(
+        Unforeseen("x", "B"), "B"
+    ) == customer_texts.failure_message(chat_errors.ChatStorageError("x", "B"), "B")

@@ -5,12 +5,12 @@ import logging
 from aiogram import Router
 from aiogram.types import CallbackQuery, Message
 
+from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.actions.pending import parse_callback
 from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import Committed, JobContext, PlainReply
 from bot.redis_keys import telegram_conversation
-from bot.telegram import messages
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ async def on_press(
     except ChatServiceError as error:
         # Not saved: the job runs again (the handler's key keeps the shop's change single).
         logger.warning("Press on action %s not saved: %s", action_id, error.kind)
-        return PlainReply(text=messages.failure_message(error, job.job.turn_id))
+        return PlainReply(text=customer_texts.failure_message(error, job.job.turn_id))
 
 
 def build_router() -> Router:

@@ -6,13 +6,13 @@ from aiogram import Bot, Router
 from aiogram.types import Message
 from redis.exceptions import RedisError
 
+from bot import customer_texts
 from bot.chat_errors import ChatServiceError
 from bot.chat_service import HeldTurn
 from bot.handoff.service import HandoffService
 from bot.log_context import bind_turn
 from bot.queue.job_results import Committed, JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
-from bot.telegram import messages
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
@@ -79,7 +79,7 @@ async def answer(
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
         failure = PlainReply(
-            text=messages.failure_message(error, turn_id), audit=error.audit_fields
+            text=customer_texts.failure_message(error, turn_id), audit=error.audit_fields
         )
         if handoff is None:
             return failure
@@ -102,7 +102,7 @@ async def _after_failure(
             job,
             customer_of(message),
             trigger="failed_turns",
-            text=f"{failure.text}\n\n{messages.FAILED_HANDOFF}",
+            text=f"{failure.text}\n\n{customer_texts.FAILED_HANDOFF}",
             audit=failure.audit,
         )
     except (RedisError, ChatServiceError):

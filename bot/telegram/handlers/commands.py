@@ -4,22 +4,22 @@ from aiogram import Router
 from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
+from bot import customer_texts
 from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, PlainReply
 from bot.redis_keys import telegram_conversation
-from bot.telegram import messages
 from bot.telegram.filters import CommandLike, HasText
 from bot.telegram.ports import ChatPort
 
 
 async def start(message: Message) -> PlainReply:
     """Greet and say what the bot can help with."""
-    return PlainReply(text=messages.GREETING)
+    return PlainReply(text=customer_texts.GREETING)
 
 
 async def help_command(message: Message) -> PlainReply:
     """List the commands."""
-    return PlainReply(text=messages.HELP)
+    return PlainReply(text=customer_texts.HELP)
 
 
 async def new_conversation(message: Message, job: JobContext, chat_service: ChatPort) -> PlainReply:
@@ -30,12 +30,12 @@ async def new_conversation(message: Message, job: JobContext, chat_service: Chat
         # reset() has no turn of its own; the job's turn id is the incident code.
         error.turn_id = error.turn_id or job.job.turn_id
         raise
-    return PlainReply(text=messages.NEW_CONVERSATION)
+    return PlainReply(text=customer_texts.NEW_CONVERSATION)
 
 
 async def unknown_command(message: Message) -> PlainReply:
     """A command the bot does not have: show the ones it has."""
-    return PlainReply(text=messages.HELP)
+    return PlainReply(text=customer_texts.HELP)
 
 
 def build_router() -> Router:

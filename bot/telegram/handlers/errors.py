@@ -9,9 +9,9 @@ import logging
 from aiogram import Router
 from aiogram.types import ErrorEvent
 
+from bot import customer_texts
 from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, PlainReply
-from bot.telegram import messages
 
 logger = logging.getLogger(__name__)
 
@@ -22,11 +22,13 @@ async def on_error(event: ErrorEvent, job: JobContext) -> PlainReply:
     code = job.job.turn_id
     if isinstance(error, ChatServiceError):
         logger.warning("Update %s failed: %s (incident %s)", job.job.update_id, error.kind, code)
-        return PlainReply(text=messages.failure_message(error, code), audit=error.audit_fields)
+        return PlainReply(
+            text=customer_texts.failure_message(error, code), audit=error.audit_fields
+        )
     logger.error(
         "Update %s failed unexpectedly (incident %s)", job.job.update_id, code, exc_info=error
     )
-    return PlainReply(text=messages.unexpected_failure_message(code))
+    return PlainReply(text=customer_texts.unexpected_failure_message(code))
 
 
 def build_router() -> Router:

@@ -9,7 +9,7 @@ from bot.csat.schedule import CsatSchedule
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.redis_keys import telegram_conversation
-from bot.telegram import messages
+from bot import customer_texts
 
 
 async def on_feedback(
@@ -39,7 +39,7 @@ async def on_feedback(
     )
     return PlainReply(
         text="",
-        card_edit=CardEdit(message_id=question.message_id, text=messages.CSAT_THANKS),
+        card_edit=CardEdit(message_id=question.message_id, text=customer_texts.CSAT_THANKS),
         audit=(answered.to_fields(),),
     )
 

@@ -15,11 +15,11 @@ from aiogram import Bot, Router
 from aiogram.filters import Command
 from aiogram.types import Message
 
+from bot import customer_texts
 from bot.handoff.service import HandoffService
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.redis_keys import telegram_conversation
 from bot.staff_actions import HandoffTurn
-from bot.telegram import messages
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
 from bot.telegram.staff_members import MembershipError, StaffMembership
 
@@ -41,15 +41,15 @@ async def operator(
 ) -> JobResult:
     """The customer asks for a person."""
     if handoff is None:
-        return PlainReply(text=messages.OPERATOR_OFF)
+        return PlainReply(text=customer_texts.OPERATOR_OFF)
     if handoff.state(job) != "bot":
-        return PlainReply(text=messages.OPERATOR_ALREADY)
+        return PlainReply(text=customer_texts.OPERATOR_ALREADY)
     return await handoff.open(
         telegram_conversation(message.chat.id),
         job,
         customer_of(message),
         trigger="command",
-        text=messages.OPERATOR_WAITING,
+        text=customer_texts.OPERATOR_WAITING,
     )
 
 

@@ -3,10 +3,10 @@
 from aiogram import Router
 from aiogram.types import Message
 
+from bot import customer_texts
 from bot.handoff.service import HandoffService
 from bot.queue.job_results import JobContext, PlainReply
 from bot.staff_actions import StaffAction
-from bot.telegram import messages
 
 
 async def not_text(
@@ -15,8 +15,8 @@ async def not_text(
     """Say that only text is understood; while a person is awaited, staff see it too."""
     if handoff is not None and handoff.state(job) == "waiting":
         copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
-        return PlainReply(text=messages.NON_TEXT, staff=(copy,))
-    return PlainReply(text=messages.NON_TEXT)
+        return PlainReply(text=customer_texts.NON_TEXT, staff=(copy,))
+    return PlainReply(text=customer_texts.NON_TEXT)
 
 
 def build_router() -> Router:

@@ -1,11 +1,35 @@
 """Every text the customer sees from the bot itself (not the model's answers), in Russian.
 
+One module so the texts can be reviewed together and a second language added in
+one place: Telegram's greeting, help and notices, failure texts, the handoff's
+messages, the confirmation cards' buttons and verdicts, the drafts' labels while
+tools run, and what the terminal console prints around the answers.
+
+What stays elsewhere, on purpose: a write tool's own card and outcome texts (the
+order's number, items and address in a sentence) live in its module under
+``tools/``, which sits below ``bot/`` and defines a tool in one file; texts the
+model reads (tool descriptions, history notes, prompts) are model input, not
+customer text; texts for support staff in their topics live in ``bot/handoff/``.
+
 Failure texts never contain exception text, class names or traces: only a kind
 message chosen by the failure's ``kind`` and the incident code (the turn id)
 that support staff look up in the audit stream.
 """
 
+from typing import Final
+
 from bot.chat_errors import ChatServiceError
+from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
+from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME
+from tools.order_actions import (
+    CANCEL_ORDER_TOOL_NAME,
+    CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
+    REQUEST_RETURN_TOOL_NAME,
+)
+from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
+from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
+from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
+from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
 from turn import TurnOutcome
 
 GREETING = (
@@ -132,3 +156,70 @@ CSAT_ALREADY = "Вы уже оценили, спасибо!"
 """A second press's short answer: nothing changes."""
 CSAT_CLOSED = "Этот опрос уже закрыт. Спасибо, что заглянули!"
 """A press on an expired or replaced question."""
+
+# Confirmation cards (bot/actions, bot/telegram/action_cards.py, bot/telegram/callbacks.py).
+
+CONFIRM_LABEL = "Подтвердить"
+"""The card's first button."""
+DECLINE_LABEL = "Не нужно"
+"""The card's second button."""
+ACTION_EXPIRED_TEXT = "Срок подтверждения истёк"
+"""The card's new text (and the press's short answer) once the confirmation expired."""
+ACTION_EXPIRED_MESSAGE = (
+    "Срок подтверждения истёк, ничего не изменено. Если это ещё нужно, напишите мне."
+)
+"""The message after a press on an expired card."""
+ACTION_FAILED_TEXT = "Не удалось выполнить действие: ничего не изменено. Попробуйте позже."
+"""The card's text and the message when the action could not run (nothing changed)."""
+ACTION_STALE_ANSWER = "Уже выполнено или больше не действует"
+"""The press's short answer when the action is done, declined or superseded."""
+ACTION_FOREIGN_ANSWER = "Эта кнопка не для вас"
+"""The press's short answer when someone else pressed the customer's card."""
+BUTTON_FORGED_ANSWER = "Кнопка больше не действует"
+"""The press's short answer when its callback data names no action of this bot."""
+CARD_SUPERSEDED_TEXT = "Предложение заменено новым: смотрите карточку ниже"
+"""An older card's new text when a newer proposal replaced it."""
+
+# Drafts while tools run (bot/telegram/draft_labels.py): the purpose, never the arguments.
+
+DRAFT_TOOL_LABELS: Final[dict[str, str]] = {
+    GET_ORDER_STATUS_TOOL_NAME: "Проверяю заказ…",
+    SEARCH_PRODUCTS_TOOL_NAME: "Ищу в каталоге…",
+    GET_RETURN_POLICY_TOOL_NAME: "Смотрю условия возврата…",
+    GET_SUPPORT_HOURS_TOOL_NAME: "Смотрю часы работы поддержки…",
+    SEARCH_HELP_CENTER_TOOL_NAME: "Ищу в справке…",
+    REQUEST_HUMAN_AGENT_TOOL_NAME: "Зову сотрудника…",
+    CANCEL_ORDER_TOOL_NAME: "Готовлю отмену заказа…",
+    REQUEST_RETURN_TOOL_NAME: "Готовлю возврат…",
+    CHANGE_DELIVERY_ADDRESS_TOOL_NAME: "Готовлю смену адреса…",
+}
+DRAFT_DEFAULT_LABEL: Final = "Проверяю данные…"
+"""For a tool without its own label (a name the model made up, a new tool)."""
+
+# The terminal console (bot/console.py, bot/console_answer.py).
+
+CONSOLE_HELP = (
+    "Команды: /new — новый диалог, /operator — позвать сотрудника, "
+    "/help — эта подсказка, /exit — выход."
+)
+CONSOLE_PROMPT = "Вы: "
+"""Before each line the customer types."""
+CONSOLE_BOT = "Бот: "
+"""Before each message of the bot."""
+CONSOLE_CARD = "[Карточка] "
+"""Before a confirmation card's text."""
+CONSOLE_YES = "д"
+"""The key for «Подтвердить»."""
+CONSOLE_NO = "н"
+"""The key for «Не нужно»."""
+CONSOLE_DECISION = f"{CONFIRM_LABEL} [{CONSOLE_YES}] / {DECLINE_LABEL} [{CONSOLE_NO}]?"
+CONSOLE_CARD_WAITING = "Карточка ждёт решения; действие не выполнено."
+CONSOLE_NEW_CONVERSATION = "Начат новый диалог."
+CONSOLE_ACTION_GONE = "Это действие уже не ждёт решения."
+CONSOLE_ANSWER_CUT = "(ответ прерван)"
+"""After the part of an answer already printed when its turn failed."""
+
+
+def console_greeting(conversation_key: str) -> str:
+    """The console's first line: which conversation, and the commands."""
+    return f"Чат поддержки (диалог {conversation_key}). {CONSOLE_HELP}"
