@@ -27,6 +27,16 @@ from bot.settings import RedisSettings
 AsyncRedisClient: TypeAlias = "aioredis.Redis | aiocluster.RedisCluster"
 SyncRedisClient: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"
 
+
+def text_of(value: object) -> str:
+    """A Redis reply value as text: bytes decoded (UTF-8), ``None`` as ``""``, else ``str()``."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
 # How long a command may wait for a free connection. Longer than the socket
 # timeout on purpose: under a CPU-saturating burst, turns should queue for a
 # connection, not fail; a Redis that is down still fails at connect.

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
-from bot.redis_connection import AsyncRedisClient
+from bot.redis_connection import AsyncRedisClient, text_of
 
 # Long enough to outlive one check, short enough that probe keys never pile up.
 PROBE_TTL_MS = 10_000
@@ -53,7 +53,7 @@ class RedisHealthProbe:
 
     async def _check_cluster(self, client: RedisCluster) -> RedisHealth:
         info = await client.cluster_info(target_nodes=RedisCluster.DEFAULT_NODE)
-        state = _text(info.get("cluster_state", "unknown"))
+        state = text_of(info.get("cluster_state", "unknown"))
         if state != "ok":
             return RedisHealth(writable=False, detail=f"cluster_state is {state}")
         masters = client.get_primaries()
@@ -68,7 +68,7 @@ class RedisHealthProbe:
             role_reply = await client.execute_command("ROLE", target_nodes=node)
         else:
             role_reply = await client.execute_command("ROLE")
-        role = _text(role_reply[0])
+        role = text_of(role_reply[0])
         if role == "sentinel":
             return RedisHealth(writable=False, detail="this is a Sentinel, not a data node")
         if role != "master":
@@ -90,10 +90,6 @@ class RedisHealthProbe:
             if owner is not None and owner.name == node.name:
                 return key
         return self._prefix
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _role_name(role: str) -> str:

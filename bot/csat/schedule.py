@@ -30,7 +30,7 @@ from typing import Literal
 from redis.exceptions import RedisError
 
 from bot.audit.feedback import AnsweredBy
-from bot.redis_connection import AsyncRedisClient
+from bot.redis_connection import AsyncRedisClient, text_of
 from bot.redis_keys import RedisKeys, telegram_chat_id
 from bot.redis_scripts.base import Scripts
 from bot.redis_scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
@@ -143,8 +143,8 @@ class CsatSchedule:
                 limit=limit,
             )
         )
-        moved = int(_text(reply[0]))
-        return [(_text(member), moved) for member in reply[1:]]
+        moved = int(text_of(reply[0]))
+        return [(text_of(member), moved) for member in reply[1:]]
 
     async def forget(self, conversation_key: str, claimed_ms: int) -> None:
         """Not to be asked (handed off, blocked, asked recently): off the schedule, unless a
@@ -190,12 +190,12 @@ class CsatSchedule:
             )
         )
         await self.forget(conversation_key, claimed_ms)
-        if _text(reply[0]) == "recent":
+        if text_of(reply[0]) == "recent":
             return None
         return Question(
             question_id=question_id,
-            answered_by=_answered_by(_text(reply[1])),
-            turns=int(_text(reply[2]) or "0"),
+            answered_by=_answered_by(text_of(reply[1])),
+            turns=int(text_of(reply[2]) or "0"),
         )
 
     async def record(
@@ -210,13 +210,13 @@ class CsatSchedule:
                 job_id=job_id,
             )
         )
-        verdict = _text(reply[0])
+        verdict = text_of(reply[0])
         if verdict == "unknown":
             return PressResult(verdict="unknown")
-        turns, recorded = _text(reply[2]), _text(reply[3])
+        turns, recorded = text_of(reply[2]), text_of(reply[3])
         return PressResult(
             verdict="recorded" if verdict == "recorded" else "again",
-            answered_by=_answered_by(_text(reply[1])),
+            answered_by=_answered_by(text_of(reply[1])),
             turns=int(turns) if turns.isdigit() else None,
             score=int(recorded) if recorded.isdigit() else None,
         )
@@ -227,7 +227,7 @@ async def press_state(
 ) -> Literal["open", "answered", "closed"]:
     """What a press on ``question_id`` will find (intake's prediction; the worker decides)."""
     current, score = await redis.hmget(keys.conversation(conversation_key).csat, ["q", "score"])
-    if current is None or _text(current) != question_id:
+    if current is None or text_of(current) != question_id:
         return "closed"
     return "open" if score is None else "answered"
 
@@ -251,9 +251,3 @@ def _private(conversation_key: str) -> bool:
 
 def _answered_by(text: str) -> AnsweredBy:
     return "bot_then_person" if text == "bot_then_person" else "bot"
-
-
-def _text(value: bytes | str | int) -> str:
-    if isinstance(value, bytes):
-        return value.decode()
-    return str(value)

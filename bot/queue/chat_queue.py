@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from bot.log_context import chat_label
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
-from bot.redis_connection import AsyncRedisClient
+from bot.redis_connection import AsyncRedisClient, text_of
 from bot.redis_keys import ConversationKeys, RedisKeys
 from bot.redis_scripts.base import Scripts
 from bot.redis_scripts.chat import (
@@ -103,7 +103,7 @@ class ChatQueue:
             return None
         outbox = await self._readable(keys, reply[2])
         return _state(
-            _text(reply[1]), outbox, reply[3], reply[4], reply[5], tried=(reply[6], reply[7])
+            text_of(reply[1]), outbox, reply[3], reply[4], reply[5], tried=(reply[6], reply[7])
         )
 
     async def renew(self, conversation_key: str, token: str) -> bool:
@@ -176,7 +176,7 @@ class ChatQueue:
             return None
         outbox = await self._readable(keys, reply[5])
         return _state(
-            _text(reply[1]), outbox, reply[2], reply[3], reply[4], tried=(reply[6], reply[7])
+            text_of(reply[1]), outbox, reply[2], reply[3], reply[4], tried=(reply[6], reply[7])
         )
 
     async def note_failure(self, conversation_key: str, job_id: str, kind: str) -> None:
@@ -201,7 +201,7 @@ class ChatQueue:
             if entry is not None:
                 entries.append(entry)
                 continue
-            job_id = _text(raw_id)
+            job_id = text_of(raw_id)
             # The job id only: the key names the chat, and the entry holds the reply's text.
             logger.warning(
                 "Outbox entry of job %s is unreadable; moved to the chat's outbox quarantine",
@@ -254,23 +254,17 @@ def _state(
         head=head,
         head_raw=head_raw,
         outbox=outbox,
-        session_version=_text(version),
-        session_data=_text(data),
+        session_version=text_of(version),
+        session_data=text_of(data),
         blocked=int(str(blocked)) == 1,
         attempts=int(str(tried[0])) if head is not None else 0,
-        failure=_text(tried[1]),
+        failure=text_of(tried[1]),
     )
 
 
 def _outbox_entry(raw: object) -> OutboxEntry | None:
     """The entry, or ``None`` when it is not one (the caller logs and moves it aside)."""
     try:
-        return OutboxEntry.model_validate_json(_text(raw))
+        return OutboxEntry.model_validate_json(text_of(raw))
     except (ValidationError, UnicodeDecodeError):
         return None
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode()
-    return value if isinstance(value, str) else ""

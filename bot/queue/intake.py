@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from bot.queue.jobs import Notice, QueuedJob, turn_id_for
 from bot.queue.work_stream import WorkStream
-from bot.redis_connection import AsyncRedisClient
+from bot.redis_connection import AsyncRedisClient, text_of
 from bot.redis_keys import RedisKeys
 from bot.redis_scripts.base import Scripts
 from bot.redis_scripts.intake import Accept, StaffFlood
@@ -158,7 +158,7 @@ class Intake:
                 full_mark_ttl=SEEN_TTL_SECONDS,
             )
         )
-        verdict = IntakeVerdict(_text(reply[0]))
+        verdict = IntakeVerdict(text_of(reply[0]))
         if int(reply[1]) == 1:
             await self._work.signal(update.conversation_key)
         if verdict is IntakeVerdict.DUPLICATE:
@@ -181,12 +181,8 @@ class Intake:
                 interval_ms=limits.interval_seconds * 1000,
             )
         )
-        return IntakeVerdict(_text(reply))
+        return IntakeVerdict(text_of(reply))
 
 
 def _now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

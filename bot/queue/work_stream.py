@@ -25,7 +25,7 @@ from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from bot.redis_connection import AsyncRedisClient
+from bot.redis_connection import AsyncRedisClient, text_of
 from bot.redis_keys import RedisKeys, is_conversation_key
 from bot.redis_scripts.base import Scripts
 from bot.redis_scripts.work import Forget, Resignal, Stale
@@ -92,7 +92,7 @@ class WorkStream:
             Stale(index=self._index, older_than_ms=older_than_ms, offset=offset, count=count)
         )
         return [
-            IndexEntry(conversation_key=_text(key), score=_text(score))
+            IndexEntry(conversation_key=text_of(key), score=text_of(score))
             for key, score in zip(reply[::2], reply[1::2], strict=True)
         ]
 
@@ -159,7 +159,7 @@ class WorkStream:
     async def backlog(self, now_ms: int) -> "Backlog":
         """Chats waiting for a worker or being drained, and how long the oldest has waited."""
         groups: Any = await self._redis.xinfo_groups(self._stream)
-        group = next((g for g in groups if _text(g.get("name", g.get(b"name"))) == GROUP), None)
+        group = next((g for g in groups if text_of(g.get("name", g.get(b"name"))) == GROUP), None)
         if group is None:
             return Backlog(chats=0, oldest_seconds=0.0)
         lag = group.get("lag")
@@ -168,11 +168,11 @@ class WorkStream:
         if pending:
             summary: Any = await self._redis.xpending(self._stream, GROUP)
             if summary and summary.get("min"):
-                oldest_ids.append(_text(summary["min"]))
-        last = _text(group.get("last-delivered-id") or "0-0")
+                oldest_ids.append(text_of(summary["min"]))
+        last = text_of(group.get("last-delivered-id") or "0-0")
         waiting: Any = await self._redis.xrange(self._stream, min=f"({last}", count=1)
         if waiting:
-            oldest_ids.append(_text(waiting[0][0]))
+            oldest_ids.append(text_of(waiting[0][0]))
         if lag is None:
             # Redis before 7 does not count the lag; the stream's length past the last
             # delivered entry is not cheap to count, so report what is known.
@@ -214,10 +214,6 @@ class BacklogGauge:
             logger.warning("Queue depth unavailable for metrics: Redis did not answer")
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _signals(
     entries: list[tuple[bytes | str, dict[bytes | str, bytes | str] | None]],
 ) -> tuple[list[Signal], list[str]]:
@@ -225,7 +221,7 @@ def _signals(
     signals = []
     unreadable = []
     for raw_id, fields in entries:
-        entry_id = _text(raw_id)
+        entry_id = text_of(raw_id)
         if not fields:
             # Trimmed from the stream while pending: nothing left to act on.
             unreadable.append(entry_id)

@@ -7,7 +7,7 @@ import redis
 
 from bot.audit.index import write_once
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
-from bot.redis_connection import AsyncRedisClient
+from bot.redis_connection import AsyncRedisClient, text_of
 from bot.redis_keys import RedisKeys
 from tools.execution import ToolExecutionRecord
 from turn import ToolStatus, TurnOutcome, Usage
@@ -117,11 +117,7 @@ def hours_ago(hours: float) -> datetime:
     return datetime.now(UTC) - timedelta(hours=hours)
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 async def stream_entries(client: AsyncRedisClient, stream: str) -> list[dict[str, str]]:
     """Every entry of ``stream``, oldest first, as text fields."""
     entries = await client.xrange(stream) or []
-    return [{_text(k): _text(v) for k, v in (fields or {}).items()} for _, fields in entries]
+    return [{text_of(k): text_of(v) for k, v in (fields or {}).items()} for _, fields in entries]
