@@ -177,7 +177,10 @@ _LABELS = {"bot": "bot only", "bot_then_person": "handed off"}
 
 
 def stats_lines(stats: FeedbackStats) -> list[str]:
-    """``stats``' lines about customer satisfaction: the answer rate, then one per kind."""
+    """``stats``' lines about customer satisfaction: the answer rate, then one per kind
+    that had questions or answers (none at all when nothing was asked or answered)."""
+    if not stats.asked and not stats.answered:
+        return []
     rate = "-" if stats.answer_rate is None else f"{stats.answer_rate * 100:.1f}%"
     lines = [
         f"feedback: {stats.asked} asked, {stats.answered} answered ({rate}); "
@@ -185,7 +188,7 @@ def stats_lines(stats: FeedbackStats) -> list[str]:
     ]
     for by in ANSWERED_BY:
         group = stats.groups.get(by)
-        if group is None:
+        if group is None or not (group.asked or group.answered):
             continue
         scores = " ".join(f"{score}:{group.scores.get(score, 0)}" for score in SCORES)
         lines.append(

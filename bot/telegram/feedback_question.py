@@ -8,9 +8,9 @@ from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
+from bot import customer_texts
 from bot.blocked_chats import BlockedChats
 from bot.csat.callback import callback_data
-from bot import customer_texts
 
 SCORES = (1, 2, 3, 4, 5)
 
@@ -34,7 +34,9 @@ async def send_question(
 ) -> bool:
     """Send the question; ``False`` when Telegram refused it (a 403 marks the chat blocked)."""
     try:
-        await bot.send_message(chat_id, customer_texts.CSAT_QUESTION, reply_markup=keyboard(question_id))
+        await bot.send_message(
+            chat_id, customer_texts.CSAT_QUESTION, reply_markup=keyboard(question_id)
+        )
     except TelegramForbiddenError:
         logger.info("CSAT question %s not sent: the customer blocked the bot", question_id)
         if blocked is not None:

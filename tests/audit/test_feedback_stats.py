@@ -60,3 +60,16 @@ def test_stats_show_csat_scores_and_the_answer_rate_from_the_rollups(
     assert "feedback: 6 asked, 4 answered (66.7%); CSAT 50%" in text
     assert "feedback bot only: CSAT 67% of 3 (4 asked); scores 1:0 2:1 3:0 4:1 5:1" in text
     assert "feedback handed off: CSAT 0% of 1 (2 asked); scores 1:1 2:0 3:0 4:0 5:0" in text
+
+
+def test_stats_name_only_the_kinds_of_conversation_that_had_feedback(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert append_indexed(sync_redis, STREAM, [_feedback("BOTASK0001", "asked", "bot")])
+
+    assert main(["stats"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert "feedback: 1 asked, 0 answered (0.0%); CSAT -" in lines
+    assert "feedback bot only: CSAT - of 0 (1 asked); scores 1:0 2:0 3:0 4:0 5:0" in lines
+    assert not any(line.startswith("feedback handed off") for line in lines)

@@ -3,13 +3,13 @@
 from aiogram import F, Router
 from aiogram.types import CallbackQuery, Message
 
+from bot import customer_texts
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.csat.callback import parse_callback
 from bot.csat.schedule import CsatSchedule
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.redis_keys import telegram_conversation
-from bot import customer_texts
 
 
 async def on_feedback(
