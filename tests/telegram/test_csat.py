@@ -14,12 +14,12 @@ import pytest
 from aiogram import Bot
 from aiogram.types import Update
 
+from bot import customer_texts
 from bot.app import Application, build_application
 from bot.csat.sweeper import CsatSweeper
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
 from bot.redis_keys import telegram_conversation
-from bot import customer_texts
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -97,10 +97,10 @@ class Stack:
 
     async def settle(self) -> None:
         """Every update queued so far handled (a /help barrier)."""
-        before = self.telegram.sent_texts(CHAT).count(messages.HELP)
+        before = self.telegram.sent_texts(CHAT).count(customer_texts.HELP)
         await self.feed(self.telegram.message_update(CHAT, "/help"))
         await self.telegram.wait_for(
-            lambda: self.telegram.sent_texts(CHAT).count(messages.HELP) > before
+            lambda: self.telegram.sent_texts(CHAT).count(customer_texts.HELP) > before
         )
 
     async def feedback(self) -> list[dict[str, str]]:
@@ -306,7 +306,8 @@ async def test_never_asked_during_a_handoff_and_asked_when_it_closes(
         await stack.feed(stack.telegram.message_update(CHAT, "/operator"))
         await stack.telegram.wait_for(
             lambda: any(
-                t.startswith(messages.OPERATOR_WAITING) for t in stack.telegram.sent_texts(CHAT)
+                t.startswith(customer_texts.OPERATOR_WAITING)
+                for t in stack.telegram.sent_texts(CHAT)
             )
         )
         stack.start_sweeper()
