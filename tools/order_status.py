@@ -55,9 +55,7 @@ def build_order_status_tool(
         if order is None or (
             order.owner_user_id is not None and order.owner_user_id != context.user_id
         ):
-            raise ToolBusinessError(
-                f"Заказ {arguments.order_id} не найден.", code="order_not_found"
-            )
+            raise _order_not_found(arguments.order_id)
         return OrderStatusResult(
             order_id=order.order_id,
             status=order.status,
@@ -77,6 +75,11 @@ def build_order_status_tool(
     )
 
 
+def _order_not_found(order_id: str) -> ToolBusinessError:
+    """The one answer for a missing order and for somebody else's."""
+    return ToolBusinessError(f"Заказ {order_id} не найден.", code="order_not_found")
+
+
 _DESCRIPTION = (
     "Возвращает актуальный статус заказа по его четырёхзначному номеру. "
     "Используй для вопросов о статусе, доставке или местонахождении заказа."
@@ -91,9 +94,7 @@ def _backend_order_status_tool(
     ) -> OrderStatusResult:
         order = await backend.order(Customer.of(context), arguments.order_id)
         if order is None:
-            raise ToolBusinessError(
-                f"Заказ {arguments.order_id} не найден.", code="order_not_found"
-            )
+            raise _order_not_found(arguments.order_id)
         return CurrentOrderStatusResult(
             order_id=order.order_id,
             status=order.status,
