@@ -54,6 +54,9 @@ DRAFT_RENEW_SECONDS: Final = 20.0
 THINKING_AFTER_SECONDS: Final = 1.0
 """A turn with nothing to show yet shows Telegram's "thinking" draft (empty text) from then on."""
 
+CLEAR_TIMEOUT_SECONDS: Final = 0.5
+"""The empty draft before the final message waits no longer than this."""
+
 Clock = Callable[[], float]
 
 
@@ -162,6 +165,7 @@ class DraftPublisher:
         self._first_seen: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._off = False
         self.active = True
 
     # --- ReplyStream ----------------------------------------------------------------
@@ -200,6 +204,29 @@ class DraftPublisher:
             except Exception:
                 # A bug in the preview must not cost the customer the answer.
                 logger.exception("The draft publisher failed; the answer is sent as usual")
+
+    async def clear(self) -> None:
+        """Right before the final message: an empty draft with this reply's id.
+
+        Without it the draft and the final message may both show for a moment
+        (openclaw #36697). Best-effort and bounded: skipped when nothing was shown,
+        drafts are off for this reply or paused for the chat; at most
+        ``CLEAR_TIMEOUT_SECONDS``; any failure is ignored.
+        """
+        self.active = False
+        if self._task is not None:
+            self._task.cancel()
+        if self._shown is None or self._shown == "" or self._off:
+            return
+        if self._pauses.remaining(self._chat_id) > 0:
+            return
+        try:
+            async with asyncio.timeout(CLEAR_TIMEOUT_SECONDS):
+                await self._bot.send_message_draft(
+                    chat_id=self._chat_id, draft_id=self.draft_id, text="", parse_mode=None
+                )
+        except (TelegramAPIError, TimeoutError) as error:
+            logger.info("Draft not cleared before the final message: %s", type(error).__name__)
 
     # --- the sender -----------------------------------------------------------------
 
@@ -258,6 +285,7 @@ class DraftPublisher:
         except TelegramAPIError as error:
             self._count_error(_error_kind(error))
             logger.info("Drafts off for this reply: %s", type(error).__name__)
+            self._off = True
             self.active = False
             return
         self._last_sent = self._clock()

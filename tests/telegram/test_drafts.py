@@ -98,8 +98,9 @@ async def test_drafts_grow_in_order_no_faster_than_the_interval_then_the_answer_
     await telegram.push_message(CHAT, "Где заказ 8041?")
     await telegram.wait_for_texts(CHAT, 1)
 
-    drafts = telegram.drafts(CHAT)
-    texts = draft_texts(telegram)
+    # The last draft is the empty one before the final message (its own test below).
+    drafts = telegram.drafts(CHAT)[:-1]
+    texts = draft_texts(telegram)[:-1]
     assert len(drafts) >= 2, texts
     # One draft per reply, its id non-zero; plain text (the Markdown as written so far).
     assert {call.params["draft_id"] for call in drafts} != {0}
@@ -117,6 +118,26 @@ async def test_drafts_grow_in_order_no_faster_than_the_interval_then_the_answer_
     assert final.params["entities"][0]["type"] == "bold"
     assert final.at > drafts[-1].at
     assert telegram.calls_of("sendChatAction") == []
+
+
+async def test_an_empty_draft_with_the_same_id_goes_right_before_the_final_message(
+    start_bot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    # Without it the draft and the final message show twice for a moment (openclaw #36697).
+    openai_server.script(streamed())
+    await start_bot()
+
+    await telegram.push_message(CHAT, "Где заказ 8041?")
+    await telegram.wait_for_texts(CHAT, 1)
+
+    drafts = telegram.drafts(CHAT)
+    [final] = final_sends(telegram)
+    assert drafts[-2].params.get("text"), draft_texts(telegram)
+    assert drafts[-1].params.get("text", "") == ""
+    assert drafts[-1].params["draft_id"] == drafts[0].params["draft_id"]
+    calls = [c for c in telegram.calls if c.params.get("chat_id") == CHAT]
+    assert [c.method for c in calls][-2:] == ["sendMessageDraft", "sendMessage"]
+    assert drafts[-1].at <= final.at
 
 
 async def test_while_a_tool_runs_the_draft_names_its_purpose_not_its_arguments(

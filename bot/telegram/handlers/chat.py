@@ -71,7 +71,11 @@ async def answer(
         ):
             # The draft shows the answer as it is written; no "typing" besides it.
             async with drafts.publisher(bot, chat_id) as publisher:
-                reply = await chat_service.reply(context, text, held=held, stream=publisher)
+                try:
+                    reply = await chat_service.reply(context, text, held=held, stream=publisher)
+                finally:
+                    # The final message (or the failure's) follows: no draft beside it.
+                    await publisher.clear()
         else:
             async with TypingIndicator(bot, chat_id, delay=TYPING_DELAY_SECONDS):
                 reply = await chat_service.reply(context, text, held=held)
