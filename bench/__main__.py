@@ -21,7 +21,7 @@ from typing import Any
 from bench import scenarios, stack, telegram_scenarios
 from bench.stack import BenchRedis
 from bench.stats import median_of_runs
-from bot import event_loop
+from bot.ops import event_loop
 
 RESULTS = Path(__file__).with_name("results")
 

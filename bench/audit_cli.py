@@ -31,8 +31,8 @@ import redis
 
 from bot.audit.index import write_once
 from bot.audit.schema import HandoffAuditEntry
-from bot.redis_keys import RedisKeys
-from bot.redis_scripts.audit import WriteOnce
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts.audit import WriteOnce
 from bot.testing.audit_entries import simple_turn
 from bot.testing.redis_server import RedisServer
 

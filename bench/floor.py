@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from bot.redis_connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient
 from tools.registry import ToolRegistry
 from turn import TurnContext
 

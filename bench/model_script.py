@@ -25,7 +25,7 @@ SUMMARY = (
 
 
 def is_summary_request(body: Any) -> bool:
-    """A summary request: no tools, and the material block of bot.summary as the user text.
+    """A summary request: no tools, and the material block of bot.engine.summary as the user text.
 
     (A turn's last allowed step offers no tools either.)
     """

@@ -28,7 +28,7 @@ from bench.stack import (
 )
 from bench.stats import latency_summary_ms, slope
 from bot.app import Application
-from bot.chat_service import ChatReply
+from bot.engine.chat_service import ChatReply
 from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
 from bot.llm.openai_client import DEFAULT_MAX_CONNECTIONS, OpenAIChatClient
 from bot.llm.tokens import estimate_messages_tokens

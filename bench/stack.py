@@ -22,11 +22,11 @@ from redis.asyncio.connection import Connection, DefaultParser
 from bench.model_script import bench_responder
 from bot.app import Application, build_application
 from bot.llm.types import ToolCallingClient
-from bot.redis_connection import async_client, every_master
 from bot.settings import (
     RedisSettings,
     Settings,
 )
+from bot.storage.connection import async_client, every_master
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.redis_server import RedisServer
 

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot import event_loop
+from bot.ops import event_loop
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 

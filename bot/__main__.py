@@ -8,9 +8,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bot import event_loop
+from bot.ops import event_loop
+from bot.ops.startup import configure_logging, load_settings
 from bot.settings import Settings
-from bot.startup import configure_logging, load_settings
 from bot.telegram.startup_checks import Mode, mode_check
 
 
@@ -45,11 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the chosen mode; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "audit":
-        from bot.audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
+        from bot.support_audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
 
         return audit_main(args[1:])
     if args and args[0] == "knowledge":
-        from bot.knowledge_cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
+        from bot.knowledge.cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
 
         return knowledge_main(args[1:])
 

@@ -14,36 +14,41 @@ from bot.actions.confirmation import ActionConfirmations
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
-from bot.blocked_chats import BlockedChats
-from bot.chat_service import ChatLimits, ChatService
 from bot.csat.schedule import CsatPolicy, CsatSchedule
+from bot.engine.chat_service import ChatLimits, ChatService
+from bot.engine.history import HistoryWindow
+from bot.engine.summary import ConversationSummaryService
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.handoff.machine import IdleRule
 from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
-from bot.history import HistoryWindow
-from bot.knowledge import KnowledgeError, KnowledgeMetrics, KnowledgeWatcher, open_help_center
+from bot.knowledge.watcher import (
+    KnowledgeError,
+    KnowledgeMetrics,
+    KnowledgeWatcher,
+    open_help_center,
+)
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.types import ToolCallingClient
-from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
-from bot.proxies import ProxyURLError, proxy_for
+from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
+from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
-from bot.redis_connection import (
+from bot.sessions.redis_store import RedisSessionStore
+from bot.sessions.store import SessionStore
+from bot.settings import Settings
+from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.connection import (
     AsyncRedisClient,
     RedisSetupError,
     RetryPolicy,
     async_client,
     describe_target,
 )
-from bot.redis_health import RedisHealthProbe
-from bot.redis_keys import RedisKeys
-from bot.sessions.redis_store import RedisSessionStore
-from bot.sessions.store import SessionStore
-from bot.settings import Settings
-from bot.shop.redis_demo import RedisDemoShop
-from bot.summary import ConversationSummaryService
-from bot.tool_loop import BoundedToolLoop
+from bot.storage.health import RedisHealthProbe
+from bot.storage.keys import RedisKeys
+from bot.telegram.blocked_chats import BlockedChats
 from prompts.registry import (
     SUMMARY_PROMPT_ID,
     SUPPORT_CHAT_PROMPT_ID,

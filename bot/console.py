@@ -14,11 +14,11 @@ from typing import TextIO
 from bot import customer_texts
 from bot.actions.pending import ActionCard, Choice
 from bot.app import Application
-from bot.chat_errors import ChatServiceError
-from bot.chat_service import ChatReply
 from bot.console_answer import ConsoleAnswer
-from bot.redis_keys import safe_conversation_key
+from bot.engine.chat_errors import ChatServiceError
+from bot.engine.chat_service import ChatReply
 from bot.sessions.store import SessionStoreError
+from bot.storage.keys import safe_conversation_key
 from turn import TurnContext, new_turn_id
 
 logger = logging.getLogger(__name__)

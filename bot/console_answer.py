@@ -19,7 +19,7 @@ class PartialLines(Protocol):
 
 
 class ConsoleAnswer:
-    """A :class:`bot.reply_stream.ReplyStream` printing the answer's text as it arrives.
+    """A :class:`bot.engine.reply_stream.ReplyStream` printing the answer's text as it arrives.
 
     Leading whitespace is not printed (the committed answer is stripped). A step
     that turns to tools ends its line; the next step starts a new ``Бот: `` line.

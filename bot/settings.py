@@ -16,8 +16,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.proxies import ProxyURLError, normalise_proxy_url
-from bot.redis_keys import KEY_PREFIX_PATTERN
+from bot.ops.proxies import ProxyURLError, normalise_proxy_url
+from bot.storage.keys import KEY_PREFIX_PATTERN
 from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
 from tools.store import DEFAULT_STORE_PATH
 
@@ -144,7 +144,7 @@ class SupervisionSettings(BaseSettings):
 
     A Redis outage is retried for as long as it lasts; a task failing for any
     other reason more than ``max_restarts`` times within ``restart_window_seconds``
-    stops the process with exit code 1 (see :mod:`bot.supervision`).
+    stops the process with exit code 1 (see :mod:`bot.ops.supervision`).
     """
 
     model_config = _ENV

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from bot.redis_connection import AsyncRedisClient, RetryPolicy, async_client, every_master
 from bot.settings import RedisSettings
+from bot.storage.connection import AsyncRedisClient, RetryPolicy, async_client, every_master
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.redis_sentinel import SentinelGroup

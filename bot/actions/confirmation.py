@@ -24,8 +24,6 @@ from bot.actions.audit import action_fields
 from bot.actions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from bot.audit.actions import ActionEvent
 from bot.audit.sink import AuditSink
-from bot.chat_service import HeldTurn
-from bot.crash_points import ACTION_HANDLED, crash_point
 from bot.customer_texts import (
     ACTION_EXPIRED_MESSAGE,
     ACTION_EXPIRED_TEXT,
@@ -33,11 +31,13 @@ from bot.customer_texts import (
     ACTION_FOREIGN_ANSWER,
     ACTION_STALE_ANSWER,
 )
+from bot.engine.chat_service import HeldTurn
+from bot.handoff.staff_actions import StaffAction
+from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.job_results import Committed, JobContext
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore
-from bot.staff_actions import StaffAction
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
 from tools.write_tools import ActionResult, WriteTool

@@ -1,8 +1,8 @@
 """The audit index, written with each turn's entries: lookups and stats without reading the stream.
 
-One script (:class:`~bot.redis_scripts.audit.WriteOnce`) appends a turn's
+One script (:class:`~bot.storage.scripts.audit.WriteOnce`) appends a turn's
 entries and, in the same call and the same cluster slot, records (see
-:class:`~bot.redis_keys.AuditIndexKeys`):
+:class:`~bot.storage.keys.AuditIndexKeys`):
 
 - the turn's entry ids (``turn CODE`` reads only those entries);
 - the chat's newest turn ids, at most :data:`CHAT_TURNS_KEPT` (``tail --chat``);
@@ -39,8 +39,8 @@ from bot.audit.schema import (
     TYPE,
     EntryType,
 )
-from bot.redis_keys import AuditIndexKeys
-from bot.redis_scripts.audit import AuditEntryArgs, WriteOnce
+from bot.storage.keys import AuditIndexKeys
+from bot.storage.scripts.audit import AuditEntryArgs, WriteOnce
 
 CHAT_TURNS_KEPT = 100
 """How many of a chat's newest turns the index names."""
@@ -116,7 +116,7 @@ def write_once(
     maxlen: int,
     done_ttl_seconds: int,
 ) -> WriteOnce:
-    """The :class:`~bot.redis_scripts.audit.WriteOnce` call of one turn's ``rows``."""
+    """The :class:`~bot.storage.scripts.audit.WriteOnce` call of one turn's ``rows``."""
     first = rows[0]
     return WriteOnce(
         stream=stream,

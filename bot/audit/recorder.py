@@ -10,7 +10,7 @@ from turn import TurnOutcome, Usage
 
 @dataclass
 class TurnAuditRecorder:
-    """A :class:`~bot.tool_loop.ToolLoopObserver` that remembers what one turn did."""
+    """A :class:`~bot.engine.tool_loop.ToolLoopObserver` that remembers what one turn did."""
 
     chat_id: str
     turn_id: str

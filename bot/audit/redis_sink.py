@@ -12,15 +12,15 @@ from redis.exceptions import ResponseError
 
 from bot.audit.index import write_once
 from bot.audit.schema import CHAT_ID, QUEUED_AT, TURN_ID, AuditEntry
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
-from bot.redis_scripts.base import Scripts
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts.base import Scripts
 
 logger = logging.getLogger(__name__)
 
 _DONE_TTL_SECONDS = 24 * 3600
 
-# A turn's entries are written once (see bot.redis_scripts.audit.WriteOnce): a repeated write
+# A turn's entries are written once (see bot.storage.scripts.audit.WriteOnce): a repeated write
 # of the same turn (a reply delivered again after a crash, a write retried after a
 # timeout) finds the turn's mark and changes neither the stream nor its index.
 # Entries Redis did not take wait in memory for the next write; beyond this many the

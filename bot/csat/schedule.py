@@ -1,12 +1,12 @@
 """When to ask the satisfaction question, asking it once, and recording the one answer.
 
-Two kinds of keys (:mod:`bot.redis_keys`):
+Two kinds of keys (:mod:`bot.storage.keys`):
 
 - ``{csat}:due``, one zset for every chat: a conversation scored by when its
   question is due. The bot's answer (re)schedules it ``CSAT_AFTER_IDLE_MINUTES``
   ahead, so only the last answer counts; a closed handoff schedules it now.
   Sweepers claim due conversations with one script
-  (:class:`~bot.redis_scripts.csat.ClaimDue`: each claimed
+  (:class:`~bot.storage.scripts.csat.ClaimDue`: each claimed
   score moves on by the retry delay, so a second sweeper, or a second run,
   finds nothing due) and queue a question job in the chat's queue.
 - ``{<conv>}:csat``, the conversation's own hash: when it was last asked, the
@@ -16,7 +16,8 @@ Two kinds of keys (:mod:`bot.redis_keys`):
 The worker that holds the chat decides (:meth:`CsatSchedule.decide`): the job
 asks only if the due score is still the one it was claimed with (a newer
 answer moved it, so the conversation goes on), the chat is not handed off or
-blocked, and :class:`~bot.redis_scripts.csat.Ask` finds no question in ``CSAT_MIN_INTERVAL_HOURS``.
+blocked, and :class:`~bot.storage.scripts.csat.Ask` finds no question in
+``CSAT_MIN_INTERVAL_HOURS``.
 Every script is safe to run twice: a repeated ask of the same question id
 answers the same, a repeated press of the same job records nothing new.
 """
@@ -30,11 +31,11 @@ from typing import Literal
 from redis.exceptions import RedisError
 
 from bot.audit.feedback import AnsweredBy
-from bot.redis_connection import AsyncRedisClient, text_of
-from bot.redis_keys import RedisKeys, telegram_chat_id
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
 from bot.sessions.models import ConversationSession
+from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.keys import RedisKeys, telegram_chat_id
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
 
 logger = logging.getLogger(__name__)
 

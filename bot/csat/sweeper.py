@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 from bot.csat.schedule import CsatSchedule, question_update_id
 from bot.queue.intake import IncomingUpdate, Intake
 from bot.queue.jobs import Notice
-from bot.redis_keys import telegram_chat_id
+from bot.storage.keys import telegram_chat_id
 
 logger = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramForbiddenError
 from redis.exceptions import RedisError
 
+from bot.handoff.staff_actions import StaffAction
 from bot.handoff.topics import TopicDirectory
-from bot.log_context import chat_label
+from bot.ops.log_context import chat_label
 from bot.queue.jobs import OutboxEntry
-from bot.redis_keys import telegram_chat_id
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore, SessionStoreError
-from bot.staff_actions import StaffAction
+from bot.storage.keys import telegram_chat_id
 
 logger = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from bot.audit.schema import HandoffAuditEntry
-from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, HeldTurn, closed_entry
+from bot.engine.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, HeldTurn, closed_entry
 from bot.handoff.machine import HandoffEvent, IdleRule, step
+from bot.handoff.staff_actions import HandoffTurn, StaffAction, Trigger, staff_label
 from bot.handoff.topics import TopicDirectory
 from bot.queue.job_results import Committed, JobContext
 from bot.queue.jobs import OutboxEntry
 from bot.sessions.models import ConversationSession, HandoffState
-from bot.staff_actions import HandoffTurn, StaffAction, Trigger, staff_label
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from bot.handoff.topics import TopicDirectory
 from bot.queue.intake import IncomingUpdate, Intake
 from bot.queue.jobs import Notice
-from bot.redis_keys import telegram_chat_id
+from bot.storage.keys import telegram_chat_id
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ other (different slots): reverse first, so a forward mapping never points at
 a topic intake cannot map back. Every script here is safe to run twice.
 """
 
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.handoff import Postpone, RecordFailure
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.handoff import Postpone, RecordFailure
 
 _FAILED_TTL_SECONDS = 7 * 24 * 3600
 _FAILED_KEPT = 5

@@ -36,7 +36,8 @@ _CONFIRM_WORDS = re.compile(r"^\s*(да|подтверждаю|согласен|
 _GREETING = re.compile(r"^(здравствуй|привет|добр|hello|hi)")
 _THANKS = re.compile(r"спасибо|благодар")
 _WORD = re.compile(r"[a-zа-яё0-9]+")
-# The summary request's material starts so (bot.summary); a turn's last step has no tools too.
+# The summary request's material starts so (bot.engine.summary); a turn's last step
+# has no tools too.
 _SUMMARY_MATERIAL_START = "<previous_summary>"
 
 

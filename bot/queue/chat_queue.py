@@ -1,7 +1,7 @@
 """One chat's queue as a worker sees it: lease, head job, session, outbox; every script repeatable.
 
-The scripts are in :mod:`bot.redis_scripts.chat`, and the lease, outbox and
-attempts rules they keep are stated once in :mod:`bot.redis_scripts`:
+The scripts are in :mod:`bot.storage.scripts.chat`, and the lease, outbox and
+attempts rules they keep are stated once in :mod:`bot.storage.scripts`:
 
 * ``take``: the lease (or the lease we already hold), the head job, the
   outbox and the session, in one trip;
@@ -24,13 +24,14 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from bot.log_context import chat_label
+from bot.ops.log_context import chat_label
+from bot.ops.retry import RetryCounter
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
-from bot.redis_connection import AsyncRedisClient, text_of
-from bot.redis_keys import ConversationKeys, RedisKeys
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.chat import (
+from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.keys import ConversationKeys, RedisKeys
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.chat import (
     Complete,
     Delivered,
     NoteFailure,
@@ -40,7 +41,6 @@ from bot.redis_scripts.chat import (
     Take,
     Waiting,
 )
-from bot.retry import RetryCounter
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.redis_connection import AsyncRedisClient, SyncRedisClient
-from bot.redis_keys import RedisKeys
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.dead_letters import RecordDeadLetter
+from bot.storage.connection import AsyncRedisClient, SyncRedisClient
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.dead_letters import RecordDeadLetter
 
 DEAD_LETTERS_KEPT = 10_000
 """The newest dead letters kept; older ones are dropped as new ones come."""

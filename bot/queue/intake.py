@@ -22,10 +22,10 @@ from enum import StrEnum
 
 from bot.queue.jobs import Notice, QueuedJob, turn_id_for
 from bot.queue.work_stream import WorkStream
-from bot.redis_connection import AsyncRedisClient, text_of
-from bot.redis_keys import RedisKeys
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.intake import Accept, StaffFlood
+from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.intake import Accept, StaffFlood
 
 logger = logging.getLogger(__name__)
 

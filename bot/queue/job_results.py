@@ -9,8 +9,8 @@ outbox) before delivering.
 
 from dataclasses import dataclass
 
+from bot.handoff.staff_actions import StaffAction
 from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob
-from bot.staff_actions import StaffAction
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,8 +15,8 @@ from typing import TypeVar
 
 from redis.exceptions import RedisError
 
-from bot.retry import Backoff, RetryCounter, retrying
-from bot.supervision import FailureKind, classify, describe
+from bot.ops.retry import Backoff, RetryCounter, retrying
+from bot.ops.supervision import FailureKind, classify, describe
 
 logger = logging.getLogger(__name__)
 

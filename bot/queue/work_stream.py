@@ -25,11 +25,11 @@ from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from bot.redis_connection import AsyncRedisClient, text_of
-from bot.redis_keys import RedisKeys, is_conversation_key
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.work import Forget, Resignal, Stale
-from bot.redis_scripts.work import Signal as SignalScript
+from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.keys import RedisKeys, is_conversation_key
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.work import Forget, Resignal, Stale
+from bot.storage.scripts.work import Signal as SignalScript
 
 logger = logging.getLogger(__name__)
 

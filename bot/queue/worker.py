@@ -20,14 +20,14 @@ from typing import Protocol
 
 from redis.exceptions import RedisError, ResponseError
 
-from bot.log_context import chat_label
+from bot.ops.log_context import chat_label
+from bot.ops.retry import RetryCounter
+from bot.ops.supervision import TaskSupervisor
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
 from bot.queue.jobs import OutboxEntry
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.queue.sweep import QueueSweep
 from bot.queue.work_stream import Acknowledger, Signal, WorkStream
-from bot.retry import RetryCounter
-from bot.supervision import TaskSupervisor
 
 logger = logging.getLogger(__name__)
 

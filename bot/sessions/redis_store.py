@@ -3,9 +3,9 @@
 Keys of one conversation share the hash tag ``{<conversation>}`` so that every
 script touches one cluster slot. A turn costs two round trips here:
 ``acquire`` (lease + load, one script) and ``commit`` (version check + save +
-TTL + release, one script). The scripts are in :mod:`bot.redis_scripts.chat`
+TTL + release, one script). The scripts are in :mod:`bot.storage.scripts.chat`
 (``release`` is the worker's own), and the lease and version rules they keep
-are stated once in :mod:`bot.redis_scripts`.
+are stated once in :mod:`bot.storage.scripts`.
 """
 
 import logging
@@ -17,12 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from bot.log_context import chat_label
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import ConversationKeys, RedisKeys
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.chat import Acquire, Commit, MoveAside, Release
-from bot.retry import Backoff, RetryCounter, retrying
+from bot.ops.log_context import chat_label
+from bot.ops.retry import Backoff, RetryCounter, retrying
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import (
     JobCompletion,
@@ -32,6 +28,10 @@ from bot.sessions.store import (
     SessionLockTimeoutError,
     SessionStoreUnavailableError,
 )
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import ConversationKeys, RedisKeys
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.chat import Acquire, Commit, MoveAside, Release
 
 logger = logging.getLogger(__name__)
 

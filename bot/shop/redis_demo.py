@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
-from bot.redis_scripts.base import Scripts
-from bot.redis_scripts.shop import ApplyShopWrite
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.shop import ApplyShopWrite
 from tools.shop_backend import (
     CANCELLABLE_STATUSES,
     Customer,

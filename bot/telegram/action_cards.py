@@ -9,8 +9,8 @@ from redis.exceptions import RedisError
 
 from bot.actions.pending import ActionCard
 from bot.queue.jobs import CardEdit
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from bot.actions.pending import parse_callback
 from bot.csat.callback import parse_callback as parse_feedback
 from bot.csat.schedule import press_state
 from bot.queue.intake import IncomingUpdate
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys, telegram_conversation
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys, telegram_conversation
 
 logger = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from aiogram import Dispatcher, Router
 
 from bot.actions.confirmation import ActionConfirmations
-from bot.blocked_chats import BlockedChats
 from bot.csat.schedule import CsatSchedule
 from bot.handoff.service import HandoffService
-from bot.log_context import ChatNamer, chat_namer
-from bot.metrics import BotMetrics
+from bot.ops.log_context import ChatNamer, chat_namer
+from bot.ops.metrics import BotMetrics
 from bot.settings import Settings
+from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers

@@ -4,7 +4,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from bot.metrics import NAMESPACE
+from bot.ops.metrics import NAMESPACE
 
 FIRST_TEXT_BUCKETS: Final = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 DRAFT_ERROR_KINDS: Final = ("retry_after", "bad_request", "forbidden", "server", "network", "other")

@@ -37,7 +37,7 @@ from aiogram.exceptions import (
     TelegramServerError,
 )
 
-from bot.metrics import BotMetrics
+from bot.ops.metrics import BotMetrics
 from bot.sessions.models import HandoffState
 from bot.settings import Settings
 from bot.telegram.draft_labels import tools_label
@@ -133,7 +133,7 @@ class Drafts:
 
 
 class DraftPublisher:
-    """A :class:`bot.reply_stream.ReplyStream` that shows the reply as a draft while it runs.
+    """A :class:`bot.engine.reply_stream.ReplyStream` that shows the reply as a draft while it runs.
 
     ``on_text`` and ``on_tools`` only note what changed and wake the sender task;
     the sender paces the requests. Use as ``async with``: leaving the block stops

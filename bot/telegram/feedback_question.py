@@ -9,8 +9,8 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
 from bot import customer_texts
-from bot.blocked_chats import BlockedChats
 from bot.csat.callback import callback_data
+from bot.telegram.blocked_chats import BlockedChats
 
 SCORES = (1, 2, 3, 4, 5)
 

@@ -10,7 +10,7 @@ from aiogram.enums import ChatType, ContentType, MessageEntityType
 from aiogram.filters import Filter
 from aiogram.types import Message, MessageEntity
 
-from bot.surrogates import replace_lone_surrogates
+from bot.ops.surrogates import replace_lone_surrogates
 
 
 class AddressedToBot(Filter):

@@ -9,9 +9,9 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.ops.supervision import TaskSupervisor
 from bot.queue.work_stream import WorkStream
-from bot.redis_health import RedisHealth, RedisHealthProbe
-from bot.supervision import TaskSupervisor
+from bot.storage.health import RedisHealth, RedisHealthProbe
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 
 HEALTH_PATH = "/healthz"
@@ -42,7 +42,7 @@ class HealthEndpoint:
     a burst of requests costs Redis a few commands a second, not a few per request.
     ``tasks`` names the supervised tasks that are not simply running (retrying
     while Redis refuses, restarting after a crash, or failed): a task restarting
-    or failed also makes the answer 503 (see :mod:`bot.supervision`).
+    or failed also makes the answer 503 (see :mod:`bot.ops.supervision`).
     """
 
     def __init__(

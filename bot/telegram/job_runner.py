@@ -33,9 +33,8 @@ from bot.audit.schema import (
     with_outcome,
 )
 from bot.audit.sink import AuditSink
-from bot.blocked_chats import BlockedChats
-from bot.chat_errors import ChatServiceError
 from bot.csat.schedule import CsatSchedule, claimed_score
+from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
@@ -45,6 +44,7 @@ from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, Queu
 from bot.queue.worker import HeldLease, JobDone
 from bot.sessions.models import ConversationSession
 from bot.telegram.action_cards import CardIndex, edit_card, send_card
+from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.feedback_question import send_question
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender

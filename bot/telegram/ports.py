@@ -2,8 +2,8 @@
 
 from typing import Protocol
 
-from bot.chat_service import ChatReply, HeldTurn
-from bot.reply_stream import ReplyStream
+from bot.engine.chat_service import ChatReply, HeldTurn
+from bot.engine.reply_stream import ReplyStream
 from turn import TurnContext
 
 

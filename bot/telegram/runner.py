@@ -30,23 +30,24 @@ from aiogram.exceptions import (
 from aiogram.types import BotCommand
 from aiohttp import web
 
-from bot import customer_texts, event_loop
+from bot import customer_texts
 from bot.app import Application, StartupError, build_application
 from bot.csat.sweeper import CsatSweeper
 from bot.handoff.desk import StaffDesk
 from bot.handoff.staff_chat import staff_chat_problem
 from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.types import ToolCallingClient
-from bot.log_context import chat_namer, name_chats
-from bot.proxies import ProxyURLError, proxy_for
+from bot.ops import event_loop
+from bot.ops.log_context import chat_namer, name_chats
+from bot.ops.proxies import ProxyURLError, proxy_for
+from bot.ops.redaction import redacted_url
+from bot.ops.startup import configure_logging, load_settings
+from bot.ops.supervision import SupervisionPolicy, TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.queue.worker import WorkerPool, WorkerSettings
-from bot.redaction import redacted_url
-from bot.redis_connection import describe_target
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
-from bot.startup import configure_logging, load_settings
-from bot.supervision import SupervisionPolicy, TaskSupervisor
+from bot.storage.connection import describe_target
 from bot.telegram.action_cards import CardIndex
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.callbacks import PressAnswers

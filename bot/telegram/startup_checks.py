@@ -65,7 +65,7 @@ def settings_problems(settings: Settings, mode: Mode) -> list[str]:
 
 
 def mode_check(mode: Mode) -> Callable[[Mapping[str, BaseSettings]], list[str]]:
-    """The check :func:`bot.startup.load_settings` runs on the sections that loaded."""
+    """The check :func:`bot.ops.startup.load_settings` runs on the sections that loaded."""
 
     def check(sections: Mapping[str, BaseSettings]) -> list[str]:
         telegram = sections.get("telegram")

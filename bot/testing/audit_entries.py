@@ -7,8 +7,8 @@ import redis
 
 from bot.audit.index import write_once
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
-from bot.redis_connection import AsyncRedisClient, text_of
-from bot.redis_keys import RedisKeys
+from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.keys import RedisKeys
 from tools.execution import ToolExecutionRecord
 from turn import ToolStatus, TurnOutcome, Usage
 

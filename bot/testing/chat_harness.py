@@ -8,11 +8,11 @@ from typing import Any
 
 from bot.app import build_chat_service
 from bot.audit.redis_sink import RedisStreamAuditSink
-from bot.chat_service import ChatReply
+from bot.engine.chat_service import ChatReply
 from bot.llm.types import ToolCallingClient
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 from bot.testing.audit_entries import stream_entries
 from bot.testing.settings import make_settings
 from tools.default_registry import build_default_tool_registry

@@ -7,8 +7,8 @@ from typing import TypeVar
 from redis.exceptions import RedisError
 
 from bot.queue.worker import WorkerPool
-from bot.redis_connection import AsyncRedisClient, RetryPolicy, async_client, every_master
 from bot.settings import RedisSettings
+from bot.storage.connection import AsyncRedisClient, RetryPolicy, async_client, every_master
 
 T = TypeVar("T")
 

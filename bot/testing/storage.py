@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from bot.redis_connection import AsyncRedisClient, every_master
+from bot.storage.connection import AsyncRedisClient, every_master
 
 
 async def all_keys(client: AsyncRedisClient, pattern: str) -> list[Any]:

@@ -7,9 +7,9 @@ import pytest
 from bot.actions.confirmation import ActionConfirmations, Press, Verdict, judge
 from bot.actions.pending import PendingAction, callback_data, new_action_id, parse_callback
 from bot.customer_texts import ACTION_FAILED_TEXT
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
 from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 from tools.default_registry import build_default_tool_registry
 from tools.shop_backend import Customer
 from tools.store import ShopStore

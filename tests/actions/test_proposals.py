@@ -9,9 +9,9 @@ import pytest
 from bot.actions.pending import parse_callback
 from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
 from bot.llm.types import Message
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
 from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.scripted_client import ScriptedClient, scripted, text_result, tool_result
 from tools.default_registry import build_default_tool_registry

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from bot import customer_texts
 from bot.app import Application, build_application
-from bot.history import ACTION_NOTE
+from bot.engine.history import ACTION_NOTE
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.shop.redis_demo import RedisDemoShop
 from bot.telegram.callbacks import PressAnswers

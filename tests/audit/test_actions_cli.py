@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from bot.audit.actions import ActionAuditEntry
-from bot.audit.cli import main
+from bot.support_audit.cli import main
 from bot.testing.audit_entries import append, simple_turn
 from tests.audit.conftest import STREAM
 

@@ -11,10 +11,10 @@ import time
 import pytest
 import redis
 
-from bot.audit.cli import main
 from bot.audit.index import CHAT_TURNS_KEPT, write_once
 from bot.audit.schema import HandoffAuditEntry
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
+from bot.support_audit.cli import main
 from bot.testing.audit_entries import append_indexed, simple_turn, tool_entry, turn_entry
 from tests.audit.conftest import STREAM
 from turn import ToolStatus, TurnOutcome

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from bot.audit.cli import main
-from bot.audit.export import StreamExporter
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.stream import StreamEntry
+from bot.support_audit.cli import main
+from bot.support_audit.export import StreamExporter
 from bot.testing.audit_entries import append, hours_ago, simple_turn, tool_entry, turn_entry
 from bot.testing.redis_server import free_port
 from tests.audit.conftest import HMAC_KEY, STREAM

@@ -23,11 +23,11 @@ WAIT_SECONDS = 20
 # A process started in the background by a non-interactive shell (as CI may start the
 # suite) inherits an *ignored* SIGINT, and Python then never raises KeyboardInterrupt.
 # The child restores the default Ctrl-C behaviour of a terminal before running the CLI
-# exactly as ``python -m bot.audit.cli`` would.
+# exactly as ``python -m bot.support_audit.cli`` would.
 _CHILD = (
     "import signal, sys\n"
     "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-    "from bot.audit.cli import main\n"
+    "from bot.support_audit.cli import main\n"
     "raise SystemExit(main(sys.argv[1:]))\n"
 )
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 import redis
 
-from bot.audit.cli import main
 from bot.audit.schema import HandoffAuditEntry
+from bot.support_audit.cli import main
 from bot.testing.audit_entries import append_indexed, simple_turn, tool_entry, turn_entry
 from tests.audit.conftest import STREAM
 from turn import ToolStatus, TurnOutcome

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 import pytest
 import redis
 
-from bot.audit.cli import main
 from bot.audit.schema import FAILED, TurnAuditEntry, TurnErrorCode, read_entry
 from bot.queue.dead_letters import DeadLetter
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
+from bot.support_audit.cli import main
 from turn import Usage
 
 pytestmark = pytest.mark.usefixtures("cli_env")

@@ -5,8 +5,8 @@ import json
 import pytest
 import redis
 
-from bot.audit.cli import main
 from bot.audit.feedback import FeedbackAuditEntry
+from bot.support_audit.cli import main
 from bot.testing.audit_entries import append_indexed
 from tests.audit.conftest import STREAM
 

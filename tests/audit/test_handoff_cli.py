@@ -5,8 +5,8 @@ import json
 import pytest
 import redis
 
-from bot.audit.cli import main
 from bot.audit.schema import HandoffAuditEntry
+from bot.support_audit.cli import main
 from bot.testing.audit_entries import append, simple_turn
 from tests.audit.conftest import STREAM
 

@@ -6,8 +6,8 @@ import json
 import pytest
 import redis
 
-from bot.audit.cli import main
 from bot.audit.schema import AuditEntry
+from bot.support_audit.cli import main
 from bot.testing.audit_entries import append, hours_ago, tool_entry, turn_entry
 from tests.audit.conftest import STREAM
 

@@ -13,7 +13,7 @@ from bot.audit.stream import (
     stream_id_at,
     stream_id_time,
 )
-from bot.audit.time_spec import TimeSpecError, parse_since
+from bot.support_audit.time_spec import TimeSpecError, parse_since
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 

@@ -16,9 +16,9 @@ from redis.backoff import NoBackoff
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
-from bot.chat_errors import ChatServiceError, ChatToolFailureError
+from bot.engine.chat_errors import ChatServiceError, ChatToolFailureError
 from bot.llm.types import LLMResult
-from bot.redis_connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient
 from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer

@@ -4,7 +4,6 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from bot.audit.reader import AuditStreamReader
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.schema import (
     INVALID_TOOL_NAME,
@@ -15,6 +14,7 @@ from bot.audit.schema import (
     with_outcome,
 )
 from bot.audit.stream import StreamEntry
+from bot.support_audit.reader import AuditStreamReader
 from bot.telegram.job_runner import _with_delivery
 from bot.testing.audit_entries import simple_turn
 from tools.execution import ToolExecutionRecord

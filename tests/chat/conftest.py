@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.redis_connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient
 
 
 @pytest.fixture

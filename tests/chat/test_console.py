@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from bot import customer_texts
-from bot.chat_errors import ChatModelUnavailableError, MessageTooLongError
+from bot.engine.chat_errors import ChatModelUnavailableError, MessageTooLongError
 from bot.testing.redis_server import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]

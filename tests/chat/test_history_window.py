@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from bot.history import HistoryWindow
+from bot.engine.history import HistoryWindow
 from bot.llm.tokens import estimate_message_tokens
 from bot.sessions.models import StoredMessage
 

@@ -5,10 +5,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionConflictError, SessionLockTimeoutError, SessionStore
+from bot.storage.keys import RedisKeys
 from bot.testing.memory_session_store import InMemorySessionStore
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

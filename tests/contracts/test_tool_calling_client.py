@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from bot.app import build_offline_model
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.offline import OfflineChatModel
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import (
@@ -30,7 +31,6 @@ from bot.llm.types import (
 from bot.testing.counting_shop import CountingShop, counting_shop
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
 from bot.testing.scripted_client import Script, ScriptedClient, text_result, tool_result
-from bot.tool_loop import BoundedToolLoop
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry

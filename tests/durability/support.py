@@ -25,8 +25,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.work_stream import GROUP
-from bot.redis_keys import RedisKeys, telegram_conversation
 from bot.sessions.models import ConversationSession
+from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
 from bot.testing.pool_stop import unblock_reads

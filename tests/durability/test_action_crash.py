@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
 from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,

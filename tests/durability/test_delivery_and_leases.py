@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from bot.history import UNDELIVERED_NOTE
+from bot.engine.history import UNDELIVERED_NOTE
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (

@@ -20,8 +20,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot import customer_texts
-from bot.audit.cli import main as audit_cli
 from bot.queue.jobs import turn_id_for
+from bot.support_audit.cli import main as audit_cli
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, hang
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (

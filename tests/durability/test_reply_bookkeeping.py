@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.redis_keys import RedisKeys, telegram_conversation
+from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, user_texts
 from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer

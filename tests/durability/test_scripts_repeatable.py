@@ -26,11 +26,11 @@ from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
-from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import JobCompletion
 from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.keys import RedisKeys
 from tools.shop_backend import Customer
 from tools.store import ShopStore
 

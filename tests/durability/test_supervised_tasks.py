@@ -22,7 +22,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.work_stream import GROUP
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.telegram_server import FakeTelegramServer

@@ -5,9 +5,9 @@ from pathlib import Path
 
 from bot.app import build_offline_model
 from bot.audit.schema import ToolAuditEntry
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.types import Message
 from bot.testing.audit_entries import tool_entry
-from bot.tool_loop import BoundedToolLoop
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.knowledge import KnowledgeWatcher
+from bot.knowledge.watcher import KnowledgeWatcher
 from tests.knowledge.conftest import write_article
 from tools.knowledge.library import HelpCenter
 

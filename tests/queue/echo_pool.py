@@ -16,8 +16,8 @@ from bot.queue.intake import FloodLimits, IncomingUpdate, Intake
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys, telegram_conversation
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys, telegram_conversation
 
 _UPDATE_IDS = itertools.count(1000)
 

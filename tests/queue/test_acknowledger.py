@@ -7,7 +7,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.work_stream import GROUP, Acknowledger, WorkStream
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
 from bot.testing.redis_server import RedisServer
 
 

@@ -16,8 +16,8 @@ from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 
 KEY = "tg:41"
 

@@ -15,7 +15,7 @@ from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
 
 KEY = "tg:31"
 DRAIN_WITHIN = 10.0

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from bot.queue.work_stream import GROUP
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 from tests.queue.echo_pool import echo_stack, wait_until, wait_until_redis
 
 LEASE_SECONDS = 1.0

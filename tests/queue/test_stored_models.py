@@ -3,9 +3,9 @@
 import json
 from datetime import UTC, datetime
 
+from bot.handoff.staff_actions import StaffAction
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.sessions.models import ConversationSession, StoredMessage
-from bot.staff_actions import StaffAction
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 

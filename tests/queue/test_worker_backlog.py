@@ -10,7 +10,7 @@ from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
 
 
 class _NeverRuns:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.chat_errors import (
+from bot.engine.chat_errors import (
     ChatBadRequestError,
     ChatLimitError,
     ChatModelProtocolError,

@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from bot.chat_errors import ChatServiceError
+from bot.engine.chat_errors import ChatServiceError
+from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -32,7 +33,6 @@ from bot.sessions.models import ConversationSession
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import scripted
-from bot.tool_loop import BoundedToolLoop, ToolLoopResult
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream
-from bot.redis_keys import RedisKeys, telegram_conversation
+from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
 from bot.telegram.webhook import SECRET_HEADER, WebhookReceiver

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.history import UNDELIVERED_NOTE
+from bot.engine.history import UNDELIVERED_NOTE
 from bot.sessions.models import ConversationSession
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts

@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from bot import customer_texts
 from bot.app import Application, build_application
-from bot.redis_keys import telegram_conversation
 from bot.sessions.models import ConversationSession
+from bot.storage.keys import telegram_conversation
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.middlewares.observability import update_chat_id

@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 import pytest
 import redis.asyncio as aioredis
 
-from bot.redis_keys import RedisKeys
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import (
     JobCompletion,
     SessionStoreUnavailableError,
 )
+from bot.storage.keys import RedisKeys
 from bot.testing.redis_server import RedisServer
 from bot.testing.storage import all_keys
 

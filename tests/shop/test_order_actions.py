@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
 from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry

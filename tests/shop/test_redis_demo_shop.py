@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys
 from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys
 from tools.shop_backend import Customer, ShopRuleError
 from tools.store import ShopStore
 

@@ -19,7 +19,7 @@ from bot.app import Application, build_application
 from bot.csat.sweeper import CsatSweeper
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
-from bot.redis_keys import telegram_conversation
+from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake

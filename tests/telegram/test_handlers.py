@@ -18,12 +18,13 @@ import pytest
 from aiogram import Bot
 from aiogram.types import Update
 
-from bot import chat_errors, customer_texts
+from bot import customer_texts
 from bot.app import Application, build_application
-from bot.chat_service import ChatReply, HeldTurn
+from bot.engine import chat_errors
+from bot.engine.chat_service import ChatReply, HeldTurn
+from bot.engine.reply_stream import ReplyStream
 from bot.queue.worker import WorkerPool
-from bot.redis_connection import AsyncRedisClient
-from bot.reply_stream import ReplyStream
+from bot.storage.connection import AsyncRedisClient
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers

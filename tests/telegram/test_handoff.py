@@ -21,15 +21,15 @@ from redis.asyncio.client import Monitor
 
 from bot import customer_texts
 from bot.app import Application, build_application
-from bot.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
+from bot.engine.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
+from bot.engine.history import STAFF_NOTE
 from bot.handoff.desk import NOT_DELIVERED
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
 from bot.handoff.sweeper import HandoffSweeper
-from bot.history import STAFF_NOTE
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.worker import WorkerPool
-from bot.redis_keys import RedisKeys, telegram_conversation
+from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.dispatcher import build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.runner import build_workers

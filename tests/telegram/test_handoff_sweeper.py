@@ -18,7 +18,7 @@ from bot.queue.chat_queue import ChatQueue
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.jobs import Notice, QueuedJob
 from bot.queue.work_stream import WorkStream
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,9 +10,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.queue.work_stream import WorkStream
-from bot.redis_connection import AsyncRedisClient, RetryPolicy, async_client
-from bot.redis_health import RedisHealthProbe
 from bot.settings import RedisSettings
+from bot.storage.connection import AsyncRedisClient, RetryPolicy, async_client
+from bot.storage.health import RedisHealthProbe
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.testing.redis_server import RedisServer

@@ -15,9 +15,9 @@ from aiogram import Bot
 from aiogram.types import Update
 
 from bot import customer_texts
-from bot.chat_service import IDLE_NOTE
+from bot.engine.chat_service import IDLE_NOTE
 from bot.queue.intake import IntakeVerdict
-from bot.redis_keys import telegram_conversation
+from bot.storage.keys import telegram_conversation
 from bot.telegram.intake import TelegramIntake
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer

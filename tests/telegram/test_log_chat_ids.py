@@ -11,7 +11,7 @@ from contextvars import copy_context
 import pytest
 
 from bot.audit.pseudonym import chat_pseudonym
-from bot.log_context import chat_label, chat_namer, name_chats
+from bot.ops.log_context import chat_label, chat_namer, name_chats
 from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings

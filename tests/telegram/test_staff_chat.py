@@ -13,7 +13,7 @@ from aiogram import Bot
 
 from bot.handoff.staff_chat import NO_TOPIC_RIGHTS, NOT_A_FORUM, staff_chat_problem
 from bot.handoff.topics import TopicDirectory
-from bot.redis_keys import RedisKeys
+from bot.storage.keys import RedisKeys
 from bot.telegram.runner import run_bot
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings

@@ -9,11 +9,11 @@ import redis
 import redis.cluster
 from redis.crc import key_slot
 
-from bot.audit.cli import main as audit_main
-from bot.redis_connection import async_client, every_master
-from bot.redis_keys import ConversationKeys, RedisKeys
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import RedisSettings
+from bot.storage.connection import async_client, every_master
+from bot.storage.keys import ConversationKeys, RedisKeys
+from bot.support_audit.cli import main as audit_main
 from bot.testing.redis_cluster import RedisClusterProcesses
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,9 +98,9 @@ def _conversation_keys(keys: ConversationKeys) -> list[str]:
 
 def test_every_lua_script_gets_keys_of_one_hash_slot():
     modules = {path.relative_to(ROOT).as_posix() for path in _script_modules()}
-    # Every script is a call of bot/redis_scripts/ (its keys from bot/redis_keys.py, by
+    # Every script is a call of bot/storage/scripts/ (its keys from bot/storage/keys.py, by
     # name), run by one runner; tests/unit/test_redis_scripts.py checks each call's slot.
-    assert modules == {"bot/redis_scripts/base.py"}
+    assert modules == {"bot/storage/scripts/base.py"}
     for prefix in ("support", "a.b-c"):
         for conversation in ("tg:1", "tg:-1001234567890", "console-dev", "x" * 40):
             keys = _conversation_keys(RedisKeys(prefix).conversation(conversation))

@@ -15,17 +15,17 @@ from collections.abc import Iterator
 import pytest
 
 from bot.audit.redis_sink import RedisStreamAuditSink
-from bot.chat_errors import ChatServiceError
-from bot.chat_service import ChatLimits, ChatService
-from bot.history import HistoryWindow
-from bot.redis_connection import async_client
-from bot.redis_keys import RedisKeys
+from bot.engine.chat_errors import ChatServiceError
+from bot.engine.chat_service import ChatLimits, ChatService
+from bot.engine.history import HistoryWindow
+from bot.engine.summary import ConversationSummaryService
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import RedisSettings
-from bot.summary import ConversationSummaryService
+from bot.storage.connection import async_client
+from bot.storage.keys import RedisKeys
 from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.scripted_client import ScriptedClient, echo_responder
-from bot.tool_loop import BoundedToolLoop
 from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
 from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
 from tools.default_registry import build_default_tool_registry

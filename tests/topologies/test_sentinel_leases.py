@@ -17,8 +17,8 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from bot.redis_connection import async_client
 from bot.settings import RedisSettings
+from bot.storage.connection import async_client
 from bot.testing.redis_sentinel import SERVICE, SentinelGroup
 from tests.queue.echo_pool import EchoStack, echo_stack, wait_until
 

@@ -1,10 +1,10 @@
-"""bot.event_loop: the bot runs on uvloop when it is installed, on asyncio's loop when asked."""
+"""bot.ops.event_loop: the bot runs on uvloop when it is installed, on asyncio's loop when asked."""
 
 import asyncio
 
 import uvloop
 
-from bot import event_loop
+from bot.ops import event_loop
 
 
 async def loop_type() -> type[asyncio.AbstractEventLoop]:

@@ -6,6 +6,7 @@ from typing import get_args
 
 import pytest
 
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.handoff.machine import (
     TRANSITIONS,
     HandoffEvent,
@@ -15,7 +16,6 @@ from bot.handoff.machine import (
 )
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.testing.scripted_client import scripted
-from bot.tool_loop import BoundedToolLoop
 from tests.unit.test_tool_loop import CONTEXT, MESSAGES, answer, calls
 from tools.execution import ToolExecutor
 from tools.human_agent import build_request_human_agent_tool

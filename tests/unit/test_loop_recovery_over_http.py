@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import Message
 from bot.testing.counting_shop import CountingShop, counting_shop
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
-from bot.tool_loop import BoundedToolLoop
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from turn import ToolStatus, TurnContext

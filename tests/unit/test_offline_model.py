@@ -5,9 +5,9 @@ import re
 import pytest
 
 from bot.app import build_offline_model
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.offline import OFFLINE_MODEL_NAME
 from bot.llm.types import Message
-from bot.tool_loop import BoundedToolLoop
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.store import ShopStore

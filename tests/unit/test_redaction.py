@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.redaction import redacted_url
+from bot.ops.redaction import redacted_url
 
 
 @pytest.mark.parametrize(

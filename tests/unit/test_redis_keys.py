@@ -5,8 +5,13 @@ from pathlib import Path
 
 import pytest
 
-import bot.redis_keys
-from bot.redis_keys import RedisKeys, safe_conversation_key, telegram_chat_id, telegram_conversation
+import bot.storage.keys
+from bot.storage.keys import (
+    RedisKeys,
+    safe_conversation_key,
+    telegram_chat_id,
+    telegram_conversation,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,9 +34,9 @@ def _table_keys(text: str) -> list[str]:
 
 
 def test_the_readme_key_table_matches_the_keys_module():
-    module_table = _table_keys(bot.redis_keys.__doc__ or "")
+    module_table = _table_keys(bot.storage.keys.__doc__ or "")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("`bot/redis_keys.py`; its table:") :]
+    section = readme[readme.index("`bot/storage/keys.py`; its table:") :]
     assert _table_keys(section) == module_table
     assert len(module_table) >= 13
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from redis.crc import key_slot
 
-import bot.redis_scripts
-from bot.redis_keys import RedisKeys
-from bot.redis_scripts import audit, chat, csat, dead_letters, handoff, intake, shop, work
-from bot.redis_scripts.base import LuaScript
+import bot.storage.scripts
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts import audit, chat, csat, dead_letters, handoff, intake, shop, work
+from bot.storage.scripts.base import LuaScript
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,8 +142,8 @@ def _samples(prefix: str, conversation: str, stream: str) -> list[LuaScript]:
 
 def _script_classes() -> set[type[LuaScript]]:
     found: set[type[LuaScript]] = set()
-    for module in pkgutil.iter_modules(bot.redis_scripts.__path__):
-        loaded = importlib.import_module(f"bot.redis_scripts.{module.name}")
+    for module in pkgutil.iter_modules(bot.storage.scripts.__path__):
+        loaded = importlib.import_module(f"bot.storage.scripts.{module.name}")
         for value in vars(loaded).values():
             if isinstance(value, type) and issubclass(value, LuaScript) and value is not LuaScript:
                 found.add(value)

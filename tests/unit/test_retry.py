@@ -3,8 +3,8 @@
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bot.metrics import BotMetrics
-from bot.retry import Backoff, retrying
+from bot.ops.metrics import BotMetrics
+from bot.ops.retry import Backoff, retrying
 
 
 class _Flaky:

@@ -19,7 +19,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bot.supervision import (
+from bot.ops.supervision import (
     FailureKind,
     SupervisionPolicy,
     TaskFailure,
@@ -162,7 +162,7 @@ async def test_an_outage_is_logged_once_and_retried_with_growing_back_off(
 
     outage = [ResponseError(NOREPLICAS) for _ in range(5)]
     body, calls = scripted(*outage, then=then)
-    with caplog.at_level(logging.DEBUG, logger="bot.supervision"):
+    with caplog.at_level(logging.DEBUG, logger="bot.ops.supervision"):
         await tasks.run("claim-loop", body)
 
     assert done.is_set()
@@ -181,7 +181,7 @@ async def test_a_new_kind_of_outage_is_logged_again(caplog: pytest.LogCaptureFix
     tasks = supervisor(time)
     readonly = ReadOnlyError("You can't write against a read only replica.", status_code="READONLY")
     body, _ = scripted(ResponseError(NOREPLICAS), ResponseError(NOREPLICAS), readonly, readonly)
-    with caplog.at_level(logging.WARNING, logger="bot.supervision"):
+    with caplog.at_level(logging.WARNING, logger="bot.ops.supervision"):
         await tasks.run("claim-loop", body)
     warnings = messages(caplog, logging.WARNING)
     assert [("NOREPLICAS" in w, "READONLY" in w) for w in warnings] == [
@@ -198,7 +198,7 @@ async def test_the_back_off_starts_over_once_the_task_has_run_well(
     error = ResponseError(NOREPLICAS)
     # Three failures, a healthy run, then a new outage.
     body, _ = scripted(error, error, error, None, error, error)
-    with caplog.at_level(logging.INFO, logger="bot.supervision"):
+    with caplog.at_level(logging.INFO, logger="bot.ops.supervision"):
         await tasks.run("claim-loop", body)
     assert time.pauses == [0.2, 0.4, 0.8, 0.2, 0.4]
     assert len(messages(caplog, logging.WARNING)) == 2
@@ -213,7 +213,7 @@ async def test_an_unexpected_error_is_logged_with_its_traceback_and_restarted(
     failures: list[TaskFailure] = []
     tasks = supervisor(time, failures)
     body, calls = scripted(RuntimeError("a bug"))
-    with caplog.at_level(logging.ERROR, logger="bot.supervision"):
+    with caplog.at_level(logging.ERROR, logger="bot.ops.supervision"):
         await tasks.run("handoff-sweeper", body)
     assert calls[0] == 2
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
@@ -272,7 +272,7 @@ async def test_a_fatal_error_gives_up_at_once(caplog: pytest.LogCaptureFixture) 
     failures: list[TaskFailure] = []
     tasks = supervisor(time, failures)
     body, calls = scripted(AuthenticationError("invalid username-password pair"))
-    with caplog.at_level(logging.ERROR, logger="bot.supervision"):
+    with caplog.at_level(logging.ERROR, logger="bot.ops.supervision"):
         await tasks.run("claim-loop", body)
     assert calls[0] == 1
     assert time.pauses == []

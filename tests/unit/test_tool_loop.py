@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -19,7 +20,6 @@ from bot.llm.errors import (
 )
 from bot.llm.types import LLMResult, Message, ToolChoice
 from bot.testing.scripted_client import ScriptedClient, scripted
-from bot.tool_loop import BoundedToolLoop
 from tools.execution import ToolExecutionRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from turn import (

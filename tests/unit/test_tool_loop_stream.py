@@ -2,9 +2,9 @@
 
 import pytest
 
+from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.errors import LLMUnavailableError
 from bot.testing.scripted_client import scripted, text_result, tool_result
-from bot.tool_loop import BoundedToolLoop
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from turn import ToolLoopModelError, TurnContext

@@ -8,9 +8,9 @@ from aiogram.types import CallbackQuery, Message
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.actions.pending import parse_callback
-from bot.chat_errors import ChatServiceError
+from bot.engine.chat_errors import ChatServiceError
 from bot.queue.job_results import Committed, JobContext, PlainReply
-from bot.redis_keys import telegram_conversation
+from bot.storage.keys import telegram_conversation
 
 logger = logging.getLogger(__name__)
 

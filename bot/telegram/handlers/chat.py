@@ -7,12 +7,12 @@ from aiogram.types import Message
 from redis.exceptions import RedisError
 
 from bot import customer_texts
-from bot.chat_errors import ChatServiceError
-from bot.chat_service import HeldTurn
+from bot.engine.chat_errors import ChatServiceError
+from bot.engine.chat_service import HeldTurn
 from bot.handoff.service import HandoffService
-from bot.log_context import bind_turn
+from bot.ops.log_context import bind_turn
 from bot.queue.job_results import Committed, JobContext, JobResult, PlainReply
-from bot.redis_keys import telegram_conversation
+from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of

@@ -5,9 +5,9 @@ from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.chat_errors import ChatServiceError
+from bot.engine.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, PlainReply
-from bot.redis_keys import telegram_conversation
+from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import CommandLike, HasText
 from bot.telegram.ports import ChatPort
 

@@ -9,7 +9,7 @@ from bot.csat.callback import parse_callback
 from bot.csat.schedule import CsatSchedule
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
-from bot.redis_keys import telegram_conversation
+from bot.storage.keys import telegram_conversation
 
 
 async def on_feedback(

@@ -6,8 +6,8 @@ from aiogram import Router
 from aiogram.enums import ChatMemberStatus
 from aiogram.types import ChatMemberUpdated
 
-from bot.blocked_chats import BlockedChats
-from bot.log_context import chat_label
+from bot.ops.log_context import chat_label
+from bot.telegram.blocked_chats import BlockedChats
 
 logger = logging.getLogger(__name__)
 

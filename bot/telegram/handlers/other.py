@@ -5,8 +5,8 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.handoff.service import HandoffService
+from bot.handoff.staff_actions import StaffAction
 from bot.queue.job_results import JobContext, PlainReply
-from bot.staff_actions import StaffAction
 
 
 async def not_text(

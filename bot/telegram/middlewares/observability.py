@@ -11,7 +11,7 @@ from aiogram import BaseMiddleware
 from aiogram.types import TelegramObject, Update
 from aiogram.types.update import UpdateTypeLookupError
 
-from bot.log_context import ChatNamer, update_scope
+from bot.ops.log_context import ChatNamer, update_scope
 
 
 def update_chat_id(update: Update) -> int | None:

@@ -1,12 +1,12 @@
 """Handoff scripts: a chat's failed turns, and the idle clock of open handoffs.
 
-The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_keys import ConversationKeys
-from bot.redis_scripts.base import Arg, LuaScript
+from bot.storage.keys import ConversationKeys
+from bot.storage.scripts.base import Arg, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,7 @@ from bot.audit.stream import (
     parse_entries,
     parse_read_reply,
 )
-from bot.redis_connection import SyncRedisClient
+from bot.storage.connection import SyncRedisClient
 
 
 class AuditStreamReader:

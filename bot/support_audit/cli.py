@@ -26,16 +26,22 @@ from pydantic import ValidationError
 from bot.audit.actions import action_stats, action_steps, step_json
 from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
-from bot.audit.export import StreamExporter
 from bot.audit.feedback import feedback_stats
 from bot.audit.feedback import stats_json as feedback_stats_json
 from bot.audit.feedback import stats_lines as feedback_stats_lines
 from bot.audit.handoffs import handoff_stats, open_handoffs
 from bot.audit.knowledge_gaps import knowledge_gaps, search_share
-from bot.audit.lookup import AuditIndex
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
-from bot.audit.reader import AuditStreamReader
-from bot.audit.render import (
+from bot.audit.stats import compute_stats
+from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
+from bot.queue.dead_letters import read_dead_letters
+from bot.settings import AuditSettings, HandoffSettings, RedisSettings
+from bot.storage.connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
+from bot.storage.keys import RedisKeys
+from bot.support_audit.export import StreamExporter
+from bot.support_audit.lookup import AuditIndex
+from bot.support_audit.reader import AuditStreamReader
+from bot.support_audit.render import (
     EntryTable,
     field_lines,
     handoff_lines,
@@ -45,14 +51,8 @@ from bot.audit.render import (
     stats_json,
     stats_lines,
 )
-from bot.audit.stats import compute_stats
-from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
-from bot.audit.table import colour_enabled, terminal_width, wrap_lines
-from bot.audit.time_spec import TimeSpecError, parse_since
-from bot.queue.dead_letters import read_dead_letters
-from bot.redis_connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
-from bot.redis_keys import RedisKeys
-from bot.settings import AuditSettings, HandoffSettings, RedisSettings
+from bot.support_audit.table import colour_enabled, terminal_width, wrap_lines
+from bot.support_audit.time_spec import TimeSpecError, parse_since
 
 PROGRAM = "support-audit"
 MIN_HMAC_KEY_CHARS = 16

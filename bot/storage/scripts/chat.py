@@ -1,14 +1,14 @@
 """One conversation's scripts: the lease, the head job, the session, the outbox, the attempts.
 
-Every key is the conversation's own (:class:`~bot.redis_keys.ConversationKeys`,
+Every key is the conversation's own (:class:`~bot.storage.keys.ConversationKeys`,
 one hash tag). The rules they keep (lease, version, outbox, attempts) are
-stated once, in :mod:`bot.redis_scripts`.
+stated once, in :mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_keys import ConversationKeys
-from bot.redis_scripts.base import Arg, LuaScript, flag
+from bot.storage.keys import ConversationKeys
+from bot.storage.scripts.base import Arg, LuaScript, flag
 
 # The head job's attempt under lease token ``token``: counted once per token (a repeated
 # script, or a second look by the same drain, counts nothing). Fields of the attempts

@@ -1,12 +1,12 @@
 """Accepting an update: the chat's queue with de-duplication and flood control, and staff floods.
 
-The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_keys import ConversationKeys
-from bot.redis_scripts.base import Arg, LuaScript, flag
+from bot.storage.keys import ConversationKeys
+from bot.storage.scripts.base import Arg, LuaScript, flag
 
 # A token bucket in hash KEYS[bucket]: 'ok' takes a token; over it, 'rate_warn' the
 # first time (until a token is taken again), then 'rate_quiet'.

@@ -11,7 +11,7 @@ from typing import TextIO
 from bot.audit.handoffs import OpenHandoff
 from bot.audit.stats import TOOL_STATUSES, AuditStats, Distribution
 from bot.audit.stream import StreamEntry
-from bot.audit.table import Column, format_duration_ms, render
+from bot.support_audit.table import Column, format_duration_ms, render
 
 
 class EntryTable:

@@ -11,7 +11,7 @@ from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.audit.sink import AuditSink
-from bot.chat_errors import (
+from bot.engine.chat_errors import (
     ChatBusyError,
     ChatServiceError,
     ChatStorageError,
@@ -19,12 +19,17 @@ from bot.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
+from bot.engine.history import HistoryWindow, PreparedContext
+from bot.engine.keyed_locks import KeyedLocks
+from bot.engine.reply_stream import ReplyStream
+from bot.engine.summary import ConversationSummaryService, SummaryError
+from bot.engine.summary_tasks import BackgroundSummaries
+from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.handoff.machine import HandoffEvent, IdleRule, step
-from bot.history import HistoryWindow, PreparedContext
-from bot.keyed_locks import KeyedLocks
-from bot.log_context import chat_label
+from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
+from bot.ops.log_context import chat_label
+from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.jobs import OutboxEntry
-from bot.reply_stream import ReplyStream
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.store import (
     JobCompletion,
@@ -33,11 +38,6 @@ from bot.sessions.store import (
     SessionStore,
     SessionStoreError,
 )
-from bot.staff_actions import HandoffTurn, StaffAction, staff_label
-from bot.summary import ConversationSummaryService, SummaryError
-from bot.summary_tasks import BackgroundSummaries
-from bot.surrogates import replace_lone_surrogates
-from bot.tool_loop import BoundedToolLoop, ToolLoopResult
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
 from turn import ToolLoopError, TurnContext, TurnOutcome, Usage

@@ -1,12 +1,12 @@
 """The work stream's scripts: a signal and its chat in the index, and the sweep's steps.
 
 The stream and its index share the stream's hash tag. The rules every script
-keeps are stated in :mod:`bot.redis_scripts`.
+keeps are stated in :mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Arg, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

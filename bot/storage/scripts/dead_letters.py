@@ -1,11 +1,11 @@
 """The dead letters' script: a job given up, recorded once, the newest ``kept`` of them.
 
-The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Arg, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

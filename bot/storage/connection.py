@@ -21,7 +21,7 @@ from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry as SyncRetry
 
-from bot.redaction import redacted_url
+from bot.ops.redaction import redacted_url
 from bot.settings import RedisSettings
 
 AsyncRedisClient: TypeAlias = "aioredis.Redis | aiocluster.RedisCluster"

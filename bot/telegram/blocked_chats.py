@@ -3,7 +3,7 @@
 Telegram tells the bot with a ``my_chat_member`` update (status ``kicked`` in a
 private chat, ``kicked`` or ``left`` in a group) and again when the customer
 unblocks it (status ``member``). A send refused with 403 also sets the flag.
-The key is the chat's ``blocked`` key (:mod:`bot.redis_keys`), in the chat's slot;
+The key is the chat's ``blocked`` key (:mod:`bot.storage.keys`), in the chat's slot;
 it expires after 30 days, after which a send is tried again (and a 403 sets it again).
 """
 
@@ -11,8 +11,8 @@ import logging
 
 from redis.exceptions import RedisError
 
-from bot.redis_connection import AsyncRedisClient
-from bot.redis_keys import RedisKeys, telegram_conversation
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.keys import RedisKeys, telegram_conversation
 
 logger = logging.getLogger(__name__)
 

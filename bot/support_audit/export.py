@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 
 import redis
 
-from bot.audit.reader import check_stream
 from bot.audit.stream import StreamEntry, parse_entries, parse_read_reply, reply_list
-from bot.redis_connection import SyncRedisClient
+from bot.storage.connection import SyncRedisClient
+from bot.support_audit.reader import check_stream
 
 
 class StreamExporter:

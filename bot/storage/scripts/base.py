@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from bot.redis_connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient
 
 Arg = str | bytes | int | float
 """One ARGV value as redis-py encodes it."""

@@ -1,11 +1,11 @@
 """The demo shop's write: compare the order with what was read, store it and the receipt, once.
 
-The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Arg, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

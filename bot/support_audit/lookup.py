@@ -20,8 +20,8 @@ from bot.audit.knowledge_gaps import SearchShare
 from bot.audit.schema import EntryType, HandoffAuditEntry
 from bot.audit.stats import FAILED_STATUSES, AuditStats, Distribution, ToolStats, TurnStats
 from bot.audit.stream import EntryFilter, StreamEntry, parse_entries
-from bot.redis_connection import SyncRedisClient
-from bot.redis_keys import RedisKeys, telegram_chat_id
+from bot.storage.connection import SyncRedisClient
+from bot.storage.keys import RedisKeys, telegram_chat_id
 
 # A chat's newest handoff entries read to describe its open handoff.
 _HANDOFF_STEPS = 20

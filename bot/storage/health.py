@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
-from bot.redis_connection import AsyncRedisClient, text_of
+from bot.storage.connection import AsyncRedisClient, text_of
 
 # Long enough to outlive one check, short enough that probe keys never pile up.
 PROBE_TTL_MS = 10_000

@@ -1,13 +1,13 @@
 """A turn's audit entries and their index, written once (see :mod:`bot.audit.index`).
 
 The stream, the turn's done mark and every index key share the stream's hash
-tag. The rules every script keeps are stated in :mod:`bot.redis_scripts`.
+tag. The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_keys import AuditIndexKeys
-from bot.redis_scripts.base import Arg, LuaScript
+from bot.storage.keys import AuditIndexKeys
+from bot.storage.scripts.base import Arg, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pydantic_settings import BaseSettings
 from pythonjsonlogger.json import JsonFormatter
 
-from bot.log_context import LogContextFilter
+from bot.ops.log_context import LogContextFilter
 from bot.settings import SETTINGS_SECTIONS, Settings, SettingsError
 
 SectionCheck = Callable[[Mapping[str, BaseSettings]], list[str]]

@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from bot.history import neutralise_block_tags
+from bot.engine.history import neutralise_block_tags
 from bot.llm.errors import LLMClientError
 from bot.llm.types import ToolCallingClient
 from bot.sessions.models import StoredMessage

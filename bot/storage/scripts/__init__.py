@@ -1,30 +1,30 @@
 """Every Redis Lua script of the project, each a typed call with its KEYS and ARGV named.
 
-A script is a frozen dataclass (:class:`~bot.redis_scripts.base.LuaScript`):
+A script is a frozen dataclass (:class:`~bot.storage.scripts.base.LuaScript`):
 its fields name what it is called with, ``keys()`` and ``args()`` put them in
-the order the Lua text reads them, and :class:`~bot.redis_scripts.base.Scripts`
+the order the Lua text reads them, and :class:`~bot.storage.scripts.base.Scripts`
 runs it (loaded once per client, then by its SHA). Nothing else in the project
 registers or evaluates a script.
 
 The families, one module each:
 
-* :mod:`~bot.redis_scripts.chat`: one conversation as the worker and the
+* :mod:`~bot.storage.scripts.chat`: one conversation as the worker and the
   session store see it (lease, head job, session, outbox, attempts);
-* :mod:`~bot.redis_scripts.intake`: accepting an update into its chat's
+* :mod:`~bot.storage.scripts.intake`: accepting an update into its chat's
   queue, and a staff member's flood bucket;
-* :mod:`~bot.redis_scripts.work`: the work stream's signals and their index;
-* :mod:`~bot.redis_scripts.handoff`: failed turns and the idle clock of open handoffs;
-* :mod:`~bot.redis_scripts.dead_letters`: jobs given up;
-* :mod:`~bot.redis_scripts.audit`: a turn's audit entries and their index, once;
-* :mod:`~bot.redis_scripts.csat`: the satisfaction question's schedule, asking, answer;
-* :mod:`~bot.redis_scripts.shop`: the demo shop's writes.
+* :mod:`~bot.storage.scripts.work`: the work stream's signals and their index;
+* :mod:`~bot.storage.scripts.handoff`: failed turns and the idle clock of open handoffs;
+* :mod:`~bot.storage.scripts.dead_letters`: jobs given up;
+* :mod:`~bot.storage.scripts.audit`: a turn's audit entries and their index, once;
+* :mod:`~bot.storage.scripts.csat`: the satisfaction question's schedule, asking, answer;
+* :mod:`~bot.storage.scripts.shop`: the demo shop's writes.
 
 Rules every script keeps
 ------------------------
 
 **One slot.** Every key a script is given shares one hash tag (the
 conversation's ``{<conv>}``, the staff chat's, the stream's...), built by
-:mod:`bot.redis_keys`, so it runs on a Redis Cluster (tests/unit/test_redis_scripts.py).
+:mod:`bot.storage.keys`, so it runs on a Redis Cluster (tests/unit/test_redis_scripts.py).
 
 **Safe to run twice.** A command retried after a timeout may have run: each
 script, run again with the same arguments, leaves the same state and answers

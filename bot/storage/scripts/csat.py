@@ -2,13 +2,13 @@
 
 ``{csat}:due`` is one zset for every chat (its own slot); ``{<conv>}:csat`` is
 the conversation's hash. The rules every script keeps are stated in
-:mod:`bot.redis_scripts`.
+:mod:`bot.storage.scripts`.
 """
 
 from dataclasses import dataclass
 
-from bot.redis_keys import ConversationKeys
-from bot.redis_scripts.base import Arg, LuaScript
+from bot.storage.keys import ConversationKeys
+from bot.storage.scripts.base import Arg, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from bot.audit.pseudonym import ChatPseudonymizer
-from bot.redis_keys import telegram_chat_id
+from bot.storage.keys import telegram_chat_id
 
 _update_id: ContextVar[int | None] = ContextVar("log_update_id", default=None)
 _chat: ContextVar[str | None] = ContextVar("log_chat", default=None)

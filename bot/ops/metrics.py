@@ -26,6 +26,7 @@ from bot.audit.schema import (
     read_entry,
 )
 from bot.audit.sink import AuditSink
+from bot.handoff.staff_actions import Trigger
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -42,7 +43,6 @@ from bot.llm.types import (
     ToolChoice,
     ToolDefinition,
 )
-from bot.staff_actions import Trigger
 from turn import TurnOutcome
 
 NAMESPACE = "support"
@@ -121,7 +121,7 @@ class BotMetrics:
         )
         self.retries = Counter(
             "retries",
-            "Attempts made again after a failure (bot.retry), by operation.",
+            "Attempts made again after a failure (bot.ops.retry), by operation.",
             ["operation"],
             namespace=NAMESPACE,
             registry=registry,
@@ -211,7 +211,7 @@ class BotMetrics:
         self.actions.labels(tool=label, event=event).inc()
 
     def retried(self, operation: str) -> None:
-        """One more attempt of ``operation`` after a failure (the :mod:`bot.retry` counter)."""
+        """One more attempt of ``operation`` after a failure (the :mod:`bot.ops.retry` counter)."""
         self.retries.labels(operation=operation).inc()
 
     def record_feedback(self, event: str, score: str) -> None:

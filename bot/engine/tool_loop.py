@@ -10,9 +10,9 @@ from pydantic import ValidationError
 
 from bot.actions.pending import PendingAction
 from bot.actions.proposals import propose
+from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
-from bot.reply_stream import ReplyStream
 from tools.execution import (
     ToolArgumentsError,
     ToolExecutionError,

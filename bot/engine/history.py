@@ -15,7 +15,8 @@ SUMMARY_PREAMBLE = (
 
 
 # Tags of the blocks that quote customer-derived text (the summary block here, the
-# summary request's blocks in bot.summary), in any case and spacing a model would read as one.
+# summary request's blocks in bot.engine.summary), in any case and spacing a model
+# would read as one.
 _BLOCK_TAG = re.compile(
     r"<\s*(/?)\s*(conversation_summary|previous_summary|messages)\s*/?\s*>", re.IGNORECASE
 )

@@ -1,0 +1,1 @@
+"""The help center in a bot process and its authors' CLI."""

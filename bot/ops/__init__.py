@@ -1,0 +1,1 @@
+"""Operations: metrics, logs, start-up, supervision, retries, proxies, redaction."""

@@ -1,0 +1,1 @@
+"""Redis: the connection, every key (keys.py), health checks and every Lua script."""

@@ -1,0 +1,1 @@
+"""The support staff's CLI (support-audit) and its readers of the audit stream."""
