@@ -165,6 +165,10 @@ class IdleRule:
         """The rule's clock."""
         return self.clock()
 
+    def now_ms(self) -> int:
+        """The rule's clock in epoch milliseconds (the idle index's scores)."""
+        return int(self.clock().timestamp() * 1000)
+
     def is_idle(self, session: ConversationSession, now: datetime | None = None) -> bool:
         """Whether ``session`` has a handoff nobody wrote in for ``idle_seconds``."""
         return session.handoff_idle(now or self.clock(), self.idle_seconds)

@@ -70,6 +70,11 @@ class HandoffService:
         """The topic mapping (for the staff handlers' checks)."""
         return self._topics
 
+    @property
+    def idle(self) -> IdleRule:
+        """The one idle rule (its time and clock), shared with the idle sweeper."""
+        return self._settings.idle
+
     def session(self, job: JobContext) -> ConversationSession | None:
         """The session the worker read with the job (``None`` when new or unreadable)."""
         if not job.session_data:

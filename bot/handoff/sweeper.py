@@ -18,11 +18,10 @@ handoff ended and does nothing.
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
+from bot.handoff.machine import IdleRule
 from bot.handoff.topics import TopicDirectory
 from bot.queue.intake import IncomingUpdate, Intake
 from bot.queue.jobs import Notice
@@ -32,11 +31,11 @@ logger = logging.getLogger(__name__)
 
 
 class HandoffSweeper:
-    """Queues idle checks for handoffs quiet longer than ``idle_seconds``.
+    """Queues idle checks for handoffs quiet longer than the idle rule's time.
 
+    ``idle`` is the handoff machine's one idle rule (its time and its clock);
     ``retry_seconds`` is how long after queueing a check the handoff may be due
-    again (default: a minute, or the idle time when shorter, at least a period);
-    ``clock`` gives wall-clock seconds (the index holds epoch milliseconds).
+    again (default: a minute, or the idle time when shorter, at least a period).
     """
 
     def __init__(
@@ -44,18 +43,17 @@ class HandoffSweeper:
         *,
         topics: TopicDirectory,
         intake: Intake,
-        idle_seconds: float,
+        idle: IdleRule,
         period_seconds: float | None = None,
         retry_seconds: float | None = None,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self._topics = topics
         self._intake = intake
-        self._idle_ms = int(idle_seconds * 1000)
-        self._period = period_seconds or min(60.0, max(idle_seconds / 4, 0.05))
-        retry = retry_seconds or max(self._period, min(idle_seconds, 60.0))
+        self._idle = idle
+        self._idle_ms = int(idle.idle_seconds * 1000)
+        self._period = period_seconds or min(60.0, max(idle.idle_seconds / 4, 0.05))
+        retry = retry_seconds or max(self._period, min(idle.idle_seconds, 60.0))
         self._retry_ms = max(1, int(retry * 1000))
-        self._clock = clock
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -75,7 +73,7 @@ class HandoffSweeper:
 
     async def sweep(self) -> int:
         """Queue one idle check per quiet handoff; returns how many were found."""
-        now_ms = int(self._clock() * 1000)
+        now_ms = self._idle.now_ms()
         due = await self._topics.idle(now_ms - self._idle_ms)
         for conversation_key, due_ms in due:
             chat_id = telegram_chat_id(conversation_key)

@@ -247,7 +247,7 @@ def build_sweeper(app: Application) -> HandoffSweeper | None:
     return HandoffSweeper(
         topics=app.handoff.topics,
         intake=app.intake,
-        idle_seconds=app.settings.handoff.idle_minutes * 60,
+        idle=app.handoff.idle,
     )
 
 

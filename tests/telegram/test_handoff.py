@@ -169,7 +169,7 @@ async def _desk(
     sweeper = HandoffSweeper(
         topics=app.handoff.topics,
         intake=app.intake,
-        idle_seconds=settings.handoff.idle_minutes * 60,
+        idle=app.handoff.idle,
         period_seconds=0.05,
     )
     sweeping = asyncio.create_task(sweeper.run()) if sweep else None

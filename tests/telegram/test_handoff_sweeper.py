@@ -8,10 +8,12 @@ pops it the same way, through the chat queue.
 
 import asyncio
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pytest
 import redis.asyncio as aioredis
 
+from bot.handoff.machine import IdleRule
 from bot.handoff.sweeper import HandoffSweeper
 from bot.handoff.topics import TopicDirectory
 from bot.queue.chat_queue import ChatQueue
@@ -35,8 +37,8 @@ class Clock:
 
     now: float
 
-    def __call__(self) -> float:
-        return self.now
+    def __call__(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
 
 
 @dataclass
@@ -54,9 +56,8 @@ class Sweep:
         return HandoffSweeper(
             topics=self.topics,
             intake=self.intake,
-            idle_seconds=IDLE_SECONDS,
+            idle=IdleRule(idle_seconds=IDLE_SECONDS, clock=self.clock),
             retry_seconds=RETRY_SECONDS,
-            clock=self.clock,
         )
 
     async def queued_checks(self) -> list[QueuedJob]:
