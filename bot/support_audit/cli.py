@@ -53,11 +53,13 @@ from bot.support_audit.render import (
 )
 from bot.support_audit.table import colour_enabled, terminal_width, wrap_lines
 from bot.support_audit.time_spec import TimeSpecError, parse_since
+from turn import TURN_ID_ALPHABET
+from turn.ids import TURN_ID_LENGTH
 
 PROGRAM = "support-audit"
 MIN_HMAC_KEY_CHARS = 16
-# A turn id (bot.turns): ten of A-Z without I and O, and 2-9, standing alone.
-_INCIDENT_CODE = re.compile(r"(?<![A-Z0-9])[A-HJ-NP-Z2-9]{10}(?![A-Z0-9])")
+# A turn id (turn.ids) standing alone, not inside a longer run of letters and digits.
+_INCIDENT_CODE = re.compile(rf"(?<![A-Z0-9])[{TURN_ID_ALPHABET}]{{{TURN_ID_LENGTH}}}(?![A-Z0-9])")
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
