@@ -20,7 +20,7 @@ from bot.audit.knowledge_gaps import SearchShare
 from bot.audit.schema import EntryType, HandoffAuditEntry
 from bot.audit.stats import FAILED_STATUSES, AuditStats, Distribution, ToolStats, TurnStats
 from bot.audit.stream import EntryFilter, StreamEntry, parse_entries
-from bot.storage.connection import SyncRedisClient
+from bot.storage.connection import SyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_chat_id
 
 # A chat's newest handoff entries read to describe its open handoff.
@@ -62,7 +62,7 @@ class AuditIndex:
         start = self._client.get(self._keys.start)
         if start is None:
             return "+"
-        return "(" + (start.decode() if isinstance(start, bytes) else str(start))
+        return "(" + text_of(start)
 
     def turn(self, turn_id: str, since_id: str = "-") -> list[StreamEntry]:
         """The turn's entries from ``since_id`` on, oldest first (none if the index lacks it)."""
