@@ -133,25 +133,30 @@ def _ab_lines(r: dict[str, Any]) -> list[str]:
             f"engine/floor p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x "
             f"(load {f['loadavg_1m_start_end']})"
         )
-    if "redis_parser_two_tools" in r:
-        f = r["redis_parser_two_tools"]
-        h, p = f["hiredis"], f["python"]
-        lines.append(
-            f"redis_parser_two_tools (interleaved): hiredis p50 {h['overhead']['p50_ms']} ms, "
-            f"CPU {h['cpu_ms_per_turn']} ms/turn; pure Python p50 {p['overhead']['p50_ms']} ms, "
-            f"CPU {p['cpu_ms_per_turn']} ms/turn; hiredis/python p50 {f['ratio_p50']}x, "
-            f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
-        )
-    if "sdk_layers_two_tools" in r:
-        f = r["sdk_layers_two_tools"]
-        n, o = f["production"], f["sdk"]
-        lines.append(
-            f"sdk_layers_two_tools (interleaved): production p50 {n['overhead']['p50_ms']} ms, "
-            f"CPU {n['cpu_ms_per_turn']} ms/turn; the SDK's own build and send p50 "
-            f"{o['overhead']['p50_ms']} ms, CPU {o['cpu_ms_per_turn']} ms/turn; production/sdk "
-            f"p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
-        )
+    for name, a, b in (
+        ("redis_parser_two_tools", ("hiredis", "hiredis"), ("python", "pure Python")),
+        (
+            "sdk_layers_two_tools",
+            ("production", "production"),
+            ("sdk", "the SDK's own build and send"),
+        ),
+    ):
+        if name in r:
+            lines.append(_pair_line(name, r[name], a, b))
     return lines
+
+
+def _pair_line(name: str, f: dict[str, Any], a: tuple[str, str], b: tuple[str, str]) -> str:
+    """One interleaved pair (``a``, ``b``: result key and words): p50, CPU and their ratios."""
+    (a_key, a_words), (b_key, b_words) = a, b
+    sides = "; ".join(
+        f"{words} p50 {f[key]['overhead']['p50_ms']} ms, CPU {f[key]['cpu_ms_per_turn']} ms/turn"
+        for key, words in ((a_key, a_words), (b_key, b_words))
+    )
+    return (
+        f"{name} (interleaved): {sides}; {a_key}/{b_key} p50 {f['ratio_p50']}x, "
+        f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
+    )
 
 
 def summary(report: dict[str, Any]) -> str:
