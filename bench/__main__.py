@@ -159,6 +159,19 @@ def _pair_line(name: str, f: dict[str, Any], a: tuple[str, str], b: tuple[str, s
     )
 
 
+def _overhead_line(name: str, result: dict[str, Any], what: str) -> str:
+    """A sequential overhead scenario: ``what`` at p50/p95/p99, bot CPU if measured, Redis."""
+    o, red = result["bot_overhead"], result["redis"]
+    cpu = result.get("bot_cpu_ms_per_turn")
+    return (
+        f"{name}: {what} p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, p99 {o['p99_ms']} ms; "
+        + ("" if cpu is None else f"bot CPU {cpu} ms/turn; ")
+        + f"Redis {red['round_trips_per_turn']} round trips, "
+        f"{red['top_level_commands_per_turn']} commands "
+        f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
+    )
+
+
 def summary(report: dict[str, Any]) -> str:
     """A few lines for humans."""
     r = report["results"]
@@ -170,13 +183,7 @@ def summary(report: dict[str, Any]) -> str:
     ]
     for name in ("overhead_direct", "overhead_two_tools"):
         if name in r:
-            o, red = r[name]["bot_overhead"], r[name]["redis"]
-            lines.append(
-                f"{name}: bot overhead p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, "
-                f"p99 {o['p99_ms']} ms; Redis {red['round_trips_per_turn']} round trips, "
-                f"{red['top_level_commands_per_turn']} commands "
-                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
-            )
+            lines.append(_overhead_line(name, r[name], "bot overhead"))
     lines += _ab_lines(r)
     if "cost_growth" in r:
         c = r["cost_growth"]
@@ -203,14 +210,7 @@ def summary(report: dict[str, Any]) -> str:
         )
     for name in ("tg_overhead_direct", "tg_overhead_two_tools"):
         if name in r:
-            o, red = r[name]["bot_overhead"], r[name]["redis"]
-            lines.append(
-                f"{name}: update -> reply minus model time p50 {o['p50_ms']} ms, p95 "
-                f"{o['p95_ms']} ms, p99 {o['p99_ms']} ms; bot CPU {r[name]['bot_cpu_ms_per_turn']} "
-                f"ms/turn; Redis {red['round_trips_per_turn']} round trips, "
-                f"{red['top_level_commands_per_turn']} commands "
-                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
-            )
+            lines.append(_overhead_line(name, r[name], "update -> reply minus model time"))
     lines.extend(_tg_floor_lines(r))
     if "tg_concurrency_1000" in r:
         c = r["tg_concurrency_1000"]
