@@ -90,9 +90,7 @@ class ActionAuditEntry:
 
 def action_entry(entry: StreamEntry) -> ActionAuditEntry | None:
     """The action step in a stream entry, ``None`` for other entry types."""
-    if entry.fields.get(TYPE) != EntryType.ACTION:
-        return None
-    return ActionAuditEntry.from_fields(entry.fields)
+    return entry.read_as(EntryType.ACTION, ActionAuditEntry.from_fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
