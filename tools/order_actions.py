@@ -137,7 +137,7 @@ def _write_tool(
             receipt = await action.change(arguments, customer, idempotency_key)
         except ShopRuleError as error:
             text = f"{action.not_done}: {rule_text(error.code)}."
-            return ActionResult(done=False, card_text=text, message=text, error_code=error.code)
+            return ActionResult.not_done(error.code, text)
         card_text, message = action.done(arguments, receipt)
         return ActionResult(done=True, card_text=card_text, message=message)
 
