@@ -58,19 +58,10 @@ from prompts.registry import (
 from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
-from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.human_agent import build_request_human_agent_tool
-from tools.order_actions import (
-    CANCEL_ORDER_TOOL_NAME,
-    CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
-    REQUEST_RETURN_TOOL_NAME,
-)
-from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
-from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
 from tools.registry import ToolRegistry
-from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
 from tools.store import ShopStore
-from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME, closed_note
+from tools.support_hours import closed_note
 
 logger = logging.getLogger(__name__)
 
@@ -140,11 +131,11 @@ def turn_lease_seconds(settings: Settings) -> float:
 
 
 def _build_llm(
-    settings: Settings, shop: ShopStore, environ: Mapping[str, str]
+    settings: Settings, shop: ShopStore, registry: ToolRegistry, environ: Mapping[str, str]
 ) -> ToolCallingClient:
     llm = settings.llm
     if llm.backend == "offline":
-        return build_offline_model(shop)
+        return build_offline_model(shop, registry)
     assert llm.api_key is not None  # noqa: S101 - LLMSettings refuses the openai backend without a key
     configured = llm.proxy.get_secret_value() if llm.proxy is not None else None
     try:
@@ -166,18 +157,13 @@ def _build_llm(
     )
 
 
-def build_offline_model(shop: ShopStore) -> OfflineChatModel:
-    """The offline demo model, told the tool names and the shop's words it may use."""
+def build_offline_model(shop: ShopStore, registry: ToolRegistry) -> OfflineChatModel:
+    """The offline demo model, told the registry's tools and the shop's words it may use."""
+    names = registry.names()
     return OfflineChatModel(
-        OfflineDemoKnowledge(
-            order_status_tool=GET_ORDER_STATUS_TOOL_NAME,
-            return_policy_tool=GET_RETURN_POLICY_TOOL_NAME,
-            product_search_tool=SEARCH_PRODUCTS_TOOL_NAME,
-            support_hours_tool=GET_SUPPORT_HOURS_TOOL_NAME,
-            help_center_tool=SEARCH_HELP_CENTER_TOOL_NAME,
-            cancel_order_tool=CANCEL_ORDER_TOOL_NAME,
-            request_return_tool=REQUEST_RETURN_TOOL_NAME,
-            change_address_tool=CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
+        OfflineDemoKnowledge.learn(
+            names,
+            write_tools=[name for name in names if registry.write_tool(name) is not None],
             return_policy_products=tuple(policy.product for policy in shop.return_policies),
             catalogue_texts=tuple(f"{p.name} {p.category}" for p in shop.products),
         )
@@ -329,12 +315,6 @@ async def build_application(
         key_prefix=settings.redis.key_prefix,
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
-    try:
-        base_client = llm or _build_llm(settings, shop, os.environ if environ is None else environ)
-    except StartupError:
-        await health_redis.aclose()
-        await redis.aclose()
-        raise
     # The demo shop's orders in Redis: the write tools change them, every process sees it.
     shop_backend = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), shop)
     registry = build_default_tool_registry(
@@ -345,6 +325,15 @@ async def build_application(
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
+    try:
+        # After the registry: the offline demo model learns the registered tools from it.
+        base_client = llm or _build_llm(
+            settings, shop, registry, os.environ if environ is None else environ
+        )
+    except StartupError:
+        await health_redis.aclose()
+        await redis.aclose()
+        raise
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
     metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
     help_center.observe(KnowledgeMetrics(metrics.registry).record_search)

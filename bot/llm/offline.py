@@ -4,18 +4,34 @@ It reads the customer's words, asks for the tool a real model would pick (an
 order number, a product, a question about hours or the catalogue), and after
 the tool results writes a short Russian answer from their JSON. Its model name
 is ``offline-demo`` so that nobody mistakes it for a real model.
+
+It learns the tools from the registry's names (:meth:`OfflineDemoKnowledge.learn`):
+a shipped tool named in :data:`DEMO_TOOL_ROLES` gets its rules; any other
+registered tool is called when the customer's message names it (``get_weather
+Москва``), with arguments filled from its schema, and its result is retold as
+JSON (a write tool's as the usual "press the button" line).
 """
 
 import itertools
 import json
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bot.llm.streaming import tell_text
 from bot.llm.tokens import estimate_messages_tokens, estimate_text_tokens
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
+from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
+from tools.order_actions import (
+    CANCEL_ORDER_TOOL_NAME,
+    CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
+    REQUEST_RETURN_TOOL_NAME,
+)
+from tools.order_status import GET_ORDER_STATUS_TOOL_NAME
+from tools.product_search import SEARCH_PRODUCTS_TOOL_NAME
+from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
+from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
 from turn import ToolCall, Usage
 
 OFFLINE_MODEL_NAME = "offline-demo"
@@ -36,6 +52,7 @@ _CONFIRM_WORDS = re.compile(r"^\s*(да|подтверждаю|согласен|
 _GREETING = re.compile(r"^(здравствуй|привет|добр|hello|hi)")
 _THANKS = re.compile(r"спасибо|благодар")
 _WORD = re.compile(r"[a-zа-яё0-9]+")
+_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
 # The summary request's material starts so (bot.engine.summary); a turn's last step
 # has no tools too.
 _SUMMARY_MATERIAL_START = "<previous_summary>"
@@ -45,26 +62,71 @@ def _stem(word: str) -> str:
     return word[:5] if len(word) > 5 else word
 
 
+DEMO_TOOL_ROLES: Mapping[str, str] = {
+    GET_ORDER_STATUS_TOOL_NAME: "order_status_tool",
+    GET_RETURN_POLICY_TOOL_NAME: "return_policy_tool",
+    SEARCH_PRODUCTS_TOOL_NAME: "product_search_tool",
+    GET_SUPPORT_HOURS_TOOL_NAME: "support_hours_tool",
+    SEARCH_HELP_CENTER_TOOL_NAME: "help_center_tool",
+    CANCEL_ORDER_TOOL_NAME: "cancel_order_tool",
+    REQUEST_RETURN_TOOL_NAME: "request_return_tool",
+    CHANGE_DELIVERY_ADDRESS_TOOL_NAME: "change_address_tool",
+}
+"""The shipped tools the demo model has rules for: tool name -> its role (a field below).
+
+A registered tool not named here needs no entry: the model calls it when the
+customer's message names it (see the module's docstring).
+"""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OfflineDemoKnowledge:
     """What the demo model knows of the shop, handed over by the composition root.
 
-    The tool names it may ask for, the products that have a return policy, and
-    the catalogue's texts (names and categories) it recognises in a question.
-    With ``help_center_tool``, a question no rule covers goes to the help center.
+    The tools it may ask for (``tools``, as registered; ``write_tools`` among them
+    are the ones the customer confirms), the role each shipped tool plays, the
+    products that have a return policy, and the catalogue's texts (names and
+    categories) it recognises in a question. With ``help_center_tool``, a question
+    no rule covers goes to the help center. Build it with :meth:`learn`.
     """
 
-    order_status_tool: str
-    return_policy_tool: str
-    product_search_tool: str
-    support_hours_tool: str
     return_policy_products: tuple[str, ...]
     catalogue_texts: tuple[str, ...]
+    tools: tuple[str, ...] = ()
+    write_tools: frozenset[str] = frozenset()
+    order_status_tool: str | None = None
+    return_policy_tool: str | None = None
+    product_search_tool: str | None = None
+    support_hours_tool: str | None = None
     help_center_tool: str | None = None
     # The write tools (actions the customer confirms), when the application offers them.
     cancel_order_tool: str | None = None
     request_return_tool: str | None = None
     change_address_tool: str | None = None
+
+    @classmethod
+    def learn(
+        cls,
+        tool_names: Iterable[str],
+        *,
+        write_tools: Iterable[str] = (),
+        return_policy_products: tuple[str, ...],
+        catalogue_texts: tuple[str, ...],
+    ) -> "OfflineDemoKnowledge":
+        """The knowledge of a registry's tools: each shipped one in its role, the rest by name."""
+        names = tuple(tool_names)
+        roles = {DEMO_TOOL_ROLES[name]: name for name in names if name in DEMO_TOOL_ROLES}
+        return cls(
+            return_policy_products=return_policy_products,
+            catalogue_texts=catalogue_texts,
+            tools=names,
+            write_tools=frozenset(write_tools),
+            **roles,
+        )
+
+    def unknown_tools(self) -> tuple[str, ...]:
+        """The tools it has no rule for: called only when the customer's message names them."""
+        return tuple(name for name in self.tools if name not in DEMO_TOOL_ROLES)
 
 
 class OfflineChatModel:
@@ -81,14 +143,21 @@ class OfflineChatModel:
                 if len(word) >= 4
             }
         )
-        self._describers: dict[str, Callable[[dict[str, Any]], str]] = {
-            knowledge.order_status_tool: _describe_order,
-            knowledge.return_policy_tool: _describe_return_policy,
-            knowledge.product_search_tool: _describe_products,
-            knowledge.support_hours_tool: _describe_hours,
-        }
-        if knowledge.help_center_tool is not None:
-            self._describers[knowledge.help_center_tool] = _describe_articles
+        self._unknown = frozenset(knowledge.unknown_tools())
+        self._describers: dict[str, Callable[[dict[str, Any]], str]] = {}
+        for unknown in self._unknown:
+            self._describers[unknown] = (
+                _describe_proposal if unknown in knowledge.write_tools else _describe_data
+            )
+        for name, describe in (
+            (knowledge.order_status_tool, _describe_order),
+            (knowledge.return_policy_tool, _describe_return_policy),
+            (knowledge.product_search_tool, _describe_products),
+            (knowledge.support_hours_tool, _describe_hours),
+            (knowledge.help_center_tool, _describe_articles),
+        ):
+            if name is not None:
+                self._describers[name] = describe
         for write in (
             knowledge.cancel_order_tool,
             knowledge.request_return_tool,
@@ -130,7 +199,8 @@ class OfflineChatModel:
             return self._result(messages, text=_summarise(messages), tool_calls=())
         offered = {tool["function"]["name"] for tool in tools}
         if tool_choice == "auto" and offered:
-            for name, arguments in self._plan(user_text, offered):
+            plan = self._named_plan(user_text, tools) or self._plan(user_text, offered)
+            for name, arguments in plan:
                 if name in offered and name not in called:
                     call = ToolCall(
                         id=f"call_offline_{next(self._ids)}",
@@ -154,20 +224,26 @@ class OfflineChatModel:
             # One action at a time, and nothing else in that turn.
             return [write]
         plan: list[tuple[str, dict[str, Any]]] = []
-        if match := _ORDER_NUMBER.search(text):
+        if (match := _ORDER_NUMBER.search(text)) and self._tools.order_status_tool:
             plan.append((self._tools.order_status_tool, {"order_id": match.group(1)}))
-        if _RETURN_WORDS.search(text):
+        if _RETURN_WORDS.search(text) and self._tools.return_policy_tool:
             product = next((p for p in self._policy_products if _stem(p) in text), None)
             if product is None and (thing := _RETURNED_THING.search(text)):
                 # A product without its own policy still gets the policy answer, not a search.
                 product = thing.group(1)
             if product is not None:
                 plan.append((self._tools.return_policy_tool, {"product": product}))
-        if _HOURS_WORDS.search(text) or _PERSON_WORDS.search(text):
+        if (_HOURS_WORDS.search(text) or _PERSON_WORDS.search(text)) and (
+            self._tools.support_hours_tool
+        ):
             plan.append((self._tools.support_hours_tool, {}))
         words = [_stem(word) for word in _WORD.findall(text) if len(word) >= 4]
         mentioned = [word for word in words if word in self._catalogue_words]
-        if mentioned and (_SEARCH_WORDS.search(text) or not plan):
+        if (
+            mentioned
+            and (_SEARCH_WORDS.search(text) or not plan)
+            and self._tools.product_search_tool
+        ):
             plan.append(
                 (self._tools.product_search_tool, {"query": " ".join(dict.fromkeys(mentioned))})
             )
@@ -178,6 +254,19 @@ class OfflineChatModel:
             # No rule fits: what the shop's own articles say (policies, how-to questions).
             plan.append((self._tools.help_center_tool, {"query": " ".join(text.split())[:300]}))
         return plan
+
+    def _named_plan(
+        self, user_text: str, tools: Sequence[ToolDefinition]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """An offered tool without a rule, named in the message, with arguments from the rest."""
+        words = user_text.split()
+        for tool in tools:
+            name = tool["function"]["name"]
+            if name in self._unknown and name in words:
+                rest = " ".join(word for word in words if word != name)
+                schema = tool["function"].get("parameters") or {}
+                return [(name, _arguments_from_text(schema, rest))]
+        return []
 
     def _write_plan(self, user_text: str) -> tuple[str, dict[str, Any]] | None:
         """A plain request to cancel, return or re-address an order, as its write tool's call."""
@@ -299,6 +388,38 @@ def _describe(describe: Callable[[dict[str, Any]], str] | None, payload: Any) ->
         message = (payload.get("error") or {}).get("message")
         return str(message or "Сервис не смог ответить на этот вопрос.")
     return describe(payload.get("data") or {}) if describe else "Готово."
+
+
+def _arguments_from_text(schema: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """Arguments for a tool the demo has no rule for, from the customer's words.
+
+    A string field gets the text (at most 300 characters), a number the first
+    number in it, a boolean true, an enum its first value; other fields are left
+    out, and the executor's refusal is retold like any tool error.
+    """
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    number = _NUMBER.search(text)
+    arguments: dict[str, Any] = {}
+    for field_name in schema.get("required") or list(properties):
+        field = properties.get(field_name) or {}
+        kinds = field.get("type")
+        kind = next((k for k in kinds if k != "null"), None) if isinstance(kinds, list) else kinds
+        if field.get("enum"):
+            arguments[field_name] = field["enum"][0]
+        elif kind == "string":
+            arguments[field_name] = text[:300]
+        elif kind == "integer" and number is not None:
+            arguments[field_name] = int(float(number.group().replace(",", ".")))
+        elif kind == "number" and number is not None:
+            arguments[field_name] = float(number.group().replace(",", "."))
+        elif kind == "boolean":
+            arguments[field_name] = True
+    return arguments
+
+
+def _describe_data(data: dict[str, Any]) -> str:
+    """A tool the demo has no words for: its result's data as JSON."""
+    return "Результат: " + json.dumps(data, ensure_ascii=False)[:1500]
 
 
 def _describe_proposal(data: dict[str, Any]) -> str:

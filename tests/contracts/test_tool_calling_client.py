@@ -70,7 +70,7 @@ class _RecordingOfflineModel(OfflineChatModel):
     """The offline model, remembering what it was sent (it has no server to ask)."""
 
     def __init__(self, store: ShopStore) -> None:
-        super().__init__(build_offline_model(store).knowledge)
+        super().__init__(build_offline_model(store, build_default_tool_registry(store)).knowledge)
         self.requests: list[Received] = []
 
     async def generate_with_tools(

@@ -108,7 +108,7 @@ async def test_the_demo_model_answers_from_the_article_and_names_it(articles_dir
     registry = build_default_tool_registry(store, help_center=HelpCenter.load(articles_dir))
     executor = ToolExecutor(registry)
     try:
-        loop = BoundedToolLoop(build_offline_model(store), registry, executor, 3)
+        loop = BoundedToolLoop(build_offline_model(store, registry), registry, executor, 3)
         result = await loop.run(_conversation("Как применить промокод к заказу?"), CONTEXT)
         nothing = await loop.run(_conversation("Посоветуйте рецепт борща на ужин"), CONTEXT)
         hours = await loop.run(_conversation("Когда вы работаете?"), CONTEXT)

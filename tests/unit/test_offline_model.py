@@ -3,13 +3,15 @@
 import re
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.app import build_offline_model
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.offline import OFFLINE_MODEL_NAME
 from bot.llm.types import Message
+from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
-from tools.registry import ToolRegistry
+from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
 from turn import TurnContext
 
@@ -30,7 +32,7 @@ async def test_the_answer_retells_both_tool_results_in_russian(
     context: TurnContext,
 ) -> None:
     """Which tools it calls is in the ToolCallingClient contract; the wording is its own."""
-    model = build_offline_model(store)
+    model = build_offline_model(store, default_registry)
     loop = BoundedToolLoop(model, default_registry, default_executor, 3)
 
     result = await loop.run(conversation("Где заказ 8041 и можно ли вернуть кофемашину?"), context)
@@ -47,7 +49,9 @@ async def test_tool_errors_are_retold_in_russian(
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
-    loop = BoundedToolLoop(build_offline_model(store), default_registry, default_executor, 3)
+    loop = BoundedToolLoop(
+        build_offline_model(store, default_registry), default_registry, default_executor, 3
+    )
 
     result = await loop.run(conversation("Где мой заказ 5150?"), context)
 
@@ -57,7 +61,7 @@ async def test_tool_errors_are_retold_in_russian(
 async def test_no_tools_when_tool_choice_is_none(
     store: ShopStore, default_registry: ToolRegistry
 ) -> None:
-    result = await build_offline_model(store).generate_with_tools(
+    result = await build_offline_model(store, default_registry).generate_with_tools(
         conversation("Где заказ 8041?"), default_registry.api_schemas(), tool_choice="none"
     )
 
@@ -71,7 +75,7 @@ async def test_no_tools_when_tool_choice_is_none(
 async def test_no_tools_when_nothing_matches(
     store: ShopStore, default_registry: ToolRegistry, text: str
 ) -> None:
-    result = await build_offline_model(store).generate_with_tools(
+    result = await build_offline_model(store, default_registry).generate_with_tools(
         conversation(text), default_registry.api_schemas()
     )
 
@@ -81,8 +85,10 @@ async def test_no_tools_when_nothing_matches(
     assert CYRILLIC.search(result.text)
 
 
-async def test_tools_not_offered_are_never_requested(store: ShopStore) -> None:
-    result = await build_offline_model(store).generate_with_tools(
+async def test_tools_not_offered_are_never_requested(
+    store: ShopStore, default_registry: ToolRegistry
+) -> None:
+    result = await build_offline_model(store, default_registry).generate_with_tools(
         conversation("Где заказ 8041?"),
         [{"type": "function", "function": {"name": "get_support_hours"}}],
     )
@@ -90,7 +96,9 @@ async def test_tools_not_offered_are_never_requested(store: ShopStore) -> None:
     assert result.tool_calls == ()
 
 
-async def test_summary_mode_without_tools_keeps_the_customer_questions(store: ShopStore) -> None:
+async def test_summary_mode_without_tools_keeps_the_customer_questions(
+    store: ShopStore, default_registry: ToolRegistry
+) -> None:
     messages: list[Message] = [
         {"role": "developer", "content": "Сожми историю."},
         {
@@ -103,7 +111,7 @@ async def test_summary_mode_without_tools_keeps_the_customer_questions(store: Sh
         },
     ]
 
-    result = await build_offline_model(store).generate_with_tools(messages, [])
+    result = await build_offline_model(store, default_registry).generate_with_tools(messages, [])
 
     assert result.tool_calls == ()
     assert result.text == "Клиент спрашивал: Где заказ 8041?; Можно вернуть наушники?."
@@ -112,7 +120,7 @@ async def test_summary_mode_without_tools_keeps_the_customer_questions(store: Sh
 async def run_offline(
     text: str, store: ShopStore, registry: ToolRegistry, executor: ToolExecutor, ctx: TurnContext
 ) -> tuple[tuple[str, ...], str]:
-    loop = BoundedToolLoop(build_offline_model(store), registry, executor, 3)
+    loop = BoundedToolLoop(build_offline_model(store, registry), registry, executor, 3)
     result = await loop.run(conversation(text), ctx)
     return result.tool_names, result.text
 
@@ -167,8 +175,67 @@ async def test_the_last_step_without_tools_answers_instead_of_summarising(
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
-    loop = BoundedToolLoop(build_offline_model(store), default_registry, default_executor, 1)
+    loop = BoundedToolLoop(
+        build_offline_model(store, default_registry), default_registry, default_executor, 1
+    )
 
     result = await loop.run(conversation("Здравствуйте"), context)
 
     assert result.text == "Здравствуйте! Чем могу помочь?"
+
+
+class _ParcelWeightArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    parcel: str = Field(min_length=2, max_length=100, description="Номер посылки.")
+
+
+class _ParcelWeightResult(BaseModel):
+    parcel: str
+    weight_kg: float
+
+
+def _parcel_weight(arguments: _ParcelWeightArguments) -> _ParcelWeightResult:
+    return _ParcelWeightResult(parcel=arguments.parcel, weight_kg=1.5)
+
+
+async def test_a_tool_registered_in_the_registry_is_known_without_editing_bot(
+    store: ShopStore, context: TurnContext
+) -> None:
+    """A new tool needs no line in bot/: the demo model learns it from the registry."""
+    registry = build_default_tool_registry(store)
+    registry.register(
+        RegisteredTool(
+            name="test_parcel_weight",
+            description="Вес посылки.",
+            arguments_model=_ParcelWeightArguments,
+            handler=_parcel_weight,
+            blocking=False,
+        )
+    )
+    executor = ToolExecutor(registry)
+    try:
+        model = build_offline_model(store, registry)
+        loop = BoundedToolLoop(model, registry, executor, 3)
+        named = await loop.run(conversation("test_parcel_weight AB-17"), context)
+        shipped = await loop.run(conversation("Где заказ 8041?"), context)
+    finally:
+        executor.close()
+
+    assert model.knowledge.tools == registry.names()
+    assert "test_parcel_weight" in model.knowledge.unknown_tools()
+    # Named in the message: called with its arguments filled from the rest of it.
+    assert named.tool_names == ("test_parcel_weight",)
+    assert named.text == 'Результат: {"parcel": "AB-17", "weight_kg": 1.5}'
+    # The shipped tools keep their rules.
+    assert shipped.tool_names == ("get_order_status",)
+
+
+def test_the_roles_follow_the_registry(store: ShopStore, default_registry: ToolRegistry) -> None:
+    """A shipped tool the registry lacks is not one the model knows."""
+    knowledge = build_offline_model(store, default_registry).knowledge
+
+    assert knowledge.order_status_tool == "get_order_status"
+    assert knowledge.help_center_tool is None
+    assert knowledge.cancel_order_tool is None
+    assert "get_order_status" not in knowledge.unknown_tools()
