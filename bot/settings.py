@@ -209,7 +209,7 @@ class RedisSettings(BaseSettings):
     password: SecretStr | None = Field(default=None, validation_alias=_env("REDIS_PASSWORD"))
     tls: bool = Field(default=False, validation_alias=_env("REDIS_TLS"))
     tls_ca_file: Path | None = Field(default=None, validation_alias=_env("REDIS_TLS_CA_FILE"))
-    # Retries after a connection error; a timed-out command is never re-sent (see README).
+    # Retries after a connection error; a timed-out command is never re-sent (see docs/scaling.md).
     retries: int = Field(default=2, ge=0, le=10, validation_alias=_env("REDIS_RETRIES"))
 
     @field_validator("url")

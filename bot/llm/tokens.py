@@ -7,7 +7,7 @@ from bot.llm.types import Message
 
 # Measured on Russian prose: cl100k spends a token per 2.65 characters, o200k
 # per 4.52. Dividing by 3 is within about a tenth for cl100k and conservative
-# for o200k (see README, "Sessions, history and summaries").
+# for o200k (see docs/engine.md, "Sessions, history and summaries").
 CHARS_PER_TOKEN = 3.0
 # Role, separators and framing the API adds around every message.
 MESSAGE_OVERHEAD_TOKENS = 4

@@ -1,6 +1,6 @@
 """Durable, ordered turns: intake, per-chat FIFO queues, workers with heartbeat leases, outbox.
 
-One message's way (see the README, "Durable turns"):
+One message's way (see docs/durability.md):
 
 1. intake (:mod:`bot.queue.intake`): one idempotent script per update under the
    chat's hash tag (de-duplication, flood control, enqueue), then a signal on the

@@ -26,7 +26,7 @@ class RedisServer:
     def __init__(self, port: int | None = None, *, extra_args: Sequence[str] = ()) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise RuntimeError("redis-server is not installed (see README: make test installs it)")
+            raise RuntimeError("redis-server is not installed (./scripts/test installs it)")
         self._binary = binary
         self.port = port or free_port()
         self._dir = tempfile.mkdtemp(prefix="redis-test-")
