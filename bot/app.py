@@ -17,6 +17,7 @@ from bot.audit.sink import AuditSink
 from bot.csat.schedule import CsatPolicy, CsatSchedule
 from bot.engine.chat_service import ChatLimits, ChatService
 from bot.engine.history import HistoryWindow
+from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.handoff.machine import IdleRule
@@ -116,6 +117,10 @@ class Application:
     actions: ActionConfirmations | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
+
+    def local_turns(self) -> LocalTurns:
+        """Turns of a front end without a queue (the console), audited as a worker's are."""
+        return LocalTurns(self.chat, self.turn_audit)
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""

@@ -19,9 +19,7 @@ from bot.engine.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatReply
 from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
-from turn import TurnContext, new_turn_id
-
-logger = logging.getLogger(__name__)
+from turn import TurnContext, TurnOutcome, new_turn_id
 
 # The console has no staff group: nobody could answer in this terminal.
 OPERATOR_NOTE = (
@@ -207,7 +205,8 @@ class Console:
     def __init__(
         self, app: Application, conversation_key: str, stdin: TextIO, screen: ConsoleScreen
     ) -> None:
-        self._chat = app.chat
+        # A front end like Telegram's worker: each message a job of its own (one turn path).
+        self._turns = app.local_turns()
         self._actions = app.actions
         self._streaming = app.settings.telegram.streaming == "on"
         self._key = conversation_key
@@ -272,7 +271,7 @@ class Console:
 
     async def _reset(self) -> None:
         try:
-            await self._chat.reset(self._key)
+            await self._turns.reset(self._key)
         except ChatServiceError as error:
             self._print(f"! {error.kind}: {error}")
             return
@@ -286,22 +285,15 @@ class Console:
         # The answer is printed as the model writes it (STREAMING=on).
         stream = ConsoleAnswer(self._screen) if self._streaming else None
         try:
-            reply = await self._chat.reply(context, text, stream=stream)
+            reply = await self._turns.answer(context, text, stream=stream)
         except ChatServiceError as error:
             if stream is not None:
                 stream.abandon()
-            # What a Telegram customer reads, incident code included; then the detail, dim.
+            # What a Telegram customer reads, incident code included.
             self._print(customer_texts.CONSOLE_BOT + customer_texts.failure_message(error, turn_id))
-            self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
-            return None
-        except Exception:
-            if stream is not None:
-                stream.abandon()
-            # A bug: as in Telegram, the trace goes to the log and the chat goes on.
-            logger.exception("Turn %s failed unexpectedly", turn_id)
-            self._print(
-                customer_texts.CONSOLE_BOT + customer_texts.unexpected_failure_message(turn_id)
-            )
+            if error.kind is not TurnOutcome.ERROR:
+                # The detail, dim; a bug's trace is in the log already (the chat goes on).
+                self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
             return None
         if stream is None or not stream.finish():
             self._print(customer_texts.CONSOLE_BOT + reply.text)

@@ -31,10 +31,9 @@ from bot.customer_texts import (
     ACTION_FOREIGN_ANSWER,
     ACTION_STALE_ANSWER,
 )
-from bot.engine.chat_service import HeldTurn
 from bot.handoff.staff_actions import StaffAction
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
-from bot.queue.job_results import Committed, JobContext
+from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore
@@ -108,7 +107,7 @@ class SessionCommitter(Protocol):
     async def commit_without_turn(
         self,
         conversation_key: str,
-        held: HeldTurn,
+        held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
         entry: OutboxEntry,
     ) -> ConversationSession:
@@ -250,7 +249,7 @@ class ActionConfirmations:
             )
         return result
 
-    async def press(self, conversation_key: str, job: JobContext, press: Press) -> Committed | None:
+    async def press(self, conversation_key: str, job: JobContext, press: Press) -> JobDone | None:
         """Resolve a press; ``None`` when it changes nothing (the job is then just dropped)."""
         session = session_of(job.session_data)
         verdict = self.verdict(session, press)
@@ -295,13 +294,13 @@ class ActionConfirmations:
         )
         await self._chat.commit_without_turn(
             conversation_key,
-            held_turn(job),
+            job,
             lambda current: current.with_action_outcome(
                 pending.action_id, result.message, now, job.job.turn_id
             ),
             entry,
         )
-        return Committed(reply=entry, summary_due=False)
+        return JobDone(reply=entry, summary_due=False)
 
 
 async def _run(
@@ -352,16 +351,3 @@ def _press_audit(
             )
         )
     return tuple(steps)
-
-
-def held_turn(job: JobContext) -> HeldTurn:
-    """The job as a held turn of the chat service."""
-    return HeldTurn(
-        token=job.token,
-        job_raw=job.job_raw,
-        job_id=job.job.job_id,
-        chat_id=job.job.chat_id,
-        queue_ms=job.queue_ms,
-        session_version=job.session_version,
-        session_data=job.session_data,
-    )

@@ -29,7 +29,7 @@ from bot.testing.scripted_client import (
 )
 from tools.order_status import GetOrderStatusArguments
 from tools.registry import RegisteredTool, ToolRegistry
-from turn import TurnContext, new_turn_id
+from turn import new_turn_id
 
 
 def harness_over(
@@ -152,10 +152,7 @@ async def test_a_failed_turn_names_its_kind_and_writes_no_half_turn(make_harness
     harness.llm.responder = responder
     turn_id = new_turn_id()
     with pytest.raises(error) as raised:
-        await harness.chat.reply(
-            TurnContext(conversation_key="1", chat_id="1", user_id=None, turn_id=turn_id),
-            "Где заказ?",
-        )
+        await harness.ask("1", "Где заказ?", turn_id=turn_id)
     assert raised.value.turn_id == turn_id
     assert raised.value.__cause__ is not None
     assert await harness.history("1") == [("user", "было до"), ("assistant", "Ответ: было до")]
@@ -188,7 +185,7 @@ async def test_redis_down_is_a_storage_error_and_the_next_turn_works_after_resta
 async def test_new_archives_the_session_and_the_model_sees_no_history(make_harness):
     harness = make_harness()
     first = await harness.ask("1", "старый вопрос")
-    await harness.chat.reset("1")
+    await harness.reset("1")
     reply = await harness.ask("1", "новый вопрос")
     assert reply.session_id != first.session_id
     assert reply.context_history_messages == 0
