@@ -470,9 +470,6 @@ async def build_application(
             registry=registry,
             chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
-            store=sessions,
-            audit=turn_audit,
-            lease_seconds=settings.session.lease_seconds,
         ),
         feedback=CsatSchedule(
             redis,

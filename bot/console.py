@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from bot import customer_texts
+from bot.actions.confirmation import Press
 from bot.actions.pending import ActionCard, Choice
 from bot.app import Application
 from bot.console_answer import ConsoleAnswer
-from bot.engine.chat_errors import ChatServiceError
+from bot.engine.chat_errors import ChatServiceError, ChatStorageError
 from bot.engine.chat_service import ChatReply
-from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
 from turn import TurnContext, TurnOutcome, new_turn_id
 
@@ -28,6 +28,9 @@ OPERATOR_NOTE = (
     "silent until staff /close it (README, Human handoff)."
 )
 
+
+CARD_MESSAGE_ID = 0
+"""The console's card, as a message id: one card at a time, printed, never edited."""
 
 _DECISIONS: dict[str, Choice] = {customer_texts.CONSOLE_YES: "yes", customer_texts.CONSOLE_NO: "no"}
 """The console's buttons: «Подтвердить» [д], «Не нужно» [н]."""
@@ -301,24 +304,35 @@ class Console:
         return reply.card
 
     async def _decide(self, card: ActionCard, choice: Choice) -> None:
-        """The press of a button: settled at once (the console has no queue)."""
-        if self._actions is None:
+        """The press of a button: settled at once, as a job of the conversation."""
+        actions = self._actions
+        if actions is None:
             return
+        context = TurnContext(
+            conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
+        )
+        press = Press(
+            action_id=card.action_id,
+            choice=choice,
+            presser_id=None,
+            chat_id=self._key,
+            card_message_id=CARD_MESSAGE_ID,
+        )
         try:
-            result = await self._actions.decide_now(
-                self._key, self._key, card.action_id, choice, new_turn_id()
-            )
+            reply = await self._turns.run(context, lambda job: actions.press(self._key, job, press))
+        except ChatStorageError as error:
+            self._print(f"! storage: {type(error.__cause__).__name__}")
+            return
         except ChatServiceError as error:
             self._print(f"! {error.kind}: {error}")
             return
-        except SessionStoreError as error:
-            self._print(f"! storage: {type(error).__name__}")
-            return
-        if result is None:
+        if reply is None:
             self._print(customer_texts.CONSOLE_BOT + customer_texts.CONSOLE_ACTION_GONE)
             return
-        self._print(customer_texts.CONSOLE_CARD + result.card_text, dim=True)
-        self._print(customer_texts.CONSOLE_BOT + result.message)
+        if reply.card_edit is not None:
+            # The card's new text, as Telegram edits the card's message.
+            self._print(customer_texts.CONSOLE_CARD + reply.card_edit.text, dim=True)
+        self._print(customer_texts.CONSOLE_BOT + reply.text)
 
 
 async def run_console(app: Application, conversation: str | None = None) -> int:

@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from bot.actions.audit import action_fields
 from bot.actions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from bot.audit.actions import ActionEvent
-from bot.audit.sink import AuditSink
 from bot.customer_texts import (
     ACTION_EXPIRED_MESSAGE,
     ACTION_EXPIRED_TEXT,
@@ -36,7 +35,6 @@ from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
-from bot.sessions.store import SessionStore
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
 from tools.write_tools import ActionResult, WriteTool
@@ -66,12 +64,15 @@ SHORT_ANSWERS = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Press:
-    """A button press as the worker knows it: what, by whom, on which card."""
+    """A button press as the worker knows it: what, by whom, on which card.
+
+    The console's: no presser id, its conversation key for the chat, its one card.
+    """
 
     action_id: str
     choice: Choice
-    presser_id: int
-    chat_id: int
+    presser_id: int | None
+    chat_id: int | str
     card_message_id: int | None
 
 
@@ -116,7 +117,7 @@ class SessionCommitter(Protocol):
 
 
 class ActionConfirmations:
-    """Resolves presses for the Telegram handler (and the console)."""
+    """Resolves presses for the Telegram handler and the console, in a job of the chat."""
 
     def __init__(
         self,
@@ -125,16 +126,9 @@ class ActionConfirmations:
         chat: SessionCommitter,
         confirm_seconds: float = DEFAULT_CONFIRM_SECONDS,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        store: SessionStore | None = None,
-        audit: AuditSink | None = None,
-        lease_seconds: float = 60.0,
     ) -> None:
-        """``store`` and ``audit``: for :meth:`decide_now` (the console, no queued job)."""
         self._registry = registry
         self._chat = chat
-        self._store = store
-        self._audit = audit
-        self._lease_seconds = lease_seconds
         self._confirm_seconds = confirm_seconds
         self._clock = clock
 
@@ -187,68 +181,6 @@ class ActionConfirmations:
             )
         return await _run(tool, arguments, customer, pending.action_id)
 
-    async def decide_now(
-        self,
-        conversation_key: str,
-        chat_id: int | str,
-        action_id: str,
-        choice: Choice,
-        turn_id: str,
-    ) -> ActionResult | None:
-        """Settle a decision made without a queued job (the console's [д/н]).
-
-        Takes the conversation's lease itself; ``None`` when the decision changes
-        nothing (no such pending action any more).
-        """
-        if self._store is None:
-            raise RuntimeError("decide_now needs the session store")
-        locked = await self._store.acquire(
-            conversation_key, lease_seconds=self._lease_seconds, wait_seconds=self._lease_seconds
-        )
-        committed = False
-        try:
-            session = locked.session
-            press = Press(
-                action_id=action_id, choice=choice, presser_id=0, chat_id=0, card_message_id=None
-            )
-            verdict = self.verdict(session, press)
-            if (
-                session is None
-                or session.pending_action is None
-                or verdict
-                in (
-                    Verdict.STALE,
-                    Verdict.FOREIGN,
-                )
-            ):
-                return None
-            pending = session.pending_action
-            decided = self._clock()
-            started = perf_counter()
-            result = await self.settle(pending, verdict, Customer(user_id=None, chat_id=chat_id))
-            seconds = perf_counter() - started
-            await self._store.commit(
-                locked,
-                session.with_action_outcome(action_id, result.message, self._clock(), turn_id),
-            )
-            committed = True
-        finally:
-            if not committed:
-                await self._store.release(locked)
-        if self._audit is not None:
-            await self._audit.write_fields(
-                _press_audit(
-                    pending,
-                    verdict,
-                    result=result,
-                    chat=str(chat_id),
-                    turn=turn_id,
-                    decided=decided,
-                    seconds=seconds,
-                )
-            )
-        return result
-
     async def press(self, conversation_key: str, job: JobContext, press: Press) -> JobDone | None:
         """Resolve a press; ``None`` when it changes nothing (the job is then just dropped)."""
         session = session_of(job.session_data)
@@ -281,7 +213,7 @@ class ActionConfirmations:
                 pending,
                 verdict,
                 result=result,
-                chat=str(job.job.chat_id),
+                chat=str(press.chat_id),
                 turn=job.job.turn_id,
                 decided=decided,
                 seconds=perf_counter() - started,

@@ -8,15 +8,19 @@ as a worker's delivery writes them. A failed turn's entries travel on the
 error and are written the same way.
 """
 
+from collections.abc import Awaitable, Callable
+
 from bot.audit.sink import AuditSink
 from bot.engine.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
+from bot.queue.job_results import JobContext, JobDone
+from bot.queue.jobs import OutboxEntry
 from turn import TurnContext
 
 
 class LocalTurns:
-    """Runs turns and ``/new`` for one process's own conversations, through the one turn path."""
+    """Runs turns, presses and ``/new`` for a process's own conversations, as jobs of their own."""
 
     def __init__(self, chat: ChatService, audit: AuditSink) -> None:
         self._chat = chat
@@ -41,6 +45,22 @@ class LocalTurns:
         await self._audit.write_fields(list(reply.delivery.audit))
         if reply.summary_updated:
             self._chat.summarise_later(key)
+        return reply
+
+    async def run(
+        self, context: TurnContext, step: Callable[[JobContext], Awaitable[JobDone | None]]
+    ) -> OutboxEntry | None:
+        """Run a committing step other than a turn (a pressed card) as a job of its own.
+
+        Returns the reply it committed, its audit written; ``None`` when it
+        changed nothing. Raises a :class:`ChatServiceError` when the lease or
+        the save failed (nothing is audited then, as for a worker's).
+        """
+        async with self._chat.hold(context.conversation_key, context) as held:
+            done = await step(held)
+        reply = done.reply if done is not None else None
+        if reply is not None:
+            await self._audit.write_fields(list(reply.audit))
         return reply
 
     async def reset(self, conversation_key: str) -> None:
