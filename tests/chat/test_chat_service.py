@@ -97,6 +97,24 @@ async def test_history_is_sent_to_the_model_on_the_next_turn(make_harness):
     ]
 
 
+async def test_a_console_turn_is_a_job_of_its_own_committed_delivered_and_released(make_harness):
+    harness = make_harness()
+    reply = await harness.ask("1", "вопрос")
+
+    # The worker's commit: the reply is the committed entry, its audit travels with it.
+    assert reply.delivery.format == "answer"
+    assert reply.delivery.text == reply.text == "Ответ: вопрос"
+    assert [fields["type"] for fields in reply.delivery.audit] == ["turn"]
+    # No queued job behind it: nothing popped, no outbox entry left, the lease given back.
+    keys = harness.store.keys("1")
+    assert await harness.redis.exists(keys.outbox, keys.queue, keys.lease) == 0
+    # Delivered: the entry the front end wrote is the one the reply carried, no queue time.
+    entry = await harness.turn_entry(reply.turn_id)
+    assert entry["outcome"] == "answered"
+    assert entry["queue_ms"] == ""
+    assert entry == reply.delivery.audit[0]
+
+
 @pytest.mark.standalone_only
 async def test_sessions_survive_a_restart_of_the_service_objects(make_harness, redis_server):
     await make_harness().ask("1", "до перезапуска")
