@@ -207,7 +207,6 @@ def build_chat_service(
     registry: ToolRegistry,
     executor: ToolExecutor,
     store: SessionStore,
-    audit: AuditSink,
 ) -> ChatService:
     """The chat service and its tool loop, configured by ``settings``.
 
@@ -227,7 +226,6 @@ def build_chat_service(
         loop=loop,
         window=HistoryWindow(settings.session.history_token_budget),
         summaries=ConversationSummaryService(llm, summary_prompt),
-        audit=audit,
         prompt=support_prompt,
         limits=ChatLimits(
             lease_seconds=turn_lease_seconds(settings),
@@ -386,7 +384,6 @@ async def build_application(
         registry=registry,
         executor=executor,
         store=sessions,
-        audit=turn_audit,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",

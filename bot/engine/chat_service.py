@@ -12,7 +12,6 @@ from bot.actions.audit import proposal_fields
 from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
-from bot.audit.sink import AuditSink
 from bot.engine.chat_errors import (
     ChatBusyError,
     ChatServiceError,
@@ -108,7 +107,6 @@ class ChatService:
         loop: BoundedToolLoop,
         window: HistoryWindow,
         summaries: ConversationSummaryService,
-        audit: AuditSink,
         prompt: PromptTemplate,
         limits: ChatLimits,
         model_name: str,
@@ -118,7 +116,6 @@ class ChatService:
         self._loop = loop
         self._window = window
         self._summaries = summaries
-        self._audit = audit
         self._prompt = prompt
         self._instruction = prompt.render()
         self._limits = limits

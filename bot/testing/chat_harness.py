@@ -62,7 +62,6 @@ class ChatHarness:
             registry=self.registry,
             executor=self.executor,
             store=self.store,
-            audit=self.audit,
         )
         # The console's front end: each turn a job of its own, audited on delivery.
         self.turns = LocalTurns(self.chat, self.audit)

@@ -105,7 +105,6 @@ async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
         loop=BoundedToolLoop(llm, registry, executor, max_steps=3),
         window=HistoryWindow(2000),
         summaries=ConversationSummaryService(llm, SUMMARY_PROMPT_V1_0_0),
-        audit=audit,
         prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
         limits=ChatLimits(lease_seconds=3, wait_seconds=15, max_message_chars=500),
         model_name="scripted",
