@@ -40,9 +40,9 @@ TURNS_PER_CONVERSATION = 5
 
 
 async def ask(app: Application, key: str, text: str, user_id: int = 1) -> ChatReply:
-    """One turn as the Telegram front end makes it."""
+    """One turn through the engine as the console makes it (lease, turn, commit, audit)."""
     context = TurnContext(conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id())
-    return await app.chat.reply(context, text)
+    return await app.local_turns().answer(context, text)
 
 
 async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, Any]:

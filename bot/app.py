@@ -17,6 +17,7 @@ from bot.audit.sink import AuditSink
 from bot.csat.schedule import CsatPolicy, CsatSchedule
 from bot.engine.chat_service import ChatLimits, ChatService
 from bot.engine.history import HistoryWindow
+from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.handoff.machine import IdleRule
@@ -108,6 +109,10 @@ class Application:
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
 
+    def local_turns(self) -> LocalTurns:
+        """Turns of a front end without a queue (the console), audited as a worker's are."""
+        return LocalTurns(self.chat, self.turn_audit)
+
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
         if self.knowledge is not None:
@@ -188,7 +193,6 @@ def build_chat_service(
     registry: ToolRegistry,
     executor: ToolExecutor,
     store: SessionStore,
-    audit: AuditSink,
 ) -> ChatService:
     """The chat service and its tool loop, configured by ``settings``.
 
@@ -208,7 +212,6 @@ def build_chat_service(
         loop=loop,
         window=HistoryWindow(settings.session.history_token_budget),
         summaries=ConversationSummaryService(llm, summary_prompt),
-        audit=audit,
         prompt=support_prompt,
         limits=ChatLimits(
             lease_seconds=turn_lease_seconds(settings),
@@ -370,7 +373,6 @@ async def build_application(
         registry=registry,
         executor=executor,
         store=sessions,
-        audit=turn_audit,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
@@ -454,9 +456,6 @@ async def build_application(
             registry=registry,
             chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
-            store=sessions,
-            audit=turn_audit,
-            lease_seconds=settings.session.lease_seconds,
         ),
         feedback=CsatSchedule(
             redis,

@@ -12,16 +12,14 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from bot import customer_texts
+from bot.actions.confirmation import Press
 from bot.actions.pending import ActionCard, Choice
 from bot.app import Application
 from bot.console_answer import ConsoleAnswer
-from bot.engine.chat_errors import ChatServiceError
+from bot.engine.chat_errors import ChatServiceError, ChatStorageError
 from bot.engine.chat_service import ChatReply
-from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
-from turn import TurnContext, new_turn_id
-
-logger = logging.getLogger(__name__)
+from turn import TurnContext, TurnOutcome, new_turn_id
 
 # The console has no staff group: nobody could answer in this terminal.
 OPERATOR_NOTE = (
@@ -30,6 +28,9 @@ OPERATOR_NOTE = (
     "silent until staff /close it (README, Human handoff)."
 )
 
+
+CARD_MESSAGE_ID = 0
+"""The console's card, as a message id: one card at a time, printed, never edited."""
 
 _DECISIONS: dict[str, Choice] = {customer_texts.CONSOLE_YES: "yes", customer_texts.CONSOLE_NO: "no"}
 """The console's buttons: «Подтвердить» [д], «Не нужно» [н]."""
@@ -207,7 +208,8 @@ class Console:
     def __init__(
         self, app: Application, conversation_key: str, stdin: TextIO, screen: ConsoleScreen
     ) -> None:
-        self._chat = app.chat
+        # A front end like Telegram's worker: each message a job of its own (one turn path).
+        self._turns = app.local_turns()
         self._actions = app.actions
         self._streaming = app.settings.telegram.streaming == "on"
         self._key = conversation_key
@@ -272,7 +274,7 @@ class Console:
 
     async def _reset(self) -> None:
         try:
-            await self._chat.reset(self._key)
+            await self._turns.reset(self._key)
         except ChatServiceError as error:
             self._print(f"! {error.kind}: {error}")
             return
@@ -286,22 +288,15 @@ class Console:
         # The answer is printed as the model writes it (STREAMING=on).
         stream = ConsoleAnswer(self._screen) if self._streaming else None
         try:
-            reply = await self._chat.reply(context, text, stream=stream)
+            reply = await self._turns.answer(context, text, stream=stream)
         except ChatServiceError as error:
             if stream is not None:
                 stream.abandon()
-            # What a Telegram customer reads, incident code included; then the detail, dim.
+            # What a Telegram customer reads, incident code included.
             self._print(customer_texts.CONSOLE_BOT + customer_texts.failure_message(error, turn_id))
-            self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
-            return None
-        except Exception:
-            if stream is not None:
-                stream.abandon()
-            # A bug: as in Telegram, the trace goes to the log and the chat goes on.
-            logger.exception("Turn %s failed unexpectedly", turn_id)
-            self._print(
-                customer_texts.CONSOLE_BOT + customer_texts.unexpected_failure_message(turn_id)
-            )
+            if error.kind is not TurnOutcome.ERROR:
+                # The detail, dim; a bug's trace is in the log already (the chat goes on).
+                self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
             return None
         if stream is None or not stream.finish():
             self._print(customer_texts.CONSOLE_BOT + reply.text)
@@ -309,24 +304,35 @@ class Console:
         return reply.card
 
     async def _decide(self, card: ActionCard, choice: Choice) -> None:
-        """The press of a button: settled at once (the console has no queue)."""
-        if self._actions is None:
+        """The press of a button: settled at once, as a job of the conversation."""
+        actions = self._actions
+        if actions is None:
             return
+        context = TurnContext(
+            conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
+        )
+        press = Press(
+            action_id=card.action_id,
+            choice=choice,
+            presser_id=None,
+            chat_id=self._key,
+            card_message_id=CARD_MESSAGE_ID,
+        )
         try:
-            result = await self._actions.decide_now(
-                self._key, self._key, card.action_id, choice, new_turn_id()
-            )
+            reply = await self._turns.run(context, lambda job: actions.press(self._key, job, press))
+        except ChatStorageError as error:
+            self._print(f"! storage: {type(error.__cause__).__name__}")
+            return
         except ChatServiceError as error:
             self._print(f"! {error.kind}: {error}")
             return
-        except SessionStoreError as error:
-            self._print(f"! storage: {type(error).__name__}")
-            return
-        if result is None:
+        if reply is None:
             self._print(customer_texts.CONSOLE_BOT + customer_texts.CONSOLE_ACTION_GONE)
             return
-        self._print(customer_texts.CONSOLE_CARD + result.card_text, dim=True)
-        self._print(customer_texts.CONSOLE_BOT + result.message)
+        if reply.card_edit is not None:
+            # The card's new text, as Telegram edits the card's message.
+            self._print(customer_texts.CONSOLE_CARD + reply.card_edit.text, dim=True)
+        self._print(customer_texts.CONSOLE_BOT + reply.text)
 
 
 async def run_console(app: Application, conversation: str | None = None) -> int:

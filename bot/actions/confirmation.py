@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from bot.actions.audit import action_fields
 from bot.actions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from bot.audit.actions import ActionEvent
-from bot.audit.sink import AuditSink
 from bot.customer_texts import (
     ACTION_EXPIRED_MESSAGE,
     ACTION_EXPIRED_TEXT,
@@ -31,13 +30,11 @@ from bot.customer_texts import (
     ACTION_FOREIGN_ANSWER,
     ACTION_STALE_ANSWER,
 )
-from bot.engine.chat_service import HeldTurn
 from bot.handoff.staff_actions import StaffAction
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
-from bot.queue.job_results import Committed, JobContext
+from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
-from bot.sessions.store import SessionStore
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
 from tools.write_tools import ActionResult, WriteTool
@@ -67,12 +64,15 @@ SHORT_ANSWERS = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Press:
-    """A button press as the worker knows it: what, by whom, on which card."""
+    """A button press as the worker knows it: what, by whom, on which card.
+
+    The console's: no presser id, its conversation key for the chat, its one card.
+    """
 
     action_id: str
     choice: Choice
-    presser_id: int
-    chat_id: int
+    presser_id: int | None
+    chat_id: int | str
     card_message_id: int | None
 
 
@@ -108,7 +108,7 @@ class SessionCommitter(Protocol):
     async def commit_without_turn(
         self,
         conversation_key: str,
-        held: HeldTurn,
+        held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
         entry: OutboxEntry,
     ) -> ConversationSession:
@@ -117,7 +117,7 @@ class SessionCommitter(Protocol):
 
 
 class ActionConfirmations:
-    """Resolves presses for the Telegram handler (and the console)."""
+    """Resolves presses for the Telegram handler and the console, in a job of the chat."""
 
     def __init__(
         self,
@@ -126,16 +126,9 @@ class ActionConfirmations:
         chat: SessionCommitter,
         confirm_seconds: float = DEFAULT_CONFIRM_SECONDS,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        store: SessionStore | None = None,
-        audit: AuditSink | None = None,
-        lease_seconds: float = 60.0,
     ) -> None:
-        """``store`` and ``audit``: for :meth:`decide_now` (the console, no queued job)."""
         self._registry = registry
         self._chat = chat
-        self._store = store
-        self._audit = audit
-        self._lease_seconds = lease_seconds
         self._confirm_seconds = confirm_seconds
         self._clock = clock
 
@@ -171,69 +164,7 @@ class ActionConfirmations:
             return ActionResult.not_done("declined", text, f"{text}.")
         return await _run(tool, arguments, customer, pending.action_id)
 
-    async def decide_now(
-        self,
-        conversation_key: str,
-        chat_id: int | str,
-        action_id: str,
-        choice: Choice,
-        turn_id: str,
-    ) -> ActionResult | None:
-        """Settle a decision made without a queued job (the console's [д/н]).
-
-        Takes the conversation's lease itself; ``None`` when the decision changes
-        nothing (no such pending action any more).
-        """
-        if self._store is None:
-            raise RuntimeError("decide_now needs the session store")
-        locked = await self._store.acquire(
-            conversation_key, lease_seconds=self._lease_seconds, wait_seconds=self._lease_seconds
-        )
-        committed = False
-        try:
-            session = locked.session
-            press = Press(
-                action_id=action_id, choice=choice, presser_id=0, chat_id=0, card_message_id=None
-            )
-            verdict = self.verdict(session, press)
-            if (
-                session is None
-                or session.pending_action is None
-                or verdict
-                in (
-                    Verdict.STALE,
-                    Verdict.FOREIGN,
-                )
-            ):
-                return None
-            pending = session.pending_action
-            decided = self._clock()
-            started = perf_counter()
-            result = await self.settle(pending, verdict, Customer(user_id=None, chat_id=chat_id))
-            seconds = perf_counter() - started
-            await self._store.commit(
-                locked,
-                session.with_action_outcome(action_id, result.message, self._clock(), turn_id),
-            )
-            committed = True
-        finally:
-            if not committed:
-                await self._store.release(locked)
-        if self._audit is not None:
-            await self._audit.write_fields(
-                _press_audit(
-                    pending,
-                    verdict,
-                    result=result,
-                    chat=str(chat_id),
-                    turn=turn_id,
-                    decided=decided,
-                    seconds=seconds,
-                )
-            )
-        return result
-
-    async def press(self, conversation_key: str, job: JobContext, press: Press) -> Committed | None:
+    async def press(self, conversation_key: str, job: JobContext, press: Press) -> JobDone | None:
         """Resolve a press; ``None`` when it changes nothing (the job is then just dropped)."""
         session = session_of(job.session_data)
         verdict = self.verdict(session, press)
@@ -265,7 +196,7 @@ class ActionConfirmations:
                 pending,
                 verdict,
                 result=result,
-                chat=str(job.job.chat_id),
+                chat=str(press.chat_id),
                 turn=job.job.turn_id,
                 decided=decided,
                 seconds=perf_counter() - started,
@@ -278,13 +209,13 @@ class ActionConfirmations:
         )
         await self._chat.commit_without_turn(
             conversation_key,
-            held_turn(job),
+            job,
             lambda current: current.with_action_outcome(
                 pending.action_id, result.message, now, job.job.turn_id
             ),
             entry,
         )
-        return Committed(reply=entry, summary_due=False)
+        return JobDone(reply=entry, summary_due=False)
 
 
 async def _run(
@@ -330,16 +261,3 @@ def _press_audit(
             )
         )
     return tuple(steps)
-
-
-def held_turn(job: JobContext) -> HeldTurn:
-    """The job as a held turn of the chat service."""
-    return HeldTurn(
-        token=job.token,
-        job_raw=job.job_raw,
-        job_id=job.job.job_id,
-        chat_id=job.job.chat_id,
-        queue_ms=job.queue_ms,
-        session_version=job.session_version,
-        session_data=job.session_data,
-    )

@@ -1,7 +1,9 @@
 """One customer turn: session, history window, tool loop, save, audit, summary."""
 
+import contextlib
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
@@ -10,7 +12,6 @@ from bot.actions.audit import proposal_fields
 from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
-from bot.audit.sink import AuditSink
 from bot.engine.chat_errors import (
     ChatBusyError,
     ChatServiceError,
@@ -29,7 +30,8 @@ from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
-from bot.queue.jobs import OutboxEntry
+from bot.queue.job_results import JobContext
+from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.store import (
     JobCompletion,
@@ -70,11 +72,9 @@ class ChatReply:
     tool_names: tuple[str, ...]
     summary_updated: bool
     has_summary: bool
-    delivery: OutboxEntry | None = None
+    delivery: OutboxEntry
     # The confirmation card of a write the model proposed, shown after the answer.
     card: ActionCard | None = None
-    # The console's action audit entries (a worker's travel in ``delivery``).
-    action_audit: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,25 +84,6 @@ class ChatLimits:
     lease_seconds: float
     wait_seconds: float
     max_message_chars: int = 4000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HeldTurn:
-    """A worker's turn: the lease it holds, the queued job it runs, the session it read.
-
-    The turn's commit then also pops the job and stores the reply in the
-    chat's outbox (one script), and the turn's audit entries travel with the
-    reply: they are written once the delivery's outcome is known.
-    """
-
-    token: str
-    job_raw: str
-    job_id: str
-    chat_id: int
-    queue_ms: float
-    session_version: str
-    session_data: str
-    handoff: HandoffTurn | None = None
 
 
 IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
@@ -126,7 +107,6 @@ class ChatService:
         loop: BoundedToolLoop,
         window: HistoryWindow,
         summaries: ConversationSummaryService,
-        audit: AuditSink,
         prompt: PromptTemplate,
         limits: ChatLimits,
         model_name: str,
@@ -136,7 +116,6 @@ class ChatService:
         self._loop = loop
         self._window = window
         self._summaries = summaries
-        self._audit = audit
         self._prompt = prompt
         self._instruction = prompt.render()
         self._limits = limits
@@ -144,7 +123,7 @@ class ChatService:
         # None: handoff is off (no staff chat); the turns then ignore handoff state.
         self._handoff_idle = handoff_idle
         self._locks = KeyedLocks()
-        self._summaries_in_background = BackgroundSummaries(self.summarise)
+        self._summaries_in_background = BackgroundSummaries(self._summarise_unheld)
 
     @property
     def prompt(self) -> PromptTemplate:
@@ -156,37 +135,36 @@ class ChatService:
         context: TurnContext,
         text: str,
         *,
-        held: HeldTurn | None = None,
+        held: JobContext,
+        customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
     ) -> ChatReply:
         """Answer one message; raises a :class:`ChatServiceError` subtype on failure.
 
-        Without ``held`` (the console) the turn takes the conversation's lease
-        itself and writes its audit at once. With ``held`` (a worker) the audit
-        goes with the reply into the outbox, or onto the raised error
-        (``audit_fields``), for the deliverer to write. ``stream`` (drafts, the
-        console) sees the answer as it is written; only the committed reply counts.
+        ``held`` is the job the front end holds the conversation's lease for (a
+        worker's queued job, or :meth:`hold`'s). The reply is committed with its
+        outbox entry; the turn's audit goes with it (``ChatReply.delivery``), or
+        onto the raised error (``audit_fields``), for the front end to write once
+        it has told the customer. ``customer`` (Telegram with handoff on) lets the
+        turn open or relay a handoff. ``stream`` (drafts, the console) sees the
+        answer as it is written; only the committed reply counts.
         """
         started = perf_counter()
         recorder = TurnAuditRecorder(
             chat_id=str(context.chat_id),
             turn_id=context.turn_id,
             model=self._model_name,
-            queue_ms=held.queue_ms if held else None,
+            queue_ms=held.queue_ms,
         )
-        outcome = TurnOutcome.ANSWERED
-        action_audit: tuple[dict[str, str], ...] = ()
         try:
             question = self._validate_input(text, context.turn_id)
-            answered = await self._reply(question, context, recorder, started, held, stream=stream)
-            action_audit = answered.action_audit
-            return answered
+            return await self._reply(
+                question, context, recorder, started, held, customer=customer, stream=stream
+            )
         except ChatServiceError as error:
-            outcome = error.kind
             failure = error
         except ToolLoopError as error:
             failure = chat_error_for(error.kind, str(error), context.turn_id)
-            outcome = failure.kind
             # Our own messages carry no customer text; a crashed tool's trace is a bug to see.
             logger.warning(
                 "Turn %s failed (%s): %s",
@@ -198,30 +176,15 @@ class ChatService:
             failure.__cause__ = error
         except SessionStoreError as error:
             failure = _translate_store_error(error, context.turn_id)
-            outcome = failure.kind
             failure.__cause__ = error
         except Exception as error:
-            if held is None:
-                outcome = TurnOutcome.ERROR
-                raise
-            # A bug: a worker still answers the customer with the incident code.
+            # A bug: the customer is still answered, with the incident code.
             logger.exception("Turn %s failed unexpectedly", context.turn_id)
             failure = ChatServiceError("the turn failed unexpectedly", context.turn_id)
-            outcome = failure.kind
             failure.__cause__ = error
-        finally:
-            if held is None and action_audit:
-                # One write per turn: the sink writes a turn's entries once, by its id.
-                entries = self._audit_entries(recorder, outcome, started)
-                await self._audit.write_fields(
-                    [*(entry.to_fields() for entry in entries), *action_audit]
-                )
-            elif held is None:
-                await self._audit.write(self._audit_entries(recorder, outcome, started))
-        if held is not None:
-            failure.audit_fields = tuple(
-                entry.to_fields() for entry in self._audit_entries(recorder, outcome, started)
-            )
+        failure.audit_fields = tuple(
+            entry.to_fields() for entry in self._audit_entries(recorder, failure.kind, started)
+        )
         raise failure
 
     async def _reply(
@@ -230,73 +193,47 @@ class ChatService:
         context: TurnContext,
         recorder: TurnAuditRecorder,
         started: float,
-        held: HeldTurn | None,
+        held: JobContext,
         *,
-        stream: ReplyStream | None = None,
+        customer: HandoffTurn | None,
+        stream: ReplyStream | None,
     ) -> ChatReply:
-        conversation_key = context.conversation_key
-        if held is not None:
-            locked = await self._store.held(
-                conversation_key, held.token, held.session_version, held.session_data
+        job = held.job
+        locked = await self._store.held(
+            context.conversation_key, held.token, held.session_version, held.session_data
+        )
+        prepared, result, updated = await self._run(locked, question, context, recorder, stream)
+        card = _card_of(result)
+        action_audit = _action_audit(locked.session, result, context)
+        updated, staff, handoff_audit, note = self._handoff_steps(
+            locked.session, updated, result, context, customer
+        )
+        if card is not None and updated.handoff == "waiting":
+            # Staff following a waiting chat see what the customer is asked to confirm.
+            staff += (StaffAction(kind="post", text=f"{CARD_MIRROR}{card.text}"),)
+        entry = OutboxEntry(
+            job_id=job.job_id,
+            turn_id=context.turn_id,
+            chat_id=job.chat_id,
+            format="answer",
+            text=f"{note}\n\n{result.text}" if note else result.text,
+            audit=tuple(
+                entry.to_fields()
+                for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
             )
-            prepared, result, updated = await self._run(locked, question, context, recorder, stream)
-            card = _card_of(result)
-            action_audit = _action_audit(locked.session, result, context)
-            updated, staff, handoff_audit, note = self._handoff_steps(
-                locked.session, updated, result, context, held
-            )
-            if card is not None and updated.handoff == "waiting":
-                # Staff following a waiting chat see what the customer is asked to confirm.
-                staff += (StaffAction(kind="post", text=f"{CARD_MIRROR}{card.text}"),)
-            entry = OutboxEntry(
-                job_id=held.job_id,
-                turn_id=context.turn_id,
-                chat_id=held.chat_id,
-                format="answer",
-                text=f"{note}\n\n{result.text}" if note else result.text,
-                audit=tuple(
-                    entry.to_fields()
-                    for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
-                )
-                + handoff_audit
-                + action_audit,
-                staff=staff,
-                card=card,
-                superseded=_superseded(locked.session, result),
-            )
-            completion = JobCompletion(
-                job_raw=held.job_raw,
-                job_id=held.job_id,
-                outbox_entry=entry.model_dump_json(),
-                answered=True,
-            )
-            await self._store.commit(locked, updated, completion=completion, release=False)
-            delivery: OutboxEntry | None = entry
-            # The worker runs the summary itself, holding the lease, after delivery.
-            summary_scheduled = self._window.overflows(updated.messages)
-        else:
-            async with self._locks.hold(conversation_key):
-                locked = await self._store.acquire(
-                    conversation_key,
-                    lease_seconds=self._limits.lease_seconds,
-                    wait_seconds=self._limits.wait_seconds,
-                )
-                committed = False
-                try:
-                    prepared, result, updated = await self._run(
-                        locked, question, context, recorder, stream
-                    )
-                    card = _card_of(result)
-                    await self._store.commit(locked, updated)
-                    committed = True
-                    delivery = None
-                finally:
-                    if not committed:
-                        await self._release_quietly(locked)
-            action_audit = _action_audit(locked.session, result, context)
-            summary_scheduled = self._window.overflows(
-                updated.messages
-            ) and self._summaries_in_background.schedule(conversation_key)
+            + handoff_audit
+            + action_audit,
+            staff=staff,
+            card=card,
+            superseded=_superseded(locked.session, result),
+        )
+        completion = JobCompletion(
+            job_raw=held.job_raw,
+            job_id=job.job_id,
+            outbox_entry=entry.model_dump_json(),
+            answered=True,
+        )
+        await self._store.commit(locked, updated, completion=completion, release=False)
         return ChatReply(
             text=result.text,
             turn_id=context.turn_id,
@@ -309,12 +246,63 @@ class ChatService:
             response_ids=result.response_ids,
             model_steps=result.model_steps,
             tool_names=result.tool_names,
-            summary_updated=summary_scheduled,
+            # The front end summarises after delivery (a worker under its lease).
+            summary_updated=self._window.overflows(updated.messages),
             has_summary=updated.summary is not None,
-            delivery=delivery,
+            delivery=entry,
             card=card,
-            action_audit=action_audit if held is None else (),
         )
+
+    @contextlib.asynccontextmanager
+    async def hold(
+        self, conversation_key: str, context: TurnContext | None = None
+    ) -> AsyncIterator[JobContext]:
+        """The conversation's lease for a front end without a queue (the console, tests).
+
+        Yields the job a worker would hold, with no queued job behind it (its
+        commit pops nothing and keeps no outbox entry: the front end delivers the
+        reply it gets). Turns of one conversation take it in arrival order here,
+        and across processes by the lease; it is released on leaving. When it
+        cannot be taken, the :class:`ChatServiceError` carries the audit of the
+        turn of ``context`` (``audit_fields``), as a failed turn's does.
+        """
+        started = perf_counter()
+        turn_id = context.turn_id if context is not None else ""
+        async with self._locks.hold(conversation_key):
+            try:
+                locked = await self._store.acquire(
+                    conversation_key,
+                    lease_seconds=self._limits.lease_seconds,
+                    wait_seconds=self._limits.wait_seconds,
+                )
+            except SessionStoreError as error:
+                failure = _translate_store_error(error, turn_id)
+                if context is not None:
+                    recorder = TurnAuditRecorder(
+                        chat_id=str(context.chat_id), turn_id=turn_id, model=self._model_name
+                    )
+                    failure.audit_fields = tuple(
+                        entry.to_fields()
+                        for entry in self._audit_entries(recorder, failure.kind, started)
+                    )
+                raise failure from error
+            try:
+                yield JobContext(
+                    job=QueuedJob(
+                        job_id="",
+                        update_id=0,
+                        turn_id=turn_id,
+                        enqueued_ms=int(time.time() * 1000),
+                        chat_id=0,
+                    ),
+                    job_raw="",
+                    token=locked.token,
+                    queue_ms=None,
+                    session_version=locked.version,
+                    session_data=locked.session.model_dump_json() if locked.session else "",
+                )
+            finally:
+                await self._release_quietly(locked)
 
     async def _run(
         self,
@@ -349,7 +337,7 @@ class ChatService:
         updated: ConversationSession,
         result: ToolLoopResult,
         context: TurnContext,
-        held: HeldTurn,
+        customer: HandoffTurn | None,
     ) -> tuple[
         ConversationSession, tuple[StaffAction, ...], tuple[dict[str, str], ...], str | None
     ]:
@@ -357,9 +345,10 @@ class ChatService:
 
         A handoff idle too long ends here (the customer is told); in ``waiting``
         the question and the answer are mirrored to the topic; the model's
-        ``request_human_agent`` opens a handoff.
+        ``request_human_agent`` opens a handoff. Only with handoff on and a
+        ``customer`` (a Telegram turn; the console has no staff chat).
         """
-        if self._handoff_idle is None or held.handoff is None:
+        if self._handoff_idle is None or customer is None:
             return updated, (), (), None
         rule = self._handoff_idle
         now = rule.now()
@@ -379,7 +368,7 @@ class ChatService:
         if state == "waiting":
             updated = updated.with_handoff(move.target, now)
             staff += (
-                StaffAction(kind="copy_to_topic", message_id=held.handoff.message_id),
+                StaffAction(kind="copy_to_topic", message_id=customer.message_id),
                 StaffAction(kind="post_answer"),
             )
         if state == "bot" and result.handoff is not None:
@@ -388,8 +377,8 @@ class ChatService:
             staff += (
                 StaffAction(
                     kind="open",
-                    name=held.handoff.name,
-                    username=held.handoff.username,
+                    name=customer.name,
+                    username=customer.username,
                     text=staff_label("tool", reason),
                 ),
             )
@@ -407,7 +396,7 @@ class ChatService:
     async def commit_without_turn(
         self,
         conversation_key: str,
-        held: HeldTurn,
+        held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
         entry: OutboxEntry,
     ) -> ConversationSession:
@@ -424,7 +413,7 @@ class ChatService:
             )
             updated = change(session)
             completion = JobCompletion(
-                job_raw=held.job_raw, job_id=held.job_id, outbox_entry=entry.model_dump_json()
+                job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.model_dump_json()
             )
             await self._store.commit(locked, updated, completion=completion, release=False)
         except SessionStoreError as error:
@@ -441,23 +430,14 @@ class ChatService:
             prompt_version=self._prompt.version,
         )
 
-    async def reset(self, conversation_key: str, *, token: str | None = None) -> None:
+    async def reset(self, conversation_key: str, *, token: str) -> None:
         """Start a fresh conversation; the old session is archived for support staff.
 
-        ``token`` is the lease of a worker that holds the conversation already.
+        ``token`` is the lease of the front end that holds the conversation.
         """
         try:
-            if token is not None:
-                locked = await self._store.reload(conversation_key, token)
-                await self._store.archive(locked, release=False)
-                return
-            async with self._locks.hold(conversation_key):
-                locked = await self._store.acquire(
-                    conversation_key,
-                    lease_seconds=self._limits.lease_seconds,
-                    wait_seconds=self._limits.wait_seconds,
-                )
-                await self._store.archive(locked)
+            locked = await self._store.reload(conversation_key, token)
+            await self._store.archive(locked, release=False)
         except SessionStoreError as error:
             raise _translate_store_error(error, "") from error
 
@@ -465,34 +445,34 @@ class ChatService:
         """Wait (at most ``grace_seconds``) for background summaries, then cancel the rest."""
         await self._summaries_in_background.drain(grace_seconds)
 
-    async def summarise(self, conversation_key: str, *, token: str | None = None) -> None:
+    async def summarise(self, conversation_key: str, *, token: str) -> None:
         """Fold the oldest messages into the summary; on failure keep everything for later.
 
-        ``token`` is the lease of a worker holding the conversation; without it
-        the summary takes the lease for its save and drops itself if stale.
+        ``token`` is the lease of a worker holding the conversation (the summary
+        is saved under it).
         """
         try:
-            if token is not None:
-                locked = await self._store.reload(conversation_key, token)
-                session = locked.session
-                if session is None or (folded := self._window.fold_count(session.messages)) == 0:
-                    return
-                summary = await self._summaries.summarise(
-                    session.summary, session.messages[:folded]
-                )
-                await self._store.commit(
-                    locked, session.with_summary(summary, folded, _now()), release=False
-                )
+            locked = await self._store.reload(conversation_key, token)
+            session = locked.session
+            if session is None or (folded := self._window.fold_count(session.messages)) == 0:
                 return
-            await self._summarise_unheld(conversation_key)
+            summary = await self._summaries.summarise(session.summary, session.messages[:folded])
+            await self._store.commit(
+                locked, session.with_summary(summary, folded, _now()), release=False
+            )
         except SummaryError:
-            logger.warning(
-                "Summary of %s failed; will retry on a later turn", chat_label(conversation_key)
-            )
+            _summary_failed(conversation_key)
         except SessionStoreError:
-            logger.warning(
-                "Summary of %s not saved: storage unavailable", chat_label(conversation_key)
-            )
+            _summary_not_saved(conversation_key)
+
+    def summarise_later(self, conversation_key: str) -> bool:
+        """Fold old messages in a background task, the lease taken only for the save.
+
+        For a front end that cannot hold the lease while the summary's model call
+        runs (the console: the next prompt must not wait for it). ``True`` if
+        started (one runs per conversation at a time).
+        """
+        return self._summaries_in_background.schedule(conversation_key)
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
         """Record in the history that the answer of ``turn_id`` never reached the customer."""
@@ -520,6 +500,14 @@ class ChatService:
         return question
 
     async def _summarise_unheld(self, conversation_key: str) -> None:
+        try:
+            await self._fold_unheld(conversation_key)
+        except SummaryError:
+            _summary_failed(conversation_key)
+        except SessionStoreError:
+            _summary_not_saved(conversation_key)
+
+    async def _fold_unheld(self, conversation_key: str) -> None:
         session = await self._store.load(conversation_key)
         if session is None:
             return
@@ -546,6 +534,14 @@ class ChatService:
             await self._store.release(locked)
         except SessionStoreError:
             logger.warning("Could not release the lease of %s", chat_label(locked.conversation_key))
+
+
+def _summary_failed(conversation_key: str) -> None:
+    logger.warning("Summary of %s failed; will retry on a later turn", chat_label(conversation_key))
+
+
+def _summary_not_saved(conversation_key: str) -> None:
+    logger.warning("Summary of %s not saved: storage unavailable", chat_label(conversation_key))
 
 
 def _unchanged_head(current: ConversationSession, loaded: ConversationSession, folded: int) -> bool:

@@ -16,11 +16,11 @@ from typing import Literal
 from pydantic import ValidationError
 
 from bot.audit.schema import HandoffAuditEntry
-from bot.engine.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, HeldTurn, closed_entry
+from bot.engine.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, closed_entry
 from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.staff_actions import HandoffTurn, StaffAction, Trigger, staff_label
 from bot.handoff.topics import TopicDirectory
-from bot.queue.job_results import Committed, JobContext
+from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.sessions.models import ConversationSession, HandoffState
 
@@ -88,19 +88,6 @@ class HandoffService:
         """Who answers now; a handoff idle too long counts as ended (the next turn ends it)."""
         return self._settings.idle.state(self.session(job))
 
-    def held(self, job: JobContext, customer: HandoffTurn | None = None) -> HeldTurn:
-        """The job as a held turn of the chat service."""
-        return HeldTurn(
-            token=job.token,
-            job_raw=job.job_raw,
-            job_id=job.job.job_id,
-            chat_id=job.job.chat_id,
-            queue_ms=job.queue_ms,
-            session_version=job.session_version,
-            session_data=job.session_data,
-            handoff=customer,
-        )
-
     def _ended_idle(self, job: JobContext) -> tuple[dict[str, str], ...]:
         """The ``closed`` (idle) entry of a handoff that went idle unnoticed, if there is one."""
         session = self.session(job)
@@ -127,7 +114,7 @@ class HandoffService:
         text: str,
         reason: str = "",
         audit: tuple[dict[str, str], ...] = (),
-    ) -> Committed:
+    ) -> JobDone:
         """Put the conversation in ``waiting``, tell the customer ``text``, open the topic.
 
         Outside support hours the customer is also told when a person answers.
@@ -167,16 +154,16 @@ class HandoffService:
         )
         await self._chat.commit_without_turn(
             conversation_key,
-            self.held(job),
+            job,
             # From "bot" first: an idle handoff's times must not carry over.
             lambda session: session.with_handoff("bot", now).with_handoff(target, now),
             entry,
         )
-        return Committed(reply=entry, summary_due=False)
+        return JobDone(reply=entry, summary_due=False)
 
     async def customer_message(
         self, conversation_key: str, job: JobContext, message_id: int, text: str | None
-    ) -> Committed:
+    ) -> JobDone:
         """In ``human`` state: keep the message in the history, copy it to the topic."""
         step(self.state(job), HandoffEvent.CUSTOMER_WRITES)
         entry = OutboxEntry(
@@ -190,15 +177,15 @@ class HandoffService:
         content = text if text else "[Клиент отправил вложение без текста.]"
         await self._chat.commit_without_turn(
             conversation_key,
-            self.held(job),
+            job,
             lambda session: session.with_message("user", content, self._now(), job.job.turn_id),
             entry,
         )
-        return Committed(reply=entry, summary_due=False)
+        return JobDone(reply=entry, summary_due=False)
 
     async def staff_message(
         self, conversation_key: str, job: JobContext, message_id: int, text: str | None
-    ) -> Committed:
+    ) -> JobDone:
         """A staff message in the customer's topic: ``human`` state, copied to the customer."""
         before = self.session(job)
         state = self.state(job)
@@ -238,10 +225,10 @@ class HandoffService:
             base = session if state != "bot" else session.with_handoff("bot", now)
             return base.with_handoff(target, now).with_message("staff", content, now, turn_id)
 
-        await self._chat.commit_without_turn(conversation_key, self.held(job), change, entry)
-        return Committed(reply=entry, summary_due=False)
+        await self._chat.commit_without_turn(conversation_key, job, change, entry)
+        return JobDone(reply=entry, summary_due=False)
 
-    async def idle_check(self, conversation_key: str, job: JobContext) -> Committed | None:
+    async def idle_check(self, conversation_key: str, job: JobContext) -> JobDone | None:
         """The sweeper's check: end the handoff if it is still idle (``None``: nothing to do)."""
         session = self.session(job)
         if session is None or session.handoff == "bot":
@@ -254,7 +241,7 @@ class HandoffService:
 
     async def close(
         self, conversation_key: str, job: JobContext, closed_by: Literal["staff", "idle"]
-    ) -> Committed:
+    ) -> JobDone:
         """Back to ``bot``: a short note to the customer and to the topic."""
         before = self.session(job)
         now = self._now()
@@ -277,11 +264,11 @@ class HandoffService:
         )
         await self._chat.commit_without_turn(
             conversation_key,
-            self.held(job),
+            job,
             lambda session: session.with_handoff(target, now),
             entry,
         )
-        return Committed(reply=entry, summary_due=False)
+        return JobDone(reply=entry, summary_due=False)
 
     def _now(self) -> datetime:
         return self._settings.idle.now()

@@ -1,10 +1,11 @@
-"""What a handler gives back to the worker: the reply to commit and deliver, never a send.
+"""What a worker (or the console) holds for a job, and what a handler gives back to it.
 
 Handlers run inside a worker that holds the chat's lease (:class:`JobContext`
-reaches them as workflow data ``job``). A chat turn commits its reply itself
-(session, pop and outbox in one script) and returns :class:`Committed`; every
-other handler returns :class:`PlainReply`, which the worker commits (pop and
-outbox) before delivering.
+reaches them as workflow data ``job``, and the chat service's turn takes the
+same value). A handler that commits its reply itself (a chat turn: session,
+pop and outbox in one script; a handoff step; a pressed card) returns
+:class:`JobDone`; every other handler returns :class:`PlainReply`, which the
+worker commits (pop and outbox) before delivering. Never a send.
 """
 
 from dataclasses import dataclass
@@ -15,22 +16,31 @@ from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobContext:
-    """The queued job a handler runs, and the lease and session state its worker holds."""
+    """The job a front end runs, the lease it holds for it, and the session read with it.
+
+    A worker's: the queued job at the chat's head (``job_raw`` as stored), its
+    time in the queue. The console's (:meth:`bot.engine.chat_service.ChatService.hold`):
+    no queued job behind it (``job_raw`` empty, so a commit pops nothing) and no
+    queue time.
+    """
 
     job: QueuedJob
     job_raw: str
     token: str
-    queue_ms: float
+    queue_ms: float | None
     session_version: str
     session_data: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Committed:
-    """The chat turn committed its reply; the worker delivers it."""
+class JobDone:
+    """A job's reply, committed to the chat's outbox (or none), and whether a summary is due.
 
-    reply: OutboxEntry
-    summary_due: bool
+    What a committing handler returns, and what a job runner returns to the worker.
+    """
+
+    reply: OutboxEntry | None
+    summary_due: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,4 +58,4 @@ class PlainReply:
     card_edit: CardEdit | None = None
 
 
-JobResult = Committed | PlainReply
+JobResult = JobDone | PlainReply

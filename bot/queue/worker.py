@@ -24,6 +24,7 @@ from bot.ops.log_context import chat_label
 from bot.ops.retry import RetryCounter
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
+from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.queue.sweep import QueueSweep
@@ -43,14 +44,6 @@ class HeldLease:
     lost: bool = False
     # The head job this lease was handed and did not run (stopping): not an attempt.
     unrun_job_id: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobDone:
-    """What running a job left to do: the reply to deliver, and whether a summary is due."""
-
-    reply: OutboxEntry | None
-    summary_due: bool = False
 
 
 class JobRunner(Protocol):

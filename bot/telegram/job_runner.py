@@ -39,9 +39,9 @@ from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
-from bot.queue.job_results import Committed, JobContext, PlainReply
+from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
-from bot.queue.worker import HeldLease, JobDone
+from bot.queue.worker import HeldLease
 from bot.sessions.models import ConversationSession
 from bot.telegram.action_cards import CardIndex, edit_card, send_card
 from bot.telegram.blocked_chats import BlockedChats
@@ -130,8 +130,8 @@ class TelegramJobRunner:
             await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
             return JobDone(reply=None)
         result = await self._dispatcher.feed_update(self._bot, update, job=context)
-        if isinstance(result, Committed):
-            return JobDone(reply=result.reply, summary_due=result.summary_due)
+        if isinstance(result, JobDone):
+            return result
         if isinstance(result, PlainReply):
             return await self._complete(state, lease, job, result)
         if result is not UNHANDLED and result is not None:

@@ -2,8 +2,10 @@
 
 from typing import Protocol
 
-from bot.engine.chat_service import ChatReply, HeldTurn
+from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
+from bot.handoff.staff_actions import HandoffTurn
+from bot.queue.job_results import JobContext
 from turn import TurnContext
 
 
@@ -15,18 +17,19 @@ class ChatPort(Protocol):
         context: TurnContext,
         text: str,
         *,
-        held: HeldTurn | None = None,
+        held: JobContext,
+        customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
     ) -> ChatReply:
         """Answer one customer message (raises ``ChatServiceError`` subtypes)."""
         ...
 
-    async def reset(self, conversation_key: str, *, token: str | None = None) -> None:
+    async def reset(self, conversation_key: str, *, token: str) -> None:
         """Start a fresh conversation (the old one is archived)."""
         ...
 
-    async def summarise(self, conversation_key: str, *, token: str | None = None) -> None:
-        """Fold old messages into the summary (under a worker's lease when ``token`` is given)."""
+    async def summarise(self, conversation_key: str, *, token: str) -> None:
+        """Fold old messages into the summary under the worker's lease ``token``."""
         ...
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:

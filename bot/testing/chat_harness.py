@@ -9,6 +9,7 @@ from typing import Any
 from bot.app import build_chat_service
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.engine.chat_service import ChatReply
+from bot.engine.local_turns import LocalTurns
 from bot.llm.types import ToolCallingClient
 from bot.sessions.redis_store import RedisSessionStore
 from bot.storage.connection import AsyncRedisClient
@@ -61,8 +62,9 @@ class ChatHarness:
             registry=self.registry,
             executor=self.executor,
             store=self.store,
-            audit=self.audit,
         )
+        # The console's front end: each turn a job of its own, audited on delivery.
+        self.turns = LocalTurns(self.chat, self.audit)
 
     async def ask(
         self, key: str, text: str, user_id: int | None = None, turn_id: str | None = None
@@ -71,7 +73,11 @@ class ChatHarness:
         context = TurnContext(
             conversation_key=key, chat_id=key, user_id=user_id, turn_id=turn_id or new_turn_id()
         )
-        return await self.chat.reply(context, text)
+        return await self.turns.answer(context, text)
+
+    async def reset(self, key: str) -> None:
+        """``/new`` in conversation ``key``."""
+        await self.turns.reset(key)
 
     async def history(self, key: str) -> list[tuple[str, str]]:
         """The stored (role, content) pairs of a conversation."""

@@ -25,7 +25,7 @@ from bot.testing.scripted_client import (
 )
 from tools.order_status import GetOrderStatusArguments
 from tools.registry import RegisteredTool, ToolRegistry
-from turn import TurnContext, TurnOutcome, new_turn_id
+from turn import TurnOutcome, new_turn_id
 
 
 def harness_over(
@@ -93,6 +93,24 @@ async def test_history_is_sent_to_the_model_on_the_next_turn(make_harness):
     ]
 
 
+async def test_a_console_turn_is_a_job_of_its_own_committed_delivered_and_released(make_harness):
+    harness = make_harness()
+    reply = await harness.ask("1", "вопрос")
+
+    # The worker's commit: the reply is the committed entry, its audit travels with it.
+    assert reply.delivery.format == "answer"
+    assert reply.delivery.text == reply.text == "Ответ: вопрос"
+    assert [fields["type"] for fields in reply.delivery.audit] == ["turn"]
+    # No queued job behind it: nothing popped, no outbox entry left, the lease given back.
+    keys = harness.store.keys("1")
+    assert await harness.redis.exists(keys.outbox, keys.queue, keys.lease) == 0
+    # Delivered: the entry the front end wrote is the one the reply carried, no queue time.
+    entry = await harness.turn_entry(reply.turn_id)
+    assert entry["outcome"] == "answered"
+    assert entry["queue_ms"] == ""
+    assert entry == reply.delivery.audit[0]
+
+
 @pytest.mark.standalone_only
 async def test_sessions_survive_a_restart_of_the_service_objects(make_harness, redis_server):
     await make_harness().ask("1", "до перезапуска")
@@ -149,10 +167,7 @@ async def test_a_failed_turn_names_its_kind_and_writes_no_half_turn(make_harness
     harness.llm.responder = responder
     turn_id = new_turn_id()
     with pytest.raises(ChatServiceError) as raised:
-        await harness.chat.reply(
-            TurnContext(conversation_key="1", chat_id="1", user_id=None, turn_id=turn_id),
-            "Где заказ?",
-        )
+        await harness.ask("1", "Где заказ?", turn_id=turn_id)
     assert raised.value.kind == kind
     assert raised.value.turn_id == turn_id
     assert raised.value.__cause__ is not None
@@ -186,7 +201,7 @@ async def test_redis_down_is_a_storage_error_and_the_next_turn_works_after_resta
 async def test_new_archives_the_session_and_the_model_sees_no_history(make_harness):
     harness = make_harness()
     first = await harness.ask("1", "старый вопрос")
-    await harness.chat.reset("1")
+    await harness.reset("1")
     reply = await harness.ask("1", "новый вопрос")
     assert reply.session_id != first.session_id
     assert reply.context_history_messages == 0

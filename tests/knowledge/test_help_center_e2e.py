@@ -62,7 +62,7 @@ async def test_search_help_center_end_to_end_over_http(
         )
         found_turn = new_turn_id()
         context = TurnContext(conversation_key="c1", chat_id="c1", user_id=7, turn_id=found_turn)
-        reply = await app.chat.reply(context, "Когда мне вернут деньги?")
+        reply = await app.local_turns().answer(context, "Когда мне вернут деньги?")
         assert reply.tool_names == ("search_help_center",)
         [result] = _tool_results(openai_server)
         assert result["ok"] is True
@@ -81,7 +81,7 @@ async def test_search_help_center_end_to_end_over_http(
             text_answer("В справочном центре об этом нет статьи."),
         )
         empty_turn = new_turn_id()
-        await app.chat.reply(
+        await app.local_turns().answer(
             TurnContext(conversation_key="c2", chat_id="c2", user_id=8, turn_id=empty_turn),
             "Можно взять кофемашину в аренду?",
         )
@@ -104,7 +104,7 @@ async def test_search_help_center_end_to_end_over_http(
             tool_call_answer("search_help_center", {"query": "аренда кофемашины для офиса"}),
             text_answer("Да, по статье «Аренда кофемашин»."),
         )
-        await app.chat.reply(
+        await app.local_turns().answer(
             TurnContext(conversation_key="c3", chat_id="c3", user_id=9, turn_id=new_turn_id()),
             "Можно взять кофемашину в аренду?",
         )

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.intake import FloodLimits, IncomingUpdate, Intake
+from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys, telegram_conversation
 

@@ -13,9 +13,10 @@ import pytest
 
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import DeadLetter, DeadLetters
+from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys
 

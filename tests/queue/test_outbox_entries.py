@@ -12,9 +12,10 @@ import json
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
 from bot.storage.keys import RedisKeys
 
 KEY = "tg:31"

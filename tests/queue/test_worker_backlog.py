@@ -7,9 +7,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
 from bot.storage.keys import RedisKeys
 
 

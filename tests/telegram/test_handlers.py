@@ -21,8 +21,10 @@ from aiogram.types import Update
 from bot import customer_texts
 from bot.app import Application, build_application
 from bot.engine import chat_errors
-from bot.engine.chat_service import ChatReply, HeldTurn
+from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
+from bot.handoff.staff_actions import HandoffTurn
+from bot.queue.job_results import JobContext
 from bot.queue.worker import WorkerPool
 from bot.storage.connection import AsyncRedisClient
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
@@ -60,7 +62,8 @@ class RecordingChat:
         context: TurnContext,
         text: str,
         *,
-        held: HeldTurn | None = None,
+        held: JobContext,
+        customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
     ) -> ChatReply:
         self.asked.append((context, text))
@@ -69,16 +72,18 @@ class RecordingChat:
             await gate.wait()
         if self.failure is not None:
             raise self.failure
-        reply: ChatReply = await self.inner.reply(context, text, held=held, stream=stream)
+        reply: ChatReply = await self.inner.reply(
+            context, text, held=held, customer=customer, stream=stream
+        )
         return reply
 
-    async def reset(self, conversation_key: str, *, token: str | None = None) -> None:
+    async def reset(self, conversation_key: str, *, token: str) -> None:
         if self.failure is not None:
             raise self.failure
         self.resets.append(conversation_key)
         await self.inner.reset(conversation_key, token=token)
 
-    async def summarise(self, conversation_key: str, *, token: str | None = None) -> None:
+    async def summarise(self, conversation_key: str, *, token: str) -> None:
         await self.inner.summarise(conversation_key, token=token)
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:

@@ -13,6 +13,7 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.engine.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatLimits, ChatService
 from bot.engine.history import HistoryWindow
+from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.sessions.redis_store import RedisSessionStore
@@ -96,6 +97,7 @@ async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
     executor = ToolExecutor(registry)
     # Short leases (as the durable-turns work makes them): a lease replicated from
     # the dead master must not hold a chat for the default minutes.
+    audit = RedisStreamAuditSink(client, stream="fo:audit", maxlen=10_000, timeout_seconds=1)
     chat = ChatService(
         store=RedisSessionStore(
             client, keys=RedisKeys("fo"), ttl_seconds=3600, archive_ttl_seconds=60
@@ -103,17 +105,17 @@ async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
         loop=BoundedToolLoop(llm, registry, executor, max_steps=3),
         window=HistoryWindow(2000),
         summaries=ConversationSummaryService(llm, SUMMARY_PROMPT_V1_0_0),
-        audit=RedisStreamAuditSink(client, stream="fo:audit", maxlen=10_000, timeout_seconds=1),
         prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
         limits=ChatLimits(lease_seconds=3, wait_seconds=15, max_message_chars=500),
         model_name="scripted",
     )
+    turns = LocalTurns(chat, audit)
     chats = [str(n) for n in range(20)]
     outcomes: list[str] = []
 
     async def turn(conversation: str, text: str) -> str:
         try:
-            reply = await chat.reply(
+            reply = await turns.answer(
                 TurnContext(
                     conversation_key=conversation,
                     chat_id=conversation,

@@ -124,8 +124,9 @@ class HelpCenter:
                     type(error).__name__,
                 )
                 return False
-            self._snapshot = snapshot
+            # Reported before it is in use: whoever sees the new index finds its problems logged.
             self._report(snapshot)
+            self._snapshot = snapshot
             return True
 
     def _report(self, snapshot: HelpCenterSnapshot) -> None:

@@ -9,7 +9,7 @@ from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.actions.pending import parse_callback
 from bot.engine.chat_errors import ChatServiceError
-from bot.queue.job_results import Committed, JobContext, PlainReply
+from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.storage.keys import telegram_conversation
 
 logger = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 async def on_press(
     callback: CallbackQuery, job: JobContext, actions: ActionConfirmations | None = None
-) -> Committed | PlainReply | None:
+) -> JobDone | PlainReply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
 
     Intake answered the callback already (the spinner stopped there).

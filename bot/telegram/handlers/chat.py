@@ -8,10 +8,9 @@ from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.engine.chat_errors import ChatServiceError
-from bot.engine.chat_service import HeldTurn
 from bot.handoff.service import HandoffService
 from bot.ops.log_context import bind_turn
-from bot.queue.job_results import Committed, JobContext, JobResult, PlainReply
+from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
 from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
@@ -52,16 +51,7 @@ async def answer(
         user_id=message.from_user.id if message.from_user else None,
         turn_id=turn_id,
     )
-    held = HeldTurn(
-        token=job.token,
-        job_raw=job.job_raw,
-        job_id=job.job.job_id,
-        chat_id=chat_id,
-        queue_ms=job.queue_ms,
-        session_version=job.session_version,
-        session_data=job.session_data,
-        handoff=customer_of(message) if handoff is not None else None,
-    )
+    customer = customer_of(message) if handoff is not None else None
     text = question_text(message, (await bot.me()).username)
     try:
         if drafts is not None and drafts.wanted(
@@ -72,13 +62,15 @@ async def answer(
             # The draft shows the answer as it is written; no "typing" besides it.
             async with drafts.publisher(bot, chat_id) as publisher:
                 try:
-                    reply = await chat_service.reply(context, text, held=held, stream=publisher)
+                    reply = await chat_service.reply(
+                        context, text, held=job, customer=customer, stream=publisher
+                    )
                 finally:
                     # The final message (or the failure's) follows: no draft beside it.
                     await publisher.clear()
         else:
             async with TypingIndicator(bot, chat_id, delay=TYPING_DELAY_SECONDS):
-                reply = await chat_service.reply(context, text, held=held)
+                reply = await chat_service.reply(context, text, held=job, customer=customer)
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
@@ -88,9 +80,7 @@ async def answer(
         if handoff is None:
             return failure
         return await _after_failure(message, job, handoff, failure)
-    if reply.delivery is None:
-        raise RuntimeError("a worker's turn returned no committed reply")
-    return Committed(reply=reply.delivery, summary_due=reply.summary_updated)
+    return JobDone(reply=reply.delivery, summary_due=reply.summary_updated)
 
 
 async def _after_failure(
