@@ -147,6 +147,8 @@ OPERATOR_OFF = (
     "Спросите меня про часы работы поддержки, и я подскажу, когда она отвечает."
 )
 FAILED_HANDOFF = "Я позвал сотрудника поддержки: он ответит здесь, в этом чате."
+HANDOFF_IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
+"""When a handoff ends because nobody wrote for ``HANDOFF_IDLE_MINUTES``."""
 
 CSAT_QUESTION = "Помогли ли мы вам? Оцените, пожалуйста, от 1 до 5"
 """The satisfaction question, under buttons 1 to 5."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
 
+from bot import customer_texts
 from bot.actions.audit import proposal_fields
 from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
 from bot.audit.recorder import TurnAuditRecorder
@@ -86,7 +87,6 @@ class ChatLimits:
     max_message_chars: int = 4000
 
 
-IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
 """Told to the customer when a handoff ends (staff ``/close`` or idle)."""
 
 
@@ -362,7 +362,7 @@ class ChatService:
             updated = updated.with_handoff(state, now)
             staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE), StaffAction(kind="ended"))
             audit = (closed_entry(before, chat, context.turn_id, "idle", now),)
-            note = IDLE_NOTE
+            note = customer_texts.HANDOFF_IDLE_NOTE
         event = HandoffEvent.BOT_ANSWERS if result.handoff is None else HandoffEvent.MODEL_ASKS
         move = step(state, event)
         if state == "waiting":
@@ -490,11 +490,11 @@ class ChatService:
         # decode) cannot be encoded for the model or stored; the rest of the text can.
         question = replace_lone_surrogates(text).strip()
         if not question:
-            raise EmptyMessageError("Сообщение пустое: напишите, пожалуйста, ваш вопрос.", turn_id)
+            raise EmptyMessageError("the message is empty", turn_id)
         if len(question) > self._limits.max_message_chars:
             raise MessageTooLongError(
-                f"Сообщение слишком длинное: уложитесь, пожалуйста, в "
-                f"{self._limits.max_message_chars} символов.",
+                f"the message has {len(question)} characters, "
+                f"more than MAX_MESSAGE_CHARS={self._limits.max_message_chars}",
                 turn_id,
             )
         return question

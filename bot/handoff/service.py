@@ -15,8 +15,9 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
-from bot.engine.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE, ChatService, closed_entry
+from bot.engine.chat_service import IDLE_TOPIC_NOTE, ChatService, closed_entry
 from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.staff_actions import HandoffTurn, StaffAction, Trigger, staff_label
 from bot.handoff.topics import TopicDirectory
@@ -253,7 +254,7 @@ class HandoffService:
             turn_id=job.job.turn_id,
             chat_id=job.job.chat_id,
             format="plain" if open_now else "none",
-            text=IDLE_NOTE if open_now else "",
+            text=customer_texts.HANDOFF_IDLE_NOTE if open_now else "",
             audit=(closed_entry(before, str(job.job.chat_id), job.job.turn_id, closed_by, now),)
             if before is not None and open_now
             else (),

@@ -21,7 +21,8 @@ from redis.asyncio.client import Monitor
 
 from bot import customer_texts
 from bot.app import Application, build_application
-from bot.engine.chat_service import IDLE_NOTE, IDLE_TOPIC_NOTE
+from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
+from bot.engine.chat_service import IDLE_TOPIC_NOTE
 from bot.engine.history import STAFF_NOTE
 from bot.handoff.desk import NOT_DELIVERED
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService

@@ -15,7 +15,7 @@ from aiogram import Bot
 from aiogram.types import Update
 
 from bot import customer_texts
-from bot.engine.chat_service import IDLE_NOTE
+from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
 from bot.queue.intake import IntakeVerdict
 from bot.storage.keys import telegram_conversation
 from bot.telegram.intake import TelegramIntake
