@@ -39,4 +39,7 @@ def cli_env(
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AUDIT_HMAC_KEY", raising=False)
+    # Output goes to a capture, not a terminal: no width limit unless a test sets one
+    # (pytest-xdist's workers, for one, inherit a COLUMNS of 80).
+    monkeypatch.delenv("COLUMNS", raising=False)
     return values
