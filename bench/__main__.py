@@ -133,25 +133,43 @@ def _ab_lines(r: dict[str, Any]) -> list[str]:
             f"engine/floor p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x "
             f"(load {f['loadavg_1m_start_end']})"
         )
-    if "redis_parser_two_tools" in r:
-        f = r["redis_parser_two_tools"]
-        h, p = f["hiredis"], f["python"]
-        lines.append(
-            f"redis_parser_two_tools (interleaved): hiredis p50 {h['overhead']['p50_ms']} ms, "
-            f"CPU {h['cpu_ms_per_turn']} ms/turn; pure Python p50 {p['overhead']['p50_ms']} ms, "
-            f"CPU {p['cpu_ms_per_turn']} ms/turn; hiredis/python p50 {f['ratio_p50']}x, "
-            f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
-        )
-    if "sdk_layers_two_tools" in r:
-        f = r["sdk_layers_two_tools"]
-        n, o = f["production"], f["sdk"]
-        lines.append(
-            f"sdk_layers_two_tools (interleaved): production p50 {n['overhead']['p50_ms']} ms, "
-            f"CPU {n['cpu_ms_per_turn']} ms/turn; the SDK's own build and send p50 "
-            f"{o['overhead']['p50_ms']} ms, CPU {o['cpu_ms_per_turn']} ms/turn; production/sdk "
-            f"p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
-        )
+    for name, a, b in (
+        ("redis_parser_two_tools", ("hiredis", "hiredis"), ("python", "pure Python")),
+        (
+            "sdk_layers_two_tools",
+            ("production", "production"),
+            ("sdk", "the SDK's own build and send"),
+        ),
+    ):
+        if name in r:
+            lines.append(_pair_line(name, r[name], a, b))
     return lines
+
+
+def _pair_line(name: str, f: dict[str, Any], a: tuple[str, str], b: tuple[str, str]) -> str:
+    """One interleaved pair (``a``, ``b``: result key and words): p50, CPU and their ratios."""
+    (a_key, a_words), (b_key, b_words) = a, b
+    sides = "; ".join(
+        f"{words} p50 {f[key]['overhead']['p50_ms']} ms, CPU {f[key]['cpu_ms_per_turn']} ms/turn"
+        for key, words in ((a_key, a_words), (b_key, b_words))
+    )
+    return (
+        f"{name} (interleaved): {sides}; {a_key}/{b_key} p50 {f['ratio_p50']}x, "
+        f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
+    )
+
+
+def _overhead_line(name: str, result: dict[str, Any], what: str) -> str:
+    """A sequential overhead scenario: ``what`` at p50/p95/p99, bot CPU if measured, Redis."""
+    o, red = result["bot_overhead"], result["redis"]
+    cpu = result.get("bot_cpu_ms_per_turn")
+    return (
+        f"{name}: {what} p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, p99 {o['p99_ms']} ms; "
+        + ("" if cpu is None else f"bot CPU {cpu} ms/turn; ")
+        + f"Redis {red['round_trips_per_turn']} round trips, "
+        f"{red['top_level_commands_per_turn']} commands "
+        f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
+    )
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -165,13 +183,7 @@ def summary(report: dict[str, Any]) -> str:
     ]
     for name in ("overhead_direct", "overhead_two_tools"):
         if name in r:
-            o, red = r[name]["bot_overhead"], r[name]["redis"]
-            lines.append(
-                f"{name}: bot overhead p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, "
-                f"p99 {o['p99_ms']} ms; Redis {red['round_trips_per_turn']} round trips, "
-                f"{red['top_level_commands_per_turn']} commands "
-                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
-            )
+            lines.append(_overhead_line(name, r[name], "bot overhead"))
     lines += _ab_lines(r)
     if "cost_growth" in r:
         c = r["cost_growth"]
@@ -198,14 +210,7 @@ def summary(report: dict[str, Any]) -> str:
         )
     for name in ("tg_overhead_direct", "tg_overhead_two_tools"):
         if name in r:
-            o, red = r[name]["bot_overhead"], r[name]["redis"]
-            lines.append(
-                f"{name}: update -> reply minus model time p50 {o['p50_ms']} ms, p95 "
-                f"{o['p95_ms']} ms, p99 {o['p99_ms']} ms; bot CPU {r[name]['bot_cpu_ms_per_turn']} "
-                f"ms/turn; Redis {red['round_trips_per_turn']} round trips, "
-                f"{red['top_level_commands_per_turn']} commands "
-                f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
-            )
+            lines.append(_overhead_line(name, r[name], "update -> reply minus model time"))
     lines.extend(_tg_floor_lines(r))
     if "tg_concurrency_1000" in r:
         c = r["tg_concurrency_1000"]

@@ -120,17 +120,31 @@ async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, 
 
 
 async def _load(
-    redis_url: str, *, latency: float, warmup: LoadPlan, measured: LoadPlan
+    redis_url: str, *, latency: float, warmup: tuple[int, int], measured: tuple[int, int]
 ) -> tuple[LoadReport, dict[str, float]]:
-    """Run ``warmup`` then ``measured`` against a fresh bot; the report and CPU shares."""
+    """Ask the question ``warmup`` then ``measured`` times (turns, at once) against a fresh bot.
+
+    The measured turns are asked in chats of their own; the report and CPU shares.
+    """
+
+    def plan(turns_and_concurrency: tuple[int, int], first_chat: int) -> LoadPlan:
+        turns, concurrency = turns_and_concurrency
+        return LoadPlan(
+            turns=turns,
+            concurrency=concurrency,
+            text=QUESTION,
+            expected_reply=ANSWER,
+            first_chat=first_chat,
+        )
+
     stats = RedisStats(redis_url)
     with ModelServerProcess(latency) as model, TelegramServerProcess() as telegram:
         settings = telegram_bench_settings(redis_url, model.base_url, telegram.base_url)
         try:
             async with RunningBot(settings), LoadClient(telegram, model) as load:
-                await load.run(warmup)
+                await load.run(plan(warmup, 1))
                 before = _cpu(0.0, telegram, model)
-                report = await load.run(measured)
+                report = await load.run(plan(measured, MEASURED_CHATS))
                 after = _cpu(report.bot_cpu_seconds, telegram, model)
         finally:
             await stats.flush()
@@ -145,14 +159,8 @@ async def concurrency(
     report, cpu = await _load(
         redis_url,
         latency=latency,
-        warmup=LoadPlan(turns=20, concurrency=20, text=QUESTION, expected_reply=ANSWER),
-        measured=LoadPlan(
-            turns=customers,
-            concurrency=customers,
-            text=QUESTION,
-            expected_reply=ANSWER,
-            first_chat=MEASURED_CHATS,
-        ),
+        warmup=(20, 20),
+        measured=(customers, customers),
     )
     latencies = [
         replied - pushed
@@ -175,14 +183,8 @@ async def saturation(redis_url: str, *, turns: int = 5000, in_flight: int = 100)
     report, cpu = await _load(
         redis_url,
         latency=0.0,
-        warmup=LoadPlan(turns=500, concurrency=in_flight, text=QUESTION, expected_reply=ANSWER),
-        measured=LoadPlan(
-            turns=turns,
-            concurrency=in_flight,
-            text=QUESTION,
-            expected_reply=ANSWER,
-            first_chat=MEASURED_CHATS,
-        ),
+        warmup=(500, in_flight),
+        measured=(turns, in_flight),
     )
     span = report.span_seconds()
     return {

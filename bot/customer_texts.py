@@ -123,9 +123,9 @@ def with_incident_code(text: str, code: str) -> str:
 
 
 def failure_message(error: ChatServiceError, incident_code: str) -> str:
-    """The kind message for ``error`` (by its most specific known kind) with the code."""
-    for cls in type(error).__mro__:
-        kind = getattr(cls, "kind", None)
+    """The message for ``error``'s kind (else its nearest class's known kind) with the code."""
+    classes = type(error).__mro__
+    for kind in (error.kind, *(getattr(cls, "default_kind", None) for cls in classes)):
         text = _FAILURE_BY_KIND.get(kind) if isinstance(kind, TurnOutcome) else None
         if text is not None:
             return with_incident_code(text, incident_code)

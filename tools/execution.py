@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tools.registry import RegisteredTool, ToolNotRegisteredError, ToolRegistry
+from tools.registry import ArgumentsT, RegisteredTool, ToolNotRegisteredError, ToolRegistry
 from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,52 @@ class ToolTechnicalError(ToolExecutionError):
     """The handler failed unexpectedly or returned the wrong type."""
 
 
+class CallTimer:
+    """Times one tool call from its creation and makes its audit record."""
+
+    def __init__(self, tool_call: ToolCall) -> None:
+        self._call = tool_call
+        self.started_at = datetime.now(UTC)
+        self._started = perf_counter()
+
+    def record(
+        self, status: ToolStatus, error_code: str | None, category: str | None = None
+    ) -> ToolExecutionRecord:
+        """The call's record, its duration measured now."""
+        return ToolExecutionRecord(
+            call_id=self._call.id,
+            tool_name=self._call.name,
+            started_at=self.started_at.isoformat(),
+            duration_seconds=perf_counter() - self._started,
+            status=status,
+            error_code=error_code,
+            category=category,
+        )
+
+
+def validated_arguments(
+    model: type[ArgumentsT], tool_name: str, tool_call: ToolCall, timer: CallTimer
+) -> ArgumentsT:
+    """The call's arguments as ``model``; :class:`ToolArgumentsError` when they do not fit."""
+    try:
+        return model.model_validate_json(tool_call.arguments or "{}")
+    except ValidationError as error:
+        raise ToolArgumentsError(
+            f"arguments of {tool_name} failed validation",
+            timer.record(ToolStatus.REJECTED, "invalid_arguments"),
+        ) from error
+
+
+def business_error_content(error: ToolBusinessError) -> str:
+    """The tool message for a product rule's "no": its code and its message for the model."""
+    return tool_content({"ok": False, "error": {"code": error.code, "message": str(error)}})
+
+
+def tool_content(payload: dict[str, Any]) -> str:
+    """A tool message's JSON text (non-ASCII kept as is: the model reads Russian)."""
+    return json.dumps(payload, ensure_ascii=False)
+
+
 class ToolExecutor:
     """Runs registered tools for the model.
 
@@ -91,22 +137,8 @@ class ToolExecutor:
 
     async def execute(self, tool_call: ToolCall, context: TurnContext) -> ToolExecutionResult:
         """Validate and run one tool call; every outcome yields exactly one audit record."""
-        started_at = datetime.now(UTC).isoformat()
-        started = perf_counter()
-
-        def audit(
-            status: ToolStatus, error_code: str | None, category: str | None = None
-        ) -> ToolExecutionRecord:
-            return ToolExecutionRecord(
-                call_id=tool_call.id,
-                tool_name=tool_call.name,
-                started_at=started_at,
-                duration_seconds=perf_counter() - started,
-                status=status,
-                error_code=error_code,
-                category=category,
-            )
-
+        timer = CallTimer(tool_call)
+        audit = timer.record
         try:
             tool = self._registry.get(tool_call.name)
         except ToolNotRegisteredError as error:
@@ -115,14 +147,7 @@ class ToolExecutor:
                 audit(ToolStatus.REJECTED, "unknown_tool"),
             ) from error
 
-        try:
-            arguments = tool.arguments_model.model_validate_json(tool_call.arguments or "{}")
-        except ValidationError as error:
-            raise ToolArgumentsError(
-                f"arguments of {tool.name} failed validation",
-                audit(ToolStatus.REJECTED, "invalid_arguments"),
-            ) from error
-
+        arguments = validated_arguments(tool.arguments_model, tool.name, tool_call, timer)
         try:
             result = await self._run_handler(tool, arguments, context)
         except TimeoutError as error:
@@ -132,7 +157,7 @@ class ToolExecutor:
             ) from error
         except ToolBusinessError as error:
             return ToolExecutionResult(
-                content=_dump({"ok": False, "error": {"code": error.code, "message": str(error)}}),
+                content=business_error_content(error),
                 audit=audit(ToolStatus.BUSINESS_ERROR, error.code),
             )
         except Exception as error:
@@ -154,7 +179,7 @@ class ToolExecutor:
                 record, result_count=summary.count, top_result_id=summary.top_id
             )
         return ToolExecutionResult(
-            content=_dump({"ok": True, "data": result.model_dump(mode="json")}),
+            content=tool_content({"ok": True, "data": result.model_dump(mode="json")}),
             audit=record,
         )
 
@@ -206,7 +231,3 @@ def _call_on_loop(
     if perf_counter() > deadline:
         raise TimeoutError
     return result
-
-
-def _dump(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False)

@@ -5,8 +5,10 @@ rendered here from the validated arguments and the shop's state, never taken
 from the model.
 """
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +19,7 @@ from tools.shop_backend import (
     OrderView,
     ShopBackend,
     ShopRuleError,
+    WriteReceipt,
     check_returnable,
 )
 from tools.store import ShopStore
@@ -27,29 +30,29 @@ CANCEL_ORDER_TOOL_NAME = "cancel_order"
 REQUEST_RETURN_TOOL_NAME = "request_return"
 CHANGE_DELIVERY_ADDRESS_TOOL_NAME = "change_delivery_address"
 
-_ORDER_ID = Field(
-    pattern=r"^\d{4}$",
-    description="Номер заказа: ровно четыре цифры без других символов, например 8042.",
-)
 
-
-class CancelOrderArguments(BaseModel):
-    """Arguments the model writes for ``cancel_order``."""
+class _OrderArguments(BaseModel):
+    """What every order action's arguments hold: the order it changes."""
 
     model_config = ConfigDict(extra="forbid")
 
-    order_id: str = _ORDER_ID
+    order_id: str = Field(
+        pattern=r"^\d{4}$",
+        description="Номер заказа: ровно четыре цифры без других символов, например 8042.",
+    )
+
+
+class CancelOrderArguments(_OrderArguments):
+    """Arguments the model writes for ``cancel_order``."""
+
     reason: str = Field(
         min_length=1, max_length=500, description="Причина отмены словами клиента, кратко."
     )
 
 
-class RequestReturnArguments(BaseModel):
+class RequestReturnArguments(_OrderArguments):
     """Arguments the model writes for ``request_return``."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    order_id: str = _ORDER_ID
     items: list[str] = Field(
         min_length=1,
         max_length=10,
@@ -60,26 +63,12 @@ class RequestReturnArguments(BaseModel):
     )
 
 
-class ChangeDeliveryAddressArguments(BaseModel):
+class ChangeDeliveryAddressArguments(_OrderArguments):
     """Arguments the model writes for ``change_delivery_address``."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    order_id: str = _ORDER_ID
     address: str = Field(
         min_length=5, max_length=300, description="Новый адрес доставки полностью."
     )
-
-
-def _not_found(order_id: str) -> ToolBusinessError:
-    return ToolBusinessError(f"Заказ {order_id} не найден.", code="order_not_found")
-
-
-async def _order(shop: ShopBackend, customer: Customer, order_id: str) -> OrderView:
-    order = await shop.order(customer, order_id)
-    if order is None:
-        raise _not_found(order_id)
-    return order
 
 
 _RULE_TEXT = {
@@ -98,56 +87,103 @@ def rule_text(code: str) -> str:
     return _RULE_TEXT.get(code, "магазин не принял изменение")
 
 
-def _refused(prefix: str, error: ShopRuleError) -> ActionResult:
-    text = f"{prefix}: {rule_text(error.code)}."
-    return ActionResult(done=False, card_text=text, message=text, error_code=error.code)
+_ArgumentsT = TypeVar("_ArgumentsT", bound=_OrderArguments)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _OrderChange(Generic[_ArgumentsT]):
+    """One order action: which orders it applies to, what it does and what it says."""
+
+    name: str
+    description: str
+    arguments_model: type[_ArgumentsT]
+    statuses: frozenset[str]
+    """The order statuses the change is allowed in."""
+    not_allowed: str
+    """Why another status refuses it, with ``{order_id}``; the status follows."""
+    not_allowed_code: str
+    not_done: str
+    """The outcome's first words when the shop refuses or the customer declines."""
+    describe: Callable[[_ArgumentsT, OrderView], str]
+    change: Callable[[_ArgumentsT, Customer, str], Awaitable[WriteReceipt]]
+    """Ask the shop for the change with the idempotency key."""
+    done: Callable[[_ArgumentsT, WriteReceipt], tuple[str, str]]
+    """The card's text and the customer's message once it is done."""
+    also_check: Callable[[_ArgumentsT, OrderView], None] = lambda _arguments, _order: None
+    """A further rule (raises :class:`ToolBusinessError`)."""
+
+
+def _write_tool(
+    shop: ShopBackend, action: _OrderChange[_ArgumentsT]
+) -> WriteTool[_ArgumentsT, OrderView]:
+    async def check(arguments: _ArgumentsT, customer: Customer) -> OrderView:
+        order = await shop.order(customer, arguments.order_id)
+        if order is None:
+            raise ToolBusinessError(
+                f"Заказ {arguments.order_id} не найден.", code="order_not_found"
+            )
+        if order.status not in action.statuses:
+            raise ToolBusinessError(
+                f"{action.not_allowed.format(order_id=order.order_id)}: {order.status_text}.",
+                code=action.not_allowed_code,
+            )
+        action.also_check(arguments, order)
+        return order
+
+    async def handler(
+        arguments: _ArgumentsT, customer: Customer, idempotency_key: str
+    ) -> ActionResult:
+        try:
+            receipt = await action.change(arguments, customer, idempotency_key)
+        except ShopRuleError as error:
+            text = f"{action.not_done}: {rule_text(error.code)}."
+            return ActionResult.not_done(error.code, text)
+        card_text, message = action.done(arguments, receipt)
+        return ActionResult(done=True, card_text=card_text, message=message)
+
+    return WriteTool(
+        name=action.name,
+        description=action.description,
+        arguments_model=action.arguments_model,
+        check=check,
+        describe=action.describe,
+        handler=handler,
+        declined=lambda _arguments: f"{action.not_done}: вы отказались",
+    )
 
 
 def build_cancel_order_tool(shop: ShopBackend) -> WriteTool[CancelOrderArguments, OrderView]:
     """``cancel_order`` over ``shop``: orders not yet handed to delivery."""
 
-    async def check(arguments: CancelOrderArguments, customer: Customer) -> OrderView:
-        order = await _order(shop, customer, arguments.order_id)
-        if order.status not in CANCELLABLE_STATUSES:
-            raise ToolBusinessError(
-                f"Заказ {order.order_id} нельзя отменить: {order.status_text}.",
-                code="not_cancellable",
-            )
-        return order
-
-    def describe(arguments: CancelOrderArguments, order: OrderView) -> str:
-        return (
-            f"Отменить заказ {order.order_id}: {', '.join(order.items)}. "
-            "Деньги вернутся на карту в течение 5 дней."
-        )
-
-    async def handler(
-        arguments: CancelOrderArguments, customer: Customer, idempotency_key: str
-    ) -> ActionResult:
-        try:
-            receipt = await shop.cancel_order(
-                customer, arguments.order_id, arguments.reason, idempotency_key=idempotency_key
-            )
-        except ShopRuleError as error:
-            return _refused("Отмена не выполнена", error)
+    def done(arguments: CancelOrderArguments, receipt: WriteReceipt) -> tuple[str, str]:
         order_id = receipt.order.order_id
-        return ActionResult(
-            done=True,
-            card_text=f"✅ Заказ {order_id} отменён",
-            message=f"Заказ {order_id} отменён. Деньги вернутся на карту в течение 5 дней.",
+        return (
+            f"✅ Заказ {order_id} отменён",
+            f"Заказ {order_id} отменён. Деньги вернутся на карту в течение 5 дней.",
         )
 
-    return WriteTool(
-        name=CANCEL_ORDER_TOOL_NAME,
-        description=(
-            "Предлагает клиенту отменить его заказ, который ещё не передан в доставку. "
-            "Ничего не меняет сразу: клиент подтверждает кнопкой."
+    return _write_tool(
+        shop,
+        _OrderChange(
+            name=CANCEL_ORDER_TOOL_NAME,
+            description=(
+                "Предлагает клиенту отменить его заказ, который ещё не передан в доставку. "
+                "Ничего не меняет сразу: клиент подтверждает кнопкой."
+            ),
+            arguments_model=CancelOrderArguments,
+            statuses=CANCELLABLE_STATUSES,
+            not_allowed="Заказ {order_id} нельзя отменить",
+            not_allowed_code="not_cancellable",
+            not_done="Отмена не выполнена",
+            describe=lambda arguments, order: (
+                f"Отменить заказ {order.order_id}: {', '.join(order.items)}. "
+                "Деньги вернутся на карту в течение 5 дней."
+            ),
+            change=lambda arguments, customer, key: shop.cancel_order(
+                customer, arguments.order_id, arguments.reason, idempotency_key=key
+            ),
+            done=done,
         ),
-        arguments_model=CancelOrderArguments,
-        check=check,
-        describe=describe,
-        handler=handler,
-        declined=lambda _arguments: "Отмена не выполнена: вы отказались",
     )
 
 
@@ -156,13 +192,7 @@ def build_request_return_tool(
 ) -> WriteTool[RequestReturnArguments, OrderView]:
     """``request_return`` over ``shop``: delivered items within their return period."""
 
-    async def check(arguments: RequestReturnArguments, customer: Customer) -> OrderView:
-        order = await _order(shop, customer, arguments.order_id)
-        if order.status not in RETURNABLE_STATUSES:
-            raise ToolBusinessError(
-                f"Возврат по заказу {order.order_id} сейчас невозможен: {order.status_text}.",
-                code="not_returnable",
-            )
+    def items_returnable(arguments: RequestReturnArguments, order: OrderView) -> None:
         try:
             check_returnable(order, tuple(arguments.items), store, clock().date())
         except ShopRuleError as error:
@@ -170,49 +200,43 @@ def build_request_return_tool(
                 f"Возврат по заказу {order.order_id} невозможен: {rule_text(error.code)}.",
                 code=error.code,
             ) from error
-        return order
 
-    def describe(arguments: RequestReturnArguments, order: OrderView) -> str:
+    def done(arguments: RequestReturnArguments, receipt: WriteReceipt) -> tuple[str, str]:
+        order_id = receipt.order.order_id
         return (
-            f"Оформить возврат из заказа {order.order_id}: {', '.join(arguments.items)}. "
-            "Вы получите номер заявки на возврат."
+            f"✅ Возврат по заказу {order_id} оформлен: заявка {receipt.return_id}",
+            f"Заявка на возврат {receipt.return_id} оформлена "
+            f"({', '.join(arguments.items)}, заказ {order_id}). "
+            "Назовите этот номер, когда будете сдавать товар.",
         )
 
-    async def handler(
-        arguments: RequestReturnArguments, customer: Customer, idempotency_key: str
-    ) -> ActionResult:
-        try:
-            receipt = await shop.request_return(
+    return _write_tool(
+        shop,
+        _OrderChange(
+            name=REQUEST_RETURN_TOOL_NAME,
+            description=(
+                "Предлагает клиенту оформить возврат товаров из доставленного заказа в пределах "
+                "срока возврата. Ничего не меняет сразу: клиент подтверждает кнопкой."
+            ),
+            arguments_model=RequestReturnArguments,
+            statuses=RETURNABLE_STATUSES,
+            not_allowed="Возврат по заказу {order_id} сейчас невозможен",
+            not_allowed_code="not_returnable",
+            not_done="Возврат не оформлен",
+            also_check=items_returnable,
+            describe=lambda arguments, order: (
+                f"Оформить возврат из заказа {order.order_id}: {', '.join(arguments.items)}. "
+                "Вы получите номер заявки на возврат."
+            ),
+            change=lambda arguments, customer, key: shop.request_return(
                 customer,
                 arguments.order_id,
                 tuple(arguments.items),
                 arguments.reason,
-                idempotency_key=idempotency_key,
-            )
-        except ShopRuleError as error:
-            return _refused("Возврат не оформлен", error)
-        order_id = receipt.order.order_id
-        return ActionResult(
-            done=True,
-            card_text=f"✅ Возврат по заказу {order_id} оформлен: заявка {receipt.return_id}",
-            message=(
-                f"Заявка на возврат {receipt.return_id} оформлена "
-                f"({', '.join(arguments.items)}, заказ {order_id}). "
-                "Назовите этот номер, когда будете сдавать товар."
+                idempotency_key=key,
             ),
-        )
-
-    return WriteTool(
-        name=REQUEST_RETURN_TOOL_NAME,
-        description=(
-            "Предлагает клиенту оформить возврат товаров из доставленного заказа в пределах "
-            "срока возврата. Ничего не меняет сразу: клиент подтверждает кнопкой."
+            done=done,
         ),
-        arguments_model=RequestReturnArguments,
-        check=check,
-        describe=describe,
-        handler=handler,
-        declined=lambda _arguments: "Возврат не оформлен: вы отказались",
     )
 
 
@@ -221,43 +245,32 @@ def build_change_delivery_address_tool(
 ) -> WriteTool[ChangeDeliveryAddressArguments, OrderView]:
     """``change_delivery_address`` over ``shop``: orders not yet handed to delivery."""
 
-    async def check(arguments: ChangeDeliveryAddressArguments, customer: Customer) -> OrderView:
-        order = await _order(shop, customer, arguments.order_id)
-        if order.status not in CANCELLABLE_STATUSES:
-            raise ToolBusinessError(
-                f"Адрес доставки заказа {order.order_id} изменить нельзя: {order.status_text}.",
-                code="address_not_changeable",
-            )
-        return order
-
-    def describe(arguments: ChangeDeliveryAddressArguments, order: OrderView) -> str:
-        return f"Изменить адрес доставки заказа {order.order_id} на: {arguments.address}"
-
-    async def handler(
-        arguments: ChangeDeliveryAddressArguments, customer: Customer, idempotency_key: str
-    ) -> ActionResult:
-        try:
-            receipt = await shop.change_delivery_address(
-                customer, arguments.order_id, arguments.address, idempotency_key=idempotency_key
-            )
-        except ShopRuleError as error:
-            return _refused("Адрес не изменён", error)
-        order_id = receipt.order.order_id
-        return ActionResult(
-            done=True,
-            card_text=f"✅ Адрес доставки заказа {order_id} изменён",
-            message=f"Заказ {order_id} доставим по адресу: {receipt.order.delivery_address}",
+    def done(arguments: ChangeDeliveryAddressArguments, receipt: WriteReceipt) -> tuple[str, str]:
+        order = receipt.order
+        return (
+            f"✅ Адрес доставки заказа {order.order_id} изменён",
+            f"Заказ {order.order_id} доставим по адресу: {order.delivery_address}",
         )
 
-    return WriteTool(
-        name=CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
-        description=(
-            "Предлагает клиенту изменить адрес доставки заказа, который ещё не передан в "
-            "доставку. Ничего не меняет сразу: клиент подтверждает кнопкой."
+    return _write_tool(
+        shop,
+        _OrderChange(
+            name=CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
+            description=(
+                "Предлагает клиенту изменить адрес доставки заказа, который ещё не передан в "
+                "доставку. Ничего не меняет сразу: клиент подтверждает кнопкой."
+            ),
+            arguments_model=ChangeDeliveryAddressArguments,
+            statuses=CANCELLABLE_STATUSES,
+            not_allowed="Адрес доставки заказа {order_id} изменить нельзя",
+            not_allowed_code="address_not_changeable",
+            not_done="Адрес не изменён",
+            describe=lambda arguments, order: (
+                f"Изменить адрес доставки заказа {order.order_id} на: {arguments.address}"
+            ),
+            change=lambda arguments, customer, key: shop.change_delivery_address(
+                customer, arguments.order_id, arguments.address, idempotency_key=key
+            ),
+            done=done,
         ),
-        arguments_model=ChangeDeliveryAddressArguments,
-        check=check,
-        describe=describe,
-        handler=handler,
-        declined=lambda _arguments: "Адрес не изменён: вы отказались",
     )

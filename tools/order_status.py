@@ -56,14 +56,8 @@ def build_order_status_tool(
             order.owner_user_id is not None and order.owner_user_id != context.user_id
         ):
             raise _order_not_found(arguments.order_id)
-        return OrderStatusResult(
-            order_id=order.order_id,
-            status=order.status,
-            status_text=order.status_text,
-            updated_at=order.updated_at,
-            delivery_estimate=order.delivery_estimate,
-            items=list(order.items),
-        )
+        # Only the declared fields: never the owner.
+        return OrderStatusResult.model_validate(order, from_attributes=True)
 
     return RegisteredTool(
         name=GET_ORDER_STATUS_TOOL_NAME,
@@ -95,16 +89,7 @@ def _backend_order_status_tool(
         order = await backend.order(Customer.of(context), arguments.order_id)
         if order is None:
             raise _order_not_found(arguments.order_id)
-        return CurrentOrderStatusResult(
-            order_id=order.order_id,
-            status=order.status,
-            status_text=order.status_text,
-            updated_at=order.updated_at,
-            delivery_estimate=order.delivery_estimate,
-            items=list(order.items),
-            delivery_address=order.delivery_address,
-            return_id=order.return_id,
-        )
+        return CurrentOrderStatusResult.model_validate(order, from_attributes=True)
 
     return RegisteredTool(
         name=GET_ORDER_STATUS_TOOL_NAME,

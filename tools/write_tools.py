@@ -34,6 +34,18 @@ class ActionResult:
     message: str
     error_code: str | None = None
 
+    @classmethod
+    def not_done(
+        cls, error_code: str, card_text: str, message: str | None = None
+    ) -> "ActionResult":
+        """Nothing changed, for ``error_code``; the message is the card's text unless given."""
+        return cls(
+            done=False,
+            card_text=card_text,
+            message=card_text if message is None else message,
+            error_code=error_code,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteTool(Generic[ArgumentsT, StateT]):

@@ -7,7 +7,7 @@ Nothing here imports ``bot``, ``tools`` or ``prompts``.
 - :class:`Usage`: token counts, summed in one place.
 - :class:`TurnOutcome`, :class:`ToolStatus`: how a turn and a tool execution ended;
   :class:`HandoffRequest`: a step that asked for a person.
-- :class:`ToolLoopError` and its kinds; :class:`ToolBusinessError` for tools.
+- :class:`ToolLoopError` with its kind; :class:`ToolBusinessError` for tools.
 - :func:`new_turn_id`: the incident code a customer can quote.
 """
 
@@ -16,10 +16,6 @@ from turn.context import TurnContext
 from turn.errors import (
     ToolBusinessError,
     ToolLoopError,
-    ToolLoopExecutionError,
-    ToolLoopLimitError,
-    ToolLoopModelError,
-    ToolLoopProtocolError,
 )
 from turn.ids import TURN_ID_ALPHABET, new_turn_id
 from turn.outcomes import HandoffRequest, ToolStatus, TurnOutcome
@@ -31,10 +27,6 @@ __all__ = [
     "ToolBusinessError",
     "ToolCall",
     "ToolLoopError",
-    "ToolLoopExecutionError",
-    "ToolLoopLimitError",
-    "ToolLoopModelError",
-    "ToolLoopProtocolError",
     "ToolStatus",
     "TurnContext",
     "TurnOutcome",

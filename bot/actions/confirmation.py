@@ -156,36 +156,19 @@ class ActionConfirmations:
         tool = self._registry.write_tool(pending.tool_name)
         if tool is None:
             # A tool of another version (a rolling deploy) or one switched off.
-            return ActionResult(
-                done=False,
-                card_text=ACTION_FAILED_TEXT,
-                message=ACTION_FAILED_TEXT,
-                error_code="unknown_tool",
-            )
+            return ActionResult.not_done("unknown_tool", ACTION_FAILED_TEXT)
         try:
             arguments = tool.arguments_model.model_validate_json(pending.arguments)
         except ValidationError:
             # Another version's arguments model (a rolling deploy); the error quotes the
             # arguments, so only the action is named.
             logger.warning("Action %s: its stored arguments no longer validate", pending.action_id)
-            return ActionResult(
-                done=False,
-                card_text=ACTION_FAILED_TEXT,
-                message=ACTION_FAILED_TEXT,
-                error_code="invalid_arguments",
-            )
+            return ActionResult.not_done("invalid_arguments", ACTION_FAILED_TEXT)
         if verdict is Verdict.EXPIRED:
-            return ActionResult(
-                done=False,
-                card_text=ACTION_EXPIRED_TEXT,
-                message=ACTION_EXPIRED_MESSAGE,
-                error_code="expired",
-            )
+            return ActionResult.not_done("expired", ACTION_EXPIRED_TEXT, ACTION_EXPIRED_MESSAGE)
         if verdict is Verdict.DECLINE:
             text = tool.declined(arguments)
-            return ActionResult(
-                done=False, card_text=text, message=f"{text}.", error_code="declined"
-            )
+            return ActionResult.not_done("declined", text, f"{text}.")
         return await _run(tool, arguments, customer, pending.action_id)
 
     async def decide_now(
@@ -313,12 +296,7 @@ async def _run(
         # The shop is unreachable or broke: nothing is known to have changed; the
         # customer is told so, and a repeat of the same key would not change it twice.
         logger.exception("Action %s (%s) failed", action_id, tool.name)
-        return ActionResult(
-            done=False,
-            card_text=ACTION_FAILED_TEXT,
-            message=ACTION_FAILED_TEXT,
-            error_code="technical_error",
-        )
+        return ActionResult.not_done("technical_error", ACTION_FAILED_TEXT)
 
 
 def _press_audit(

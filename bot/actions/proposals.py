@@ -6,20 +6,18 @@ service stores with the turn and shows as a card after the reply.
 """
 
 import asyncio
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from time import perf_counter
 from typing import Any
-
-from pydantic import ValidationError
 
 from bot.actions.pending import PendingAction, new_action_id
 from tools.execution import (
-    ToolArgumentsError,
+    CallTimer,
     ToolExecutionRecord,
     ToolTechnicalError,
     ToolTimeoutError,
+    business_error_content,
+    tool_content,
+    validated_arguments,
 )
 from tools.shop_backend import Customer
 from tools.write_tools import WriteTool
@@ -46,27 +44,9 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
     model may correct itself); a timeout or a crash of the check raises
     :class:`~tools.execution.ToolTimeoutError` / ``ToolTechnicalError``.
     """
-    started_at = datetime.now(UTC)
-    started = perf_counter()
-
-    def record(status: ToolStatus, code: str | None, category: str | None = None) -> Any:
-        return ToolExecutionRecord(
-            call_id=tool_call.id,
-            tool_name=tool_call.name,
-            started_at=started_at.isoformat(),
-            duration_seconds=perf_counter() - started,
-            status=status,
-            error_code=code,
-            category=category,
-        )
-
-    try:
-        arguments = tool.arguments_model.model_validate_json(tool_call.arguments or "{}")
-    except ValidationError as error:
-        raise ToolArgumentsError(
-            f"arguments of {tool.name} failed validation",
-            record(ToolStatus.REJECTED, "invalid_arguments"),
-        ) from error
+    timer = CallTimer(tool_call)
+    record = timer.record
+    arguments = validated_arguments(tool.arguments_model, tool.name, tool_call, timer)
     deadline = asyncio.timeout(tool.timeout_seconds)
     try:
         async with deadline:
@@ -74,7 +54,7 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
         description = tool.describe(arguments, state)
     except ToolBusinessError as error:
         return Proposal(
-            content=_dump({"ok": False, "error": {"code": error.code, "message": str(error)}}),
+            content=business_error_content(error),
             record=record(ToolStatus.BUSINESS_ERROR, error.code),
             action=None,
         )
@@ -96,12 +76,12 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
         tool_name=tool.name,
         arguments=arguments.model_dump_json(),
         description=description,
-        proposed_at=started_at,
+        proposed_at=timer.started_at,
         turn_id=context.turn_id,
         user_id=context.user_id,
     )
     return Proposal(
-        content=_dump(
+        content=tool_content(
             {
                 "ok": True,
                 "data": {"status": AWAITING_CONFIRMATION, "action_id": action.action_id},
@@ -110,7 +90,3 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
         record=record(ToolStatus.SUCCESS, None, PROPOSED_CATEGORY),
         action=action,
     )
-
-
-def _dump(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False)

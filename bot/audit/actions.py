@@ -8,7 +8,6 @@ the turn, the time the customer took to decide and the execution's time;
 never the arguments, the address or the reason.
 """
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +20,7 @@ from bot.audit.schema import (
     TURN_ID,
     TYPE,
     EntryType,
+    number_of,
     safe_tool_name,
 )
 from bot.audit.stats import Distribution
@@ -83,16 +83,14 @@ class ActionAuditEntry:
             action_id=fields.get(ACTION_ID, ""),
             tool_name=fields.get(TOOL_NAME, ""),
             error_code=fields.get(ERROR_CODE, ""),
-            decide_ms=_number(fields.get(DECIDE_MS)),
-            duration_ms=_number(fields.get(DURATION_MS)),
+            decide_ms=number_of(fields.get(DECIDE_MS)),
+            duration_ms=number_of(fields.get(DURATION_MS)),
         )
 
 
 def action_entry(entry: StreamEntry) -> ActionAuditEntry | None:
     """The action step in a stream entry, ``None`` for other entry types."""
-    if entry.fields.get(TYPE) != EntryType.ACTION:
-        return None
-    return ActionAuditEntry.from_fields(entry.fields)
+    return entry.read_as(EntryType.ACTION, ActionAuditEntry.from_fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,14 +122,6 @@ def action_stats(entries: Iterable[StreamEntry]) -> list[ToolActionStats]:
         )
         for name in sorted(counts)
     ]
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

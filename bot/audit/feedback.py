@@ -66,9 +66,7 @@ class FeedbackAuditEntry:
 
 def feedback_entry(entry: StreamEntry) -> FeedbackAuditEntry | None:
     """The feedback step in a stream entry, ``None`` for other entry types."""
-    if entry.fields.get(TYPE) != EntryType.FEEDBACK:
-        return None
-    return FeedbackAuditEntry.from_fields(entry.fields)
+    return entry.read_as(EntryType.FEEDBACK, FeedbackAuditEntry.from_fields)
 
 
 def rollup_fields(fields: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -15,12 +15,6 @@ from bot.audit.stats import Distribution
 from bot.audit.stream import StreamEntry
 
 
-def _handoff(entry: StreamEntry) -> HandoffAuditEntry | None:
-    if entry.fields.get(TYPE) != EntryType.HANDOFF:
-        return None
-    return HandoffAuditEntry.from_fields(entry.fields)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpenHandoff:
     """A conversation handed to staff and not given back yet."""
@@ -47,7 +41,7 @@ def open_handoffs(entries: Iterable[StreamEntry], now: datetime) -> list[OpenHan
     """Handoffs opened and not closed, oldest first; ``waiting`` ones with their wait so far."""
     current: dict[str, OpenHandoff] = {}
     for entry in entries:
-        step = _handoff(entry)
+        step = entry.read_as(EntryType.HANDOFF, HandoffAuditEntry.from_fields)
         if step is None:
             continue
         chat = step.chat_id
@@ -89,7 +83,7 @@ def handoff_stats(entries: Iterable[StreamEntry]) -> HandoffStats:
         if entry.fields.get(TYPE) == EntryType.TURN:
             chats.add(entry.fields.get("chat_id", ""))
             continue
-        step = _handoff(entry)
+        step = entry.read_as(EntryType.HANDOFF, HandoffAuditEntry.from_fields)
         if step is None:
             continue
         if step.event == "opened":

@@ -38,6 +38,7 @@ from bot.audit.schema import (
     TURN_ID,
     TYPE,
     EntryType,
+    number_of,
 )
 from bot.storage.keys import AuditIndexKeys
 from bot.storage.scripts.audit import AuditEntryArgs, WriteOnce
@@ -76,7 +77,7 @@ def rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
         out += [(f"tool|{name}|{status}", "1"), (NAME_PREFIX, f"tool:{name}")]
         out.append((NAME_PREFIX, f"status:{status}"))
         out += _measure(f"tool_ms|{name}", fields.get(DURATION_MS))
-        count = _number(fields.get(RESULT_COUNT))
+        count = number_of(fields.get(RESULT_COUNT))
         if name == SEARCH_TOOL and status == "success" and count is not None:
             out.append(("search", "1"))
             if count == 0:
@@ -87,7 +88,7 @@ def rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
         if fields.get(CHAT_ID):
             out.append((HLL_PREFIX, fields[CHAT_ID]))
         out += _measure("turn_ms", fields.get(LATENCY_MS))
-        tokens = _number(fields.get(TOTAL_TOKENS))
+        tokens = number_of(fields.get(TOTAL_TOKENS))
         if tokens is None:
             out.append(("tok_unknown", "1"))
         else:
@@ -135,15 +136,7 @@ def write_once(
 
 
 def _measure(name: str, raw: str | None) -> list[tuple[str, str]]:
-    value = _number(raw)
+    value = number_of(raw)
     if value is None:
         return []
     return [(f"{name}|b{bucket(value)}", "1"), (f"{MAX_PREFIX}{name}", repr(value))]
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None

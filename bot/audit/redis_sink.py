@@ -74,7 +74,6 @@ class RedisStreamAuditSink:
         self._timeout_seconds = timeout_seconds
         self._clock = clock
         self._lost_entries = 0
-        self._written_entries = 0
         self._max_pending = max_pending
         self._pending: deque[dict[str, str]] = deque()
         self._scripts = Scripts(client)
@@ -89,15 +88,6 @@ class RedisStreamAuditSink:
     def pending_entries(self) -> int:
         """Entries waiting in memory for Redis to come back."""
         return len(self._pending)
-
-    @property
-    def written_entries(self) -> int:
-        """Entries appended since this sink was built."""
-        return self._written_entries
-
-    def fields_of(self, entry: AuditEntry) -> dict[str, str]:
-        """The fields as they go into the stream (chat id pseudonymised if configured)."""
-        return self._protected(entry.to_fields())
 
     def _protected(self, raw: Mapping[str, str]) -> dict[str, str]:
         fields = dict(raw)
@@ -137,7 +127,6 @@ class RedisStreamAuditSink:
         if failed:
             first = next(result for result in results if _is_error(result))
             self._lose(failed, batch, first)
-        self._written_entries += len(batch) - len(failed)
         if pending:
             logger.info(
                 "audit stream %s: %d delayed entries written, turns %s",

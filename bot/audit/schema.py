@@ -162,7 +162,7 @@ class ToolAuditEntry:
             status=_known(ToolStatus, fields.get(STATUS, "")),
             error_code=fields.get(ERROR_CODE) or None,
             started_at=fields.get(STARTED_AT, ""),
-            duration_ms=_number(fields.get(DURATION_MS)),
+            duration_ms=number_of(fields.get(DURATION_MS)),
             result_count=_integer(fields.get(RESULT_COUNT)),
             top_result_id=fields.get(TOP_RESULT) or None,
         )
@@ -230,8 +230,8 @@ class TurnAuditEntry:
                 completion_tokens=_integer(fields.get(COMPLETION_TOKENS)),
                 total_tokens=_integer(fields.get(TOTAL_TOKENS)),
             ),
-            latency_ms=_number(fields.get(LATENCY_MS)),
-            queue_ms=_number(fields.get(QUEUE_MS)),
+            latency_ms=number_of(fields.get(LATENCY_MS)),
+            queue_ms=number_of(fields.get(QUEUE_MS)),
             prompt_id=fields.get(PROMPT_ID, ""),
             prompt_version=fields.get(PROMPT_VERSION, ""),
             error_code=fields.get(ERROR_CODE, ""),
@@ -280,9 +280,9 @@ class HandoffAuditEntry:
             event=fields.get("event", ""),
             trigger=fields.get("trigger", ""),
             reason=fields.get("reason", ""),
-            wait_ms=_number(fields.get("wait_ms")),
+            wait_ms=number_of(fields.get("wait_ms")),
             closed_by=fields.get("closed_by", ""),
-            duration_ms=_number(fields.get("duration_ms")),
+            duration_ms=number_of(fields.get("duration_ms")),
         )
 
 
@@ -323,7 +323,8 @@ def _milliseconds(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def _number(text: str | None) -> float | None:
+def number_of(text: str | None) -> float | None:
+    """A numeric stream field as a finite number; ``None`` when absent, malformed or not finite."""
     try:
         value = float(text or "")
     except ValueError:

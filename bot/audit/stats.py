@@ -56,6 +56,18 @@ class ToolStats:
     error_rate: float
     duration_ms: Distribution
 
+    @classmethod
+    def of(cls, name: str, statuses: Mapping[str, int], duration_ms: Distribution) -> "ToolStats":
+        """The stats of a tool run ``statuses`` times (by status), at least once."""
+        count = sum(statuses.values())
+        return cls(
+            tool_name=name,
+            count=count,
+            by_status=dict(statuses),
+            error_rate=sum(statuses.get(s, 0) for s in FAILED_STATUSES) / count,
+            duration_ms=duration_ms,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class TurnStats:
@@ -67,6 +79,26 @@ class TurnStats:
     total_tokens: Distribution
     tokens_sum: int
     tokens_unknown: int
+
+    @classmethod
+    def of(
+        cls,
+        outcomes: Mapping[str, int],
+        *,
+        latency_ms: Distribution,
+        total_tokens: Distribution,
+        tokens_sum: int,
+        tokens_unknown: int,
+    ) -> "TurnStats":
+        """The stats of turns counted by outcome (the most frequent outcome first)."""
+        return cls(
+            count=sum(outcomes.values()),
+            by_outcome=dict(sorted(outcomes.items(), key=lambda item: (-item[1], item[0]))),
+            latency_ms=latency_ms,
+            total_tokens=total_tokens,
+            tokens_sum=tokens_sum,
+            tokens_unknown=tokens_unknown,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,18 +133,11 @@ def compute_stats(entries: Iterable[StreamEntry]) -> AuditStats:
             else:
                 tokens.append(float(total))
     tools = tuple(
-        ToolStats(
-            tool_name=name,
-            count=sum(statuses.values()),
-            by_status=dict(statuses),
-            error_rate=sum(statuses[s] for s in FAILED_STATUSES) / sum(statuses.values()),
-            duration_ms=Distribution.of(tool_durations.get(name, [])),
-        )
+        ToolStats.of(name, statuses, Distribution.of(tool_durations.get(name, [])))
         for name, statuses in sorted(tool_statuses.items())
     )
-    turns = TurnStats(
-        count=sum(outcomes.values()),
-        by_outcome=dict(sorted(outcomes.items(), key=lambda item: (-item[1], item[0]))),
+    turns = TurnStats.of(
+        outcomes,
         latency_ms=Distribution.of(latencies),
         total_tokens=Distribution.of(tokens),
         tokens_sum=int(sum(tokens)),

@@ -5,16 +5,17 @@ of their arguments; nothing here talks to Redis.
 """
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.audit.schema import (
     CHAT_ID,
     TURN_ID,
     TYPE,
     AuditEntry,
+    EntryType,
     ToolAuditEntry,
     TurnAuditEntry,
     read_entry,
@@ -23,6 +24,9 @@ from bot.audit.schema import (
 
 class AuditStreamError(RuntimeError):
     """The stream cannot be read as an audit stream; ``str()`` is the one line staff see."""
+
+
+_Entry = TypeVar("_Entry")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,12 @@ class StreamEntry:
     def turn(self) -> TurnAuditEntry | None:
         """The turn entry, if this is one."""
         return self.entry if isinstance(self.entry, TurnAuditEntry) else None
+
+    def read_as(
+        self, kind: EntryType, reader: Callable[[Mapping[str, str]], _Entry]
+    ) -> _Entry | None:
+        """The entry read by ``reader`` if it is of type ``kind``, else ``None``."""
+        return reader(self.fields) if self.fields.get(TYPE) == kind else None
 
     @property
     def chat_id(self) -> str:

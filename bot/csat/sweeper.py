@@ -9,24 +9,17 @@ between the claim and the queueing leaves the conversation scored one retry
 delay ahead: the next claim queues it then, with another id.
 """
 
-import asyncio
-import contextlib
-import logging
-
-from redis.exceptions import RedisError
-
 from bot.csat.schedule import CsatSchedule, question_update_id
+from bot.ops.periodic import Periodic
 from bot.queue.intake import IncomingUpdate, Intake
 from bot.queue.jobs import Notice
 from bot.storage.keys import telegram_chat_id
-
-logger = logging.getLogger(__name__)
 
 RETRY_SECONDS = 30.0
 """How long after a claim a conversation still due is claimed again."""
 
 
-class CsatSweeper:
+class CsatSweeper(Periodic):
     """Claims due conversations every ``period_seconds`` and queues their question job.
 
     The period is a few seconds at most (a closed handoff asks about at once),
@@ -44,24 +37,8 @@ class CsatSweeper:
         self._schedule = schedule
         self._intake = intake
         idle = schedule.policy.after_idle_seconds
-        self._period = period_seconds or min(5.0, max(idle / 4, 0.05))
+        super().__init__("CSAT sweep", period_seconds or min(5.0, max(idle / 4, 0.05)))
         self._retry = max(retry_seconds, self._period)
-        self._stopping = asyncio.Event()
-
-    def stop(self) -> None:
-        """Stop after the current sweep."""
-        self._stopping.set()
-
-    async def run(self) -> None:
-        """Sweep every period until :meth:`stop`."""
-        while not self._stopping.is_set():
-            try:
-                await self.sweep()
-            except (RedisError, OSError) as error:
-                logger.warning("CSAT sweep failed (%s)", type(error).__name__)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._period):
-                    await self._stopping.wait()
 
     async def sweep(self) -> int:
         """Queue one question job per due conversation; returns how many were claimed."""

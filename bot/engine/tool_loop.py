@@ -25,10 +25,7 @@ from tools.registry import ToolRegistry
 from turn import (
     HandoffRequest,
     ToolCall,
-    ToolLoopExecutionError,
-    ToolLoopLimitError,
-    ToolLoopModelError,
-    ToolLoopProtocolError,
+    ToolLoopError,
     ToolStatus,
     TurnContext,
     TurnOutcome,
@@ -139,24 +136,26 @@ class BoundedToolLoop:
                     on_text=stream.on_text if stream is not None else None,
                 )
             except LLMClientError as error:
-                raise ToolLoopModelError(
-                    f"model call {step} failed: {error}", kind=_model_failure_kind(error)
+                raise ToolLoopError(
+                    f"model call {step} failed: {error}", _model_failure_kind(error)
                 ) from error
             llm_results.append(result)
             if observer is not None:
                 observer.on_model_response(step, result)
 
             if result.refusal:
-                raise ToolLoopProtocolError("the model refused to answer")
+                raise ToolLoopError("the model refused to answer", TurnOutcome.MODEL_ERROR)
             if result.tool_calls and result.finish_reason in ("tool_calls", "stop"):
                 # Some compatible servers report "stop" with tool calls; the calls decide.
                 if last_step:
-                    raise ToolLoopLimitError(
-                        f"the model asked for a tool on the last allowed step ({step})"
+                    raise ToolLoopError(
+                        f"the model asked for a tool on the last allowed step ({step})",
+                        TurnOutcome.LIMIT,
                     )
                 if len(audit_records) + len(result.tool_calls) > self._max_tool_calls:
-                    raise ToolLoopLimitError(
-                        f"the turn would exceed {self._max_tool_calls} tool executions"
+                    raise ToolLoopError(
+                        f"the turn would exceed {self._max_tool_calls} tool executions",
+                        TurnOutcome.LIMIT,
                     )
                 conversation.append(_assistant_tool_message(result))
                 if stream is not None:
@@ -182,10 +181,12 @@ class BoundedToolLoop:
                     proposal=proposals[-1] if proposals else None,
                     handoff=handoffs[0] if handoffs else None,
                 )
-            raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
+            raise ToolLoopError(
+                f"unexpected finish reason {result.finish_reason!r}", TurnOutcome.MODEL_ERROR
+            )
 
         # Unreachable while the last step forbids tools, kept as the loop's contract.
-        raise ToolLoopLimitError("the loop ended without a final answer")
+        raise ToolLoopError("the loop ended without a final answer", TurnOutcome.LIMIT)
 
     async def _execute(
         self,
@@ -218,7 +219,7 @@ class BoundedToolLoop:
             audit_records.append(error.audit)
             if observer is not None:
                 observer.on_tool_executed(step, error.audit)
-            raise ToolLoopExecutionError(str(error)) from error
+            raise ToolLoopError(str(error), TurnOutcome.TOOL_FAILURE) from error
         audit_records.append(execution.audit)
         if observer is not None:
             observer.on_tool_executed(step, execution.audit)
@@ -285,7 +286,7 @@ def _assistant_tool_message(result: LLMResult) -> Message:
 def _require_text(result: LLMResult) -> str:
     text = (result.text or "").strip()
     if not text:
-        raise ToolLoopProtocolError("the model returned no text")
+        raise ToolLoopError("the model returned no text", TurnOutcome.MODEL_ERROR)
     return text
 
 

@@ -15,22 +15,15 @@ queued after the retry delay is followed by a second one, which finds the
 handoff ended and does nothing.
 """
 
-import asyncio
-import contextlib
-import logging
-
-from redis.exceptions import RedisError
-
 from bot.handoff.machine import IdleRule
 from bot.handoff.topics import TopicDirectory
+from bot.ops.periodic import Periodic
 from bot.queue.intake import IncomingUpdate, Intake
 from bot.queue.jobs import Notice
 from bot.storage.keys import telegram_chat_id
 
-logger = logging.getLogger(__name__)
 
-
-class HandoffSweeper:
+class HandoffSweeper(Periodic):
     """Queues idle checks for handoffs quiet longer than the idle rule's time.
 
     ``idle`` is the handoff machine's one idle rule (its time and its clock);
@@ -51,25 +44,11 @@ class HandoffSweeper:
         self._intake = intake
         self._idle = idle
         self._idle_ms = int(idle.idle_seconds * 1000)
-        self._period = period_seconds or min(60.0, max(idle.idle_seconds / 4, 0.05))
+        super().__init__(
+            "Handoff idle sweep", period_seconds or min(60.0, max(idle.idle_seconds / 4, 0.05))
+        )
         retry = retry_seconds or max(self._period, min(idle.idle_seconds, 60.0))
         self._retry_ms = max(1, int(retry * 1000))
-        self._stopping = asyncio.Event()
-
-    def stop(self) -> None:
-        """Stop after the current sweep."""
-        self._stopping.set()
-
-    async def run(self) -> None:
-        """Sweep every period until :meth:`stop`."""
-        while not self._stopping.is_set():
-            try:
-                await self.sweep()
-            except (RedisError, OSError) as error:
-                logger.warning("Handoff idle sweep failed (%s)", type(error).__name__)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._period):
-                    await self._stopping.wait()
 
     async def sweep(self) -> int:
         """Queue one idle check per quiet handoff; returns how many were found."""

@@ -9,7 +9,7 @@ other (different slots): reverse first, so a forward mapping never points at
 a topic intake cannot map back. Every script here is safe to run twice.
 """
 
-from bot.storage.connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys
 from bot.storage.scripts.base import Scripts
 from bot.storage.scripts.handoff import Postpone, RecordFailure
@@ -51,7 +51,7 @@ class TopicDirectory:
         raw = await self._redis.get(self._keys.staff_topic(self._staff_chat_id, thread_id))
         if raw is None:
             return None
-        return raw.decode() if isinstance(raw, bytes) else str(raw)
+        return text_of(raw)
 
     async def bind(self, conversation_key: str, thread_id: int, *, old: int | None) -> None:
         """Make ``thread_id`` the customer's topic; a replaced topic maps to nobody any more."""
@@ -105,7 +105,7 @@ class TopicDirectory:
         found: list[tuple[str, int]] = []
         for row in rows:
             key, score = row[0], row[1]
-            found.append((key.decode() if isinstance(key, bytes) else str(key), int(score)))
+            found.append((text_of(key), int(score)))
         return found
 
     async def record_failure(self, conversation_key: str, turn_id: str) -> int:
@@ -123,4 +123,4 @@ class TopicDirectory:
     async def recent_failures(self, conversation_key: str) -> list[str]:
         """Incident codes of the latest failed turns, newest first."""
         raw = await self._redis.lrange(self._keys.conversation(conversation_key).failed, 0, -1)
-        return [item.decode() if isinstance(item, bytes) else str(item) for item in raw]
+        return [text_of(item) for item in raw]

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bot.settings import ToolSettings, describe_settings_error
-from tools.knowledge.articles import read_articles
+from tools.knowledge.articles import ArticleSet, read_articles
 from tools.knowledge.index import SearchIndex
 
 _SNIPPET_PREVIEW = 160
@@ -32,12 +32,19 @@ def _directory(given: str | None) -> tuple[Path, int] | tuple[None, int]:
     return (Path(given) if given else settings.knowledge_dir), settings.knowledge_top_k
 
 
-def check(directory: Path) -> int:
-    """Lint ``directory``: one line per problem; 1 if any, else 0."""
+def _articles(directory: Path) -> ArticleSet | None:
+    """The articles of ``directory``; ``None``, with the error said, when it cannot be read."""
     try:
-        found = read_articles(directory)
+        return read_articles(directory)
     except OSError as error:
         print(f"error: {directory} cannot be read: {error.strerror or error}", file=sys.stderr)
+        return None
+
+
+def check(directory: Path) -> int:
+    """Lint ``directory``: one line per problem; 1 if any, else 0."""
+    found = _articles(directory)
+    if found is None:
         return 1
     for problem in found.problems:
         print(f"{directory / problem.source}: {problem.problem}")
@@ -52,10 +59,8 @@ def check(directory: Path) -> int:
 
 def search(directory: Path, query: str, top_k: int) -> int:
     """Print what the bot would find for ``query`` in ``directory``, with scores."""
-    try:
-        found = read_articles(directory)
-    except OSError as error:
-        print(f"error: {directory} cannot be read: {error.strerror or error}", file=sys.stderr)
+    found = _articles(directory)
+    if found is None:
         return 1
     for problem in found.problems:
         print(f"skipped {problem.source}: {problem.problem}", file=sys.stderr)

@@ -8,6 +8,7 @@ callbacks registered here, instead of being counted twice.
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from time import perf_counter
 from typing import get_args
 
@@ -84,103 +85,67 @@ class BotMetrics:
         self._known_tools = frozenset(known_tools)
         self._gauges = _CallbackCollector()
         registry.register(self._gauges)
-        self.turns = Counter(
-            "turns",
-            "Customer turns by outcome (answered or the failure kind).",
-            ["outcome"],
-            namespace=NAMESPACE,
-            registry=registry,
+        # Every metric in the bot's namespace and in ``registry``.
+        counter = partial(Counter, namespace=NAMESPACE, registry=registry)
+        histogram = partial(Histogram, namespace=NAMESPACE, registry=registry)
+        self.turns = counter(
+            "turns", "Customer turns by outcome (answered or the failure kind).", ["outcome"]
         )
-        self.turn_seconds = Histogram(
+        self.turn_seconds = histogram(
             "turn_duration_seconds",
             "Time of one turn in the chat service, from the message to the answer or failure.",
-            namespace=NAMESPACE,
             buckets=TURN_BUCKETS,
-            registry=registry,
         )
-        self.queue_seconds = Histogram(
+        self.queue_seconds = histogram(
             "update_queue_seconds",
             "Time an update waited between arrival and the start of its handling.",
-            namespace=NAMESPACE,
             buckets=QUEUE_BUCKETS,
-            registry=registry,
         )
-        self.model_seconds = Histogram(
+        self.model_seconds = histogram(
             "model_request_duration_seconds",
             "Time of one model request (with the SDK's retries), whatever its result.",
-            namespace=NAMESPACE,
             buckets=MODEL_BUCKETS,
-            registry=registry,
         )
-        self.model_errors = Counter(
-            "model_request_errors",
-            "Model requests that failed, by kind.",
-            ["kind"],
-            namespace=NAMESPACE,
-            registry=registry,
+        self.model_errors = counter(
+            "model_request_errors", "Model requests that failed, by kind.", ["kind"]
         )
-        self.retries = Counter(
+        self.retries = counter(
             "retries",
             "Attempts made again after a failure (bot.ops.retry), by operation.",
             ["operation"],
-            namespace=NAMESPACE,
-            registry=registry,
         )
-        self.tool_executions = Counter(
-            "tool_executions",
-            "Tool executions by tool and status.",
-            ["tool", "status"],
-            namespace=NAMESPACE,
-            registry=registry,
+        self.tool_executions = counter(
+            "tool_executions", "Tool executions by tool and status.", ["tool", "status"]
         )
-        self.actions = Counter(
+        self.actions = counter(
             "actions",
             "Steps of actions the customer confirms (write tools), by tool and event.",
             ["tool", "event"],
-            namespace=NAMESPACE,
-            registry=registry,
         )
-        self.redis_errors = Counter(
+        self.redis_errors = counter(
             "redis_errors",
             "Redis operations that failed, by the component that saw the failure.",
             ["component"],
-            namespace=NAMESPACE,
-            registry=registry,
         )
-        self.handoffs_opened = Counter(
-            "handoffs_opened",
-            "Handoffs to staff opened, by what opened them.",
-            ["trigger"],
-            namespace=NAMESPACE,
-            registry=registry,
+        self.handoffs_opened = counter(
+            "handoffs_opened", "Handoffs to staff opened, by what opened them.", ["trigger"]
         )
-        self.handoffs_closed = Counter(
+        self.handoffs_closed = counter(
             "handoffs_closed",
             "Handoffs ended, by who ended them (staff, or idleness).",
             ["closed_by"],
-            namespace=NAMESPACE,
-            registry=registry,
         )
-        self.handoff_first_reply_seconds = Histogram(
+        self.handoff_first_reply_seconds = histogram(
             "handoff_first_reply_seconds",
             "Time from a handoff's opening to the first staff reply.",
-            namespace=NAMESPACE,
             buckets=HANDOFF_WAIT_BUCKETS,
-            registry=registry,
         )
-        self.feedback = Counter(
+        self.feedback = counter(
             "feedback",
             "Customers' answers to the satisfaction question, by score (1 to 5).",
             ["score"],
-            namespace=NAMESPACE,
-            registry=registry,
         )
-        self.feedback_asked = Counter(
-            "feedback_asked",
-            "Satisfaction questions sent to customers.",
-            namespace=NAMESPACE,
-            registry=registry,
-        )
+        self.feedback_asked = counter("feedback_asked", "Satisfaction questions sent to customers.")
         for score in range(1, 6):
             self.feedback.labels(score=str(score))
         for trigger in HANDOFF_TRIGGERS:

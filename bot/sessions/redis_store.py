@@ -28,7 +28,7 @@ from bot.sessions.store import (
     SessionLockTimeoutError,
     SessionStoreUnavailableError,
 )
-from bot.storage.connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import ConversationKeys, RedisKeys
 from bot.storage.scripts.base import Scripts
 from bot.storage.scripts.chat import Acquire, Commit, MoveAside, Release
@@ -115,7 +115,7 @@ class RedisSessionStore:
     async def _loaded(
         self, conversation_key: str, token: str, raw_version: bytes | str, raw_data: bytes | str
     ) -> LockedSession:
-        version = raw_version.decode() if isinstance(raw_version, bytes) else raw_version
+        version = text_of(raw_version)
         if not raw_data:
             return LockedSession(conversation_key, token, None, version)
         try:

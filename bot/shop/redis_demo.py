@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
-from bot.storage.connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys
 from bot.storage.scripts.base import Scripts
 from bot.storage.scripts.shop import ApplyShopWrite
@@ -141,7 +141,7 @@ class RedisDemoShop:
             raise ShopUnavailableError("the shop's storage is unreachable") from error
         if not raw:
             return _seed_view(seed), ""
-        stored = raw.decode() if isinstance(raw, bytes) else raw
+        stored = text_of(raw)
         return OrderView.model_validate_json(stored), stored
 
     async def _write(

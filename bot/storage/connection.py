@@ -6,7 +6,9 @@ The bot, the staff CLI and the benchmarks all build their clients here, so that
 
 import asyncio
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeAlias
 
 import redis
@@ -117,15 +119,7 @@ class BoundedRedisCluster(aiocluster.RedisCluster):
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         """Run one command once a slot is free."""
-        await self._slot()
-        try:
-            return await super().execute_command(*args, **kwargs)
-        except AttributeError as error:
-            if not _inside_redis_py(error):
-                raise
-            raise RedisConnectionError("Connection closed by a topology refresh.") from error
-        finally:
-            self._slots.release()
+        return await self._in_slot(partial(super().execute_command, *args, **kwargs))
 
     def pipeline(
         self, transaction: Any | None = None, shard_hint: Any | None = None
@@ -136,9 +130,15 @@ class BoundedRedisCluster(aiocluster.RedisCluster):
     async def _execute_pipeline(
         self, pipe: aiocluster.ClusterPipeline, *args: Any, **kwargs: Any
     ) -> Any:
+        return await self._in_slot(
+            partial(aiocluster.ClusterPipeline.execute, pipe, *args, **kwargs)
+        )
+
+    async def _in_slot(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``call`` in a slot; a topology refresh's ``AttributeError`` is a lost connection."""
         await self._slot()
         try:
-            return await aiocluster.ClusterPipeline.execute(pipe, *args, **kwargs)
+            return await call()
         except AttributeError as error:
             if not _inside_redis_py(error):
                 raise

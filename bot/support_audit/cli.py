@@ -15,10 +15,10 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import NoReturn, TextIO
+from typing import NoReturn, TextIO, TypeVar
 
 import redis
 from pydantic import ValidationError
@@ -53,11 +53,14 @@ from bot.support_audit.render import (
 )
 from bot.support_audit.table import colour_enabled, terminal_width, wrap_lines
 from bot.support_audit.time_spec import TimeSpecError, parse_since
+from turn import TURN_ID_ALPHABET
+from turn.ids import TURN_ID_LENGTH
 
 PROGRAM = "support-audit"
 MIN_HMAC_KEY_CHARS = 16
-# A turn id (bot.turns): ten of A-Z without I and O, and 2-9, standing alone.
-_INCIDENT_CODE = re.compile(r"(?<![A-Z0-9])[A-HJ-NP-Z2-9]{10}(?![A-Z0-9])")
+# A turn id (turn.ids) standing alone, not inside a longer run of letters and digits.
+_INCIDENT_CODE = re.compile(rf"(?<![A-Z0-9])[{TURN_ID_ALPHABET}]{{{TURN_ID_LENGTH}}}(?![A-Z0-9])")
+_Row = TypeVar("_Row")
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -184,37 +187,39 @@ def _build_parser() -> _Parser:
     turn.add_argument("--json", action="store_true", help="one JSON object per line")
     turn.set_defaults(run=_turn)
 
-    stats = commands.add_parser(
-        "stats", parents=[common], help="per tool and per turn: counts, errors, latency"
+    _report_over_period(
+        commands.add_parser(
+            "stats", parents=[common], help="per tool and per turn: counts, errors, latency"
+        ),
+        since="24h",
+        json_help="one JSON object",
+        run=_stats,
     )
-    stats.add_argument("--since", default="24h", help="period (default 24h)")
-    stats.add_argument("--json", action="store_true", help="one JSON object")
-    stats.set_defaults(run=_stats)
-
-    handoffs = commands.add_parser(
-        "handoffs", parents=[common], help="conversations handed to staff now, and their wait"
+    _report_over_period(
+        commands.add_parser(
+            "handoffs", parents=[common], help="conversations handed to staff now, and their wait"
+        ),
+        since="7d",
+        run=_handoffs,
     )
-    handoffs.add_argument("--since", default="7d", help="look this far back (default 7d)")
-    handoffs.add_argument("--json", action="store_true", help="one JSON object per line")
-    handoffs.set_defaults(run=_handoffs)
-
-    actions = commands.add_parser(
-        "actions",
-        parents=[common],
-        help="steps of actions customers confirm (write tools); never their arguments",
+    _report_over_period(
+        commands.add_parser(
+            "actions",
+            parents=[common],
+            help="steps of actions customers confirm (write tools); never their arguments",
+        ),
+        since="24h",
+        run=_actions,
     )
-    actions.add_argument("--since", default="24h", help="look this far back (default 24h)")
-    actions.add_argument("--json", action="store_true", help="one JSON object per line")
-    actions.set_defaults(run=_actions)
-
-    gaps = commands.add_parser(
-        "knowledge-gaps",
-        parents=[common],
-        help="turns whose help-center searches found nothing (the articles to write)",
+    _report_over_period(
+        commands.add_parser(
+            "knowledge-gaps",
+            parents=[common],
+            help="turns whose help-center searches found nothing (the articles to write)",
+        ),
+        since="7d",
+        run=_knowledge_gaps,
     )
-    gaps.add_argument("--since", default="7d", help="look this far back (default 7d)")
-    gaps.add_argument("--json", action="store_true", help="one JSON object per line")
-    gaps.set_defaults(run=_knowledge_gaps)
 
     export = commands.add_parser(
         "export", parents=[common], help="every entry exactly once as JSON lines (consumer group)"
@@ -249,6 +254,19 @@ def _build_parser() -> _Parser:
     dead_letters.add_argument("--json", action="store_true", help="one JSON object per line")
     dead_letters.set_defaults(run=_dead_letters)
     return parser
+
+
+def _report_over_period(
+    parser: argparse.ArgumentParser,
+    *,
+    since: str,
+    run: Callable[[argparse.Namespace, _Context], int],
+    json_help: str = "one JSON object per line",
+) -> None:
+    """The options of a report over a period: ``--since`` (default ``since``) and ``--json``."""
+    parser.add_argument("--since", default=since, help=f"look this far back (default {since})")
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.set_defaults(run=run)
 
 
 # ---------------------------------------------------------------- commands
@@ -351,9 +369,7 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _stats(args: argparse.Namespace, context: _Context) -> int:
-    reader = AuditStreamReader(context.client, context.stream)
-    reader.check()
-    since = parse_since(args.since, context.now)
+    reader, since = _period(args, context)
     index = AuditIndex(context.client, context.stream)
     if index.covers(stream_id_at(since)):
         rolled = index.stats(since)
@@ -411,31 +427,60 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
+    reader, since = _period(args, context)
+    gaps = knowledge_gaps(reader.scan(since_id=stream_id_at(since)))
+
+    def lines() -> Iterator[str]:
+        yield "TIME  CHAT  TURN  SEARCHES"
+        for gap in gaps:
+            at = _local_time(gap.at, context.zone)
+            yield f"{at}  {printable(gap.chat_id)}  {printable(gap.turn_id)}  {gap.searches}"
+
+    return _report(
+        args,
+        context,
+        gaps,
+        json_row=lambda gap: {
+            "at": gap.at.isoformat(timespec="milliseconds"),
+            "chat_id": gap.chat_id,
+            "turn_id": gap.turn_id,
+            "searches": gap.searches,
+        },
+        empty="no searches without an article",
+        lines=lines,
+    )
+
+
+def _period(args: argparse.Namespace, context: _Context) -> tuple[AuditStreamReader, datetime]:
+    """The checked stream's reader and the start of the report's ``--since`` period."""
     reader = AuditStreamReader(context.client, context.stream)
     reader.check()
-    since = parse_since(args.since, context.now)
-    gaps = knowledge_gaps(reader.scan(since_id=stream_id_at(since)))
+    return reader, parse_since(args.since, context.now)
+
+
+def _report(
+    args: argparse.Namespace,
+    context: _Context,
+    rows: Sequence[_Row],
+    *,
+    json_row: Callable[[_Row], Mapping[str, object]],
+    empty: str,
+    lines: Callable[[], Iterable[str]],
+) -> int:
+    """Print ``rows``: a JSON object a line with ``--json``, else ``empty`` or the table's lines."""
     if args.json:
-        for gap in gaps:
-            row = {
-                "at": gap.at.isoformat(timespec="milliseconds"),
-                "chat_id": gap.chat_id,
-                "turn_id": gap.turn_id,
-                "searches": gap.searches,
-            }
-            print(json.dumps(row, ensure_ascii=False), file=context.out)
-        return EXIT_OK
-    if not gaps:
-        print("no searches without an article", file=context.out)
-        return EXIT_OK
-    print("TIME  CHAT  TURN  SEARCHES", file=context.out)
-    for gap in gaps:
-        at = gap.at.astimezone(context.zone).strftime("%Y-%m-%d %H:%M:%S")
-        print(
-            f"{at}  {printable(gap.chat_id)}  {printable(gap.turn_id)}  {gap.searches}",
-            file=context.out,
-        )
+        for row in rows:
+            print(json.dumps(json_row(row), ensure_ascii=False), file=context.out)
+    elif not rows:
+        print(empty, file=context.out)
+    else:
+        for line in lines():
+            print(line, file=context.out)
     return EXIT_OK
+
+
+def _local_time(at: datetime, zone: tzinfo | None) -> str:
+    return at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _seconds(value_ms: float | None) -> str:
@@ -443,36 +488,27 @@ def _seconds(value_ms: float | None) -> str:
 
 
 def _actions(args: argparse.Namespace, context: _Context) -> int:
-    reader = AuditStreamReader(context.client, context.stream)
-    reader.check()
-    since = parse_since(args.since, context.now)
+    reader, since = _period(args, context)
     steps = action_steps(reader.scan(since_id=stream_id_at(since)))
-    if args.json:
+
+    def lines() -> Iterator[str]:
+        yield "TIME  CHAT  TURN  ACTION  TOOL  EVENT  CODE  DECIDED  RAN"
         for step in steps:
-            print(json.dumps(step_json(step), ensure_ascii=False), file=context.out)
-        return EXIT_OK
-    if not steps:
-        print("no actions", file=context.out)
-        return EXIT_OK
-    print("TIME  CHAT  TURN  ACTION  TOOL  EVENT  CODE  DECIDED  RAN", file=context.out)
-    for step in steps:
-        at = step.at.astimezone(context.zone).strftime("%Y-%m-%d %H:%M:%S")
-        entry = step.step
-        decided = "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s"
-        ran = "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms"
-        print(
-            f"{at}  {printable(entry.chat_id)}  {printable(entry.turn_id)}  "
-            f"{printable(entry.action_id)}  {printable(entry.tool_name)}  "
-            f"{printable(entry.event)}  {printable(entry.error_code) or '-'}  {decided}  {ran}",
-            file=context.out,
-        )
-    return EXIT_OK
+            at = _local_time(step.at, context.zone)
+            entry = step.step
+            decided = "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s"
+            ran = "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms"
+            yield (
+                f"{at}  {printable(entry.chat_id)}  {printable(entry.turn_id)}  "
+                f"{printable(entry.action_id)}  {printable(entry.tool_name)}  "
+                f"{printable(entry.event)}  {printable(entry.error_code) or '-'}  {decided}  {ran}"
+            )
+
+    return _report(args, context, steps, json_row=step_json, empty="no actions", lines=lines)
 
 
 def _handoffs(args: argparse.Namespace, context: _Context) -> int:
-    reader = AuditStreamReader(context.client, context.stream)
-    reader.check()
-    since = parse_since(args.since, context.now)
+    reader, since = _period(args, context)
     staff_chat_id = _staff_chat_id()
     index = AuditIndex(context.client, context.stream)
     if staff_chat_id is not None and index.covers():
@@ -485,25 +521,22 @@ def _handoffs(args: argparse.Namespace, context: _Context) -> int:
     else:
         # Without STAFF_CHAT_ID the staff group's set is unknown: the stream tells.
         current = open_handoffs(reader.scan(since_id=stream_id_at(since)), context.now)
-    if args.json:
-        for handoff in current:
-            row = {
-                "chat_id": handoff.chat_id,
-                "state": handoff.state,
-                "trigger": handoff.trigger,
-                "reason": handoff.reason,
-                "opened_at": handoff.opened_at.isoformat(),
-                "waiting_seconds": handoff.waiting_seconds,
-            }
-            print(json.dumps(row, ensure_ascii=False), file=context.out)
-        return EXIT_OK
-    if not current:
-        print("no open handoffs", file=context.out)
-        return EXIT_OK
     width, colour = terminal_width(context.out), colour_enabled(context.out)
-    for line in handoff_lines(current, context.zone, width=width, colour=colour):
-        print(line, file=context.out)
-    return EXIT_OK
+    return _report(
+        args,
+        context,
+        current,
+        json_row=lambda handoff: {
+            "chat_id": handoff.chat_id,
+            "state": handoff.state,
+            "trigger": handoff.trigger,
+            "reason": handoff.reason,
+            "opened_at": handoff.opened_at.isoformat(),
+            "waiting_seconds": handoff.waiting_seconds,
+        },
+        empty="no open handoffs",
+        lines=lambda: handoff_lines(current, context.zone, width=width, colour=colour),
+    )
 
 
 def _export(args: argparse.Namespace, context: _Context) -> int:
@@ -548,34 +581,35 @@ def _pseudonym(args: argparse.Namespace, context: _Context) -> int:
 
 def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
     letters = read_dead_letters(context.client, RedisKeys(context.key_prefix), args.n)
-    if args.json:
+
+    def lines() -> Iterator[str]:
+        yield "GIVEN UP             UPDATE  INCIDENT    ATTEMPTS  ERROR"
         for letter in letters:
-            row = {
-                "given_up_at": _from_ms(letter.given_up_ms, UTC).isoformat(),
-                "update_id": letter.update_id,
-                "turn_id": letter.turn_id,
-                "attempts": letter.attempts,
-                "error": letter.error,
-                "queued_at": _from_ms(letter.enqueued_ms, UTC).isoformat(),
-            }
-            print(json.dumps(row, ensure_ascii=False), file=context.out)
-        return EXIT_OK
-    if not letters:
-        print("no dead letters", file=context.out)
-        return EXIT_OK
-    print("GIVEN UP             UPDATE  INCIDENT    ATTEMPTS  ERROR", file=context.out)
-    for letter in letters:
-        when = _from_ms(letter.given_up_ms, context.zone).strftime("%Y-%m-%d %H:%M:%S")
-        print(
-            f"{when}  {letter.update_id}  {printable(letter.turn_id)}  {letter.attempts}  "
-            f"{printable(letter.error)}",
-            file=context.out,
-        )
-    return EXIT_OK
+            when = _local_time(_from_ms(letter.given_up_ms), context.zone)
+            yield (
+                f"{when}  {letter.update_id}  {printable(letter.turn_id)}  {letter.attempts}  "
+                f"{printable(letter.error)}"
+            )
+
+    return _report(
+        args,
+        context,
+        letters,
+        json_row=lambda letter: {
+            "given_up_at": _from_ms(letter.given_up_ms).isoformat(),
+            "update_id": letter.update_id,
+            "turn_id": letter.turn_id,
+            "attempts": letter.attempts,
+            "error": letter.error,
+            "queued_at": _from_ms(letter.enqueued_ms).isoformat(),
+        },
+        empty="no dead letters",
+        lines=lines,
+    )
 
 
-def _from_ms(value_ms: int, zone: tzinfo | None) -> datetime:
-    return datetime.fromtimestamp(value_ms / 1000, UTC).astimezone(zone)
+def _from_ms(value_ms: int) -> datetime:
+    return datetime.fromtimestamp(value_ms / 1000, UTC)
 
 
 # ---------------------------------------------------------------- small helpers

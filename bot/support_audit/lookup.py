@@ -18,9 +18,9 @@ from bot.audit.handoffs import HandoffStats, OpenHandoff
 from bot.audit.index import MAX_PREFIX, bucket_upper
 from bot.audit.knowledge_gaps import SearchShare
 from bot.audit.schema import EntryType, HandoffAuditEntry
-from bot.audit.stats import FAILED_STATUSES, AuditStats, Distribution, ToolStats, TurnStats
+from bot.audit.stats import AuditStats, Distribution, ToolStats, TurnStats
 from bot.audit.stream import EntryFilter, StreamEntry, parse_entries
-from bot.storage.connection import SyncRedisClient
+from bot.storage.connection import SyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_chat_id
 
 # A chat's newest handoff entries read to describe its open handoff.
@@ -62,7 +62,7 @@ class AuditIndex:
         start = self._client.get(self._keys.start)
         if start is None:
             return "+"
-        return "(" + (start.decode() if isinstance(start, bytes) else str(start))
+        return "(" + text_of(start)
 
     def turn(self, turn_id: str, since_id: str = "-") -> list[StreamEntry]:
         """The turn's entries from ``since_id`` on, oldest first (none if the index lacks it)."""
@@ -243,21 +243,14 @@ def _percentile(buckets: list[tuple[int, int]], total: int, fraction: float, top
 def _indexed_stats(rollup: _Rollup, chats: int) -> IndexedStats:
     counts = rollup.counts
     tools = tuple(
-        ToolStats(
-            tool_name=name,
-            count=sum(statuses.values()),
-            by_status=dict(statuses),
-            error_rate=sum(statuses[s] for s in FAILED_STATUSES) / sum(statuses.values()),
-            duration_ms=rollup.distribution(f"tool_ms|{name}"),
-        )
+        ToolStats.of(name, statuses, rollup.distribution(f"tool_ms|{name}"))
         for name, statuses in sorted(rollup.grouped("tool").items())
     )
     outcomes = Counter(
         {key.split("|", 1)[1]: n for key, n in counts.items() if key.startswith("outcome|")}
     )
-    turns = TurnStats(
-        count=sum(outcomes.values()),
-        by_outcome=dict(sorted(outcomes.items(), key=lambda item: (-item[1], item[0]))),
+    turns = TurnStats.of(
+        outcomes,
         latency_ms=rollup.distribution("turn_ms"),
         total_tokens=rollup.distribution("tok"),
         tokens_sum=counts["tok_sum"],

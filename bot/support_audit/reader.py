@@ -13,7 +13,7 @@ from bot.audit.stream import (
     parse_entries,
     parse_read_reply,
 )
-from bot.storage.connection import SyncRedisClient
+from bot.storage.connection import SyncRedisClient, text_of
 
 
 class AuditStreamReader:
@@ -115,7 +115,7 @@ class AuditStreamReader:
 def check_stream(client: SyncRedisClient, stream: str) -> None:
     """Raise :class:`AuditStreamError` unless ``stream`` exists and is a stream."""
     reply = client.type(stream)
-    kind = reply.decode() if isinstance(reply, bytes) else str(reply)
+    kind = text_of(reply)
     if kind == "none":
         raise AuditStreamError(
             f"audit stream {stream!r} does not exist (nothing audited yet, "

@@ -1,7 +1,6 @@
 """What the audit CLI prints: entry tables, an entry's fields, JSON lines and stats."""
 
 import json
-import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -9,6 +8,7 @@ from datetime import datetime, tzinfo
 from typing import TextIO
 
 from bot.audit.handoffs import OpenHandoff
+from bot.audit.schema import number_of
 from bot.audit.stats import TOOL_STATUSES, AuditStats, Distribution
 from bot.audit.stream import StreamEntry
 from bot.support_audit.table import Column, format_duration_ms, render
@@ -75,7 +75,7 @@ class EntryTable:
                     tool.tool_name, str(tool.status), tool.error_code or "",
                     _format_ms(tool.duration_ms))  # fmt: skip
         fields = entry.fields
-        duration = _number(fields.get("duration_ms"))
+        duration = number_of(fields.get("duration_ms"))
         return (when, entry.type or "?", entry.chat_id, entry.turn_id, "",
                 fields.get("tool_name", ""), fields.get("event", ""),
                 fields.get("error_code", ""), _format_ms(duration))  # fmt: skip
@@ -278,7 +278,7 @@ def _details(entry: StreamEntry) -> str:
     )
     parts = [f"{name}={value}" for name, value in named if value]
     for name in ("wait_ms", "decide_ms"):
-        value = _number(fields.get(name))
+        value = number_of(fields.get(name))
         if value is not None:
             parts.append(f"{name.removesuffix('_ms')}={format_duration_ms(value)}")
     return " ".join(parts)
@@ -290,14 +290,6 @@ def _text(value: int | None) -> str:
 
 def _format_ms(value: float | None) -> str:
     return format_duration_ms(value)
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _ms_cells(distribution: Distribution) -> tuple[str, str, str]:

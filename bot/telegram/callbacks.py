@@ -21,7 +21,7 @@ from bot.actions.pending import parse_callback
 from bot.csat.callback import parse_callback as parse_feedback
 from bot.csat.schedule import press_state
 from bot.queue.intake import IncomingUpdate
-from bot.storage.connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_conversation
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class PressAnswers:
             raw = await self._redis.hget(key, "d")
         except RedisError:
             return None
-        session = session_of(raw.decode() if isinstance(raw, bytes) else raw or "")
+        session = session_of(text_of(raw))
         press = Press(
             action_id=parsed[0],
             choice=parsed[1],

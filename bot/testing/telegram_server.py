@@ -682,31 +682,27 @@ class FakeTelegramServer:
         return self._ok(True)
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> web.Response:
-        key = (params.get("chat_id"), int(params.get("message_id") or 0))
-        message = self.bot_messages.get(key)
-        if message is None:
-            return self._error(400, "Bad Request: message to edit not found")
-        text = str(params.get("text", ""))
-        markup = params.get("reply_markup")
-        if text == message.get("text") and markup == message.get("reply_markup"):
-            return self._error(400, "Bad Request: message is not modified")
-        edited = {key_: value for key_, value in message.items() if key_ != "reply_markup"}
-        edited["text"] = text
-        edited["edit_date"] = int(time.time())
-        if isinstance(markup, dict):
-            edited["reply_markup"] = markup
-        self.bot_messages[key] = edited
-        return self._ok(edited)
+        return self._edit(params, text=str(params.get("text", "")))
 
     async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> web.Response:
+        return self._edit(params, text=None)
+
+    def _edit(self, params: dict[str, Any], *, text: str | None) -> web.Response:
+        """Edit a sent message's markup and, unless ``text`` is ``None``, its text.
+
+        As the Bot API does, an unknown message or an edit that changes nothing is a 400.
+        """
         key = (params.get("chat_id"), int(params.get("message_id") or 0))
         message = self.bot_messages.get(key)
         if message is None:
             return self._error(400, "Bad Request: message to edit not found")
         markup = params.get("reply_markup")
-        if markup == message.get("reply_markup"):
+        if markup == message.get("reply_markup") and text in (None, message.get("text")):
             return self._error(400, "Bad Request: message is not modified")
         edited = {key_: value for key_, value in message.items() if key_ != "reply_markup"}
+        if text is not None:
+            edited["text"] = text
+            edited["edit_date"] = int(time.time())
         if isinstance(markup, dict):
             edited["reply_markup"] = markup
         self.bot_messages[key] = edited

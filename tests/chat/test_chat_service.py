@@ -7,12 +7,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.engine.chat_errors import (
-    ChatBadRequestError,
-    ChatLimitError,
-    ChatModelProtocolError,
-    ChatModelUnavailableError,
+    ChatServiceError,
     ChatStorageError,
-    ChatToolFailureError,
     EmptyMessageError,
     MessageTooLongError,
 )
@@ -29,7 +25,7 @@ from bot.testing.scripted_client import (
 )
 from tools.order_status import GetOrderStatusArguments
 from tools.registry import RegisteredTool, ToolRegistry
-from turn import TurnContext, new_turn_id
+from turn import TurnContext, TurnOutcome, new_turn_id
 
 
 def harness_over(
@@ -129,40 +125,42 @@ async def test_bad_input_is_refused_without_a_model_call(make_harness, text, err
         await harness.ask("1", text)
     assert harness.llm.requests == []
     assert str(raised.value)  # a message fit for the customer
-    assert (await harness.audit_entries())[-1]["outcome"] == error.kind
+    assert raised.value.kind == error.default_kind
+    assert (await harness.audit_entries())[-1]["outcome"] == error.default_kind
 
 
 @pytest.mark.parametrize(
-    ("responder", "error"),
+    ("responder", "kind"),
     [
-        (raising(LLMTimeoutError("slow")), ChatModelUnavailableError),
-        (raising(LLMRequestError("context too long")), ChatBadRequestError),
-        (lambda m, t, c: text_result("   "), ChatModelProtocolError),
+        (raising(LLMTimeoutError("slow")), TurnOutcome.MODEL_UNAVAILABLE),
+        (raising(LLMRequestError("context too long")), TurnOutcome.BAD_REQUEST),
+        (lambda m, t, c: text_result("   "), TurnOutcome.MODEL_ERROR),
         # A model repeating a rejected call hears why each time and ends at the step budget.
-        (lambda m, t, c: tool_result("delete_everything", {}), ChatLimitError),
-        (lambda m, t, c: tool_result("get_order_status", {"order_id": "x"}), ChatLimitError),
-        (lambda m, t, c: tool_result("get_support_hours", {}), ChatLimitError),
+        (lambda m, t, c: tool_result("delete_everything", {}), TurnOutcome.LIMIT),
+        (lambda m, t, c: tool_result("get_order_status", {"order_id": "x"}), TurnOutcome.LIMIT),
+        (lambda m, t, c: tool_result("get_support_hours", {}), TurnOutcome.LIMIT),
     ],
 )
-async def test_a_failed_turn_names_its_kind_and_writes_no_half_turn(make_harness, responder, error):
+async def test_a_failed_turn_names_its_kind_and_writes_no_half_turn(make_harness, responder, kind):
     harness = make_harness(
-        ScriptedClient(echo_responder), max_steps=1 if error is ChatLimitError else 3
+        ScriptedClient(echo_responder), max_steps=1 if kind is TurnOutcome.LIMIT else 3
     )
     await harness.ask("1", "было до")
     harness.llm.responder = responder
     turn_id = new_turn_id()
-    with pytest.raises(error) as raised:
+    with pytest.raises(ChatServiceError) as raised:
         await harness.chat.reply(
             TurnContext(conversation_key="1", chat_id="1", user_id=None, turn_id=turn_id),
             "Где заказ?",
         )
+    assert raised.value.kind == kind
     assert raised.value.turn_id == turn_id
     assert raised.value.__cause__ is not None
     assert await harness.history("1") == [("user", "было до"), ("assistant", "Ответ: было до")]
     turn_entry = (await harness.audit_entries())[-1]
     assert turn_entry["type"] == "turn"
     assert turn_entry["turn_id"] == turn_id
-    assert turn_entry["outcome"] == error.kind
+    assert turn_entry["outcome"] == kind
 
 
 async def test_redis_down_is_a_storage_error_and_the_next_turn_works_after_restart(
@@ -330,8 +328,9 @@ async def test_a_crashed_tool_is_logged_with_its_trace_but_never_with_the_custom
         ScriptedClient(lambda m, t, c: tool_result("get_order_status", {"order_id": "8041"})),
         registry=registry,
     )
-    with caplog.at_level("WARNING"), pytest.raises(ChatToolFailureError):
+    with caplog.at_level("WARNING"), pytest.raises(ChatServiceError) as raised:
         await harness.ask("1", "мой секретный вопрос")
+    assert raised.value.kind == TurnOutcome.TOOL_FAILURE
     failures = [r for r in caplog.records if r.getMessage().startswith("Turn ")]
     assert len(failures) == 1
     assert "tool_failure" in failures[0].getMessage()

@@ -12,8 +12,9 @@ import pytest
 import redis
 
 from bot import customer_texts
-from bot.engine.chat_errors import ChatModelUnavailableError, MessageTooLongError
+from bot.engine.chat_errors import ChatServiceError, MessageTooLongError
 from bot.testing.redis_server import RedisServer, free_port
+from turn import TurnOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -229,9 +230,8 @@ def test_a_failed_turn_shows_the_kind_message_and_the_incident_code_as_telegram_
     too_long, unavailable = (fields[b"turn_id"].decode() for fields in turns)
     # The very texts (and codes) a Telegram customer gets for these failures.
     assert customer_texts.failure_message(MessageTooLongError(""), too_long) in result.stdout
-    assert (
-        customer_texts.failure_message(ChatModelUnavailableError(""), unavailable) in result.stdout
-    )
+    model_down = ChatServiceError("", kind=TurnOutcome.MODEL_UNAVAILABLE)
+    assert customer_texts.failure_message(model_down, unavailable) in result.stdout
     assert f"Код обращения: {unavailable}." in result.stdout
     client.close()
 

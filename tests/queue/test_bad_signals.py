@@ -15,6 +15,7 @@ from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import GROUP, WorkStream
 from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
+from bot.storage.connection import text_of
 from bot.storage.keys import RedisKeys
 
 LEASE_SECONDS = 0.6
@@ -32,10 +33,6 @@ class _NothingToRun:
         raise AssertionError("nothing to summarise")
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _dropped(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if "no valid conversation" in r.getMessage()]
 
@@ -51,8 +48,8 @@ async def test_a_signal_without_a_valid_conversation_is_acknowledged_and_logged_
     keys = RedisKeys("signals")
     stream = WorkStream(redis_client, stream=keys.work_stream, consumer="test")
     await stream.ensure_group()
-    missing = _text(await redis_client.xadd(keys.work_stream, {"x": "1"}))
-    invalid = _text(await redis_client.xadd(keys.work_stream, {"c": "tg:1 {other}"}))
+    missing = text_of(await redis_client.xadd(keys.work_stream, {"x": "1"}))
+    invalid = text_of(await redis_client.xadd(keys.work_stream, {"c": "tg:1 {other}"}))
     pool = WorkerPool(
         stream=stream,
         queue=ChatQueue(

@@ -16,7 +16,7 @@ from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, JobDone, WorkerPool, WorkerSettings
-from bot.storage.connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys
 
 KEY = "tg:41"
@@ -107,10 +107,10 @@ async def test_a_dead_letter_is_written_once_and_the_oldest_go_first(
     assert await letters.record(letter("C", 30))
 
     stored = await redis_client.hgetall(keys.dead_letters)
-    assert sorted(_text(turn) for turn in stored) == ["B", "C"], "kept: the newest two"
-    assert json.loads({_text(k): v for k, v in stored.items()}["B"])["given_up_ms"] == 20
+    assert sorted(text_of(turn) for turn in stored) == ["B", "C"], "kept: the newest two"
+    assert json.loads({text_of(k): v for k, v in stored.items()}["B"])["given_up_ms"] == 20
     order: Any = await redis_client.zrange(keys.dead_letter_order, 0, -1)
-    assert [_text(turn) for turn in order] == ["B", "C"]
+    assert [text_of(turn) for turn in order] == ["B", "C"]
 
 
 class _Crashes:
@@ -195,7 +195,3 @@ async def test_a_job_handed_back_unrun_at_shutdown_is_not_counted_as_an_attempt(
     state = await _taken(queue, "next")
     assert state.head is not None
     assert (state.head.job_id, state.attempts) == ("2", 1), "this lease is its first attempt"
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -1,6 +1,6 @@
 """Model-server faults through the chat service, over HTTP with the real OpenAI SDK.
 
-Every fault ends in an answer or in the right :class:`ChatServiceError` subtype;
+Every fault ends in an answer or in a :class:`ChatServiceError` of the right kind;
 a failed turn leaves the stored history exactly as it was, and the audit stream
 holds the turn's entry with the matching outcome.
 """
@@ -10,13 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.engine.chat_errors import (
-    ChatBadRequestError,
-    ChatLimitError,
-    ChatModelProtocolError,
-    ChatModelUnavailableError,
-    ChatServiceError,
-)
+from bot.engine.chat_errors import ChatServiceError
 from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
@@ -72,41 +66,43 @@ class Fault:
     """What the model server does, the client's retry budget, and what must come of it."""
 
     steps: list[Reply]
-    expected: type[ChatServiceError]
+    expected: TurnOutcome
     requests: int = 1
     max_retries: int = 0
     timeout_seconds: float = 5.0
 
 
 FAULTS = {
-    "429-persistent": Fault([rate_limited(0.01)] * 2, ChatModelUnavailableError, 2, max_retries=1),
-    "500-persistent": Fault(
-        [error(500, headers=FAST_RETRY)] * 2, ChatModelUnavailableError, 2, max_retries=1
+    "429-persistent": Fault(
+        [rate_limited(0.01)] * 2, TurnOutcome.MODEL_UNAVAILABLE, 2, max_retries=1
     ),
-    "503": Fault([error(503, headers=FAST_RETRY)], ChatModelUnavailableError),
-    "hung-timeout": Fault([hang(30.0)], ChatModelUnavailableError, timeout_seconds=0.3),
+    "500-persistent": Fault(
+        [error(500, headers=FAST_RETRY)] * 2, TurnOutcome.MODEL_UNAVAILABLE, 2, max_retries=1
+    ),
+    "503": Fault([error(503, headers=FAST_RETRY)], TurnOutcome.MODEL_UNAVAILABLE),
+    "hung-timeout": Fault([hang(30.0)], TurnOutcome.MODEL_UNAVAILABLE, timeout_seconds=0.3),
     "400-not-retried": Fault(
         [error(400, "context too long", error_type="invalid_request_error")],
-        ChatBadRequestError,
+        TurnOutcome.BAD_REQUEST,
         max_retries=2,
     ),
-    "not-json": Fault([raw_body("{not json")], ChatModelProtocolError),
+    "not-json": Fault([raw_body("{not json")], TurnOutcome.MODEL_ERROR),
     "no-choices-key": Fault(
-        [json_answer({"id": "x", "object": "chat.completion"})], ChatModelProtocolError
+        [json_answer({"id": "x", "object": "chat.completion"})], TurnOutcome.MODEL_ERROR
     ),
-    "empty-choices": Fault([empty_choices()], ChatModelProtocolError),
-    "null-content": Fault([text_answer(None)], ChatModelProtocolError),
-    "finish-length": Fault([text_answer("обрыв", finish_reason="length")], ChatModelProtocolError),
-    "refusal": Fault([refusal_answer()], ChatModelProtocolError),
+    "empty-choices": Fault([empty_choices()], TurnOutcome.MODEL_ERROR),
+    "null-content": Fault([text_answer(None)], TurnOutcome.MODEL_ERROR),
+    "finish-length": Fault([text_answer("обрыв", finish_reason="length")], TurnOutcome.MODEL_ERROR),
+    "refusal": Fault([refusal_answer()], TurnOutcome.MODEL_ERROR),
     # A model that keeps repeating a rejected call is told why each time, then hits the budget.
     "tool-args-invalid-json-every-step": Fault(
-        [tool_call_answer("get_order_status", '{"order_id": "80')] * 3, ChatLimitError, 3
+        [tool_call_answer("get_order_status", '{"order_id": "80')] * 3, TurnOutcome.LIMIT, 3
     ),
     "unknown-tool-every-step": Fault(
-        [tool_call_answer("drop_database", {})] * 3, ChatLimitError, 3
+        [tool_call_answer("drop_database", {})] * 3, TurnOutcome.LIMIT, 3
     ),
     "tools-until-the-last-step": Fault(
-        [tool_call_answer("get_support_hours", {})] * 3, ChatLimitError, 3
+        [tool_call_answer("get_support_hours", {})] * 3, TurnOutcome.LIMIT, 3
     ),
 }
 
@@ -124,12 +120,13 @@ async def test_a_model_fault_gives_its_typed_error_and_no_half_turn(
     with pytest.raises(ChatServiceError) as raised:
         await engine.ask("c1", "Где мой заказ 8041?", turn_id=turn_id)
 
-    assert type(raised.value) is fault.expected
+    assert type(raised.value) is ChatServiceError
+    assert raised.value.kind == fault.expected
     assert raised.value.turn_id == turn_id
     assert len(openai_server.requests) - before_requests == fault.requests
     assert openai_server.unscripted == []
     assert await engine.history("c1") == BEFORE
-    assert (await engine.turn_entry(turn_id))["outcome"] == fault.expected.kind
+    assert (await engine.turn_entry(turn_id))["outcome"] == fault.expected
 
 
 @pytest.mark.parametrize(

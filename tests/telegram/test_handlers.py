@@ -28,7 +28,7 @@ from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
-from turn import TurnContext
+from turn import TurnContext, TurnOutcome
 
 
 @pytest.fixture(params=["standalone", "cluster"])
@@ -292,10 +292,16 @@ async def test_allowed_groups_answer_only_when_addressed(
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (chat_errors.ChatModelUnavailableError("timeout after 30s", "T1"), "повторите"),
+        (
+            chat_errors.ChatServiceError("timeout after 30s", "T1", TurnOutcome.MODEL_UNAVAILABLE),
+            "повторите",
+        ),
         (chat_errors.ChatStorageError("ConnectionError: redis", "T1"), "временно недоступен"),
         (chat_errors.MessageTooLongError("too long", "T1"), "слишком длинное"),
-        (chat_errors.ChatLimitError("ToolLoopLimitError", "T1"), "несколько простых"),
+        (
+            chat_errors.ChatServiceError("ToolLoopLimitError", "T1", TurnOutcome.LIMIT),
+            "несколько простых",
+        ),
     ],
 )
 async def test_failed_turn_gets_a_kind_message_with_the_turn_id(

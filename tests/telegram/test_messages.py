@@ -25,8 +25,27 @@ def test_every_failure_kind_has_a_russian_message_with_the_code(error_type) -> N
     assert any("а" <= char <= "я" for char in text.lower())
 
 
+_FAILURE_KINDS = [
+    kind for kind in TurnOutcome if kind not in (TurnOutcome.ANSWERED, TurnOutcome.UNDELIVERED)
+]
+
+
+@pytest.mark.parametrize("kind", _FAILURE_KINDS, ids=str)
+def test_every_failure_kind_translated_from_the_loop_has_a_russian_message(kind) -> None:
+    error = chat_errors.chat_error_for(
+        kind, "Traceback: KeyError('secret internals')", "K7M2QX9PAF"
+    )
+    text = customer_texts.failure_message(error, error.turn_id)
+    assert "K7M2QX9PAF" in text
+    assert "Traceback" not in text
+    assert "KeyError" not in text
+    assert kind.value not in text
+    assert any("а" <= char <= "я" for char in text.lower())
+
+
 def test_kinds_are_told_apart() -> None:
-    busy = customer_texts.failure_message(chat_errors.ChatModelUnavailableError("x", "A"), "A")
+    model_down = chat_errors.ChatServiceError("x", "A", TurnOutcome.MODEL_UNAVAILABLE)
+    busy = customer_texts.failure_message(model_down, "A")
     down = customer_texts.failure_message(chat_errors.ChatStorageError("x", "A"), "A")
     too_long = customer_texts.failure_message(chat_errors.MessageTooLongError("x", "A"), "A")
     assert len({busy, down, too_long}) == 3

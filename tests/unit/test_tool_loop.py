@@ -24,10 +24,7 @@ from tools.execution import ToolExecutionRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from turn import (
     ToolCall,
-    ToolLoopExecutionError,
-    ToolLoopLimitError,
-    ToolLoopModelError,
-    ToolLoopProtocolError,
+    ToolLoopError,
     ToolStatus,
     TurnContext,
     TurnOutcome,
@@ -278,8 +275,10 @@ async def test_tool_call_on_the_last_step_is_a_limit_error_and_is_not_executed(
         answer("never requested"),
     )
 
-    with pytest.raises(ToolLoopLimitError):
+    with pytest.raises(ToolLoopError) as raised:
         await make_loop(client, registry, executor, max_steps=2).run(MESSAGES, CONTEXT)
+
+    assert raised.value.kind is TurnOutcome.LIMIT
 
     assert len(client.requests) == 2  # no model request beyond max_steps
     assert log.calls == [("echo", "first")]
@@ -311,8 +310,10 @@ async def test_tool_call_cap_stops_a_batch_before_executing_it(
 ) -> None:
     client = scripted(calls(*[("echo", {"text": str(i)}) for i in range(3)]), answer("x"))
 
-    with pytest.raises(ToolLoopLimitError):
+    with pytest.raises(ToolLoopError) as raised:
         await make_loop(client, registry, executor, max_tool_calls=2).run(MESSAGES, CONTEXT)
+
+    assert raised.value.kind is TurnOutcome.LIMIT
 
     assert log.calls == []
     assert len(client.requests) == 1
@@ -327,10 +328,12 @@ async def test_tool_call_cap_counts_calls_across_steps(
         answer("x"),
     )
 
-    with pytest.raises(ToolLoopLimitError):
+    with pytest.raises(ToolLoopError) as raised:
         await make_loop(client, registry, executor, max_steps=5, max_tool_calls=2).run(
             MESSAGES, CONTEXT
         )
+
+    assert raised.value.kind is TurnOutcome.LIMIT
 
     assert log.calls == [("echo", "1"), ("echo", "2")]
 
@@ -363,8 +366,10 @@ async def test_answers_outside_the_protocol_are_protocol_errors(
 ) -> None:
     client = scripted(bad)
 
-    with pytest.raises(ToolLoopProtocolError):
+    with pytest.raises(ToolLoopError) as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
+
+    assert raised.value.kind is TurnOutcome.MODEL_ERROR
 
     assert log.calls == []
 
@@ -374,8 +379,10 @@ async def test_a_refusal_wins_over_any_text_beside_it(
 ) -> None:
     client = scripted(answer("Вот ответ", refusal="I can't help with that."))
 
-    with pytest.raises(ToolLoopProtocolError, match="refused"):
+    with pytest.raises(ToolLoopError, match="refused") as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
+
+    assert raised.value.kind is TurnOutcome.MODEL_ERROR
 
 
 async def test_stop_with_tool_calls_still_runs_the_calls(
@@ -406,10 +413,9 @@ async def test_model_failure_becomes_a_loop_error_of_its_kind_with_the_cause_cha
 ) -> None:
     client = scripted(calls(("echo", {"text": "x"})), failure)
 
-    with pytest.raises(ToolLoopModelError) as raised:
+    with pytest.raises(ToolLoopError) as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
 
-    assert type(raised.value) is ToolLoopModelError
     assert raised.value.kind is kind
     assert raised.value.__cause__ is failure
 
@@ -421,7 +427,7 @@ async def test_technical_failure_ends_the_turn_with_its_audit_record(
     observed = Observed()
     client = scripted(ask, answer("never requested"))
 
-    with pytest.raises(ToolLoopExecutionError) as raised:
+    with pytest.raises(ToolLoopError) as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT, observed)
 
     assert raised.value.kind is TurnOutcome.TOOL_FAILURE
@@ -518,8 +524,10 @@ async def test_repeated_rejections_end_at_the_step_budget_with_the_limit_outcome
         calls(("echo", {"txt": "3"})),  # a server ignoring that no tools were offered
     )
 
-    with pytest.raises(ToolLoopLimitError):
+    with pytest.raises(ToolLoopError) as raised:
         await make_loop(client, registry, executor, max_steps=3).run(MESSAGES, CONTEXT)
+
+    assert raised.value.kind is TurnOutcome.LIMIT
 
     assert log.calls == []
     assert len(client.requests) == 3

@@ -7,7 +7,7 @@ from bot.llm.errors import LLMUnavailableError
 from bot.testing.scripted_client import scripted, text_result, tool_result
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
-from turn import ToolLoopModelError, TurnContext
+from turn import ToolLoopError, TurnContext, TurnOutcome
 
 CONTEXT = TurnContext(conversation_key="tg:1", chat_id=1, user_id=1, turn_id="turn-stream")
 MESSAGES = [{"role": "user", "content": "Где заказ 8041?"}]
@@ -47,5 +47,6 @@ async def test_a_model_failure_after_text_was_told_still_fails_the_turn(
     client = scripted(LLMUnavailableError("the model's stream was cut"))
     loop = BoundedToolLoop(client, default_registry, default_executor)
 
-    with pytest.raises(ToolLoopModelError):
+    with pytest.raises(ToolLoopError) as raised:
         await loop.run(MESSAGES, CONTEXT, stream=Seen())
+    assert raised.value.kind is TurnOutcome.MODEL_UNAVAILABLE
