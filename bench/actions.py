@@ -24,14 +24,10 @@ from aiogram.types import Update
 from bench.stack import bench_settings, open_engine
 from bench.stats import percentile
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.telegram.callbacks import PressAnswers
-from bot.telegram.dispatcher import build_dispatcher
-from bot.telegram.intake import TelegramIntake
-from bot.telegram.runner import build_workers
-from bot.testing.pool_stop import stop_pool
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.telegram_server import FakeTelegramServer
+from bot.testing.telegram_stack import TelegramStack
 
 OUTCOME = "Заказ 8042 отменён. Деньги вернутся на карту в течение 5 дней."
 
@@ -67,37 +63,27 @@ async def measure(presses: int) -> dict[str, float]:
     app, counters = await open_engine(settings, llm=ScriptedClient(_proposing))
     session = AiohttpSession(api=TelegramAPIServer.from_base(telegram.base_url))
     bot = Bot(token=telegram.token, session=session)
-    front = build_dispatcher(
-        settings, chat_service=app.chat, blocked_chats=app.blocked, actions=app.actions
-    )
-    workers = build_workers(app, bot, front)
-    working = asyncio.create_task(workers.run())
-    intake = TelegramIntake(
-        app.intake,
-        bot,
-        allow_groups=False,
-        presses=PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions),
-    )
+    stack = TelegramStack(app, bot, telegram=telegram)
     latencies: list[float] = []
     cpu: list[float] = []
     trips: list[int] = []
     try:
-        for index in range(presses):
-            chat = 700_000 + index
-            message = telegram.message_update(chat, "отмените заказ 8042")
-            await intake.accept(Update.model_validate(message, context={"bot": bot}))
-            await telegram.wait_for(partial(_has_card, telegram, chat))
-            card_id, _, keyboard = telegram.keyboards(chat)[0]
-            press = telegram.callback_update(chat, card_id, keyboard[0][0]["callback_data"])
-            update = Update.model_validate(press, context={"bot": bot})
-            trips_before, cpu_before, started = counters.round_trips, process_time(), perf_counter()
-            await intake.accept(update)
-            await telegram.wait_for(partial(_told, telegram, chat))
-            latencies.append((perf_counter() - started) * 1000)
-            cpu.append((process_time() - cpu_before) * 1000)
-            trips.append(counters.round_trips - trips_before)
+        async with stack.running():
+            for index in range(presses):
+                chat = 700_000 + index
+                await stack.feed(telegram.message_update(chat, "отмените заказ 8042"))
+                await telegram.wait_for(partial(_has_card, telegram, chat))
+                card_id, _, keyboard = telegram.keyboards(chat)[0]
+                press = telegram.callback_update(chat, card_id, keyboard[0][0]["callback_data"])
+                update = Update.model_validate(press, context={"bot": bot})
+                trips_before, cpu_before = counters.round_trips, process_time()
+                started = perf_counter()
+                await stack.intake.accept(update)
+                await telegram.wait_for(partial(_told, telegram, chat))
+                latencies.append((perf_counter() - started) * 1000)
+                cpu.append((process_time() - cpu_before) * 1000)
+                trips.append(counters.round_trips - trips_before)
     finally:
-        await stop_pool(workers, working, app.redis)
         await app.aclose()
         await session.close()
         await telegram.close()

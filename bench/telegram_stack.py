@@ -2,21 +2,21 @@
 
 The bot runs in the bench process as ``python -m bot polling`` runs it: the
 production engine (:func:`bench.stack.open_engine`, i.e. ``build_application``
-with a Redis client that counts round trips), ``create_bot`` and
-``build_dispatcher`` from the runner, long polling with the runner's options,
-and the runner's drain at the end. The load generator lives in the fake Bot
+with a Redis client that counts round trips), ``create_bot`` from the runner,
+the runner's Telegram side (:func:`bot.telegram.assembly.build_telegram_side`
+through :class:`bot.testing.telegram_stack.TelegramStack`), long polling with
+the runner's options, and the runner's drain at the end. The load generator lives in the fake Bot
 API's process (:mod:`bench.telegram_server`), so driving the load costs the
 bot's process nothing while a measurement runs.
 """
 
-import asyncio
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from time import process_time
 from types import TracebackType
 from typing import Any, Self
 
 import aiohttp
-from aiogram import Bot
 from pydantic import SecretStr
 
 from bench.stack import (
@@ -28,13 +28,9 @@ from bench.stack import (
     open_engine,
 )
 from bench.telegram_server import LoadPlan
-from bot.app import Application
-from bot.queue.worker import WorkerPool
 from bot.settings import Settings
-from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from bot.telegram.intake import TelegramIntake
-from bot.telegram.polling import Poller
-from bot.telegram.runner import build_workers, create_bot
+from bot.telegram.runner import create_bot
+from bot.testing.telegram_stack import TelegramStack
 
 
 class TelegramServerProcess(ChildServer):
@@ -58,34 +54,18 @@ class RunningBot:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._polling: asyncio.Task[None] | None = None
-        self._working: asyncio.Task[None] | None = None
-        self._poller: Poller | None = None
-        self._workers: WorkerPool | None = None
-        self._app: Application | None = None
-        self._bot: Bot | None = None
-        self._front: TelegramFrontEnd | None = None
+        self._exit = AsyncExitStack()
         self.counters = RedisCounters()
 
     async def __aenter__(self) -> Self:
-        self._app, self.counters = await open_engine(self._settings)
-        self._bot = create_bot(self._settings)
-        self._front = build_dispatcher(
-            self._settings, chat_service=self._app.chat, blocked_chats=self._app.blocked
-        )
-        await self._bot.me()
-        await self._bot.delete_webhook(drop_pending_updates=False)
-        dispatcher = self._front.dispatcher
+        app, self.counters = await open_engine(self._settings)
+        self._exit.push_async_callback(app.aclose)
+        bot = create_bot(self._settings)
+        self._exit.push_async_callback(bot.session.close)
+        await bot.me()
+        await bot.delete_webhook(drop_pending_updates=False)
         # The runner's polling mode (bot.telegram.runner): intake by polling, plus workers.
-        self._workers = build_workers(self._app, self._bot, self._front)
-        self._working = asyncio.create_task(self._workers.run())
-        intake = TelegramIntake(
-            self._app.intake, self._bot, allow_groups=self._settings.telegram.allow_groups
-        )
-        self._poller = Poller(
-            self._bot, intake, allowed_updates=dispatcher.resolve_used_update_types()
-        )
-        self._polling = asyncio.create_task(self._poller.run())
+        await self._exit.enter_async_context(TelegramStack(app, bot).running(poll=True))
         return self
 
     async def __aexit__(
@@ -94,16 +74,8 @@ class RunningBot:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._poller is not None and self._polling is not None:
-            self._poller.stop()
-            await self._polling
-        if self._workers is not None and self._working is not None:
-            self._workers.stop()
-            await self._working
-        if self._bot is not None:
-            await self._bot.session.close()
-        if self._app is not None:
-            await self._app.aclose()
+        # Polling stops, the workers finish, then the bot's session and the engine close.
+        await self._exit.aclose()
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,7 @@ from aiohttp import web
 
 from bot import customer_texts
 from bot.app import Application, StartupError, build_application
-from bot.csat.sweeper import CsatSweeper
-from bot.handoff.desk import StaffDesk
 from bot.handoff.staff_chat import staff_chat_problem
-from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.types import ToolCallingClient
 from bot.ops import event_loop
 from bot.ops.log_context import chat_namer, name_chats
@@ -43,21 +40,16 @@ from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.ops.redaction import redacted_url
 from bot.ops.startup import configure_logging, load_settings
 from bot.ops.supervision import SupervisionPolicy, TaskSupervisor
-from bot.queue.dead_letters import DeadLetters
 from bot.queue.work_stream import BacklogGauge, WorkStream
-from bot.queue.worker import WorkerPool, WorkerSettings
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.storage.connection import describe_target
-from bot.telegram.action_cards import CardIndex
+from bot.telegram.assembly import build_telegram_side
 from bot.telegram.bot_api_session import BotApiSession
-from bot.telegram.callbacks import PressAnswers
-from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
+from bot.telegram.dispatcher import TelegramFrontEnd
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.intake import TelegramIntake
-from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.polling import Poller
-from bot.telegram.sending import ReplySender
 from bot.telegram.startup_checks import Mode, mode_check
 from bot.telegram.webhook import WebhookReceiver
 
@@ -115,30 +107,15 @@ async def run_bot(  # noqa: PLR0912, PLR0915 - every start-up step that can fail
         return 1
     tasks = build_supervisor(settings, stop)
     try:
-        front = build_dispatcher(
-            settings,
-            chat_service=app.chat,
-            blocked_chats=app.blocked,
-            metrics=app.metrics,
-            handoff=app.handoff,
-            actions=app.actions,
-            feedback=app.feedback,
-        )
+        side = build_telegram_side(app, bot, tasks=tasks)
+        front, intake, workers = side.front, side.intake, side.workers
         if not await _prepare_bot(bot, app, mode):
             return 1
-        workers = build_workers(app, bot, front, tasks)
         working = asyncio.create_task(workers.run(), name="workers")
-        sweeper = build_sweeper(app)
+        sweeper = side.handoff_sweeper
         sweeping = tasks.spawn("handoff-sweeper", sweeper.run, stop=stop) if sweeper else None
-        csat = build_csat_sweeper(app)
+        csat = side.csat_sweeper
         asking = tasks.spawn("csat-sweeper", csat.run, stop=stop) if csat else None
-        intake = TelegramIntake(
-            app.intake,
-            bot,
-            allow_groups=settings.telegram.allow_groups,
-            topics=app.handoff.topics if app.handoff is not None else None,
-            presses=PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions),
-        )
         try:
             if mode == "webhook":
                 if not await _serve_webhook(bot, front, app, intake, stop, tasks=tasks):
@@ -193,69 +170,6 @@ def build_supervisor(settings: Settings, stop: asyncio.Event) -> TaskSupervisor:
         ),
         on_failure=lambda _failure: stop.set(),
     )
-
-
-def build_workers(
-    app: Application, bot: Bot, front: TelegramFrontEnd, tasks: TaskSupervisor | None = None
-) -> WorkerPool:
-    """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
-    settings = app.settings
-    runner = TelegramJobRunner(
-        bot=bot,
-        dispatcher=front.dispatcher,
-        queue=app.queue,
-        # The blocked flag comes with the chat's state (no extra round trip per send);
-        # the sender still sets it on a 403.
-        replies=ReplySender(
-            max_attempts=settings.telegram.send_max_attempts,
-            blocked=app.blocked,
-            check_blocked=False,
-            retries=app.metrics,
-        ),
-        chat=app.chat,
-        audit=app.turn_audit,
-        dead_letters=DeadLetters(app.redis, keys=app.keys),
-        max_attempts=settings.worker.job_max_attempts,
-        desk=StaffDesk(bot=bot, topics=app.handoff.topics, sessions=app.sessions)
-        if app.handoff is not None
-        else None,
-        handoff=app.handoff,
-        cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
-        feedback=app.feedback,
-        blocked=app.blocked,
-    )
-    return WorkerPool(
-        stream=app.work,
-        queue=app.queue,
-        runner=runner,
-        retries=app.metrics,
-        settings=WorkerSettings(
-            concurrency=settings.worker.concurrency,
-            lease_seconds=settings.session.lease_seconds,
-            shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
-            # A blocking read must come back well before the socket timeout fires.
-            read_block_ms=max(50, min(1000, int(settings.redis.socket_timeout_seconds * 500))),
-        ),
-        supervisor=tasks,
-    )
-
-
-def build_sweeper(app: Application) -> HandoffSweeper | None:
-    """The idle sweep of handoffs, when handoff is on."""
-    if app.handoff is None:
-        return None
-    return HandoffSweeper(
-        topics=app.handoff.topics,
-        intake=app.intake,
-        idle=app.handoff.idle,
-    )
-
-
-def build_csat_sweeper(app: Application) -> CsatSweeper | None:
-    """The sweep that queues due satisfaction questions, when ``CSAT`` is on."""
-    if app.feedback is None:
-        return None
-    return CsatSweeper(schedule=app.feedback, intake=app.intake)
 
 
 async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:

@@ -1,10 +1,24 @@
 """Settings for tests and benchmarks: documented variable names, defaults, no ``.env`` read."""
 
+import os
 from typing import Any
 
 from bot.settings import Settings
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
+
+PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
+"""What a child process takes from this one's environment: finding programs, the locale."""
+
+
+def child_environment(**env: Any) -> dict[str, str]:
+    """The whole environment of a ``python -m bot`` child: :data:`PASSED_THROUGH`, then ``env``.
+
+    Nothing else of this process's environment (a developer's bot variables) reaches it.
+    """
+    base = {key: os.environ[key] for key in PASSED_THROUGH if key in os.environ}
+    base.update({key: str(value) for key, value in env.items()})
+    return base
 
 
 def make_settings(**env: Any) -> Settings:

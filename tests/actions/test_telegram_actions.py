@@ -16,26 +16,20 @@ from typing import Any
 
 import pytest
 from aiogram import Bot
-from aiogram.types import Update
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from bot import customer_texts
-from bot.app import Application, build_application
+from bot.app import Application
 from bot.engine.history import ACTION_NOTE
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.shop.redis_demo import RedisDemoShop
-from bot.telegram.callbacks import PressAnswers
-from bot.telegram.dispatcher import build_dispatcher
-from bot.telegram.intake import TelegramIntake
-from bot.telegram.runner import build_workers
 from bot.testing.audit_entries import stream_entries
-from bot.testing.pool_stop import stop_pool
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
+from bot.testing.telegram_stack import TelegramStack, open_application
 from tools.shop_backend import Customer
 
 CHAT = 8100
@@ -62,26 +56,18 @@ def shop_model(
     return text_result(f"Ответ: {text}")
 
 
-@dataclass
-class Stack:
+class Stack(TelegramStack):
     """Intake and one worker pool over a real Redis and the fake Bot API."""
 
-    app: Application
-    bot: Bot
-    intake: TelegramIntake
-    telegram: FakeTelegramServer
-    model: ScriptedClient
+    def __init__(
+        self, app: Application, bot: Bot, telegram: FakeTelegramServer, model: ScriptedClient
+    ) -> None:
+        super().__init__(app, bot, telegram=telegram)
+        self.model = model
 
-    async def feed(self, update: dict[str, Any]) -> None:
-        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
-
-    async def settle(self) -> None:
+    async def settle(self, chat_id: int = CHAT) -> None:
         """Wait until every update queued so far was handled (a /help barrier)."""
-        before = self.telegram.sent_texts(CHAT).count(customer_texts.HELP)
-        await self.feed(self.telegram.message_update(CHAT, "/help"))
-        await self.telegram.wait_for(
-            lambda: self.telegram.sent_texts(CHAT).count(customer_texts.HELP) > before
-        )
+        await super().settle(chat_id)
 
     async def card(self, text: str, count: int = 1) -> tuple[int, str, list[str]]:
         """Ask ``text``; the ``count``-th card's message id, text and callback data."""
@@ -140,20 +126,10 @@ async def _stack(
         **env,
     )
     model = model or ScriptedClient(shop_model)
-    app = await build_application(settings, llm=model)
-    await app.redis.flushdb()
-    front = build_dispatcher(
-        settings, chat_service=app.chat, blocked_chats=app.blocked, actions=app.actions
-    )
-    workers = build_workers(app, bot, front)
-    working = asyncio.create_task(workers.run())
-    presses = PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions)
-    intake = TelegramIntake(app.intake, bot, allow_groups=False, presses=presses)
-    try:
-        yield Stack(app, bot, intake, telegram, model)
-    finally:
-        await stop_pool(workers, working, app.redis)
-        await app.aclose()
+    async with open_application(settings, llm=model) as app:
+        stack = Stack(app, bot, telegram, model)
+        async with stack.running():
+            yield stack
 
 
 @pytest.fixture

@@ -12,6 +12,15 @@ STREAM = "support:audit"
 HMAC_KEY = "test-audit-key-0123456789"
 
 
+@pytest.fixture(autouse=True)
+def no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI writes to a capture, not a terminal: no width limit unless a test sets one.
+
+    The runner's own ``COLUMNS`` stays out (pytest-xdist's workers, for one, have 80).
+    """
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def sync_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
     """A synchronous client (strings, not bytes) to the shared server, database flushed."""

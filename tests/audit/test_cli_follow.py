@@ -88,7 +88,8 @@ def follow_env(redis_server: RedisServer) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("AUDIT_", "REDIS_", "TELEGRAM_", "OPENAI_"))
+        # No COLUMNS either (pytest-xdist's workers have one): the child writes to a pipe.
+        if not key.startswith(("AUDIT_", "REDIS_", "TELEGRAM_", "OPENAI_")) and key != "COLUMNS"
     }
     env.update(REDIS_URL=redis_server.url, AUDIT_STREAM=STREAM, PYTHONUNBUFFERED="1")
     return env

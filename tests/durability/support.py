@@ -11,7 +11,6 @@ the claim interval follows the lease (a third of it).
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import time
@@ -31,6 +30,7 @@ from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, user_texts
 from bot.testing.pool_stop import unblock_reads
 from bot.testing.redis_server import free_port
+from bot.testing.settings import child_environment, stack_env
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 PREFIX = "dur"
@@ -46,8 +46,6 @@ START_WITHIN_SECONDS = 90.0
 
 Mode = Literal["polling", "webhook", "worker"]
 
-# Variables of this suite's environment the children need; nothing else leaks in.
-_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
 _READY = {
     "polling": "starting (polling)",
     "webhook": "Webhook listening on",
@@ -128,37 +126,26 @@ class Cluster:
 
     def environment(self, port: int, extra: Mapping[str, str]) -> dict[str, str]:
         """The child's whole environment."""
-        env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
+        env: dict[str, Any] = stack_env(self.telegram, self.model, self.redis_url, prefix=PREFIX)
         env.update(
             TELEGRAM_BOT_TOKEN=TEST_TOKEN,
-            TELEGRAM_API_BASE_URL=self.telegram.base_url,
-            LLM_BACKEND="openai",
-            OPENAI_API_KEY="sk-test",
-            OPENAI_BASE_URL=self.model.base_url,
-            LLM_MODEL="scripted-model",
-            LLM_MAX_RETRIES="0",
-            LLM_TIMEOUT_SECONDS="60",
-            REDIS_URL=self.redis_url,
-            REDIS_KEY_PREFIX=PREFIX,
-            AUDIT_STREAM=STREAM,
+            LLM_TIMEOUT_SECONDS=60,
             WEBHOOK_URL="https://bot.example.com",
             WEBHOOK_PATH=HOOK_PATH,
             WEBHOOK_SECRET=SECRET,
             WEBHOOK_HOST="127.0.0.1",
-            WEBHOOK_PORT=str(port),
+            WEBHOOK_PORT=port,
             # Polling and worker processes serve health and metrics: any free port each.
-            HEALTH_PORT="0",
-            SESSION_LEASE_SECONDS=str(LEASE_SECONDS),
+            HEALTH_PORT=0,
+            SESSION_LEASE_SECONDS=LEASE_SECONDS,
             # Flood control has its own tests; these send messages back to back.
-            FLOOD_BURST="100",
+            FLOOD_BURST=100,
             # Large enough that no pair leaves the window: no summary request to the model.
-            HISTORY_TOKEN_BUDGET="50000",
-            TELEGRAM_SHUTDOWN_GRACE_SECONDS="10",
+            HISTORY_TOKEN_BUDGET=50000,
+            TELEGRAM_SHUTDOWN_GRACE_SECONDS=10,
             LOG_LEVEL="INFO",
         )
-        env.update(self.env)
-        env.update(extra)
-        return env
+        return child_environment(**{**env, **self.env, **extra})
 
     async def start(self, mode: Mode, name: str | None = None, **extra: str) -> BotProcess:
         """Start one process and wait until it takes work; fails with its log if it exits."""

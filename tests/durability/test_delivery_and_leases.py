@@ -12,11 +12,14 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.engine.history import UNDELIVERED_NOTE
+from bot.queue.work_stream import GROUP
+from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.durability.support import (
     CLAIM_INTERVAL_SECONDS,
     LEASE_SECONDS,
+    PREFIX,
     Cluster,
     answer_for,
     asks,
@@ -87,17 +90,24 @@ async def test_a_turn_longer_than_the_lease_keeps_it(
     model: ScriptedOpenAIServer,
     store: aioredis.Redis,
 ) -> None:
-    """The heartbeat renews the lease: another worker never takes the chat over."""
-    long_turn = 3 * LEASE_SECONDS
+    """The heartbeat renews the lease: another worker never takes the chat over.
+
+    The model answers once the turn has outlived its lease (see :func:`outlived_its_lease`).
+    """
+    held: list[float] = []
 
     async def slow(body: Any) -> Reply:
-        await asyncio.sleep(long_turn)
+        started = time.monotonic()
+        await outlived_its_lease(store, started, within=60)
+        held.append(time.monotonic() - started)
         return echo(body)
 
     model.responder = slow
     await asyncio.gather(cluster.start("polling", "poller"), cluster.start("worker", "worker"))
     await telegram.push_message(CHAT, FIRST)
-    await telegram.wait_for_texts(CHAT, 1, within=long_turn + 30)
+    await telegram.wait_for_texts(CHAT, 1, within=90)
+    print(f"the turn held its chat {held[0]:.1f} s")
+    assert held[0] > LEASE_SECONDS, "the turn outlived its lease"
     # A takeover would have asked the model again (and holds the chat until it answers):
     # the chat is seen released, and every process stopped, before counting.
     await cluster.finish(store, [CHAT], turns=1)
@@ -105,6 +115,30 @@ async def test_a_turn_longer_than_the_lease_keeps_it(
     assert len(model.requests) == 1, "no takeover: the turn ran once"
     assert "lost" not in cluster.logs()
     assert [turn["outcome"] for turn in await audit_turns(store)] == ["answered"]
+
+
+async def outlived_its_lease(store: aioredis.Redis, started: float, *, within: float) -> None:
+    """Wait until the turn begun at ``started`` has held its chat longer than a lease.
+
+    That is: more than a lease has passed, the lease is still there (only a renewal
+    keeps it), and a claim round has found the chat's signal idle for a lease and
+    taken it (the turn's own worker leaves it pending; any other would be refused).
+    """
+    keys = RedisKeys(PREFIX)
+    lease = keys.conversation(telegram_conversation(CHAT)).lease
+    async with asyncio.timeout(within):
+        while True:
+            pending = await store.xpending_range(
+                keys.work_stream, GROUP, min="-", max="+", count=10
+            )
+            reclaimed = any(int(entry["times_delivered"]) >= 2 for entry in pending)
+            if (
+                reclaimed
+                and time.monotonic() - started > LEASE_SECONDS
+                and await store.exists(lease)
+            ):
+                return
+            await asyncio.sleep(0.05)
 
 
 async def test_a_worker_whose_heartbeat_stops_loses_the_chat_and_its_late_commit(

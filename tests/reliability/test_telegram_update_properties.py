@@ -30,40 +30,36 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot import customer_texts
-from bot.app import Application, build_application
+from bot.queue.intake import IntakeVerdict
 from bot.sessions.models import ConversationSession
 from bot.storage.keys import telegram_conversation
-from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.middlewares.observability import update_chat_id
-from bot.telegram.runner import build_workers
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer, utf16_len
+from bot.testing.telegram_stack import TelegramStack, open_application
 from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
 
 PREFIX = "rtg"
 ENTITY_TYPES = ["bold", "italic", "mention", "bot_command", "url", "code", "pre", "hashtag"]
 
 
-class Stack:
-    """The bot's intake, a worker and the engine, built once per test, shared by its examples."""
+class Stack(TelegramStack):
+    """The bot's intake, worker pool and engine, built once per test, shared by its examples.
 
-    def __init__(self, app: Application, front: TelegramFrontEnd, bot: Bot) -> None:
-        self.app = app
-        self.front = front
-        self.bot = bot
-        self.intake = TelegramIntake(app.intake, bot, allow_groups=False)
-        self.workers = build_workers(app, bot, front)
+    No worker runs on its own: each update is handled as soon as it is queued.
+    """
 
-    async def feed(self, update: dict[str, Any]) -> None:
+    async def feed(self, update: dict[str, Any]) -> IntakeVerdict | None:
         """One update through intake and its chat's queue, drained before returning."""
         validated = Update.model_validate(update, context={"bot": self.bot})
-        if await self.intake.accept(validated) is None:
-            return
+        verdict = await self.intake.accept(validated)
+        if verdict is None:
+            return None
         chat_id = update_chat_id(validated)
         assert chat_id is not None  # intake accepts only updates of a chat
-        await self.workers.drain_now(telegram_conversation(chat_id))
+        await self.drain(chat_id)
+        return verdict
 
     async def session(self, chat_id: int) -> ConversationSession | None:
         """The stored session of a chat, parsed (raises if unreadable)."""
@@ -79,18 +75,16 @@ async def stack(
     settings_ = make_settings(
         REDIS_URL=redis_server.url, REDIS_KEY_PREFIX=PREFIX, LLM_BACKEND="offline"
     )
-    app = await build_application(settings_)
     bot = Bot(
         token=telegram.token,
         session=AiohttpSession(api=TelegramAPIServer.from_base(telegram.base_url)),
     )
     try:
-        yield Stack(
-            app, build_dispatcher(settings_, chat_service=app.chat, blocked_chats=app.blocked), bot
-        )
+        # The redis_client fixture flushed the database.
+        async with open_application(settings_, flush=False) as app:
+            yield Stack(app, bot)
     finally:
         await bot.session.close()
-        await app.aclose()
 
 
 _ids = itertools.count(10_000)

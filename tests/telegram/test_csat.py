@@ -7,29 +7,23 @@ last answer; the CSAT sweeper of this test's loop queues it, a worker asks.
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aiogram import Bot
-from aiogram.types import Update
 
 from bot import customer_texts
-from bot.app import Application, build_application
+from bot.app import Application
 from bot.csat.sweeper import CsatSweeper
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.queue.worker import WorkerPool
 from bot.storage.keys import telegram_conversation
-from bot.telegram.callbacks import PressAnswers
-from bot.telegram.dispatcher import build_dispatcher
-from bot.telegram.intake import TelegramIntake
-from bot.telegram.runner import build_csat_sweeper, build_workers
+from bot.telegram.assembly import build_csat_sweeper
 from bot.testing.audit_entries import stream_entries
-from bot.testing.pool_stop import stop_pool
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
+from bot.testing.telegram_stack import TelegramStack, open_application
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,20 +46,12 @@ async def until(check: Callable[[], Awaitable[bool]]) -> None:
             await asyncio.sleep(0.01)
 
 
-@dataclass
-class Stack:
+class Stack(TelegramStack):
     """Intake, a worker pool and (started on demand) the CSAT sweeper."""
 
-    app: Application
-    bot: Bot
-    intake: TelegramIntake
-    telegram: FakeTelegramServer
-    workers: WorkerPool
-    sweepers: list[asyncio.Task[None]]
-    stoppers: list[CsatSweeper]
-
-    async def feed(self, update: dict[str, Any]) -> None:
-        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
+    def __init__(self, app: Application, bot: Bot, telegram: FakeTelegramServer) -> None:
+        super().__init__(app, bot, telegram=telegram, sweep_period_seconds=0.02)
+        self.sweeping: asyncio.Task[None] | None = None
 
     async def ask(self, text: str) -> None:
         """A customer message, answered by the bot."""
@@ -76,12 +62,15 @@ class Stack:
         )
 
     def start_sweeper(self) -> None:
-        assert self.app.feedback is not None
-        sweeper = CsatSweeper(
-            schedule=self.app.feedback, intake=self.app.intake, period_seconds=0.02
-        )
-        self.stoppers.append(sweeper)
-        self.sweepers.append(asyncio.create_task(sweeper.run()))
+        sweeper = self.side.csat_sweeper
+        assert sweeper is not None
+        assert self.sweeping is None
+        self.sweeping = asyncio.create_task(sweeper.run())
+
+    async def stop_sweeper(self) -> None:
+        if self.side.csat_sweeper is not None and self.sweeping is not None:
+            self.side.csat_sweeper.stop()
+            await self.sweeping
 
     def questions(self) -> list[tuple[int, str, list[list[dict[str, Any]]]]]:
         return self.telegram.keyboards(CHAT)
@@ -95,13 +84,9 @@ class Stack:
 
         await until(none_due)
 
-    async def settle(self) -> None:
+    async def settle(self, chat_id: int = CHAT) -> None:
         """Every update queued so far handled (a /help barrier)."""
-        before = self.telegram.sent_texts(CHAT).count(customer_texts.HELP)
-        await self.feed(self.telegram.message_update(CHAT, "/help"))
-        await self.telegram.wait_for(
-            lambda: self.telegram.sent_texts(CHAT).count(customer_texts.HELP) > before
-        )
+        await super().settle(chat_id)
 
     async def feedback(self) -> list[dict[str, str]]:
         entries = await stream_entries(self.app.redis, "csat:audit")
@@ -135,31 +120,13 @@ async def _stack(
         CSAT_AFTER_IDLE_MINUTES=0.001,
         **env,
     )
-    app = await build_application(settings, llm=ScriptedClient(_echo))
-    await app.redis.flushdb()
-    front = build_dispatcher(
-        settings,
-        chat_service=app.chat,
-        blocked_chats=app.blocked,
-        handoff=app.handoff,
-        actions=app.actions,
-        feedback=app.feedback,
-    )
-    workers = build_workers(app, bot, front)
-    working = asyncio.create_task(workers.run())
-    presses = PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions)
-    topics = app.handoff.topics if app.handoff is not None else None
-    intake = TelegramIntake(app.intake, bot, allow_groups=False, topics=topics, presses=presses)
-    stack = Stack(app, bot, intake, telegram, workers, [], [])
-    try:
-        yield stack
-    finally:
-        for sweeper in stack.stoppers:
-            sweeper.stop()
-        for task in stack.sweepers:
-            await task
-        await stop_pool(workers, working, app.redis)
-        await app.aclose()
+    async with open_application(settings, llm=ScriptedClient(_echo)) as app:
+        stack = Stack(app, bot, telegram)
+        async with stack.running():
+            try:
+                yield stack
+            finally:
+                await stack.stop_sweeper()
 
 
 @pytest.fixture

@@ -16,32 +16,40 @@ from typing import Any
 
 import pytest
 from aiogram import Bot
-from aiogram.types import Update
 
 from bot import customer_texts
-from bot.app import Application, build_application
+from bot.app import Application
 from bot.engine import chat_errors
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
 from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext
-from bot.queue.worker import WorkerPool
-from bot.storage.connection import AsyncRedisClient
-from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from bot.telegram.intake import TelegramIntake
-from bot.telegram.runner import build_workers
-from bot.testing.pool_stop import stop_pool
+from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
+from bot.testing.telegram_stack import TelegramStack, open_application
 from turn import TurnContext, TurnOutcome
 
 
+@pytest.fixture(params=["standalone", "cluster"])
+def storage(request: pytest.FixtureRequest, redis_server: RedisServer) -> dict[str, str]:
+    """Where the bot keeps its data: standalone Redis, then the cluster.
+
+    For the tests whose claim is about what Redis keeps (sessions, de-duplication,
+    flood and daily counters, the blocked flag, each chat's queue and lease).
+    """
+    if request.param == "standalone":
+        return {"REDIS_URL": redis_server.url}
+    cluster: RedisClusterProcesses = request.getfixturevalue("redis_cluster")
+    return {"REDIS_MODE": "cluster", "REDIS_URL": cluster.url}
+
+
 @pytest.fixture
-def redis_client(storage_client: AsyncRedisClient) -> AsyncRedisClient:
-    """The factory's client, once on standalone Redis and once on the cluster."""
-    return storage_client
+def standalone(redis_server: RedisServer) -> dict[str, str]:
+    """The shared standalone redis-server, for claims about handlers alone."""
+    return {"REDIS_URL": redis_server.url}
 
 
 CHAT = 700
@@ -90,69 +98,58 @@ class RecordingChat:
         await self.inner.mark_undelivered(conversation_key, token, turn_id)
 
 
-@dataclass
-class Stack:
-    """Intake and one worker pool over a real Redis; ``feed`` only queues, like the webhook."""
+class Stack(TelegramStack):
+    """The Telegram side over a real Redis, its chat service watched; ``feed`` only queues."""
 
-    app: Application
-    bot: Bot
-    front: TelegramFrontEnd
-    intake: TelegramIntake
-    workers: WorkerPool
-    chat: RecordingChat
-    telegram: FakeTelegramServer
-
-    async def feed(self, update: dict[str, Any]) -> None:
-        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
+    def __init__(self, app: Application, bot: Bot, telegram: FakeTelegramServer) -> None:
+        self.chat = RecordingChat(app.chat)
+        super().__init__(app, bot, telegram=telegram, chat=self.chat)
 
     async def settle(self, chat_id: int = CHAT) -> None:
         """Wait until every update queued so far in ``chat_id`` was handled (a /help barrier)."""
-        before = self.telegram.sent_texts(chat_id).count(customer_texts.HELP)
-        await self.feed(self.telegram.message_update(chat_id, "/help"))
-        await self.telegram.wait_for(
-            lambda: self.telegram.sent_texts(chat_id).count(customer_texts.HELP) > before
-        )
+        await super().settle(chat_id)
 
 
 async def _stack(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, **env: Any
+    redis: dict[str, str], telegram: FakeTelegramServer, bot: Bot, **env: Any
 ) -> AsyncIterator[Stack]:
     settings = make_settings(
+        **redis,
         TELEGRAM_API_BASE_URL=telegram.base_url,
-        REDIS_URL=redis_server.url,
         REDIS_KEY_PREFIX="handlers",
         AUDIT_STREAM="handlers:audit",
         SESSION_LEASE_SECONDS=3,
         **env,
     )
-    app = await build_application(settings, llm=ScriptedClient(echo_responder))
-    await app.redis.flushdb()
-    chat = RecordingChat(app.chat)
-    front = build_dispatcher(settings, chat_service=chat, blocked_chats=app.blocked)
-    workers = build_workers(app, bot, front)
-    working = asyncio.create_task(workers.run())
-    intake = TelegramIntake(app.intake, bot, allow_groups=settings.telegram.allow_groups)
-    try:
-        yield Stack(app, bot, front, intake, workers, chat, telegram)
-    finally:
-        await stop_pool(workers, working, app.redis)
-        await app.aclose()
+    async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
+        stack = Stack(app, bot, telegram)
+        async with stack.running():
+            yield stack
 
 
 @pytest.fixture
 async def stack(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+    standalone: dict[str, str], telegram: FakeTelegramServer, bot: Bot
 ) -> AsyncIterator[Stack]:
-    async for built in _stack(redis_server, telegram, bot):
+    async for built in _stack(standalone, telegram, bot):
+        yield built
+
+
+@pytest.fixture
+async def stored_stack(
+    storage: dict[str, str], telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    """The stack on standalone Redis and on the cluster."""
+    async for built in _stack(storage, telegram, bot):
         yield built
 
 
 @pytest.fixture
 async def typing_stack(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+    standalone: dict[str, str], telegram: FakeTelegramServer, bot: Bot
 ) -> AsyncIterator[Stack]:
     """The stack without drafts (``STREAMING=off``): private chats get "typing" instead."""
-    async for built in _stack(redis_server, telegram, bot, STREAMING="off"):
+    async for built in _stack(standalone, telegram, bot, STREAMING="off"):
         yield built
 
 
@@ -169,17 +166,19 @@ async def test_start_greets_in_russian_and_help_lists_commands(
     assert stack.chat.asked == []
 
 
-async def test_new_resets_the_conversation(stack: Stack, telegram: FakeTelegramServer) -> None:
-    await stack.feed(telegram.message_update(CHAT, "первый вопрос"))
-    await stack.feed(telegram.message_update(CHAT, "/new"))
-    await stack.feed(telegram.message_update(CHAT, "второй вопрос"))
+async def test_new_resets_the_conversation(
+    stored_stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    await stored_stack.feed(telegram.message_update(CHAT, "первый вопрос"))
+    await stored_stack.feed(telegram.message_update(CHAT, "/new"))
+    await stored_stack.feed(telegram.message_update(CHAT, "второй вопрос"))
     assert await telegram.wait_for_texts(CHAT, 3) == [
         "Ответ: первый вопрос",
         customer_texts.NEW_CONVERSATION,
         "Ответ: второй вопрос",
     ]
-    assert stack.chat.resets == [f"tg:{CHAT}"]
-    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert stored_stack.chat.resets == [f"tg:{CHAT}"]
+    session = await stored_stack.app.sessions.load(f"tg:{CHAT}")
     assert session is not None
     assert [m.content for m in session.messages] == ["второй вопрос", "Ответ: второй вопрос"]
 
@@ -265,21 +264,23 @@ async def test_edited_messages_and_channel_posts_are_ignored(
     assert "edited_message" not in stack.front.dispatcher.resolve_used_update_types()
 
 
-async def test_groups_are_ignored_by_default(stack: Stack, telegram: FakeTelegramServer) -> None:
+async def test_groups_are_ignored_by_default(
+    stored_stack: Stack, telegram: FakeTelegramServer
+) -> None:
     text = f"@{telegram.bot_username} где заказ 1234?"
     update = telegram.message_update(-300, text, user_id=5, chat_type="supergroup")
     update["message"]["entities"] = [{"type": "mention", "offset": 0, "length": 17}]
-    await stack.feed(update)
-    await stack.settle()
-    assert stack.chat.asked == []
+    await stored_stack.feed(update)
+    await stored_stack.settle()
+    assert stored_stack.chat.asked == []
     assert telegram.sent_texts(-300) == []
-    assert await stack.app.redis.keys("handlers:{tg:-300}*") == []
+    assert await stored_stack.app.redis.keys("handlers:{tg:-300}*") == []
 
 
 async def test_allowed_groups_answer_only_when_addressed(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+    standalone: dict[str, str], telegram: FakeTelegramServer, bot: Bot
 ) -> None:
-    async for stack in _stack(redis_server, telegram, bot, TELEGRAM_ALLOW_GROUPS=True):
+    async for stack in _stack(standalone, telegram, bot, TELEGRAM_ALLOW_GROUPS=True):
         await stack.feed(
             telegram.message_update(-300, "просто болтаем", user_id=5, chat_type="group")
         )
@@ -346,24 +347,22 @@ async def test_new_failing_gets_an_incident_code(
 
 
 async def test_a_redelivered_update_is_handled_once(
-    stack: Stack, telegram: FakeTelegramServer
+    stored_stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     update = telegram.message_update(CHAT, "вопрос", update_id=77)
-    await stack.feed(update)
-    await stack.feed(update)
-    await stack.settle()
+    await stored_stack.feed(update)
+    await stored_stack.feed(update)
+    await stored_stack.settle()
     assert telegram.sent_texts(CHAT) == ["Ответ: вопрос", customer_texts.HELP]
-    assert len(stack.chat.asked) == 1
+    assert len(stored_stack.chat.asked) == 1
     seen = f"handlers:{{tg:{CHAT}}}:seen:77"
-    assert 0 < await stack.app.redis.ttl(seen) <= 24 * 3600
+    assert 0 < await stored_stack.app.redis.ttl(seen) <= 24 * 3600
 
 
 async def test_flood_is_told_once_and_costs_no_model_call(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+    storage: dict[str, str], telegram: FakeTelegramServer, bot: Bot
 ) -> None:
-    async for stack in _stack(
-        redis_server, telegram, bot, FLOOD_BURST=2, FLOOD_INTERVAL_SECONDS=600
-    ):
+    async for stack in _stack(storage, telegram, bot, FLOOD_BURST=2, FLOOD_INTERVAL_SECONDS=600):
         for number in range(4):
             await stack.feed(telegram.message_update(CHAT, f"вопрос {number}"))
         assert await telegram.wait_for_texts(CHAT, 3) == [
@@ -375,9 +374,9 @@ async def test_flood_is_told_once_and_costs_no_model_call(
 
 
 async def test_daily_cap_is_told_once_and_commands_still_work(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+    storage: dict[str, str], telegram: FakeTelegramServer, bot: Bot
 ) -> None:
-    async for stack in _stack(redis_server, telegram, bot, DAILY_TURN_LIMIT=1):
+    async for stack in _stack(storage, telegram, bot, DAILY_TURN_LIMIT=1):
         for text in ("первый", "второй", "третий", "/help"):
             await stack.feed(telegram.message_update(CHAT, text))
         assert await telegram.wait_for_texts(CHAT, 3) == [
@@ -389,25 +388,25 @@ async def test_daily_cap_is_told_once_and_commands_still_work(
 
 
 async def test_one_chat_in_order_while_another_chat_is_not_delayed(
-    stack: Stack, telegram: FakeTelegramServer
+    stored_stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     """A stuck turn of chat A holds A's later messages back, but chat B is answered meanwhile."""
     release = asyncio.Event()
-    stack.chat.gates["A0"] = release
+    stored_stack.chat.gates["A0"] = release
     updates = [telegram.message_update(1, f"A{i}") for i in range(3)]
     updates.insert(1, telegram.message_update(2, "B0"))
     for update in updates:
-        await stack.feed(update)
+        await stored_stack.feed(update)
     await telegram.wait_for_texts(2, 1)  # B answered while A0 is still stuck
-    assert [text for _, text in stack.chat.asked if text.startswith("A")] == ["A0"]
+    assert [text for _, text in stored_stack.chat.asked if text.startswith("A")] == ["A0"]
     release.set()
     assert await telegram.wait_for_texts(1, 3) == ["Ответ: A0", "Ответ: A1", "Ответ: A2"]
 
 
 async def test_a_command_addressed_to_another_bot_in_a_group_is_not_ours(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+    standalone: dict[str, str], telegram: FakeTelegramServer, bot: Bot
 ) -> None:
-    async for stack in _stack(redis_server, telegram, bot, TELEGRAM_ALLOW_GROUPS=True):
+    async for stack in _stack(standalone, telegram, bot, TELEGRAM_ALLOW_GROUPS=True):
         for text in ("/help@otherbot", "/new@OtherBot", "/start@other_bot привет"):
             await stack.feed(telegram.message_update(-300, text, user_id=5, chat_type="group"))
         # Addressed to us, or to nobody in particular, it is ours.
@@ -419,35 +418,35 @@ async def test_a_command_addressed_to_another_bot_in_a_group_is_not_ours(
 
 
 async def test_a_chat_that_blocked_the_bot_gets_no_sends_until_it_unblocks(
-    stack: Stack, telegram: FakeTelegramServer
+    stored_stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     blocked = f"handlers:{{tg:{CHAT}}}:blocked"
-    await stack.feed(telegram.member_update(CHAT, "member", "kicked"))
-    await stack.feed(telegram.message_update(CHAT, "вопрос после блокировки"))
-    await stack.feed(telegram.member_update(CHAT, "kicked", "member"))
-    await stack.feed(telegram.message_update(CHAT, "/start"))
+    await stored_stack.feed(telegram.member_update(CHAT, "member", "kicked"))
+    await stored_stack.feed(telegram.message_update(CHAT, "вопрос после блокировки"))
+    await stored_stack.feed(telegram.member_update(CHAT, "kicked", "member"))
+    await stored_stack.feed(telegram.message_update(CHAT, "/start"))
     # In intake order: blocked, a question (answered by the model, never sent), unblocked.
     assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.GREETING]
-    assert await stack.app.redis.exists(blocked) == 0
-    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert await stored_stack.app.redis.exists(blocked) == 0
+    session = await stored_stack.app.sessions.load(f"tg:{CHAT}")
     assert session is not None
     assert [m.undelivered for m in session.messages] == [False, True]
 
 
 async def test_a_send_refused_with_403_marks_the_chat_blocked(
-    stack: Stack, telegram: FakeTelegramServer
+    stored_stack: Stack, telegram: FakeTelegramServer
 ) -> None:
     telegram.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
-    await stack.feed(telegram.message_update(CHAT, "/help"))
-    await stack.feed(telegram.message_update(CHAT, "/start"))
+    await stored_stack.feed(telegram.message_update(CHAT, "/help"))
+    await stored_stack.feed(telegram.message_update(CHAT, "/start"))
     blocked = f"handlers:{{tg:{CHAT}}}:blocked"
     await telegram.wait_for(lambda: len(telegram.calls_of("sendMessage")) == 1)
-    await stack.feed(telegram.member_update(CHAT, "kicked", "member"))
-    await stack.feed(telegram.message_update(CHAT, "/help"))
+    await stored_stack.feed(telegram.member_update(CHAT, "kicked", "member"))
+    await stored_stack.feed(telegram.message_update(CHAT, "/help"))
     assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.HELP]
     # The /start after the 403 was not even tried: one refused send, then the last /help.
     assert len(telegram.calls_of("sendMessage")) == 2
-    assert await stack.app.redis.exists(blocked) == 0
+    assert await stored_stack.app.redis.exists(blocked) == 0
 
 
 async def test_a_lone_surrogate_is_cleaned_before_the_chat_service(

@@ -9,36 +9,29 @@ this test's loop; the staff chat is a forum of the fake Bot API, so topics,
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from aiogram import Bot
-from aiogram.types import Update
 from redis.asyncio.client import Monitor
 
 from bot import customer_texts
-from bot.app import Application, build_application
+from bot.app import Application
 from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
 from bot.engine.chat_service import IDLE_TOPIC_NOTE
 from bot.engine.history import STAFF_NOTE
 from bot.handoff.desk import NOT_DELIVERED
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
-from bot.handoff.sweeper import HandoffSweeper
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.queue.worker import WorkerPool
 from bot.storage.keys import RedisKeys, telegram_conversation
-from bot.telegram.dispatcher import build_dispatcher
-from bot.telegram.intake import TelegramIntake
-from bot.telegram.runner import build_workers
-from bot.testing.pool_stop import stop_pool
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
+from bot.testing.telegram_stack import TelegramStack, open_application
 from tools.store import ShopStore
 from tools.support_hours import closed_note
 
@@ -65,21 +58,22 @@ def _responder(
     return text_result(f"Ответ: {last['content']}")
 
 
-@dataclass
-class Desk:
+class Desk(TelegramStack):
     """The bot with handoff on, fed like the webhook feeds it."""
 
-    app: Application
-    handoff: HandoffService
-    bot: Bot
-    intake: TelegramIntake
-    workers: WorkerPool
-    model: ScriptedClient
-    telegram: FakeTelegramServer
-    staff_chat: int = STAFF
-
-    async def feed(self, update: dict[str, Any]) -> None:
-        await self.intake.accept(Update.model_validate(update, context={"bot": self.bot}))
+    def __init__(
+        self,
+        app: Application,
+        bot: Bot,
+        telegram: FakeTelegramServer,
+        model: ScriptedClient,
+        staff_chat: int = STAFF,
+    ) -> None:
+        super().__init__(app, bot, telegram=telegram)
+        assert app.handoff is not None
+        self.handoff: HandoffService = app.handoff
+        self.model = model
+        self.staff_chat = staff_chat
 
     async def customer(self, text: str | None, chat_id: int = CUSTOMER, **kwargs: Any) -> int:
         update = self.telegram.message_update(chat_id, text, **kwargs)
@@ -153,35 +147,10 @@ async def _desk(
         **env,
     )
     model = ScriptedClient(_responder)
-    app = await build_application(settings, llm=model)
-    if flush:
-        await app.redis.flushdb()
-    assert app.handoff is not None
-    front = build_dispatcher(
-        settings,
-        chat_service=app.chat,
-        blocked_chats=app.blocked,
-        handoff=app.handoff,
-        actions=app.actions,
-    )
-    workers = build_workers(app, bot, front)
-    working = asyncio.create_task(workers.run())
-    intake = TelegramIntake(app.intake, bot, allow_groups=False, topics=app.handoff.topics)
-    sweeper = HandoffSweeper(
-        topics=app.handoff.topics,
-        intake=app.intake,
-        idle=app.handoff.idle,
-        period_seconds=0.05,
-    )
-    sweeping = asyncio.create_task(sweeper.run()) if sweep else None
-    try:
-        yield Desk(app, app.handoff, bot, intake, workers, model, telegram, staff)
-    finally:
-        sweeper.stop()
-        if sweeping is not None:
-            await sweeping
-        await stop_pool(workers, working, app.redis)
-        await app.aclose()
+    async with open_application(settings, llm=model, flush=flush) as app:
+        desk = Desk(app, bot, telegram, model, staff)
+        async with desk.running(sweep=sweep):
+            yield desk
 
 
 @pytest.fixture

@@ -28,18 +28,15 @@ from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
 from bot.testing.polling_bot import PollingBot
 from bot.testing.pool_stop import until_stopped
 from bot.testing.redis_server import RedisServer, free_port
-from bot.testing.settings import make_settings, stack_env
+from bot.testing.settings import child_environment, make_settings, stack_env
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
-
-# Variables of this suite's own environment that must not reach the child process.
-_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "SYSTEMROOT")
 
 
 def child_env(**env: Any) -> dict[str, str]:
-    base = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
-    base.update({"LLM_BACKEND": "offline", "LOG_LEVEL": "INFO", "HEALTH_PORT": "0"})
-    base.update({key: str(value) for key, value in env.items()})
-    return base
+    """A child's environment: the offline model, INFO logs, any free health port, ``env``."""
+    return child_environment(
+        **{"LLM_BACKEND": "offline", "LOG_LEVEL": "INFO", "HEALTH_PORT": 0, **env}
+    )
 
 
 @pytest.fixture
@@ -350,7 +347,12 @@ async def test_a_poller_and_a_worker_on_one_host_both_serve_health_with_the_defa
     stop = asyncio.Event()
     worker = asyncio.create_task(run_bot(settings, "worker", stop))
     try:
-        await telegram.wait_for(lambda: "Worker running" in caplog.text or worker.done(), 60)
+        # Polled: the fake Bot API's wait_for looks again only after its next call.
+        async with asyncio.timeout(60):
+            while True:
+                if "Worker running" in caplog.text or worker.done():
+                    break
+                await asyncio.sleep(0.02)
         assert not worker.done(), caplog.text
         announced = r"Health and metrics on http://127\.0\.0\.1:(\d+)/"
         ports = [int(match) for match in re.findall(announced, caplog.text)]

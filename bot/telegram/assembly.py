@@ -1,0 +1,162 @@
+"""The Telegram side of one process, built in one place: dispatcher, intake, workers, sweepers.
+
+:func:`build_telegram_side` wires what every mode of ``python -m bot`` runs on
+top of the engine (:func:`bot.app.build_application`): the dispatcher with its
+handlers, the intake that queues updates in their chats, the worker pool
+whose job runner feeds queued updates to the dispatcher, and the sweepers of
+idle handoffs and due satisfaction questions. Nothing is started here: the
+runner (:mod:`bot.telegram.runner`) starts the parts under its supervisor,
+the in-process test stack (:mod:`bot.testing.telegram_stack`) in its own
+event loop.
+"""
+
+from dataclasses import dataclass
+
+from aiogram import Bot
+
+from bot.app import Application
+from bot.csat.sweeper import CsatSweeper
+from bot.handoff.desk import StaffDesk
+from bot.handoff.sweeper import HandoffSweeper
+from bot.ops.supervision import TaskSupervisor
+from bot.queue.dead_letters import DeadLetters
+from bot.queue.worker import WorkerPool, WorkerSettings
+from bot.telegram.action_cards import CardIndex
+from bot.telegram.callbacks import PressAnswers
+from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
+from bot.telegram.intake import TelegramIntake
+from bot.telegram.job_runner import TelegramJobRunner
+from bot.telegram.ports import ChatPort
+from bot.telegram.sending import ReplySender
+
+
+@dataclass(frozen=True)
+class TelegramSide:
+    """What one process runs for Telegram, built and not yet started.
+
+    ``handoff_sweeper`` is ``None`` when handoff is off, ``csat_sweeper`` when
+    ``CSAT`` is off.
+    """
+
+    app: Application
+    bot: Bot
+    front: TelegramFrontEnd
+    intake: TelegramIntake
+    workers: WorkerPool
+    handoff_sweeper: HandoffSweeper | None
+    csat_sweeper: CsatSweeper | None
+
+
+def build_telegram_side(
+    app: Application,
+    bot: Bot,
+    *,
+    tasks: TaskSupervisor | None = None,
+    chat: ChatPort | None = None,
+    sweep_period_seconds: float | None = None,
+) -> TelegramSide:
+    """The dispatcher, intake, worker pool and sweepers of ``app``, sending through ``bot``.
+
+    ``tasks`` supervises the workers' tasks; ``chat`` stands in for ``app.chat``
+    (a test's watched chat service); ``sweep_period_seconds`` overrides the
+    sweepers' period (tests sweep often; production derives it from the idle times).
+    """
+    chat_service = app.chat if chat is None else chat
+    front = build_dispatcher(
+        app.settings,
+        chat_service=chat_service,
+        blocked_chats=app.blocked,
+        metrics=app.metrics,
+        handoff=app.handoff,
+        actions=app.actions,
+        feedback=app.feedback,
+    )
+    intake = TelegramIntake(
+        app.intake,
+        bot,
+        allow_groups=app.settings.telegram.allow_groups,
+        topics=app.handoff.topics if app.handoff is not None else None,
+        presses=PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions),
+    )
+    return TelegramSide(
+        app=app,
+        bot=bot,
+        front=front,
+        intake=intake,
+        workers=build_workers(app, bot, front, tasks, chat=chat_service),
+        handoff_sweeper=build_sweeper(app, period_seconds=sweep_period_seconds),
+        csat_sweeper=build_csat_sweeper(app, period_seconds=sweep_period_seconds),
+    )
+
+
+def build_workers(
+    app: Application,
+    bot: Bot,
+    front: TelegramFrontEnd,
+    tasks: TaskSupervisor | None = None,
+    *,
+    chat: ChatPort | None = None,
+) -> WorkerPool:
+    """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
+    settings = app.settings
+    runner = TelegramJobRunner(
+        bot=bot,
+        dispatcher=front.dispatcher,
+        queue=app.queue,
+        # The blocked flag comes with the chat's state (no extra round trip per send);
+        # the sender still sets it on a 403.
+        replies=ReplySender(
+            max_attempts=settings.telegram.send_max_attempts,
+            blocked=app.blocked,
+            check_blocked=False,
+            retries=app.metrics,
+        ),
+        chat=app.chat if chat is None else chat,
+        audit=app.turn_audit,
+        dead_letters=DeadLetters(app.redis, keys=app.keys),
+        max_attempts=settings.worker.job_max_attempts,
+        desk=StaffDesk(bot=bot, topics=app.handoff.topics, sessions=app.sessions)
+        if app.handoff is not None
+        else None,
+        handoff=app.handoff,
+        cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
+        feedback=app.feedback,
+        blocked=app.blocked,
+    )
+    return WorkerPool(
+        stream=app.work,
+        queue=app.queue,
+        runner=runner,
+        retries=app.metrics,
+        settings=WorkerSettings(
+            concurrency=settings.worker.concurrency,
+            lease_seconds=settings.session.lease_seconds,
+            shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
+            # A blocking read must come back well before the socket timeout fires.
+            read_block_ms=max(50, min(1000, int(settings.redis.socket_timeout_seconds * 500))),
+        ),
+        supervisor=tasks,
+    )
+
+
+def build_sweeper(
+    app: Application, *, period_seconds: float | None = None
+) -> HandoffSweeper | None:
+    """The idle sweep of handoffs, when handoff is on."""
+    if app.handoff is None:
+        return None
+    return HandoffSweeper(
+        topics=app.handoff.topics,
+        intake=app.intake,
+        idle=app.handoff.idle,
+        period_seconds=period_seconds,
+    )
+
+
+def build_csat_sweeper(
+    app: Application, *, period_seconds: float | None = None
+) -> CsatSweeper | None:
+    """The sweep that queues due satisfaction questions, when ``CSAT`` is on."""
+    if app.feedback is None:
+        return None
+    return CsatSweeper(schedule=app.feedback, intake=app.intake, period_seconds=period_seconds)
