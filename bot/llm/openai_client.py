@@ -32,7 +32,7 @@ InstructionsRole = Literal["developer", "system"]
 DEFAULT_MAX_CONNECTIONS = 1000
 """Connections to the model provider at once: a burst of chats each holds one while it waits."""
 
-STREAM_READ_PACE_SECONDS: Final = 0.1
+STREAM_READ_PACE_SECONDS: Final = 0.15
 """A streamed answer is read at most this often once it has begun (drafts change every 0.5 s)."""
 
 _COMPLETIONS_PATH: Final = b"chat/completions"

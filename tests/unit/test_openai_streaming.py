@@ -221,14 +221,17 @@ async def test_the_streamed_body_is_encoded_once_per_request_as_create_would_sen
     openai_server.script(text_answer(ANSWER), text_answer(ANSWER))
     client = await make_client()
 
-    await client.generate_with_tools(MESSAGES, default_registry.api_schemas(), on_text=len)
-    await client.generate_with_tools(MESSAGES, [], "none", on_text=len)
+    await client.generate_with_tools(
+        MESSAGES, default_registry.api_schemas(), on_text=lambda _: None
+    )
+    await client.generate_with_tools(MESSAGES, [], "none", on_text=lambda _: None)
 
     with_tools, without = (request.body for request in openai_server.requests)
     assert with_tools["tools"] == list(default_registry.api_schemas())
     assert (with_tools["stream"], without["stream"]) == (True, True)
     assert without["stream_options"] == {"include_usage": True}
-    assert "tools" not in without and "tool_choice" not in without
+    assert "tools" not in without
+    assert "tool_choice" not in without
     assert without["messages"] == [{**MESSAGES[0], "role": "system"}, MESSAGES[1]]
 
 
@@ -263,7 +266,7 @@ async def test_paced_reads_gather_the_events_that_arrive_between_them(
 async def test_sse_lines_split_between_reads_and_crlf_endings_are_read_whole() -> None:
     """Lines cut anywhere, ``\\r\\n`` endings, comments and a last line without newline."""
     body = (
-        b": keep-alive\r\n\r\ndata: {\"a\": 1}\r\n\r\nevent: x\ndata:{\"b\": \"\xd0\xb6\"}\n\n"
+        b': keep-alive\r\n\r\ndata: {"a": 1}\r\n\r\nevent: x\ndata:{"b": "\xd0\xb6"}\n\n'
         b"data: [DONE]"
     )
     pieces = [body[i : i + 5] for i in range(0, len(body), 5)]
