@@ -109,22 +109,68 @@ class EventStream(httpx2.AsyncByteStream):
 
     A failure while reading (a read timeout, the connection dropped mid-way)
     becomes httpx2's error, as it would for the head of the response.
+
+    With ``pace_seconds`` set, the socket is read at most that often: between two
+    reads the connection's transport stops reading (asyncio's ``pause_reading``), so
+    the events that arrive meanwhile (a token each, 20-50 a second) wait in the
+    kernel and come in one read. Each read wakes the event loop, aiohttp's parser,
+    its read timeout and the reader; a few events per read cost little more than
+    one. The read timeout still counts from the last byte received, so a pause lasts
+    at most a quarter of it.
     """
 
     def __init__(self, response: aiohttp.ClientResponse, request: httpx2.Request) -> None:
         self._response = response
         self._request = request
+        self.pace_seconds = 0.0
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for data in self._response.content.iter_any():
                 yield data
+                if self.pace_seconds > 0:
+                    await self._pause(self.pace_seconds)
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _transport_error(error, self._request) from error
+
+    async def _pause(self, seconds: float) -> None:
+        """Leave what arrives in the kernel for ``seconds``; nothing when already read whole."""
+        connection = self._response.connection
+        transport = connection.transport if connection is not None else None
+        if (
+            transport is None
+            or not transport.is_reading()  # closing, or paused by aiohttp's flow control
+            or self._response.content.at_eof()
+        ):
+            return
+        # Data left in the kernel is not "received": the pause stays well inside sock_read.
+        read_timeout = self._request.extensions.get("timeout", {}).get("read")
+        if read_timeout is not None:
+            seconds = min(seconds, read_timeout / 4)
+        transport.pause_reading()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            # Also when the reader is cancelled: a connection given back to the pool reads.
+            if not transport.is_closing():
+                transport.resume_reading()
 
     async def aclose(self) -> None:
         """Give the connection back (or drop it, if the body was not read to its end)."""
         self._response.release()
+
+
+def body_pieces(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The body of a streamed ``response`` as it arrives, decoded.
+
+    A stream from :class:`ChatTransport` without a ``Content-Encoding`` is read from
+    aiohttp directly: httpx2's layers (raw, decoded, chunked) cost more than the
+    event itself, once per event. Anything else goes through httpx2's own reader.
+    """
+    stream = response.stream
+    if isinstance(stream, EventStream) and "content-encoding" not in response.headers:
+        return aiter(stream)
+    return response.aiter_bytes()
 
 
 def session_factory(proxy: str | None, max_connections: int) -> Callable[[], aiohttp.ClientSession]:
@@ -226,16 +272,15 @@ class ChatHttpClient(DefaultAioHttpClient):
 
         httpx2 runs every request through an auth flow, a redirect loop and a stream
         wrapper. The SDK's requests use no httpx2 auth, our transport reads each body
-        whole, and a redirect is rare. Cookies a response sets are still kept, and the
-        request is logged as httpx2 logs it. Streaming, auth, event hooks or a request
-        without timeouts go through httpx2's ``send``; so does a redirect answer that
-        is to be followed (the request is sent again there). The one difference: a
-        redirect not followed gets no ``next_request``; the SDK reports it as an error
-        either way.
+        whole (a streamed completion's events stay unread, ``stream`` or not), and a
+        redirect is rare. Cookies a response sets are still kept, and the request is
+        logged as httpx2 logs it. Auth, event hooks or a request without timeouts go
+        through httpx2's ``send``; so does a redirect answer that is to be followed
+        (the request is sent again there). The one difference: a redirect not followed
+        gets no ``next_request``; the SDK reports it as an error either way.
         """
         if (
-            stream
-            or self.is_closed
+            self.is_closed
             or "timeout" not in request.extensions
             or auth is not httpx2.USE_CLIENT_DEFAULT
             or self.auth is not None
@@ -254,7 +299,7 @@ class ChatHttpClient(DefaultAioHttpClient):
         ):
             # Rare (a moved endpoint), and the request was not served here: httpx2's
             # send asks again and follows the redirect as it would have.
-            return await super().send(request, follow_redirects=True)
+            return await super().send(request, stream=stream, follow_redirects=True)
         response.request = request
         response.elapsed = timedelta(seconds=time.perf_counter() - started)
         if "set-cookie" in response.headers:

@@ -3,7 +3,7 @@
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal
 
 import httpx2
 import openai
@@ -20,8 +20,8 @@ from bot.llm.errors import (
     LLMTimeoutError,
     LLMUnavailableError,
 )
-from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
-from bot.llm.streaming import StreamAssembler, parse_chunk
+from bot.llm.http_client import ChatHttpClient, ChatTransport, EventStream, session_factory
+from bot.llm.streaming import StreamAssembler, parse_chunk, sse_data
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from turn import ToolCall, Usage
 
@@ -32,9 +32,14 @@ InstructionsRole = Literal["developer", "system"]
 DEFAULT_MAX_CONNECTIONS = 1000
 """Connections to the model provider at once: a burst of chats each holds one while it waits."""
 
+STREAM_READ_PACE_SECONDS: Final = 0.15
+"""A streamed answer is read at most this often once it has begun (drafts change every 0.5 s)."""
+
 _COMPLETIONS_PATH: Final = b"chat/completions"
 # What the SDK's own chat.completions.create asks for: the API key as a bearer token.
 _REQUEST_OPTIONS: Final[RequestOptions] = {"security": {"bearer_auth": True}}
+# A streamed request asks for the usage too: it comes in a last event without choices.
+_STREAM_FIELDS: Final = b',"stream":true,"stream_options":{"include_usage":true}'
 
 
 class OpenAIChatClient:
@@ -146,34 +151,41 @@ class OpenAIChatClient:
         tool_choice: ToolChoice,
         on_text: TextListener,
     ) -> LLMResult:
-        """The completion streamed: ``chat.completions.with_streaming_response.create``.
+        """The completion streamed: the same ``post`` as above, its events read as they come.
 
         The SDK retries (and times out) the request until the response's head, as
         for any other; a failure while the events are read (a read timeout, the
         connection dropped, an error event) is not retried and ends in the same
         error kinds. Nothing is returned unless the stream reached its finish reason.
-        Each event is validated in one pass by pydantic-core (the SDK's own stream
-        builds every chunk its lenient way, about 30 times slower).
+        The body is encoded here as for a plain request (``create`` would walk every
+        message again for each streamed step); each event is validated in one pass
+        by pydantic-core (the SDK's own stream builds every chunk its lenient way,
+        about 30 times slower).
         """
         assembler = StreamAssembler(on_text)
-        options: dict[str, object] = {}
-        if tools:
-            options = {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": False}
         try:
-            async with self._client.chat.completions.with_streaming_response.create(
-                model=self._model,
-                messages=cast(Any, [self._with_role(message) for message in messages]),
+            # ``stream=True`` without a stream class: the SDK hands back the response
+            # with its body unread (its documented answer for ``cast_to=httpx2.Response``).
+            response = await self._client.post(
+                self._url,
+                cast_to=httpx2.Response,
+                content=self._body(messages, tools, tool_choice, stream=True),
+                options=_REQUEST_OPTIONS,
                 stream=True,
-                stream_options={"include_usage": True},
-                **cast(Any, options),
-            ) as response:
-                async for line in response.iter_lines():
-                    data = _event_data(line)
-                    if data is None:
-                        continue
-                    if data == "[DONE]":
+            )
+            # While the answer is written the socket is read at most every
+            # STREAM_READ_PACE_SECONDS (a few events per read); its first text and
+            # the events after the finish reason are read as they come.
+            paced = response.stream if isinstance(response.stream, EventStream) else None
+            try:
+                async for data in sse_data(response):
+                    if data == b"[DONE]":
                         break
                     assembler.add(parse_chunk(data))
+                    if paced is not None:
+                        paced.pace_seconds = STREAM_READ_PACE_SECONDS if assembler.writing else 0.0
+            finally:
+                await response.aclose()
         except (openai.OpenAIError, ProxyError, httpx2.HTTPError, ValueError) as error:
             raise _llm_error(error) from error
         except (AttributeError, TypeError) as error:
@@ -181,7 +193,12 @@ class OpenAIChatClient:
         return assembler.result()
 
     def _body(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], choice: ToolChoice
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        choice: ToolChoice,
+        *,
+        stream: bool = False,
     ) -> bytes:
         """The request body as the SDK would encode it (compact UTF-8 JSON)."""
         parts = [
@@ -190,6 +207,8 @@ class OpenAIChatClient:
             b',"messages":',
             _dumps([self._with_role(message) for message in messages]),
         ]
+        if stream:
+            parts.append(_STREAM_FIELDS)
         if tools:
             parts += [
                 b',"tools":',
@@ -271,13 +290,6 @@ def _http_client(proxy: str | None, max_connections: int) -> ChatHttpClient:
 def _dumps(value: object) -> bytes:
     """Compact UTF-8 JSON, as the SDK and httpx2 encode request bodies."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _event_data(line: str) -> str | None:
-    """The data of one server-sent event line; ``None`` for comments, names, blank lines."""
-    if not line.startswith("data:"):
-        return None
-    return line[5:].strip()
 
 
 def _parse_completion(body: bytes) -> ChatCompletion:

@@ -7,17 +7,41 @@ before its finish reason was cut mid-way: nothing of it may be used.
 """
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import httpx2
 from openai.types.chat import ChatCompletionChunk
 from pydantic import ValidationError
 
 from bot.llm.errors import LLMBadResponseError, LLMUnavailableError
+from bot.llm.http_client import body_pieces
 from bot.llm.types import LLMResult, TextListener
 from turn import ToolCall, Usage
 
 
-def parse_chunk(data: str) -> ChatCompletionChunk:
+async def sse_data(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The data of each ``data:`` line of a server-sent event stream, as it arrives.
+
+    Comments, event names and blank lines are skipped; a line may end in ``\\n``,
+    ``\\r\\n`` or ``\\r`` and may be split between reads. Each event is one line of
+    JSON in a chat completion stream, so lines are not joined into events.
+    """
+    rest = b""
+    async for piece in body_pieces(response):
+        if not piece:
+            continue
+        text = rest + piece if rest else piece
+        lines = text.splitlines()
+        rest = b"" if text.endswith((b"\n", b"\r")) else lines.pop()
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if rest.startswith(b"data:"):
+        yield rest[5:].strip()
+
+
+def parse_chunk(data: str | bytes) -> ChatCompletionChunk:
     """One event's ``chat.completion.chunk``, validated in one pass by pydantic-core.
 
     A chunk that does not validate (a field a compatible server leaves out) is
@@ -61,6 +85,11 @@ class StreamAssembler:
         self._response_id = ""
         self._usage = Usage()
         self._chunks = 0
+
+    @property
+    def writing(self) -> bool:
+        """Whether the answer is under way: text, a refusal or a tool call came, no finish yet."""
+        return self._finish_reason is None and bool(self._content or self._refusal or self._calls)
 
     def add(self, chunk: ChatCompletionChunk) -> None:
         """Take one chunk; only the first choice counts (one is asked for)."""

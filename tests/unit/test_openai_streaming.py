@@ -1,13 +1,17 @@
 """The streamed path of OpenAIChatClient: the real AsyncOpenAI against the scripted server's SSE."""
 
+import gzip
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter
 
+import httpx2
 import pytest
 
 from bot.llm.errors import LLMRateLimitError, LLMTimeoutError, LLMUnavailableError
+from bot.llm.http_client import ChatTransport, EventStream, session_factory
 from bot.llm.openai_client import OpenAIChatClient
+from bot.llm.streaming import sse_data
 from bot.llm.types import Message
 from bot.testing.openai_server import (
     ScriptedOpenAIServer,
@@ -208,3 +212,98 @@ async def test_chunks_a_compatible_server_leaves_fields_out_of_still_count(
     result = await client.generate_with_tools(MESSAGES, [], "none", on_text=lambda _: None)
 
     assert (result.text, result.finish_reason, result.model) == ("Заказ в пути.", "stop", "m")
+
+
+async def test_the_streamed_body_is_encoded_once_per_request_as_create_would_send_it(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory, default_registry: ToolRegistry
+) -> None:
+    """The stream asks for the usage and offers the tools as a plain request does."""
+    openai_server.script(text_answer(ANSWER), text_answer(ANSWER))
+    client = await make_client()
+
+    await client.generate_with_tools(
+        MESSAGES, default_registry.api_schemas(), on_text=lambda _: None
+    )
+    await client.generate_with_tools(MESSAGES, [], "none", on_text=lambda _: None)
+
+    with_tools, without = (request.body for request in openai_server.requests)
+    assert with_tools["tools"] == list(default_registry.api_schemas())
+    assert (with_tools["stream"], without["stream"]) == (True, True)
+    assert without["stream_options"] == {"include_usage": True}
+    assert "tools" not in without
+    assert "tool_choice" not in without
+    assert without["messages"] == [{**MESSAGES[0], "role": "system"}, MESSAGES[1]]
+
+
+async def test_paced_reads_gather_the_events_that_arrive_between_them(
+    openai_server: ScriptedOpenAIServer,
+) -> None:
+    """With ``pace_seconds`` the socket is read a few times, not once per event."""
+    events = 60
+    transport = ChatTransport(session_factory(None, 4))
+    try:
+        reads: dict[float, list[bytes]] = {}
+        for pace in (0.0, 0.1):
+            openai_server.script(
+                trickle(text_answer("ж" * events), chunk_chars=1, interval_seconds=0.01)
+            )
+            response = await transport.handle_async_request(_stream_request(openai_server))
+            stream = response.stream
+            assert isinstance(stream, EventStream)
+            stream.pace_seconds = pace
+            reads[pace] = [piece async for piece in stream]
+            await stream.aclose()
+    finally:
+        await transport.aclose()
+
+    unpaced, paced = reads[0.0], reads[0.1]
+    assert b"".join(paced).count(b"data:") == b"".join(unpaced).count(b"data:") >= events
+    # 60 events 10 ms apart: one read each unpaced, one per 0.1 s paced.
+    assert len(paced) <= 12
+    assert len(unpaced) > 2 * len(paced)
+
+
+async def test_sse_lines_split_between_reads_and_crlf_endings_are_read_whole() -> None:
+    """Lines cut anywhere, ``\\r\\n`` endings, comments and a last line without newline."""
+    body = (
+        b': keep-alive\r\n\r\ndata: {"a": 1}\r\n\r\nevent: x\ndata:{"b": "\xd0\xb6"}\n\n'
+        b"data: [DONE]"
+    )
+    pieces = [body[i : i + 5] for i in range(0, len(body), 5)]
+
+    data = [item async for item in sse_data(httpx2.Response(200, stream=_Pieces(pieces)))]
+
+    assert data == [b'{"a": 1}', '{"b": "ж"}'.encode(), b"[DONE]"]
+
+
+async def test_a_compressed_event_stream_is_decoded_before_its_lines_are_read() -> None:
+    body = b'data: {"a": 1}\n\ndata: [DONE]\n\n'
+    response = httpx2.Response(
+        200,
+        headers={"Content-Encoding": "gzip", "Content-Type": "text/event-stream"},
+        stream=_Pieces([gzip.compress(body)]),
+    )
+
+    assert [item async for item in sse_data(response)] == [b'{"a": 1}', b"[DONE]"]
+
+
+class _Pieces(httpx2.AsyncByteStream):
+    """A body that arrives in the given pieces."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self._pieces:
+            yield piece
+
+
+def _stream_request(server: ScriptedOpenAIServer) -> httpx2.Request:
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    return httpx2.Request(
+        "POST",
+        f"{server.base_url.rstrip('/')}/chat/completions",
+        content=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+        extensions={"timeout": httpx2.Timeout(5.0).as_dict()},
+    )
