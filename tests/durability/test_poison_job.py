@@ -113,7 +113,15 @@ async def test_a_job_that_kills_its_process_every_time_is_dead_lettered(
         await telegram.wait_for_texts(CHAT, 2, within=30)
     assert telegram.sent_texts(CHAT)[1] == answer_for(NEXT)
 
-    turns = [t for t in await audit_turns(store) if t["chat_id"] == str(CHAT)]
+    # The worker audits a turn right after Telegram took its reply: wait for the entry.
+    async def chat_turns() -> list[dict[str, str]]:
+        return [t for t in await audit_turns(store) if t["chat_id"] == str(CHAT)]
+
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(turns := await chat_turns()) < 2:
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"the second turn was not audited within 10 s\n{cluster.logs()}")
+        await asyncio.sleep(0.05)
     assert [(t["turn_id"], t["outcome"], t.get("error_code")) for t in turns][:1] == [
         (incident, "failed", "poison_job")
     ]
