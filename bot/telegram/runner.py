@@ -230,9 +230,14 @@ def _bot_api_failure(error: TelegramAPIError | ClientDecodeError, settings: Sett
             f"the Bot API at {where} refused getMe: {type(error).__name__}: "
             f"{_one_line(error.message)}"
         )
+    return _without_token(line, settings)
+
+
+def _without_token(line: str, settings: Settings) -> str:
+    """``line`` with the bot token (which Bot API URLs carry) masked."""
     token = settings.telegram.bot_token
     if token is not None and token.get_secret_value():
-        line = line.replace(token.get_secret_value(), "***")
+        return line.replace(token.get_secret_value(), "***")
     return line
 
 
@@ -246,10 +251,7 @@ def _set_webhook_failure(
         f"the Bot API refused setWebhook for {url}: {type(error).__name__}: "
         f"{_one_line(error.message)}"
     )
-    token = settings.telegram.bot_token
-    if token is not None and token.get_secret_value():
-        line = line.replace(token.get_secret_value(), "***")
-    return line
+    return _without_token(line, settings)
 
 
 def _os_reason(error: OSError) -> str:
