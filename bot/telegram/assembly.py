@@ -30,7 +30,7 @@ from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TelegramSide:
     """What one process runs for Telegram, built and not yet started.
 
@@ -83,19 +83,19 @@ def build_telegram_side(
         bot=bot,
         front=front,
         intake=intake,
-        workers=build_workers(app, bot, front, tasks, chat=chat_service),
-        handoff_sweeper=build_sweeper(app, period_seconds=sweep_period_seconds),
+        workers=_workers(app, bot, front, tasks, chat=chat_service),
+        handoff_sweeper=_handoff_sweeper(app, period_seconds=sweep_period_seconds),
         csat_sweeper=build_csat_sweeper(app, period_seconds=sweep_period_seconds),
     )
 
 
-def build_workers(
+def _workers(
     app: Application,
     bot: Bot,
     front: TelegramFrontEnd,
-    tasks: TaskSupervisor | None = None,
+    tasks: TaskSupervisor | None,
     *,
-    chat: ChatPort | None = None,
+    chat: ChatPort,
 ) -> WorkerPool:
     """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
     settings = app.settings
@@ -111,7 +111,7 @@ def build_workers(
             check_blocked=False,
             retries=app.metrics,
         ),
-        chat=app.chat if chat is None else chat,
+        chat=chat,
         audit=app.turn_audit,
         dead_letters=DeadLetters(app.redis, keys=app.keys),
         max_attempts=settings.worker.job_max_attempts,
@@ -139,7 +139,7 @@ def build_workers(
     )
 
 
-def build_sweeper(
+def _handoff_sweeper(
     app: Application, *, period_seconds: float | None = None
 ) -> HandoffSweeper | None:
     """The idle sweep of handoffs, when handoff is on."""
