@@ -34,6 +34,8 @@ _ENV = SettingsConfigDict(
 )
 
 
+# Each field spells out its Field(...): the pydantic mypy plugin reads validation_alias from
+# that call to type the sections' constructors, and would not see through a wrapper.
 def _env(name: str) -> AliasChoices:
     return AliasChoices(name)
 
@@ -151,18 +153,10 @@ class SupervisionSettings(BaseSettings):
 
     max_restarts: int = Field(default=5, ge=0, le=1000, validation_alias=_env("TASK_MAX_RESTARTS"))
     restart_window_seconds: float = Field(
-        default=60.0,
-        gt=0,
-        le=86_400,
-        allow_inf_nan=False,
-        validation_alias=_env("TASK_RESTART_WINDOW_SECONDS"),
+        default=60.0, gt=0, le=86_400, validation_alias=_env("TASK_RESTART_WINDOW_SECONDS")
     )
     backoff_max_seconds: float = Field(
-        default=5.0,
-        ge=0.01,
-        le=300,
-        allow_inf_nan=False,
-        validation_alias=_env("TASK_BACKOFF_MAX_SECONDS"),
+        default=5.0, ge=0.01, le=300, validation_alias=_env("TASK_BACKOFF_MAX_SECONDS")
     )
 
 
@@ -184,9 +178,7 @@ class RedisSettings(BaseSettings):
         default=SecretStr("redis://localhost:6379/0"), validation_alias=_env("REDIS_URL")
     )
     key_prefix: str = Field(
-        default="support",
-        pattern=KEY_PREFIX_PATTERN,
-        validation_alias=_env("REDIS_KEY_PREFIX"),
+        default="support", pattern=KEY_PREFIX_PATTERN, validation_alias=_env("REDIS_KEY_PREFIX")
     )
     socket_timeout_seconds: float = Field(
         default=5.0, gt=0, validation_alias=_env("REDIS_SOCKET_TIMEOUT_SECONDS")
@@ -317,19 +309,11 @@ class ToolSettings(BaseSettings):
     knowledge_top_k: int = Field(default=3, ge=1, le=10, validation_alias=_env("KNOWLEDGE_TOP_K"))
     # How long a write the model proposed waits for the customer's button.
     action_confirm_seconds: float = Field(
-        default=600.0,
-        gt=0,
-        le=86_400,
-        allow_inf_nan=False,
-        validation_alias=_env("ACTION_CONFIRM_SECONDS"),
+        default=600.0, gt=0, le=86_400, validation_alias=_env("ACTION_CONFIRM_SECONDS")
     )
     # How often each process checks the directory for changes; 0: only on SIGHUP.
     knowledge_reload_seconds: float = Field(
-        default=30.0,
-        ge=0,
-        le=86_400,
-        allow_inf_nan=False,
-        validation_alias=_env("KNOWLEDGE_RELOAD_SECONDS"),
+        default=30.0, ge=0, le=86_400, validation_alias=_env("KNOWLEDGE_RELOAD_SECONDS")
     )
 
     @field_validator("support_timezone")
@@ -422,19 +406,11 @@ class CsatSettings(BaseSettings):
     enabled: Literal["on", "off"] = Field(default="on", validation_alias=_env("CSAT"))
     # After the bot's last answer (each new answer restarts it); fractions allowed.
     after_idle_minutes: float = Field(
-        default=30.0,
-        gt=0,
-        le=7 * 24 * 60,
-        allow_inf_nan=False,
-        validation_alias=_env("CSAT_AFTER_IDLE_MINUTES"),
+        default=30.0, gt=0, le=7 * 24 * 60, validation_alias=_env("CSAT_AFTER_IDLE_MINUTES")
     )
     # At most one question per chat in this time.
     min_interval_hours: float = Field(
-        default=24.0,
-        ge=0,
-        le=365 * 24,
-        allow_inf_nan=False,
-        validation_alias=_env("CSAT_MIN_INTERVAL_HOURS"),
+        default=24.0, ge=0, le=365 * 24, validation_alias=_env("CSAT_MIN_INTERVAL_HOURS")
     )
 
 

@@ -1,15 +1,20 @@
 """All prompt versions the application knows, and which one is active."""
 
-from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
-from prompts.summary.v1_1_0 import SUMMARY_PROMPT_V1_1_0
-from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
-from prompts.support_chat.v1_3_0 import SUPPORT_CHAT_PROMPT_V1_3_0
-from prompts.support_chat.v1_4_0 import SUPPORT_CHAT_PROMPT_V1_4_0
-from prompts.support_chat.v1_5_0 import SUPPORT_CHAT_PROMPT_V1_5_0
+from collections.abc import Mapping
+from importlib.resources import files
+
 from prompts.template import PromptTemplate
 
 SUPPORT_CHAT_PROMPT_ID = "support_chat"
 SUMMARY_PROMPT_ID = "conversation_summary"
+
+# Per prompt id: the package holding its bodies (``<version>.txt``, package data of the
+# wheel) and the versions shipped. Sessions and audit entries name the version that
+# wrote them, so a shipped body is never edited: a change is a new version.
+_SHIPPED: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    SUPPORT_CHAT_PROMPT_ID: ("prompts.support_chat", ("1.2.0", "1.3.0", "1.4.0", "1.5.0")),
+    SUMMARY_PROMPT_ID: ("prompts.summary", ("1.0.0", "1.1.0")),
+}
 
 
 class UnknownPromptError(LookupError):
@@ -47,10 +52,11 @@ class PromptRegistry:
 def build_default_prompt_registry() -> PromptRegistry:
     """A new registry with every shipped prompt version."""
     registry = PromptRegistry()
-    registry.register(SUPPORT_CHAT_PROMPT_V1_2_0)
-    registry.register(SUPPORT_CHAT_PROMPT_V1_3_0)
-    registry.register(SUPPORT_CHAT_PROMPT_V1_4_0)
-    registry.register(SUPPORT_CHAT_PROMPT_V1_5_0)
-    registry.register(SUMMARY_PROMPT_V1_0_0)
-    registry.register(SUMMARY_PROMPT_V1_1_0)
+    for prompt_id, (package, versions) in _SHIPPED.items():
+        for version in versions:
+            body = files(package).joinpath(f"{version}.txt").read_text(encoding="utf-8")
+            # The file ends with a newline; the body does not.
+            registry.register(
+                PromptTemplate(prompt_id=prompt_id, version=version, body=body.strip())
+            )
     return registry

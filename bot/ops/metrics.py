@@ -69,6 +69,27 @@ _ERROR_KINDS: tuple[tuple[type[LLMClientError], str], ...] = (
 )
 
 
+# The metrics whose values other components keep (BotMetrics.observe_*): kind and help text.
+_CALLBACK_METRICS: Mapping[str, tuple[type[GaugeMetricFamily | CounterMetricFamily], str]] = {
+    "updates_in_flight": (
+        GaugeMetricFamily,
+        "Updates entered and not yet finished in this process.",
+    ),
+    "queue_depth": (
+        GaugeMetricFamily,
+        "Chats with queued messages not yet answered (waiting for or held by a worker).",
+    ),
+    "audit_entries_pending": (
+        GaugeMetricFamily,
+        "Audit entries held in this process until Redis takes them (lost if it dies).",
+    ),
+    "audit_entries_lost": (
+        CounterMetricFamily,
+        "Audit entries Redis did not take since the process started.",
+    ),
+}
+
+
 def model_error_kind(error: LLMClientError) -> str:
     """The ``kind`` label of a failed model request."""
     for error_type, kind in _ERROR_KINDS:
@@ -83,8 +104,8 @@ class BotMetrics:
     def __init__(self, registry: CollectorRegistry, *, known_tools: Iterable[str] = ()) -> None:
         self.registry = registry
         self._known_tools = frozenset(known_tools)
-        self._gauges = _CallbackCollector()
-        registry.register(self._gauges)
+        self._callbacks = _CallbackCollector()
+        registry.register(self._callbacks)
         # Every metric in the bot's namespace and in ``registry``.
         counter = partial(Counter, namespace=NAMESPACE, registry=registry)
         histogram = partial(Histogram, namespace=NAMESPACE, registry=registry)
@@ -207,51 +228,33 @@ class BotMetrics:
 
     def observe_in_flight(self, read: Callable[[], int]) -> None:
         """Export ``read()`` as the number of updates being handled right now."""
-        self._gauges.gauges["updates_in_flight"] = (
-            "Updates entered and not yet finished in this process.",
-            read,
-        )
+        self._callbacks.reads["updates_in_flight"] = read
 
     def observe_queue_depth(self, read: Callable[[], int]) -> None:
         """Export ``read()`` as the chats with queued work not yet finished (0 until set)."""
-        self._gauges.gauges["queue_depth"] = (
-            "Chats with queued messages not yet answered (waiting for or held by a worker).",
-            read,
-        )
+        self._callbacks.reads["queue_depth"] = read
 
     def observe_audit_pending(self, read: Callable[[], int]) -> None:
         """Export ``read()`` as the audit entries held in memory until Redis takes them."""
-        self._gauges.gauges["audit_entries_pending"] = (
-            "Audit entries held in this process until Redis takes them (lost if it dies).",
-            read,
-        )
+        self._callbacks.reads["audit_entries_pending"] = read
 
     def observe_audit_lost(self, read: Callable[[], int]) -> None:
         """Export ``read()`` (a count that only grows) as the audit entries lost."""
-        self._gauges.counters["audit_entries_lost"] = (
-            "Audit entries Redis did not take since the process started.",
-            read,
-        )
+        self._callbacks.reads["audit_entries_lost"] = read
 
 
 class _CallbackCollector(Collector):
     """Gauges and counters whose values other components keep; read at scrape time."""
 
     def __init__(self) -> None:
-        self.gauges: dict[str, tuple[str, Callable[[], int]]] = {
-            "queue_depth": (
-                "Chats with queued messages not yet answered (waiting for or held by a worker).",
-                lambda: 0,
-            )
-        }
-        self.counters: dict[str, tuple[str, Callable[[], int]]] = {}
+        # By name (see _CALLBACK_METRICS); the queue depth reads 0 until a queue reports it.
+        self.reads: dict[str, Callable[[], int]] = {"queue_depth": lambda: 0}
 
     def collect(self) -> Iterable[Metric]:
         """One sample per registered callback."""
-        for name, (documentation, read) in self.gauges.items():
-            yield GaugeMetricFamily(f"{NAMESPACE}_{name}", documentation, value=read())
-        for name, (documentation, read) in self.counters.items():
-            yield CounterMetricFamily(f"{NAMESPACE}_{name}", documentation, value=read())
+        for name, read in self.reads.items():
+            family, documentation = _CALLBACK_METRICS[name]
+            yield family(f"{NAMESPACE}_{name}", documentation, value=read())
 
 
 class MetricsAuditSink:

@@ -1,0 +1,17 @@
+"""The support chat instruction: one ``<version>.txt`` body per version, never edited once shipped.
+
+- 1.2.0: read-only tools, no invented data, short Russian answers.
+- 1.3.0: 1.2.0 plus the rule for tag look-alikes in the summary. The summary
+  block's tags are neutralised in the text it quotes, so only the application's
+  own tags open and close it; the prompt tells the model so.
+- 1.4.0: 1.3.0 plus answers grounded in the shop's help center. Policy and
+  how-to questions are answered from ``search_help_center`` results, naming the
+  article (and its URL); when no article answers, the bot says so and offers a
+  person instead of guessing. Live data (an order's status, support hours, the
+  catalogue) still comes from the four data tools.
+- 1.5.0: 1.4.0 plus actions the customer confirms with a button. The model may
+  propose a cancellation, a return or an address change through the write tools,
+  one at a time; it never claims an action happened before the outcome is in the
+  history, and after proposing it asks the customer to press the button (a typed
+  «да» executes nothing).
+"""

@@ -27,8 +27,11 @@ from bot.storage.connection import async_client
 from bot.storage.keys import RedisKeys
 from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.scripted_client import ScriptedClient, echo_responder
-from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
-from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
+from prompts.registry import (
+    SUMMARY_PROMPT_ID,
+    SUPPORT_CHAT_PROMPT_ID,
+    build_default_prompt_registry,
+)
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.store import ShopStore
@@ -76,14 +79,15 @@ async def test_a_master_killed_during_a_burst_loses_no_answer_silently(
     registry = build_default_tool_registry(ShopStore.load())
     executor = ToolExecutor(registry)
     audit = RedisStreamAuditSink(client, stream="cfo:audit", maxlen=10_000, timeout_seconds=1)
+    prompts = build_default_prompt_registry()
     chat = ChatService(
         store=RedisSessionStore(
             client, keys=RedisKeys("cfo"), ttl_seconds=3600, archive_ttl_seconds=60
         ),
         loop=BoundedToolLoop(llm, registry, executor, max_steps=3),
         window=HistoryWindow(2000),
-        summaries=ConversationSummaryService(llm, SUMMARY_PROMPT_V1_0_0),
-        prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
+        summaries=ConversationSummaryService(llm, prompts.get(SUMMARY_PROMPT_ID, "1.0.0")),
+        prompt=prompts.get(SUPPORT_CHAT_PROMPT_ID, "1.2.0"),
         limits=ChatLimits(lease_seconds=LEASE_SECONDS, wait_seconds=15, max_message_chars=500),
         model_name="scripted",
     )

@@ -23,8 +23,11 @@ from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
 from bot.testing.redis_sentinel import SERVICE, SentinelGroup
 from bot.testing.scripted_client import ScriptedClient, echo_responder
-from prompts.summary.v1_0_0 import SUMMARY_PROMPT_V1_0_0
-from prompts.support_chat.v1_2_0 import SUPPORT_CHAT_PROMPT_V1_2_0
+from prompts.registry import (
+    SUMMARY_PROMPT_ID,
+    SUPPORT_CHAT_PROMPT_ID,
+    build_default_prompt_registry,
+)
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.store import ShopStore
@@ -98,14 +101,15 @@ async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
     # Short leases (as the durable-turns work makes them): a lease replicated from
     # the dead master must not hold a chat for the default minutes.
     audit = RedisStreamAuditSink(client, stream="fo:audit", maxlen=10_000, timeout_seconds=1)
+    prompts = build_default_prompt_registry()
     chat = ChatService(
         store=RedisSessionStore(
             client, keys=RedisKeys("fo"), ttl_seconds=3600, archive_ttl_seconds=60
         ),
         loop=BoundedToolLoop(llm, registry, executor, max_steps=3),
         window=HistoryWindow(2000),
-        summaries=ConversationSummaryService(llm, SUMMARY_PROMPT_V1_0_0),
-        prompt=SUPPORT_CHAT_PROMPT_V1_2_0,
+        summaries=ConversationSummaryService(llm, prompts.get(SUMMARY_PROMPT_ID, "1.0.0")),
+        prompt=prompts.get(SUPPORT_CHAT_PROMPT_ID, "1.2.0"),
         limits=ChatLimits(lease_seconds=3, wait_seconds=15, max_message_chars=500),
         model_name="scripted",
     )
