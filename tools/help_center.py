@@ -1,25 +1,21 @@
 """search_help_center: the shop's own articles on policies and how-to questions."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from tools.knowledge.library import HelpCenter
-from tools.registry import RegisteredTool, ResultSummary
+from tools.registry import RegisteredTool, ResultSummary, ToolArguments, text_argument
 
 SEARCH_HELP_CENTER_TOOL_NAME = "search_help_center"
 
 
-class SearchHelpCenterArguments(BaseModel):
+class SearchHelpCenterArguments(ToolArguments):
     """Arguments the model writes."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(
+    query: str = text_argument(
+        "Вопрос клиента своими словами, без номера заказа и личных данных, "
+        "например «как вернуть деньги за заказ».",
         min_length=2,
         max_length=300,
-        description=(
-            "Вопрос клиента своими словами, без номера заказа и личных данных, "
-            "например «как вернуть деньги за заказ». От 2 до 300 символов."
-        ),
     )
 
 

@@ -9,9 +9,9 @@ closed category (never free text), so it may go into the audit.
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from tools.registry import RegisteredTool
+from tools.registry import RegisteredTool, ToolArguments
 
 REQUEST_HUMAN_AGENT_TOOL_NAME = "request_human_agent"
 
@@ -20,10 +20,8 @@ HandoffReason = Literal[
 ]
 
 
-class RequestHumanAgentArguments(BaseModel):
+class RequestHumanAgentArguments(ToolArguments):
     """Why a person is needed, as a category."""
-
-    model_config = ConfigDict(extra="forbid")
 
     reason: HandoffReason
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tools.registry import ToolArguments
 from tools.shop_backend import (
     CANCELLABLE_STATUSES,
     RETURNABLE_STATUSES,
@@ -21,6 +22,7 @@ from tools.shop_backend import (
     ShopRuleError,
     WriteReceipt,
     check_returnable,
+    order_id_argument,
 )
 from tools.store import ShopStore
 from tools.write_tools import ActionResult, WriteTool
@@ -31,15 +33,10 @@ REQUEST_RETURN_TOOL_NAME = "request_return"
 CHANGE_DELIVERY_ADDRESS_TOOL_NAME = "change_delivery_address"
 
 
-class _OrderArguments(BaseModel):
+class _OrderArguments(ToolArguments):
     """What every order action's arguments hold: the order it changes."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    order_id: str = Field(
-        pattern=r"^\d{4}$",
-        description="Номер заказа: ровно четыре цифры без других символов, например 8042.",
-    )
+    order_id: str = order_id_argument(example="8042")
 
 
 class CancelOrderArguments(_OrderArguments):

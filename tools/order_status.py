@@ -1,35 +1,21 @@
 """get_order_status: where an order is and what state it is in."""
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from tools.registry import RegisteredTool
-from tools.shop_backend import Customer, ShopBackend
-from tools.store import ShopStore
+from tools.registry import RegisteredTool, ToolArguments, ToolHandler
+from tools.shop_backend import Customer, ShopBackend, order_id_argument
+from tools.store import OrderDetails, ShopStore
 from turn import ToolBusinessError, TurnContext
 
 GET_ORDER_STATUS_TOOL_NAME = "get_order_status"
 
 
-class GetOrderStatusArguments(BaseModel):
+class GetOrderStatusArguments(ToolArguments):
     """Arguments the model writes."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    order_id: str = Field(
-        pattern=r"^\d{4}$",
-        description="Номер заказа: ровно четыре цифры без других символов, например 8041.",
-    )
+    order_id: str = order_id_argument(example="8041")
 
 
-class OrderStatusResult(BaseModel):
+class OrderStatusResult(OrderDetails):
     """What the model may tell the customer about the order."""
-
-    order_id: str
-    status: str
-    status_text: str
-    updated_at: str
-    delivery_estimate: str | None
-    items: list[str]
 
 
 class CurrentOrderStatusResult(OrderStatusResult):
@@ -43,9 +29,24 @@ def build_order_status_tool(
     store: ShopStore, backend: ShopBackend | None = None
 ) -> RegisteredTool[GetOrderStatusArguments, OrderStatusResult]:
     """The order status tool over ``backend`` (its current state) or, without one, ``store``."""
-    if backend is not None:
-        return _backend_order_status_tool(backend)
+    handler: ToolHandler[GetOrderStatusArguments, OrderStatusResult] = (
+        _store_lookup(store) if backend is None else _backend_lookup(backend)
+    )
+    return RegisteredTool(
+        name=GET_ORDER_STATUS_TOOL_NAME,
+        description=(
+            "Возвращает актуальный статус заказа по его четырёхзначному номеру. "
+            "Используй для вопросов о статусе, доставке или местонахождении заказа."
+        ),
+        arguments_model=GetOrderStatusArguments,
+        handler=handler,
+        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        # The backend's lookup is async and runs on the loop anyway.
+        blocking=False,
+    )
 
+
+def _store_lookup(store: ShopStore) -> ToolHandler[GetOrderStatusArguments, OrderStatusResult]:
     def get_order_status(
         arguments: GetOrderStatusArguments, context: TurnContext
     ) -> OrderStatusResult:
@@ -59,30 +60,12 @@ def build_order_status_tool(
         # Only the declared fields: never the owner.
         return OrderStatusResult.model_validate(order, from_attributes=True)
 
-    return RegisteredTool(
-        name=GET_ORDER_STATUS_TOOL_NAME,
-        description=_DESCRIPTION,
-        arguments_model=GetOrderStatusArguments,
-        handler=get_order_status,
-        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
-        blocking=False,
-    )
+    return get_order_status
 
 
-def _order_not_found(order_id: str) -> ToolBusinessError:
-    """The one answer for a missing order and for somebody else's."""
-    return ToolBusinessError(f"Заказ {order_id} не найден.", code="order_not_found")
-
-
-_DESCRIPTION = (
-    "Возвращает актуальный статус заказа по его четырёхзначному номеру. "
-    "Используй для вопросов о статусе, доставке или местонахождении заказа."
-)
-
-
-def _backend_order_status_tool(
+def _backend_lookup(
     backend: ShopBackend,
-) -> RegisteredTool[GetOrderStatusArguments, OrderStatusResult]:
+) -> ToolHandler[GetOrderStatusArguments, OrderStatusResult]:
     async def get_order_status(
         arguments: GetOrderStatusArguments, context: TurnContext
     ) -> OrderStatusResult:
@@ -91,9 +74,9 @@ def _backend_order_status_tool(
             raise _order_not_found(arguments.order_id)
         return CurrentOrderStatusResult.model_validate(order, from_attributes=True)
 
-    return RegisteredTool(
-        name=GET_ORDER_STATUS_TOOL_NAME,
-        description=_DESCRIPTION,
-        arguments_model=GetOrderStatusArguments,
-        handler=get_order_status,
-    )
+    return get_order_status
+
+
+def _order_not_found(order_id: str) -> ToolBusinessError:
+    """The one answer for a missing order and for somebody else's."""
+    return ToolBusinessError(f"Заказ {order_id} не найден.", code="order_not_found")

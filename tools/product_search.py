@@ -1,25 +1,19 @@
 """search_products: catalogue items by name or category, with price and availability."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from tools.registry import RegisteredTool
+from tools.registry import RegisteredTool, ToolArguments, text_argument
 from tools.store import ShopStore
 
 SEARCH_PRODUCTS_TOOL_NAME = "search_products"
 MAX_RESULTS = 5
 
 
-class SearchProductsArguments(BaseModel):
+class SearchProductsArguments(ToolArguments):
     """Arguments the model writes."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(
-        min_length=2,
-        max_length=100,
-        description=(
-            "Что ищет клиент: название, модель или категория товара. От 2 до 100 символов."
-        ),
+    query: str = text_argument(
+        "Что ищет клиент: название, модель или категория товара.", min_length=2, max_length=100
     )
 
 

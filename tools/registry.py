@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NoReturn, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from turn import TurnContext
 
@@ -111,6 +111,28 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return FrozenSchemaList(_freeze(item) for item in value)
     return value
+
+
+class ToolArguments(BaseModel):
+    """The base of a tool's arguments model: a field the model invents is an error.
+
+    The registry refuses an arguments model without ``extra='forbid'``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def text_argument(description: str, *, min_length: int, max_length: int) -> Any:
+    """A free-text argument whose description ends by telling the model its length bounds.
+
+    The strict schema drops ``minLength`` and ``maxLength``, so the bounds reach the
+    model only in words, here taken from the same numbers the validation enforces.
+    """
+    return Field(
+        min_length=min_length,
+        max_length=max_length,
+        description=f"{description} От {min_length} до {max_length} символов.",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,25 +1,20 @@
 """get_return_policy: how long and under which conditions a product can be returned."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from tools.registry import RegisteredTool
+from tools.registry import RegisteredTool, ToolArguments, text_argument
 from tools.store import ShopStore
 
 GET_RETURN_POLICY_TOOL_NAME = "get_return_policy"
 
 
-class GetReturnPolicyArguments(BaseModel):
+class GetReturnPolicyArguments(ToolArguments):
     """Arguments the model writes."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    product: str = Field(
+    product: str = text_argument(
+        "Название товара без номера заказа, например кофемашина или наушники.",
         min_length=2,
         max_length=100,
-        description=(
-            "Название товара без номера заказа, например кофемашина или наушники. "
-            "От 2 до 100 символов."
-        ),
     )
 
 

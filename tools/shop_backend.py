@@ -9,11 +9,11 @@ the order once and answers the first outcome again.
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict, Field
 
-from tools.store import ShopStore
+from tools.store import ORDER_ID_PATTERN, OrderDetails, ShopStore
 from turn import TurnContext
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -39,17 +39,19 @@ class Customer:
         return "c" + _KEY_UNSAFE.sub("_", str(self.chat_id))[:64]
 
 
-class OrderView(BaseModel):
+def order_id_argument(example: str) -> Any:
+    """The ``order_id`` argument of an order tool: four digits, said so to the model."""
+    return Field(
+        pattern=ORDER_ID_PATTERN,
+        description=f"Номер заказа: ровно четыре цифры без других символов, например {example}.",
+    )
+
+
+class OrderView(OrderDetails):
     """One order as this customer sees it now (pydantic: it crosses the Redis boundary)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    order_id: str
-    status: str
-    status_text: str
-    updated_at: str
-    delivery_estimate: str | None = None
-    items: tuple[str, ...] = ()
     delivery_address: str | None = None
     return_id: str | None = None
     return_items: tuple[str, ...] = ()

@@ -12,20 +12,34 @@ DEFAULT_STORE_PATH = Path(__file__).with_name("demo_store.json")
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
+ORDER_ID_PATTERN = r"^\d{4}$"
+"""An order number: exactly four digits."""
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Order(_Frozen):
-    """One order; ``owner_user_id`` (a Telegram user id) restricts who may see it."""
+class OrderDetails(BaseModel):
+    """What the customer may see of an order: its number, state, delivery estimate and items.
 
-    order_id: str = Field(pattern=r"^\d{4}$")
+    The store's order, the shop backend's view of it and the order status tool's
+    result all start with these fields.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    order_id: str = Field(pattern=ORDER_ID_PATTERN)
     status: str
     status_text: str
     updated_at: str
     delivery_estimate: str | None = None
     items: tuple[str, ...] = ()
+
+
+class Order(OrderDetails, _Frozen):
+    """One order; ``owner_user_id`` (a Telegram user id) restricts who may see it."""
+
     owner_user_id: int | None = None
 
 

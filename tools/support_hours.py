@@ -4,9 +4,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, time
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from tools.registry import RegisteredTool
+from tools.registry import RegisteredTool, ToolArguments
 from tools.store import WEEKDAYS, ShopStore, SupportHours
 
 GET_SUPPORT_HOURS_TOOL_NAME = "get_support_hours"
@@ -22,10 +22,8 @@ _DAY_NAMES = {
 }
 
 
-class GetSupportHoursArguments(BaseModel):
+class GetSupportHoursArguments(ToolArguments):
     """The tool takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class DayHours(BaseModel):

@@ -10,7 +10,6 @@ import openai
 from aiohttp_socks import ProxyError
 from openai import AsyncOpenAI, RequestOptions
 from openai.types.chat import ChatCompletion
-from pydantic import ValidationError
 
 from bot.llm.errors import (
     LLMBadResponseError,
@@ -21,7 +20,8 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.http_client import ChatHttpClient, ChatTransport, EventStream, session_factory
-from bot.llm.streaming import StreamAssembler, parse_chunk, sse_data
+from bot.llm.parsing import parse_chunk, parse_completion, usage_of
+from bot.llm.streaming import StreamAssembler, sse_data
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from turn import ToolCall, Usage
 
@@ -137,7 +137,7 @@ class OpenAIChatClient:
         except (openai.OpenAIError, ProxyError, ValueError) as error:
             raise _llm_error(error) from error
         try:
-            return _to_result(_parse_completion(response.content))
+            return _to_result(parse_completion(response.content))
         except LLMBadResponseError:
             raise
         except (AttributeError, TypeError, ValueError) as error:
@@ -292,26 +292,6 @@ def _dumps(value: object) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _parse_completion(body: bytes) -> ChatCompletion:
-    """The completion in ``body``, validated in one pass by pydantic-core.
-
-    A body that does not validate (an unknown finish reason from a compatible server,
-    a missing field) is built the SDK's lenient way instead, as the SDK itself would
-    have: what the turn needs is checked on access.
-    """
-    try:
-        return ChatCompletion.model_validate_json(body)
-    except ValidationError:
-        pass
-    try:
-        data = json.loads(body)
-    except ValueError as error:
-        raise LLMBadResponseError("the model provider sent a body that is not JSON") from error
-    if not isinstance(data, dict):
-        raise LLMBadResponseError("the model provider sent something that is not a chat completion")
-    return ChatCompletion.construct(**data)
-
-
 def _to_result(completion: ChatCompletion) -> LLMResult:
     if not isinstance(completion, ChatCompletion):
         raise LLMBadResponseError("the model provider sent something that is not a chat completion")
@@ -332,11 +312,5 @@ def _to_result(completion: ChatCompletion) -> LLMResult:
         tool_calls=tool_calls,
         model=completion.model,
         response_id=completion.id,
-        usage=Usage(
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-        )
-        if usage
-        else Usage(),
+        usage=usage_of(usage) if usage else Usage(),
     )

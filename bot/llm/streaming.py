@@ -6,16 +6,15 @@ when asked for, comes in a last chunk without choices. A stream that ends
 before its finish reason was cut mid-way: nothing of it may be used.
 """
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx2
 from openai.types.chat import ChatCompletionChunk
-from pydantic import ValidationError
 
 from bot.llm.errors import LLMBadResponseError, LLMUnavailableError
 from bot.llm.http_client import body_pieces
+from bot.llm.parsing import usage_of
 from bot.llm.types import LLMResult, TextListener
 from turn import ToolCall, Usage
 
@@ -39,30 +38,6 @@ async def sse_data(response: httpx2.Response) -> AsyncIterator[bytes]:
                 yield line[5:].strip()
     if rest.startswith(b"data:"):
         yield rest[5:].strip()
-
-
-def parse_chunk(data: str | bytes) -> ChatCompletionChunk:
-    """One event's ``chat.completion.chunk``, validated in one pass by pydantic-core.
-
-    A chunk that does not validate (a field a compatible server leaves out) is
-    built the SDK's lenient way, as the SDK itself would; an ``error`` object in
-    the stream means the provider gave up on the answer.
-    """
-    try:
-        return ChatCompletionChunk.model_validate_json(data)
-    except ValidationError:
-        pass
-    try:
-        value = json.loads(data)
-    except ValueError as error:
-        raise LLMBadResponseError(
-            "the model provider streamed an event that is not JSON"
-        ) from error
-    if not isinstance(value, dict):
-        raise LLMBadResponseError("the model provider streamed something that is not a chunk")
-    if value.get("error"):
-        raise LLMUnavailableError("the model provider ended the stream with an error")
-    return ChatCompletionChunk.construct(**value)
 
 
 @dataclass(slots=True)
@@ -97,11 +72,7 @@ class StreamAssembler:
         self._model = chunk.model or self._model
         self._response_id = chunk.id or self._response_id
         if chunk.usage is not None:
-            self._usage = Usage(
-                prompt_tokens=chunk.usage.prompt_tokens,
-                completion_tokens=chunk.usage.completion_tokens,
-                total_tokens=chunk.usage.total_tokens,
-            )
+            self._usage = usage_of(chunk.usage)
         if not chunk.choices:
             return
         choice = chunk.choices[0]

@@ -66,21 +66,10 @@ class RedisDemoShop:
         self, customer: Customer, order_id: str, reason: str, *, idempotency_key: str
     ) -> WriteReceipt:
         """Cancel an order not yet handed to delivery (else ``not_cancellable``)."""
-
-        def change(order: OrderView) -> WriteReceipt:
-            if order.status not in CANCELLABLE_STATUSES:
-                raise ShopRuleError("not_cancellable")
-            return WriteReceipt(
-                order=order.model_copy(
-                    update={
-                        "status": "cancelled",
-                        "status_text": "Отменён",
-                        "delivery_estimate": None,
-                        "updated_at": self._stamp(),
-                    }
-                )
-            )
-
+        change = self._before_delivery(
+            {"status": "cancelled", "status_text": "Отменён", "delivery_estimate": None},
+            refused="not_cancellable",
+        )
         return await self._write(customer, order_id, idempotency_key, change)
 
     async def request_return(
@@ -98,14 +87,14 @@ class RedisDemoShop:
             check_returnable(order, items, self._seed, self._clock().date())
             return_id = return_number(order.order_id, idempotency_key)
             return WriteReceipt(
-                order=order.model_copy(
-                    update={
+                order=self._updated(
+                    order,
+                    {
                         "status": "return_requested",
                         "status_text": f"Оформлен возврат {return_id}",
                         "return_id": return_id,
                         "return_items": items,
-                        "updated_at": self._stamp(),
-                    }
+                    },
                 ),
                 return_id=return_id,
             )
@@ -116,17 +105,22 @@ class RedisDemoShop:
         self, customer: Customer, order_id: str, address: str, *, idempotency_key: str
     ) -> WriteReceipt:
         """Send an order not yet handed to delivery to ``address``."""
+        change = self._before_delivery(
+            {"delivery_address": address}, refused="address_not_changeable"
+        )
+        return await self._write(customer, order_id, idempotency_key, change)
+
+    def _before_delivery(
+        self, update: dict[str, object], *, refused: str
+    ) -> Callable[[OrderView], WriteReceipt]:
+        """The change: ``update`` to an order not yet handed to delivery, else rule ``refused``."""
 
         def change(order: OrderView) -> WriteReceipt:
             if order.status not in CANCELLABLE_STATUSES:
-                raise ShopRuleError("address_not_changeable")
-            return WriteReceipt(
-                order=order.model_copy(
-                    update={"delivery_address": address, "updated_at": self._stamp()}
-                )
-            )
+                raise ShopRuleError(refused)
+            return WriteReceipt(order=self._updated(order, update))
 
-        return await self._write(customer, order_id, idempotency_key, change)
+        return change
 
     async def _read(self, customer: Customer, order_id: str) -> tuple[OrderView | None, str]:
         """The order and its stored JSON ('' while it is still the seed's)."""
@@ -191,8 +185,11 @@ class RedisDemoShop:
             raise ShopUnavailableError("the shop's storage is unreachable") from error
         return _load_receipt(raw) if raw else None
 
-    def _stamp(self) -> str:
-        return self._clock().isoformat(timespec="seconds")
+    def _updated(self, order: OrderView, update: dict[str, object]) -> OrderView:
+        """``order`` with ``update`` applied, stamped with the time of the change."""
+        return order.model_copy(
+            update={**update, "updated_at": self._clock().isoformat(timespec="seconds")}
+        )
 
 
 def return_number(order_id: str, idempotency_key: str) -> str:
