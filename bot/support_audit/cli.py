@@ -287,15 +287,14 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _tail(args: argparse.Namespace, context: _Context) -> int:
-    reader = AuditStreamReader(context.client, context.stream)
-    reader.check()
+    reader = _checked_reader(context)
     entry_filter = EntryFilter(
         chat_ids=_chat_forms(args.chat, context.hmac_key),
         tool=args.tool,
         status=args.status,
         entry_type=args.entry_type,
     )
-    since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+    since_id = _since_id(args, context)
     # The newest id is taken first so that --follow continues exactly where the tail ended.
     last_id = reader.last_id()
     index = AuditIndex(context.client, context.stream)
@@ -331,9 +330,8 @@ def _tail(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _turn(args: argparse.Namespace, context: _Context) -> int:
-    reader = AuditStreamReader(context.client, context.stream)
-    reader.check()
-    since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+    reader = _checked_reader(context)
+    since_id = _since_id(args, context)
     turn_id = incident_code(args.turn_id)
     index = AuditIndex(context.client, context.stream)
     entries = index.turn(turn_id, since_id=since_id)
@@ -369,15 +367,15 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _stats(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
+    period = _period(args, context)
     index = AuditIndex(context.client, context.stream)
-    if index.covers(stream_id_at(since)):
-        rolled = index.stats(since)
+    if index.covers(period.since_id):
+        rolled = index.stats(period.since)
         stats, handoff, searches = rolled.stats, rolled.handoffs, rolled.searches
         actions, read = rolled.actions, rolled.entries
         feedback = rolled.feedback
     else:
-        counted = _Counting(reader.scan(since_id=stream_id_at(since)))
+        counted = _Counting(period.entries())
         entries = list(counted)
         stats = compute_stats(entries)
         handoff = handoff_stats(entries)
@@ -385,7 +383,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         actions, read = action_stats(entries), counted.count
         feedback = feedback_stats(entries)
     if args.json:
-        report = stats_json(stats, since, read)
+        report = stats_json(stats, period.since, read)
         report["knowledge"] = {
             "searches": searches.searches,
             "empty": searches.empty,
@@ -406,7 +404,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         print(json.dumps(report, ensure_ascii=False), file=context.out)
         return EXIT_OK
     width = terminal_width(context.out)
-    lines = stats_lines(stats, since, read, context.zone, width)
+    lines = stats_lines(stats, period.since, read, context.zone, width)
     empty = "-" if searches.empty_rate is None else f"{searches.empty_rate * 100:.1f}%"
     lines.append(
         f"help center: {searches.searches} searches, {searches.empty} found nothing ({empty}); "
@@ -427,8 +425,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
-    gaps = knowledge_gaps(reader.scan(since_id=stream_id_at(since)))
+    gaps = knowledge_gaps(_period(args, context).entries())
 
     def lines() -> Iterator[str]:
         yield "TIME  CHAT  TURN  SEARCHES"
@@ -451,11 +448,38 @@ def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
     )
 
 
-def _period(args: argparse.Namespace, context: _Context) -> tuple[AuditStreamReader, datetime]:
-    """The checked stream's reader and the start of the report's ``--since`` period."""
+def _checked_reader(context: _Context) -> AuditStreamReader:
+    """The stream's reader, once the stream is known to exist."""
     reader = AuditStreamReader(context.client, context.stream)
     reader.check()
-    return reader, parse_since(args.since, context.now)
+    return reader
+
+
+def _since_id(args: argparse.Namespace, context: _Context) -> str:
+    """Where an optional ``--since`` starts in the stream (``-``, its start, without it)."""
+    return stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Period:
+    """A report's checked stream and the start of its ``--since`` period."""
+
+    reader: AuditStreamReader
+    since: datetime
+
+    @property
+    def since_id(self) -> str:
+        """The smallest stream id in the period."""
+        return stream_id_at(self.since)
+
+    def entries(self) -> Iterator[StreamEntry]:
+        """Every entry in the period, oldest first."""
+        return self.reader.scan(since_id=self.since_id)
+
+
+def _period(args: argparse.Namespace, context: _Context) -> _Period:
+    """The checked stream and the start of the report's ``--since`` period."""
+    return _Period(reader=_checked_reader(context), since=parse_since(args.since, context.now))
 
 
 def _report(
@@ -488,8 +512,7 @@ def _seconds(value_ms: float | None) -> str:
 
 
 def _actions(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
-    steps = action_steps(reader.scan(since_id=stream_id_at(since)))
+    steps = action_steps(_period(args, context).entries())
 
     def lines() -> Iterator[str]:
         yield "TIME  CHAT  TURN  ACTION  TOOL  EVENT  CODE  DECIDED  RAN"
@@ -508,7 +531,7 @@ def _actions(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _handoffs(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
+    period = _period(args, context)
     staff_chat_id = _staff_chat_id()
     index = AuditIndex(context.client, context.stream)
     if staff_chat_id is not None and index.covers():
@@ -520,7 +543,7 @@ def _handoffs(args: argparse.Namespace, context: _Context) -> int:
         )
     else:
         # Without STAFF_CHAT_ID the staff group's set is unknown: the stream tells.
-        current = open_handoffs(reader.scan(since_id=stream_id_at(since)), context.now)
+        current = open_handoffs(period.entries(), context.now)
     width, colour = terminal_width(context.out), colour_enabled(context.out)
     return _report(
         args,
