@@ -187,39 +187,30 @@ def _build_parser() -> _Parser:
     turn.add_argument("--json", action="store_true", help="one JSON object per line")
     turn.set_defaults(run=_turn)
 
-    _report_over_period(
-        commands.add_parser(
-            "stats", parents=[common], help="per tool and per turn: counts, errors, latency"
-        ),
-        since="24h",
-        json_help="one JSON object",
-        run=_stats,
-    )
-    _report_over_period(
-        commands.add_parser(
-            "handoffs", parents=[common], help="conversations handed to staff now, and their wait"
-        ),
-        since="7d",
-        run=_handoffs,
-    )
-    _report_over_period(
-        commands.add_parser(
+    # Reports over a period: the name, the help, how far back by default, the command.
+    reports: tuple[tuple[str, str, str, Callable[[argparse.Namespace, _Context], int]], ...] = (
+        ("stats", "per tool and per turn: counts, errors, latency", "24h", _stats),
+        ("handoffs", "conversations handed to staff now, and their wait", "7d", _handoffs),
+        (
             "actions",
-            parents=[common],
-            help="steps of actions customers confirm (write tools); never their arguments",
+            "steps of actions customers confirm (write tools); never their arguments",
+            "24h",
+            _actions,
         ),
-        since="24h",
-        run=_actions,
-    )
-    _report_over_period(
-        commands.add_parser(
+        (
             "knowledge-gaps",
-            parents=[common],
-            help="turns whose help-center searches found nothing (the articles to write)",
+            "turns whose help-center searches found nothing (the articles to write)",
+            "7d",
+            _knowledge_gaps,
         ),
-        since="7d",
-        run=_knowledge_gaps,
     )
+    for name, help_text, since, run in reports:
+        report = commands.add_parser(name, parents=[common], help=help_text)
+        report.add_argument("--since", default=since, help=f"look this far back (default {since})")
+        # stats prints one object; the others a row a line.
+        json_help = "one JSON object" if name == "stats" else "one JSON object per line"
+        report.add_argument("--json", action="store_true", help=json_help)
+        report.set_defaults(run=run)
 
     export = commands.add_parser(
         "export", parents=[common], help="every entry exactly once as JSON lines (consumer group)"
@@ -254,19 +245,6 @@ def _build_parser() -> _Parser:
     dead_letters.add_argument("--json", action="store_true", help="one JSON object per line")
     dead_letters.set_defaults(run=_dead_letters)
     return parser
-
-
-def _report_over_period(
-    parser: argparse.ArgumentParser,
-    *,
-    since: str,
-    run: Callable[[argparse.Namespace, _Context], int],
-    json_help: str = "one JSON object per line",
-) -> None:
-    """The options of a report over a period: ``--since`` (default ``since``) and ``--json``."""
-    parser.add_argument("--since", default=since, help=f"look this far back (default {since})")
-    parser.add_argument("--json", action="store_true", help=json_help)
-    parser.set_defaults(run=run)
 
 
 # ---------------------------------------------------------------- commands
