@@ -18,12 +18,12 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import NoReturn, TextIO, TypeVar
+from typing import NoReturn, Protocol, TextIO, TypeVar
 
 import redis
 from pydantic import ValidationError
 
-from bot.audit.actions import action_stats, action_steps, step_json
+from bot.audit.actions import ActionStep, action_stats, action_steps, step_json
 from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
 from bot.audit.feedback import feedback_stats
@@ -404,13 +404,6 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
 
 def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
     gaps = knowledge_gaps(_period(args, context).entries())
-
-    def lines() -> Iterator[str]:
-        yield "TIME  CHAT  TURN  SEARCHES"
-        for gap in gaps:
-            at = _local_time(gap.at, context.zone)
-            yield f"{at}  {printable(gap.chat_id)}  {printable(gap.turn_id)}  {gap.searches}"
-
     return _report(
         args,
         context,
@@ -422,7 +415,12 @@ def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
             "searches": gap.searches,
         },
         empty="no searches without an article",
-        lines=lines,
+        lines=lambda: _timed_lines(
+            ("TIME", "CHAT", "TURN", "SEARCHES"),
+            gaps,
+            lambda gap: (printable(gap.chat_id), printable(gap.turn_id), str(gap.searches)),
+            context.zone,
+        ),
     )
 
 
@@ -481,6 +479,30 @@ def _report(
     return EXIT_OK
 
 
+class _Timed(Protocol):
+    """A report's row that happened at a time (its first column)."""
+
+    @property
+    def at(self) -> datetime:
+        """When it happened."""
+        ...
+
+
+_TimedRow = TypeVar("_TimedRow", bound=_Timed)
+
+
+def _timed_lines(
+    header: Sequence[str],
+    rows: Iterable[_TimedRow],
+    cells: Callable[[_TimedRow], Iterable[str]],
+    zone: tzinfo | None,
+) -> Iterator[str]:
+    """The header, then a line per row: its time in ``zone`` and ``cells(row)``, 2 spaces apart."""
+    yield "  ".join(header)
+    for row in rows:
+        yield "  ".join((_local_time(row.at, zone), *cells(row)))
+
+
 def _local_time(at: datetime, zone: tzinfo | None) -> str:
     return at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -492,20 +514,28 @@ def _seconds(value_ms: float | None) -> str:
 def _actions(args: argparse.Namespace, context: _Context) -> int:
     steps = action_steps(_period(args, context).entries())
 
-    def lines() -> Iterator[str]:
-        yield "TIME  CHAT  TURN  ACTION  TOOL  EVENT  CODE  DECIDED  RAN"
-        for step in steps:
-            at = _local_time(step.at, context.zone)
-            entry = step.step
-            decided = "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s"
-            ran = "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms"
-            yield (
-                f"{at}  {printable(entry.chat_id)}  {printable(entry.turn_id)}  "
-                f"{printable(entry.action_id)}  {printable(entry.tool_name)}  "
-                f"{printable(entry.event)}  {printable(entry.error_code) or '-'}  {decided}  {ran}"
-            )
+    def cells(step: ActionStep) -> tuple[str, ...]:
+        entry = step.step
+        return (
+            printable(entry.chat_id),
+            printable(entry.turn_id),
+            printable(entry.action_id),
+            printable(entry.tool_name),
+            printable(entry.event),
+            printable(entry.error_code) or "-",
+            "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s",
+            "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms",
+        )
 
-    return _report(args, context, steps, json_row=step_json, empty="no actions", lines=lines)
+    header = ("TIME", "CHAT", "TURN", "ACTION", "TOOL", "EVENT", "CODE", "DECIDED", "RAN")
+    return _report(
+        args,
+        context,
+        steps,
+        json_row=step_json,
+        empty="no actions",
+        lines=lambda: _timed_lines(header, steps, cells, context.zone),
+    )
 
 
 def _handoffs(args: argparse.Namespace, context: _Context) -> int:
