@@ -102,74 +102,129 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _tg_floor_lines(r: dict[str, Any]) -> list[str]:
-    """The Bot API turn's CPU as a ratio of the floor's, when both scenarios ran."""
-    if "tg_overhead_two_tools" not in r or "floor_two_tools" not in r:
-        return []
+_Result = dict[str, Any]
+
+
+def _tg_floor_line(tg: _Result, floor: _Result) -> str:
+    """The Bot API turn's CPU as a ratio of the floor's."""
     # Hosts of one machine kind differ by up to 2x in speed. The floor's CPU in the same
     # run scales the Bot API figure roughly (issue 14's goal of 8 ms was set where the
     # floor cost 2.6 ms: 3.08x); the ratio still moved from 3.2x to 4.8x between two
     # hosts (bench/README.md, fourth pass), so A/B runs interleaved remain the comparison.
-    tg_cpu = r["tg_overhead_two_tools"]["bot_cpu_ms_per_turn"]
-    floor_cpu = r["floor_two_tools"]["floor"]["cpu_ms_per_turn"]
-    return [
+    tg_cpu = tg["bot_cpu_ms_per_turn"]
+    floor_cpu = floor["floor"]["cpu_ms_per_turn"]
+    return (
         f"tg_overhead_two_tools / floor: bot CPU {round(tg_cpu / floor_cpu, 2)}x the "
         f"floor's CPU per turn (8 ms on a host where the floor costs 2.6 ms is 3.08x)"
-    ]
+    )
 
 
-def _ab_lines(r: dict[str, Any]) -> list[str]:
-    """The interleaved A/B scenarios, one line each."""
-    lines = []
-    if "floor_two_tools" in r:
-        f = r["floor_two_tools"]
-        e, fl = f["engine"], f["floor"]
-        lines.append(
-            f"floor_two_tools (interleaved): engine p50 {e['overhead']['p50_ms']} ms, p99 "
-            f"{e['overhead']['p99_ms']} ms, CPU {e['cpu_ms_per_turn']} ms/turn, "
-            f"{e['redis_round_trips_per_turn']} Redis round trips; floor p50 "
-            f"{fl['overhead']['p50_ms']} ms, p99 {fl['overhead']['p99_ms']} ms, CPU "
-            f"{fl['cpu_ms_per_turn']} ms/turn, {fl['redis_round_trips_per_turn']} round trips; "
-            f"engine/floor p50 {f['ratio_p50']}x, CPU {f['ratio_cpu']}x "
-            f"(load {f['loadavg_1m_start_end']})"
+def _cost_growth_line(c: _Result) -> str:
+    # The session sizes are measured after turns 10 and 60: a shorter run lacks them.
+    return (
+        f"cost_growth: prompt tokens turn 1 {c['prompt_tokens_turn_1']}, max "
+        f"{c['prompt_tokens_max']}, turn 60 {c['prompt_tokens_turn_60']}; slope after the "
+        f"window fills {c['slope_tokens_per_turn_after_window_fills']} tokens/turn; "
+        f"{c['summary_calls']} summary calls per {c['turns']} turns; session "
+        f"{c.get('session_bytes_after_10_turns')} B after 10 turns, "
+        f"{c.get('session_bytes_after_60_turns')} B after 60"
+    )
+
+
+_SummaryLine = tuple[tuple[str, ...], Callable[..., str]]
+"""The scenarios a summary line needs, and the line made of their results (in that order)."""
+
+
+def _overhead(name: str, what: str) -> _SummaryLine:
+    """A sequential overhead scenario: ``what`` at p50/p95/p99, bot CPU if measured, Redis."""
+
+    def line(result: _Result) -> str:
+        o, red = result["bot_overhead"], result["redis"]
+        cpu = result.get("bot_cpu_ms_per_turn")
+        return (
+            f"{name}: {what} p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, p99 {o['p99_ms']} ms; "
+            + ("" if cpu is None else f"bot CPU {cpu} ms/turn; ")
+            + f"Redis {red['round_trips_per_turn']} round trips, "
+            f"{red['top_level_commands_per_turn']} commands "
+            f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
         )
-    for name, a, b in (
-        ("redis_parser_two_tools", ("hiredis", "hiredis"), ("python", "pure Python")),
-        (
-            "sdk_layers_two_tools",
-            ("production", "production"),
-            ("sdk", "the SDK's own build and send"),
-        ),
-    ):
-        if name in r:
-            lines.append(_pair_line(name, r[name], a, b))
-    return lines
+
+    return (name,), line
 
 
-def _pair_line(name: str, f: dict[str, Any], a: tuple[str, str], b: tuple[str, str]) -> str:
+def _pair(name: str, a: tuple[str, str], b: tuple[str, str]) -> _SummaryLine:
     """One interleaved pair (``a``, ``b``: result key and words): p50, CPU and their ratios."""
     (a_key, a_words), (b_key, b_words) = a, b
-    sides = "; ".join(
-        f"{words} p50 {f[key]['overhead']['p50_ms']} ms, CPU {f[key]['cpu_ms_per_turn']} ms/turn"
-        for key, words in ((a_key, a_words), (b_key, b_words))
-    )
-    return (
-        f"{name} (interleaved): {sides}; {a_key}/{b_key} p50 {f['ratio_p50']}x, "
-        f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
-    )
+
+    def line(f: _Result) -> str:
+        sides = "; ".join(
+            f"{words} p50 {f[key]['overhead']['p50_ms']} ms, "
+            f"CPU {f[key]['cpu_ms_per_turn']} ms/turn"
+            for key, words in ((a_key, a_words), (b_key, b_words))
+        )
+        return (
+            f"{name} (interleaved): {sides}; {a_key}/{b_key} p50 {f['ratio_p50']}x, "
+            f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
+        )
+
+    return (name,), line
 
 
-def _overhead_line(name: str, result: dict[str, Any], what: str) -> str:
-    """A sequential overhead scenario: ``what`` at p50/p95/p99, bot CPU if measured, Redis."""
-    o, red = result["bot_overhead"], result["redis"]
-    cpu = result.get("bot_cpu_ms_per_turn")
-    return (
-        f"{name}: {what} p50 {o['p50_ms']} ms, p95 {o['p95_ms']} ms, p99 {o['p99_ms']} ms; "
-        + ("" if cpu is None else f"bot CPU {cpu} ms/turn; ")
-        + f"Redis {red['round_trips_per_turn']} round trips, "
-        f"{red['top_level_commands_per_turn']} commands "
-        f"({red['server_commands_per_turn']} incl. inside scripts) per turn"
-    )
+def _template(name: str, template: str) -> _SummaryLine:
+    """``template`` filled in from scenario ``name``'s result (``{key}``, ``{key[inner]}``)."""
+    return (name,), template.format_map
+
+
+_SUMMARY_LINES: tuple[_SummaryLine, ...] = (
+    _overhead("overhead_direct", "bot overhead"),
+    _overhead("overhead_two_tools", "bot overhead"),
+    _template(
+        "floor_two_tools",
+        "floor_two_tools (interleaved): engine p50 {engine[overhead][p50_ms]} ms, p99 "
+        "{engine[overhead][p99_ms]} ms, CPU {engine[cpu_ms_per_turn]} ms/turn, "
+        "{engine[redis_round_trips_per_turn]} Redis round trips; floor p50 "
+        "{floor[overhead][p50_ms]} ms, p99 {floor[overhead][p99_ms]} ms, CPU "
+        "{floor[cpu_ms_per_turn]} ms/turn, {floor[redis_round_trips_per_turn]} round trips; "
+        "engine/floor p50 {ratio_p50}x, CPU {ratio_cpu}x (load {loadavg_1m_start_end})",
+    ),
+    _pair("redis_parser_two_tools", ("hiredis", "hiredis"), ("python", "pure Python")),
+    _pair(
+        "sdk_layers_two_tools",
+        ("production", "production"),
+        ("sdk", "the SDK's own build and send"),
+    ),
+    (("cost_growth",), _cost_growth_line),
+    _template(
+        "concurrency_1000",
+        "concurrency: {customers} customers, model {model_latency_s} s: all replied in "
+        "{all_replied_s} s ({failed} failed)",
+    ),
+    _template(
+        "saturation",
+        "saturation: {turns_per_second} turns/s (zero-latency model); RSS "
+        "{rss_mb_after_warmup} MB -> {rss_mb_after_sessions} MB after {turns} sessions",
+    ),
+    _overhead("tg_overhead_direct", "update -> reply minus model time"),
+    _overhead("tg_overhead_two_tools", "update -> reply minus model time"),
+    (("tg_overhead_two_tools", "floor_two_tools"), _tg_floor_line),
+    _template(
+        "tg_concurrency_1000",
+        "tg_concurrency: {customers} customers via the Bot API, model {model_latency_s} s: "
+        "every reply sent after {all_replied_s} s ({missing_replies} missing, "
+        "{unexpected_replies} unexpected)",
+    ),
+    _template(
+        "tg_saturation",
+        "tg_saturation: {turns_per_second} turns/s via the Bot API ({in_flight} customers "
+        "waiting, zero-latency model)",
+    ),
+    _template(
+        "soak",
+        "soak: {seconds} s at {turns_per_second} turns/s; RSS {rss_mb_after_warmup} MB after "
+        "warm-up -> {rss_mb_at_end} MB ({rss_slope_mb_per_minute_after_warmup} MB/min)",
+    ),
+)
+"""The summary's lines in order, each shown when every scenario it needs ran."""
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -181,57 +236,9 @@ def summary(report: dict[str, Any]) -> str:
         f"{report['machine']['redis_parser']} Redis parser; medians of {report['runs']} runs; "
         f"load average at the end {report['loadavg_1m_5m_15m_at_end']}"
     ]
-    for name in ("overhead_direct", "overhead_two_tools"):
-        if name in r:
-            lines.append(_overhead_line(name, r[name], "bot overhead"))
-    lines += _ab_lines(r)
-    if "cost_growth" in r:
-        c = r["cost_growth"]
-        lines.append(
-            f"cost_growth: prompt tokens turn 1 {c['prompt_tokens_turn_1']}, max "
-            f"{c['prompt_tokens_max']}, turn 60 {c['prompt_tokens_turn_60']}; slope after the "
-            f"window fills {c['slope_tokens_per_turn_after_window_fills']} tokens/turn; "
-            f"{c['summary_calls']} summary calls per {c['turns']} turns; session "
-            f"{c.get('session_bytes_after_10_turns')} B after 10 turns, "
-            f"{c.get('session_bytes_after_60_turns')} B after 60"
-        )
-    if "concurrency_1000" in r:
-        c = r["concurrency_1000"]
-        lines.append(
-            f"concurrency: {c['customers']} customers, model {c['model_latency_s']} s: all "
-            f"replied in {c['all_replied_s']} s ({c['failed']} failed)"
-        )
-    if "saturation" in r:
-        s = r["saturation"]
-        lines.append(
-            f"saturation: {s['turns_per_second']} turns/s (zero-latency model); RSS "
-            f"{s['rss_mb_after_warmup']} MB -> {s['rss_mb_after_sessions']} MB after "
-            f"{s['turns']} sessions"
-        )
-    for name in ("tg_overhead_direct", "tg_overhead_two_tools"):
-        if name in r:
-            lines.append(_overhead_line(name, r[name], "update -> reply minus model time"))
-    lines.extend(_tg_floor_lines(r))
-    if "tg_concurrency_1000" in r:
-        c = r["tg_concurrency_1000"]
-        lines.append(
-            f"tg_concurrency: {c['customers']} customers via the Bot API, model "
-            f"{c['model_latency_s']} s: every reply sent after {c['all_replied_s']} s "
-            f"({c['missing_replies']} missing, {c['unexpected_replies']} unexpected)"
-        )
-    if "tg_saturation" in r:
-        s = r["tg_saturation"]
-        lines.append(
-            f"tg_saturation: {s['turns_per_second']} turns/s via the Bot API "
-            f"({s['in_flight']} customers waiting, zero-latency model)"
-        )
-    if "soak" in r:
-        s = r["soak"]
-        lines.append(
-            f"soak: {s['seconds']} s at {s['turns_per_second']} turns/s; RSS "
-            f"{s['rss_mb_after_warmup']} MB after warm-up -> {s['rss_mb_at_end']} MB "
-            f"({s['rss_slope_mb_per_minute_after_warmup']} MB/min)"
-        )
+    for names, line in _SUMMARY_LINES:
+        if all(name in r for name in names):
+            lines.append(line(*(r[name] for name in names)))
     return "\n".join(lines)
 
 

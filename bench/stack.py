@@ -11,7 +11,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from time import perf_counter
-from types import TracebackType
 from typing import Any, Self
 
 import redis.asyncio as aioredis
@@ -115,18 +114,13 @@ class ChildServer:
         assert self._process.stdout is not None  # noqa: S101 - stdout=PIPE above
         lines = [self._process.stdout.readline().strip() for _ in range(self._urls)]
         if not all(line.startswith("http://") for line in lines):
-            self.__exit__(None, None, None)
+            self.__exit__()
             raise RuntimeError(f"{self._command[2]} did not start")
         self.base_url = lines[0]
         self.control_url = lines[1] if len(lines) > 1 else ""
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._process is not None:
             self._process.terminate()
             self._process.wait(timeout=10)
@@ -256,12 +250,7 @@ class BenchRedis:
         self.server.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.server.close()
 
     @property

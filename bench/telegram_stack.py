@@ -13,7 +13,6 @@ bot's process nothing while a measurement runs.
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from time import process_time
-from types import TracebackType
 from typing import Any, Self
 
 import aiohttp
@@ -68,12 +67,7 @@ class RunningBot:
         await self._exit.enter_async_context(TelegramStack(app, bot).running(poll=True))
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         # Polling stops, the workers finish, then the bot's session and the engine close.
         await self._exit.aclose()
 
@@ -139,12 +133,7 @@ class LoadClient:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._session is not None:
             await self._session.close()
 

@@ -8,20 +8,23 @@ the turn, the time the customer took to decide and the execution's time;
 never the arguments, the address or the reason.
 """
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from bot.audit.schema import (
     CHAT_ID,
+    DURATION_MS,
     ERROR_CODE,
+    MILLISECONDS,
     TOOL_NAME,
+    TOOL_NAME_TEXT,
     TURN_ID,
-    TYPE,
+    WHOLE_MILLISECONDS,
     EntryType,
-    number_of,
-    safe_tool_name,
+    StreamRecord,
+    stream_field,
 )
 from bot.audit.stats import Distribution
 from bot.audit.stream import StreamEntry
@@ -39,58 +42,31 @@ ACTION_EVENTS: tuple[ActionEvent, ...] = (
     "failed",
 )
 
-ACTION_ID = "action_id"
-EVENT = "event"
-DECIDE_MS = "decide_ms"
-DURATION_MS = "duration_ms"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActionAuditEntry:
+class ActionAuditEntry(StreamRecord):
     """One step of one action; ``decide_ms`` from the proposal to the press, ``duration_ms``
-    the handler's run (``executed``/``failed``)."""
+    the handler's run (``executed``/``failed``). Ids, names, codes and times only."""
 
-    chat_id: str
-    turn_id: str
-    event: str
-    action_id: str
-    tool_name: str
-    error_code: str = ""
-    decide_ms: float | None = None
-    duration_ms: float | None = None
+    entry_type = EntryType.ACTION
 
-    def to_fields(self) -> dict[str, str]:
-        """The stream entry's fields: ids, names, codes and times only."""
-        return {
-            TYPE: EntryType.ACTION.value,
-            CHAT_ID: self.chat_id,
-            TURN_ID: self.turn_id,
-            EVENT: self.event,
-            ACTION_ID: self.action_id,
-            TOOL_NAME: safe_tool_name(self.tool_name),
-            ERROR_CODE: self.error_code,
-            DECIDE_MS: "" if self.decide_ms is None else f"{self.decide_ms:.0f}",
-            DURATION_MS: "" if self.duration_ms is None else f"{self.duration_ms:.3f}",
-        }
-
-    @classmethod
-    def from_fields(cls, fields: Mapping[str, str]) -> "ActionAuditEntry":
-        """The entry back from its stream fields (missing ones read as empty)."""
-        return cls(
-            chat_id=fields.get(CHAT_ID, ""),
-            turn_id=fields.get(TURN_ID, ""),
-            event=fields.get(EVENT, ""),
-            action_id=fields.get(ACTION_ID, ""),
-            tool_name=fields.get(TOOL_NAME, ""),
-            error_code=fields.get(ERROR_CODE, ""),
-            decide_ms=number_of(fields.get(DECIDE_MS)),
-            duration_ms=number_of(fields.get(DURATION_MS)),
-        )
+    chat_id: str = field(metadata=stream_field(CHAT_ID))
+    turn_id: str = field(metadata=stream_field(TURN_ID))
+    event: str = field(metadata=stream_field("event"))
+    action_id: str = field(metadata=stream_field("action_id"))
+    tool_name: str = field(metadata=stream_field(TOOL_NAME, TOOL_NAME_TEXT))
+    error_code: str = field(default="", metadata=stream_field(ERROR_CODE))
+    decide_ms: float | None = field(
+        default=None, metadata=stream_field("decide_ms", WHOLE_MILLISECONDS)
+    )
+    duration_ms: float | None = field(
+        default=None, metadata=stream_field(DURATION_MS, MILLISECONDS)
+    )
 
 
 def action_entry(entry: StreamEntry) -> ActionAuditEntry | None:
     """The action step in a stream entry, ``None`` for other entry types."""
-    return entry.read_as(EntryType.ACTION, ActionAuditEntry.from_fields)
+    return entry.read_as(ActionAuditEntry)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

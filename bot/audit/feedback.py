@@ -8,10 +8,18 @@ answer rate is answers over questions asked.
 """
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.audit.schema import CHAT_ID, TURN_ID, TYPE, EntryType
+from bot.audit.schema import (
+    CHAT_ID,
+    INTEGER,
+    TURN_ID,
+    TYPE,
+    EntryType,
+    StreamRecord,
+    stream_field,
+)
 from bot.audit.stream import StreamEntry
 
 AnsweredBy = Literal["bot", "bot_then_person"]
@@ -22,61 +30,28 @@ SCORES: tuple[int, ...] = (1, 2, 3, 4, 5)
 SATISFIED = frozenset({4, 5})
 """Scores that count as satisfied in CSAT."""
 
-EVENT = "event"
-SCORE = "score"
-BY = "answered_by"
-TURNS = "turns"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FeedbackAuditEntry:
+class FeedbackAuditEntry(StreamRecord):
     """A satisfaction question asked, or its answer (``score``); never text."""
 
-    chat_id: str
-    turn_id: str
-    event: str
-    answered_by: str
-    turns: int | None = None
-    score: int | None = None
+    entry_type = EntryType.FEEDBACK
 
-    def to_fields(self) -> dict[str, str]:
-        """The stream entry's fields: ids, the event, who answered, counts and the score."""
-        return {
-            TYPE: EntryType.FEEDBACK.value,
-            CHAT_ID: self.chat_id,
-            TURN_ID: self.turn_id,
-            EVENT: self.event,
-            BY: self.answered_by,
-            TURNS: "" if self.turns is None else str(self.turns),
-            SCORE: "" if self.score is None else str(self.score),
-        }
-
-    @classmethod
-    def from_fields(cls, fields: Mapping[str, str]) -> "FeedbackAuditEntry":
-        """The entry back from its stream fields (missing ones read as empty)."""
-        return cls(
-            chat_id=fields.get(CHAT_ID, ""),
-            turn_id=fields.get(TURN_ID, ""),
-            event=fields.get(EVENT, ""),
-            answered_by=fields.get(BY, ""),
-            turns=_integer(fields.get(TURNS)),
-            score=_integer(fields.get(SCORE)),
-        )
-
-
-def feedback_entry(entry: StreamEntry) -> FeedbackAuditEntry | None:
-    """The feedback step in a stream entry, ``None`` for other entry types."""
-    return entry.read_as(EntryType.FEEDBACK, FeedbackAuditEntry.from_fields)
+    chat_id: str = field(metadata=stream_field(CHAT_ID))
+    turn_id: str = field(metadata=stream_field(TURN_ID))
+    event: str = field(metadata=stream_field("event"))
+    answered_by: str = field(metadata=stream_field("answered_by"))
+    turns: int | None = field(default=None, metadata=stream_field("turns", INTEGER))
+    score: int | None = field(default=None, metadata=stream_field("score", INTEGER))
 
 
 def rollup_fields(fields: Mapping[str, str]) -> list[tuple[str, str]]:
     """The per-minute rollup counts of one feedback entry (``fb|<by>|asked`` or ``|s<score>``)."""
-    by = fields.get(BY, "")
-    if fields.get(EVENT) == "asked":
-        return [(f"fb|{by}|asked", "1")]
-    score = _integer(fields.get(SCORE))
-    if fields.get(EVENT) == "answered" and score in SCORES:
-        return [(f"fb|{by}|s{score}", "1")]
+    step = FeedbackAuditEntry.from_fields(fields)
+    if step.event == "asked":
+        return [(f"fb|{step.answered_by}|asked", "1")]
+    if step.event == "answered" and step.score in SCORES:
+        return [(f"fb|{step.answered_by}|s{step.score}", "1")]
     return []
 
 
@@ -198,10 +173,3 @@ def stats_lines(stats: FeedbackStats) -> list[str]:
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
-
-
-def _integer(text: str | None) -> int | None:
-    try:
-        return int(text or "")
-    except ValueError:
-        return None

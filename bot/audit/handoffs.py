@@ -41,7 +41,7 @@ def open_handoffs(entries: Iterable[StreamEntry], now: datetime) -> list[OpenHan
     """Handoffs opened and not closed, oldest first; ``waiting`` ones with their wait so far."""
     current: dict[str, OpenHandoff] = {}
     for entry in entries:
-        step = entry.read_as(EntryType.HANDOFF, HandoffAuditEntry.from_fields)
+        step = entry.read_as(HandoffAuditEntry)
         if step is None:
             continue
         chat = step.chat_id
@@ -83,7 +83,7 @@ def handoff_stats(entries: Iterable[StreamEntry]) -> HandoffStats:
         if entry.fields.get(TYPE) == EntryType.TURN:
             chats.add(entry.fields.get("chat_id", ""))
             continue
-        step = entry.read_as(EntryType.HANDOFF, HandoffAuditEntry.from_fields)
+        step = entry.read_as(HandoffAuditEntry)
         if step is None:
             continue
         if step.event == "opened":

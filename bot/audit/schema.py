@@ -1,9 +1,12 @@
 """The audit schema: each stream entry type once, with its conversion to and from stream fields.
 
-A stream entry is a flat map of string fields. The sink writes
-:meth:`ToolAuditEntry.to_fields` / :meth:`TurnAuditEntry.to_fields`; the
-readers (reader, stats, render, export, CLI), the metrics and the outbox
-read them back with :func:`read_entry` (or each type's ``from_fields``).
+A stream entry is a flat map of string fields. Each entry type is a frozen
+dataclass whose fields say, in their metadata, which stream field holds them
+and how (:func:`stream`); :class:`StreamRecord` derives ``to_fields`` and
+``from_fields`` from that, so every stream field is named once. The sink
+writes ``to_fields``; the readers (reader, stats, render, export, CLI), the
+metrics and the outbox read them back with :func:`read_entry` (or each type's
+``from_fields``).
 
 Reading is tolerant, because the stream outlives versions of the bot: a
 missing field reads as ``None`` (numbers) or ``""`` (text), a number that is
@@ -17,10 +20,10 @@ in its turn (chat, turn, model step), as the audit stream holds it.
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from tools.execution import ToolExecutionRecord
 from turn import ToolStatus, TurnOutcome, Usage
@@ -90,8 +93,163 @@ def safe_tool_name(name: str) -> str:
     return name if _TOOL_NAME.fullmatch(name) is not None else INVALID_TOOL_NAME
 
 
+_Value = TypeVar("_Value")
+_Known = TypeVar("_Known", bound=StrEnum)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolAuditEntry:
+class Codec(Generic[_Value]):
+    """How a value is written as the text of one stream field, and read back from it.
+
+    ``decode`` gets ``None`` for a field the entry lacks, and reads tolerantly.
+    """
+
+    encode: Callable[[_Value], str]
+    decode: Callable[[str | None], _Value]
+
+
+def number_of(text: str | None) -> float | None:
+    """A numeric stream field as a finite number; ``None`` when absent, malformed or not finite."""
+    try:
+        value = float(text or "")
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _integer(text: str | None) -> int | None:
+    try:
+        return int(text or "")
+    except ValueError:
+        return None
+
+
+def _milliseconds(places: int) -> Codec[float | None]:
+    return Codec(
+        encode=lambda value: "" if value is None else f"{value:.{places}f}", decode=number_of
+    )
+
+
+def known(kind: type[_Known]) -> Codec[_Known | str]:
+    """A value of ``kind``, kept as its text when this version does not know it."""
+
+    def decode(text: str | None) -> _Known | str:
+        try:
+            return kind(text or "")
+        except ValueError:
+            return text or ""
+
+    return Codec(encode=str, decode=decode)
+
+
+TEXT: Codec[str] = Codec(encode=str, decode=lambda text: text or "")
+"""Text; a missing field reads as ``""``."""
+OPTIONAL_TEXT: Codec[str | None] = Codec(
+    encode=lambda value: value or "", decode=lambda text: text or None
+)
+"""Text that may be absent: ``None`` is written as ``""`` and ``""`` reads as ``None``."""
+TOOL_NAME_TEXT: Codec[str] = Codec(encode=safe_tool_name, decode=TEXT.decode)
+"""A tool name; one the model made up is written as ``(invalid name)``."""
+TOOL_NAME_LIST: Codec[tuple[str, ...]] = Codec(
+    encode=lambda names: ",".join(safe_tool_name(name) for name in names),
+    decode=lambda text: tuple(text.split(",")) if text else (),
+)
+"""Tool names, comma-separated, each written as :data:`TOOL_NAME_TEXT` writes one."""
+INTEGER: Codec[int | None] = Codec(
+    encode=lambda value: "" if value is None else str(value), decode=_integer
+)
+"""A count; ``None`` is written as ``""``."""
+MILLISECONDS = _milliseconds(3)
+"""A duration in milliseconds, to the microsecond."""
+WHOLE_MILLISECONDS = _milliseconds(0)
+"""A duration in whole milliseconds (people's waits: a handoff's, a customer's decision)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Layout:
+    """Where a dataclass field's value lives on the stream: how it is written and read back."""
+
+    write: Callable[[Any], dict[str, str]]
+    read: Callable[[Mapping[str, str]], Any]
+    # Given the whole entry: whether this field is written at all.
+    written_if: Callable[[Any], bool] | None = None
+
+
+_LAYOUT = "stream_layout"
+
+
+def stream_field(
+    name: str, codec: Codec[Any] = TEXT, *, written_if: Callable[[Any], bool] | None = None
+) -> dict[str, object]:
+    """Field metadata: the value is stream field ``name``, as ``codec`` writes it.
+
+    With ``written_if``, the field is written only for the entries it holds for.
+    """
+    layout = _Layout(
+        write=lambda value: {name: codec.encode(value)},
+        read=lambda fields: codec.decode(fields.get(name)),
+        written_if=written_if,
+    )
+    return {_LAYOUT: layout}
+
+
+def spread_fields(
+    kind: Callable[..., object], codec: Codec[Any], names: Mapping[str, str]
+) -> dict[str, object]:
+    """Field metadata: the value (built by ``kind``) is spread over several stream fields.
+
+    ``names`` maps each of its attributes to its stream field; ``codec`` writes each one.
+    """
+    layout = _Layout(
+        write=lambda value: {
+            name: codec.encode(getattr(value, attribute)) for attribute, name in names.items()
+        },
+        read=lambda fields: kind(
+            **{attribute: codec.decode(fields.get(name)) for attribute, name in names.items()}
+        ),
+    )
+    return {_LAYOUT: layout}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamRecord:
+    """An entry type of the audit stream: a dataclass whose every field has stream metadata.
+
+    Subclasses set ``entry_type`` (the ``type`` field) and declare each field
+    with :func:`stream_field` or :func:`spread_fields` metadata, in the order
+    the stream entry lists them.
+    """
+
+    entry_type: ClassVar[EntryType]
+
+    def to_fields(self) -> dict[str, str]:
+        """The stream entry's fields: ``type``, then each field as its metadata writes it."""
+        written = {TYPE: self.entry_type.value}
+        for name, layout in _layouts(self):
+            if layout.written_if is None or layout.written_if(self):
+                written |= layout.write(getattr(self, name))
+        return written
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> Self:
+        """The entry in ``fields``, read tolerantly (see the module docstring)."""
+        return cls(**{name: layout.read(fields) for name, layout in _layouts(cls)})
+
+
+def _layouts(record: StreamRecord | type[StreamRecord]) -> Iterator[tuple[str, _Layout]]:
+    for declared in fields(record):
+        layout = declared.metadata.get(_LAYOUT)
+        if not isinstance(layout, _Layout):
+            raise TypeError(f"{declared.name} of {record} has no stream field metadata")
+        yield declared.name, layout
+
+
+def _searched(entry: "ToolAuditEntry") -> bool:
+    return entry.result_count is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAuditEntry(StreamRecord):
     """One tool execution of one turn (``step`` is the model call that asked for it).
 
     Built from the executor's record with :meth:`from_record`; read back from
@@ -99,17 +257,24 @@ class ToolAuditEntry:
     an entry whose status this version does not know.
     """
 
-    chat_id: str
-    turn_id: str
-    step: int | None
-    call_id: str
-    tool_name: str
-    status: ToolStatus | str
-    error_code: str | None
-    started_at: str
-    duration_ms: float | None
-    result_count: int | None = None
-    top_result_id: str | None = None
+    entry_type = EntryType.TOOL
+
+    call_id: str = field(metadata=stream_field(CALL_ID))
+    tool_name: str = field(metadata=stream_field(TOOL_NAME, TOOL_NAME_TEXT))
+    status: ToolStatus | str = field(metadata=stream_field(STATUS, known(ToolStatus)))
+    error_code: str | None = field(metadata=stream_field(ERROR_CODE, OPTIONAL_TEXT))
+    started_at: str = field(metadata=stream_field(STARTED_AT))
+    duration_ms: float | None = field(metadata=stream_field(DURATION_MS, MILLISECONDS))
+    chat_id: str = field(metadata=stream_field(CHAT_ID))
+    turn_id: str = field(metadata=stream_field(TURN_ID))
+    step: int | None = field(metadata=stream_field(STEP, INTEGER))
+    # Search-like tools only: both written when the tool reported a result count.
+    result_count: int | None = field(
+        default=None, metadata=stream_field(RESULT_COUNT, INTEGER, written_if=_searched)
+    )
+    top_result_id: str | None = field(
+        default=None, metadata=stream_field(TOP_RESULT, OPTIONAL_TEXT, written_if=_searched)
+    )
 
     @classmethod
     def from_record(
@@ -130,46 +295,9 @@ class ToolAuditEntry:
             top_result_id=record.top_result_id,
         )
 
-    def to_fields(self) -> dict[str, str]:
-        """The stream entry's fields (a made-up tool name is not written)."""
-        search = (
-            {RESULT_COUNT: str(self.result_count), TOP_RESULT: self.top_result_id or ""}
-            if self.result_count is not None
-            else {}
-        )
-        return {
-            TYPE: EntryType.TOOL.value,
-            CALL_ID: self.call_id,
-            TOOL_NAME: safe_tool_name(self.tool_name),
-            STATUS: str(self.status),
-            ERROR_CODE: self.error_code or "",
-            STARTED_AT: self.started_at,
-            DURATION_MS: _milliseconds(self.duration_ms),
-            CHAT_ID: self.chat_id,
-            TURN_ID: self.turn_id,
-            STEP: _optional(self.step),
-        } | search
-
-    @classmethod
-    def from_fields(cls, fields: Mapping[str, str]) -> "ToolAuditEntry":
-        """The entry in ``fields``, read tolerantly (see the module docstring)."""
-        return cls(
-            chat_id=fields.get(CHAT_ID, ""),
-            turn_id=fields.get(TURN_ID, ""),
-            step=_integer(fields.get(STEP)),
-            call_id=fields.get(CALL_ID, ""),
-            tool_name=fields.get(TOOL_NAME, ""),
-            status=_known(ToolStatus, fields.get(STATUS, "")),
-            error_code=fields.get(ERROR_CODE) or None,
-            started_at=fields.get(STARTED_AT, ""),
-            duration_ms=number_of(fields.get(DURATION_MS)),
-            result_count=_integer(fields.get(RESULT_COUNT)),
-            top_result_id=fields.get(TOP_RESULT) or None,
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TurnAuditEntry:
+class TurnAuditEntry(StreamRecord):
     """How one turn ended (``outcome`` is ``answered`` or the failure kind).
 
     Numbers are ``None`` only when read from an entry that lacks them;
@@ -177,69 +305,39 @@ class TurnAuditEntry:
     version does not know.
     """
 
-    chat_id: str
-    turn_id: str
-    outcome: TurnOutcome | str
-    model: str
-    model_steps: int | None
-    tool_calls: int | None
-    tool_names: tuple[str, ...]
-    usage: Usage
-    latency_ms: float | None
-    prompt_id: str
-    prompt_version: str
-    queue_ms: float | None = None
-    # Only where the outcome needs one (``failed``); not written when empty.
-    error_code: str = ""
+    entry_type = EntryType.TURN
 
-    def to_fields(self) -> dict[str, str]:
-        """The stream entry's fields (made-up tool names are not written)."""
-        error = {ERROR_CODE: self.error_code} if self.error_code else {}
-        return {
-            TYPE: EntryType.TURN.value,
-            CHAT_ID: self.chat_id,
-            TURN_ID: self.turn_id,
-            OUTCOME: str(self.outcome),
-            MODEL: self.model,
-            MODEL_STEPS: _optional(self.model_steps),
-            TOOL_CALLS: _optional(self.tool_calls),
-            TOOL_NAMES: ",".join(safe_tool_name(name) for name in self.tool_names),
-            PROMPT_TOKENS: _optional(self.usage.prompt_tokens),
-            COMPLETION_TOKENS: _optional(self.usage.completion_tokens),
-            TOTAL_TOKENS: _optional(self.usage.total_tokens),
-            LATENCY_MS: _milliseconds(self.latency_ms),
-            QUEUE_MS: _milliseconds(self.queue_ms),
-            PROMPT_ID: self.prompt_id,
-            PROMPT_VERSION: self.prompt_version,
-        } | error
-
-    @classmethod
-    def from_fields(cls, fields: Mapping[str, str]) -> "TurnAuditEntry":
-        """The entry in ``fields``, read tolerantly (see the module docstring)."""
-        names = fields.get(TOOL_NAMES, "")
-        return cls(
-            chat_id=fields.get(CHAT_ID, ""),
-            turn_id=fields.get(TURN_ID, ""),
-            outcome=_known(TurnOutcome, fields.get(OUTCOME, "")),
-            model=fields.get(MODEL, ""),
-            model_steps=_integer(fields.get(MODEL_STEPS)),
-            tool_calls=_integer(fields.get(TOOL_CALLS)),
-            tool_names=tuple(names.split(",")) if names else (),
-            usage=Usage(
-                prompt_tokens=_integer(fields.get(PROMPT_TOKENS)),
-                completion_tokens=_integer(fields.get(COMPLETION_TOKENS)),
-                total_tokens=_integer(fields.get(TOTAL_TOKENS)),
-            ),
-            latency_ms=number_of(fields.get(LATENCY_MS)),
-            queue_ms=number_of(fields.get(QUEUE_MS)),
-            prompt_id=fields.get(PROMPT_ID, ""),
-            prompt_version=fields.get(PROMPT_VERSION, ""),
-            error_code=fields.get(ERROR_CODE, ""),
+    chat_id: str = field(metadata=stream_field(CHAT_ID))
+    turn_id: str = field(metadata=stream_field(TURN_ID))
+    outcome: TurnOutcome | str = field(metadata=stream_field(OUTCOME, known(TurnOutcome)))
+    model: str = field(metadata=stream_field(MODEL))
+    model_steps: int | None = field(metadata=stream_field(MODEL_STEPS, INTEGER))
+    tool_calls: int | None = field(metadata=stream_field(TOOL_CALLS, INTEGER))
+    tool_names: tuple[str, ...] = field(metadata=stream_field(TOOL_NAMES, TOOL_NAME_LIST))
+    usage: Usage = field(
+        metadata=spread_fields(
+            Usage,
+            INTEGER,
+            {
+                "prompt_tokens": PROMPT_TOKENS,
+                "completion_tokens": COMPLETION_TOKENS,
+                "total_tokens": TOTAL_TOKENS,
+            },
         )
+    )
+    latency_ms: float | None = field(metadata=stream_field(LATENCY_MS, MILLISECONDS))
+    queue_ms: float | None = field(default=None, metadata=stream_field(QUEUE_MS, MILLISECONDS))
+    prompt_id: str = field(metadata=stream_field(PROMPT_ID))
+    prompt_version: str = field(metadata=stream_field(PROMPT_VERSION))
+    # Only where the outcome needs one (``failed``); not written when empty.
+    error_code: str = field(
+        default="",
+        metadata=stream_field(ERROR_CODE, written_if=lambda entry: bool(entry.error_code)),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HandoffAuditEntry:
+class HandoffAuditEntry(StreamRecord):
     """A step of a human handoff: ``opened``, ``first_reply`` or ``closed``; never text.
 
     ``trigger`` and ``reason`` (opened) are closed categories; ``wait_ms`` is the
@@ -248,42 +346,20 @@ class HandoffAuditEntry:
     pass these by (``read_entry`` gives ``None``); the handoff commands read them.
     """
 
-    chat_id: str
-    turn_id: str
-    event: str
-    trigger: str = ""
-    reason: str = ""
-    wait_ms: float | None = None
-    closed_by: str = ""
-    duration_ms: float | None = None
+    entry_type = EntryType.HANDOFF
 
-    def to_fields(self) -> dict[str, str]:
-        """The stream entry's fields."""
-        return {
-            TYPE: EntryType.HANDOFF.value,
-            CHAT_ID: self.chat_id,
-            TURN_ID: self.turn_id,
-            "event": self.event,
-            "trigger": self.trigger,
-            "reason": self.reason,
-            "wait_ms": "" if self.wait_ms is None else f"{self.wait_ms:.0f}",
-            "closed_by": self.closed_by,
-            "duration_ms": "" if self.duration_ms is None else f"{self.duration_ms:.0f}",
-        }
-
-    @classmethod
-    def from_fields(cls, fields: Mapping[str, str]) -> "HandoffAuditEntry":
-        """The entry back from its stream fields (missing ones read as empty)."""
-        return cls(
-            chat_id=fields.get(CHAT_ID, ""),
-            turn_id=fields.get(TURN_ID, ""),
-            event=fields.get("event", ""),
-            trigger=fields.get("trigger", ""),
-            reason=fields.get("reason", ""),
-            wait_ms=number_of(fields.get("wait_ms")),
-            closed_by=fields.get("closed_by", ""),
-            duration_ms=number_of(fields.get("duration_ms")),
-        )
+    chat_id: str = field(metadata=stream_field(CHAT_ID))
+    turn_id: str = field(metadata=stream_field(TURN_ID))
+    event: str = field(metadata=stream_field("event"))
+    trigger: str = field(default="", metadata=stream_field("trigger"))
+    reason: str = field(default="", metadata=stream_field("reason"))
+    wait_ms: float | None = field(
+        default=None, metadata=stream_field("wait_ms", WHOLE_MILLISECONDS)
+    )
+    closed_by: str = field(default="", metadata=stream_field("closed_by"))
+    duration_ms: float | None = field(
+        default=None, metadata=stream_field(DURATION_MS, WHOLE_MILLISECONDS)
+    )
 
 
 AuditEntry = ToolAuditEntry | TurnAuditEntry
@@ -303,37 +379,3 @@ def read_entry(fields: Mapping[str, str]) -> AuditEntry | None:
 def with_outcome(fields: Mapping[str, str], outcome: TurnOutcome) -> dict[str, str]:
     """A turn entry's ``fields`` with ``outcome`` in place of its own; every other field as is."""
     return {**fields, OUTCOME: outcome.value}
-
-
-_Known = TypeVar("_Known", ToolStatus, TurnOutcome)
-
-
-def _known(kind: type[_Known], text: str) -> _Known | str:
-    try:
-        return kind(text)
-    except ValueError:
-        return text
-
-
-def _optional(value: int | None) -> str:
-    return "" if value is None else str(value)
-
-
-def _milliseconds(value: float | None) -> str:
-    return "" if value is None else f"{value:.3f}"
-
-
-def number_of(text: str | None) -> float | None:
-    """A numeric stream field as a finite number; ``None`` when absent, malformed or not finite."""
-    try:
-        value = float(text or "")
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _integer(text: str | None) -> int | None:
-    try:
-        return int(text or "")
-    except ValueError:
-        return None

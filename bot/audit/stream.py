@@ -4,8 +4,9 @@ Each entry's fields are read through :mod:`bot.audit.schema`. Pure functions
 of their arguments; nothing here talks to Redis.
 """
 
+import builtins
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -15,7 +16,7 @@ from bot.audit.schema import (
     TURN_ID,
     TYPE,
     AuditEntry,
-    EntryType,
+    StreamRecord,
     ToolAuditEntry,
     TurnAuditEntry,
     read_entry,
@@ -26,7 +27,7 @@ class AuditStreamError(RuntimeError):
     """The stream cannot be read as an audit stream; ``str()`` is the one line staff see."""
 
 
-_Entry = TypeVar("_Entry")
+_Record = TypeVar("_Record", bound=StreamRecord)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +61,10 @@ class StreamEntry:
         """The turn entry, if this is one."""
         return self.entry if isinstance(self.entry, TurnAuditEntry) else None
 
-    def read_as(
-        self, kind: EntryType, reader: Callable[[Mapping[str, str]], _Entry]
-    ) -> _Entry | None:
-        """The entry read by ``reader`` if it is of type ``kind``, else ``None``."""
-        return reader(self.fields) if self.fields.get(TYPE) == kind else None
+    def read_as(self, kind: builtins.type[_Record]) -> _Record | None:
+        """The entry read as ``kind`` if it is of that type, else ``None``."""
+        # builtins.type: ``type`` in this class is the entry's type field.
+        return kind.from_fields(self.fields) if self.fields.get(TYPE) == kind.entry_type else None
 
     @property
     def chat_id(self) -> str:

@@ -18,12 +18,12 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import NoReturn, TextIO, TypeVar
+from typing import NoReturn, Protocol, TextIO, TypeVar
 
 import redis
 from pydantic import ValidationError
 
-from bot.audit.actions import action_stats, action_steps, step_json
+from bot.audit.actions import ActionStep, action_stats, action_steps, step_json
 from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
 from bot.audit.feedback import feedback_stats
@@ -187,39 +187,30 @@ def _build_parser() -> _Parser:
     turn.add_argument("--json", action="store_true", help="one JSON object per line")
     turn.set_defaults(run=_turn)
 
-    _report_over_period(
-        commands.add_parser(
-            "stats", parents=[common], help="per tool and per turn: counts, errors, latency"
-        ),
-        since="24h",
-        json_help="one JSON object",
-        run=_stats,
-    )
-    _report_over_period(
-        commands.add_parser(
-            "handoffs", parents=[common], help="conversations handed to staff now, and their wait"
-        ),
-        since="7d",
-        run=_handoffs,
-    )
-    _report_over_period(
-        commands.add_parser(
+    # Reports over a period: the name, the help, how far back by default, the command.
+    reports: tuple[tuple[str, str, str, Callable[[argparse.Namespace, _Context], int]], ...] = (
+        ("stats", "per tool and per turn: counts, errors, latency", "24h", _stats),
+        ("handoffs", "conversations handed to staff now, and their wait", "7d", _handoffs),
+        (
             "actions",
-            parents=[common],
-            help="steps of actions customers confirm (write tools); never their arguments",
+            "steps of actions customers confirm (write tools); never their arguments",
+            "24h",
+            _actions,
         ),
-        since="24h",
-        run=_actions,
-    )
-    _report_over_period(
-        commands.add_parser(
+        (
             "knowledge-gaps",
-            parents=[common],
-            help="turns whose help-center searches found nothing (the articles to write)",
+            "turns whose help-center searches found nothing (the articles to write)",
+            "7d",
+            _knowledge_gaps,
         ),
-        since="7d",
-        run=_knowledge_gaps,
     )
+    for name, help_text, since, run in reports:
+        report = commands.add_parser(name, parents=[common], help=help_text)
+        report.add_argument("--since", default=since, help=f"look this far back (default {since})")
+        # stats prints one object; the others a row a line.
+        json_help = "one JSON object" if name == "stats" else "one JSON object per line"
+        report.add_argument("--json", action="store_true", help=json_help)
+        report.set_defaults(run=run)
 
     export = commands.add_parser(
         "export", parents=[common], help="every entry exactly once as JSON lines (consumer group)"
@@ -256,19 +247,6 @@ def _build_parser() -> _Parser:
     return parser
 
 
-def _report_over_period(
-    parser: argparse.ArgumentParser,
-    *,
-    since: str,
-    run: Callable[[argparse.Namespace, _Context], int],
-    json_help: str = "one JSON object per line",
-) -> None:
-    """The options of a report over a period: ``--since`` (default ``since``) and ``--json``."""
-    parser.add_argument("--since", default=since, help=f"look this far back (default {since})")
-    parser.add_argument("--json", action="store_true", help=json_help)
-    parser.set_defaults(run=run)
-
-
 # ---------------------------------------------------------------- commands
 
 
@@ -287,15 +265,14 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _tail(args: argparse.Namespace, context: _Context) -> int:
-    reader = AuditStreamReader(context.client, context.stream)
-    reader.check()
+    reader = _checked_reader(context)
     entry_filter = EntryFilter(
         chat_ids=_chat_forms(args.chat, context.hmac_key),
         tool=args.tool,
         status=args.status,
         entry_type=args.entry_type,
     )
-    since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+    since_id = _since_id(args, context)
     # The newest id is taken first so that --follow continues exactly where the tail ended.
     last_id = reader.last_id()
     index = AuditIndex(context.client, context.stream)
@@ -331,9 +308,8 @@ def _tail(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _turn(args: argparse.Namespace, context: _Context) -> int:
-    reader = AuditStreamReader(context.client, context.stream)
-    reader.check()
-    since_id = stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+    reader = _checked_reader(context)
+    since_id = _since_id(args, context)
     turn_id = incident_code(args.turn_id)
     index = AuditIndex(context.client, context.stream)
     entries = index.turn(turn_id, since_id=since_id)
@@ -369,15 +345,15 @@ def _turn(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _stats(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
+    period = _period(args, context)
     index = AuditIndex(context.client, context.stream)
-    if index.covers(stream_id_at(since)):
-        rolled = index.stats(since)
+    if index.covers(period.since_id):
+        rolled = index.stats(period.since)
         stats, handoff, searches = rolled.stats, rolled.handoffs, rolled.searches
         actions, read = rolled.actions, rolled.entries
         feedback = rolled.feedback
     else:
-        counted = _Counting(reader.scan(since_id=stream_id_at(since)))
+        counted = _Counting(period.entries())
         entries = list(counted)
         stats = compute_stats(entries)
         handoff = handoff_stats(entries)
@@ -385,7 +361,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         actions, read = action_stats(entries), counted.count
         feedback = feedback_stats(entries)
     if args.json:
-        report = stats_json(stats, since, read)
+        report = stats_json(stats, period.since, read)
         report["knowledge"] = {
             "searches": searches.searches,
             "empty": searches.empty,
@@ -406,7 +382,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         print(json.dumps(report, ensure_ascii=False), file=context.out)
         return EXIT_OK
     width = terminal_width(context.out)
-    lines = stats_lines(stats, since, read, context.zone, width)
+    lines = stats_lines(stats, period.since, read, context.zone, width)
     empty = "-" if searches.empty_rate is None else f"{searches.empty_rate * 100:.1f}%"
     lines.append(
         f"help center: {searches.searches} searches, {searches.empty} found nothing ({empty}); "
@@ -427,15 +403,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
 
 
 def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
-    gaps = knowledge_gaps(reader.scan(since_id=stream_id_at(since)))
-
-    def lines() -> Iterator[str]:
-        yield "TIME  CHAT  TURN  SEARCHES"
-        for gap in gaps:
-            at = _local_time(gap.at, context.zone)
-            yield f"{at}  {printable(gap.chat_id)}  {printable(gap.turn_id)}  {gap.searches}"
-
+    gaps = knowledge_gaps(_period(args, context).entries())
     return _report(
         args,
         context,
@@ -447,15 +415,47 @@ def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
             "searches": gap.searches,
         },
         empty="no searches without an article",
-        lines=lines,
+        lines=lambda: _timed_lines(
+            ("TIME", "CHAT", "TURN", "SEARCHES"),
+            gaps,
+            lambda gap: (printable(gap.chat_id), printable(gap.turn_id), str(gap.searches)),
+            context.zone,
+        ),
     )
 
 
-def _period(args: argparse.Namespace, context: _Context) -> tuple[AuditStreamReader, datetime]:
-    """The checked stream's reader and the start of the report's ``--since`` period."""
+def _checked_reader(context: _Context) -> AuditStreamReader:
+    """The stream's reader, once the stream is known to exist."""
     reader = AuditStreamReader(context.client, context.stream)
     reader.check()
-    return reader, parse_since(args.since, context.now)
+    return reader
+
+
+def _since_id(args: argparse.Namespace, context: _Context) -> str:
+    """Where an optional ``--since`` starts in the stream (``-``, its start, without it)."""
+    return stream_id_at(parse_since(args.since, context.now)) if args.since else "-"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Period:
+    """A report's checked stream and the start of its ``--since`` period."""
+
+    reader: AuditStreamReader
+    since: datetime
+
+    @property
+    def since_id(self) -> str:
+        """The smallest stream id in the period."""
+        return stream_id_at(self.since)
+
+    def entries(self) -> Iterator[StreamEntry]:
+        """Every entry in the period, oldest first."""
+        return self.reader.scan(since_id=self.since_id)
+
+
+def _period(args: argparse.Namespace, context: _Context) -> _Period:
+    """The checked stream and the start of the report's ``--since`` period."""
+    return _Period(reader=_checked_reader(context), since=parse_since(args.since, context.now))
 
 
 def _report(
@@ -479,6 +479,30 @@ def _report(
     return EXIT_OK
 
 
+class _Timed(Protocol):
+    """A report's row that happened at a time (its first column)."""
+
+    @property
+    def at(self) -> datetime:
+        """When it happened."""
+        ...
+
+
+_TimedRow = TypeVar("_TimedRow", bound=_Timed)
+
+
+def _timed_lines(
+    header: Sequence[str],
+    rows: Iterable[_TimedRow],
+    cells: Callable[[_TimedRow], Iterable[str]],
+    zone: tzinfo | None,
+) -> Iterator[str]:
+    """The header, then a line per row: its time in ``zone`` and ``cells(row)``, 2 spaces apart."""
+    yield "  ".join(header)
+    for row in rows:
+        yield "  ".join((_local_time(row.at, zone), *cells(row)))
+
+
 def _local_time(at: datetime, zone: tzinfo | None) -> str:
     return at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -488,27 +512,34 @@ def _seconds(value_ms: float | None) -> str:
 
 
 def _actions(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
-    steps = action_steps(reader.scan(since_id=stream_id_at(since)))
+    steps = action_steps(_period(args, context).entries())
 
-    def lines() -> Iterator[str]:
-        yield "TIME  CHAT  TURN  ACTION  TOOL  EVENT  CODE  DECIDED  RAN"
-        for step in steps:
-            at = _local_time(step.at, context.zone)
-            entry = step.step
-            decided = "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s"
-            ran = "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms"
-            yield (
-                f"{at}  {printable(entry.chat_id)}  {printable(entry.turn_id)}  "
-                f"{printable(entry.action_id)}  {printable(entry.tool_name)}  "
-                f"{printable(entry.event)}  {printable(entry.error_code) or '-'}  {decided}  {ran}"
-            )
+    def cells(step: ActionStep) -> tuple[str, ...]:
+        entry = step.step
+        return (
+            printable(entry.chat_id),
+            printable(entry.turn_id),
+            printable(entry.action_id),
+            printable(entry.tool_name),
+            printable(entry.event),
+            printable(entry.error_code) or "-",
+            "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s",
+            "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms",
+        )
 
-    return _report(args, context, steps, json_row=step_json, empty="no actions", lines=lines)
+    header = ("TIME", "CHAT", "TURN", "ACTION", "TOOL", "EVENT", "CODE", "DECIDED", "RAN")
+    return _report(
+        args,
+        context,
+        steps,
+        json_row=step_json,
+        empty="no actions",
+        lines=lambda: _timed_lines(header, steps, cells, context.zone),
+    )
 
 
 def _handoffs(args: argparse.Namespace, context: _Context) -> int:
-    reader, since = _period(args, context)
+    period = _period(args, context)
     staff_chat_id = _staff_chat_id()
     index = AuditIndex(context.client, context.stream)
     if staff_chat_id is not None and index.covers():
@@ -520,7 +551,7 @@ def _handoffs(args: argparse.Namespace, context: _Context) -> int:
         )
     else:
         # Without STAFF_CHAT_ID the staff group's set is unknown: the stream tells.
-        current = open_handoffs(reader.scan(since_id=stream_id_at(since)), context.now)
+        current = open_handoffs(period.entries(), context.now)
     width, colour = terminal_width(context.out), colour_enabled(context.out)
     return _report(
         args,

@@ -4,7 +4,7 @@
 ``decode_responses=True``.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from bot.audit.stream import (
     AuditStreamError,
@@ -54,15 +54,12 @@ class AuditStreamReader:
 
     def scan(self, since_id: str = "-", until_id: str = "+") -> Iterator[StreamEntry]:
         """Every entry between the two ids, oldest first, read in batches."""
-        start = since_id
-        while True:
-            batch = parse_entries(
-                self._client.xrange(self._stream, min=start, max=until_id, count=self._batch)
-            )
-            yield from batch
-            if len(batch) < self._batch:
-                return
-            start = "(" + batch[-1].entry_id
+        return self._batches(
+            lambda start: self._client.xrange(
+                self._stream, min=start, max=until_id, count=self._batch
+            ),
+            since_id,
+        )
 
     def turn(self, turn_id: str, since_id: str = "-", until_id: str = "+") -> list[StreamEntry]:
         """Every entry of one turn between the two ids, oldest first.
@@ -101,15 +98,23 @@ class AuditStreamReader:
                     yield entry
 
     def _backwards(self, until_id: str, since_id: str) -> Iterator[StreamEntry]:
-        end = until_id
+        return self._batches(
+            lambda end: self._client.xrevrange(
+                self._stream, max=end, min=since_id, count=self._batch
+            ),
+            until_id,
+        )
+
+    def _batches(self, read: Callable[[str], object], first: str) -> Iterator[StreamEntry]:
+        """The entries of ``read(first)``, then of each next batch (``read`` from past the last
+        entry read), until a batch comes back short."""
+        bound = first
         while True:
-            batch = parse_entries(
-                self._client.xrevrange(self._stream, max=end, min=since_id, count=self._batch)
-            )
+            batch = parse_entries(read(bound))
             yield from batch
             if len(batch) < self._batch:
                 return
-            end = "(" + batch[-1].entry_id
+            bound = "(" + batch[-1].entry_id
 
 
 def check_stream(client: SyncRedisClient, stream: str) -> None:
