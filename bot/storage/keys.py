@@ -273,11 +273,7 @@ class RedisKeys:
         A stream name that carries a hash tag of its own keeps it (the name is the
         prefix); any other name becomes the tag.
         """
-        opening = stream.find("{")
-        closing = stream.find("}", opening + 1)
-        if opening != -1 and closing > opening + 1:
-            return f"{stream}:done:{turn_id}"
-        return f"{{{stream}}}:done:{turn_id}"
+        return f"{_same_slot(stream)}:done:{turn_id}"
 
     @staticmethod
     def audit_index(stream: str) -> "AuditIndexKeys":

@@ -1,10 +1,12 @@
 """Every Redis Lua script of the project, each a typed call with its KEYS and ARGV named.
 
 A script is a frozen dataclass (:class:`~bot.storage.scripts.base.LuaScript`):
-its fields name what it is called with, ``keys()`` and ``args()`` put them in
-the order the Lua text reads them, and :class:`~bot.storage.scripts.base.Scripts`
-runs it (loaded once per client, then by its SHA). Nothing else in the project
-registers or evaluates a script.
+its fields name what it is called with, those typed ``Key`` and ``Argv[...]``
+being its KEYS and ARGV in the order the Lua text reads them (a conversation's
+script builds its KEYS from its :class:`~bot.storage.keys.ConversationKeys` in
+``keys()``), and :class:`~bot.storage.scripts.base.Scripts` runs it (loaded once
+per client, then by its SHA). Nothing else in the project registers or evaluates
+a script.
 
 The families, one module each:
 

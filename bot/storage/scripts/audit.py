@@ -174,10 +174,8 @@ return 1
             self.trim_batch,
         ]
         for entry in self.entries:
-            args.append(len(entry.fields))
-            for name, value in entry.fields:
-                args.extend((name, value))
-            args.append(len(entry.rollups))
-            for name, value in entry.rollups:
-                args.extend((name, value))
+            # Each list as its length, then its (name, value) pairs flattened.
+            for items in (entry.fields, entry.rollups):
+                args.append(len(items))
+                args.extend(part for item in items for part in item)
         return args

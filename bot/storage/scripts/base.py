@@ -1,7 +1,8 @@
 """A script call with named KEYS and ARGV, and the runner that sends it."""
 
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from dataclasses import Field, fields
+from enum import Enum
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from bot.storage.connection import AsyncRedisClient
 
@@ -9,23 +10,50 @@ Arg = str | bytes | int | float
 """One ARGV value as redis-py encodes it."""
 
 
+class _Role(Enum):
+    """What a script's field is in its call."""
+
+    KEY = "KEY"
+    ARGV = "ARGV"
+
+
+_T = TypeVar("_T")
+
+Key = Annotated[str, _Role.KEY]
+"""A script field that is one of its ``KEYS``: ``stream: Key``."""
+
+Argv = Annotated[_T, _Role.ARGV]
+"""A script field that is one of its ``ARGV``: ``maxlen: Argv[int]`` (a ``bool`` goes as 1 or 0)."""
+
+
 class LuaScript:
     """One call of a Lua script: subclasses are frozen dataclasses naming every KEY and ARGV.
 
-    ``SOURCE`` is the Lua text; ``keys()`` and ``args()`` give the fields in
-    the order it reads them (``KEYS[1]`` first).
+    ``SOURCE`` is the Lua text. Its ``KEYS`` are the fields typed :data:`Key`
+    and its ``ARGV`` the fields typed :data:`Argv`, each in the order they are
+    declared, which is the order the Lua text reads them (``KEYS[1]`` first).
+    A script whose KEYS or ARGV are built from a field (a conversation's
+    :class:`~bot.storage.keys.ConversationKeys`, the audit index) overrides
+    ``keys()`` or ``args()``.
     """
 
     __slots__ = ()
     SOURCE: ClassVar[str]
+    # Set by ``@dataclass`` on every script; declared so that ``fields(self)`` type-checks.
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def keys(self) -> list[str]:
         """``KEYS``, in order."""
-        raise NotImplementedError
+        return [getattr(self, name) for name in self._fields_of(_Role.KEY)]
 
     def args(self) -> list[Arg]:
         """``ARGV``, in order."""
-        raise NotImplementedError
+        return [_encoded(getattr(self, name)) for name in self._fields_of(_Role.ARGV)]
+
+    def _fields_of(self, role: _Role) -> list[str]:
+        return [
+            field.name for field in fields(self) if role in getattr(field.type, "__metadata__", ())
+        ]
 
 
 class Scripts:
@@ -44,11 +72,8 @@ class Scripts:
         return await script(keys=call.keys(), args=call.args())
 
 
-def flag(value: bool) -> int:
-    """A boolean as the scripts read it (``'1'`` or ``'0'``)."""
-    return 1 if value else 0
-
-
-def pairs(items: Sequence[tuple[str, str]]) -> list[Arg]:
-    """``[(a, b), ...]`` flattened to ``[a, b, ...]``."""
-    return [part for item in items for part in item]
+def _encoded(value: Arg) -> Arg:
+    # The scripts read a boolean as '1' or '0'.
+    if isinstance(value, bool):
+        return 1 if value else 0
+    return value

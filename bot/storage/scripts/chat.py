@@ -8,7 +8,7 @@ stated once, in :mod:`bot.storage.scripts`.
 from dataclasses import dataclass
 
 from bot.storage.keys import ConversationKeys
-from bot.storage.scripts.base import Arg, LuaScript, flag
+from bot.storage.scripts.base import Argv, LuaScript
 
 # The head job's attempt under lease token ``token``: counted once per token (a repeated
 # script, or a second look by the same drain, counts nothing). Fields of the attempts
@@ -32,6 +32,11 @@ end
 """
 
 
+def _worker_view(chat: ConversationKeys) -> list[str]:
+    """The keys a worker reads taking the chat and after each delivery (``Take``, ``Delivered``)."""
+    return [chat.lease, chat.queue, chat.outbox, chat.session, chat.blocked, chat.attempts]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Acquire(LuaScript):
     """Take a free lease and read the session in the same trip (the console, an action press).
@@ -48,14 +53,11 @@ return {0, redis.call('PTTL', KEYS[1])}
 """
 
     chat: ConversationKeys
-    token: str
-    lease_ms: int
+    token: Argv[str]
+    lease_ms: Argv[int]
 
     def keys(self) -> list[str]:
         return [self.chat.lease, self.chat.session]
-
-    def args(self) -> list[Arg]:
-        return [self.token, self.lease_ms]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,41 +97,25 @@ return 1
 """
 
     chat: ConversationKeys
-    token: str
-    version: str
-    new_version: str
-    data: str
-    ttl: int
+    token: Argv[str]
+    version: Argv[str]
+    new_version: Argv[str]
+    data: Argv[str]
+    ttl: Argv[int]
     # The worker's job ('' for none: the console's turn), its id and its outbox entry.
-    job_raw: str
-    job_id: str
-    outbox_entry: str
-    release: bool
-    lease_must_be_ours: bool
+    job_raw: Argv[str]
+    job_id: Argv[str]
+    outbox_entry: Argv[str]
+    release: Argv[bool]
+    lease_must_be_ours: Argv[bool]
     # An answered job ends the chat's run of failed turns.
-    answered: bool
+    answered: Argv[bool]
     # The handoff state ('' while the bot answers), kept in field ``h`` for intake.
-    handoff: str
+    handoff: Argv[str]
 
     def keys(self) -> list[str]:
         chat = self.chat
         return [chat.session, chat.lease, chat.queue, chat.outbox, chat.failed_streak]
-
-    def args(self) -> list[Arg]:
-        return [
-            self.token,
-            self.version,
-            self.new_version,
-            self.data,
-            self.ttl,
-            self.job_raw,
-            self.job_id,
-            self.outbox_entry,
-            flag(self.release),
-            flag(self.lease_must_be_ours),
-            flag(self.answered),
-            self.handoff,
-        ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,14 +137,11 @@ return redis.call('DEL', KEYS[1])
 """
 
     chat: ConversationKeys
-    token: str
-    unrun_job_id: str = ""
+    token: Argv[str]
+    unrun_job_id: Argv[str] = ""
 
     def keys(self) -> list[str]:
         return [self.chat.lease, self.chat.attempts]
-
-    def args(self) -> list[Arg]:
-        return [self.token, self.unrun_job_id]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,14 +163,11 @@ return 1
     chat: ConversationKeys
     # The chat's archive or quarantine key.
     target: str
-    token: str
-    ttl: int
+    token: Argv[str]
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
         return [self.chat.session, self.target, self.chat.lease]
-
-    def args(self) -> list[Arg]:
-        return [self.token, self.ttl]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,17 +197,13 @@ return {1, head, redis.call('HGETALL', KEYS[3]), stored[1] or '', stored[2] or '
     )
 
     chat: ConversationKeys
-    token: str
-    lease_ms: int
+    token: Argv[str]
+    lease_ms: Argv[int]
     # The attempts hash's TTL.
-    ttl: int
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
-        chat = self.chat
-        return [chat.lease, chat.queue, chat.outbox, chat.session, chat.blocked, chat.attempts]
-
-    def args(self) -> list[Arg]:
-        return [self.token, self.lease_ms, self.ttl]
+        return _worker_view(self.chat)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,14 +216,11 @@ return 0
 """
 
     chat: ConversationKeys
-    token: str
-    lease_ms: int
+    token: Argv[str]
+    lease_ms: Argv[int]
 
     def keys(self) -> list[str]:
         return [self.chat.lease]
-
-    def args(self) -> list[Arg]:
-        return [self.token, self.lease_ms]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,19 +246,16 @@ return 1
 """
 
     chat: ConversationKeys
-    token: str
-    job_raw: str
-    job_id: str
+    token: Argv[str]
+    job_raw: Argv[str]
+    job_id: Argv[str]
     # The reply's outbox entry ('' for none).
-    outbox_entry: str
-    ttl: int
+    outbox_entry: Argv[str]
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
         chat = self.chat
         return [chat.lease, chat.queue, chat.outbox, chat.attempts]
-
-    def args(self) -> list[Arg]:
-        return [self.token, self.job_raw, self.job_id, self.outbox_entry, self.ttl]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -327,19 +297,15 @@ return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5])
     )
 
     chat: ConversationKeys
-    token: str
+    token: Argv[str]
     # The job whose reply was delivered ('' for none).
-    job_id: str
+    job_id: Argv[str]
     # Keep the lease even when the queue is empty (a summary follows).
-    keep: bool
-    ttl: int
+    keep: Argv[bool]
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
-        chat = self.chat
-        return [chat.lease, chat.queue, chat.outbox, chat.session, chat.blocked, chat.attempts]
-
-    def args(self) -> list[Arg]:
-        return [self.token, self.job_id, flag(self.keep), self.ttl]
+        return _worker_view(self.chat)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -356,16 +322,13 @@ return 1
 """
 
     chat: ConversationKeys
-    job_id: str
+    job_id: Argv[str]
     # The entry as read (bytes as Redis gave them).
-    entry: str | bytes
-    ttl: int
+    entry: Argv[str | bytes]
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
         return [self.chat.outbox, self.chat.outbox_quarantine]
-
-    def args(self) -> list[Arg]:
-        return [self.job_id, self.entry, self.ttl]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -381,16 +344,13 @@ return 1
 """
 
     chat: ConversationKeys
-    job_id: str
+    job_id: Argv[str]
     # A failure kind, never an error's text.
-    kind: str
-    ttl: int
+    kind: Argv[str]
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
         return [self.chat.attempts]
-
-    def args(self) -> list[Arg]:
-        return [self.job_id, self.kind, self.ttl]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -405,6 +365,3 @@ return {redis.call('LLEN', KEYS[1]), redis.call('EXISTS', KEYS[2])}
 
     def keys(self) -> list[str]:
         return [self.chat.queue, self.chat.lease]
-
-    def args(self) -> list[Arg]:
-        return []

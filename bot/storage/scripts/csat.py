@@ -8,7 +8,7 @@ the conversation's hash. The rules every script keeps are stated in
 from dataclasses import dataclass
 
 from bot.storage.keys import ConversationKeys
-from bot.storage.scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Argv, Key, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,17 +29,11 @@ end
 return out
 """
 
-    due: str
-    now_ms: int
-    retry_ms: int
+    due: Key
+    now_ms: Argv[int]
+    retry_ms: Argv[int]
     # The most conversations claimed at once.
-    limit: int
-
-    def keys(self) -> list[str]:
-        return [self.due]
-
-    def args(self) -> list[Arg]:
-        return [self.now_ms, self.retry_ms, self.limit]
+    limit: Argv[int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,15 +49,9 @@ end
 return 0
 """
 
-    due: str
-    conversation_key: str
-    claimed_ms: int
-
-    def keys(self) -> list[str]:
-        return [self.due]
-
-    def args(self) -> list[Arg]:
-        return [self.conversation_key, self.claimed_ms]
+    due: Key
+    conversation_key: Argv[str]
+    claimed_ms: Argv[int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,25 +84,15 @@ return {'ask', by, tostring(turns)}
 """
 
     chat: ConversationKeys
-    now_ms: int
-    min_interval_ms: int
-    question_id: str
-    session_id: str
-    session_turns: int
-    ttl: int
+    now_ms: Argv[int]
+    min_interval_ms: Argv[int]
+    question_id: Argv[str]
+    session_id: Argv[str]
+    session_turns: Argv[int]
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
         return [self.chat.csat]
-
-    def args(self) -> list[Arg]:
-        return [
-            self.now_ms,
-            self.min_interval_ms,
-            self.question_id,
-            self.session_id,
-            self.session_turns,
-            self.ttl,
-        ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,13 +119,10 @@ return {'again', by, turns, ''}
 """
 
     chat: ConversationKeys
-    question_id: str
-    score: int
+    question_id: Argv[str]
+    score: Argv[int]
     # The press's job id.
-    job_id: str
+    job_id: Argv[str]
 
     def keys(self) -> list[str]:
         return [self.chat.csat]
-
-    def args(self) -> list[Arg]:
-        return [self.question_id, self.score, self.job_id]

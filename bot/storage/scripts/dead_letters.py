@@ -5,7 +5,7 @@ The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 
 from dataclasses import dataclass
 
-from bot.storage.scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Argv, Key, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,15 +25,9 @@ return 1
 """
 
     # The records (hash) and their order (zset), in the dead letters' own slot.
-    letters: str
-    order: str
-    turn_id: str
-    record: str
-    given_up_ms: int
-    kept: int
-
-    def keys(self) -> list[str]:
-        return [self.letters, self.order]
-
-    def args(self) -> list[Arg]:
-        return [self.turn_id, self.record, self.given_up_ms, self.kept]
+    letters: Key
+    order: Key
+    turn_id: Argv[str]
+    record: Argv[str]
+    given_up_ms: Argv[int]
+    kept: Argv[int]

@@ -6,7 +6,7 @@ The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 from dataclasses import dataclass
 
 from bot.storage.keys import ConversationKeys
-from bot.storage.scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Argv, Key, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,15 +27,12 @@ return redis.call('SCARD', KEYS[2])
 """
 
     chat: ConversationKeys
-    turn_id: str
-    kept: int
-    ttl: int
+    turn_id: Argv[str]
+    kept: Argv[int]
+    ttl: Argv[int]
 
     def keys(self) -> list[str]:
         return [self.chat.failed, self.chat.failed_streak]
-
-    def args(self) -> list[Arg]:
-        return [self.turn_id, self.kept, self.ttl]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,13 +54,7 @@ if tonumber(score) == tonumber(ARGV[3]) then return 1 end
 return 0
 """
 
-    open_handoffs: str
-    conversation_key: str
-    seen_ms: int
-    new_ms: int
-
-    def keys(self) -> list[str]:
-        return [self.open_handoffs]
-
-    def args(self) -> list[Arg]:
-        return [self.conversation_key, self.seen_ms, self.new_ms]
+    open_handoffs: Key
+    conversation_key: Argv[str]
+    seen_ms: Argv[int]
+    new_ms: Argv[int]

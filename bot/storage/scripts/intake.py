@@ -6,7 +6,7 @@ The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 from dataclasses import dataclass
 
 from bot.storage.keys import ConversationKeys
-from bot.storage.scripts.base import Arg, LuaScript, flag
+from bot.storage.scripts.base import Argv, Key, LuaScript
 
 # A token bucket in hash KEYS[bucket]: 'ok' takes a token; over it, 'rate_warn' the
 # first time (until a token is taken again), then 'rate_quiet'.
@@ -100,21 +100,21 @@ return {verdict, needs_signal()}
     user_id: int
     # The day of the daily counter (YYYYMMDD).
     day: str
-    seen_ttl: int
-    job: str
-    rate_notice: str
-    daily_notice: str
-    check_flood: bool
-    counts_turn: bool
-    burst: int
-    interval_ms: float
-    daily_limit: int
-    day_counter_ttl: int
+    seen_ttl: Argv[int]
+    job: Argv[str]
+    rate_notice: Argv[str]
+    daily_notice: Argv[str]
+    check_flood: Argv[bool]
+    counts_turn: Argv[bool]
+    burst: Argv[int]
+    interval_ms: Argv[float]
+    daily_limit: Argv[int]
+    day_counter_ttl: Argv[int]
     # The most jobs the queue holds (0: no cap).
-    queue_cap: int
+    queue_cap: Argv[int]
     # The job telling the customer the queue is full ('' : nobody to tell).
-    full_notice: str
-    full_mark_ttl: int
+    full_notice: Argv[str]
+    full_mark_ttl: Argv[int]
 
     def keys(self) -> list[str]:
         chat = self.chat
@@ -126,23 +126,6 @@ return {verdict, needs_signal()}
             chat.daily_turns(self.user_id, self.day),
             chat.session,
             chat.queue_full,
-        ]
-
-    def args(self) -> list[Arg]:
-        return [
-            self.seen_ttl,
-            self.job,
-            self.rate_notice,
-            self.daily_notice,
-            flag(self.check_flood),
-            flag(self.counts_turn),
-            self.burst,
-            self.interval_ms,
-            self.daily_limit,
-            self.day_counter_ttl,
-            self.queue_cap,
-            self.full_notice,
-            self.full_mark_ttl,
         ]
 
 
@@ -165,14 +148,8 @@ return verdict
     )
 
     # The update's mark and the member's bucket, both in the staff group's slot.
-    seen: str
-    bucket: str
-    seen_ttl: int
-    burst: int
-    interval_ms: float
-
-    def keys(self) -> list[str]:
-        return [self.seen, self.bucket]
-
-    def args(self) -> list[Arg]:
-        return [self.seen_ttl, self.burst, self.interval_ms]
+    seen: Key
+    bucket: Key
+    seen_ttl: Argv[int]
+    burst: Argv[int]
+    interval_ms: Argv[float]

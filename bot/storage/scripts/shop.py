@@ -5,7 +5,7 @@ The rules every script keeps are stated in :mod:`bot.storage.scripts`.
 
 from dataclasses import dataclass
 
-from bot.storage.scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Argv, Key, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,17 +28,11 @@ return {1, ARGV[4]}
 """
 
     # The customer's orders and this write's receipt (one customer's slot).
-    orders: str
-    receipt_key: str
-    order_id: str
+    orders: Key
+    receipt_key: Key
+    order_id: Argv[str]
     # The order as read ('' : not stored yet, the seed).
-    read: str
-    new_order: str
-    receipt: str
-    ttl: int
-
-    def keys(self) -> list[str]:
-        return [self.orders, self.receipt_key]
-
-    def args(self) -> list[Arg]:
-        return [self.order_id, self.read, self.new_order, self.receipt, self.ttl]
+    read: Argv[str]
+    new_order: Argv[str]
+    receipt: Argv[str]
+    ttl: Argv[int]

@@ -6,7 +6,7 @@ keeps are stated in :mod:`bot.storage.scripts`.
 
 from dataclasses import dataclass
 
-from bot.storage.scripts.base import Arg, LuaScript
+from bot.storage.scripts.base import Argv, Key, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,16 +22,10 @@ redis.call('ZADD', KEYS[2], tonumber(string.match(id, '^%d+')), ARGV[1])
 return id
 """
 
-    stream: str
-    index: str
-    conversation_key: str
-    maxlen: int
-
-    def keys(self) -> list[str]:
-        return [self.stream, self.index]
-
-    def args(self) -> list[Arg]:
-        return [self.conversation_key, self.maxlen]
+    stream: Key
+    index: Key
+    conversation_key: Argv[str]
+    maxlen: Argv[int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,16 +42,10 @@ return redis.call('ZRANGE', KEYS[1], '-inf', limit, 'BYSCORE', 'LIMIT', ARGV[2],
                   'WITHSCORES')
 """
 
-    index: str
-    older_than_ms: int
-    offset: int
-    count: int
-
-    def keys(self) -> list[str]:
-        return [self.index]
-
-    def args(self) -> list[Arg]:
-        return [self.older_than_ms, self.offset, self.count]
+    index: Key
+    older_than_ms: Argv[int]
+    offset: Argv[int]
+    count: Argv[int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,15 +57,9 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 return redis.call('ZREM', KEYS[1], ARGV[1])
 """
 
-    index: str
-    conversation_key: str
-    score: str
-
-    def keys(self) -> list[str]:
-        return [self.index]
-
-    def args(self) -> list[Arg]:
-        return [self.conversation_key, self.score]
+    index: Key
+    conversation_key: Argv[str]
+    score: Argv[str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,16 +91,10 @@ redis.call('ZADD', KEYS[2], tonumber(string.match(id, '^%d+')), ARGV[1])
 return 1
 """
 
-    stream: str
-    index: str
-    conversation_key: str
+    stream: Key
+    index: Key
+    conversation_key: Argv[str]
     # The score read: the chat's last signal's ms.
-    score: str
-    maxlen: int
-    group: str
-
-    def keys(self) -> list[str]:
-        return [self.stream, self.index]
-
-    def args(self) -> list[Arg]:
-        return [self.conversation_key, self.score, self.maxlen, self.group]
+    score: Argv[str]
+    maxlen: Argv[int]
+    group: Argv[str]
