@@ -92,6 +92,9 @@ class FloorTurn:
                 arguments = tool.arguments_model.model_validate_json(call["function"]["arguments"])
                 handler: Any = tool.handler
                 result = handler(arguments, context) if tool.takes_context else handler(arguments)
+                if tool.is_async:
+                    # The order status tool reads the shop backend, which is async.
+                    result = await result
                 content = {"ok": True, "data": result.model_dump(mode="json")}
                 messages.append(
                     {

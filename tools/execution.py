@@ -108,6 +108,21 @@ def validated_arguments(
         ) from error
 
 
+def timeout_error(tool_name: str, timeout_seconds: float, timer: CallTimer) -> ToolTimeoutError:
+    """The error for a call of ``tool_name`` that outlived its ``timeout_seconds``."""
+    return ToolTimeoutError(
+        f"{tool_name} did not finish within {timeout_seconds} s",
+        timer.record(ToolStatus.TIMEOUT, "timeout"),
+    )
+
+
+def technical_error(tool_name: str, timer: CallTimer) -> ToolTechnicalError:
+    """The error for a call of ``tool_name`` that crashed (its cause is chained, for the logs)."""
+    return ToolTechnicalError(
+        f"{tool_name} failed", timer.record(ToolStatus.TECHNICAL_ERROR, "technical_error")
+    )
+
+
 def business_error_content(error: ToolBusinessError) -> str:
     """The tool message for a product rule's "no": its code and its message for the model."""
     return tool_content({"ok": False, "error": {"code": error.code, "message": str(error)}})
@@ -151,10 +166,7 @@ class ToolExecutor:
         try:
             result = await self._run_handler(tool, arguments, context)
         except TimeoutError as error:
-            raise ToolTimeoutError(
-                f"{tool.name} did not finish within {tool.timeout_seconds} s",
-                audit(ToolStatus.TIMEOUT, "timeout"),
-            ) from error
+            raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
         except ToolBusinessError as error:
             return ToolExecutionResult(
                 content=business_error_content(error),
@@ -162,10 +174,7 @@ class ToolExecutor:
             )
         except Exception as error:
             # The original text may hold internals; it stays in the chain for the logs only.
-            raise ToolTechnicalError(
-                f"{tool.name} failed",
-                audit(ToolStatus.TECHNICAL_ERROR, "technical_error"),
-            ) from error
+            raise technical_error(tool.name, timer) from error
 
         if not isinstance(result, BaseModel):
             raise ToolTechnicalError(

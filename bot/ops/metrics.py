@@ -7,7 +7,7 @@ audit entries lost, queue depth) are read when Prometheus scrapes, through
 callbacks registered here, instead of being counted twice.
 """
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from time import perf_counter
 from typing import get_args
@@ -292,10 +292,7 @@ class MetricsAuditSink:
             else:
                 tool = entry if entry is not None else ToolAuditEntry.from_fields(fields)
                 self._metrics.record_tool(tool.tool_name, str(tool.status))
-        lost_before = self._lost_entries()
-        await self._inner.write_fields(entries)
-        if self._lost_entries() > lost_before:
-            self._metrics.record_redis_error("audit")
+        await self._write_through(lambda: self._inner.write_fields(entries))
 
     async def write(self, entries: Sequence[AuditEntry]) -> None:
         """Count, then write through the wrapped sink (which never raises)."""
@@ -304,8 +301,12 @@ class MetricsAuditSink:
                 self._metrics.record_turn(str(entry.outcome), (entry.latency_ms or 0.0) / 1000)
             else:
                 self._metrics.record_tool(entry.tool_name, str(entry.status))
+        await self._write_through(lambda: self._inner.write(entries))
+
+    async def _write_through(self, write: Callable[[], Awaitable[None]]) -> None:
+        # The wrapped sink never raises: entries it lost are how a failed write shows.
         lost_before = self._lost_entries()
-        await self._inner.write(entries)
+        await write()
         if self._lost_entries() > lost_before:
             self._metrics.record_redis_error("audit")
 

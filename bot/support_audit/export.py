@@ -5,6 +5,7 @@
 """
 
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 
 import redis
 
@@ -13,6 +14,7 @@ from bot.storage.connection import SyncRedisClient
 from bot.support_audit.reader import check_stream
 
 
+@dataclass(frozen=True, slots=True)
 class StreamExporter:
     """Hands every entry of the stream to ``emit`` once, through a consumer group.
 
@@ -25,32 +27,25 @@ class StreamExporter:
     can drop it by its ``id``).
     """
 
-    def __init__(
-        self,
-        client: SyncRedisClient,
-        stream: str,
-        *,
-        group: str,
-        consumer: str,
-        claim_idle_ms: int = 60_000,
-        batch_size: int = 100,
-    ) -> None:
-        if claim_idle_ms < 0:
+    client: SyncRedisClient
+    stream: str
+    _: KW_ONLY
+    group: str
+    consumer: str
+    claim_idle_ms: int = 60_000
+    batch_size: int = 100
+
+    def __post_init__(self) -> None:
+        if self.claim_idle_ms < 0:
             raise ValueError("claim_idle_ms must not be negative")
-        if batch_size < 1:
+        if self.batch_size < 1:
             raise ValueError("batch_size must be positive")
-        self._client = client
-        self._stream = stream
-        self._group = group
-        self._consumer = consumer
-        self._claim_idle_ms = claim_idle_ms
-        self._batch = batch_size
 
     def ensure_group(self) -> bool:
         """Create the group at the start of the stream if missing; ``True`` if created."""
-        check_stream(self._client, self._stream)
+        check_stream(self.client, self.stream)
         try:
-            self._client.xgroup_create(self._stream, self._group, id="0")
+            self.client.xgroup_create(self.stream, self.group, id="0")
         except redis.ResponseError as error:
             if str(error).startswith("BUSYGROUP"):
                 return False
@@ -74,13 +69,13 @@ class StreamExporter:
         cursor = "0-0"
         while True:
             reply = reply_list(
-                self._client.xautoclaim(
-                    self._stream,
-                    self._group,
-                    self._consumer,
-                    min_idle_time=self._claim_idle_ms,
+                self.client.xautoclaim(
+                    self.stream,
+                    self.group,
+                    self.consumer,
+                    min_idle_time=self.claim_idle_ms,
                     start_id=cursor,
-                    count=self._batch,
+                    count=self.batch_size,
                 )
             )
             cursor = str(reply[0])
@@ -91,20 +86,20 @@ class StreamExporter:
     def _drain(self, emit: Callable[[StreamEntry], None], block_ms: int | None) -> int:
         emitted = 0
         while True:
-            reply = self._client.xreadgroup(
-                self._group,
-                self._consumer,
-                {self._stream: ">"},
-                count=self._batch,
+            reply = self.client.xreadgroup(
+                self.group,
+                self.consumer,
+                {self.stream: ">"},
+                count=self.batch_size,
                 block=block_ms,
             )
-            entries = parse_read_reply(reply, self._stream)
+            entries = parse_read_reply(reply, self.stream)
             emitted += self._emit_all(entries, emit)
-            if len(entries) < self._batch:
+            if len(entries) < self.batch_size:
                 return emitted
 
     def _emit_all(self, entries: Sequence[StreamEntry], emit: Callable[[StreamEntry], None]) -> int:
         for entry in entries:
             emit(entry)
-            self._client.xack(self._stream, self._group, entry.entry_id)
+            self.client.xack(self.stream, self.group, entry.entry_id)
         return len(entries)

@@ -4,6 +4,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, tzinfo
 from typing import TextIO
 
@@ -14,6 +15,7 @@ from bot.audit.stream import StreamEntry
 from bot.support_audit.table import Column, format_duration_ms, render
 
 
+@dataclass(frozen=True, slots=True)
 class EntryTable:
     """Rows that fit the terminal: time, type, chat, turn, step, tool, status, error,
     duration, details; the least needed columns go first when the width is short."""
@@ -33,18 +35,11 @@ class EntryTable:
     # Widths used when rows arrive one by one (--follow) and cannot be measured first.
     _FIXED = (19, 7, 18, 10, 4, 18, 17, 17, 8, 0)
 
-    def __init__(
-        self,
-        zone: tzinfo | None,
-        fixed: bool = False,
-        *,
-        width: int | None = None,
-        colour: bool = False,
-    ) -> None:
-        self._zone = zone
-        self._fixed = fixed
-        self._width = width
-        self._colour = colour
+    zone: tzinfo | None
+    fixed: bool = False
+    _: KW_ONLY
+    width: int | None = None
+    colour: bool = False
 
     def print(self, entries: Sequence[StreamEntry], out: TextIO, header: bool) -> None:
         """Print ``entries`` (and the header line first, if asked)."""
@@ -55,16 +50,16 @@ class EntryTable:
         lines = render(
             self._COLUMNS,
             rows,
-            width=self._width,
-            colour=self._colour,
+            width=self.width,
+            colour=self.colour,
             header=header,
-            widths=self._FIXED if self._fixed else None,
+            widths=self._FIXED if self.fixed else None,
         )
         for line in lines:
             print(line, file=out)
 
     def _row(self, entry: StreamEntry) -> tuple[str, ...]:
-        when = entry.event_time.astimezone(self._zone).strftime("%Y-%m-%d %H:%M:%S")
+        when = entry.event_time.astimezone(self.zone).strftime("%Y-%m-%d %H:%M:%S")
         turn, tool = entry.turn, entry.tool
         if turn is not None:
             names = ",".join(turn.tool_names) or "-"
