@@ -138,11 +138,11 @@ async def test_json_logs_parse_carry_the_turn_context_and_no_text(
             stderr=asyncio.subprocess.PIPE,
         )
         try:
-            await telegram.wait_for(lambda: telegram.received("getUpdates") > 0, within=20)
+            await telegram.wait_for(lambda: telegram.received("getUpdates") > 0, within=60)
             await telegram.push_message(30, question)
-            await telegram.wait_for_texts(30, 1)
+            await telegram.wait_for_texts(30, 1, within=30)
             failed_update = await telegram.push_message(30, f"{question} ещё раз")
-            await telegram.wait_for_texts(30, 2)
+            await telegram.wait_for_texts(30, 2, within=30)
             process.send_signal(signal.SIGTERM)
             async with asyncio.timeout(20):
                 _, stderr = await process.communicate()

@@ -183,7 +183,7 @@ async def test_sigterm_lets_the_turn_in_flight_finish_then_exits_0(
             stderr=asyncio.subprocess.PIPE,
         )
         try:
-            await telegram.wait_for(lambda: telegram.received("getUpdates") > 0, within=20)
+            await telegram.wait_for(lambda: telegram.received("getUpdates") > 0, within=60)
             await telegram.push_message(30, "Медленный вопрос")
             async with asyncio.timeout(10):
                 await model_called.wait()
