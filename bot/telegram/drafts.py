@@ -24,7 +24,6 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Final, Self
 
 from aiogram import Bot
@@ -188,12 +187,7 @@ class DraftPublisher:
         self._task = asyncio.create_task(self._run(), name=f"drafts:{self.draft_id}")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.active = False
         if self._task is not None:
             self._task.cancel()
