@@ -72,11 +72,11 @@ def build_telegram_side(
         feedback=app.feedback,
     )
     intake = TelegramIntake(
-        app.intake,
-        bot,
+        intake=app.intake,
+        bot=bot,
         allow_groups=app.settings.telegram.allow_groups,
         topics=app.handoff.topics if app.handoff is not None else None,
-        presses=PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions),
+        presses=PressAnswers(bot=bot, redis=app.redis, keys=app.keys, actions=app.actions),
     )
     return TelegramSide(
         app=app,

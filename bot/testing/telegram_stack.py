@@ -113,8 +113,8 @@ class TelegramStack:
         sweeping = [asyncio.create_task(sweeper.run()) for sweeper in sweepers]
         poller = (
             Poller(
-                side.bot,
-                side.intake,
+                bot=side.bot,
+                intake=side.intake,
                 allowed_updates=side.front.dispatcher.resolve_used_update_types(),
             )
             if poll
