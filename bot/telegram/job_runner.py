@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot import customer_texts
+from bot.actions.confirmation import session_of
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.audit.schema import (
     FAILED,
@@ -43,7 +44,6 @@ from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
-from bot.sessions.models import ConversationSession
 from bot.telegram.action_cards import CardIndex, edit_card, send_card
 from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.feedback_question import send_question
@@ -214,7 +214,7 @@ class TelegramJobRunner:
                 claimed_ms=claimed,
                 # The job's turn id: a re-run of this job asks the same question.
                 question_id=job.turn_id,
-                session=_stored_session(context),
+                session=session_of(context.session_data),
                 blocked=state.blocked,
             )
         if question is None:
@@ -372,16 +372,6 @@ class TelegramJobRunner:
             logger.warning("Turn %s not delivered: %s", reply.turn_id, type(error).__name__)
             return False
         return True
-
-
-def _stored_session(context: JobContext) -> ConversationSession | None:
-    """The session the worker read with the job (``None`` when new or unreadable)."""
-    if not context.session_data:
-        return None
-    try:
-        return ConversationSession.model_validate_json(context.session_data)
-    except ValidationError:
-        return None
 
 
 def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:
