@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiogram import Bot
 from aiohttp import web
@@ -31,7 +31,8 @@ class WebhookReceiver:
 
     intake: TelegramIntake
     bot: Bot
-    secret: str
+    # Kept out of repr(): never in a log line or a traceback.
+    secret: str = field(repr=False)
     body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS
 
     async def handle(self, request: web.Request) -> web.Response:  # noqa: PLR0911 - one answer per failure
