@@ -62,21 +62,13 @@ def build_telegram_side(
     sweepers' period (tests sweep often; production derives it from the idle times).
     """
     chat_service = app.chat if chat is None else chat
-    front = build_dispatcher(
-        app.settings,
-        chat_service=chat_service,
-        blocked_chats=app.blocked,
-        metrics=app.metrics,
-        handoff=app.handoff,
-        actions=app.actions,
-        feedback=app.feedback,
-    )
+    front = build_dispatcher(app, chat_service=chat_service)
     intake = TelegramIntake(
-        app.intake,
-        bot,
+        intake=app.intake,
+        bot=bot,
         allow_groups=app.settings.telegram.allow_groups,
         topics=app.handoff.topics if app.handoff is not None else None,
-        presses=PressAnswers(bot, redis=app.redis, keys=app.keys, actions=app.actions),
+        presses=PressAnswers(bot=bot, redis=app.redis, keys=app.keys, actions=app.actions),
     )
     return TelegramSide(
         app=app,
@@ -84,8 +76,19 @@ def build_telegram_side(
         front=front,
         intake=intake,
         workers=_workers(app, bot, front, tasks, chat=chat_service),
-        handoff_sweeper=_handoff_sweeper(app, period_seconds=sweep_period_seconds),
-        csat_sweeper=build_csat_sweeper(app, period_seconds=sweep_period_seconds),
+        handoff_sweeper=HandoffSweeper(
+            topics=app.handoff.topics,
+            intake=app.intake,
+            idle=app.handoff.idle,
+            period_seconds=sweep_period_seconds,
+        )
+        if app.handoff is not None
+        else None,
+        csat_sweeper=CsatSweeper(
+            schedule=app.feedback, intake=app.intake, period_seconds=sweep_period_seconds
+        )
+        if app.feedback is not None
+        else None,
     )
 
 
@@ -137,26 +140,3 @@ def _workers(
         ),
         supervisor=tasks,
     )
-
-
-def _handoff_sweeper(
-    app: Application, *, period_seconds: float | None = None
-) -> HandoffSweeper | None:
-    """The idle sweep of handoffs, when handoff is on."""
-    if app.handoff is None:
-        return None
-    return HandoffSweeper(
-        topics=app.handoff.topics,
-        intake=app.intake,
-        idle=app.handoff.idle,
-        period_seconds=period_seconds,
-    )
-
-
-def build_csat_sweeper(
-    app: Application, *, period_seconds: float | None = None
-) -> CsatSweeper | None:
-    """The sweep that queues due satisfaction questions, when ``CSAT`` is on."""
-    if app.feedback is None:
-        return None
-    return CsatSweeper(schedule=app.feedback, intake=app.intake, period_seconds=period_seconds)

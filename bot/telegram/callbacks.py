@@ -9,6 +9,7 @@ decides for real.
 """
 
 import logging
+from dataclasses import dataclass
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
@@ -47,27 +48,20 @@ def press_incoming(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
 class PressAnswers:
     """Answers callback queries: at once, with the short text a session read predicts."""
 
-    def __init__(
-        self,
-        bot: Bot,
-        *,
-        redis: "AsyncRedisClient | None" = None,
-        keys: RedisKeys | None = None,
-        actions: ActionConfirmations | None = None,
-    ) -> None:
-        self._bot = bot
-        self._redis = redis
-        self._keys = keys
-        self._actions = actions
+    bot: Bot
+    redis: "AsyncRedisClient | None" = None
+    keys: RedisKeys | None = None
+    actions: ActionConfirmations | None = None
 
     async def answer(self, callback: CallbackQuery, queued: bool) -> None:
         """Stop the button's spinner (never raises: the press is queued either way)."""
         text = await self._predict(callback) if queued else customer_texts.BUTTON_FORGED_ANSWER
         try:
-            await self._bot.answer_callback_query(callback.id, text=text)
+            await self.bot.answer_callback_query(callback.id, text=text)
         except TelegramAPIError as error:
             logger.info("Callback not answered: %s", type(error).__name__)
 
@@ -79,11 +73,11 @@ class PressAnswers:
         message = callback.message
         if parsed is None or message is None:
             return customer_texts.BUTTON_FORGED_ANSWER
-        if self._redis is None or self._keys is None or self._actions is None:
+        if self.redis is None or self.keys is None or self.actions is None:
             return None
-        key = self._keys.conversation(telegram_conversation(message.chat.id)).session
+        key = self.keys.conversation(telegram_conversation(message.chat.id)).session
         try:
-            raw = await self._redis.hget(key, "d")
+            raw = await self.redis.hget(key, "d")
         except RedisError:
             return None
         session = session_of(text_of(raw))
@@ -94,15 +88,15 @@ class PressAnswers:
             chat_id=message.chat.id,
             card_message_id=message.message_id,
         )
-        return SHORT_ANSWERS.get(self._actions.verdict(session, press))
+        return SHORT_ANSWERS.get(self.actions.verdict(session, press))
 
     async def _predict_feedback(self, chat_id: int, question_id: str) -> str | None:
         """Thanks for a first press, «already» for a second, «closed» for an old question."""
-        if self._redis is None or self._keys is None:
+        if self.redis is None or self.keys is None:
             return customer_texts.CSAT_THANKS
         try:
             state = await press_state(
-                self._redis, self._keys, telegram_conversation(chat_id), question_id
+                self.redis, self.keys, telegram_conversation(chat_id), question_id
             )
         except RedisError:
             return customer_texts.CSAT_THANKS

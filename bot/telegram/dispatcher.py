@@ -16,13 +16,9 @@ from dataclasses import dataclass
 
 from aiogram import Dispatcher, Router
 
-from bot.actions.confirmation import ActionConfirmations
-from bot.csat.schedule import CsatSchedule
-from bot.handoff.service import HandoffService
+from bot.app import Application
 from bot.ops.log_context import ChatNamer, chat_namer
-from bot.ops.metrics import BotMetrics
 from bot.settings import Settings
-from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
@@ -42,37 +38,28 @@ class TelegramFrontEnd:
     in_flight: InFlightMiddleware
 
 
-def build_dispatcher(
-    settings: Settings,
-    *,
-    chat_service: ChatPort,
-    blocked_chats: BlockedChats,
-    metrics: BotMetrics | None = None,
-    handoff: HandoffService | None = None,
-    actions: ActionConfirmations | None = None,
-    feedback: CsatSchedule | None = None,
-) -> TelegramFrontEnd:
-    """A dispatcher wired to ``chat_service``; nothing global, nothing started.
+def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFrontEnd:
+    """A dispatcher of ``app``'s services, with ``chat_service``; nothing global, nothing started.
 
-    With ``metrics``, it reports the updates in flight there; ``blocked_chats``
-    reaches the ``my_chat_member`` handler.
+    It reports the updates in flight in ``app.metrics``; ``app.blocked`` reaches
+    the ``my_chat_member`` handler.
     """
+    settings, metrics = app.settings, app.metrics
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused.
         disable_fsm=True,
         chat_service=chat_service,
-        blocked_chats=blocked_chats,
+        blocked_chats=app.blocked,
         settings=settings,
-        handoff=handoff,
-        actions=actions,
-        feedback=feedback,
+        handoff=app.handoff,
+        actions=app.actions,
+        feedback=app.feedback,
         drafts=drafts_of(settings, metrics),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
     dispatcher.update.outer_middleware(UpdateLogContextMiddleware(_chat_namer(settings)))
-    if metrics is not None:
-        metrics.observe_in_flight(lambda: in_flight.in_flight)
+    metrics.observe_in_flight(lambda: in_flight.in_flight)
 
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
@@ -90,9 +77,9 @@ def build_dispatcher(
         feedback_handlers.build_router(),
         action_handlers.build_router(),
     ]
-    if handoff is not None:
+    if app.handoff is not None:
         # Before the customer routers: a staff chat message never reaches them.
-        routers.append(handoff_handlers.build_staff_router(handoff.staff_chat_id))
+        routers.append(handoff_handlers.build_staff_router(app.handoff.staff_chat_id))
     dispatcher.include_routers(*routers, messages_router)
     return TelegramFrontEnd(dispatcher=dispatcher, in_flight=in_flight)
 

@@ -24,18 +24,10 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Final, Self
 
 from aiogram import Bot
-from aiogram.exceptions import (
-    TelegramAPIError,
-    TelegramBadRequest,
-    TelegramForbiddenError,
-    TelegramNetworkError,
-    TelegramRetryAfter,
-    TelegramServerError,
-)
+from aiogram.exceptions import TelegramAPIError, TelegramRetryAfter
 
 from bot.ops.metrics import BotMetrics
 from bot.sessions.models import HandoffState
@@ -97,7 +89,11 @@ class DraftPauses:
 
 
 class Drafts:
-    """Decides where drafts are shown and makes one :class:`DraftPublisher` per reply."""
+    """Decides where drafts are shown and makes one :class:`DraftPublisher` per reply.
+
+    Its ``policy``, ``metrics``, ``clock`` and the chats' ``pauses`` are shared by
+    every publisher it makes.
+    """
 
     def __init__(
         self,
@@ -106,15 +102,15 @@ class Drafts:
         metrics: DraftMetrics | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        self._policy = policy
-        self._metrics = metrics
-        self._clock = clock
-        self._pauses = DraftPauses(clock)
+        self.policy = policy
+        self.metrics = metrics
+        self.clock = clock
+        self.pauses = DraftPauses(clock)
 
     def wanted(self, *, chat_type: str, thread_id: int | None, handoff_state: HandoffState) -> bool:
         """Drafts only in private chats, outside topics, while the bot (not a person) answers."""
         return (
-            self._policy.enabled
+            self.policy.enabled
             and chat_type == "private"
             and thread_id is None
             and handoff_state != "human"
@@ -122,14 +118,7 @@ class Drafts:
 
     def publisher(self, bot: Bot, chat_id: int) -> "DraftPublisher":
         """A publisher for one reply to ``chat_id``, with its own draft id."""
-        return DraftPublisher(
-            bot,
-            chat_id,
-            policy=self._policy,
-            pauses=self._pauses,
-            metrics=self._metrics,
-            clock=self._clock,
-        )
+        return DraftPublisher(self, bot, chat_id)
 
 
 class DraftPublisher:
@@ -140,28 +129,16 @@ class DraftPublisher:
     the sender at once.
     """
 
-    def __init__(
-        self,
-        bot: Bot,
-        chat_id: int,
-        *,
-        policy: DraftPolicy,
-        pauses: DraftPauses,
-        metrics: DraftMetrics | None = None,
-        clock: Clock = time.monotonic,
-    ) -> None:
+    def __init__(self, drafts: Drafts, bot: Bot, chat_id: int) -> None:
+        self._drafts = drafts
         self._bot = bot
         self._chat_id = chat_id
-        self._policy = policy
-        self._pauses = pauses
-        self._metrics = metrics
-        self._clock = clock
         self.draft_id = secrets.randbelow(2**31 - 1) + 1
         self._pieces: list[str] = []
         self._placeholder: str | None = None
         self._shown: str | None = None
         self._last_sent = -float("inf")
-        self._started = clock()
+        self._started = drafts.clock()
         self._first_seen: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -188,12 +165,7 @@ class DraftPublisher:
         self._task = asyncio.create_task(self._run(), name=f"drafts:{self.draft_id}")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.active = False
         if self._task is not None:
             self._task.cancel()
@@ -218,7 +190,7 @@ class DraftPublisher:
             self._task.cancel()
         if self._shown is None or self._shown == "" or self._off:
             return
-        if self._pauses.remaining(self._chat_id) > 0:
+        if self._drafts.pauses.remaining(self._chat_id) > 0:
             return
         try:
             async with asyncio.timeout(CLEAR_TIMEOUT_SECONDS):
@@ -242,31 +214,32 @@ class DraftPublisher:
     def _timeout(self) -> float:
         """Until the "thinking" draft is due (nothing shown yet) or the shown one is renewed."""
         if self._shown is None:
-            due = self._started + self._policy.thinking_after_seconds
+            due = self._started + self._drafts.policy.thinking_after_seconds
         else:
-            due = self._last_sent + self._policy.renew_seconds
-        return max(0.0, due - self._clock())
+            due = self._last_sent + self._drafts.policy.renew_seconds
+        return max(0.0, due - self._drafts.clock())
 
     async def _run(self) -> None:
+        policy, clock = self._drafts.policy, self._drafts.clock
         while self.active:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self._timeout())
             self._wake.clear()
             wait = max(
-                self._last_sent + self._policy.interval_seconds - self._clock(),
-                self._pauses.remaining(self._chat_id),
+                self._last_sent + policy.interval_seconds - clock(),
+                self._drafts.pauses.remaining(self._chat_id),
             )
             if wait > 0:
                 # Pieces that arrive meanwhile are gathered into the next update.
                 await asyncio.sleep(wait)
             visible = self._visible()
             if visible is None:
-                if self._clock() - self._started < self._policy.thinking_after_seconds:
+                if clock() - self._started < policy.thinking_after_seconds:
                     continue
                 # A slow start: Telegram's "thinking" draft instead of "typing".
                 visible = ("", "thinking")
             text, kind = visible
-            renew = self._clock() - self._last_sent >= self._policy.renew_seconds
+            renew = clock() - self._last_sent >= policy.renew_seconds
             if text == self._shown and not renew:
                 continue
             await self._send(text, kind)
@@ -277,30 +250,31 @@ class DraftPublisher:
                 chat_id=self._chat_id, draft_id=self.draft_id, text=text, parse_mode=None
             )
         except TelegramRetryAfter as error:
-            self._pauses.pause(self._chat_id, float(error.retry_after))
-            self._count_error("retry_after")
+            self._drafts.pauses.pause(self._chat_id, float(error.retry_after))
+            self._count_error(error)
             # What was not shown is still due: the next update goes after the pause.
             self._wake.set()
             return
         except TelegramAPIError as error:
-            self._count_error(_error_kind(error))
+            self._count_error(error)
             logger.info("Drafts off for this reply: %s", type(error).__name__)
             self._off = True
             self.active = False
             return
-        self._last_sent = self._clock()
+        self._last_sent = self._drafts.clock()
         self._shown = text
-        if self._metrics is not None:
-            self._metrics.drafts_sent.labels(kind=kind).inc()
+        metrics = self._drafts.metrics
+        if metrics is not None:
+            metrics.drafts_sent.labels(kind=kind).inc()
             if kind not in self._first_seen:
                 self._first_seen.add(kind)
-                self._metrics.first_text_seconds.labels(kind=kind).observe(
+                metrics.first_text_seconds.labels(kind=kind).observe(
                     self._last_sent - self._started
                 )
 
-    def _count_error(self, kind: str) -> None:
-        if self._metrics is not None:
-            self._metrics.draft_errors.labels(kind=kind).inc()
+    def _count_error(self, error: TelegramAPIError) -> None:
+        if self._drafts.metrics is not None:
+            self._drafts.metrics.count_error(error)
 
 
 def drafts_of(settings: Settings, metrics: BotMetrics | None) -> Drafts:
@@ -320,13 +294,3 @@ def cut_utf16(text: str, limit: int) -> str:
     if len(encoded) <= limit * 2:
         return text
     return encoded[: limit * 2].decode("utf-16-le", errors="ignore")
-
-
-def _error_kind(error: TelegramAPIError) -> str:
-    kinds: tuple[tuple[type[TelegramAPIError], str], ...] = (
-        (TelegramBadRequest, "bad_request"),
-        (TelegramForbiddenError, "forbidden"),
-        (TelegramServerError, "server"),
-        (TelegramNetworkError, "network"),
-    )
-    return next((kind for cls, kind in kinds if isinstance(error, cls)), "other")

@@ -3,7 +3,7 @@
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 from redis.exceptions import RedisError
@@ -26,6 +26,7 @@ class RedisReading:
     oldest_queued_seconds: float | None
 
 
+@dataclass(kw_only=True)
 class HealthEndpoint:
     """200 only while the Redis node(s) in use are writable masters, 503 otherwise.
 
@@ -45,44 +46,33 @@ class HealthEndpoint:
     or failed also makes the answer 503 (see :mod:`bot.ops.supervision`).
     """
 
-    def __init__(
-        self,
-        probe: RedisHealthProbe,
-        audit: RedisStreamAuditSink,
-        in_flight: InFlightMiddleware,
-        work: WorkStream,
-        *,
-        max_age_seconds: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-        tasks: TaskSupervisor | None = None,
-    ) -> None:
-        self._tasks = tasks
-        self._probe = probe
-        self._audit = audit
-        self._in_flight = in_flight
-        self._work = work
-        self._max_age = max_age_seconds
-        self._clock = clock
-        self._reading: tuple[float, RedisReading] | None = None
-        self._probing = asyncio.Lock()
+    probe: RedisHealthProbe
+    audit: RedisStreamAuditSink
+    in_flight: InFlightMiddleware
+    work: WorkStream
+    max_age_seconds: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+    tasks: TaskSupervisor | None = None
+    _reading: tuple[float, RedisReading] | None = field(default=None, init=False)
+    _probing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     async def redis_reading(self) -> RedisReading:
         """The last reading while younger than ``max_age_seconds``, else a new one."""
         async with self._probing:
-            if self._reading is not None and self._clock() - self._reading[0] < self._max_age:
+            if self._reading is not None and self.clock() - self._reading[0] < self.max_age_seconds:
                 return self._reading[1]
             reading = await self._read_redis()
-            self._reading = (self._clock(), reading)
+            self._reading = (self.clock(), reading)
             return reading
 
     async def _read_redis(self) -> RedisReading:
         """Probe Redis (role and a write) and read the backlog."""
-        health = await self._probe.check()
+        health = await self.probe.check()
         queue_depth: int | None = None
         oldest: float | None = None
         if health.writable:
             try:
-                backlog = await self._work.backlog(int(time.time() * 1000))
+                backlog = await self.work.backlog(int(time.time() * 1000))
                 queue_depth, oldest = backlog.chats, round(backlog.oldest_seconds, 3)
             except (RedisError, OSError):
                 pass
@@ -93,18 +83,18 @@ class HealthEndpoint:
         reading = await self.redis_reading()
         health = reading.health
         # A supervised task restarting after a crash, or given up, is this process's own fault.
-        tasks_down = self._tasks.down() if self._tasks is not None else {}
+        tasks_down = self.tasks.down() if self.tasks is not None else {}
         healthy = health.writable and not tasks_down
         body: dict[str, object] = {
             "status": "ok" if healthy else "degraded",
             "redis": health.writable,
             "redis_detail": health.detail,
-            "in_flight": self._in_flight.in_flight,
+            "in_flight": self.in_flight.in_flight,
             "queue_depth": reading.queue_depth,
             "oldest_queued_seconds": reading.oldest_queued_seconds,
-            "lost_audit_entries": self._audit.lost_entries,
-            "pending_audit_entries": self._audit.pending_entries,
+            "lost_audit_entries": self.audit.lost_entries,
+            "pending_audit_entries": self.audit.pending_entries,
         }
-        if self._tasks is not None:
-            body["tasks"] = self._tasks.states()
+        if self.tasks is not None:
+            body["tasks"] = self.tasks.states()
         return web.json_response(body, status=200 if healthy else 503)

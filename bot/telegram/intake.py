@@ -2,6 +2,8 @@
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
 
 from aiogram import Bot
 from aiogram.enums import ChatType
@@ -20,24 +22,22 @@ from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, kw_only=True)
 class TelegramIntake:
-    """Accepts the updates the bot handles into their chat's queue (see :mod:`bot.queue`)."""
+    """Accepts the updates the bot handles into their chat's queue (see :mod:`bot.queue`).
 
-    def __init__(
-        self,
-        intake: Intake,
-        bot: Bot,
-        *,
-        allow_groups: bool,
-        topics: TopicDirectory | None = None,
-        presses: PressAnswers | None = None,
-    ) -> None:
-        self._intake = intake
-        self._bot = bot
-        # Button presses on confirmation cards: answered right after they are queued.
-        self._presses = presses or PressAnswers(bot)
-        self._addressed = AddressedToBot(allow_groups=allow_groups)
-        self._topics = topics
+    ``presses`` answers button presses on confirmation cards right after they are queued.
+    """
+
+    intake: Intake
+    bot: Bot
+    allow_groups: bool
+    presses: PressAnswers
+    topics: TopicDirectory | None = None
+
+    @cached_property
+    def _addressed(self) -> AddressedToBot:
+        return AddressedToBot(allow_groups=self.allow_groups)
 
     async def accept(
         self, update: Update, raw: Mapping[str, object] | None = None
@@ -56,11 +56,11 @@ class TelegramIntake:
             incoming = await self._incoming(update, raw)
             if incoming is None:
                 if update.callback_query is not None:
-                    await self._presses.answer(update.callback_query, queued=False)
+                    await self.presses.answer(update.callback_query, queued=False)
                 return None
-            verdict = await self._intake.accept(incoming)
+            verdict = await self.intake.accept(incoming)
             if update.callback_query is not None:
-                await self._presses.answer(update.callback_query, queued=True)
+                await self.presses.answer(update.callback_query, queued=True)
             return verdict
         except (RedisError, OSError):
             raise
@@ -95,7 +95,7 @@ class TelegramIntake:
             notice=Notice.UNREADABLE,
         )
         try:
-            return await self._intake.accept(notice)
+            return await self.intake.accept(notice)
         except (RedisError, OSError):
             raise
         except Exception as notice_error:  # as above: never stop intake
@@ -127,9 +127,9 @@ class TelegramIntake:
         message = update.message
         if message is None:
             return None
-        if self._topics is not None and message.chat.id == self._topics.staff_chat_id:
+        if self.topics is not None and message.chat.id == self.topics.staff_chat_id:
             return await self._staff(update, message, raw)
-        if not await self._addressed(message, self._bot):
+        if not await self._addressed(message, self.bot):
             return None
         text = message.text
         return IncomingUpdate(
@@ -150,7 +150,7 @@ class TelegramIntake:
         Only a person's message in a topic mapped to a customer; anything else in
         the staff chat (general topic, other topics, bots, service messages) is not ours.
         """
-        topics = self._topics
+        topics = self.topics
         thread = message.message_thread_id
         user = message.from_user
         if topics is None or thread is None or not message.is_topic_message:

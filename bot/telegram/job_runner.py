@@ -13,6 +13,7 @@ after the removal) sends it once or re-runs the turn that never committed.
 
 import logging
 import time
+from dataclasses import dataclass
 
 from aiogram import Bot, Dispatcher
 from aiogram.dispatcher.event.bases import UNHANDLED
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot import customer_texts
+from bot.actions.confirmation import session_of
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.audit.schema import (
     FAILED,
@@ -42,7 +44,6 @@ from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
-from bot.sessions.models import ConversationSession
 from bot.telegram.action_cards import CardIndex, edit_card, send_card
 from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.feedback_question import send_question
@@ -60,41 +61,27 @@ _NOTICES = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
 class TelegramJobRunner:
-    """Implements :class:`bot.queue.worker.JobRunner` for Telegram updates."""
+    """Implements :class:`bot.queue.worker.JobRunner` for Telegram updates.
 
-    def __init__(
-        self,
-        *,
-        bot: Bot,
-        dispatcher: Dispatcher,
-        queue: ChatQueue,
-        replies: ReplySender,
-        chat: ChatPort,
-        audit: AuditSink,
-        dead_letters: DeadLetters,
-        max_attempts: int,
-        desk: StaffDesk | None = None,
-        handoff: HandoffService | None = None,
-        cards: CardIndex | None = None,
-        feedback: CsatSchedule | None = None,
-        blocked: BlockedChats | None = None,
-    ) -> None:
-        """``feedback``: the satisfaction question's schedule (``None`` with ``CSAT=off``);
-        ``blocked`` is marked when Telegram refuses the question with 403."""
-        self._dead_letters = dead_letters
-        self._feedback = feedback
-        self._blocked = blocked
-        self._cards = cards
-        self._max_attempts = max_attempts
-        self._bot = bot
-        self._dispatcher = dispatcher
-        self._queue = queue
-        self._replies = replies
-        self._chat = chat
-        self._audit = audit
-        self._desk = desk
-        self._handoff = handoff
+    ``feedback``: the satisfaction question's schedule (``None`` with ``CSAT=off``);
+    ``blocked`` is marked when Telegram refuses the question with 403.
+    """
+
+    bot: Bot
+    dispatcher: Dispatcher
+    queue: ChatQueue
+    replies: ReplySender
+    chat: ChatPort
+    audit: AuditSink
+    dead_letters: DeadLetters
+    max_attempts: int
+    desk: StaffDesk | None = None
+    handoff: HandoffService | None = None
+    cards: CardIndex | None = None
+    feedback: CsatSchedule | None = None
+    blocked: BlockedChats | None = None
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -102,9 +89,9 @@ class TelegramJobRunner:
         key = lease.conversation_key
         if job is None:
             # Unreadable: nothing can be answered; drop it so the chat moves on.
-            await self._queue.complete(key, lease.token, state.head_raw, "", None)
+            await self.queue.complete(key, lease.token, state.head_raw, "", None)
             return JobDone(reply=None)
-        if state.attempts > self._max_attempts:
+        if state.attempts > self.max_attempts:
             return await self._give_up(state, lease, job)
         context = JobContext(
             job=job,
@@ -124,19 +111,19 @@ class TelegramJobRunner:
         """An update from Telegram: through the dispatcher, and its result completed."""
         key = lease.conversation_key
         try:
-            update = Update.model_validate(job.update, context={"bot": self._bot})
+            update = Update.model_validate(job.update, context={"bot": self.bot})
         except ValidationError:
             logger.warning("Queued update %s is not an Update; dropped", job.update_id)
-            await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+            await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
             return JobDone(reply=None)
-        result = await self._dispatcher.feed_update(self._bot, update, job=context)
+        result = await self.dispatcher.feed_update(self.bot, update, job=context)
         if isinstance(result, JobDone):
             return result
         if isinstance(result, PlainReply):
             return await self._complete(state, lease, job, result)
         if result is not UNHANDLED and result is not None:
             logger.warning("Update %s: a handler returned %s", job.update_id, type(result))
-        await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+        await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
         return JobDone(reply=None)
 
     async def _give_up(self, state: ChatState, lease: HeldLease, job: QueuedJob) -> JobDone:
@@ -147,7 +134,7 @@ class TelegramJobRunner:
         """
         failed = state.attempts - 1
         kind = state.failure or INTERRUPTED
-        await self._dead_letters.record(
+        await self.dead_letters.record(
             DeadLetter(
                 turn_id=job.turn_id,
                 update_id=job.update_id,
@@ -167,7 +154,7 @@ class TelegramJobRunner:
         )
         if job.notice is not None:
             # The bot's own notice or an idle check: nobody waits for an answer to it.
-            await self._queue.complete(
+            await self.queue.complete(
                 lease.conversation_key, lease.token, state.head_raw, job.job_id, None
             )
             return JobDone(reply=None)
@@ -201,15 +188,15 @@ class TelegramJobRunner:
             notice = _NOTICES[job.notice] if job.notice is not None else ""
             return await self._complete(state, lease, job, PlainReply(text=notice))
         done = None
-        if self._handoff is not None:
+        if self.handoff is not None:
             try:
-                done = await self._handoff.idle_check(lease.conversation_key, context)
+                done = await self.handoff.idle_check(lease.conversation_key, context)
             except ChatServiceError:
                 # Not saved: the handoff stays open; the next sweep queues another check.
                 logger.warning("Idle check of update %s not saved", job.update_id)
         if done is not None:
             return JobDone(reply=done.reply)
-        await self._queue.complete(
+        await self.queue.complete(
             lease.conversation_key, lease.token, state.head_raw, job.job_id, None
         )
         return JobDone(reply=None)
@@ -221,17 +208,17 @@ class TelegramJobRunner:
         key = lease.conversation_key
         claimed = claimed_score(job.update_id)
         question = None
-        if self._feedback is not None and claimed is not None:
-            question = await self._feedback.decide(
+        if self.feedback is not None and claimed is not None:
+            question = await self.feedback.decide(
                 key,
                 claimed_ms=claimed,
                 # The job's turn id: a re-run of this job asks the same question.
                 question_id=job.turn_id,
-                session=_stored_session(context),
+                session=session_of(context.session_data),
                 blocked=state.blocked,
             )
         if question is None:
-            await self._queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+            await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
             return JobDone(reply=None)
         asked = FeedbackAuditEntry(
             chat_id=str(job.chat_id),
@@ -249,7 +236,7 @@ class TelegramJobRunner:
             audit=(asked.to_fields(),),
             question=FeedbackQuestion(question_id=question.question_id),
         )
-        await self._queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
+        await self.queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
         return JobDone(reply=entry)
 
     async def _complete(
@@ -267,7 +254,7 @@ class TelegramJobRunner:
         )
         key = lease.conversation_key
         try:
-            done_now = await self._queue.complete(
+            done_now = await self.queue.complete(
                 key, lease.token, state.head_raw, job.job_id, entry
             )
         except RedisConnectionError:
@@ -279,13 +266,13 @@ class TelegramJobRunner:
                 "Turn %s: outbox unreachable; telling the customer directly", job.turn_id
             )
             await self._send(entry)
-            await self._audit.write_fields(list(entry.audit))
+            await self.audit.write_fields(list(entry.audit))
             raise
         if done_now:
             return JobDone(reply=entry)
         # The turn had committed already (its commit's reply was lost to a timeout):
         # the outbox holds its real answer, not this failure text; deliver that one.
-        fresh = await self._queue.take(key, lease.token)
+        fresh = await self.queue.take(key, lease.token)
         stored = next((e for e in fresh.outbox if e.job_id == job.job_id), None) if fresh else None
         return JobDone(reply=stored or entry)
 
@@ -300,7 +287,7 @@ class TelegramJobRunner:
             await self._deliver_question(reply, reply.question, blocked=blocked)
             return
         if reply.card_edit is not None and not blocked:
-            await edit_card(self._bot, reply.chat_id, reply.card_edit)
+            await edit_card(self.bot, reply.chat_id, reply.card_edit)
         if reply.format == "none":
             delivered = True
         elif blocked:
@@ -312,23 +299,21 @@ class TelegramJobRunner:
                 await self._send_card(reply, lease)
         if not delivered and reply.format == "answer":
             try:
-                await self._chat.mark_undelivered(
-                    lease.conversation_key, lease.token, reply.turn_id
-                )
+                await self.chat.mark_undelivered(lease.conversation_key, lease.token, reply.turn_id)
             except ChatServiceError:
                 logger.warning("Turn %s: could not mark its answer undelivered", reply.turn_id)
         if reply.audit:
-            await self._audit.write_fields(
+            await self.audit.write_fields(
                 [_with_delivery(fields, delivered) for fields in reply.audit]
             )
-        if reply.staff and self._desk is not None:
-            await self._desk.perform(lease.conversation_key, reply)
-        if self._feedback is not None and delivered and not blocked:
+        if reply.staff and self.desk is not None:
+            await self.desk.perform(lease.conversation_key, reply)
+        if self.feedback is not None and delivered and not blocked:
             await self._schedule_question(lease.conversation_key, reply)
 
     async def _schedule_question(self, conversation_key: str, reply: OutboxEntry) -> None:
         """After the bot's answer: due after the idle time; after a closed handoff: due now."""
-        feedback = self._feedback
+        feedback = self.feedback
         if feedback is None:
             return
         if reply.format == "answer":
@@ -346,8 +331,8 @@ class TelegramJobRunner:
         if blocked:
             logger.info("CSAT question %s not sent: the customer blocked the bot", reply.turn_id)
             return
-        if await send_question(self._bot, reply.chat_id, question.question_id, self._blocked):
-            await self._audit.write_fields(list(reply.audit))
+        if await send_question(self.bot, reply.chat_id, question.question_id, self.blocked):
+            await self.audit.write_fields(list(reply.audit))
 
     async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> None:
         """The new card; the card it superseded is edited to say so (both noted or looked up)."""
@@ -355,28 +340,28 @@ class TelegramJobRunner:
         if card is None:
             return
         key = lease.conversation_key
-        if reply.superseded is not None and self._cards is not None:
-            old = await self._cards.find(key, reply.superseded)
+        if reply.superseded is not None and self.cards is not None:
+            old = await self.cards.find(key, reply.superseded)
             if old is not None:
                 await edit_card(
-                    self._bot,
+                    self.bot,
                     reply.chat_id,
                     CardEdit(message_id=old, text=customer_texts.CARD_SUPERSEDED_TEXT),
                 )
-        message_id = await send_card(self._bot, reply.chat_id, card)
-        if message_id is not None and self._cards is not None:
-            await self._cards.remember(key, card.action_id, message_id)
+        message_id = await send_card(self.bot, reply.chat_id, card)
+        if message_id is not None and self.cards is not None:
+            await self.cards.remember(key, card.action_id, message_id)
 
     async def summarise(self, lease: HeldLease) -> None:
         """Fold old messages into the summary while the worker holds the lease."""
-        await self._chat.summarise(lease.conversation_key, token=lease.token)
+        await self.chat.summarise(lease.conversation_key, token=lease.token)
 
     async def _send(self, reply: OutboxEntry) -> bool:
         try:
             if reply.format == "answer":
-                await self._replies.send_answer(self._bot, reply.chat_id, reply.text)
+                await self.replies.send_answer(self.bot, reply.chat_id, reply.text)
             else:
-                await self._replies.send_plain(self._bot, reply.chat_id, reply.text)
+                await self.replies.send_plain(self.bot, reply.chat_id, reply.text)
         except TelegramForbiddenError:
             logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
             return False
@@ -387,16 +372,6 @@ class TelegramJobRunner:
             logger.warning("Turn %s not delivered: %s", reply.turn_id, type(error).__name__)
             return False
         return True
-
-
-def _stored_session(context: JobContext) -> ConversationSession | None:
-    """The session the worker read with the job (``None`` when new or unreadable)."""
-    if not context.session_data:
-        return None
-    try:
-        return ConversationSession.model_validate_json(context.session_data)
-    except ValidationError:
-        return None
 
 
 def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:

@@ -11,6 +11,7 @@ aiogram cannot read is dropped and the rest of its batch goes on.
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiogram import Bot
@@ -27,14 +28,14 @@ POLL_TIMEOUT_SECONDS = 25
 _BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
 
+@dataclass(frozen=True, kw_only=True)
 class Poller:
     """``getUpdates`` -> intake, until stopped."""
 
-    def __init__(self, bot: Bot, intake: TelegramIntake, *, allowed_updates: list[str]) -> None:
-        self._bot = bot
-        self._intake = intake
-        self._allowed = allowed_updates
-        self._stop = asyncio.Event()
+    bot: Bot
+    intake: TelegramIntake
+    allowed_updates: list[str]
+    _stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def stop(self) -> None:
         """Stop after the current batch is queued (an unconfirmed batch comes again)."""
@@ -64,20 +65,22 @@ class Poller:
                 update_id = update_id_of(raw)
                 if update_id is None:
                     # Not an update at all: nothing to confirm it by, nothing to queue.
-                    parse_update(raw, self._bot, source="getUpdates item")
+                    parse_update(raw, self.bot, source="getUpdates item")
                     continue
-                update = parse_update(raw, self._bot, source="getUpdates item")
+                update = parse_update(raw, self.bot, source="getUpdates item")
                 if update is not None and not await self._accept(update, raw):
                     return
                 offset = update_id + 1
 
     async def _poll(self, offset: int | None) -> list[dict[str, Any]] | None:
         request = asyncio.ensure_future(
-            self._bot(
+            self.bot(
                 GetRawUpdates(
-                    offset=offset, timeout=POLL_TIMEOUT_SECONDS, allowed_updates=self._allowed
+                    offset=offset,
+                    timeout=POLL_TIMEOUT_SECONDS,
+                    allowed_updates=self.allowed_updates,
                 ),
-                request_timeout=int(self._bot.session.timeout + POLL_TIMEOUT_SECONDS),
+                request_timeout=int(self.bot.session.timeout + POLL_TIMEOUT_SECONDS),
             )
         )
         stopping = asyncio.ensure_future(self._stop.wait())
@@ -99,7 +102,7 @@ class Poller:
         failures = 0
         while True:
             try:
-                await self._intake.accept(update, raw)
+                await self.intake.accept(update, raw)
             except (RedisError, OSError) as error:
                 failures += 1
                 if failures == 1:

@@ -276,7 +276,9 @@ async def _serve_polling(
 ) -> None:
     # getUpdates answers 409 while a webhook is set; polling takes over from it.
     await bot.delete_webhook(drop_pending_updates=False)
-    poller = Poller(bot, intake, allowed_updates=front.dispatcher.resolve_used_update_types())
+    poller = Poller(
+        bot=bot, intake=intake, allowed_updates=front.dispatcher.resolve_used_update_types()
+    )
     polling = asyncio.create_task(tasks.run("polling", poller.run, stop=stop), name="polling")
     await _until(stop, polling)
     poller.stop()
@@ -297,7 +299,7 @@ async def _serve_webhook(
     webhook = settings.webhook
     secret = webhook.secret.get_secret_value() if webhook.secret else ""
     receiver = WebhookReceiver(
-        intake, bot, secret=secret, body_timeout_seconds=webhook.body_timeout_seconds
+        intake=intake, bot=bot, secret=secret, body_timeout_seconds=webhook.body_timeout_seconds
     )
     web_app = _observability_app(front, app, tasks)
     web_app.router.add_post(webhook.path, receiver.handle)
@@ -352,10 +354,12 @@ def _observability_app(
     web_app.router.add_get(
         HEALTH_PATH,
         HealthEndpoint(
-            app.health,
-            app.audit,
-            front.in_flight,
-            WorkStream(app.health_redis, stream=app.keys.work_stream, consumer=app.work.consumer),
+            probe=app.health,
+            audit=app.audit,
+            in_flight=front.in_flight,
+            work=WorkStream(
+                app.health_redis, stream=app.keys.work_stream, consumer=app.work.consumer
+            ),
             tasks=tasks,
         ).handle,
     )

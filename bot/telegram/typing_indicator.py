@@ -3,7 +3,6 @@
 import asyncio
 import contextlib
 import logging
-from types import TracebackType
 from typing import Self
 
 from aiogram import Bot
@@ -38,12 +37,7 @@ class TypingIndicator:
         self._timer = asyncio.get_running_loop().call_later(self._delay, self._start)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
         if self._task is not None:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import secrets
+from dataclasses import dataclass, field
 
 from aiogram import Bot
 from aiohttp import web
@@ -24,30 +25,24 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name,
 DEFAULT_BODY_TIMEOUT_SECONDS = 10.0
 
 
+@dataclass(frozen=True, kw_only=True)
 class WebhookReceiver:
     """The aiohttp handler for ``WEBHOOK_PATH``."""
 
-    def __init__(
-        self,
-        intake: TelegramIntake,
-        bot: Bot,
-        *,
-        secret: str,
-        body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
-    ) -> None:
-        self._intake = intake
-        self._bot = bot
-        self._secret = secret
-        self._body_timeout = body_timeout_seconds
+    intake: TelegramIntake
+    bot: Bot
+    # Kept out of repr(): never in a log line or a traceback.
+    secret: str = field(repr=False)
+    body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS
 
     async def handle(self, request: web.Request) -> web.Response:  # noqa: PLR0911 - one answer per failure
         """Check the secret, queue the update, then answer."""
         given = request.headers.get(SECRET_HEADER, "")
-        if not secrets.compare_digest(given.encode(), self._secret.encode()):
+        if not secrets.compare_digest(given.encode(), self.secret.encode()):
             return web.Response(status=401, text="Unauthorized")
         try:
             # A client trickling its body must not hold a connection and a task forever.
-            async with asyncio.timeout(self._body_timeout):
+            async with asyncio.timeout(self.body_timeout_seconds):
                 body = await request.read()
         except TimeoutError:
             return web.Response(status=408, text="Body too slow", headers={"Connection": "close"})
@@ -60,14 +55,14 @@ class WebhookReceiver:
         if not isinstance(payload, dict):
             return web.Response(status=400, text="Body is not an Update")
         try:
-            update = parse_update(payload, self._bot, source="Webhook body")
+            update = parse_update(payload, self.bot, source="Webhook body")
         except RecursionError:
             return _too_deep()
         if update is None:
             # 200, so that Telegram does not resend what can never be read.
             return web.json_response({})
         try:
-            await self._intake.accept(update, payload)
+            await self.intake.accept(update, payload)
         except (RedisError, OSError) as error:
             logger.warning(
                 "Update %s not queued: Redis unavailable (%s); Telegram will retry",

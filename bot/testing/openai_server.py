@@ -19,7 +19,6 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
@@ -320,12 +319,7 @@ class ScriptedOpenAIServer:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:

@@ -58,6 +58,18 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def _customer(user_id: int) -> dict[str, Any]:
+    """A customer as an update's sender."""
+    return {"id": user_id, "is_bot": False, "first_name": "Покупатель"}
+
+
+def _chat(chat_id: int, chat_type: str) -> dict[str, Any]:
+    """The chat of a customer's update: their private chat, or a group."""
+    if chat_type == "private":
+        return {"id": chat_id, "type": chat_type, "first_name": "Покупатель"}
+    return {"id": chat_id, "type": chat_type, "title": "Группа"}
+
+
 @dataclass(frozen=True)
 class ApiCall:
     """One request the bot made: method, decoded parameters, what the fake answered."""
@@ -164,17 +176,11 @@ class FakeTelegramServer:
         extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A ``message`` update from a user (text, or whatever ``extra`` holds)."""
-        user = {"id": user_id or chat_id, "is_bot": False, "first_name": "Покупатель"}
-        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
-        if chat_type == "private":
-            chat["first_name"] = "Покупатель"
-        else:
-            chat["title"] = "Группа"
         message: dict[str, Any] = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
-            "chat": chat,
-            "from": user,
+            "chat": _chat(chat_id, chat_type),
+            "from": _customer(user_id or chat_id),
         }
         return self._message_update(message, text, extra, update_id)
 
@@ -203,7 +209,7 @@ class FakeTelegramServer:
             "update_id": next(self._update_ids),
             "my_chat_member": {
                 "chat": chat,
-                "from": {"id": chat_id, "is_bot": False, "first_name": "Покупатель"},
+                "from": _customer(chat_id),
                 "date": int(time.time()),
                 "old_chat_member": member(old),
                 "new_chat_member": member(new),
@@ -224,12 +230,7 @@ class FakeTelegramServer:
         The button sits under the bot's message ``message_id`` in ``chat_id``
         (as the bot last sent or edited it, when the fake knows it).
         """
-        presser = {"id": user_id or chat_id, "is_bot": False, "first_name": "Покупатель"}
-        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
-        if chat_type == "private":
-            chat["first_name"] = "Покупатель"
-        else:
-            chat["title"] = "Группа"
+        chat = _chat(chat_id, chat_type)
         known = self.bot_messages.get((chat_id, message_id))
         message = (
             dict(known)
@@ -248,7 +249,7 @@ class FakeTelegramServer:
             "update_id": update_id,
             "callback_query": {
                 "id": f"cb{update_id}",
-                "from": presser,
+                "from": _customer(user_id or chat_id),
                 "message": message,
                 "chat_instance": f"ci{chat_id}",
                 "data": data,

@@ -25,7 +25,6 @@ from bot.settings import Settings
 from bot.storage.connection import every_master
 from bot.storage.keys import telegram_conversation
 from bot.telegram.assembly import TelegramSide, build_telegram_side
-from bot.telegram.dispatcher import TelegramFrontEnd
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
 from bot.telegram.ports import ChatPort
@@ -56,6 +55,8 @@ class TelegramStack:
 
     ``telegram`` is the fake Bot API of a test (for :meth:`settle`); ``chat``
     stands in for the application's chat service (a test's watched one).
+    ``app`` is the engine, ``bot`` the Bot the workers send with, ``intake``
+    where updates are accepted into their chat's queue (all parts of ``side``).
     """
 
     def __init__(
@@ -70,27 +71,10 @@ class TelegramStack:
         self.side: TelegramSide = build_telegram_side(
             app, bot, chat=chat, sweep_period_seconds=sweep_period_seconds
         )
+        self.app: Application = self.side.app
+        self.bot: Bot = self.side.bot
+        self.intake: TelegramIntake = self.side.intake
         self._telegram = telegram
-
-    @property
-    def app(self) -> Application:
-        """The engine."""
-        return self.side.app
-
-    @property
-    def bot(self) -> Bot:
-        """The Bot the workers send with."""
-        return self.side.bot
-
-    @property
-    def front(self) -> TelegramFrontEnd:
-        """The dispatcher and what it counts."""
-        return self.side.front
-
-    @property
-    def intake(self) -> TelegramIntake:
-        """Where updates are accepted into their chat's queue."""
-        return self.side.intake
 
     @property
     def telegram(self) -> FakeTelegramServer:
@@ -113,8 +97,8 @@ class TelegramStack:
         sweeping = [asyncio.create_task(sweeper.run()) for sweeper in sweepers]
         poller = (
             Poller(
-                side.bot,
-                side.intake,
+                bot=side.bot,
+                intake=side.intake,
                 allowed_updates=side.front.dispatcher.resolve_used_update_types(),
             )
             if poll

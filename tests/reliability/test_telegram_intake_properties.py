@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream
 from bot.storage.keys import RedisKeys, telegram_conversation
+from bot.telegram.callbacks import PressAnswers
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
 from bot.telegram.webhook import SECRET_HEADER, WebhookReceiver
@@ -64,9 +65,12 @@ class IntakeStack:
         # Limits out of the way: the claim is about content, not about floods.
         limits = FloodLimits(burst=1000, interval_seconds=0.01, daily_turns=1_000_000)
         self.intake = TelegramIntake(
-            Intake(redis, keys=self.keys, work=work, limits=limits), bot, allow_groups=True
+            intake=Intake(redis, keys=self.keys, work=work, limits=limits),
+            bot=bot,
+            allow_groups=True,
+            presses=PressAnswers(bot=bot),
         )
-        self.poller = Poller(bot, self.intake, allowed_updates=[])
+        self.poller = Poller(bot=bot, intake=self.intake, allowed_updates=[])
         self.polling: asyncio.Task[None] | None = None
         self.webhook_url = ""
         self._runner: web.AppRunner | None = None
@@ -75,7 +79,7 @@ class IntakeStack:
         """Start polling and the webhook server."""
         self.polling = asyncio.create_task(self.poller.run())
         app = web.Application()
-        receiver = WebhookReceiver(self.intake, self.bot, secret=SECRET)
+        receiver = WebhookReceiver(intake=self.intake, bot=self.bot, secret=SECRET)
         app.router.add_post("/tg", receiver.handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()

@@ -17,7 +17,6 @@ from bot.app import Application
 from bot.csat.sweeper import CsatSweeper
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.storage.keys import telegram_conversation
-from bot.telegram.assembly import build_csat_sweeper
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result
@@ -206,7 +205,7 @@ async def test_never_asked_with_csat_off(
 ) -> None:
     async with _stack(redis_server, telegram, bot, CSAT="off") as stack:
         assert stack.app.feedback is None
-        assert build_csat_sweeper(stack.app) is None
+        assert stack.side.csat_sweeper is None
         await stack.ask("привет")
         await stack.settle()
         assert await stack.app.redis.zcard(stack.app.keys.csat_due) == 0

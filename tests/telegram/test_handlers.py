@@ -261,7 +261,7 @@ async def test_edited_messages_and_channel_posts_are_ignored(
     await stack.settle()
     assert telegram.sent_texts() == [customer_texts.HELP]
     assert stack.chat.asked == []
-    assert "edited_message" not in stack.front.dispatcher.resolve_used_update_types()
+    assert "edited_message" not in stack.side.front.dispatcher.resolve_used_update_types()
 
 
 async def test_groups_are_ignored_by_default(

@@ -64,7 +64,9 @@ async def health_http(
     work = WorkStream(health_client, stream=WORK_STREAM, consumer="health-test")
     await work.ensure_group()
     web_app = web.Application()
-    endpoint = HealthEndpoint(probe, audit_sink, InFlightMiddleware(), work, clock=clock)
+    endpoint = HealthEndpoint(
+        probe=probe, audit=audit_sink, in_flight=InFlightMiddleware(), work=work, clock=clock
+    )
     web_app.router.add_get(HEALTH_PATH, endpoint.handle)
     async with TestClient(TestServer(web_app)) as http:
         yield http

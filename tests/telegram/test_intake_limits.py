@@ -18,6 +18,7 @@ from bot import customer_texts
 from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
 from bot.queue.intake import IntakeVerdict
 from bot.storage.keys import telegram_conversation
+from bot.telegram.callbacks import PressAnswers
 from bot.telegram.intake import TelegramIntake
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
@@ -142,7 +143,12 @@ async def test_a_block_is_queued_even_in_a_full_queue(
 async def test_group_messages_without_a_sender_are_flood_limited_by_chat(
     desk: Desk, telegram: FakeTelegramServer
 ) -> None:
-    intake = TelegramIntake(desk.app.intake, desk.bot, allow_groups=True)
+    intake = TelegramIntake(
+        intake=desk.app.intake,
+        bot=desk.bot,
+        allow_groups=True,
+        presses=PressAnswers(bot=desk.bot),
+    )
     group = -100_555
     updates = []
     for _ in range(8):

@@ -1,14 +1,16 @@
 """Counting the updates being handled right now (for /healthz and the metrics)."""
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from aiogram import BaseMiddleware
 from aiogram.types import TelegramObject
 
+from bot.telegram.middlewares.scoped import ScopedMiddleware
 
-class InFlightMiddleware(BaseMiddleware):
+
+class InFlightMiddleware(ScopedMiddleware):
     """Outer update middleware: knows which updates are inside the dispatcher right now."""
 
     def __init__(self) -> None:
@@ -19,18 +21,15 @@ class InFlightMiddleware(BaseMiddleware):
         """Updates entered and not yet finished."""
         return len(self._tasks)
 
-    async def __call__(
-        self,
-        handler: Callable[[TelegramObject, dict[str, Any]], Awaitable[Any]],
-        event: TelegramObject,
-        data: dict[str, Any],
-    ) -> Any:
+    @contextmanager
+    def scope(self, event: TelegramObject) -> Iterator[None]:
         """Track the update's task for as long as its handling runs."""
         task = asyncio.current_task()
         if task is None or task in self._tasks:
-            return await handler(event, data)
+            yield
+            return
         self._tasks.add(task)
         try:
-            return await handler(event, data)
+            yield
         finally:
             self._tasks.discard(task)

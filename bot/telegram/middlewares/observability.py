@@ -4,14 +4,13 @@ The time an update waited is measured from intake (the queued job's
 ``enqueued_ms``) and reported with the turn (``queue_ms``), not here.
 """
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
 
-from aiogram import BaseMiddleware
 from aiogram.types import TelegramObject, Update
 from aiogram.types.update import UpdateTypeLookupError
 
 from bot.ops.log_context import ChatNamer, update_scope
+from bot.telegram.middlewares.scoped import ScopedMiddleware
 
 
 def update_chat_id(update: Update) -> int | None:
@@ -29,22 +28,16 @@ def update_chat_id(update: Update) -> int | None:
     return chat_id if isinstance(chat_id, int) else None
 
 
-class UpdateLogContextMiddleware(BaseMiddleware):
+class UpdateLogContextMiddleware(ScopedMiddleware):
     """Outer update middleware: sets the update id and chat pseudonym of the log context."""
 
     def __init__(self, chat_namer: ChatNamer) -> None:
         self._chat_namer = chat_namer
 
-    async def __call__(
-        self,
-        handler: Callable[[TelegramObject, dict[str, Any]], Awaitable[Any]],
-        event: TelegramObject,
-        data: dict[str, Any],
-    ) -> Any:
-        """Run the rest of the chain inside the update's log context."""
+    def scope(self, event: TelegramObject) -> AbstractContextManager[object]:
+        """The update's log context (its id, its chat's pseudonym); none for other events."""
         if not isinstance(event, Update):
-            return await handler(event, data)
+            return nullcontext()
         chat_id = update_chat_id(event)
         chat = self._chat_namer(chat_id) if chat_id is not None else None
-        with update_scope(event.update_id, chat):
-            return await handler(event, data)
+        return update_scope(event.update_id, chat)
