@@ -23,7 +23,7 @@ from enum import StrEnum
 from bot.queue.jobs import Notice, QueuedJob, turn_id_for
 from bot.queue.work_stream import WorkStream
 from bot.storage.connection import AsyncRedisClient, text_of
-from bot.storage.keys import RedisKeys
+from bot.storage.keys import RedisKeys, telegram_chat_id
 from bot.storage.scripts.base import Scripts
 from bot.storage.scripts.intake import Accept, StaffFlood
 
@@ -136,7 +136,6 @@ class Intake:
             if update.staff is None
             else ""
         )
-        capped = update.capped and update.notice is not Notice.HANDOFF_IDLE
         reply = await self._scripts.run(
             Accept(
                 chat=conversation,
@@ -153,7 +152,7 @@ class Intake:
                 interval_ms=self._limits.interval_seconds * 1000,
                 daily_limit=self._limits.daily_turns,
                 day_counter_ttl=_DAY_COUNTER_TTL_SECONDS,
-                queue_cap=self._queue_max if capped else 0,
+                queue_cap=self._queue_max if update.capped else 0,
                 full_notice=full_notice,
                 full_mark_ttl=SEEN_TTL_SECONDS,
             )
@@ -166,6 +165,31 @@ class Intake:
         elif verdict is not IntakeVerdict.QUEUED:
             logger.info("Update %s over a limit: %s", update.update_id, verdict.value)
         return verdict
+
+    async def queue_check(self, conversation_key: str, *, update_id: int, notice: Notice) -> bool:
+        """Queue a check of the application's own (no customer message) in the chat.
+
+        A sweeper's: ``notice`` says what the worker checks (a handoff gone idle,
+        a satisfaction question due); ``update_id`` is the sweeper's own, never a
+        Telegram one. It is never dropped for a full queue, nor told the customer.
+        ``False`` when ``conversation_key`` names no Telegram chat (nothing queued).
+        """
+        chat_id = telegram_chat_id(conversation_key)
+        if chat_id is None:
+            return False
+        await self.accept(
+            IncomingUpdate(
+                update_id=update_id,
+                chat_id=chat_id,
+                conversation_key=conversation_key,
+                user_id=None,
+                counts_turn=False,
+                payload={},
+                notice=notice,
+                capped=False,
+            )
+        )
+        return True
 
     async def _staff_flood(self, update_id: int, sender: StaffSender) -> IntakeVerdict:
         """The staff member's bucket in the staff group (the same verdict on a redelivery)."""
