@@ -31,7 +31,7 @@ from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
-from bot.queue.job_results import JobContext
+from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.store import (
@@ -399,10 +399,11 @@ class ChatService:
         held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
         entry: OutboxEntry,
-    ) -> ConversationSession:
+    ) -> JobDone:
         """Change the session outside a model turn (handoff steps), popping the job with ``entry``.
 
-        Raises a :class:`ChatServiceError` when the session cannot be saved.
+        Returns the job's result (``entry``, committed; no summary due). Raises a
+        :class:`ChatServiceError` when the session cannot be saved.
         """
         try:
             locked = await self._store.held(
@@ -418,7 +419,7 @@ class ChatService:
             await self._store.commit(locked, updated, completion=completion, release=False)
         except SessionStoreError as error:
             raise _translate_store_error(error, entry.turn_id) from error
-        return updated
+        return JobDone(reply=entry)
 
     def _audit_entries(
         self, recorder: TurnAuditRecorder, outcome: TurnOutcome, started: float
