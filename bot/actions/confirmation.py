@@ -35,6 +35,7 @@ from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession
+from bot.sessions.models import session_of as session_of  # noqa: PLC0414 (callbacks import it here)
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
 from tools.write_tools import ActionResult, WriteTool
@@ -92,16 +93,6 @@ def judge(
     return Verdict.CONFIRM if press.choice == "yes" else Verdict.DECLINE
 
 
-def session_of(raw: str) -> ConversationSession | None:
-    """The session a worker read with the job (``None`` when new or unreadable)."""
-    if not raw:
-        return None
-    try:
-        return ConversationSession.model_validate_json(raw)
-    except ValidationError:
-        return None
-
-
 class SessionCommitter(Protocol):
     """The chat service's commit of a session change outside a model turn."""
 
@@ -111,42 +102,33 @@ class SessionCommitter(Protocol):
         held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
         entry: OutboxEntry,
-    ) -> ConversationSession:
+    ) -> JobDone:
         """Save ``change`` of the held session, pop the job with ``entry`` (one script)."""
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActionConfirmations:
-    """Resolves presses for the Telegram handler and the console, in a job of the chat."""
+    """Resolves presses for the Telegram handler and the console, in a job of the chat.
 
-    def __init__(
-        self,
-        *,
-        registry: ToolRegistry,
-        chat: SessionCommitter,
-        confirm_seconds: float = DEFAULT_CONFIRM_SECONDS,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self._registry = registry
-        self._chat = chat
-        self._confirm_seconds = confirm_seconds
-        self._clock = clock
+    ``confirm_seconds``: how long a proposal waits for its button (``ACTION_CONFIRM_SECONDS``).
+    """
 
-    @property
-    def confirm_seconds(self) -> float:
-        """How long a proposal waits for its button (``ACTION_CONFIRM_SECONDS``)."""
-        return self._confirm_seconds
+    registry: ToolRegistry
+    chat: SessionCommitter
+    confirm_seconds: float = DEFAULT_CONFIRM_SECONDS
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def verdict(self, session: ConversationSession | None, press: Press) -> Verdict:
         """The verdict on ``press`` against ``session`` now."""
         pending = session.pending_action if session is not None else None
-        return judge(pending, press, self._clock(), self._confirm_seconds)
+        return judge(pending, press, self.clock(), self.confirm_seconds)
 
     async def settle(
         self, pending: PendingAction, verdict: Verdict, customer: Customer
     ) -> ActionResult:
         """Run (or decline, or expire) ``pending``: the outcome in the customer's words."""
-        tool = self._registry.write_tool(pending.tool_name)
+        tool = self.registry.write_tool(pending.tool_name)
         if tool is None:
             # A tool of another version (a rolling deploy) or one switched off.
             return ActionResult.not_done("unknown_tool", ACTION_FAILED_TEXT)
@@ -177,11 +159,11 @@ class ActionConfirmations:
             return None
         pending = session.pending_action
         customer = Customer(user_id=press.presser_id, chat_id=press.chat_id)
-        decided = self._clock()
+        decided = self.clock()
         started = perf_counter()
         result = await self.settle(pending, verdict, customer)
         crash_point(ACTION_HANDLED)
-        now = self._clock()
+        now = self.clock()
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=job.job.turn_id,
@@ -207,7 +189,7 @@ class ActionConfirmations:
                 else None
             ),
         )
-        await self._chat.commit_without_turn(
+        return await self.chat.commit_without_turn(
             conversation_key,
             job,
             lambda current: current.with_action_outcome(
@@ -215,7 +197,6 @@ class ActionConfirmations:
             ),
             entry,
         )
-        return JobDone(reply=entry, summary_due=False)
 
 
 async def _run(

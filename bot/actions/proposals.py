@@ -58,16 +58,13 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
             record=record(ToolStatus.BUSINESS_ERROR, error.code),
             action=None,
         )
-    except TimeoutError as error:
-        if not deadline.expired():
-            raise ToolTechnicalError(
-                f"{tool.name} failed", record(ToolStatus.TECHNICAL_ERROR, "technical_error")
-            ) from error
-        raise ToolTimeoutError(
-            f"{tool.name} did not finish within {tool.timeout_seconds} s",
-            record(ToolStatus.TIMEOUT, "timeout"),
-        ) from error
     except Exception as error:
+        # Only the deadline's own timeout is one; a TimeoutError the check raised is a crash.
+        if isinstance(error, TimeoutError) and deadline.expired():
+            raise ToolTimeoutError(
+                f"{tool.name} did not finish within {tool.timeout_seconds} s",
+                record(ToolStatus.TIMEOUT, "timeout"),
+            ) from error
         raise ToolTechnicalError(
             f"{tool.name} failed", record(ToolStatus.TECHNICAL_ERROR, "technical_error")
         ) from error

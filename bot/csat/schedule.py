@@ -25,7 +25,7 @@ answers the same, a repeated press of the same job records nothing new.
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal
 
 from redis.exceptions import RedisError
@@ -78,34 +78,29 @@ class PressResult:
     score: int | None = None
 
 
+@dataclass(eq=False)
 class CsatSchedule:
-    """The satisfaction question's schedule and state in Redis (see the module docstring)."""
+    """The satisfaction question's schedule and state in Redis (see the module docstring).
 
-    def __init__(
-        self,
-        redis: AsyncRedisClient,
-        *,
-        keys: RedisKeys,
-        policy: CsatPolicy,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._redis = redis
-        self._keys = keys
-        self._policy = policy
-        self._clock = clock
-        self._scripts = Scripts(redis)
+    ``policy`` says when questions are asked.
+    """
 
-    @property
-    def policy(self) -> CsatPolicy:
-        """When questions are asked."""
-        return self._policy
+    redis: AsyncRedisClient
+    _: KW_ONLY
+    keys: RedisKeys
+    policy: CsatPolicy
+    clock: Callable[[], float] = time.time
+    _scripts: Scripts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._scripts = Scripts(self.redis)
 
     def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
+        return int(self.clock() * 1000)
 
     @property
     def _ttl_seconds(self) -> int:
-        return max(QUESTION_TTL_SECONDS, int(self._policy.min_interval_seconds) + 1)
+        return max(QUESTION_TTL_SECONDS, int(self.policy.min_interval_seconds) + 1)
 
     async def answered(self, conversation_key: str) -> None:
         """The bot answered: the question is due after the idle time (only the last counts).
@@ -114,9 +109,9 @@ class CsatSchedule:
         """
         if not _private(conversation_key):
             return
-        due = self._now_ms() + int(self._policy.after_idle_seconds * 1000)
+        due = self._now_ms() + int(self.policy.after_idle_seconds * 1000)
         try:
-            await self._redis.zadd(self._keys.csat_due, {conversation_key: due})
+            await self.redis.zadd(self.keys.csat_due, {conversation_key: due})
         except (RedisError, OSError) as error:
             logger.warning("CSAT not scheduled: Redis unavailable (%s)", type(error).__name__)
 
@@ -124,13 +119,13 @@ class CsatSchedule:
         """A handoff ended: a person answered; the question is due now. Never raises."""
         if not _private(conversation_key):
             return
-        csat = self._keys.conversation(conversation_key).csat
+        csat = self.keys.conversation(conversation_key).csat
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.hset(csat, "handed", "1")
                 pipe.expire(csat, self._ttl_seconds)
                 await pipe.execute()
-            await self._redis.zadd(self._keys.csat_due, {conversation_key: self._now_ms()})
+            await self.redis.zadd(self.keys.csat_due, {conversation_key: self._now_ms()})
         except (RedisError, OSError) as error:
             logger.warning("CSAT not scheduled: Redis unavailable (%s)", type(error).__name__)
 
@@ -138,7 +133,7 @@ class CsatSchedule:
         """Due conversations, each with the score it now has (moved on by ``retry_seconds``)."""
         reply = await self._scripts.run(
             ClaimDue(
-                due=self._keys.csat_due,
+                due=self.keys.csat_due,
                 now_ms=self._now_ms(),
                 retry_ms=max(1, int(retry_seconds * 1000)),
                 limit=limit,
@@ -152,13 +147,13 @@ class CsatSchedule:
         newer answer rescheduled it meanwhile."""
         await self._scripts.run(
             ForgetDue(
-                due=self._keys.csat_due, conversation_key=conversation_key, claimed_ms=claimed_ms
+                due=self.keys.csat_due, conversation_key=conversation_key, claimed_ms=claimed_ms
             )
         )
 
     async def still_due(self, conversation_key: str, claimed_ms: int) -> bool:
         """Whether the schedule still holds the score the question's job was claimed with."""
-        score = await self._redis.zscore(self._keys.csat_due, conversation_key)
+        score = await self.redis.zscore(self.keys.csat_due, conversation_key)
         return score is not None and int(score) == claimed_ms
 
     async def decide(
@@ -181,9 +176,9 @@ class CsatSchedule:
             return None
         reply = await self._scripts.run(
             Ask(
-                chat=self._keys.conversation(conversation_key),
+                chat=self.keys.conversation(conversation_key),
                 now_ms=self._now_ms(),
-                min_interval_ms=int(self._policy.min_interval_seconds * 1000),
+                min_interval_ms=int(self.policy.min_interval_seconds * 1000),
                 question_id=question_id,
                 session_id=session.session_id if session is not None else "",
                 session_turns=session.turn_count if session is not None else 0,
@@ -205,7 +200,7 @@ class CsatSchedule:
         """Record the press once (the first press of the open question counts)."""
         reply = await self._scripts.run(
             RecordPress(
-                chat=self._keys.conversation(conversation_key),
+                chat=self.keys.conversation(conversation_key),
                 question_id=question_id,
                 score=score,
                 job_id=job_id,

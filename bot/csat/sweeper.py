@@ -11,9 +11,8 @@ delay ahead: the next claim queues it then, with another id.
 
 from bot.csat.schedule import CsatSchedule, question_update_id
 from bot.ops.periodic import Periodic
-from bot.queue.intake import IncomingUpdate, Intake
+from bot.queue.intake import Intake
 from bot.queue.jobs import Notice
-from bot.storage.keys import telegram_chat_id
 
 RETRY_SECONDS = 30.0
 """How long after a claim a conversation still due is claimed again."""
@@ -44,21 +43,8 @@ class CsatSweeper(Periodic):
         """Queue one question job per due conversation; returns how many were claimed."""
         claimed = await self._schedule.claim(self._retry)
         for conversation_key, claimed_ms in claimed:
-            chat_id = telegram_chat_id(conversation_key)
-            if chat_id is None:
+            if not await self._intake.queue_check(
+                conversation_key, update_id=question_update_id(claimed_ms), notice=Notice.CSAT
+            ):
                 await self._schedule.forget(conversation_key, claimed_ms)
-                continue
-            await self._intake.accept(
-                IncomingUpdate(
-                    update_id=question_update_id(claimed_ms),
-                    chat_id=chat_id,
-                    conversation_key=conversation_key,
-                    user_id=None,
-                    counts_turn=False,
-                    payload={},
-                    notice=Notice.CSAT,
-                    # Never dropped for a full queue, and never tells the customer it is full.
-                    capped=False,
-                )
-            )
         return len(claimed)

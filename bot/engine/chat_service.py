@@ -4,7 +4,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
 
@@ -31,7 +31,7 @@ from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
-from bot.queue.job_results import JobContext
+from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.store import (
@@ -90,6 +90,7 @@ class ChatLimits:
 """Told to the customer when a handoff ends (staff ``/close`` or idle)."""
 
 
+@dataclass(kw_only=True, eq=False)
 class ChatService:
     """Runs customer turns; the only thing front ends (Telegram, console) talk to.
 
@@ -97,38 +98,27 @@ class ChatService:
     order (:class:`KeyedLocks`); across processes, by the store's lease and its
     version check. A failed turn writes nothing into the history. Messages that
     leave the history window are folded into the summary *after* the reply, in
-    a background task, so the customer never waits for it.
+    a background task, so the customer never waits for it. ``prompt`` is the
+    active support chat prompt.
     """
 
-    def __init__(
-        self,
-        *,
-        store: SessionStore,
-        loop: BoundedToolLoop,
-        window: HistoryWindow,
-        summaries: ConversationSummaryService,
-        prompt: PromptTemplate,
-        limits: ChatLimits,
-        model_name: str,
-        handoff_idle: IdleRule | None = None,
-    ) -> None:
-        self._store = store
-        self._loop = loop
-        self._window = window
-        self._summaries = summaries
-        self._prompt = prompt
-        self._instruction = prompt.render()
-        self._limits = limits
-        self._model_name = model_name
-        # None: handoff is off (no staff chat); the turns then ignore handoff state.
-        self._handoff_idle = handoff_idle
-        self._locks = KeyedLocks()
-        self._summaries_in_background = BackgroundSummaries(self._summarise_unheld)
+    store: SessionStore
+    loop: BoundedToolLoop
+    window: HistoryWindow
+    summaries: ConversationSummaryService
+    prompt: PromptTemplate
+    limits: ChatLimits
+    model_name: str
+    # None: handoff is off (no staff chat); the turns then ignore handoff state.
+    handoff_idle: IdleRule | None = None
+    _instruction: str = field(init=False)
+    _locks: KeyedLocks = field(init=False, default_factory=KeyedLocks)
+    _summaries_in_background: BackgroundSummaries = field(init=False)
 
-    @property
-    def prompt(self) -> PromptTemplate:
-        """The active support chat prompt."""
-        return self._prompt
+    def __post_init__(self) -> None:
+        # Rendered once, here: a prompt that cannot render fails at start, not in a turn.
+        self._instruction = self.prompt.render()
+        self._summaries_in_background = BackgroundSummaries(self._summarise_unheld)
 
     async def reply(
         self,
@@ -153,7 +143,7 @@ class ChatService:
         recorder = TurnAuditRecorder(
             chat_id=str(context.chat_id),
             turn_id=context.turn_id,
-            model=self._model_name,
+            model=self.model_name,
             queue_ms=held.queue_ms,
         )
         try:
@@ -199,7 +189,7 @@ class ChatService:
         stream: ReplyStream | None,
     ) -> ChatReply:
         job = held.job
-        locked = await self._store.held(
+        locked = await self.store.held(
             context.conversation_key, held.token, held.session_version, held.session_data
         )
         prepared, result, updated = await self._run(locked, question, context, recorder, stream)
@@ -233,7 +223,7 @@ class ChatService:
             outbox_entry=entry.model_dump_json(),
             answered=True,
         )
-        await self._store.commit(locked, updated, completion=completion, release=False)
+        await self.store.commit(locked, updated, completion=completion, release=False)
         return ChatReply(
             text=result.text,
             turn_id=context.turn_id,
@@ -247,7 +237,7 @@ class ChatService:
             model_steps=result.model_steps,
             tool_names=result.tool_names,
             # The front end summarises after delivery (a worker under its lease).
-            summary_updated=self._window.overflows(updated.messages),
+            summary_updated=self.window.overflows(updated.messages),
             has_summary=updated.summary is not None,
             delivery=entry,
             card=card,
@@ -270,16 +260,16 @@ class ChatService:
         turn_id = context.turn_id if context is not None else ""
         async with self._locks.hold(conversation_key):
             try:
-                locked = await self._store.acquire(
+                locked = await self.store.acquire(
                     conversation_key,
-                    lease_seconds=self._limits.lease_seconds,
-                    wait_seconds=self._limits.wait_seconds,
+                    lease_seconds=self.limits.lease_seconds,
+                    wait_seconds=self.limits.wait_seconds,
                 )
             except SessionStoreError as error:
                 failure = _translate_store_error(error, turn_id)
                 if context is not None:
                     recorder = TurnAuditRecorder(
-                        chat_id=str(context.chat_id), turn_id=turn_id, model=self._model_name
+                        chat_id=str(context.chat_id), turn_id=turn_id, model=self.model_name
                     )
                     failure.audit_fields = tuple(
                         entry.to_fields()
@@ -313,18 +303,18 @@ class ChatService:
         stream: ReplyStream | None = None,
     ) -> tuple[PreparedContext, ToolLoopResult, ConversationSession]:
         session = locked.session or ConversationSession.start(
-            context.conversation_key, _now(), self._prompt.prompt_id, self._prompt.version
+            context.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
         )
-        prepared = self._window.prepare(
+        prepared = self.window.prepare(
             self._instruction, session.summary, session.messages, question
         )
         messages = prepared.messages
         if session.pending_action is not None:
             # The customer's «да» executes nothing: the model is told a button waits.
             messages = (*messages[:-1], pending_note(session.pending_action), messages[-1])
-        result = await self._loop.run(messages, context, observer=recorder, stream=stream)
+        result = await self.loop.run(messages, context, observer=recorder, stream=stream)
         updated = session.with_turn(
-            question, result.text, _now(), self._prompt.version, turn_id=context.turn_id
+            question, result.text, _now(), self.prompt.version, turn_id=context.turn_id
         )
         if result.proposal is not None:
             # At most one pending action per chat: a new proposal replaces the old one.
@@ -348,9 +338,9 @@ class ChatService:
         ``request_human_agent`` opens a handoff. Only with handoff on and a
         ``customer`` (a Telegram turn; the console has no staff chat).
         """
-        if self._handoff_idle is None or customer is None:
+        if self.handoff_idle is None or customer is None:
             return updated, (), (), None
-        rule = self._handoff_idle
+        rule = self.handoff_idle
         now = rule.now()
         state: HandoffState = before.handoff if before is not None else "bot"
         chat = str(context.chat_id)
@@ -399,26 +389,27 @@ class ChatService:
         held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
         entry: OutboxEntry,
-    ) -> ConversationSession:
+    ) -> JobDone:
         """Change the session outside a model turn (handoff steps), popping the job with ``entry``.
 
-        Raises a :class:`ChatServiceError` when the session cannot be saved.
+        Returns the job's result (``entry``, committed; no summary due). Raises a
+        :class:`ChatServiceError` when the session cannot be saved.
         """
         try:
-            locked = await self._store.held(
+            locked = await self.store.held(
                 conversation_key, held.token, held.session_version, held.session_data
             )
             session = locked.session or ConversationSession.start(
-                locked.conversation_key, _now(), self._prompt.prompt_id, self._prompt.version
+                locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
             )
             updated = change(session)
             completion = JobCompletion(
                 job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.model_dump_json()
             )
-            await self._store.commit(locked, updated, completion=completion, release=False)
+            await self.store.commit(locked, updated, completion=completion, release=False)
         except SessionStoreError as error:
             raise _translate_store_error(error, entry.turn_id) from error
-        return updated
+        return JobDone(reply=entry)
 
     def _audit_entries(
         self, recorder: TurnAuditRecorder, outcome: TurnOutcome, started: float
@@ -426,8 +417,8 @@ class ChatService:
         return recorder.entries(
             outcome=outcome,
             latency_ms=(perf_counter() - started) * 1000,
-            prompt_id=self._prompt.prompt_id,
-            prompt_version=self._prompt.version,
+            prompt_id=self.prompt.prompt_id,
+            prompt_version=self.prompt.version,
         )
 
     async def reset(self, conversation_key: str, *, token: str) -> None:
@@ -436,8 +427,8 @@ class ChatService:
         ``token`` is the lease of the front end that holds the conversation.
         """
         try:
-            locked = await self._store.reload(conversation_key, token)
-            await self._store.archive(locked, release=False)
+            locked = await self.store.reload(conversation_key, token)
+            await self.store.archive(locked, release=False)
         except SessionStoreError as error:
             raise _translate_store_error(error, "") from error
 
@@ -452,12 +443,12 @@ class ChatService:
         is saved under it).
         """
         try:
-            locked = await self._store.reload(conversation_key, token)
+            locked = await self.store.reload(conversation_key, token)
             session = locked.session
-            if session is None or (folded := self._window.fold_count(session.messages)) == 0:
+            if session is None or (folded := self.window.fold_count(session.messages)) == 0:
                 return
-            summary = await self._summaries.summarise(session.summary, session.messages[:folded])
-            await self._store.commit(
+            summary = await self.summaries.summarise(session.summary, session.messages[:folded])
+            await self.store.commit(
                 locked, session.with_summary(summary, folded, _now()), release=False
             )
         except SummaryError:
@@ -477,9 +468,9 @@ class ChatService:
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
         """Record in the history that the answer of ``turn_id`` never reached the customer."""
         try:
-            locked = await self._store.reload(conversation_key, token)
+            locked = await self.store.reload(conversation_key, token)
             if locked.session is not None:
-                await self._store.commit(
+                await self.store.commit(
                     locked, locked.session.with_undelivered(turn_id), release=False
                 )
         except SessionStoreError as error:
@@ -491,10 +482,10 @@ class ChatService:
         question = replace_lone_surrogates(text).strip()
         if not question:
             raise EmptyMessageError("the message is empty", turn_id)
-        if len(question) > self._limits.max_message_chars:
+        if len(question) > self.limits.max_message_chars:
             raise MessageTooLongError(
                 f"the message has {len(question)} characters, "
-                f"more than MAX_MESSAGE_CHARS={self._limits.max_message_chars}",
+                f"more than MAX_MESSAGE_CHARS={self.limits.max_message_chars}",
                 turn_id,
             )
         return question
@@ -508,30 +499,30 @@ class ChatService:
             _summary_not_saved(conversation_key)
 
     async def _fold_unheld(self, conversation_key: str) -> None:
-        session = await self._store.load(conversation_key)
+        session = await self.store.load(conversation_key)
         if session is None:
             return
-        folded = self._window.fold_count(session.messages)
+        folded = self.window.fold_count(session.messages)
         if folded == 0:
             return
-        summary = await self._summaries.summarise(session.summary, session.messages[:folded])
+        summary = await self.summaries.summarise(session.summary, session.messages[:folded])
         async with self._locks.hold(conversation_key):
-            locked = await self._store.acquire(
+            locked = await self.store.acquire(
                 conversation_key,
-                lease_seconds=self._limits.lease_seconds,
-                wait_seconds=self._limits.wait_seconds,
+                lease_seconds=self.limits.lease_seconds,
+                wait_seconds=self.limits.wait_seconds,
             )
             current = locked.session
             if current is None or not _unchanged_head(current, session, folded):
                 # A /new or another summary got there first; this one is stale.
                 await self._release_quietly(locked)
                 return
-            await self._store.commit(locked, current.with_summary(summary, folded, _now()))
+            await self.store.commit(locked, current.with_summary(summary, folded, _now()))
 
     async def _release_quietly(self, locked: LockedSession) -> None:
         # The lease expires by itself; failing to release early must not hide the real error.
         try:
-            await self._store.release(locked)
+            await self.store.release(locked)
         except SessionStoreError:
             logger.warning("Could not release the lease of %s", chat_label(locked.conversation_key))
 

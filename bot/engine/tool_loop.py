@@ -70,6 +70,7 @@ class ToolLoopResult:
     handoff: HandoffRequest | None = None
 
 
+@dataclass(frozen=True, slots=True)
 class BoundedToolLoop:
     """Runs one turn: the model may call registered tools, then must answer.
 
@@ -84,28 +85,17 @@ class BoundedToolLoop:
       executed in order, within ``max_tool_calls`` executions per turn.
     """
 
-    def __init__(
-        self,
-        client: ToolCallingClient,
-        registry: ToolRegistry,
-        executor: ToolExecutor,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
-    ) -> None:
-        if not 1 <= max_steps <= 5:
-            raise ValueError("max_steps must be between 1 and 5")
-        if max_tool_calls < 1:
-            raise ValueError("max_tool_calls must be positive")
-        self._client = client
-        self._registry = registry
-        self._executor = executor
-        self._max_steps = max_steps
-        self._max_tool_calls = max_tool_calls
+    client: ToolCallingClient
+    registry: ToolRegistry
+    executor: ToolExecutor
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
 
-    @property
-    def max_steps(self) -> int:
-        """The model-call budget of one turn."""
-        return self._max_steps
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_steps <= 5:
+            raise ValueError("max_steps must be between 1 and 5")
+        if self.max_tool_calls < 1:
+            raise ValueError("max_tool_calls must be positive")
 
     async def run(
         self,
@@ -120,16 +110,16 @@ class BoundedToolLoop:
         a step asks for before they run.
         """
         conversation = list(messages)
-        schemas = self._registry.api_schemas()
+        schemas = self.registry.api_schemas()
         llm_results: list[LLMResult] = []
         audit_records: list[ToolExecutionRecord] = []
         proposals: list[PendingAction] = []
         handoffs: list[HandoffRequest] = []
 
-        for step in range(1, self._max_steps + 1):
-            last_step = step == self._max_steps
+        for step in range(1, self.max_steps + 1):
+            last_step = step == self.max_steps
             try:
-                result = await self._client.generate_with_tools(
+                result = await self.client.generate_with_tools(
                     conversation,
                     [] if last_step else schemas,
                     tool_choice="none" if last_step else "auto",
@@ -152,9 +142,9 @@ class BoundedToolLoop:
                         f"the model asked for a tool on the last allowed step ({step})",
                         TurnOutcome.LIMIT,
                     )
-                if len(audit_records) + len(result.tool_calls) > self._max_tool_calls:
+                if len(audit_records) + len(result.tool_calls) > self.max_tool_calls:
                     raise ToolLoopError(
-                        f"the turn would exceed {self._max_tool_calls} tool executions",
+                        f"the turn would exceed {self.max_tool_calls} tool executions",
                         TurnOutcome.LIMIT,
                     )
                 conversation.append(_assistant_tool_message(result))
@@ -200,9 +190,9 @@ class BoundedToolLoop:
         handoffs: list[HandoffRequest],
     ) -> str:
         try:
-            write = self._registry.write_tool(tool_call.name)
+            write = self.registry.write_tool(tool_call.name)
             if write is None:
-                execution = await self._executor.execute(tool_call, context)
+                execution = await self.executor.execute(tool_call, context)
             else:
                 # A write changes nothing now: it becomes a proposal the customer confirms.
                 proposal = await propose(write, tool_call, context)
@@ -214,7 +204,7 @@ class BoundedToolLoop:
             audit_records.append(error.audit)
             if observer is not None:
                 observer.on_tool_executed(step, error.audit)
-            return _rejection_content(error, self._registry.names())
+            return _rejection_content(error, self.registry.names())
         except ToolExecutionError as error:
             audit_records.append(error.audit)
             if observer is not None:
@@ -226,7 +216,7 @@ class BoundedToolLoop:
         if (
             write is None
             and execution.audit.status == ToolStatus.SUCCESS
-            and self._registry.get(tool_call.name).hands_off
+            and self.registry.get(tool_call.name).hands_off
         ):
             handoffs.append(HandoffRequest(reason=execution.audit.category or ""))
         return execution.content

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pydantic import ValidationError
-
 from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
 from bot.engine.chat_service import IDLE_TOPIC_NOTE, ChatService, closed_entry
@@ -23,7 +21,7 @@ from bot.handoff.staff_actions import HandoffTurn, StaffAction, Trigger, staff_l
 from bot.handoff.topics import TopicDirectory
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry
-from bot.sessions.models import ConversationSession, HandoffState
+from bot.sessions.models import ConversationSession, HandoffState, session_of
 
 logger = logging.getLogger(__name__)
 
@@ -40,54 +38,42 @@ class HandoffPolicy:
     idle: IdleRule
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HandoffService:
-    """Opens, relays and closes handoffs for the handlers of a worker's job."""
+    """Opens, relays and closes handoffs for the handlers of a worker's job.
 
-    def __init__(
-        self,
-        *,
-        chat: ChatService,
-        topics: TopicDirectory,
-        settings: HandoffPolicy,
-        closed_note: Callable[[], str | None] = lambda: None,
-    ) -> None:
-        self._chat = chat
-        self._topics = topics
-        self._settings = settings
-        self._closed_note = closed_note
+    ``topics`` is the topic mapping (the staff handlers check it too);
+    ``closed_note`` what a customer waiting outside support hours is also told (``None``
+    within them).
+    """
+
+    chat: ChatService
+    topics: TopicDirectory
+    settings: HandoffPolicy
+    closed_note: Callable[[], str | None] = lambda: None
 
     def waiting_text(self, text: str) -> str:
         """``text`` for a customer who now waits for a person, with the hours when closed."""
-        note = self._closed_note()
+        note = self.closed_note()
         return f"{text}\n\n{note}" if note else text
 
     @property
     def staff_chat_id(self) -> int:
         """The staff forum supergroup."""
-        return self._settings.staff_chat_id
-
-    @property
-    def topics(self) -> TopicDirectory:
-        """The topic mapping (for the staff handlers' checks)."""
-        return self._topics
+        return self.settings.staff_chat_id
 
     @property
     def idle(self) -> IdleRule:
         """The one idle rule (its time and clock), shared with the idle sweeper."""
-        return self._settings.idle
+        return self.settings.idle
 
     def session(self, job: JobContext) -> ConversationSession | None:
         """The session the worker read with the job (``None`` when new or unreadable)."""
-        if not job.session_data:
-            return None
-        try:
-            return ConversationSession.model_validate_json(job.session_data)
-        except ValidationError:
-            return None
+        return session_of(job.session_data)
 
     def state(self, job: JobContext) -> HandoffState:
         """Who answers now; a handoff idle too long counts as ended (the next turn ends it)."""
-        return self._settings.idle.state(self.session(job))
+        return self.settings.idle.state(self.session(job))
 
     def _ended_idle(self, job: JobContext) -> tuple[dict[str, str], ...]:
         """The ``closed`` (idle) entry of a handoff that went idle unnoticed, if there is one."""
@@ -102,8 +88,8 @@ class HandoffService:
 
         An answered turn's commit ends the run (:class:`bot.sessions.store.JobCompletion`).
         """
-        streak = await self._topics.record_failure(conversation_key, turn_id)
-        return streak >= self._settings.after_failed_turns
+        streak = await self.topics.record_failure(conversation_key, turn_id)
+        return streak >= self.settings.after_failed_turns
 
     async def open(
         self,
@@ -153,14 +139,13 @@ class HandoffService:
                 ),
             ),
         )
-        await self._chat.commit_without_turn(
+        return await self.chat.commit_without_turn(
             conversation_key,
             job,
             # From "bot" first: an idle handoff's times must not carry over.
             lambda session: session.with_handoff("bot", now).with_handoff(target, now),
             entry,
         )
-        return JobDone(reply=entry, summary_due=False)
 
     async def customer_message(
         self, conversation_key: str, job: JobContext, message_id: int, text: str | None
@@ -176,13 +161,12 @@ class HandoffService:
             staff=(StaffAction(kind="copy_to_topic", message_id=message_id),),
         )
         content = text if text else "[Клиент отправил вложение без текста.]"
-        await self._chat.commit_without_turn(
+        return await self.chat.commit_without_turn(
             conversation_key,
             job,
             lambda session: session.with_message("user", content, self._now(), job.job.turn_id),
             entry,
         )
-        return JobDone(reply=entry, summary_due=False)
 
     async def staff_message(
         self, conversation_key: str, job: JobContext, message_id: int, text: str | None
@@ -226,17 +210,16 @@ class HandoffService:
             base = session if state != "bot" else session.with_handoff("bot", now)
             return base.with_handoff(target, now).with_message("staff", content, now, turn_id)
 
-        await self._chat.commit_without_turn(conversation_key, job, change, entry)
-        return JobDone(reply=entry, summary_due=False)
+        return await self.chat.commit_without_turn(conversation_key, job, change, entry)
 
     async def idle_check(self, conversation_key: str, job: JobContext) -> JobDone | None:
         """The sweeper's check: end the handoff if it is still idle (``None``: nothing to do)."""
         session = self.session(job)
         if session is None or session.handoff == "bot":
             # Ended meanwhile (``/new``, or a turn noticed the idle first).
-            await self._topics.ended(conversation_key)
+            await self.topics.ended(conversation_key)
             return None
-        if not self._settings.idle.is_idle(session):
+        if not self.settings.idle.is_idle(session):
             return None
         return await self.close(conversation_key, job, "idle")
 
@@ -263,16 +246,15 @@ class HandoffService:
                 StaffAction(kind="ended"),
             ),
         )
-        await self._chat.commit_without_turn(
+        return await self.chat.commit_without_turn(
             conversation_key,
             job,
             lambda session: session.with_handoff(target, now),
             entry,
         )
-        return JobDone(reply=entry, summary_due=False)
 
     def _now(self) -> datetime:
-        return self._settings.idle.now()
+        return self.settings.idle.now()
 
 
 def _topic_note(open_now: bool, closed_by: Literal["staff", "idle"]) -> str:

@@ -18,9 +18,8 @@ handoff ended and does nothing.
 from bot.handoff.machine import IdleRule
 from bot.handoff.topics import TopicDirectory
 from bot.ops.periodic import Periodic
-from bot.queue.intake import IncomingUpdate, Intake
+from bot.queue.intake import Intake
 from bot.queue.jobs import Notice
-from bot.storage.keys import telegram_chat_id
 
 
 class HandoffSweeper(Periodic):
@@ -55,22 +54,12 @@ class HandoffSweeper(Periodic):
         now_ms = self._idle.now_ms()
         due = await self._topics.idle(now_ms - self._idle_ms)
         for conversation_key, due_ms in due:
-            chat_id = telegram_chat_id(conversation_key)
-            if chat_id is None:
+            # Negative: never a Telegram update id; one per score seen.
+            if not await self._intake.queue_check(
+                conversation_key, update_id=-due_ms, notice=Notice.HANDOFF_IDLE
+            ):
                 await self._topics.ended(conversation_key)
                 continue
-            await self._intake.accept(
-                IncomingUpdate(
-                    # Negative: never a Telegram update id; one per score seen.
-                    update_id=-due_ms,
-                    chat_id=chat_id,
-                    conversation_key=conversation_key,
-                    user_id=None,
-                    counts_turn=False,
-                    payload={},
-                    notice=Notice.HANDOFF_IDLE,
-                )
-            )
             await self._topics.postpone(
                 conversation_key, due_ms=due_ms, until_ms=now_ms - self._idle_ms + self._retry_ms
             )

@@ -9,6 +9,8 @@ other (different slots): reverse first, so a forward mapping never points at
 a topic intake cannot map back. Every script here is safe to run twice.
 """
 
+from dataclasses import KW_ONLY, dataclass, field
+
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys
 from bot.storage.scripts.base import Scripts
@@ -18,61 +20,59 @@ _FAILED_TTL_SECONDS = 7 * 24 * 3600
 _FAILED_KEPT = 5
 
 
+@dataclass(eq=False)
 class TopicDirectory:
-    """Topics of customers in the staff chat, and their recent failed turns."""
+    """Topics of customers in the staff chat (``staff_chat_id``, the staff forum
+    supergroup), and their recent failed turns."""
 
-    def __init__(self, redis: AsyncRedisClient, *, keys: RedisKeys, staff_chat_id: int) -> None:
-        self._redis = redis
-        self._keys = keys
-        self._staff_chat_id = staff_chat_id
-        self._scripts = Scripts(redis)
+    redis: AsyncRedisClient
+    _: KW_ONLY
+    keys: RedisKeys
+    staff_chat_id: int
+    _scripts: Scripts = field(init=False)
 
-    @property
-    def staff_chat_id(self) -> int:
-        """The staff forum supergroup."""
-        return self._staff_chat_id
+    def __post_init__(self) -> None:
+        self._scripts = Scripts(self.redis)
 
     async def topic_of(self, conversation_key: str) -> int | None:
         """The customer's topic in this staff chat, ``None`` before the first handoff there."""
-        keys = self._keys.conversation(conversation_key)
-        raw = await self._redis.get(keys.topic_in(self._staff_chat_id))
+        keys = self.keys.conversation(conversation_key)
+        raw = await self.redis.get(keys.topic_in(self.staff_chat_id))
         if raw is not None:
             return int(raw)
         # A topic mapped before mappings named their group: it is this group's only
         # if this group's reverse mapping says so (else it was another group's).
-        legacy = await self._redis.get(keys.topic)
+        legacy = await self.redis.get(keys.topic)
         if legacy is None or await self.conversation_of(int(legacy)) != conversation_key:
             return None
-        await self._redis.set(keys.topic_in(self._staff_chat_id), legacy)
+        await self.redis.set(keys.topic_in(self.staff_chat_id), legacy)
         return int(legacy)
 
     async def conversation_of(self, thread_id: int) -> str | None:
         """The customer conversation a topic belongs to, ``None`` for any other topic."""
-        raw = await self._redis.get(self._keys.staff_topic(self._staff_chat_id, thread_id))
+        raw = await self.redis.get(self.keys.staff_topic(self.staff_chat_id, thread_id))
         if raw is None:
             return None
         return text_of(raw)
 
     async def bind(self, conversation_key: str, thread_id: int, *, old: int | None) -> None:
         """Make ``thread_id`` the customer's topic; a replaced topic maps to nobody any more."""
-        await self._redis.set(
-            self._keys.staff_topic(self._staff_chat_id, thread_id), conversation_key
-        )
-        await self._redis.set(
-            self._keys.conversation(conversation_key).topic_in(self._staff_chat_id), str(thread_id)
+        await self.redis.set(self.keys.staff_topic(self.staff_chat_id, thread_id), conversation_key)
+        await self.redis.set(
+            self.keys.conversation(conversation_key).topic_in(self.staff_chat_id), str(thread_id)
         )
         if old is not None and old != thread_id:
-            await self._redis.delete(self._keys.staff_topic(self._staff_chat_id, old))
+            await self.redis.delete(self.keys.staff_topic(self.staff_chat_id, old))
 
     async def touch(self, conversation_key: str, at_ms: int) -> None:
         """A handed-off conversation had activity at ``at_ms``."""
-        await self._redis.zadd(
-            self._keys.open_handoffs(self._staff_chat_id), {conversation_key: at_ms}
+        await self.redis.zadd(
+            self.keys.open_handoffs(self.staff_chat_id), {conversation_key: at_ms}
         )
 
     async def ended(self, conversation_key: str) -> None:
         """The conversation is back with the bot: no idle check for it."""
-        await self._redis.zrem(self._keys.open_handoffs(self._staff_chat_id), conversation_key)
+        await self.redis.zrem(self.keys.open_handoffs(self.staff_chat_id), conversation_key)
 
     async def postpone(self, conversation_key: str, *, due_ms: int, until_ms: int) -> bool:
         """Count the idle time from ``until_ms`` instead, unless activity moved it off ``due_ms``.
@@ -81,7 +81,7 @@ class TopicDirectory:
         """
         moved = await self._scripts.run(
             Postpone(
-                open_handoffs=self._keys.open_handoffs(self._staff_chat_id),
+                open_handoffs=self.keys.open_handoffs(self.staff_chat_id),
                 conversation_key=conversation_key,
                 seen_ms=due_ms,
                 new_ms=until_ms,
@@ -94,8 +94,8 @@ class TopicDirectory:
 
         The score is the last activity, or a later moment a sweep postponed it to.
         """
-        rows = await self._redis.zrangebyscore(
-            self._keys.open_handoffs(self._staff_chat_id),
+        rows = await self.redis.zrangebyscore(
+            self.keys.open_handoffs(self.staff_chat_id),
             "-inf",
             before_ms,
             start=0,
@@ -112,7 +112,7 @@ class TopicDirectory:
         """Remember a failed turn; returns how many failed in a row."""
         streak = await self._scripts.run(
             RecordFailure(
-                chat=self._keys.conversation(conversation_key),
+                chat=self.keys.conversation(conversation_key),
                 turn_id=turn_id,
                 kept=_FAILED_KEPT,
                 ttl=_FAILED_TTL_SECONDS,
@@ -122,5 +122,5 @@ class TopicDirectory:
 
     async def recent_failures(self, conversation_key: str) -> list[str]:
         """Incident codes of the latest failed turns, newest first."""
-        raw = await self._redis.lrange(self._keys.conversation(conversation_key).failed, 0, -1)
+        raw = await self.redis.lrange(self.keys.conversation(conversation_key).failed, 0, -1)
         return [text_of(item) for item in raw]

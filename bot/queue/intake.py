@@ -16,14 +16,14 @@ script, in the staff group's slot, which keeps its verdict for a redelivery).
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
 from bot.queue.jobs import Notice, QueuedJob, turn_id_for
 from bot.queue.work_stream import WorkStream
 from bot.storage.connection import AsyncRedisClient, text_of
-from bot.storage.keys import RedisKeys
+from bot.storage.keys import RedisKeys, telegram_chat_id
 from bot.storage.scripts.base import Scripts
 from bot.storage.scripts.intake import Accept, StaffFlood
 
@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 
 SEEN_TTL_SECONDS = 24 * 3600
 _DAY_COUNTER_TTL_SECONDS = 2 * 24 * 3600
+
+
+def _now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
 
 
 class IntakeVerdict(StrEnum):
@@ -80,29 +84,26 @@ class IncomingUpdate:
     capped: bool = True
 
 
+@dataclass(eq=False)
 class Intake:
-    """Accepts updates into their chats' queues; raises ``RedisError`` when Redis is down."""
+    """Accepts updates into their chats' queues; raises ``RedisError`` when Redis is down.
 
-    def __init__(
-        self,
-        redis: AsyncRedisClient,
-        *,
-        keys: RedisKeys,
-        work: WorkStream,
-        limits: FloodLimits,
-        staff_limits: FloodLimits | None = None,
-        queue_max: int = 0,
-        clock_ms: Callable[[], int] | None = None,
-    ) -> None:
-        """``staff_limits``: staff topic messages per member (none without);
-        ``queue_max``: the most jobs a chat's queue holds (0: no cap)."""
-        self._scripts = Scripts(redis)
-        self._keys = keys
-        self._work = work
-        self._limits = limits
-        self._staff_limits = staff_limits
-        self._queue_max = queue_max
-        self._clock_ms = clock_ms or _now_ms
+    ``staff_limits``: staff topic messages per member (none without);
+    ``queue_max``: the most jobs a chat's queue holds (0: no cap).
+    """
+
+    redis: AsyncRedisClient
+    _: KW_ONLY
+    keys: RedisKeys
+    work: WorkStream
+    limits: FloodLimits
+    staff_limits: FloodLimits | None = None
+    queue_max: int = 0
+    clock_ms: Callable[[], int] = _now_ms
+    _scripts: Scripts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._scripts = Scripts(self.redis)
 
     async def accept(self, update: IncomingUpdate) -> IntakeVerdict:
         """Queue ``update`` in its chat (once, whatever the number of deliveries)."""
@@ -116,14 +117,14 @@ class Intake:
                         update.update_id,
                     )
                 return staff_verdict
-        conversation = self._keys.conversation(update.conversation_key)
+        conversation = self.keys.conversation(update.conversation_key)
         day = datetime.now(UTC).strftime("%Y%m%d")
         user = update.user_id if update.user_id is not None else 0
         job = QueuedJob(
             job_id=str(update.update_id),
             update_id=update.update_id,
             turn_id=turn_id_for(update.conversation_key, update.update_id),
-            enqueued_ms=self._clock_ms(),
+            enqueued_ms=self.clock_ms(),
             chat_id=update.chat_id,
             update=dict(update.payload),
             notice=update.notice,
@@ -136,7 +137,6 @@ class Intake:
             if update.staff is None
             else ""
         )
-        capped = update.capped and update.notice is not Notice.HANDOFF_IDLE
         reply = await self._scripts.run(
             Accept(
                 chat=conversation,
@@ -149,40 +149,61 @@ class Intake:
                 daily_notice=daily_notice.model_dump_json(),
                 check_flood=update.user_id is not None,
                 counts_turn=update.counts_turn,
-                burst=self._limits.burst,
-                interval_ms=self._limits.interval_seconds * 1000,
-                daily_limit=self._limits.daily_turns,
+                burst=self.limits.burst,
+                interval_ms=self.limits.interval_seconds * 1000,
+                daily_limit=self.limits.daily_turns,
                 day_counter_ttl=_DAY_COUNTER_TTL_SECONDS,
-                queue_cap=self._queue_max if capped else 0,
+                queue_cap=self.queue_max if update.capped else 0,
                 full_notice=full_notice,
                 full_mark_ttl=SEEN_TTL_SECONDS,
             )
         )
         verdict = IntakeVerdict(text_of(reply[0]))
         if int(reply[1]) == 1:
-            await self._work.signal(update.conversation_key)
+            await self.work.signal(update.conversation_key)
         if verdict is IntakeVerdict.DUPLICATE:
             logger.info("Update %s was already accepted; not queued again", update.update_id)
         elif verdict is not IntakeVerdict.QUEUED:
             logger.info("Update %s over a limit: %s", update.update_id, verdict.value)
         return verdict
 
+    async def queue_check(self, conversation_key: str, *, update_id: int, notice: Notice) -> bool:
+        """Queue a check of the application's own (no customer message) in the chat.
+
+        A sweeper's: ``notice`` says what the worker checks (a handoff gone idle,
+        a satisfaction question due); ``update_id`` is the sweeper's own, never a
+        Telegram one. It is never dropped for a full queue, nor told the customer.
+        ``False`` when ``conversation_key`` names no Telegram chat (nothing queued).
+        """
+        chat_id = telegram_chat_id(conversation_key)
+        if chat_id is None:
+            return False
+        await self.accept(
+            IncomingUpdate(
+                update_id=update_id,
+                chat_id=chat_id,
+                conversation_key=conversation_key,
+                user_id=None,
+                counts_turn=False,
+                payload={},
+                notice=notice,
+                capped=False,
+            )
+        )
+        return True
+
     async def _staff_flood(self, update_id: int, sender: StaffSender) -> IntakeVerdict:
         """The staff member's bucket in the staff group (the same verdict on a redelivery)."""
-        limits = self._staff_limits
+        limits = self.staff_limits
         if limits is None:
             return IntakeVerdict.QUEUED
         reply = await self._scripts.run(
             StaffFlood(
-                seen=self._keys.staff_seen(sender.staff_chat_id, update_id),
-                bucket=self._keys.staff_flood(sender.staff_chat_id, sender.user_id),
+                seen=self.keys.staff_seen(sender.staff_chat_id, update_id),
+                bucket=self.keys.staff_flood(sender.staff_chat_id, sender.user_id),
                 seen_ttl=SEEN_TTL_SECONDS,
                 burst=limits.burst,
                 interval_ms=limits.interval_seconds * 1000,
             )
         )
         return IntakeVerdict(text_of(reply))
-
-
-def _now_ms() -> int:
-    return int(datetime.now(UTC).timestamp() * 1000)

@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.actions.pending import PendingAction
 
@@ -179,3 +179,13 @@ class ConversationSession(BaseModel):
         if self.handoff == "bot" or self.handoff_activity is None:
             return False
         return (now - self.handoff_activity).total_seconds() >= idle_seconds
+
+
+def session_of(raw: str) -> ConversationSession | None:
+    """The session a worker read with its job (``None`` when new or unreadable)."""
+    if not raw:
+        return None
+    try:
+        return ConversationSession.model_validate_json(raw)
+    except ValidationError:
+        return None
