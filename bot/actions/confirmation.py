@@ -34,8 +34,7 @@ from bot.handoff.staff_actions import StaffAction
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
-from bot.sessions.models import ConversationSession
-from bot.sessions.models import session_of as session_of  # noqa: PLC0414 (callbacks import it here)
+from bot.sessions.models import ConversationSession, session_of
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
 from tools.write_tools import ActionResult, WriteTool
