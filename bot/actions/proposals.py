@@ -13,9 +13,9 @@ from bot.actions.pending import PendingAction, new_action_id
 from tools.execution import (
     CallTimer,
     ToolExecutionRecord,
-    ToolTechnicalError,
-    ToolTimeoutError,
     business_error_content,
+    technical_error,
+    timeout_error,
     tool_content,
     validated_arguments,
 )
@@ -61,13 +61,8 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
     except Exception as error:
         # Only the deadline's own timeout is one; a TimeoutError the check raised is a crash.
         if isinstance(error, TimeoutError) and deadline.expired():
-            raise ToolTimeoutError(
-                f"{tool.name} did not finish within {tool.timeout_seconds} s",
-                record(ToolStatus.TIMEOUT, "timeout"),
-            ) from error
-        raise ToolTechnicalError(
-            f"{tool.name} failed", record(ToolStatus.TECHNICAL_ERROR, "technical_error")
-        ) from error
+            raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
+        raise technical_error(tool.name, timer) from error
     action = PendingAction(
         action_id=new_action_id(),
         tool_name=tool.name,
