@@ -73,6 +73,9 @@ def test_tables_fit_the_width_without_cutting_a_word_across_lines(
     # The wait of an open handoff grows between the two runs: its words are not compared.
     words = {word for line in wide for word in _words(line)}
     for line in narrow if command != ["handoffs"] else []:
+        if line.startswith("since "):
+            # The period starts a day before now: its second may tick between the two runs.
+            continue
         for word in _words(line):
             # A word is whole, or visibly shortened: never its other half on the next line.
             assert word in words or word.endswith("…"), (word, line)
