@@ -5,11 +5,14 @@
 # pyproject.toml declares (the one list: no COPY line here names a package).
 FROM python:3.11.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    UV_NO_CACHE=1
 WORKDIR /src
-# The build backend, pinned with its hashes as the dependencies are.
-COPY requirements-build.lock ./
-RUN pip install --require-hashes --no-deps -r requirements-build.lock
+# The installer first (uv, pinned with its hashes: the base image's pip only installs
+# that one wheel), then the build backend, pinned with its hashes as the dependencies are.
+COPY requirements-bootstrap.lock requirements-build.lock ./
+RUN pip install --require-hashes --no-deps -r requirements-bootstrap.lock \
+    && uv pip install --system --require-hashes --no-deps -r requirements-build.lock
 # The build context is the project minus .dockerignore; pyproject.toml picks from it.
 COPY . ./
 RUN pip wheel --no-deps --no-build-isolation --no-index --wheel-dir /wheels .
@@ -19,14 +22,17 @@ FROM python:3.11.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    UV_NO_CACHE=1
 
 WORKDIR /app
 
 # The dependency layer: only the lock file goes in, so edits to the code, the README or
 # pyproject.toml's other fields reuse it. Exact versions, every file checked by its hash.
-COPY requirements.lock ./
-RUN pip install --require-hashes --no-deps -r requirements.lock
+# The installer as in the build stage (scripts/bootstrap does the same for .venv).
+COPY requirements-bootstrap.lock requirements.lock ./
+RUN pip install --require-hashes --no-deps -r requirements-bootstrap.lock \
+    && uv pip install --system --require-hashes --no-deps -r requirements.lock
 
 # The project itself, from the wheel built above: nothing to resolve or download.
 COPY --from=build /wheels /tmp/wheels

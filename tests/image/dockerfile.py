@@ -229,13 +229,23 @@ def _run_pip(stage: Stage, args: list[str]) -> None:
     )
 
 
+def _run_uv_pip(stage: Stage, args: list[str]) -> None:
+    """``uv pip install --system ... -r <lock>``: stood in for by this venv, like pip's."""
+    command, *options = args
+    if command != "install" or "-r" not in options or "--require-hashes" not in options:
+        raise AssertionError(f"RUN uv pip {' '.join(args)}: not reproduced by {__name__}")
+    _run_pip(stage, ["install", *options])
+
+
 def _run(stage: Stage, line: str) -> None:
     """A ``RUN`` line (shell form, commands joined by ``&&``)."""
     for part in line.split("&&"):
         words = shlex.split(part)
         if not words:
             continue
-        if words[0] == "pip" or words[:3] == ["python", "-m", "pip"]:
+        if words[:2] == ["uv", "pip"]:
+            _run_uv_pip(stage, words[2:])
+        elif words[0] == "pip" or words[:3] == ["python", "-m", "pip"]:
             _run_pip(stage, words[1:] if words[0] == "pip" else words[3:])
         elif words[0] in _USER_COMMANDS:
             continue
