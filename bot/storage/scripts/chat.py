@@ -41,15 +41,19 @@ def _worker_view(chat: ConversationKeys) -> list[str]:
 class Acquire(LuaScript):
     """Take a free lease and read the session in the same trip (the console, an action press).
 
-    Returns ``{1, version, data}`` when taken, ``{0, the lease's PTTL}`` when held.
+    Returns ``{1, version, data}`` when taken, ``{0, the lease's PTTL}`` when held
+    by another token. A lease already ours (a repeated run: redis-py re-sends a
+    script after a connection error) is renewed and answered as taken.
     """
 
     SOURCE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local stored = redis.call('HMGET', KEYS[2], 'v', 'd')
-  return {1, stored[1] or '', stored[2] or ''}
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0, redis.call('PTTL', KEYS[1])}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local stored = redis.call('HMGET', KEYS[2], 'v', 'd')
+return {1, stored[1] or '', stored[2] or ''}
 """
 
     chat: ConversationKeys
@@ -266,7 +270,9 @@ class Delivered(LuaScript):
     job, version, data, blocked, outbox, attempt, last failure}``: the outbox
     (field, value pairs) only when it holds entries and no job is queued, the
     only way it stays non-empty (entries this drain did not take: another
-    version's, or unreadable ones).
+    version's, or unreadable ones). A lease nobody holds over an empty queue and
+    outbox answers ``{1}`` too: a repeated run finds the lease its first run
+    released, and either way nothing is left for this worker to do.
     """
 
     SOURCE = (
@@ -276,7 +282,14 @@ if ARGV[2] ~= '' then
   redis.call('HDEL', KEYS[3], ARGV[2])
   redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
 end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+local holder = redis.call('GET', KEYS[1])
+if holder ~= ARGV[1] then
+  if not holder and ARGV[3] ~= '1' and redis.call('LLEN', KEYS[2]) == 0
+     and redis.call('HLEN', KEYS[3]) == 0 then
+    return {1}
+  end
+  return {0}
+end
 local head = redis.call('LINDEX', KEYS[2], 0)
 local outbox = {}
 if not head then
