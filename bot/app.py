@@ -2,9 +2,9 @@
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
@@ -20,7 +20,7 @@ from bot.engine.history import HistoryWindow
 from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.handoff.machine import IdleRule
+from bot.handoff.machine import IdleRule, utc_now
 from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
 from bot.knowledge.watcher import (
@@ -280,10 +280,13 @@ async def build_application(
     llm: ToolCallingClient | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> Application:
     """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
 
     ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
+    ``clock`` is what the support-hours code reads as now (whether support is open, the
+    hours tool, the return window); tests fix it.
     """
     _prompts(settings)  # an unknown prompt version fails before anything connects
     try:
@@ -323,6 +326,7 @@ async def build_application(
     registry = build_default_tool_registry(
         shop,
         timezone=settings.tools.support_timezone,
+        clock=clock,
         help_center=help_center,
         shop=shop_backend,
     )
@@ -421,7 +425,7 @@ async def build_application(
                 idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60),
             ),
             closed_note=lambda: closed_note(
-                shop.support_hours, datetime.now(UTC), settings.tools.support_timezone
+                shop.support_hours, clock(), settings.tools.support_timezone
             ),
         )
         if staff_chat_id is not None

@@ -10,8 +10,9 @@ engine the runner would build.
 """
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from aiogram import Bot
@@ -19,6 +20,7 @@ from aiogram.types import Update
 
 from bot import customer_texts
 from bot.app import Application, build_application
+from bot.handoff.machine import utc_now
 from bot.llm.types import ToolCallingClient
 from bot.queue.intake import IntakeVerdict
 from bot.settings import Settings
@@ -37,10 +39,17 @@ SWEEP_PERIOD_SECONDS = 0.05
 
 @asynccontextmanager
 async def open_application(
-    settings: Settings, *, llm: ToolCallingClient | None = None, flush: bool = True
+    settings: Settings,
+    *,
+    llm: ToolCallingClient | None = None,
+    flush: bool = True,
+    clock: Callable[[], datetime] = utc_now,
 ) -> AsyncIterator[Application]:
-    """The engine ``build_application`` builds, closed at the end; its data flushed first."""
-    app = await build_application(settings, llm=llm)
+    """The engine ``build_application`` builds, closed at the end; its data flushed first.
+
+    ``clock``: the support-hours clock (see ``build_application``).
+    """
+    app = await build_application(settings, llm=llm, clock=clock)
     try:
         if flush:
             for where in await every_master(app.redis):

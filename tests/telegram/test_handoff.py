@@ -8,7 +8,7 @@ this test's loop; the staff chat is a forum of the fake Bot API, so topics,
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,9 +23,11 @@ from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
 from bot.engine.chat_service import IDLE_TOPIC_NOTE
 from bot.engine.history import STAFF_NOTE
 from bot.handoff.desk import NOT_DELIVERED
+from bot.handoff.machine import utc_now
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.queue.intake import IntakeVerdict
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
@@ -68,8 +70,12 @@ class Desk(TelegramStack):
         telegram: FakeTelegramServer,
         model: ScriptedClient,
         staff_chat: int = STAFF,
+        *,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         super().__init__(app, bot, telegram=telegram)
+        # The application's support-hours clock.
+        self.clock = clock
         assert app.handoff is not None
         self.handoff: HandoffService = app.handoff
         self.model = model
@@ -133,6 +139,7 @@ async def _desk(
     sweep: bool = False,
     staff: int = STAFF,
     flush: bool = True,
+    clock: Callable[[], datetime] = utc_now,
     **env: Any,
 ) -> AsyncIterator[Desk]:
     telegram.make_forum(staff)
@@ -147,8 +154,8 @@ async def _desk(
         **env,
     )
     model = ScriptedClient(_responder)
-    async with open_application(settings, llm=model, flush=flush) as app:
-        desk = Desk(app, bot, telegram, model, staff)
+    async with open_application(settings, llm=model, flush=flush, clock=clock) as app:
+        desk = Desk(app, bot, telegram, model, staff, clock=clock)
         async with desk.running(sweep=sweep):
             yield desk
 
@@ -161,19 +168,19 @@ async def desk(
         yield built
 
 
-def _zone_where_support_is(open_now: bool) -> str | None:
-    """A fixed-offset time zone in which support is open (or closed) now and in an hour."""
+def _moment_when_support_is(open_now: bool) -> datetime:
+    """A fixed moment at which support is open (or closed), and still is an hour later."""
     hours = ShopStore.load().support_hours
-    now = datetime.now(UTC)
-    for offset in range(-12, 15):
-        # POSIX names count the other way: Etc/GMT-3 is three hours ahead of UTC.
-        zone = f"Etc/GMT{-offset:+d}" if offset else "Etc/GMT"
+    # A week from a fixed Monday, hour by hour: every weekday's hours are in it.
+    monday = datetime(2026, 11, 30, tzinfo=UTC)
+    for step in range(7 * 24):
+        moment = monday + timedelta(hours=step)
         if all(
-            (closed_note(hours, moment, zone) is None) == open_now
-            for moment in (now, now + timedelta(hours=1))
+            (closed_note(hours, at) is None) == open_now
+            for at in (moment, moment + timedelta(hours=1))
         ):
-            return zone
-    return None
+            return moment
+    raise AssertionError(f"support is {'open' if open_now else 'closed'} at no hour of a week")
 
 
 @pytest.fixture(params=["open", "closed"])
@@ -183,12 +190,12 @@ async def hours_desk(
     telegram: FakeTelegramServer,
     bot: Bot,
 ) -> AsyncIterator[Desk]:
-    """A desk whose support is open, or closed, now (its time zone chosen so)."""
-    zone = _zone_where_support_is(request.param == "open")
-    if zone is None:
-        pytest.skip("support is open in no time zone now (a Sunday)")
-    async for built in _desk(redis_server, telegram, bot, SUPPORT_TIMEZONE=zone):
-        assert bool(built.handoff.waiting_text("")) == (request.param == "closed")
+    """A desk whose support is open, or closed, by its clock (fixed at such a moment)."""
+    moment = _moment_when_support_is(request.param == "open")
+    async for built in _desk(redis_server, telegram, bot, clock=lambda: moment):
+        note = built.handoff.waiting_text("")
+        assert note.startswith("\n\nСейчас поддержка не работает") == (request.param == "closed")
+        assert (note == "") == (request.param == "open")
         yield built
 
 
@@ -317,21 +324,27 @@ async def test_only_a_staff_member_in_the_customers_own_topic_is_relayed(
     other = await desk.hand_off(OTHER_CUSTOMER)
     telegram.non_members.add(666)
 
-    await desk.staff(mine, "из чужой группы", chat_id=-1009999)
-    await desk.staff(123456, "из темы без клиента")
-    await desk.staff(mine, "от бота", is_bot=True)
-    await desk.staff(mine, "не участник", user_id=666)
-    renamed = telegram.topic_message_update(
-        STAFF, mine, extra={"forum_topic_edited": {"name": "x"}}
-    )
-    await desk.feed(renamed)
-    await desk.feed(telegram.message_update(STAFF, "из общего чата", chat_type="supergroup"))
-    # A barrier: this one is relayed, and it is the only one.
+    verdicts = [
+        await desk.feed(telegram.topic_message_update(-1009999, mine, "из чужой группы")),
+        await desk.feed(telegram.topic_message_update(STAFF, 123456, "из темы без клиента")),
+        await desk.feed(telegram.topic_message_update(STAFF, mine, "от бота", is_bot=True)),
+        await desk.feed(telegram.topic_message_update(STAFF, mine, "не участник", user_id=666)),
+        await desk.feed(
+            telegram.topic_message_update(STAFF, mine, extra={"forum_topic_edited": {"name": "x"}})
+        ),
+        await desk.feed(telegram.message_update(STAFF, "из общего чата", chat_type="supergroup")),
+    ]
+    # Each is refused at intake, or queued in the topic's customer's chat (the non-member's:
+    # membership is checked by the worker, with the chat in hand).
+    assert verdicts == [None, None, None, IntakeVerdict.QUEUED, None, None]
+    # Barriers: the customer's own chat queue runs its jobs in order, so once a member's
+    # message in its topic is relayed, every update queued before it there was handled.
+    barrier = await desk.staff(mine, "от сотрудника")
     relayed = await desk.staff(other, "для второго клиента")
-    await telegram.wait_for(lambda: len(telegram.copies(OTHER_CUSTOMER)) == 1)
-    await asyncio.sleep(0.3)
+    await telegram.wait_for(lambda: len(telegram.copies(CUSTOMER)) >= 1)
+    await telegram.wait_for(lambda: len(telegram.copies(OTHER_CUSTOMER)) >= 1)
 
-    assert telegram.copies(CUSTOMER) == []
+    assert [c["message_id"] for c in telegram.copies(CUSTOMER)] == [barrier]
     assert [c["message_id"] for c in telegram.copies(OTHER_CUSTOMER)] == [relayed]
 
 
@@ -400,7 +413,9 @@ async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
     failure, called, hours = texts[3].partition(f"\n\n{customer_texts.FAILED_HANDOFF}")
     assert called
     assert "Код обращения" in failure
-    assert hours == desk.handoff.waiting_text("")  # "" while open, the hours while closed
+    # Nothing more while support is open; the hours by the desk's clock while it is closed.
+    note = closed_note(ShopStore.load().support_hours, desk.clock())
+    assert hours == (f"\n\n{note}" if note else "")
     header = telegram.topic_texts(STAFF, await desk.topic_of())[0]
     assert "Причина: failed_turns" in header
     codes = await desk.handoff.topics.recent_failures(telegram_conversation(CUSTOMER))
