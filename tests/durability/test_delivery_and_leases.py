@@ -94,20 +94,25 @@ async def test_a_turn_longer_than_the_lease_keeps_it(
 
     The model answers once the turn has outlived its lease (see :func:`outlived_its_lease`).
     """
-    held: list[float] = []
+    lease = RedisKeys(PREFIX).conversation(telegram_conversation(CHAT)).lease
+    holders: list[tuple[bytes | None, bytes | None]] = []
 
     async def slow(body: Any) -> Reply:
         started = time.monotonic()
-        await outlived_its_lease(store, started, within=60)
-        held.append(time.monotonic() - started)
+        # The turn's worker holds the lease while it asks the model.
+        taken = await store.get(lease)
+        kept = await outlived_its_lease(store, started, within=60)
+        holders.append((taken, kept))
         return echo(body)
 
     model.responder = slow
     await asyncio.gather(cluster.start("polling", "poller"), cluster.start("worker", "worker"))
     await telegram.push_message(CHAT, FIRST)
     await telegram.wait_for_texts(CHAT, 1, within=90)
-    print(f"the turn held its chat {held[0]:.1f} s")
-    assert held[0] > LEASE_SECONDS, "the turn outlived its lease"
+    [(taken, kept)] = holders
+    # Past a lease's length the same token still holds the chat: only renewals keep it.
+    assert taken is not None
+    assert kept == taken, "the lease changed hands during the turn"
     # A takeover would have asked the model again (and holds the chat until it answers):
     # the chat is seen released, and every process stopped, before counting.
     await cluster.finish(store, [CHAT], turns=1)
@@ -117,12 +122,15 @@ async def test_a_turn_longer_than_the_lease_keeps_it(
     assert [turn["outcome"] for turn in await audit_turns(store)] == ["answered"]
 
 
-async def outlived_its_lease(store: aioredis.Redis, started: float, *, within: float) -> None:
+async def outlived_its_lease(
+    store: aioredis.Redis, started: float, *, within: float
+) -> bytes | None:
     """Wait until the turn begun at ``started`` has held its chat longer than a lease.
 
-    That is: more than a lease has passed, the lease is still there (only a renewal
-    keeps it), and a claim round has found the chat's signal idle for a lease and
-    taken it (the turn's own worker leaves it pending; any other would be refused).
+    That is: more than a lease has passed, the lease is still there, and a claim
+    round has found the chat's signal idle for a lease and taken it (the turn's own
+    worker leaves it pending; any other would be refused). Returns the lease's
+    token then, for the caller to compare with the one the turn started under.
     """
     keys = RedisKeys(PREFIX)
     lease = keys.conversation(telegram_conversation(CHAT)).lease
@@ -135,9 +143,9 @@ async def outlived_its_lease(store: aioredis.Redis, started: float, *, within: f
             if (
                 reclaimed
                 and time.monotonic() - started > LEASE_SECONDS
-                and await store.exists(lease)
+                and (holder := await store.get(lease)) is not None
             ):
-                return
+                return holder
             await asyncio.sleep(0.05)
 
 

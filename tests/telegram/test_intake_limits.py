@@ -179,8 +179,13 @@ async def test_a_close_command_addressed_to_another_bot_does_not_close_the_hando
 
     assert [c["message_id"] for c in telegram.copies(CUSTOMER)] == [relayed]
     assert IDLE_NOTE not in telegram.sent_texts(CUSTOMER)
-    assert desk.handoff is not None
+    session = await desk.app.sessions.load(telegram_conversation(CUSTOMER))
+    assert session is not None
+    assert session.handoff == "human", "the handoff is still open"
     # Our own /close@<bot> still closes it.
     await desk.staff(thread, f"/close@{telegram.bot_username}")
     await telegram.wait_for(lambda: IDLE_NOTE in telegram.sent_texts(CUSTOMER))
+    session = await desk.app.sessions.load(telegram_conversation(CUSTOMER))
+    assert session is not None
+    assert session.handoff == "bot", "the bot answers again"
     await asyncio.sleep(0)
