@@ -14,8 +14,10 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.app import Application
+from bot.csat.schedule import claimed_score
 from bot.csat.sweeper import CsatSweeper
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.storage.connection import text_of
 from bot.storage.keys import telegram_conversation
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_server import RedisServer
@@ -82,6 +84,24 @@ class Stack(TelegramStack):
             return await self.due() == 0
 
         await until(none_due)
+
+    async def questions_handled(self, count: int) -> None:
+        """Wait until ``count`` question jobs were queued in the chat and its worker is done.
+
+        A question job's update id is negative (its seen mark says it was queued); the
+        chat's queue, outbox and lease all gone means the worker ran it to the end:
+        a question it decided to ask was sent before then.
+        """
+        keys = self.app.keys.conversation(telegram_conversation(CHAT))
+        redis = self.app.redis
+        marks = keys.seen(0).removesuffix("0")
+
+        async def handled() -> bool:
+            seen = [text_of(key).removeprefix(marks) for key in await redis.keys(marks + "-*")]
+            queued = sum(claimed_score(int(update_id)) is not None for update_id in seen)
+            return queued >= count and await redis.exists(keys.queue, keys.outbox, keys.lease) == 0
+
+        await until(handled)
 
     async def settle(self, chat_id: int = CHAT) -> None:
         """Every update queued so far handled (a /help barrier)."""
@@ -183,8 +203,9 @@ async def test_not_asked_again_within_the_interval(stack: Stack) -> None:
     await stack.ask("первый вопрос")
     await stack.telegram.wait_for(lambda: len(stack.questions()) == 1)
     await stack.ask("второй вопрос")
+    # The second answer's question job ran, and decided not to ask.
+    await stack.questions_handled(2)
     await stack.wait_not_due()
-    await stack.settle()
 
     assert len(stack.questions()) == 1
     assert [entry["event"] for entry in await stack.feedback()] == ["asked"]
@@ -217,6 +238,7 @@ async def test_never_asked_a_chat_that_blocked_the_bot(stack: Stack) -> None:
     await stack.feed(stack.telegram.member_update(CHAT, "member", "kicked"))
     await until(lambda: stack.app.blocked.is_blocked(CHAT))
     stack.start_sweeper()
+    await stack.questions_handled(1)
     await stack.wait_not_due()
 
     assert stack.questions() == []
@@ -277,6 +299,7 @@ async def test_never_asked_during_a_handoff_and_asked_when_it_closes(
             )
         )
         stack.start_sweeper()
+        await stack.questions_handled(1)
         await stack.wait_not_due()
         assert stack.questions() == []
 
