@@ -34,7 +34,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.queue.intake import FloodLimits, Intake
+from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
+from bot.storage.connection import text_of
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.intake import TelegramIntake
@@ -113,6 +115,26 @@ class IntakeStack:
                     self.polling.result()
                     pytest.fail("the poller stopped")
                 await asyncio.sleep(0.01)
+        await self.accepted_once()
+
+    async def accepted_once(self) -> None:
+        """Every update intake marked accepted is queued exactly once, in its own chat.
+
+        Nothing here drains a queue: each ``seen`` mark (chat, update id) must have
+        exactly one job of that update id in that chat's queue, and every queued job
+        a mark.
+        """
+        marks: list[tuple[str, int]] = []
+        async for raw in self.redis.scan_iter(match=f"{PREFIX}:{{*}}:seen:*"):
+            chat, _, update_id = text_of(raw).rpartition(":seen:")
+            marks.append((chat, int(update_id)))
+        jobs: list[tuple[str, int]] = []
+        async for raw in self.redis.scan_iter(match=f"{PREFIX}:{{*}}:queue"):
+            chat = text_of(raw).removesuffix(":queue")
+            for job in await self.redis.lrange(raw, 0, -1):
+                jobs.append((chat, QueuedJob.model_validate_json(job).update_id))
+        assert marks, "nothing was accepted"
+        assert sorted(jobs) == sorted(set(marks)), "an accepted update is not queued once"
 
     async def post_batch(self, batch: list[dict[str, Any]]) -> list[int]:
         """``batch`` then a canary to the webhook; the statuses of the batch's answers."""
@@ -126,6 +148,7 @@ class IntakeStack:
                     statuses.append(response.status)
         assert statuses[-1] == 200
         assert await self.seen(canary, CANARY_CHAT)
+        await self.accepted_once()
         return statuses[:-1]
 
 

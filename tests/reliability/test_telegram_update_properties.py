@@ -33,6 +33,7 @@ from bot import customer_texts
 from bot.queue.intake import IntakeVerdict
 from bot.sessions.models import ConversationSession
 from bot.storage.keys import telegram_conversation
+from bot.telegram.formatting import markdown_to_entities, split_formatted
 from bot.telegram.middlewares.observability import update_chat_id
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
@@ -195,11 +196,19 @@ async def test_any_update_is_answered_once_or_ignored_and_the_session_stays_read
     assert {call.params["chat_id"] for call in sent} == {chat_id}
     text = update["message"].get("text")
     if text and not text.startswith("/"):
-        # A real answer may come in several pieces; an incident or refusal in one.
-        assert len(sent) >= 1
         session = await stack.session(chat_id)
+        answers = [m for m in session.messages if m.role == "assistant"] if session else []
         if session is not None:
             assert session.messages[0].content == text.strip()
+        if answers:
+            # One turn, one answer: what was sent is that answer, split at Telegram's limit
+            # (one message unless it is longer), and nothing else.
+            [answer] = answers
+            pieces = split_formatted(markdown_to_entities(answer.content))
+            assert [call.params["text"] for call in sent] == [piece.text for piece in pieces]
+        else:
+            # No answer stored: an incident or a refusal, in one message.
+            assert len(sent) == 1
     else:
         assert len(sent) == 1
         if not text:
