@@ -1,20 +1,24 @@
 """The bot's Redis usage on a real 6-node cluster: spread, bounded bursts, one slot per script."""
 
 import asyncio
+import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import pytest
 import redis
 import redis.cluster
 from redis.crc import key_slot
+from redis.exceptions import RedisError
 
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import RedisSettings
-from bot.storage.connection import async_client, every_master
+from bot.storage.connection import RetryPolicy, async_client, every_master
 from bot.storage.keys import ConversationKeys, RedisKeys
+from bot.storage.scripts.base import Scripts
 from bot.support_audit.cli import main as audit_main
 from bot.testing.redis_cluster import RedisClusterProcesses
+from tests.unit.test_redis_scripts import every_script_class, script_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,66 +78,63 @@ def _script_modules() -> list[Path]:
 
 
 def _conversation_keys(keys: ConversationKeys) -> list[str]:
-    """Every key a conversation has, built the only way the code builds them."""
-    return [
-        keys.session,
-        keys.lease,
-        keys.queue,
-        keys.outbox,
-        keys.blocked,
-        keys.seen(123456789),
-        keys.flood(987654321),
-        keys.daily_turns(987654321, "20260101"),
-        keys.archive("abc"),
-        keys.quarantine("20260101T000000Z"),
-        keys.topic,
-        keys.topic_in(-1001234567890),
-        keys.failed,
-        keys.failed_streak,
-        keys.queue_full,
-        keys.outbox_quarantine,
-        keys.attempts,
-    ]
+    """Every key a conversation has: each property and key method of ConversationKeys.
+
+    Found by looking, not listed: a key added there is checked here at once. A method
+    is called with a sample of each parameter's type.
+    """
+    samples: dict[Any, Any] = {int: -1001234567890, str: "20260101T000000Z"}
+    found: list[str] = []
+    for name, member in vars(ConversationKeys).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(member, property):
+            value = getattr(keys, name)
+        elif inspect.isfunction(member):
+            hints = get_type_hints(member)
+            parameters = list(inspect.signature(member).parameters)[1:]
+            value = getattr(keys, name)(*(samples[hints[p]] for p in parameters))
+        else:
+            continue
+        if isinstance(value, str):
+            found.append(value)
+    return found
 
 
-def test_every_lua_script_gets_keys_of_one_hash_slot():
+async def test_every_lua_script_gets_keys_of_one_hash_slot(
+    redis_cluster: RedisClusterProcesses,
+) -> None:
+    """Each script runs on the real cluster (a cross-slot call fails there), for every kind
+    of conversation, prefix and audit stream; every key of a conversation is in its slot."""
     modules = {path.relative_to(ROOT).as_posix() for path in _script_modules()}
-    # Every script is a call of bot/storage/scripts/ (its keys from bot/storage/keys.py, by
-    # name), run by one runner; tests/unit/test_redis_scripts.py checks each call's slot.
+    # Every script is a call of bot/storage/scripts/, run by one runner.
     assert modules == {"bot/storage/scripts/base.py"}
-    for prefix in ("support", "a.b-c"):
-        for conversation in ("tg:1", "tg:-1001234567890", "console-dev", "x" * 40):
-            keys = _conversation_keys(RedisKeys(prefix).conversation(conversation))
-            assert len({key_slot(key.encode()) for key in keys}) == 1, (prefix, conversation)
+    assert {type(call) for call in script_samples("support", "tg:1", "audit")} == (
+        every_script_class()
+    )
+    client = async_client(_cluster_settings(redis_cluster), retry=RetryPolicy(retries=0))
+    refused: list[tuple[str, str]] = []
+    try:
+        scripts = Scripts(client)
+        for prefix in ("support", "a.b-c"):
+            for conversation in ("tg:1", "tg:-1001234567890", "console-dev", "x" * 40):
+                keys = _conversation_keys(RedisKeys(prefix).conversation(conversation))
+                assert any(key.endswith(":csat") for key in keys)
+                assert len({key_slot(key.encode()) for key in keys}) == 1, (prefix, conversation)
+                for stream in ("support:audit", "audit", "a{b}c"):
+                    for call in script_samples(prefix, conversation, stream):
+                        try:
+                            await scripts.run(call)
+                        except RedisError as error:
+                            refused.append((type(call).__name__, str(error)))
+    finally:
+        await client.aclose()
+    assert refused == []
     for stream in ("support:audit", "audit", "a{b}c"):
-        done = RedisKeys.audit_done(stream, "K7M2QX9PAF")
-        assert key_slot(done.encode()) == key_slot(stream.encode()), stream
-        # The index the same script writes, and the minute keys it builds from its prefix.
+        # The minute keys the audit script builds from its index's prefix, inside the Lua.
         index = RedisKeys.audit_index(stream)
-        written = (index.turns, index.order, index.chats, index.names, index.minutes, index.start)
-        built = (index.minute(29_000_000), index.minute_chats(29_000_000))
-        for key in (*written, *built):
+        for key in (index.minute(29_000_000), index.minute_chats(29_000_000)):
             assert key_slot(key.encode()) == key_slot(stream.encode()), (stream, key)
-    # The staff flood script: an update's verdict and the member's bucket in the staff group.
-    for staff_chat in (-1001234567890, -5):
-        staff = RedisKeys("support")
-        pair = (staff.staff_seen(staff_chat, 7), staff.staff_flood(staff_chat, 555))
-        assert len({key_slot(key.encode()) for key in pair}) == 1, staff_chat
-    # The demo shop's write: the customer's orders and the write's receipt.
-    for customer in ("tg:1", "tg:-1001234567890"):
-        shop = RedisKeys("support")
-        pair = (shop.shop_orders(customer), shop.shop_done(customer, "a1b2c3"))
-        assert len({key_slot(key.encode()) for key in pair}) == 1, customer
-    # The dead letters: the records and their order.
-    for prefix in ("support", "a.b-c"):
-        letters = RedisKeys(prefix)
-        pair = (letters.dead_letters, letters.dead_letter_order)
-        assert len({key_slot(key.encode()) for key in pair}) == 1, prefix
-    # The work stream's scripts: the stream, its index and the sweep's turn in one slot.
-    for prefix in ("support", "a.b-c"):
-        work = RedisKeys(prefix).work_stream
-        for key in (RedisKeys.work_queued(work), RedisKeys.work_sweep(work)):
-            assert key_slot(key.encode()) == key_slot(work.encode()), key
 
 
 def test_the_staff_cli_reads_a_stream_on_another_node_than_redis_url(

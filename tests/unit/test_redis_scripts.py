@@ -15,7 +15,7 @@ from bot.storage.scripts.base import LuaScript
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _samples(prefix: str, conversation: str, stream: str) -> list[LuaScript]:
+def script_samples(prefix: str, conversation: str, stream: str) -> list[LuaScript]:
     """One call of every script, its keys built the only way the code builds them."""
     keys = RedisKeys(prefix)
     conv = keys.conversation(conversation)
@@ -140,7 +140,7 @@ def _samples(prefix: str, conversation: str, stream: str) -> list[LuaScript]:
     ]
 
 
-def _script_classes() -> set[type[LuaScript]]:
+def every_script_class() -> set[type[LuaScript]]:
     found: set[type[LuaScript]] = set()
     for module in pkgutil.iter_modules(bot.storage.scripts.__path__):
         loaded = importlib.import_module(f"bot.storage.scripts.{module.name}")
@@ -151,22 +151,24 @@ def _script_classes() -> set[type[LuaScript]]:
 
 
 def test_every_script_is_sampled_here():
-    # A new script must be added to _samples, with the keys its callers pass.
-    assert {type(call) for call in _samples("support", "tg:1", "audit")} == _script_classes()
+    # A new script must be added to script_samples, with the keys its callers pass.
+    assert {
+        type(call) for call in script_samples("support", "tg:1", "audit")
+    } == every_script_class()
 
 
 def test_every_script_gets_keys_of_one_hash_slot():
     for prefix in ("support", "a.b-c"):
         for conversation in ("tg:1", "tg:-1001234567890", "console-dev", "x" * 40):
             for stream in ("support:audit", "audit", "a{b}c"):
-                for call in _samples(prefix, conversation, stream):
+                for call in script_samples(prefix, conversation, stream):
                     keys = call.keys()
                     slots = {key_slot(key.encode()) for key in keys}
                     assert len(slots) == 1, (type(call).__name__, keys)
 
 
 def test_every_key_and_argument_the_lua_reads_is_named():
-    for call in _samples("support", "tg:1", "audit"):
+    for call in script_samples("support", "tg:1", "audit"):
         name = type(call).__name__
         keys_read = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", call.SOURCE)}
         argv_read = {int(n) for n in re.findall(r"ARGV\[(\d+)\]", call.SOURCE)}
