@@ -7,6 +7,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.work_stream import GROUP, Acknowledger, WorkStream
+from bot.storage.connection import text_of
 from bot.storage.keys import RedisKeys
 from bot.testing.redis_server import RedisServer
 
@@ -64,18 +65,28 @@ async def test_one_at_a_time_each_signal_is_acknowledged_at_once(
 
 
 async def test_redis_gone_leaves_the_signals_pending_with_one_warning(
-    own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    redis = aioredis.Redis.from_url(own_redis_server.url, socket_timeout=1)
-    stream, _ = _stream(redis, "acks-down")
+    """Acknowledged while Redis is down: one warning for the batch, and once Redis is back
+    (from its append-only file) the signals are still pending, to be claimed again."""
+    server = RedisServer(extra_args=("--appendonly", "yes", "--appendfsync", "always"))
+    server.start()
+    redis = aioredis.Redis.from_url(server.url, socket_timeout=1)
+    stream, key = _stream(redis, "acks-down")
     try:
         ids = await _signals(stream, 2)
-        own_redis_server.close()
+        server.stop()
         acks = Acknowledger(stream)
         with caplog.at_level(logging.WARNING, logger="bot.queue.work_stream"):
             for signal_id in ids:
                 acks.ack(signal_id)
             await acks.flush()  # returns: nothing raised, nothing waits forever
-        assert "2 signal(s) not acknowledged" in caplog.text
+        warnings = [r.getMessage() for r in caplog.records if r.name == "bot.queue.work_stream"]
+        assert len(warnings) == 1, warnings
+        assert warnings[0].startswith("2 signal(s) not acknowledged")
+        server.start()
+        pending = await redis.xpending_range(key, GROUP, min="-", max="+", count=10)
+        assert sorted(text_of(entry["message_id"]) for entry in pending) == sorted(ids)
     finally:
         await redis.aclose()
+        server.close()
