@@ -163,7 +163,14 @@ class ChatQueue:
         reply = await until_redis_answers(
             f"Marking job {job_id} delivered" if job_id else "Moving on to the next job",
             lambda: self._scripts.run(
-                Delivered(chat=keys, token=token, job_id=job_id, keep=keep, ttl=self._outbox_ttl)
+                Delivered(
+                    chat=keys,
+                    token=token,
+                    job_id=job_id,
+                    keep=keep,
+                    ttl=self._outbox_ttl,
+                    lease_ms=self._lease_ms,
+                )
             ),
             within=self._bookkeeping_seconds,
             operation="queue_delivered",

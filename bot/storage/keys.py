@@ -20,6 +20,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
 | ``{<conv>}:quarantine:outbox``    | hash   | SESSION_ARCHIVE_TTL | bad outbox     | staff    |
 | ``{<conv>}:attempts``             | hash   | SESSION_TTL_SECONDS | worker         | worker   |
+| ``{<conv>}:released``             | string | SESSION_LEASE_SECS  | worker         | worker   |
 | ``{<conv>}:cards``                | hash   | SESSION_TTL_SECONDS | delivery       | delivery |
 | ``{<conv>}:topic:<staff chat>``   | string | none                | handoff        | handoff  |
 | ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
@@ -186,6 +187,12 @@ class ConversationKeys:
     def attempts(self) -> str:
         """How often each queued job was handed to a worker (hash, see bot.queue.chat_queue)."""
         return f"{self.base}:attempts"
+
+    @property
+    def released(self) -> str:
+        """The token of the worker that last handed the chat back once all was done (string,
+        one lease long): a repeated ``delivered`` finds its own release there."""
+        return f"{self.base}:released"
 
 
 @dataclass(frozen=True, slots=True)

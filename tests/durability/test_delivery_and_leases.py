@@ -95,7 +95,7 @@ async def test_a_turn_longer_than_the_lease_keeps_it(
     The model answers once the turn has outlived its lease (see :func:`outlived_its_lease`).
     """
     lease = RedisKeys(PREFIX).conversation(telegram_conversation(CHAT)).lease
-    holders: list[tuple[bytes | None, bytes | None]] = []
+    holders: list[tuple[bytes | str | None, bytes | str | None]] = []
 
     async def slow(body: Any) -> Reply:
         started = time.monotonic()
@@ -124,7 +124,7 @@ async def test_a_turn_longer_than_the_lease_keeps_it(
 
 async def outlived_its_lease(
     store: aioredis.Redis, started: float, *, within: float
-) -> bytes | None:
+) -> bytes | str | None:
     """Wait until the turn begun at ``started`` has held its chat longer than a lease.
 
     That is: more than a lease has passed, the lease is still there, and a claim

@@ -44,7 +44,7 @@ def script_samples(prefix: str, conversation: str, stream: str) -> list[LuaScrip
         chat.Take(chat=conv, token="t", lease_ms=1000, ttl=60),
         chat.Renew(chat=conv, token="t", lease_ms=1000),
         chat.Complete(chat=conv, token="t", job_raw="{}", job_id="7", outbox_entry="", ttl=60),
-        chat.Delivered(chat=conv, token="t", job_id="7", keep=False, ttl=60),
+        chat.Delivered(chat=conv, token="t", job_id="7", keep=False, ttl=60, lease_ms=1000),
         chat.QuarantineOutbox(chat=conv, job_id="7", entry=b"x", ttl=60),
         chat.NoteFailure(chat=conv, job_id="7", kind="timeout", ttl=60),
         chat.Waiting(chat=conv),

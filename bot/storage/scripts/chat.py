@@ -270,9 +270,9 @@ class Delivered(LuaScript):
     job, version, data, blocked, outbox, attempt, last failure}``: the outbox
     (field, value pairs) only when it holds entries and no job is queued, the
     only way it stays non-empty (entries this drain did not take: another
-    version's, or unreadable ones). A lease nobody holds over an empty queue and
-    outbox answers ``{1}`` too: a repeated run finds the lease its first run
-    released, and either way nothing is left for this worker to do.
+    version's, or unreadable ones). A release leaves the token in ``released``
+    for one lease: a repeated run (redis-py re-sends a script after a
+    connection error) finds its own release there and answers ``{1}`` again.
     """
 
     SOURCE = (
@@ -282,12 +282,8 @@ if ARGV[2] ~= '' then
   redis.call('HDEL', KEYS[3], ARGV[2])
   redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
 end
-local holder = redis.call('GET', KEYS[1])
-if holder ~= ARGV[1] then
-  if not holder and ARGV[3] ~= '1' and redis.call('LLEN', KEYS[2]) == 0
-     and redis.call('HLEN', KEYS[3]) == 0 then
-    return {1}
-  end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  if ARGV[3] ~= '1' and redis.call('GET', KEYS[7]) == ARGV[1] then return {1} end
   return {0}
 end
 local head = redis.call('LINDEX', KEYS[2], 0)
@@ -296,6 +292,7 @@ if not head then
   if ARGV[3] ~= '1' then
     if redis.call('HLEN', KEYS[3]) == 0 then
       redis.call('DEL', KEYS[1], KEYS[6])
+      redis.call('SET', KEYS[7], ARGV[1], 'PX', ARGV[5])
       return {1}
     end
     outbox = redis.call('HGETALL', KEYS[3])
@@ -316,9 +313,11 @@ return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5])
     # Keep the lease even when the queue is empty (a summary follows).
     keep: Argv[bool]
     ttl: Argv[int]
+    # How long the release is remembered (one lease).
+    lease_ms: Argv[int]
 
     def keys(self) -> list[str]:
-        return _worker_view(self.chat)
+        return [*_worker_view(self.chat), self.chat.released]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
