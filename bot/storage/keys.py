@@ -94,8 +94,9 @@ class ConversationKeys:
 
     @property
     def session(self) -> str:
-        """The stored session (hash: ``v`` version, ``d`` JSON, ``h`` the handoff state
-        while a person has the chat, which intake reads without parsing the JSON)."""
+        """The stored session (hash: ``v`` version, ``d`` JSON, ``c`` the lease token that
+        saved it, ``h`` the handoff state while a person has the chat, which intake reads
+        without parsing the JSON)."""
         return f"{self.base}:session"
 
     @property
