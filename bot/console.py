@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from bot import customer_texts
@@ -206,7 +206,12 @@ class Console:
     """Reads lines, answers them, prints one dim metadata line after each answer."""
 
     def __init__(
-        self, app: Application, conversation_key: str, stdin: TextIO, screen: ConsoleScreen
+        self,
+        app: Application,
+        conversation_key: str,
+        stdin: TextIO,
+        screen: ConsoleScreen,
+        notes: Sequence[str] = (),
     ) -> None:
         # A front end like Telegram's worker: each message a job of its own (one turn path).
         self._turns = app.local_turns()
@@ -215,6 +220,7 @@ class Console:
         self._key = conversation_key
         self._stdin = stdin
         self._screen = screen
+        self._notes = tuple(notes)
 
     def _print(self, text: str = "", dim: bool = False) -> None:
         self._screen.print(text, dim=dim)
@@ -222,6 +228,8 @@ class Console:
     async def run(self) -> int:
         """Chat until ``/exit`` or end of input; returns the exit code."""
         self._print(customer_texts.console_greeting(self._key))
+        for note in self._notes:
+            self._print(note, dim=True)
         while True:
             self._screen.prompt()
             line = await _read_line(self._stdin)
@@ -335,13 +343,15 @@ class Console:
         self._print(customer_texts.CONSOLE_BOT + reply.text)
 
 
-async def run_console(app: Application, conversation: str | None = None) -> int:
-    """Run the console on stdin/stdout."""
+async def run_console(
+    app: Application, conversation: str | None = None, notes: Sequence[str] = ()
+) -> int:
+    """Run the console on stdin/stdout; ``notes`` are dim banner lines under the greeting."""
     if isinstance(sys.stdin, io.TextIOWrapper):
         # Bytes that are not UTF-8 (a terminal cutting a pasted Cyrillic line
         # mid-character) become U+FFFD instead of failing the read or the turn.
         sys.stdin.reconfigure(errors="replace")
     screen = ConsoleScreen(sys.stdin, sys.stdout, sys.stderr)
-    console = Console(app, console_conversation_key(conversation), sys.stdin, screen)
+    console = Console(app, console_conversation_key(conversation), sys.stdin, screen, notes)
     with logs_through(screen, sys.stderr):
         return await console.run()
