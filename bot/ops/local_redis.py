@@ -49,6 +49,7 @@ STATE_FILE = "redis.json"
 START_LOCK = "start.lock"
 USERS_LOCK = "users.lock"
 LOG_FILE = "redis.log"
+PID_FILE = "redis.pid"
 
 _START_ATTEMPTS = 3
 """Free ports tried: another program may take the one we picked before the server binds it."""
@@ -87,7 +88,6 @@ class LocalRedis:
         self._timeout = timeout_seconds
         self._users: IO[bytes] | None = None
         self._server: LocalRedisServer | None = None
-        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def directory(self) -> Path:
@@ -162,12 +162,15 @@ class LocalRedis:
         return LocalRedisServer(port=port, pid=pid, directory=self._directory, started_here=False)
 
     def _start(self, binary: str) -> LocalRedisServer:
-        (self._directory / STATE_FILE).unlink(missing_ok=True)
+        state, pidfile = self._directory / STATE_FILE, self._directory / PID_FILE
+        state.unlink(missing_ok=True)
         for _ in range(_START_ATTEMPTS):
+            pidfile.unlink(missing_ok=True)
             port = _free_port()
-            # Its own session: Ctrl-C in the terminal reaches the console, which stops the
-            # server in order; a second console sharing it is not left without its Redis.
-            process = subprocess.Popen(  # noqa: S603 - fixed arguments, the binary found on PATH
+            # Daemonized: never this process's child (no zombie, whoever stops it), in a
+            # session of its own (Ctrl-C in the terminal reaches the console, which stops
+            # it in order, and never a server another console still uses).
+            launcher = subprocess.run(  # noqa: S603 - fixed arguments, the binary found on PATH
                 [
                     binary,
                     "--port",
@@ -187,56 +190,56 @@ class LocalRedis:
                     "--logfile",
                     str(self._directory / LOG_FILE),
                     "--daemonize",
-                    "no",
+                    "yes",
+                    "--pidfile",
+                    str(pidfile),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                start_new_session=True,
+                timeout=self._timeout,
+                check=False,
             )
-            if self._wait_until_up(process, port):
-                self._process = process
-                state = {"port": port, "pid": process.pid}
-                (self._directory / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+            if launcher.returncode != 0:
+                break
+            pid = self._wait_until_up(pidfile, port)
+            if pid is not None:
+                state.write_text(json.dumps({"port": port, "pid": pid}), encoding="utf-8")
                 return LocalRedisServer(
-                    port=port, pid=process.pid, directory=self._directory, started_here=True
+                    port=port, pid=pid, directory=self._directory, started_here=True
                 )
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-                break  # it runs but does not answer: another port would not help
         raise LocalRedisError(
             f"the private redis-server did not start in {self._directory}: {self._last_log_line()}"
         )
 
-    def _wait_until_up(self, process: subprocess.Popen[bytes], port: int) -> bool:
-        """Until the server answers as ``process``; false when it exited (a taken port) or hung."""
+    def _wait_until_up(self, pidfile: Path, port: int) -> int | None:
+        """The server's pid once it answers on ``port``; ``None`` when it exited (a taken port)."""
         deadline = time.monotonic() + self._timeout
         while time.monotonic() < deadline:
-            if process.poll() is not None:
-                return False
-            if _server_pid(port, timeout=0.2) == process.pid:
-                return True
+            pid = _read_pid(pidfile)
+            if pid is not None:
+                if not _alive(pid):
+                    return None
+                if _server_pid(port, timeout=0.2) == pid:
+                    return pid
             time.sleep(0.02)
-        return False
+        if (pid := _read_pid(pidfile)) is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)  # it runs but does not answer: not ours to keep
+        return None
 
     def _stop(self, server: LocalRedisServer) -> None:
-        """SIGTERM (the append-only file is flushed), wait for the exit, forget the server."""
-        process = self._process
-        self._process = None
-        if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=self._timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        elif _server_pid(server.port, timeout=1.0) == server.pid:
-            # Started by a process that has gone since: not our child, so no wait(); it is
-            # gone once its pid is.
+        """SIGTERM (the append-only file is fsynced first), wait for the exit, forget it."""
+        if _server_pid(server.port, timeout=1.0) == server.pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(server.pid, signal.SIGTERM)
-            _wait_for_exit(server.pid, self._timeout)
+            # Redis removes its pid file and closes its port after the last fsync; the
+            # process itself may linger as a zombie of whoever adopted it.
+            deadline = time.monotonic() + self._timeout
+            pidfile = self._directory / PID_FILE
+            while time.monotonic() < deadline and _alive(server.pid):
+                if not pidfile.exists() and _server_pid(server.port, timeout=0.2) is None:
+                    break
+                time.sleep(0.02)
         (self._directory / STATE_FILE).unlink(missing_ok=True)
 
     def _last_log_line(self) -> str:
@@ -299,11 +302,19 @@ def _server_pid(port: int, *, timeout: float) -> int | None:
     return None
 
 
-def _wait_for_exit(pid: int, timeout_seconds: float) -> None:
-    deadline = time.monotonic() + timeout_seconds
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.02)
+def _read_pid(pidfile: Path) -> int | None:
+    try:
+        text = pidfile.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # somebody else's process has this pid now
+    return True
