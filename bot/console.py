@@ -221,6 +221,7 @@ class Console:
         self._stdin = stdin
         self._screen = screen
         self._notes = tuple(notes)
+        self._operator_unavailable = app.operator_unavailable
 
     def _print(self, text: str = "", dim: bool = False) -> None:
         self._screen.print(text, dim=dim)
@@ -247,7 +248,7 @@ class Console:
                 await self._reset()
                 continue
             if text == "/operator":
-                self._print(customer_texts.CONSOLE_BOT + customer_texts.OPERATOR_OFF)
+                self._print(customer_texts.CONSOLE_BOT + self._operator_unavailable())
                 self._print(OPERATOR_NOTE, dim=True)
                 continue
             if text and not await self._turn(text):

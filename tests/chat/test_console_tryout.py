@@ -5,6 +5,7 @@ the bot's variables: no key (the offline demo model) and no ``REDIS_URL`` (a
 private redis-server, its data under ``LOCAL_REDIS_DIR`` in the test's directory).
 """
 
+import io
 import json
 import os
 import re
@@ -18,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.testing.settings import child_environment
+from bot import customer_texts
+from bot.app import build_application
+from bot.console import Console, ConsoleScreen
+from bot.testing.redis_server import RedisServer
+from bot.testing.settings import child_environment, make_settings
 
 REDIS_NOTE = re.compile(r"^redis: a private redis-server on 127\.0\.0\.1:(\d+) \(")
 MODEL_NOTE = "model: the offline demo (keyword rules, no network) because OPENAI_API_KEY is not set"
@@ -167,3 +172,28 @@ def test_telegram_modes_need_explicit_settings(tmp_path: Path, mode: str):
     assert any("OPENAI_API_KEY is not set" in line for line in lines)
     assert any("REDIS_URL is not set" in line for line in lines)
     assert not (tmp_path / ".data").exists()
+
+
+async def test_operator_and_asking_for_a_person_answer_alike_without_a_staff_group(
+    redis_server: RedisServer,
+):
+    """«Позовите живого оператора» (the offline demo model) and /operator: one text."""
+    settings = make_settings(
+        REDIS_URL=redis_server.url, REDIS_KEY_PREFIX="operator-alike", AUDIT_STREAM="oa:audit"
+    )
+    app = await build_application(settings)
+    stdin = io.StringIO("Позовите живого оператора\n/operator\n/exit\n")
+    stdout = io.StringIO()
+    console = Console(app, "alike", stdin, ConsoleScreen(stdin, stdout, io.StringIO()))
+    try:
+        assert await console.run() == 0
+    finally:
+        await app.aclose()
+    answers = [
+        chunk.split("\nmodel=")[0].split("\nconsole: ")[0].strip()
+        for chunk in stdout.getvalue().split("Бот: ")[1:]
+    ]
+    assert len(answers) == 2
+    assert answers[0] == answers[1]
+    assert answers[1].startswith(customer_texts.OPERATOR_OFF + "\n\n")
+    assert "График (Europe/Moscow): понедельник: 09:00–21:00" in answers[1]
