@@ -22,6 +22,7 @@ import pytest
 from bot import customer_texts
 from bot.app import build_application
 from bot.console import Console, ConsoleScreen
+from bot.ops.local_redis import INSTALL_HINT
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import child_environment, make_settings
 
@@ -197,3 +198,20 @@ async def test_operator_and_asking_for_a_person_answer_alike_without_a_staff_gro
     assert answers[0] == answers[1]
     assert answers[1].startswith(customer_texts.OPERATOR_OFF + "\n\n")
     assert "График (Europe/Moscow): понедельник: 09:00–21:00" in answers[1]
+
+
+def test_without_redis_server_the_console_says_how_to_install_it(tmp_path: Path):
+    env = {**tryout_env(tmp_path), "PATH": str(tmp_path)}  # no redis-server on it
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console"],
+        cwd=tmp_path,
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"error: {INSTALL_HINT}"]
+    assert "apt-get install redis-server" in result.stderr
