@@ -103,18 +103,19 @@ class LocalRedis:
             raise LocalRedisError(INSTALL_HINT)
         try:
             self._directory.mkdir(parents=True, exist_ok=True)
+            with self._start_lock():
+                users = (self._directory / USERS_LOCK).open("ab")
+                fcntl.flock(users, fcntl.LOCK_SH)
+                try:
+                    server = self._running() or self._start(binary)
+                except BaseException:
+                    users.close()
+                    raise
         except OSError as error:
             raise LocalRedisError(
-                f"LOCAL_REDIS_DIR {self._directory} cannot be created: {error.strerror}"
+                f"LOCAL_REDIS_DIR {self._directory} cannot be used: "
+                f"{error.strerror or type(error).__name__}"
             ) from error
-        with self._start_lock():
-            users = (self._directory / USERS_LOCK).open("ab")
-            fcntl.flock(users, fcntl.LOCK_SH)
-            try:
-                server = self._running() or self._start(binary)
-            except BaseException:
-                users.close()
-                raise
         self._users = users
         self._server = server
         return server
@@ -170,37 +171,11 @@ class LocalRedis:
             # Daemonized: never this process's child (no zombie, whoever stops it), in a
             # session of its own (Ctrl-C in the terminal reaches the console, which stops
             # it in order, and never a server another console still uses).
-            launcher = subprocess.run(  # noqa: S603 - fixed arguments, the binary found on PATH
-                [
-                    binary,
-                    "--port",
-                    str(port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--protected-mode",
-                    "yes",
-                    "--dir",
-                    str(self._directory),
-                    "--appendonly",
-                    "yes",
-                    "--appendfsync",
-                    "everysec",
-                    "--save",
-                    "",
-                    "--logfile",
-                    str(self._directory / LOG_FILE),
-                    "--daemonize",
-                    "yes",
-                    "--pidfile",
-                    str(pidfile),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=self._timeout,
-                check=False,
-            )
-            if launcher.returncode != 0:
+            try:
+                launched = self._launch(binary, port, pidfile)
+            except subprocess.TimeoutExpired:
+                break
+            if not launched:
                 break
             pid = self._wait_until_up(pidfile, port)
             if pid is not None:
@@ -211,6 +186,40 @@ class LocalRedis:
         raise LocalRedisError(
             f"the private redis-server did not start in {self._directory}: {self._last_log_line()}"
         )
+
+    def _launch(self, binary: str, port: int, pidfile: Path) -> bool:
+        """Run ``redis-server --daemonize yes``: true once the daemon forked off."""
+        launcher = subprocess.run(  # noqa: S603 - fixed arguments, the binary found on PATH
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--protected-mode",
+                "yes",
+                "--dir",
+                str(self._directory),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--logfile",
+                str(self._directory / LOG_FILE),
+                "--daemonize",
+                "yes",
+                "--pidfile",
+                str(pidfile),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=self._timeout,
+            check=False,
+        )
+        return launcher.returncode == 0
 
     def _wait_until_up(self, pidfile: Path, port: int) -> int | None:
         """The server's pid once it answers on ``port``; ``None`` when it exited (a taken port)."""
