@@ -6,10 +6,11 @@ import getpass
 import io
 import logging
 import os
+import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TextIO
+from collections.abc import Coroutine, Iterator, Sequence
+from typing import Any, TextIO
 
 from bot import customer_texts
 from bot.actions.confirmation import Press
@@ -355,4 +356,35 @@ async def run_console(
     screen = ConsoleScreen(sys.stdin, sys.stdout, sys.stderr)
     console = Console(app, console_conversation_key(conversation), sys.stdin, screen, notes)
     with logs_through(screen, sys.stderr):
-        return await console.run()
+        return await until_hangup(console.run())
+
+
+HANGUP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end the console as ``/exit`` does (SIGINT is Ctrl-C: asyncio's own)."""
+
+
+async def until_hangup(work: Coroutine[Any, Any, int]) -> int:
+    """``work``'s exit code; SIGTERM or SIGHUP (the terminal closed) cancel it: 128 + signal.
+
+    So a closed terminal or a ``kill`` still closes the application and lets go of
+    the private Redis (bot/ops/local_redis.py) instead of leaving it running.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        task.cancel()
+
+    for signum in HANGUP_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        return 128 + received[0]
+    finally:
+        for signum in HANGUP_SIGNALS:
+            loop.remove_signal_handler(signum)

@@ -163,6 +163,28 @@ def test_the_audit_cli_reads_the_tryout_data_beside_a_running_console(tmp_path: 
     assert not (tmp_path / ".data" / "redis.json").exists()
 
 
+def test_a_closed_terminal_or_a_kill_still_stops_the_private_server(tmp_path: Path):
+    """SIGHUP (the terminal window closed) and SIGTERM end the console as /exit does."""
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        with subprocess.Popen(
+            [sys.executable, "-m", "bot", "console"],
+            cwd=tmp_path,
+            env=tryout_env(tmp_path),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        ) as console:
+            try:
+                port = redis_port(_read_until(console, REDIS_NOTE, within=30))
+                console.send_signal(signum)
+                assert console.wait(timeout=30) == 128 + signum
+                assert not listening(port)
+            finally:
+                if console.poll() is None:
+                    console.kill()
+    assert not (tmp_path / ".data" / "redis.json").exists()
+
+
 @pytest.mark.parametrize("mode", ["polling", "worker"])
 def test_telegram_modes_need_explicit_settings(tmp_path: Path, mode: str):
     """No key, no REDIS_URL, no token: a production mode exits 2 and starts no server."""
