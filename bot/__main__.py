@@ -9,12 +9,13 @@ import sys
 from collections.abc import Sequence
 
 from bot.ops import event_loop
+from bot.ops.local_redis import LocalRedisError, LocalRedisServer, redis_or_private
 from bot.ops.startup import configure_logging, load_settings
-from bot.settings import Settings
+from bot.settings import Settings, offline_by_default
 from bot.telegram.startup_checks import Mode, mode_check
 
 
-async def _console(settings: Settings, conversation: str | None) -> int:
+async def _console(settings: Settings, conversation: str | None, notes: Sequence[str]) -> int:
     from bot.app import StartupError, build_application  # noqa: PLC0415 - see module docstring
     from bot.console import run_console  # noqa: PLC0415 - see module docstring
 
@@ -24,21 +25,55 @@ async def _console(settings: Settings, conversation: str | None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     try:
-        return await run_console(app, conversation)
+        return await run_console(app, conversation, notes)
     finally:
         await app.aclose()
 
 
 def console_main(conversation: str | None) -> int:
-    """``python -m bot console``: exit 2 on bad settings, 1 when Redis is unreachable."""
-    settings = load_settings()
+    """``python -m bot console``: exit 2 on bad settings, 1 when Redis is unreachable.
+
+    Nothing needs to be set to try it: without ``LLM_BACKEND`` and ``OPENAI_API_KEY``
+    it runs the offline demo model, without ``REDIS_URL`` a private redis-server
+    (:mod:`bot.ops.local_redis`), each said in one line of the banner.
+    """
+    offline = offline_by_default()
+    settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
     if settings is None:
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    notes = [console_model_note(settings, chosen_for_tryout=offline)]
     try:
-        return event_loop.run(_console(settings, conversation))
+        with redis_or_private(settings.redis) as (redis_settings, server):
+            if server is not None:
+                notes.append(console_redis_note(server))
+            settings = settings.model_copy(update={"redis": redis_settings})
+            return event_loop.run(_console(settings, conversation, [n for n in notes if n]))
+    except LocalRedisError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def console_model_note(settings: Settings, *, chosen_for_tryout: bool) -> str:
+    """The banner's one line on the model, when it is the offline demo (else empty)."""
+    if settings.llm.backend != "offline":
+        return ""
+    why = "OPENAI_API_KEY is not set" if chosen_for_tryout else "LLM_BACKEND=offline"
+    return (
+        f"model: the offline demo (keyword rules, no network) because {why}; "
+        "for a real model set OPENAI_API_KEY and LLM_BACKEND=openai (.env or the environment)"
+    )
+
+
+def console_redis_note(server: LocalRedisServer) -> str:
+    """The banner's one line on the private redis-server, when REDIS_URL is unset."""
+    whose = "started here" if server.started_here else "shared with another console or audit"
+    return (
+        f"redis: a private redis-server on 127.0.0.1:{server.port} ({whose}; data kept in "
+        f"{server.directory}) because REDIS_URL is not set; stopped when the last user exits"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
@@ -62,7 +63,7 @@ from tools.execution import ToolExecutor
 from tools.human_agent import build_request_human_agent_tool
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
-from tools.support_hours import closed_note
+from tools.support_hours import closed_note, describe_hours, support_hours_at
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,13 @@ class Application:
     actions: ActionConfirmations | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
+
+    def operator_unavailable(self) -> str:
+        """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
+        hours = support_hours_at(
+            self.shop.support_hours, datetime.now(UTC), self.settings.tools.support_timezone
+        )
+        return customer_texts.operator_off(describe_hours(hours))
 
     def local_turns(self) -> LocalTurns:
         """Turns of a front end without a queue (the console), audited as a worker's are."""

@@ -143,9 +143,17 @@ OPERATOR_WAITING = (
 )
 OPERATOR_ALREADY = "Сотрудник поддержки уже подключён к разговору и ответит здесь."
 OPERATOR_OFF = (
-    "Позвать сотрудника из чата сейчас нельзя. "
-    "Спросите меня про часы работы поддержки, и я подскажу, когда она отвечает."
+    "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи в часы работы."
 )
+"""Without a staff group: ``/operator`` and the offline demo model's answer to «позовите
+оператора» both start with it and go on with the hours (:func:`operator_off`)."""
+
+
+def operator_off(hours: str) -> str:
+    """``/operator`` without a staff group: :data:`OPERATOR_OFF`, then the support hours."""
+    return f"{OPERATOR_OFF}\n\n{hours}"
+
+
 FAILED_HANDOFF = "Я позвал сотрудника поддержки: он ответит здесь, в этом чате."
 HANDOFF_IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
 """When a handoff ends because nobody wrote for ``HANDOFF_IDLE_MINUTES``."""

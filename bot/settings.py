@@ -173,10 +173,14 @@ class RedisSettings(BaseSettings):
 
     model_config = _ENV
 
-    # A SecretStr because the URL may carry the password (redis://:pw@host/0).
+    # A SecretStr because the URL may carry the password (redis://:pw@host/0). The
+    # default is only a placeholder: an entry point never uses it (see url_is_set).
     url: SecretStr = Field(
         default=SecretStr("redis://localhost:6379/0"), validation_alias=_env("REDIS_URL")
     )
+    # Unset REDIS_URL: the console and the staff CLI run a private redis-server with its
+    # data here (bot/ops/local_redis.py); relative to the current directory.
+    local_dir: Path = Field(default=Path(".data"), validation_alias=_env("LOCAL_REDIS_DIR"))
     key_prefix: str = Field(
         default="support", pattern=KEY_PREFIX_PATTERN, validation_alias=_env("REDIS_KEY_PREFIX")
     )
@@ -224,7 +228,18 @@ class RedisSettings(BaseSettings):
     def _sentinels_for_sentinel_mode(self) -> "RedisSettings":
         if self.mode == "sentinel" and not self.sentinels:
             raise ValueError("REDIS_MODE=sentinel needs REDIS_SENTINELS (host:port,host:port)")
+        if self.mode == "cluster" and not self.url_is_set:
+            raise ValueError("REDIS_MODE=cluster needs REDIS_URL (any node of the cluster)")
         return self
+
+    @property
+    def url_is_set(self) -> bool:
+        """Whether ``REDIS_URL`` was given (environment, ``.env`` or a caller's values).
+
+        Unset, the Telegram modes refuse to start and the console and the staff CLI
+        start a private server: nobody talks to whatever answers on localhost:6379.
+        """
+        return "url" in self.model_fields_set
 
     def sentinel_addresses(self) -> list[tuple[str, int]]:
         """``REDIS_SENTINELS`` as (host, port) pairs; empty outside sentinel mode."""
@@ -423,6 +438,26 @@ class PromptSettings(BaseSettings):
         default="1.5.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
+
+
+class _ModelChoice(BaseSettings):
+    """Whether ``LLM_BACKEND`` and ``OPENAI_API_KEY`` are set, read as the sections read them."""
+
+    model_config = _ENV
+
+    backend: str | None = Field(default=None, validation_alias=_env("LLM_BACKEND"))
+    api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+
+
+def offline_by_default(env_file: str | None = ".env") -> bool:
+    """Whether neither ``LLM_BACKEND`` nor ``OPENAI_API_KEY`` is set (environment or ``.env``).
+
+    Then the console tries the bot with the offline demo model instead of exiting;
+    the Telegram modes still need a key or an explicit ``LLM_BACKEND=offline``.
+    """
+    choice = _ModelChoice(_env_file=env_file)
+    key = choice.api_key.get_secret_value().strip() if choice.api_key is not None else ""
+    return choice.backend is None and not key
 
 
 class Settings(BaseModel):

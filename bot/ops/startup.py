@@ -14,15 +14,18 @@ SectionCheck = Callable[[Mapping[str, BaseSettings]], list[str]]
 """A mode's own check of the settings sections that loaded: one line per problem."""
 
 
-def load_settings(check: SectionCheck | None = None) -> Settings | None:
+def load_settings(
+    check: SectionCheck | None = None, values: Mapping[str, object] | None = None
+) -> Settings | None:
     """Settings from the environment, or ``None`` after printing one line per problem.
 
     ``check`` (a mode's needs: a token, a webhook URL) runs on every section that
-    loaded, also when others did not: every problem is printed at once.
+    loaded, also when others did not: every problem is printed at once. ``values``
+    (variable names as in ``.env``) take precedence over the environment.
     """
     settings: Settings | None = None
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(values)
         problems: list[str] = []
         sections: Mapping[str, BaseSettings] = {
             name: getattr(settings, name) for name in SETTINGS_SECTIONS if name != "log"

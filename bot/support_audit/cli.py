@@ -34,6 +34,7 @@ from bot.audit.knowledge_gaps import knowledge_gaps, search_share
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
 from bot.audit.stats import compute_stats
 from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
+from bot.ops.local_redis import LocalRedisError, redis_or_private
 from bot.queue.dead_letters import read_dead_letters
 from bot.settings import AuditSettings, HandoffSettings, RedisSettings
 from bot.storage.connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
@@ -102,7 +103,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_request.code if isinstance(exit_request.code, int) else EXIT_USAGE
     except ValidationError as error:
         return _fail(f"bad settings: {_first_error(error)}", EXIT_USAGE)
+    try:
+        # Without REDIS_URL: the try-out's private server (the console's data in .data/).
+        with redis_or_private(redis_settings) as (redis_settings, _):
+            return _connected(args, redis_settings, audit_settings)
+    except LocalRedisError as error:
+        return _fail(str(error), EXIT_FAILURE)
 
+
+def _connected(
+    args: argparse.Namespace, redis_settings: RedisSettings, audit_settings: AuditSettings
+) -> int:
+    """Run the command against the Redis of ``redis_settings``."""
     try:
         # No retries: a command line should fail at once, not after a pause.
         client = sync_client(redis_settings)
