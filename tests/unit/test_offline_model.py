@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.app import build_offline_model
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.llm.offline import OFFLINE_MODEL_NAME
+from bot.llm.offline import OFFLINE_MODEL_NAME, Role
 from bot.llm.types import Message
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
@@ -235,7 +235,7 @@ def test_the_roles_follow_the_registry(store: ShopStore, default_registry: ToolR
     """A shipped tool the registry lacks is not one the model knows."""
     knowledge = build_offline_model(store, default_registry).knowledge
 
-    assert knowledge.order_status_tool == "get_order_status"
-    assert knowledge.help_center_tool is None
-    assert knowledge.cancel_order_tool is None
+    assert knowledge.tool(Role.ORDER_STATUS) == "get_order_status"
+    assert knowledge.tool(Role.HELP_CENTER) is None
+    assert knowledge.tool(Role.CANCEL_ORDER) is None
     assert "get_order_status" not in knowledge.unknown_tools()
