@@ -492,10 +492,12 @@ def _answered_request(messages: Sequence[Message], user_text: str) -> str:
     """The customer's request, with the one it completes when the last answer asked for more.
 
     «Хочу отменить заказ» was answered «напишите номер заказа»; «8042» then means
-    «хочу отменить заказ 8042». Any other answer leaves the message as it is.
+    «хочу отменить заказ 8042». A message without a number, or after any other
+    answer, stands as it is.
     """
     users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
-    if len(users) < 2:
+    if len(users) < 2 or _ORDER_NUMBER.search(user_text) is None:
+        # Only a number answers the question: anything else is a message of its own.
         return user_text
     previous = messages[users[-2] + 1 : users[-1]]
     asked = any(

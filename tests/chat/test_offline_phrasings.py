@@ -227,6 +227,16 @@ async def test_the_number_given_after_the_question_completes_the_request(
     assert later.tool_names == ("get_order_status",)
 
 
+async def test_a_message_without_a_number_after_the_question_stands_on_its_own(
+    harness: ChatHarness,
+) -> None:
+    await harness.ask("customer", "Где мой заказ?", user_id=100)
+    reply = await harness.ask("customer", "какие условия возврата", user_id=100)
+
+    assert reply.tool_names == ("search_help_center",)
+    assert f"({URLS['returns-how']})" in reply.text
+
+
 async def test_a_message_it_cannot_map_says_what_the_model_is(harness: ChatHarness) -> None:
     reply = await harness.ask("customer", "ну", user_id=100)
 
