@@ -46,8 +46,8 @@ OFFLINE_MODEL_DESCRIPTION = (
 )
 """What this model is, in one line: for a front end's banner (the console's)."""
 
-# Order numbers of the demo shop are four digits.
-_ORDER_NUMBER = re.compile(r"(?<!\d)(\d{4})(?!\d)")
+# Order numbers of the demo shop are four digits; «заказ на 4000», «4000 ₽» are sums.
+_ORDER_NUMBER = re.compile(r"(?<!\d)(?<!на )(?<!сумму )(\d{4})(?!\d)(?!\s*(?:₽|р\.|руб))")
 _HOURS_WORDS = re.compile(
     r"час[аы]? работы|график|режим работы|когда (?:вы )?работа|открыт|выходн"
     r"|(?:до|во) ?скольк\w* (?:вы )?(?:работа|открыва)|работа\w* ли (?:вы|поддержк)"
@@ -55,11 +55,11 @@ _HOURS_WORDS = re.compile(
 )
 _PERSON_WORDS = re.compile(r"оператор|человек|сотрудник|менеджер|живой")
 _ORDER_WORDS = re.compile(r"заказ|посылк")
-# «Где мой заказ?» without a number: the order's status is asked for, and the number is missing.
-_STATUS_WORDS = re.compile(
-    r"отсле[дж]|трек"
-    r"|(?:где|что с|статус\w*)\s+(?:\w+\s+)?(?:заказ|посылк)"
-    r"|(?:когда|када|кагда)\b.*\b(?:привез|доставят|придет|приедет|получу|будет)"
+# «Где мой заказ?» without a number: the order's state is asked for, and the number is missing.
+_TRACKING_WORDS = re.compile(r"отсле[дж]|трек")
+_ORDER_STATE_WORDS = re.compile(
+    r"(?:где|что с)\s+(?:\w+\s+)?(?:заказ|посылк)|статус"
+    r"|(?:когда|када|кагда)\b.*\b(?:привез|доставят|придет|приедет|получу|будет|отправ)"
 )
 _SEARCH_WORDS = re.compile(
     r"сколько стоит|цен[аыу]|наличи|найд|найти|подобрать|купить|каталог|ищу|посоветуй|выбрать"
@@ -396,7 +396,8 @@ class OfflineChatModel:
             and tool(Role.CHANGE_ADDRESS) in offered
         ):
             return ASK_ORDER_NUMBER_AND_ADDRESS
-        if _STATUS_WORDS.search(text) and tool(Role.ORDER_STATUS) in offered:
+        about_an_order = _ORDER_WORDS.search(text) and _ORDER_STATE_WORDS.search(text)
+        if (about_an_order or _TRACKING_WORDS.search(text)) and tool(Role.ORDER_STATUS) in offered:
             return ASK_ORDER_NUMBER
         return None
 

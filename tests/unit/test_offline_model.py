@@ -301,3 +301,28 @@ async def test_the_returned_product_is_one_the_shop_names_never_a_generic_word(
         assert "«" not in result.text
     else:
         assert calls == [("get_return_policy", {"product": product})]
+
+
+@pytest.mark.parametrize(
+    ("text", "order_id"),
+    [
+        ("Где заказ 8041?", "8041"),
+        ("заказ №8042", "8042"),
+        ("8043", "8043"),
+        ("почему доставка платная если у меня заказ на 4000", None),
+        ("доставка от 3000 ₽ бесплатная?", None),
+        ("заказ на сумму 5000 руб не оплачивается", None),
+    ],
+)
+async def test_four_digits_are_an_order_number_unless_they_are_a_sum(
+    store: ShopStore, default_registry: ToolRegistry, text: str, order_id: str | None
+) -> None:
+    result = await build_offline_model(store, default_registry).generate_with_tools(
+        conversation(text), default_registry.api_schemas()
+    )
+
+    calls = [(call.name, json.loads(call.arguments)) for call in result.tool_calls]
+    if order_id is None:
+        assert "get_order_status" not in [name for name, _ in calls]
+    else:
+        assert calls == [("get_order_status", {"order_id": order_id})]
