@@ -157,13 +157,21 @@ async def redis_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redi
     await client.aclose()
 
 
+@pytest.fixture(scope="module")
+def help_center() -> HelpCenter:
+    """The demo help center, indexed once: searching only reads it."""
+    return HelpCenter.load()
+
+
 @pytest.fixture
-async def harness(redis_client: aioredis.Redis) -> AsyncIterator[ChatHarness]:
+async def harness(
+    redis_client: aioredis.Redis, help_center: HelpCenter
+) -> AsyncIterator[ChatHarness]:
     """The console's wiring: the application's tools and the offline model learning them."""
     store = ShopStore.load()
     shop = RedisDemoShop(redis_client, RedisKeys(PREFIX), store, clock=lambda: NOW)
     registry = build_default_tool_registry(
-        store, clock=lambda: NOW, help_center=HelpCenter.load(), shop=shop
+        store, clock=lambda: NOW, help_center=help_center, shop=shop
     )
     made = ChatHarness(
         redis_client, build_offline_model(store, registry), prefix=PREFIX, registry=registry
