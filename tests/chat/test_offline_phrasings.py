@@ -191,7 +191,7 @@ def test_there_are_28_everyday_phrasings_and_30_as_customers_write() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     EVERYDAY + AS_CUSTOMERS_WRITE,
-    ids=[f"{n:02d}" for n in range(1, 59)],
+    ids=[f"everyday-{n:02d}" for n in range(1, 29)] + [f"customer-{n:02d}" for n in range(1, 31)],
 )
 async def test_an_everyday_question_gets_the_right_tool_or_a_question_back(
     harness: ChatHarness, text: str, expected: Expected
