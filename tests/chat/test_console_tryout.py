@@ -80,9 +80,8 @@ def test_the_console_answers_with_nothing_set_and_keeps_the_conversation(tmp_pat
     assert sum(line.startswith("model: ") for line in lines) == 1
     assert any(line.startswith(MODEL_NOTE) and "OPENAI_API_KEY" in line for line in lines)
     assert "Заказ 8041: Передан в службу доставки." in first.stdout
-    # Both questions answered by a turn (no failure, no incident code). Which article the
-    # demo model picks for the return question is being fixed in the offline model
-    # (bot/llm/offline.py, issue 33): today it answers with the contacts article.
+    # The return question is answered from the return-policy article, not the contacts one.
+    assert "«Как вернуть товар»" in first.stdout
     assert len(metadata(first.stdout)) == 2
     assert "Код обращения" not in first.stdout
     port = redis_port(first.stdout)
