@@ -12,6 +12,11 @@ from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations
+from bot.analysis.analyzer import SupportRequestAnalyzer
+from bot.analysis.offline import OfflineAnalyst
+from bot.analysis.runner import IdleAnalysis
+from bot.analysis.schedule import AnalysisSchedule
+from bot.analysis.service import ConversationAnalysis
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
@@ -31,7 +36,7 @@ from bot.knowledge.watcher import (
     open_help_center,
 )
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
-from bot.llm.types import ToolCallingClient
+from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
@@ -52,6 +57,7 @@ from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
 from bot.telegram.blocked_chats import BlockedChats
 from prompts.registry import (
+    ANALYSIS_PROMPT_ID,
     SUMMARY_PROMPT_ID,
     SUPPORT_CHAT_PROMPT_ID,
     UnknownPromptError,
@@ -109,6 +115,8 @@ class Application:
     actions: ActionConfirmations | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
+    # The request analysis (/analyze, the idle analysis); None with ANALYSIS=off.
+    analysis: ConversationAnalysis | None = None
 
     def operator_unavailable(self) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
@@ -192,6 +200,66 @@ def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
         )
     except UnknownPromptError as error:
         raise StartupError(str(error)) from error
+
+
+def _analysis_prompt(settings: Settings) -> PromptTemplate:
+    try:
+        return build_default_prompt_registry().get(
+            ANALYSIS_PROMPT_ID, settings.prompts.analysis_version
+        )
+    except UnknownPromptError as error:
+        raise StartupError(str(error)) from error
+
+
+def analysis_client(settings: Settings, chat_client: ToolCallingClient) -> StructuredOutputClient:
+    """The model the request analysis asks: ``ANALYSIS_MODEL`` over the chat model's connections.
+
+    The offline backend's analyst answers from the conversation's words; a client
+    without Structured Outputs (a test's stand-in) gets the offline analyst too.
+    """
+    if settings.llm.backend != "offline" and isinstance(chat_client, StructuredOutputClient):
+        # Here, not at the top: the offline backend never imports the SDK.
+        from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+        model = settings.analysis.model
+        if model is not None and isinstance(chat_client, OpenAIChatClient):
+            return chat_client.with_model(model)
+        return chat_client
+    return OfflineAnalyst()
+
+
+def build_analysis(
+    settings: Settings,
+    *,
+    client: StructuredOutputClient,
+    redis: AsyncRedisClient,
+    keys: RedisKeys,
+    sessions: SessionStore,
+    audit: AuditSink,
+) -> ConversationAnalysis:
+    """The request analysis, configured by ``settings`` (``ANALYSIS_*``)."""
+    analyzer = SupportRequestAnalyzer(
+        client=client,
+        prompt=_analysis_prompt(settings),
+        categories=settings.analysis.category_names,
+    )
+    schedule = AnalysisSchedule(
+        redis,
+        keys=keys,
+        idle_seconds=settings.csat.after_idle_minutes * 60,
+        ttl_seconds=settings.session.ttl_seconds,
+    )
+    return ConversationAnalysis(
+        analyzer=analyzer,
+        schedule=schedule,
+        idle=IdleAnalysis(
+            analyzer=analyzer,
+            schedule=schedule,
+            sessions=sessions,
+            audit=audit,
+            timeout_seconds=settings.analysis.timeout_seconds,
+        ),
+    )
 
 
 def build_chat_service(
@@ -293,7 +361,8 @@ async def build_application(
 
     ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
     """
-    _prompts(settings)  # an unknown prompt version fails before anything connects
+    # An unknown prompt version fails before anything connects.
+    _prompts(settings), _analysis_prompt(settings)
     try:
         shop = ShopStore.load(settings.tools.data_path)
     except OSError as error:
@@ -474,5 +543,15 @@ async def build_application(
             ),
         )
         if settings.csat.enabled == "on"
+        else None,
+        analysis=build_analysis(
+            settings,
+            client=analysis_client(settings, base_client),
+            redis=redis,
+            keys=keys,
+            sessions=sessions,
+            audit=turn_audit,
+        )
+        if settings.analysis.enabled == "on"
         else None,
     )

@@ -15,10 +15,13 @@ from typing import Any, TextIO
 from bot import customer_texts
 from bot.actions.confirmation import Press
 from bot.actions.pending import ActionCard, Choice
+from bot.analysis.analyzer import AnalysisError
+from bot.analysis.render import render_analysis
 from bot.app import Application
 from bot.console_answer import ConsoleAnswer
 from bot.engine.chat_errors import ChatServiceError, ChatStorageError
 from bot.engine.chat_service import ChatReply
+from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
 from turn import TurnContext, TurnOutcome, new_turn_id
 
@@ -217,6 +220,8 @@ class Console:
         # A front end like Telegram's worker: each message a job of its own (one turn path).
         self._turns = app.local_turns()
         self._actions = app.actions
+        self._analysis = app.analysis
+        self._sessions = app.sessions
         self._streaming = app.settings.telegram.streaming == "on"
         self._key = conversation_key
         self._stdin = stdin
@@ -247,6 +252,9 @@ class Console:
                 continue
             if text == "/new":
                 await self._reset()
+                continue
+            if text == "/analyze":
+                await self._analyze()
                 continue
             if text == "/operator":
                 self._print(customer_texts.CONSOLE_BOT + self._operator_unavailable())
@@ -281,6 +289,32 @@ class Console:
             if answer:
                 card = await self._answer(answer) or card
         return True
+
+    async def _analyze(self) -> None:
+        """``/analyze``: the conversation so far, analysed now, printed for the developer."""
+        if self._analysis is None:
+            self._print("! analysis is off (ANALYSIS=off)", dim=True)
+            return
+        try:
+            session = await self._sessions.load(self._key)
+        except SessionStoreError as error:
+            self._print(f"! storage_unavailable: {error}")
+            return
+        if session is None or not session.messages:
+            self._print(customer_texts.CONSOLE_NOTHING_TO_ANALYZE)
+            return
+        result = await self._analysis.idle.analyse(self._key, self._key, session)
+        if isinstance(result, AnalysisError):
+            self._print(f"! analysis_failed: {result.kind}: {result}")
+            return
+        self._print(customer_texts.CONSOLE_ANALYSIS)
+        for line in render_analysis(result.analysis):
+            self._print("  " + line)
+        tokens = result.usage.total_tokens
+        self._print(
+            f"model={result.model} turns={result.turns} tokens={tokens if tokens else '-'}",
+            dim=True,
+        )
 
     async def _reset(self) -> None:
         try:

@@ -209,8 +209,8 @@ DRAFT_DEFAULT_LABEL: Final = "Проверяю данные…"
 # The terminal console (bot/console.py, bot/console_answer.py).
 
 CONSOLE_HELP = (
-    "Команды: /new — новый диалог, /operator — позвать сотрудника, "
-    "/help — эта подсказка, /exit — выход."
+    "Команды: /new — новый диалог, /analyze — анализ обращения, "
+    "/operator — позвать сотрудника, /help — эта подсказка, /exit — выход."
 )
 CONSOLE_PROMPT = "Вы: "
 """Before each line the customer types."""
@@ -225,6 +225,8 @@ CONSOLE_NO = "н"
 CONSOLE_DECISION = f"{CONFIRM_LABEL} [{CONSOLE_YES}] / {DECLINE_LABEL} [{CONSOLE_NO}]?"
 CONSOLE_CARD_WAITING = "Карточка ждёт решения; действие не выполнено."
 CONSOLE_NEW_CONVERSATION = "Начат новый диалог."
+CONSOLE_ANALYSIS = "Анализ обращения:"
+CONSOLE_NOTHING_TO_ANALYZE = "Анализировать пока нечего: в диалоге нет сообщений."
 CONSOLE_ACTION_GONE = "Это действие уже не ждёт решения."
 CONSOLE_ANSWER_CUT = "(ответ прерван)"
 """After the part of an answer already printed when its turn failed."""

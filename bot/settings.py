@@ -1,5 +1,6 @@
 """Application settings: environment variables (and ``.env``), one class per concern."""
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.analysis.model import DEFAULT_CATEGORIES
 from bot.ops.proxies import ProxyURLError, normalise_proxy_url
 from bot.storage.keys import KEY_PREFIX_PATTERN
 from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
@@ -429,6 +431,42 @@ class CsatSettings(BaseSettings):
     )
 
 
+class AnalysisSettings(BaseSettings):
+    """The request analysis: category, sentiment, urgency and a summary for staff, by the model."""
+
+    model_config = _ENV
+
+    enabled: Literal["on", "off"] = Field(default="on", validation_alias=_env("ANALYSIS"))
+    # A cheaper model is the usual choice; unset: LLM_MODEL.
+    model: str | None = Field(default=None, min_length=1, validation_alias=_env("ANALYSIS_MODEL"))
+    # The shop's categories, comma-separated (lower-case words with underscores).
+    categories: str = Field(
+        default=",".join(DEFAULT_CATEGORIES), validation_alias=_env("ANALYSIS_CATEGORIES")
+    )
+    # The most a single analysis may take (it never runs on a customer's turn).
+    timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, validation_alias=_env("ANALYSIS_TIMEOUT_SECONDS")
+    )
+
+    @field_validator("categories")
+    @classmethod
+    def _categories(cls, value: str) -> str:
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        if not names:
+            raise ValueError("ANALYSIS_CATEGORIES needs at least one category")
+        bad = [name for name in names if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name)]
+        if bad:
+            raise ValueError(
+                f"ANALYSIS_CATEGORIES: {', '.join(bad)} is not a lower-case word (a-z, 0-9, _)"
+            )
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def category_names(self) -> tuple[str, ...]:
+        """The categories, in the order given."""
+        return tuple(self.categories.split(","))
+
+
 class PromptSettings(BaseSettings):
     """Which prompt versions are active."""
 
@@ -438,6 +476,7 @@ class PromptSettings(BaseSettings):
         default="1.5.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
+    analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
 
 
 class _ModelChoice(BaseSettings):
@@ -479,6 +518,7 @@ class Settings(BaseModel):
         default_factory=lambda: SupervisionSettings(_env_file=None)
     )
     csat: CsatSettings = Field(default_factory=lambda: CsatSettings(_env_file=None))
+    analysis: AnalysisSettings = Field(default_factory=lambda: AnalysisSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -566,5 +606,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "health": HealthSettings,
     "supervision": SupervisionSettings,
     "csat": CsatSettings,
+    "analysis": AnalysisSettings,
     "log": _LogSettings,
 }

@@ -83,7 +83,7 @@ def create_bot(settings: Settings, environ: Mapping[str, str] | None = None) -> 
     return Bot(token=token.get_secret_value(), session=session)
 
 
-async def run_bot(  # noqa: PLR0912, PLR0915 - every start-up step that can fail returns 1
+async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 1
     settings: Settings,
     mode: Mode,
     stop: asyncio.Event,
@@ -112,10 +112,16 @@ async def run_bot(  # noqa: PLR0912, PLR0915 - every start-up step that can fail
         if not await _prepare_bot(bot, app, mode):
             return 1
         working = asyncio.create_task(workers.run(), name="workers")
-        sweeper = side.handoff_sweeper
-        sweeping = tasks.spawn("handoff-sweeper", sweeper.run, stop=stop) if sweeper else None
-        csat = side.csat_sweeper
-        asking = tasks.spawn("csat-sweeper", csat.run, stop=stop) if csat else None
+        named = (
+            ("handoff-sweeper", side.handoff_sweeper),
+            ("csat-sweeper", side.csat_sweeper),
+            ("analysis-sweeper", side.analysis_sweeper),
+        )
+        sweeping = [
+            (sweeper, tasks.spawn(name, sweeper.run, stop=stop))
+            for name, sweeper in named
+            if sweeper is not None
+        ]
         try:
             if mode == "webhook":
                 if not await _serve_webhook(bot, front, app, intake, stop, tasks=tasks):
@@ -137,12 +143,9 @@ async def run_bot(  # noqa: PLR0912, PLR0915 - every start-up step that can fail
             tasks.stop()
             workers.stop()
             await working
-            if sweeper is not None and sweeping is not None:
+            for sweeper, task in sweeping:
                 sweeper.stop()
-                await sweeping
-            if csat is not None and asking is not None:
-                csat.stop()
-                await asking
+                await task
     finally:
         # The bot's session first (no more sends), then the engine in reverse order.
         await bot.session.close()
