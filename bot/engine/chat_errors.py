@@ -1,7 +1,7 @@
 """What can go wrong in a chat turn, in words a front end can act on.
 
-One hierarchy per floor: the tool loop raises :class:`turn.ToolLoopError` (its
-own floor, below this one), the session store raises ``SessionStoreError``, and
+One hierarchy per floor: the tool loop raises a :class:`turn.ToolLoopError` (its
+own floor, below this one; the seed's subclasses say which failure, the kind too), the session store raises ``SessionStoreError``, and
 the chat service translates both here, at its boundary, into a
 :class:`ChatServiceError` (:func:`chat_error_for`). Front ends catch only this
 one and act on its ``kind`` (also the audit outcome); it carries the turn id,
