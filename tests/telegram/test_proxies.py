@@ -7,9 +7,9 @@ connection must go through the proxy, which records the tunnels it opened.
 import pytest
 from aiogram.exceptions import TelegramNetworkError
 
-from bot.app import StartupError
 from bot.llm.errors import LLMUnavailableError
 from bot.llm.openai_client import OpenAIChatClient
+from bot.ops.startup import StartupError
 from bot.telegram.runner import create_bot
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer
 from bot.testing.polling_bot import PollingBot
