@@ -276,7 +276,7 @@ def dead_letter_lines(
         Column(title="GIVEN UP", priority=9, key=True),
         Column(title="UPDATE", priority=6),
         Column(title="INCIDENT", priority=10, key=True),
-        Column(title="ATTEMPTS", priority=8, right=True, keep=True, short="RUNS"),
+        Column(title="ATTEMPTS", priority=8, right=True, keep=True),
         Column(title="ERROR", priority=7, min_width=12),
     )
     rows = [

@@ -333,7 +333,7 @@ def _legend(lines: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.usefixtures("generated")
-@pytest.mark.parametrize("width", [60, 80, 120, None])
+@pytest.mark.parametrize("width", [45, 60, 80, 120, None])
 def test_stats_keeps_every_status_count_so_each_row_adds_up(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, width: int | None
 ) -> None:
@@ -362,3 +362,5 @@ def test_stats_keeps_every_status_count_so_each_row_adds_up(
         # Short titles were needed, and the legend says what they mean.
         assert meaning["BIZ"] == "BUSINESS_ERROR"
         assert max(len(line) for line in lines) <= width
+    # Only a very narrow terminal folds the counts onto a second table.
+    assert len(_tables(lines, "TOOL")) == (2 if width == 45 else 1)
