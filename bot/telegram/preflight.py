@@ -59,7 +59,11 @@ class BotApiRefusal(Exception):
 
 
 class BotApiUnreachable(Exception):
-    """No Bot API answer: no connection, a proxy that refused, no answer in time, or not JSON."""
+    """No Bot API answer: no connection, a proxy that refused, or no answer in time."""
+
+
+class NotABotApiServer(BotApiUnreachable):
+    """Something answered, but not as the Bot API does (an HTML page, say); a whole line."""
 
 
 class LightBotApi:
@@ -83,22 +87,24 @@ class LightBotApi:
         except ProxyURLError as error:
             raise StartupError(str(error)) from error
         self._network_errors: tuple[type[Exception], ...] = (aiohttp.ClientError, OSError)
+        if self._proxy is not None:
+            # Imported only with a proxy: most deployments connect directly.
+            import aiohttp_socks  # noqa: PLC0415
+
+            # A proxy that refuses the tunnel (407, 403, 502) is a network failure like others.
+            self._network_errors += (
+                aiohttp_socks.ProxyError,
+                aiohttp_socks.ProxyConnectionError,
+                aiohttp_socks.ProxyTimeoutError,
+            )
 
     def session(self) -> aiohttp.ClientSession:
         """A new HTTP session for the calls (through the proxy, if one applies)."""
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS)
         if self._proxy is None:
             return aiohttp.ClientSession(timeout=timeout)
-        # Imported only with a proxy: most deployments connect directly.
-        from aiohttp_socks import (  # noqa: PLC0415
-            ProxyConnectionError,
-            ProxyConnector,
-            ProxyError,
-            ProxyTimeoutError,
-        )
+        from aiohttp_socks import ProxyConnector  # noqa: PLC0415 - see __init__
 
-        # A proxy that refuses the tunnel (407, 403, 502) is a network failure like others.
-        self._network_errors += (ProxyError, ProxyConnectionError, ProxyTimeoutError)
         return aiohttp.ClientSession(
             timeout=timeout, connector=ProxyConnector.from_url(self._proxy)
         )
@@ -117,12 +123,12 @@ class LightBotApi:
         try:
             answer = json.loads(body)
         except ValueError as error:
-            raise BotApiUnreachable(
+            raise NotABotApiServer(
                 f"TELEGRAM_API_BASE_URL {self.where} is not a Bot API server: its answer to "
                 f"{method} was not Bot API JSON ({_reason(error)})"
             ) from error
         if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool):
-            raise BotApiUnreachable(
+            raise NotABotApiServer(
                 f"TELEGRAM_API_BASE_URL {self.where} is not a Bot API server: its answer to "
                 f"{method} was not Bot API JSON (no 'ok' field)"
             )
@@ -146,11 +152,12 @@ class LightBotApi:
             raise StartupError(
                 self._masked(f"the Bot API at {self.where} refused getMe: {error}")
             ) from error
+        except NotABotApiServer as error:
+            raise StartupError(str(error)) from error
         except BotApiUnreachable as error:
-            text = str(error)
-            if not text.startswith("TELEGRAM_API_BASE_URL"):
-                text = f"cannot reach the Bot API at {self.where}: {text}"
-            raise StartupError(self._masked(text)) from error
+            raise StartupError(
+                self._masked(f"cannot reach the Bot API at {self.where}: {error}")
+            ) from error
         if not isinstance(me, dict) or not isinstance(me.get("id"), int):
             raise StartupError(
                 f"TELEGRAM_API_BASE_URL {self.where} is not a Bot API server: its answer to "
