@@ -1,7 +1,10 @@
 """Entry point: ``python -m bot [polling|webhook|worker|console|audit ...]``.
 
 Each mode imports only what it needs: aiogram alone takes seconds to import,
-which the console and the staff's audit CLI should not pay.
+which the console and the staff's audit CLI should not pay. Every mode checks
+its settings (exit 2) and then what it needs of the network (an unreachable
+Redis, a rejected token, a staff group the bot cannot use: exit 1) before the
+heavy imports, so a start-up failure is one line in about a second.
 """
 
 import argparse
@@ -9,13 +12,22 @@ import sys
 from collections.abc import Sequence
 
 from bot.ops import event_loop
-from bot.ops.startup import configure_logging, load_settings
-from bot.settings import Settings
+from bot.ops.local_redis import LocalRedisError, LocalRedisServer, redis_or_private
+from bot.ops.startup import StartupError, configure_logging, load_settings
+from bot.settings import Settings, offline_by_default
 from bot.telegram.startup_checks import Mode, mode_check
 
 
-async def _console(settings: Settings, conversation: str | None) -> int:
-    from bot.app import StartupError, build_application  # noqa: PLC0415 - see module docstring
+async def _console(settings: Settings, conversation: str | None, notes: Sequence[str]) -> int:
+    # redis-py after the settings, aiogram-free; the rest of the console after Redis answered.
+    from bot.storage.startup import check_redis  # noqa: PLC0415 - see module docstring
+
+    try:
+        await check_redis(settings)
+    except StartupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    from bot.app import build_application  # noqa: PLC0415 - see module docstring
     from bot.console import run_console  # noqa: PLC0415 - see module docstring
 
     try:
@@ -24,21 +36,55 @@ async def _console(settings: Settings, conversation: str | None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     try:
-        return await run_console(app, conversation)
+        return await run_console(app, conversation, notes)
     finally:
         await app.aclose()
 
 
 def console_main(conversation: str | None) -> int:
-    """``python -m bot console``: exit 2 on bad settings, 1 when Redis is unreachable."""
-    settings = load_settings()
+    """``python -m bot console``: exit 2 on bad settings, 1 when Redis is unreachable.
+
+    Nothing needs to be set to try it: without ``LLM_BACKEND`` and ``OPENAI_API_KEY``
+    it runs the offline demo model, without ``REDIS_URL`` a private redis-server
+    (:mod:`bot.ops.local_redis`), each said in one line of the banner.
+    """
+    offline = offline_by_default()
+    settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
     if settings is None:
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    notes = [console_model_note(settings, chosen_for_tryout=offline)]
     try:
-        return event_loop.run(_console(settings, conversation))
+        with redis_or_private(settings.redis) as (redis_settings, server):
+            if server is not None:
+                notes.append(console_redis_note(server))
+            settings = settings.model_copy(update={"redis": redis_settings})
+            return event_loop.run(_console(settings, conversation, [n for n in notes if n]))
+    except LocalRedisError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def console_model_note(settings: Settings, *, chosen_for_tryout: bool) -> str:
+    """The banner's one line on the model, when it is the offline demo (else empty)."""
+    if settings.llm.backend != "offline":
+        return ""
+    why = "OPENAI_API_KEY is not set" if chosen_for_tryout else "LLM_BACKEND=offline"
+    return (
+        f"model: the offline demo (keyword rules, no network) because {why}; "
+        "for a real model set OPENAI_API_KEY and LLM_BACKEND=openai (.env or the environment)"
+    )
+
+
+def console_redis_note(server: LocalRedisServer) -> str:
+    """The banner's one line on the private redis-server, when REDIS_URL is unset."""
+    whose = "started here" if server.started_here else "shared with another console or audit"
+    return (
+        f"redis: a private redis-server on 127.0.0.1:{server.port} ({whose}; data kept in "
+        f"{server.directory}) because REDIS_URL is not set; stopped when the last user exits"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,17 +119,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def telegram_main(mode: Mode) -> int:
-    """``polling``, ``webhook`` or ``worker``: exit 2 on bad settings, before aiogram is imported.
+    """``polling``, ``webhook`` or ``worker``: exit 2 on bad settings, 1 on a failed preflight.
 
-    Every configuration problem is printed at once, in about a second; only a
-    usable configuration pays for importing aiogram and the model SDK.
+    Every configuration problem is printed at once, in about a second; then Redis,
+    the token and the staff group are checked (:mod:`bot.telegram.preflight`), also
+    before aiogram and the model SDK are imported. Only a start that can work pays
+    for those imports.
     """
     settings = load_settings(mode_check(mode))
     if settings is None:
         return 2
+    # aiohttp and redis-py only: a settings error (above) imports neither.
+    from bot.telegram.preflight import run_preflight  # noqa: PLC0415 - see module docstring
+
+    identity = run_preflight(settings)
+    if identity is None:
+        return 1
     from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
 
-    return start(settings, mode)
+    return start(settings, mode, identity)
 
 
 if __name__ == "__main__":

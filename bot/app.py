@@ -8,9 +8,14 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 
+from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations
+from bot.analysis.analyzer import SupportRequestAnalyzer
+from bot.analysis.offline import OfflineAnalyst
+from bot.analysis.runner import IdleAnalysis
+from bot.analysis.schedule import AnalysisSchedule
+from bot.analysis.service import ConversationAnalysis
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
@@ -30,9 +35,10 @@ from bot.knowledge.watcher import (
     open_help_center,
 )
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
-from bot.llm.types import ToolCallingClient
+from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.proxies import ProxyURLError, proxy_for
+from bot.ops.startup import StartupError
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
@@ -42,15 +48,16 @@ from bot.settings import Settings
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import (
     AsyncRedisClient,
-    RedisSetupError,
     RetryPolicy,
     async_client,
     describe_target,
 )
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
+from bot.storage.startup import connect_redis
 from bot.telegram.blocked_chats import BlockedChats
 from prompts.registry import (
+    ANALYSIS_PROMPT_ID,
     SUMMARY_PROMPT_ID,
     SUPPORT_CHAT_PROMPT_ID,
     UnknownPromptError,
@@ -62,7 +69,7 @@ from tools.execution import ToolExecutor
 from tools.human_agent import build_request_human_agent_tool
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
-from tools.support_hours import closed_note
+from tools.support_hours import closed_note, describe_hours, support_hours_at
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +78,6 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
-
-
-class StartupError(RuntimeError):
-    """The application cannot start; ``str()`` is one line for the operator."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,15 @@ class Application:
     actions: ActionConfirmations | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
+    # The request analysis (/analyze, the idle analysis); None with ANALYSIS=off.
+    analysis: ConversationAnalysis | None = None
+
+    def operator_unavailable(self) -> str:
+        """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
+        hours = support_hours_at(
+            self.shop.support_hours, datetime.now(UTC), self.settings.tools.support_timezone
+        )
+        return customer_texts.operator_off(describe_hours(hours))
 
     def local_turns(self) -> LocalTurns:
         """Turns of a front end without a queue (the console), audited as a worker's are."""
@@ -186,6 +198,66 @@ def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
         raise StartupError(str(error)) from error
 
 
+def _analysis_prompt(settings: Settings) -> PromptTemplate:
+    try:
+        return build_default_prompt_registry().get(
+            ANALYSIS_PROMPT_ID, settings.prompts.analysis_version
+        )
+    except UnknownPromptError as error:
+        raise StartupError(str(error)) from error
+
+
+def analysis_client(settings: Settings, chat_client: ToolCallingClient) -> StructuredOutputClient:
+    """The model the request analysis asks: ``ANALYSIS_MODEL`` over the chat model's connections.
+
+    The offline backend's analyst answers from the conversation's words; a client
+    without Structured Outputs (a test's stand-in) gets the offline analyst too.
+    """
+    if settings.llm.backend != "offline" and isinstance(chat_client, StructuredOutputClient):
+        # Here, not at the top: the offline backend never imports the SDK.
+        from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+        model = settings.analysis.model
+        if model is not None and isinstance(chat_client, OpenAIChatClient):
+            return chat_client.with_model(model)
+        return chat_client
+    return OfflineAnalyst()
+
+
+def build_analysis(
+    settings: Settings,
+    *,
+    client: StructuredOutputClient,
+    redis: AsyncRedisClient,
+    keys: RedisKeys,
+    sessions: SessionStore,
+    audit: AuditSink,
+) -> ConversationAnalysis:
+    """The request analysis, configured by ``settings`` (``ANALYSIS_*``)."""
+    analyzer = SupportRequestAnalyzer(
+        client=client,
+        prompt=_analysis_prompt(settings),
+        categories=settings.analysis.category_names,
+    )
+    schedule = AnalysisSchedule(
+        redis,
+        keys=keys,
+        idle_seconds=settings.csat.after_idle_minutes * 60,
+        ttl_seconds=settings.session.ttl_seconds,
+    )
+    return ConversationAnalysis(
+        analyzer=analyzer,
+        schedule=schedule,
+        idle=IdleAnalysis(
+            analyzer=analyzer,
+            schedule=schedule,
+            sessions=sessions,
+            audit=audit,
+            timeout_seconds=settings.analysis.timeout_seconds,
+        ),
+    )
+
+
 def build_chat_service(
     settings: Settings,
     *,
@@ -225,56 +297,6 @@ def build_chat_service(
     )
 
 
-async def connect_redis(settings: Settings) -> AsyncRedisClient:
-    """A client for ``REDIS_MODE`` whose node(s) are writable masters, or :class:`StartupError`.
-
-    Refuses a Sentinel, a replica, a cluster node in standalone mode and a
-    cluster whose ``cluster_state`` is not ok: each would pass PING and then
-    fail every turn.
-    """
-    where = describe_target(settings.redis)
-    try:
-        client = async_client(settings.redis)
-    except RedisSetupError as error:
-        raise StartupError(str(error)) from error
-    try:
-        await client.ping()
-        if settings.redis.mode == "standalone":
-            cluster_info = await client.info("cluster")
-            if str(cluster_info.get("cluster_enabled", 0)) == "1":
-                raise StartupError(f"Redis at {where} is a cluster node: set REDIS_MODE=cluster")
-    except StartupError:
-        await client.aclose()
-        raise
-    except (RedisError, OSError) as error:
-        await client.aclose()
-        raise StartupError(
-            f"Redis is unreachable at {where}: {_redis_failure(error, settings)}"
-        ) from error
-    health = await RedisHealthProbe(
-        client,
-        key_prefix=settings.redis.key_prefix,
-        timeout_seconds=settings.redis.socket_timeout_seconds,
-    ).check()
-    if not health.writable:
-        await client.aclose()
-        raise StartupError(f"Redis at {where} cannot take the bot's writes: {health.detail}")
-    return client
-
-
-def _redis_failure(error: Exception, settings: Settings) -> str:
-    """Why Redis did not answer, on one line: the error's kind and text, no password."""
-    reason = " ".join(str(error).split())[:200]
-    redis = settings.redis
-    _, _, rest = redis.url.get_secret_value().partition("://")
-    userinfo, at, _ = rest.rpartition("@")
-    secrets = [userinfo.partition(":")[2] if at else ""]
-    secrets += [s.get_secret_value() for s in (redis.password, redis.sentinel_password) if s]
-    for secret in filter(None, secrets):
-        reason = reason.replace(secret, "***")
-    return f"{type(error).__name__}: {reason}" if reason else type(error).__name__
-
-
 async def build_application(
     settings: Settings,
     llm: ToolCallingClient | None = None,
@@ -288,7 +310,8 @@ async def build_application(
     ``clock`` is what the support-hours code reads as now (whether support is open, the
     hours tool, the return window); tests fix it.
     """
-    _prompts(settings)  # an unknown prompt version fails before anything connects
+    # An unknown prompt version fails before anything connects.
+    _prompts(settings), _analysis_prompt(settings)
     try:
         shop = ShopStore.load(settings.tools.data_path)
     except OSError as error:
@@ -470,5 +493,15 @@ async def build_application(
             ),
         )
         if settings.csat.enabled == "on"
+        else None,
+        analysis=build_analysis(
+            settings,
+            client=analysis_client(settings, base_client),
+            redis=redis,
+            keys=keys,
+            sessions=sessions,
+            audit=turn_audit,
+        )
+        if settings.analysis.enabled == "on"
         else None,
     )

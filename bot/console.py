@@ -6,18 +6,22 @@ import getpass
 import io
 import logging
 import os
+import signal
 import sys
 import threading
-from collections.abc import Iterator
-from typing import TextIO
+from collections.abc import Coroutine, Iterator, Sequence
+from typing import Any, TextIO
 
 from bot import customer_texts
 from bot.actions.confirmation import Press
 from bot.actions.pending import ActionCard, Choice
+from bot.analysis.analyzer import AnalysisError
+from bot.analysis.render import render_analysis
 from bot.app import Application
 from bot.console_answer import ConsoleAnswer
 from bot.engine.chat_errors import ChatServiceError, ChatStorageError
 from bot.engine.chat_service import ChatReply
+from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
 from turn import TurnContext, TurnOutcome, new_turn_id
 
@@ -206,15 +210,24 @@ class Console:
     """Reads lines, answers them, prints one dim metadata line after each answer."""
 
     def __init__(
-        self, app: Application, conversation_key: str, stdin: TextIO, screen: ConsoleScreen
+        self,
+        app: Application,
+        conversation_key: str,
+        stdin: TextIO,
+        screen: ConsoleScreen,
+        notes: Sequence[str] = (),
     ) -> None:
         # A front end like Telegram's worker: each message a job of its own (one turn path).
         self._turns = app.local_turns()
         self._actions = app.actions
+        self._analysis = app.analysis
+        self._sessions = app.sessions
         self._streaming = app.settings.telegram.streaming == "on"
         self._key = conversation_key
         self._stdin = stdin
         self._screen = screen
+        self._notes = tuple(notes)
+        self._operator_unavailable = app.operator_unavailable
 
     def _print(self, text: str = "", dim: bool = False) -> None:
         self._screen.print(text, dim=dim)
@@ -222,6 +235,8 @@ class Console:
     async def run(self) -> int:
         """Chat until ``/exit`` or end of input; returns the exit code."""
         self._print(customer_texts.console_greeting(self._key))
+        for note in self._notes:
+            self._print(note, dim=True)
         while True:
             self._screen.prompt()
             line = await _read_line(self._stdin)
@@ -238,8 +253,11 @@ class Console:
             if text == "/new":
                 await self._reset()
                 continue
+            if text == "/analyze":
+                await self._analyze()
+                continue
             if text == "/operator":
-                self._print(customer_texts.CONSOLE_BOT + customer_texts.OPERATOR_OFF)
+                self._print(customer_texts.CONSOLE_BOT + self._operator_unavailable())
                 self._print(OPERATOR_NOTE, dim=True)
                 continue
             if text and not await self._turn(text):
@@ -271,6 +289,32 @@ class Console:
             if answer:
                 card = await self._answer(answer) or card
         return True
+
+    async def _analyze(self) -> None:
+        """``/analyze``: the conversation so far, analysed now, printed for the developer."""
+        if self._analysis is None:
+            self._print("! analysis is off (ANALYSIS=off)", dim=True)
+            return
+        try:
+            session = await self._sessions.load(self._key)
+        except SessionStoreError as error:
+            self._print(f"! storage_unavailable: {error}")
+            return
+        if session is None or not session.messages:
+            self._print(customer_texts.CONSOLE_NOTHING_TO_ANALYZE)
+            return
+        result = await self._analysis.idle.analyse(self._key, self._key, session)
+        if isinstance(result, AnalysisError):
+            self._print(f"! analysis_failed: {result.kind}: {result}")
+            return
+        self._print(customer_texts.CONSOLE_ANALYSIS)
+        for line in render_analysis(result.analysis):
+            self._print("  " + line)
+        tokens = result.usage.total_tokens
+        self._print(
+            f"model={result.model} turns={result.turns} tokens={tokens if tokens else '-'}",
+            dim=True,
+        )
 
     async def _reset(self) -> None:
         try:
@@ -335,13 +379,46 @@ class Console:
         self._print(customer_texts.CONSOLE_BOT + reply.text)
 
 
-async def run_console(app: Application, conversation: str | None = None) -> int:
-    """Run the console on stdin/stdout."""
+async def run_console(
+    app: Application, conversation: str | None = None, notes: Sequence[str] = ()
+) -> int:
+    """Run the console on stdin/stdout; ``notes`` are dim banner lines under the greeting."""
     if isinstance(sys.stdin, io.TextIOWrapper):
         # Bytes that are not UTF-8 (a terminal cutting a pasted Cyrillic line
         # mid-character) become U+FFFD instead of failing the read or the turn.
         sys.stdin.reconfigure(errors="replace")
     screen = ConsoleScreen(sys.stdin, sys.stdout, sys.stderr)
-    console = Console(app, console_conversation_key(conversation), sys.stdin, screen)
+    console = Console(app, console_conversation_key(conversation), sys.stdin, screen, notes)
     with logs_through(screen, sys.stderr):
-        return await console.run()
+        return await until_hangup(console.run())
+
+
+HANGUP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end the console as ``/exit`` does (SIGINT is Ctrl-C: asyncio's own)."""
+
+
+async def until_hangup(work: Coroutine[Any, Any, int]) -> int:
+    """``work``'s exit code; SIGTERM or SIGHUP (the terminal closed) cancel it: 128 + signal.
+
+    So a closed terminal or a ``kill`` still closes the application and lets go of
+    the private Redis (bot/ops/local_redis.py) instead of leaving it running.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        task.cancel()
+
+    for signum in HANGUP_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        return 128 + received[0]
+    finally:
+        for signum in HANGUP_SIGNALS:
+            loop.remove_signal_handler(signum)

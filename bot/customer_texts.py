@@ -143,9 +143,17 @@ OPERATOR_WAITING = (
 )
 OPERATOR_ALREADY = "Сотрудник поддержки уже подключён к разговору и ответит здесь."
 OPERATOR_OFF = (
-    "Позвать сотрудника из чата сейчас нельзя. "
-    "Спросите меня про часы работы поддержки, и я подскажу, когда она отвечает."
+    "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи в часы работы."
 )
+"""Without a staff group: ``/operator`` and the offline demo model's answer to «позовите
+оператора» both start with it and go on with the hours (:func:`operator_off`)."""
+
+
+def operator_off(hours: str) -> str:
+    """``/operator`` without a staff group: :data:`OPERATOR_OFF`, then the support hours."""
+    return f"{OPERATOR_OFF}\n\n{hours}"
+
+
 FAILED_HANDOFF = "Я позвал сотрудника поддержки: он ответит здесь, в этом чате."
 HANDOFF_IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
 """When a handoff ends because nobody wrote for ``HANDOFF_IDLE_MINUTES``."""
@@ -201,8 +209,8 @@ DRAFT_DEFAULT_LABEL: Final = "Проверяю данные…"
 # The terminal console (bot/console.py, bot/console_answer.py).
 
 CONSOLE_HELP = (
-    "Команды: /new — новый диалог, /operator — позвать сотрудника, "
-    "/help — эта подсказка, /exit — выход."
+    "Команды: /new — новый диалог, /analyze — анализ обращения, "
+    "/operator — позвать сотрудника, /help — эта подсказка, /exit — выход."
 )
 CONSOLE_PROMPT = "Вы: "
 """Before each line the customer types."""
@@ -217,6 +225,8 @@ CONSOLE_NO = "н"
 CONSOLE_DECISION = f"{CONFIRM_LABEL} [{CONSOLE_YES}] / {DECLINE_LABEL} [{CONSOLE_NO}]?"
 CONSOLE_CARD_WAITING = "Карточка ждёт решения; действие не выполнено."
 CONSOLE_NEW_CONVERSATION = "Начат новый диалог."
+CONSOLE_ANALYSIS = "Анализ обращения:"
+CONSOLE_NOTHING_TO_ANALYZE = "Анализировать пока нечего: в диалоге нет сообщений."
 CONSOLE_ACTION_GONE = "Это действие уже не ждёт решения."
 CONSOLE_ANSWER_CUT = "(ответ прерван)"
 """After the part of an answer already printed when its turn failed."""

@@ -1,5 +1,6 @@
 """Application settings: environment variables (and ``.env``), one class per concern."""
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.analysis.model import DEFAULT_CATEGORIES
 from bot.ops.proxies import ProxyURLError, normalise_proxy_url
 from bot.storage.keys import KEY_PREFIX_PATTERN
 from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
@@ -173,10 +175,14 @@ class RedisSettings(BaseSettings):
 
     model_config = _ENV
 
-    # A SecretStr because the URL may carry the password (redis://:pw@host/0).
+    # A SecretStr because the URL may carry the password (redis://:pw@host/0). The
+    # default is only a placeholder: an entry point never uses it (see url_is_set).
     url: SecretStr = Field(
         default=SecretStr("redis://localhost:6379/0"), validation_alias=_env("REDIS_URL")
     )
+    # Unset REDIS_URL: the console and the staff CLI run a private redis-server with its
+    # data here (bot/ops/local_redis.py); relative to the current directory.
+    local_dir: Path = Field(default=Path(".data"), validation_alias=_env("LOCAL_REDIS_DIR"))
     key_prefix: str = Field(
         default="support", pattern=KEY_PREFIX_PATTERN, validation_alias=_env("REDIS_KEY_PREFIX")
     )
@@ -224,7 +230,18 @@ class RedisSettings(BaseSettings):
     def _sentinels_for_sentinel_mode(self) -> "RedisSettings":
         if self.mode == "sentinel" and not self.sentinels:
             raise ValueError("REDIS_MODE=sentinel needs REDIS_SENTINELS (host:port,host:port)")
+        if self.mode == "cluster" and not self.url_is_set:
+            raise ValueError("REDIS_MODE=cluster needs REDIS_URL (any node of the cluster)")
         return self
+
+    @property
+    def url_is_set(self) -> bool:
+        """Whether ``REDIS_URL`` was given (environment, ``.env`` or a caller's values).
+
+        Unset, the Telegram modes refuse to start and the console and the staff CLI
+        start a private server: nobody talks to whatever answers on localhost:6379.
+        """
+        return "url" in self.model_fields_set
 
     def sentinel_addresses(self) -> list[tuple[str, int]]:
         """``REDIS_SENTINELS`` as (host, port) pairs; empty outside sentinel mode."""
@@ -414,6 +431,42 @@ class CsatSettings(BaseSettings):
     )
 
 
+class AnalysisSettings(BaseSettings):
+    """The request analysis: category, sentiment, urgency and a summary for staff, by the model."""
+
+    model_config = _ENV
+
+    enabled: Literal["on", "off"] = Field(default="on", validation_alias=_env("ANALYSIS"))
+    # A cheaper model is the usual choice; unset: LLM_MODEL.
+    model: str | None = Field(default=None, min_length=1, validation_alias=_env("ANALYSIS_MODEL"))
+    # The shop's categories, comma-separated (lower-case words with underscores).
+    categories: str = Field(
+        default=",".join(DEFAULT_CATEGORIES), validation_alias=_env("ANALYSIS_CATEGORIES")
+    )
+    # The most a single analysis may take (it never runs on a customer's turn).
+    timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, validation_alias=_env("ANALYSIS_TIMEOUT_SECONDS")
+    )
+
+    @field_validator("categories")
+    @classmethod
+    def _categories(cls, value: str) -> str:
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        if not names:
+            raise ValueError("ANALYSIS_CATEGORIES needs at least one category")
+        bad = [name for name in names if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name)]
+        if bad:
+            raise ValueError(
+                f"ANALYSIS_CATEGORIES: {', '.join(bad)} is not a lower-case word (a-z, 0-9, _)"
+            )
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def category_names(self) -> tuple[str, ...]:
+        """The categories, in the order given."""
+        return tuple(self.categories.split(","))
+
+
 class PromptSettings(BaseSettings):
     """Which prompt versions are active."""
 
@@ -423,6 +476,27 @@ class PromptSettings(BaseSettings):
         default="1.5.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
+    analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
+
+
+class _ModelChoice(BaseSettings):
+    """Whether ``LLM_BACKEND`` and ``OPENAI_API_KEY`` are set, read as the sections read them."""
+
+    model_config = _ENV
+
+    backend: str | None = Field(default=None, validation_alias=_env("LLM_BACKEND"))
+    api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+
+
+def offline_by_default(env_file: str | None = ".env") -> bool:
+    """Whether neither ``LLM_BACKEND`` nor ``OPENAI_API_KEY`` is set (environment or ``.env``).
+
+    Then the console tries the bot with the offline demo model instead of exiting;
+    the Telegram modes still need a key or an explicit ``LLM_BACKEND=offline``.
+    """
+    choice = _ModelChoice(_env_file=env_file)
+    key = choice.api_key.get_secret_value().strip() if choice.api_key is not None else ""
+    return choice.backend is None and not key
 
 
 class Settings(BaseModel):
@@ -444,6 +518,7 @@ class Settings(BaseModel):
         default_factory=lambda: SupervisionSettings(_env_file=None)
     )
     csat: CsatSettings = Field(default_factory=lambda: CsatSettings(_env_file=None))
+    analysis: AnalysisSettings = Field(default_factory=lambda: AnalysisSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -531,5 +606,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "health": HealthSettings,
     "supervision": SupervisionSettings,
     "csat": CsatSettings,
+    "analysis": AnalysisSettings,
     "log": _LogSettings,
 }

@@ -7,6 +7,7 @@ from prompts.template import PromptTemplate
 
 SUPPORT_CHAT_PROMPT_ID = "support_chat"
 SUMMARY_PROMPT_ID = "conversation_summary"
+ANALYSIS_PROMPT_ID = "request_analysis"
 
 # Per prompt id: the package holding its bodies (``<version>.txt``, package data of the
 # wheel) and the versions shipped. Sessions and audit entries name the version that
@@ -14,7 +15,10 @@ SUMMARY_PROMPT_ID = "conversation_summary"
 _SHIPPED: Mapping[str, tuple[str, tuple[str, ...]]] = {
     SUPPORT_CHAT_PROMPT_ID: ("prompts.support_chat", ("1.2.0", "1.3.0", "1.4.0", "1.5.0")),
     SUMMARY_PROMPT_ID: ("prompts.summary", ("1.0.0", "1.1.0")),
+    ANALYSIS_PROMPT_ID: ("prompts.analysis", ("1.0.0",)),
 }
+# Variables a prompt's bodies take (``${name}``), per prompt id.
+_VARIABLES: Mapping[str, frozenset[str]] = {ANALYSIS_PROMPT_ID: frozenset({"categories"})}
 
 
 class UnknownPromptError(LookupError):
@@ -57,6 +61,11 @@ def build_default_prompt_registry() -> PromptRegistry:
             body = files(package).joinpath(f"{version}.txt").read_text(encoding="utf-8")
             # The file ends with a newline; the body does not.
             registry.register(
-                PromptTemplate(prompt_id=prompt_id, version=version, body=body.strip())
+                PromptTemplate(
+                    prompt_id=prompt_id,
+                    version=version,
+                    body=body.strip(),
+                    required_variables=_VARIABLES.get(prompt_id, frozenset()),
+                )
             )
     return registry

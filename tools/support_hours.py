@@ -68,6 +68,42 @@ def closed_note(hours: SupportHours, moment: datetime, timezone: str | None = No
     return f"Сейчас поддержка не работает; сотрудник ответит в рабочие часы ({zone.key}): {days}."
 
 
+def support_hours_at(
+    hours: SupportHours, moment: datetime, timezone: str | None = None
+) -> SupportHoursResult:
+    """The schedule and whether support is open at ``moment``, in ``timezone`` or the shop's."""
+    zone = ZoneInfo(timezone or hours.timezone)
+    now = moment.astimezone(zone)
+    return SupportHoursResult(
+        timezone=zone.key,
+        open_now=open_at(hours, now, zone),
+        local_time=now.strftime("%Y-%m-%d %H:%M"),
+        schedule=[
+            DayHours(
+                day=_DAY_NAMES[day],
+                opens=_hhmm(span[0]) if (span := hours.weekly[day]) else None,
+                closes=_hhmm(span[1]) if span else None,
+            )
+            for day in WEEKDAYS
+        ],
+        contact=hours.contact,
+    )
+
+
+def describe_hours(result: SupportHoursResult) -> str:
+    """For the customer, one line: open now or not, then every day's hours.
+
+    The same words as the offline demo model's answer about the hours, so that
+    ``/operator`` and «позовите оператора» read alike without a staff group.
+    """
+    days = [
+        f"{day.day}: {day.opens}–{day.closes}" if day.opens else f"{day.day}: выходной"
+        for day in result.schedule
+    ]
+    state = "Сейчас поддержка работает." if result.open_now else "Сейчас поддержка закрыта."
+    return f"{state} График ({result.timezone}): " + "; ".join(days) + "."
+
+
 def build_support_hours_tool(
     store: ShopStore,
     timezone: str | None = None,
@@ -75,25 +111,10 @@ def build_support_hours_tool(
 ) -> RegisteredTool[GetSupportHoursArguments, SupportHoursResult]:
     """The support hours tool; ``timezone`` overrides the store's, ``clock`` is for tests."""
     hours = store.support_hours
-    zone = ZoneInfo(timezone or hours.timezone)
+    ZoneInfo(timezone or hours.timezone)  # an unknown zone fails here, not on a question
 
     def get_support_hours(arguments: GetSupportHoursArguments) -> SupportHoursResult:
-        now = clock().astimezone(zone)
-        open_now = open_at(hours, now, zone)
-        return SupportHoursResult(
-            timezone=zone.key,
-            open_now=open_now,
-            local_time=now.strftime("%Y-%m-%d %H:%M"),
-            schedule=[
-                DayHours(
-                    day=_DAY_NAMES[day],
-                    opens=_hhmm(span[0]) if (span := hours.weekly[day]) else None,
-                    closes=_hhmm(span[1]) if span else None,
-                )
-                for day in WEEKDAYS
-            ],
-            contact=hours.contact,
-        )
+        return support_hours_at(hours, clock(), timezone)
 
     return RegisteredTool(
         name=GET_SUPPORT_HOURS_TOOL_NAME,

@@ -3,10 +3,11 @@
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import httpx2
 import openai
+import pydantic
 from aiohttp_socks import ProxyError
 from openai import AsyncOpenAI, RequestOptions
 from openai.types.chat import ChatCompletion
@@ -22,7 +23,15 @@ from bot.llm.errors import (
 from bot.llm.http_client import ChatHttpClient, ChatTransport, EventStream, session_factory
 from bot.llm.parsing import parse_chunk, parse_completion, usage_of
 from bot.llm.streaming import StreamAssembler, sse_data
-from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
+from bot.llm.types import (
+    LLMResult,
+    Message,
+    StructuredResult,
+    StructuredT,
+    TextListener,
+    ToolChoice,
+    ToolDefinition,
+)
 from turn import ToolCall, Usage
 
 logger = logging.getLogger(__name__)
@@ -64,6 +73,8 @@ class OpenAIChatClient:
         self._url = str(base.copy_with(raw_path=base.raw_path + _COMPLETIONS_PATH))
         self._model_json = _dumps(model)
         self._tools: tuple[Sequence[ToolDefinition], bytes] | None = None
+        # Cleared for good when the server refuses ``json_schema`` response formats.
+        self._json_schema = True
 
     @classmethod
     def create(
@@ -105,6 +116,84 @@ class OpenAIChatClient:
     def model_name(self) -> str:
         """The configured model name."""
         return self._model
+
+    def with_model(self, model: str) -> "OpenAIChatClient":
+        """A client for another model over the same connections (closed by this one's owner)."""
+        return type(self)(self._client, model, self._instructions_role)
+
+    async def generate_structured(
+        self, messages: Sequence[Message], output: type[StructuredT]
+    ) -> StructuredResult[StructuredT]:
+        """One answer shaped like ``output``: Structured Outputs, else JSON mode.
+
+        The SDK's ``parse`` sends ``output``'s strict JSON schema and validates the
+        answer with it. A server that refuses ``json_schema`` (a 400 naming the
+        response format) is asked from then on in JSON mode, with the schema in
+        the instructions and the answer validated here.
+        """
+        wire = cast(Any, [self._with_role(message) for message in messages])
+        if self._json_schema:
+            try:
+                parsed = await self._client.chat.completions.parse(
+                    model=self._model, messages=wire, response_format=output
+                )
+            except openai.BadRequestError as error:
+                if not _refuses_json_schema(error):
+                    raise _llm_error(error) from error
+                self._json_schema = False
+                logger.warning(
+                    "The model server refuses json_schema response formats: "
+                    "structured answers use JSON mode from now on"
+                )
+            except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as error:
+                raise LLMBadResponseError("the structured answer was cut off") from error
+            except pydantic.ValidationError as error:
+                raise LLMBadResponseError(
+                    "the structured answer does not fit its schema"
+                ) from error
+            except (openai.OpenAIError, ProxyError, ValueError) as error:
+                raise _llm_error(error) from error
+            else:
+                if not parsed.choices:
+                    raise LLMBadResponseError("the model provider sent no choices")
+                message = parsed.choices[0].message
+                return StructuredResult(
+                    value=message.parsed,
+                    refusal=message.refusal,
+                    model=parsed.model,
+                    usage=usage_of(parsed.usage) if parsed.usage else Usage(),
+                )
+        return await self._json_mode(wire, output)
+
+    async def _json_mode(
+        self, wire: Any, output: type[StructuredT]
+    ) -> StructuredResult[StructuredT]:
+        schema = json.dumps(output.model_json_schema(), ensure_ascii=False)
+        instruction = {
+            "role": self._instructions_role,
+            "content": f"Answer with one JSON object that fits this JSON Schema: {schema}",
+        }
+        try:
+            completion = await self._client.chat.completions.create(
+                model=self._model,
+                messages=cast(Any, [*wire, instruction]),
+                response_format={"type": "json_object"},
+            )
+        except (openai.OpenAIError, ProxyError, ValueError) as error:
+            raise _llm_error(error) from error
+        if not completion.choices:
+            raise LLMBadResponseError("the model provider sent no choices")
+        message = completion.choices[0].message
+        usage = usage_of(completion.usage) if completion.usage else Usage()
+        if message.refusal or not message.content:
+            return StructuredResult(
+                value=None, refusal=message.refusal or "", model=completion.model, usage=usage
+            )
+        try:
+            value = output.model_validate_json(message.content)
+        except pydantic.ValidationError as error:
+            raise LLMBadResponseError("the JSON answer does not fit its schema") from error
+        return StructuredResult(value=value, refusal=None, model=completion.model, usage=usage)
 
     async def generate_with_tools(
         self,
@@ -237,6 +326,12 @@ class OpenAIChatClient:
     async def close(self) -> None:
         """Close the SDK's HTTP client (with it the aiohttp session and its connections)."""
         await self._client.close()
+
+
+def _refuses_json_schema(error: openai.BadRequestError) -> bool:
+    """Whether a 400 is the server's "no" to the ``json_schema`` response format itself."""
+    text = str(error).lower()
+    return "response_format" in text or "json_schema" in text
 
 
 def _llm_error(error: Exception) -> LLMClientError:

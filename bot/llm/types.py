@@ -2,7 +2,9 @@
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
 
 from turn import ToolCall, Usage
 
@@ -57,4 +59,42 @@ class ToolCallingClient(Protocol):
 
     async def close(self) -> None:
         """Release connections."""
+        ...
+
+
+StructuredT = TypeVar("StructuredT", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StructuredResult(Generic[StructuredT]):
+    """A model's answer in a given shape: ``value``, or why there is none (``refusal``)."""
+
+    value: StructuredT | None
+    refusal: str | None
+    model: str
+    usage: Usage = field(default_factory=Usage)
+
+
+@runtime_checkable
+class StructuredOutputClient(Protocol):
+    """A model that answers in the shape of a pydantic model (Structured Outputs).
+
+    Two implementations: the OpenAI-compatible client (``json_schema``, with JSON
+    mode plus validation for servers without it) and the offline demo analyst.
+    """
+
+    async def generate_structured(
+        self, messages: Sequence[Message], output: type[StructuredT]
+    ) -> StructuredResult[StructuredT]:
+        """Ask for one answer shaped like ``output``; a malformed one raises.
+
+        Raises :class:`~bot.llm.errors.LLMBadResponseError` when the answer does
+        not validate, and the other :class:`~bot.llm.errors.LLMClientError` kinds
+        as a chat request does.
+        """
+        ...
+
+    @property
+    def model_name(self) -> str:
+        """The configured model name."""
         ...

@@ -10,19 +10,27 @@ from pythonjsonlogger.json import JsonFormatter
 from bot.ops.log_context import LogContextFilter
 from bot.settings import SETTINGS_SECTIONS, Settings, SettingsError
 
+
+class StartupError(RuntimeError):
+    """The application cannot start; ``str()`` is one line for the operator (exit 1)."""
+
+
 SectionCheck = Callable[[Mapping[str, BaseSettings]], list[str]]
 """A mode's own check of the settings sections that loaded: one line per problem."""
 
 
-def load_settings(check: SectionCheck | None = None) -> Settings | None:
+def load_settings(
+    check: SectionCheck | None = None, values: Mapping[str, object] | None = None
+) -> Settings | None:
     """Settings from the environment, or ``None`` after printing one line per problem.
 
     ``check`` (a mode's needs: a token, a webhook URL) runs on every section that
-    loaded, also when others did not: every problem is printed at once.
+    loaded, also when others did not: every problem is printed at once. ``values``
+    (variable names as in ``.env``) take precedence over the environment.
     """
     settings: Settings | None = None
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(values)
         problems: list[str] = []
         sections: Mapping[str, BaseSettings] = {
             name: getattr(settings, name) for name in SETTINGS_SECTIONS if name != "log"

@@ -27,11 +27,13 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{<conv>}:csat``                 | hash   | max(interval, 7 d)  | CSAT ask/press | CSAT     |
+| ``{<conv>}:analysis``             | hash   | SESSION_TTL_SECONDS | analysis       | staff    |
 | ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
 | ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
 | ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
 | ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
 | ``{csat}:due``                    | zset   | none (asked: gone)  | delivery       | sweeper  |
+| ``{analysis}:due``                | zset   | none (done: gone)   | delivery       | sweeper  |
 | ``{dead_letters}:jobs``           | hash   | none (10,000 kept)  | worker         | CLI      |
 | ``{dead_letters}:order``          | zset   | none (10,000 kept)  | worker         | CLI      |
 | ``{shop:<customer>}:orders``      | hash   | 30 days             | demo shop      | tools    |
@@ -95,8 +97,9 @@ class ConversationKeys:
 
     @property
     def session(self) -> str:
-        """The stored session (hash: ``v`` version, ``d`` JSON, ``h`` the handoff state
-        while a person has the chat, which intake reads without parsing the JSON)."""
+        """The stored session (hash: ``v`` version, ``d`` JSON, ``c`` the lease token that
+        saved it, ``h`` the handoff state while a person has the chat, which intake reads
+        without parsing the JSON)."""
         return f"{self.base}:session"
 
     @property
@@ -184,6 +187,13 @@ class ConversationKeys:
         return f"{self.base}:csat"
 
     @property
+    def analysis(self) -> str:
+        """The conversation's last analysis (hash: ``v`` the session version analysed, ``by``
+        who claimed it, ``a`` the analysis JSON with the summary for staff; see
+        :mod:`bot.analysis.schedule`)."""
+        return f"{self.base}:analysis"
+
+    @property
     def attempts(self) -> str:
         """How often each queued job was handed to a worker (hash, see bot.queue.chat_queue)."""
         return f"{self.base}:attempts"
@@ -234,6 +244,14 @@ class RedisKeys:
         retry delay in one script, so one process queues the question.
         """
         return f"{self.prefix}:{{csat}}:due"
+
+    @property
+    def analysis_due(self) -> str:
+        """Conversations to analyse once idle, scored by when they are due (ms).
+
+        Claimed like :attr:`csat_due`; see :mod:`bot.analysis.schedule`.
+        """
+        return f"{self.prefix}:{{analysis}}:due"
 
     @property
     def dead_letters(self) -> str:

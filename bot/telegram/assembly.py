@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 from aiogram import Bot
 
+from bot.analysis.sweeper import AnalysisSweeper
 from bot.app import Application
 from bot.csat.sweeper import CsatSweeper
 from bot.handoff.desk import StaffDesk
 from bot.handoff.sweeper import HandoffSweeper
+from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.worker import WorkerPool, WorkerSettings
@@ -35,7 +37,7 @@ class TelegramSide:
     """What one process runs for Telegram, built and not yet started.
 
     ``handoff_sweeper`` is ``None`` when handoff is off, ``csat_sweeper`` when
-    ``CSAT`` is off.
+    ``CSAT`` is off, ``analysis_sweeper`` when ``ANALYSIS`` is off.
     """
 
     app: Application
@@ -45,6 +47,13 @@ class TelegramSide:
     workers: WorkerPool
     handoff_sweeper: HandoffSweeper | None
     csat_sweeper: CsatSweeper | None
+    analysis_sweeper: AnalysisSweeper | None = None
+
+    @property
+    def sweepers(self) -> list[Periodic]:
+        """Every sweeper this process runs (those of features that are on)."""
+        found = (self.handoff_sweeper, self.csat_sweeper, self.analysis_sweeper)
+        return [sweeper for sweeper in found if sweeper is not None]
 
 
 def build_telegram_side(
@@ -89,6 +98,13 @@ def build_telegram_side(
         )
         if app.feedback is not None
         else None,
+        analysis_sweeper=AnalysisSweeper(
+            schedule=app.analysis.schedule,
+            analysis=app.analysis.idle,
+            period_seconds=sweep_period_seconds,
+        )
+        if app.analysis is not None
+        else None,
     )
 
 
@@ -124,6 +140,7 @@ def _workers(
         handoff=app.handoff,
         cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
         feedback=app.feedback,
+        analysis=app.analysis.schedule if app.analysis is not None else None,
         blocked=app.blocked,
     )
     return WorkerPool(

@@ -52,6 +52,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         blocked_chats=app.blocked,
         settings=settings,
         handoff=app.handoff,
+        operator_unavailable=app.operator_unavailable,
         actions=app.actions,
         feedback=app.feedback,
         drafts=drafts_of(settings, metrics),

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot import customer_texts
+from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.audit.schema import (
     FAILED,
@@ -82,6 +83,8 @@ class TelegramJobRunner:
     cards: CardIndex | None = None
     feedback: CsatSchedule | None = None
     blocked: BlockedChats | None = None
+    # The idle analysis's schedule (None with ANALYSIS=off): due when the question would be.
+    analysis: AnalysisSchedule | None = None
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -308,21 +311,24 @@ class TelegramJobRunner:
             )
         if reply.staff and self.desk is not None:
             await self.desk.perform(lease.conversation_key, reply)
-        if self.feedback is not None and delivered and not blocked:
-            await self._schedule_question(lease.conversation_key, reply)
+        if delivered and not blocked:
+            await self._schedule_idle(lease.conversation_key, reply)
 
-    async def _schedule_question(self, conversation_key: str, reply: OutboxEntry) -> None:
-        """After the bot's answer: due after the idle time; after a closed handoff: due now."""
-        feedback = self.feedback
-        if feedback is None:
+    async def _schedule_idle(self, conversation_key: str, reply: OutboxEntry) -> None:
+        """After the bot's answer the question and the analysis are due after the idle time;
+        after a closed handoff, now."""
+        idle = [part for part in (self.feedback, self.analysis) if part is not None]
+        if not idle:
             return
         if reply.format == "answer":
-            await feedback.answered(conversation_key)
+            for part in idle:
+                await part.answered(conversation_key)
         elif any(
             fields.get(TYPE) == EntryType.HANDOFF and fields.get("event") == "closed"
             for fields in reply.audit
         ):
-            await feedback.handoff_closed(conversation_key)
+            for part in idle:
+                await part.handoff_closed(conversation_key)
 
     async def _deliver_question(
         self, reply: OutboxEntry, question: FeedbackQuestion, *, blocked: bool

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic_settings import BaseSettings
 
-from bot.settings import Settings, TelegramSettings, WebhookSettings
+from bot.settings import RedisSettings, Settings, TelegramSettings, WebhookSettings
 
 Mode = Literal["polling", "webhook", "worker"]
 
@@ -31,13 +31,22 @@ def token_is_well_formed(token: str) -> bool:
 
 
 def section_problems(
-    telegram: TelegramSettings | None, webhook: WebhookSettings | None, mode: Mode
+    telegram: TelegramSettings | None,
+    webhook: WebhookSettings | None,
+    mode: Mode,
+    redis: RedisSettings | None = None,
 ) -> list[str]:
     """What makes these sections unusable for ``mode`` (never quoting a secret).
 
     A section that is ``None`` did not load: its own problems are reported already.
     """
     problems = []
+    if redis is not None and not redis.url_is_set and redis.mode == "standalone":
+        # A production process never invents its Redis: localhost:6379 may be anybody's.
+        problems.append(
+            "REDIS_URL is not set: the bot's Redis, e.g. redis://localhost:6379/0 "
+            "(only the console and the audit CLI start a private one)"
+        )
     if telegram is not None:
         token = telegram.bot_token.get_secret_value() if telegram.bot_token else ""
         if not token.strip():
@@ -61,7 +70,7 @@ def section_problems(
 
 def settings_problems(settings: Settings, mode: Mode) -> list[str]:
     """What makes these settings unusable for ``mode`` (never quoting a secret)."""
-    return section_problems(settings.telegram, settings.webhook, mode)
+    return section_problems(settings.telegram, settings.webhook, mode, settings.redis)
 
 
 def mode_check(mode: Mode) -> Callable[[Mapping[str, BaseSettings]], list[str]]:
@@ -70,10 +79,12 @@ def mode_check(mode: Mode) -> Callable[[Mapping[str, BaseSettings]], list[str]]:
     def check(sections: Mapping[str, BaseSettings]) -> list[str]:
         telegram = sections.get("telegram")
         webhook = sections.get("webhook")
+        redis = sections.get("redis")
         return section_problems(
             telegram if isinstance(telegram, TelegramSettings) else None,
             webhook if isinstance(webhook, WebhookSettings) else None,
             mode,
+            redis if isinstance(redis, RedisSettings) else None,
         )
 
     return check

@@ -25,6 +25,8 @@ class InMemorySessionStore:
     def __init__(self) -> None:
         self._sessions: dict[str, tuple[str, ConversationSession]] = {}
         self._leases: dict[str, tuple[str, float]] = {}
+        # Who saved each session last (its lease token): what makes a commit a repeat.
+        self._saved_by: dict[str, str] = {}
         self.archived: list[ConversationSession] = []
         # A worker's completed jobs: job id -> the reply its commit stored.
         self.outbox: dict[str, str] = {}
@@ -70,7 +72,10 @@ class InMemorySessionStore:
         if completion is not None and completion.job_id in self.outbox:
             return
         stored_version, stored = self._sessions.get(key, ("", None))
-        if (stored_version, stored) == (new_version, session):
+        # A repeat is known by who saved it, not by equal content (the Redis script's rule).
+        if (stored_version, stored) == (new_version, session) and self._saved_by.get(
+            key
+        ) == locked.token:
             return
         if (completion is not None or not release) and self._holder(key) != locked.token:
             raise SessionLeaseLostError(f"the lease of {key} is lost")
@@ -79,6 +84,7 @@ class InMemorySessionStore:
         if stored_version != locked.version:
             raise SessionConflictError(f"session of {key} changed since version {locked.version!r}")
         self._sessions[key] = (new_version, session)
+        self._saved_by[key] = locked.token
         if completion is not None:
             self.outbox[completion.job_id] = completion.outbox_entry
 

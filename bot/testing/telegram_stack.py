@@ -101,7 +101,7 @@ class TelegramStack:
         finish the chats in hand, as the runner stops them.
         """
         side = self.side
-        sweepers = [s for s in (side.handoff_sweeper, side.csat_sweeper) if s] if sweep else []
+        sweepers = side.sweepers if sweep else []
         working = asyncio.create_task(side.workers.run(), name="workers") if work else None
         sweeping = [asyncio.create_task(sweeper.run()) for sweeper in sweepers]
         poller = (

@@ -105,6 +105,36 @@ def test_an_english_query_finds_the_article_by_its_tags(index: SearchIndex) -> N
     assert "delivery-regions" in _ids(index, "international shipping")
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "А какие у вас условия возврата?",
+        "какие условия возврата",
+        "условия вазврата",
+        "правила возврата товара",
+        "на каких условиях можно вернуть товар",
+        "Можно вернуть товар, если он не подошёл?",
+    ],
+)
+def test_return_conditions_find_the_return_article_first(index: SearchIndex, query: str) -> None:
+    """Issue 33: «условия» in the contacts' text outweighed «возврат» in every return article."""
+    assert _ids(index, query)[0] == "returns-how"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Сколько дней обычно идёт доставка?",
+        "сроки доставки",
+        "через сколько привезут",
+        "сколько дней идет доставка",
+    ],
+)
+def test_delivery_time_questions_find_delivery_times_first(index: SearchIndex, query: str) -> None:
+    """Issue 33: «обычно» and «идёт» (framing words) sent these to the order-tracking article."""
+    assert _ids(index, query)[0] == "delivery-times"
+
+
 def test_word_order_does_not_matter(index: SearchIndex) -> None:
     assert _ids(index, "вернуть деньги за заказ") == _ids(index, "за заказ деньги вернуть")
 

@@ -14,6 +14,7 @@ from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import (
     JobCompletion,
+    SessionConflictError,
     SessionStoreUnavailableError,
 )
 from bot.storage.keys import RedisKeys
@@ -235,3 +236,36 @@ async def test_reading_a_corrupt_entry_without_the_lease_says_so_in_the_log(
         assert await store.load("100") is None
     assert "Session of 100 is unreadable" in caplog.text
     assert "SECRET-TEXT" not in caplog.text
+
+
+async def test_an_identical_commit_by_a_worker_that_lost_the_chat_is_not_taken_for_its_own(
+    redis_client,
+):
+    """A frozen worker whose lease expired computes the same session as its taker.
+
+    Its late commit must fail (the chat moved on under another token), not pass as
+    "saved before": a repeated run is recognised by the token that saved it, not by
+    equal content (a deterministic model answers both workers alike).
+    """
+    store = make_store(redis_client)
+    frozen = await store.acquire("300", lease_seconds=30, wait_seconds=1)
+    # Its lease expires while it is frozen (SIGSTOP): the key is gone.
+    await redis_client.delete(RedisKeys("t").conversation("300").lease)
+    taker = await store.acquire("300", lease_seconds=30, wait_seconds=1)
+    same = session_for("300", turns=1)
+    await store.commit(taker, same)
+
+    with pytest.raises(SessionConflictError):
+        await store.commit(frozen, same)
+
+
+async def test_a_repeated_commit_by_the_same_holder_still_succeeds(redis_client):
+    store = make_store(redis_client)
+    locked = await store.acquire("301", lease_seconds=30, wait_seconds=1)
+    session = session_for("301", turns=1)
+    await store.commit(locked, session)
+
+    await store.commit(locked, session)  # a retry after a lost reply: no error
+
+    relocked = await store.acquire("301", lease_seconds=30, wait_seconds=1)
+    assert (relocked.session, relocked.version) == (session, "1")

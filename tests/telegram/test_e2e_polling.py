@@ -134,6 +134,17 @@ async def test_non_text_message_gets_a_reply_without_a_model_call(
     assert openai_server.requests == []
 
 
+async def test_operator_without_a_staff_group_names_the_hours_without_a_model_call(
+    running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """The text the console and the offline demo model give (tests/chat/test_console_tryout.py)."""
+    await telegram.push_message(14, "/operator")
+    (text,) = await telegram.wait_for_texts(14, 1)
+    assert text.startswith(customer_texts.OPERATOR_OFF + "\n\n")
+    assert "График (Europe/Moscow): понедельник: 09:00–21:00" in text
+    assert openai_server.requests == []
+
+
 async def test_a_ten_thousand_character_answer_arrives_in_valid_pieces(
     telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer, redis_client, redis_server
 ) -> None:

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from bot.settings import RedisSettings
 from bot.telegram.runner import main, run_bot
-from bot.telegram.startup_checks import settings_problems
+from bot.telegram.startup_checks import Mode, settings_problems
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
 from bot.testing.polling_bot import PollingBot
@@ -150,10 +150,41 @@ def test_the_audit_cli_imports_neither_aiogram_nor_the_sdk(tmp_path: Path) -> No
 
 
 def test_webhook_mode_needs_url_and_secret() -> None:
-    problems = settings_problems(make_settings(), "webhook")
+    problems = settings_problems(make_settings(REDIS_URL="redis://127.0.0.1:1/0"), "webhook")
     assert any("WEBHOOK_URL" in problem for problem in problems)
     assert any("WEBHOOK_SECRET" in problem for problem in problems)
-    assert settings_problems(make_settings(), "polling") == []
+    assert settings_problems(make_settings(REDIS_URL="redis://127.0.0.1:1/0"), "polling") == []
+
+
+@pytest.mark.parametrize("mode", ["polling", "webhook", "worker"])
+def test_telegram_modes_never_assume_a_redis(mode: Mode) -> None:
+    """Without REDIS_URL a Telegram mode refuses to start; Sentinels need none of their own."""
+    problems = settings_problems(make_settings(), mode)
+    assert problems[0].startswith("REDIS_URL is not set: ")
+    sentinel = make_settings(REDIS_MODE="sentinel", REDIS_SENTINELS="127.0.0.1:26379")
+    assert not any("REDIS_URL" in problem for problem in settings_problems(sentinel, mode))
+
+
+def test_telegram_modes_without_redis_url_exit_2_as_processes(tmp_path: Path) -> None:
+    """The real process, with a token and the model set but no REDIS_URL: one line, exit 2.
+
+    The console starts a private redis-server in that case; a production process never does.
+    """
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "worker"],
+        cwd=tmp_path,
+        env=child_env(TELEGRAM_BOT_TOKEN=TEST_TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        "configuration error: REDIS_URL is not set: the bot's Redis, e.g. "
+        "redis://localhost:6379/0 (only the console and the audit CLI start a private one)"
+    ]
+    assert not (tmp_path / ".data").exists()
 
 
 async def test_sigterm_lets_the_turn_in_flight_finish_then_exits_0(

@@ -1,16 +1,21 @@
 """The offline demo model picks the tools a real model would and answers in Russian from them."""
 
+import json
 import re
 
 import pytest
+import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.app import build_offline_model
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.llm.offline import OFFLINE_MODEL_NAME
+from bot.llm.offline import DEMO_TOOL_ROLES, OFFLINE_MODEL_DESCRIPTION, OFFLINE_MODEL_NAME, Role
 from bot.llm.types import Message
+from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.keys import RedisKeys
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
+from tools.knowledge.library import HelpCenter
 from tools.registry import RegisteredTool, ToolRegistry
 from tools.store import ShopStore
 from turn import TurnContext
@@ -235,7 +240,89 @@ def test_the_roles_follow_the_registry(store: ShopStore, default_registry: ToolR
     """A shipped tool the registry lacks is not one the model knows."""
     knowledge = build_offline_model(store, default_registry).knowledge
 
-    assert knowledge.order_status_tool == "get_order_status"
-    assert knowledge.help_center_tool is None
-    assert knowledge.cancel_order_tool is None
+    assert knowledge.tool(Role.ORDER_STATUS) == "get_order_status"
+    assert knowledge.tool(Role.HELP_CENTER) is None
+    assert knowledge.tool(Role.CANCEL_ORDER) is None
     assert "get_order_status" not in knowledge.unknown_tools()
+
+
+async def test_one_table_gives_every_shipped_tool_its_role_and_its_words(store: ShopStore) -> None:
+    """DEMO_TOOL_ROLES is the one mapping: a registry with every shipped tool fills every role."""
+    client = aioredis.Redis()
+    try:
+        registry = build_default_tool_registry(
+            store,
+            help_center=HelpCenter.load(),
+            shop=RedisDemoShop(client, RedisKeys("unit"), store),
+        )
+        knowledge = build_offline_model(store, registry).knowledge
+    finally:
+        await client.aclose()
+
+    assert sorted(role.role for role in DEMO_TOOL_ROLES.values()) == sorted(Role)
+    assert set(DEMO_TOOL_ROLES) == set(registry.names())
+    assert {knowledge.tool(role) for role in Role} == set(registry.names())
+    assert knowledge.unknown_tools() == ()
+
+
+def test_the_description_says_in_one_line_what_it_is_and_how_to_use_a_real_model(
+    store: ShopStore, default_registry: ToolRegistry
+) -> None:
+    model = build_offline_model(store, default_registry)
+
+    assert model.description == OFFLINE_MODEL_DESCRIPTION
+    assert "\n" not in OFFLINE_MODEL_DESCRIPTION
+    assert len(OFFLINE_MODEL_DESCRIPTION) <= 200
+    assert "not a language model" in OFFLINE_MODEL_DESCRIPTION
+    assert "OPENAI_API_KEY" in OFFLINE_MODEL_DESCRIPTION
+
+
+@pytest.mark.parametrize(
+    ("text", "product"),
+    [
+        ("Хочу вернуть электрический чайник", "электрический чайник"),
+        ("Можно сдать наушники обратно?", "наушники"),
+        ("Хочу вернуть товар", None),
+        ("Как вернуть деньги за возврат?", None),
+        ("верну ли я деньги если передумал", None),
+    ],
+)
+async def test_the_returned_product_is_one_the_shop_names_never_a_generic_word(
+    store: ShopStore, default_registry: ToolRegistry, text: str, product: str | None
+) -> None:
+    result = await build_offline_model(store, default_registry).generate_with_tools(
+        conversation(text), default_registry.api_schemas()
+    )
+
+    calls = [(call.name, json.loads(call.arguments)) for call in result.tool_calls]
+    if product is None:
+        assert calls == []
+        assert result.text
+        assert "«" not in result.text
+    else:
+        assert calls == [("get_return_policy", {"product": product})]
+
+
+@pytest.mark.parametrize(
+    ("text", "order_id"),
+    [
+        ("Где заказ 8041?", "8041"),
+        ("заказ №8042", "8042"),
+        ("8043", "8043"),
+        ("почему доставка платная если у меня заказ на 4000", None),
+        ("доставка от 3000 ₽ бесплатная?", None),
+        ("заказ на сумму 5000 руб не оплачивается", None),
+    ],
+)
+async def test_four_digits_are_an_order_number_unless_they_are_a_sum(
+    store: ShopStore, default_registry: ToolRegistry, text: str, order_id: str | None
+) -> None:
+    result = await build_offline_model(store, default_registry).generate_with_tools(
+        conversation(text), default_registry.api_schemas()
+    )
+
+    calls = [(call.name, json.loads(call.arguments)) for call in result.tool_calls]
+    if order_id is None:
+        assert "get_order_status" not in [name for name, _ in calls]
+    else:
+        assert calls == [("get_order_status", {"order_id": order_id})]

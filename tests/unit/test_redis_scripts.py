@@ -9,7 +9,17 @@ from redis.crc import key_slot
 
 import bot.storage.scripts
 from bot.storage.keys import RedisKeys
-from bot.storage.scripts import audit, chat, csat, dead_letters, handoff, intake, shop, work
+from bot.storage.scripts import (
+    analysis,
+    audit,
+    chat,
+    csat,
+    dead_letters,
+    handoff,
+    intake,
+    shop,
+    work,
+)
 from bot.storage.scripts.base import LuaScript
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +127,7 @@ def script_samples(prefix: str, conversation: str, stream: str) -> list[LuaScrip
             ),
         ),
         csat.ClaimDue(due=keys.csat_due, now_ms=1, retry_ms=1000, limit=100),
+        analysis.BeginAnalysis(chat=conv, version="s1:3", token="t1", ttl=60),
         csat.ForgetDue(due=keys.csat_due, conversation_key=conversation, claimed_ms=1),
         csat.Ask(
             chat=conv,

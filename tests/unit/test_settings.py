@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 from pydantic import AliasChoices
 
-from bot.settings import SETTINGS_SECTIONS, LLMSettings, Settings, SettingsError
+from bot.settings import (
+    SETTINGS_SECTIONS,
+    LLMSettings,
+    Settings,
+    SettingsError,
+    offline_by_default,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,3 +159,24 @@ def test_non_finite_numbers_are_refused(name, value):
     with pytest.raises(SettingsError) as raised:
         Settings.from_env({"LLM_BACKEND": "offline", name: value}, env_file=None)
     assert any(problem.startswith(f"{name}:") for problem in raised.value.problems)
+
+
+def test_cluster_mode_needs_redis_url_of_its_own():
+    """No node is assumed (localhost:6379 may be anybody's); the private server is standalone."""
+    with pytest.raises(SettingsError, match="REDIS_MODE=cluster needs REDIS_URL"):
+        Settings.from_env({"LLM_BACKEND": "offline", "REDIS_MODE": "cluster"}, env_file=None)
+
+
+def test_the_console_chooses_the_demo_model_only_when_nothing_names_a_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LLM_BACKEND", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert offline_by_default()
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-from-dotenv\n", encoding="utf-8")
+    assert not offline_by_default()
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=\nLLM_BACKEND=\n", encoding="utf-8")
+    assert offline_by_default()  # empty means not set
+    monkeypatch.setenv("LLM_BACKEND", "openai")  # explicit: a missing key stays an error
+    assert not offline_by_default()

@@ -15,7 +15,12 @@ _WORD = re.compile(r"[a-zа-яё0-9]+")
 _CYRILLIC = re.compile(r"[а-я]")
 
 # Words that say nothing about which article answers: customers write them in every
-# question. Kept short on purpose; BM25's idf already discounts what is common.
+# question. Kept short on purpose; BM25's idf already discounts what is common. The
+# last two Russian lines frame a question («какие условия возврата», «сколько дней
+# обычно идёт доставка»): the topic is the other word. Left in, such a word is rare in
+# a small help center, so its idf outweighs the topic's: the one article that uses it
+# in passing («подскажет ... условия возврата» in the contacts) wins, or no article
+# covers enough of the query.
 _STOP_WORDS_TEXT = """
     а без бы был была были было в вам вас во вот все всё где да для до его ее её если есть
     же за и из или им их к как ко когда кто ли либо мне меня мой мы на над не нет ни но ну
@@ -24,6 +29,8 @@ _STOP_WORDS_TEXT = """
     пожалуйста здравствуйте добрый день привет скажите сколько какой какая какие какое каких
     какую почему зачем куда откуда чего себе свой своя свои свое своё еще ещё очень просто
     сейчас будет буду могу можете может ли уже
+    обычно примерно вообще условия условие условиях правила правило идет идут долго
+    узнать интересует расскажите подробнее вопрос случае делать сделать
     a an and are can do does for how i in is it my of on or the to what when where with you
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())

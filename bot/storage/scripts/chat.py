@@ -70,12 +70,15 @@ class Commit(LuaScript):
 
     Returns 1 saved, 2 saved before (a repeated run), 0 the version changed,
     -1 the lease is not ours (when it must be), -2 the job is not at the head.
+    A repeated run is known by the token that saved (field ``c``), never by equal
+    content alone: a worker that lost the chat while frozen may compute exactly the
+    session its taker saved, and its late commit must fail, not pass as its own.
     """
 
     SOURCE = """
 if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then return 2 end
-local stored = redis.call('HMGET', KEYS[1], 'v', 'd')
-if stored[1] == ARGV[3] and stored[2] == ARGV[4] then return 2 end
+local stored = redis.call('HMGET', KEYS[1], 'v', 'd', 'c')
+if stored[1] == ARGV[3] and stored[2] == ARGV[4] and stored[3] == ARGV[1] then return 2 end
 local ours = redis.call('GET', KEYS[2]) == ARGV[1]
 if ARGV[10] == '1' and not ours then return -1 end
 if (stored[1] or '') ~= ARGV[2] then
@@ -83,7 +86,7 @@ if (stored[1] or '') ~= ARGV[2] then
   return 0
 end
 if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4])
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4], 'c', ARGV[1])
 if ARGV[12] ~= '' then
   redis.call('HSET', KEYS[1], 'h', ARGV[12])
 else

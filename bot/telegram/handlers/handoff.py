@@ -9,6 +9,7 @@ Commands other than our ``/close`` in a topic are neither run nor relayed.
 """
 
 import logging
+from collections.abc import Callable
 from functools import partial
 
 from aiogram import Bot, Router
@@ -37,11 +38,15 @@ def customer_of(message: Message) -> HandoffTurn:
 
 
 async def operator(
-    message: Message, job: JobContext, handoff: HandoffService | None = None
+    message: Message,
+    job: JobContext,
+    handoff: HandoffService | None = None,
+    operator_unavailable: Callable[[], str] | None = None,
 ) -> JobResult:
-    """The customer asks for a person."""
+    """The customer asks for a person (without a staff group: the hours, as the demo model says)."""
     if handoff is None:
-        return PlainReply(text=customer_texts.OPERATOR_OFF)
+        text = operator_unavailable() if operator_unavailable else customer_texts.OPERATOR_OFF
+        return PlainReply(text=text)
     if handoff.state(job) != "bot":
         return PlainReply(text=customer_texts.OPERATOR_ALREADY)
     return await handoff.open(

@@ -1,0 +1,146 @@
+"""When a conversation is analysed: once each time it goes idle, by one process.
+
+Two kinds of keys (:mod:`bot.storage.keys`):
+
+- ``{analysis}:due``, one zset for every chat, scored by when the conversation
+  counts as idle: each delivered answer (re)schedules it the idle time ahead
+  (``CSAT_AFTER_IDLE_MINUTES``, the moment the satisfaction question is due),
+  a closed handoff schedules it now. Sweepers claim due conversations with
+  :class:`~bot.storage.scripts.csat.ClaimDue` (a claimed score moves on by
+  the retry delay, so a second sweeper finds nothing).
+- ``{<conv>}:analysis``, the conversation's own hash: which idle was analysed
+  (the session id and turn count, claimed by one process with
+  :class:`~bot.storage.scripts.analysis.BeginAnalysis`) and the analysis itself
+  with its summary for staff, under the session's TTL. Never in the audit.
+
+So a conversation is analysed at most once per idle, whatever the number of
+processes; one that continues later is analysed again at its next idle. The
+analysis never runs on a customer's turn: the sweeper reads the session
+without its lease.
+"""
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from redis.exceptions import RedisError
+
+from bot.analysis.model import RequestAnalysis
+from bot.sessions.models import ConversationSession
+from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.keys import RedisKeys
+from bot.storage.scripts.analysis import BeginAnalysis
+from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.csat import ClaimDue, ForgetDue
+
+logger = logging.getLogger(__name__)
+
+
+def idle_of(session: ConversationSession) -> str:
+    """Which idle of the conversation this is: its session and how many turns it had."""
+    return f"{session.session_id}:{session.turn_count}"
+
+
+class StoredAnalysis(BaseModel):
+    """An analysis as kept for staff under the conversation (with its summary)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    idle: str
+    analysed_at: float
+    analysis: RequestAnalysis
+
+
+@dataclass(eq=False)
+class AnalysisSchedule:
+    """The idle analysis's schedule and results in Redis (see the module docstring)."""
+
+    redis: AsyncRedisClient
+    _: KW_ONLY
+    keys: RedisKeys
+    idle_seconds: float
+    ttl_seconds: int
+    clock: Callable[[], float] = time.time
+    _scripts: Scripts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._scripts = Scripts(self.redis)
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    async def answered(self, conversation_key: str) -> None:
+        """The bot answered: analyse after the idle time (only the last answer counts).
+
+        Never raises: the answer went out either way.
+        """
+        await self._due(conversation_key, self._now_ms() + int(self.idle_seconds * 1000))
+
+    async def handoff_closed(self, conversation_key: str) -> None:
+        """A handoff ended: the conversation is idle now. Never raises."""
+        await self._due(conversation_key, self._now_ms())
+
+    async def _due(self, conversation_key: str, due_ms: int) -> None:
+        try:
+            await self.redis.zadd(self.keys.analysis_due, {conversation_key: due_ms})
+        except (RedisError, OSError) as error:
+            logger.warning("Analysis not scheduled: Redis unavailable (%s)", type(error).__name__)
+
+    async def claim(self, retry_seconds: float, limit: int = 100) -> list[tuple[str, int]]:
+        """Due conversations, each with the score it now has (moved on by ``retry_seconds``)."""
+        reply = await self._scripts.run(
+            ClaimDue(
+                due=self.keys.analysis_due,
+                now_ms=self._now_ms(),
+                retry_ms=max(1, int(retry_seconds * 1000)),
+                limit=limit,
+            )
+        )
+        moved = int(text_of(reply[0]))
+        return [(text_of(member), moved) for member in reply[1:]]
+
+    async def forget(self, conversation_key: str, claimed_ms: int) -> None:
+        """Done with this idle: off the schedule, unless a newer answer rescheduled it."""
+        await self._scripts.run(
+            ForgetDue(
+                due=self.keys.analysis_due,
+                conversation_key=conversation_key,
+                claimed_ms=claimed_ms,
+            )
+        )
+
+    async def begin(self, conversation_key: str, session: ConversationSession, token: str) -> bool:
+        """Whether ``token`` analyses this idle of the conversation (one process does)."""
+        reply = await self._scripts.run(
+            BeginAnalysis(
+                chat=self.keys.conversation(conversation_key),
+                version=idle_of(session),
+                token=token,
+                ttl=self.ttl_seconds,
+            )
+        )
+        return int(reply) == 1
+
+    async def store(
+        self, conversation_key: str, session: ConversationSession, analysis: RequestAnalysis
+    ) -> None:
+        """Keep ``analysis`` for staff under the conversation, with the session's TTL."""
+        stored = StoredAnalysis(idle=idle_of(session), analysed_at=self.clock(), analysis=analysis)
+        key = self.keys.conversation(conversation_key).analysis
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, "a", stored.model_dump_json())
+            pipe.expire(key, self.ttl_seconds)
+            await pipe.execute()
+
+    async def latest(self, conversation_key: str) -> StoredAnalysis | None:
+        """The conversation's last stored analysis; ``None`` when there is none (or unreadable)."""
+        raw = await self.redis.hget(self.keys.conversation(conversation_key).analysis, "a")
+        if not raw:
+            return None
+        try:
+            return StoredAnalysis.model_validate_json(raw)
+        except ValidationError:
+            logger.warning("A stored analysis is unreadable; treated as none")
+            return None

@@ -1,0 +1,44 @@
+"""Analyses conversations that went idle, in every process with workers (supervised).
+
+It claims due conversations (:meth:`bot.analysis.schedule.AnalysisSchedule.claim`,
+one script, so of two sweepers only one claims a conversation) and analyses
+each outside any chat lease; :class:`~bot.analysis.runner.IdleAnalysis` makes
+sure one idle is analysed once even when a claim is retried by another process.
+"""
+
+from bot.analysis.runner import IdleAnalysis
+from bot.analysis.schedule import AnalysisSchedule
+from bot.ops.periodic import Periodic
+from bot.storage.keys import telegram_chat_id
+
+RETRY_SECONDS = 60.0
+"""How long after a claim a conversation still due is claimed again (a process died)."""
+
+
+class AnalysisSweeper(Periodic):
+    """Claims due conversations every ``period_seconds`` and analyses each once per idle."""
+
+    def __init__(
+        self,
+        *,
+        schedule: AnalysisSchedule,
+        analysis: IdleAnalysis,
+        period_seconds: float | None = None,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self._schedule = schedule
+        self._analysis = analysis
+        idle = schedule.idle_seconds
+        super().__init__("analysis sweep", period_seconds or min(5.0, max(idle / 4, 0.05)))
+        self._retry = max(retry_seconds, self._period, analysis.timeout_seconds + 5.0)
+
+    async def sweep(self) -> int:
+        """Analyse every due conversation (one at a time); returns how many were claimed."""
+        claimed = await self._schedule.claim(self._retry)
+        for conversation_key, claimed_ms in claimed:
+            chat = telegram_chat_id(conversation_key)
+            await self._analysis.run(
+                conversation_key, str(chat) if chat is not None else conversation_key
+            )
+            await self._schedule.forget(conversation_key, claimed_ms)
+        return len(claimed)
