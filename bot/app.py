@@ -113,11 +113,13 @@ class Application:
     feedback: CsatSchedule | None = None
     # The request analysis (/analyze, the idle analysis); None with ANALYSIS=off.
     analysis: ConversationAnalysis | None = None
+    # What the support-hours code reads as now (see build_application).
+    clock: Callable[[], datetime] = utc_now
 
     def operator_unavailable(self) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
         hours = support_hours_at(
-            self.shop.support_hours, datetime.now(UTC), self.settings.tools.support_timezone
+            self.shop.support_hours, self.clock(), self.settings.tools.support_timezone
         )
         return customer_texts.operator_off(describe_hours(hours))
 
@@ -459,6 +461,7 @@ async def build_application(
     )
     knowledge.start()
     return Application(
+        clock=clock,
         settings=settings,
         redis=redis,
         shop=shop,

@@ -32,6 +32,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import bot.storage.scripts
+from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.csat.schedule import CsatPolicy, CsatSchedule
 from bot.csat.sweeper import RETRY_SECONDS
@@ -46,6 +47,7 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import JobCompletion
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.keys import RedisKeys
+from bot.storage.scripts.analysis import BeginAnalysis
 from bot.storage.scripts.audit import WriteOnce
 from bot.storage.scripts.base import LuaScript, Scripts
 from bot.storage.scripts.chat import (
@@ -446,6 +448,15 @@ async def record_press_step(chat: Chat) -> Step:
     return lambda: schedule.record(KEY, "q1", 5, job_id="9")
 
 
+async def begin_analysis_step(chat: Chat) -> Step:
+    schedule = AnalysisSchedule(chat.redis, keys=chat.keys, idle_seconds=60, ttl_seconds=3600)
+    session = ConversationSession.start(KEY, NOW, "support_chat", "1.2.0").with_turn(
+        "вопрос 1", "ответ 1", NOW, "1.2.0", turn_id="T1"
+    )
+    # The sweeper's claim of this idle: a repeat must still say "yours".
+    return lambda: schedule.begin(KEY, session, token="sweeper-1")
+
+
 async def stale_step(chat: Chat) -> Step:
     await chat.work.signal(KEY)
     return lambda: chat.work.stale(-60_000, 0, 10)
@@ -620,6 +631,7 @@ CASES: dict[str, Case] = {
         why="'again' is the same question asked: decide asks it",
     ),
     "csat_record_press": Case(script=RecordPress, prepare=record_press_step),
+    "begin_analysis": Case(script=BeginAnalysis, prepare=begin_analysis_step),
 }
 
 
@@ -642,7 +654,7 @@ def every_script_class() -> set[type[LuaScript]]:
 def test_every_script_has_a_case() -> None:
     """A script added without a case here fails: the claim is about every one."""
     scripts = every_script_class()
-    assert len(scripts) >= 26
+    assert len(scripts) >= 27
     missing = sorted(script.__name__ for script in scripts - {c.script for c in CASES.values()})
     assert missing == [], f"scripts with no repeat case: {missing}"
 
