@@ -15,6 +15,7 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import (
     JobCompletion,
     SessionConflictError,
+    SessionLeaseLostError,
     SessionStoreUnavailableError,
 )
 from bot.storage.keys import RedisKeys
@@ -257,6 +258,44 @@ async def test_an_identical_commit_by_a_worker_that_lost_the_chat_is_not_taken_f
 
     with pytest.raises(SessionConflictError):
         await store.commit(frozen, same)
+
+
+async def test_a_frozen_workers_commit_of_a_job_its_taker_answered_is_refused(redis_client):
+    """The taker answered the same job and has not yet delivered it (its outbox entry is
+    there): the frozen worker's late commit of that job must fail, not read the taker's
+    entry as its own earlier save and send the answer a second time."""
+    store = make_store(redis_client)
+    chat = RedisKeys("t").conversation("302")
+    job = json.dumps({"job_id": "1", "update_id": 1})
+    await redis_client.rpush(chat.queue, job)
+    await redis_client.set(chat.lease, "frozen-token")
+    frozen = await store.held("302", "frozen-token", "", "")
+    # Its lease expires while it is frozen (SIGSTOP); another worker takes the chat.
+    await redis_client.set(chat.lease, "taker-token")
+    taker = await store.held("302", "taker-token", "", "")
+    same = session_for("302", turns=1)
+    completion = JobCompletion(job_raw=job, job_id="1", outbox_entry='{"answer": 1}')
+    await store.commit(taker, same, completion=completion, release=False)
+
+    with pytest.raises(SessionLeaseLostError):
+        await store.commit(frozen, same, completion=completion, release=False)
+    assert await redis_client.hgetall(chat.outbox) == {b"1": b'{"answer": 1}'}
+    assert await redis_client.get(chat.lease) == b"taker-token"
+
+
+async def test_a_repeated_commit_of_a_job_by_the_same_holder_still_succeeds(redis_client):
+    store = make_store(redis_client)
+    chat = RedisKeys("t").conversation("303")
+    job = json.dumps({"job_id": "1", "update_id": 1})
+    await redis_client.rpush(chat.queue, job)
+    await redis_client.set(chat.lease, "holder")
+    locked = await store.held("303", "holder", "", "")
+    completion = JobCompletion(job_raw=job, job_id="1", outbox_entry='{"answer": 1}')
+    await store.commit(locked, session_for("303"), completion=completion, release=False)
+
+    # A retry after a lost reply: no error, nothing popped twice.
+    await store.commit(locked, session_for("303"), completion=completion, release=False)
+    assert await redis_client.hgetall(chat.outbox) == {b"1": b'{"answer": 1}'}
 
 
 async def test_a_repeated_commit_by_the_same_holder_still_succeeds(redis_client):

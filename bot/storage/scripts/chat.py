@@ -73,10 +73,15 @@ class Commit(LuaScript):
     A repeated run is known by the token that saved (field ``c``), never by equal
     content alone: a worker that lost the chat while frozen may compute exactly the
     session its taker saved, and its late commit must fail, not pass as its own.
+    The same holds for the job's outbox entry: put there under another token (the
+    taker answered the job and has not delivered it yet), it answers -1.
     """
 
     SOURCE = """
-if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then return 2 end
+if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then
+  if redis.call('HGET', KEYS[1], 'c') == ARGV[1] then return 2 end
+  return -1
+end
 local stored = redis.call('HMGET', KEYS[1], 'v', 'd', 'c')
 if stored[1] == ARGV[3] and stored[2] == ARGV[4] and stored[3] == ARGV[1] then return 2 end
 local ours = redis.call('GET', KEYS[2]) == ARGV[1]
