@@ -240,11 +240,13 @@ class Complete(LuaScript):
     """Pop the head job and put its reply in the outbox, unless that already happened.
 
     Returns 1 done, 2 already done, 0 lease lost, -1 the job is not at the head.
+    The lease is checked first: the job's outbox entry under another worker's lease
+    is that worker's answer (this one was frozen past its lease), not "done before".
     """
 
     SOURCE = """
-if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then return 2 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then return 2 end
 if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[2] then return -1 end
 redis.call('LPOP', KEYS[2])
 if ARGV[3] ~= '' then
