@@ -10,6 +10,8 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bot.accounts.directory import DEMO_LOOKUP_TOOL, CustomerDirectory, DemoCustomerDirectory
+from bot.accounts.linking import AccountLinking
 from bot.actions.confirmation import ActionConfirmations
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
@@ -108,6 +110,8 @@ class Application:
     actions: ActionConfirmations | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
+    # Links a chat to the shop's customer by a shared contact; None without ACCOUNT_LINK_TOOL.
+    account_linking: AccountLinking | None = None
 
     def local_turns(self) -> LocalTurns:
         """Turns of a front end without a queue (the console), audited as a worker's are."""
@@ -159,6 +163,24 @@ def _build_llm(
         instructions_role=llm.instructions_role,
         max_connections=llm.max_connections,
         proxy=proxy,
+    )
+
+
+def _customer_directory(settings: Settings, shop: ShopStore) -> CustomerDirectory | None:
+    """The shop's customers by phone number for ``ACCOUNT_LINK_TOOL`` (``None`` when unset).
+
+    The demo shop's lookup is answered in process, over the store its MCP server
+    reads too. A lookup tool on a shop's own MCP server plugs in here, as a
+    directory over that server's session (see :mod:`bot.accounts.directory`).
+    """
+    tool = settings.tools.account_link_tool
+    if tool is None:
+        return None
+    if tool == DEMO_LOOKUP_TOOL:
+        return DemoCustomerDirectory(store=shop, tool_name=tool)
+    raise StartupError(
+        f"ACCOUNT_LINK_TOOL={tool}: no such lookup; this build answers only "
+        f"{DEMO_LOOKUP_TOOL} (the demo shop's)"
     )
 
 
@@ -275,7 +297,7 @@ def _redis_failure(error: Exception, settings: Settings) -> str:
     return f"{type(error).__name__}: {reason}" if reason else type(error).__name__
 
 
-async def build_application(
+async def build_application(  # noqa: PLR0915 - the composition root builds every part here
     settings: Settings,
     llm: ToolCallingClient | None = None,
     *,
@@ -300,6 +322,8 @@ async def build_application(
             f"{where}: {str(first['msg']).removeprefix('Value error, ')} "
             f"({error.error_count()} problem(s))"
         ) from error
+    # Before anything connects: an unknown lookup stops the start with one line.
+    directory = _customer_directory(settings, shop)
     try:
         help_center = open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
@@ -466,5 +490,8 @@ async def build_application(
             ),
         )
         if settings.csat.enabled == "on"
+        else None,
+        account_linking=AccountLinking(chat=chat, directory=directory)
+        if directory is not None
         else None,
     )

@@ -80,6 +80,7 @@ class EntryType(StrEnum):
     HANDOFF = "handoff"
     ACTION = "action"
     FEEDBACK = "feedback"
+    LINK = "link"
 
 
 # A registered tool's name always fits this (tools.registry); a name the model made

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings
 from redis.exceptions import RedisError
 
+from bot.accounts.directory import DEMO_LOOKUP_TOOL
 from bot.ops import event_loop
 from bot.ops.startup import configure_logging
 from bot.settings import (
@@ -99,7 +100,7 @@ from turn import ToolBusinessError, TurnContext
 
 logger = logging.getLogger(__name__)
 
-FIND_CUSTOMER_BY_PHONE_TOOL_NAME = "find_customer_by_phone"
+FIND_CUSTOMER_BY_PHONE_TOOL_NAME = DEMO_LOOKUP_TOOL
 SERVER_NAME = "demo-shop"
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
