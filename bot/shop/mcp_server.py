@@ -39,8 +39,9 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings
 from redis.exceptions import RedisError
@@ -170,6 +171,30 @@ def _ok(result: BaseModel) -> CallToolResult:
 _UNAVAILABLE = ("shop_unavailable", "Магазин временно недоступен, попробуйте позже.")
 
 
+class DemoShopServer(MCPServer[Any]):
+    """The SDK's server whose argument errors are refusals like the others: code and message.
+
+    The SDK answers arguments that fail the schema with its own long text (the
+    rejected values quoted); here they are ``invalid_arguments`` naming the
+    fields and the rules they broke, never the values.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The tool's result; arguments that fail validation as an ``isError`` result."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if not isinstance(error.__cause__, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: {problem['msg']}"
+                for problem in error.__cause__.errors(include_input=False, include_url=False)
+            )
+            return error_result("invalid_arguments", problems)
+
+
 def customer_of(customer_id: str) -> Customer:
     """The demo shop's customer of a bound ``customer_id``.
 
@@ -246,9 +271,9 @@ def build_demo_shop_server(
     *,
     timezone: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> MCPServer:
+) -> DemoShopServer:
     """An MCP server with the demo shop's tools over ``shop`` (orders) and ``store`` (the rest)."""
-    server = MCPServer(
+    server = DemoShopServer(
         SERVER_NAME,
         title="Демо-магазин",
         instructions=(

@@ -1,6 +1,5 @@
 """The demo shop's MCP server as a real child process, for tests (``python -m bot shop-mcp``)."""
 
-import os
 import signal
 import socket
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 from mcp import StdioServerParameters
 
 from bot.testing.redis_server import free_port
+from bot.testing.settings import child_environment
 
 
 def shop_server_environment(redis_url: str, key_prefix: str) -> dict[str, str]:
@@ -50,12 +50,9 @@ class DemoShopMcpProcess:
 
     def start(self, timeout_seconds: float = 20.0) -> None:
         """Start the process and wait until its port accepts connections."""
-        environment = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("REDIS_", "TOOL_", "LOG_"))
-        }
-        environment.update(shop_server_environment(self._redis_url, self._key_prefix))
+        environment = child_environment(
+            **shop_server_environment(self._redis_url, self._key_prefix)
+        )
         self._process = subprocess.Popen(
             [sys.executable, "-m", "bot", "shop-mcp", "--port", str(self.port)],
             cwd=self._cwd,

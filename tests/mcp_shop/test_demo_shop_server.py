@@ -119,6 +119,15 @@ async def test_tools_over_http_read_write_and_refuse(
         missing = await client.call_tool("find_customer_by_phone", {"phone": "+79990000000"})
         assert _error(missing)["code"] == "customer_not_found"
 
+        # Arguments that fail the schema: the fields and rules, never the values.
+        invalid = await client.call_tool(
+            "get_order_status", {"customer_id": "777", "order_id": "секрет-12"}
+        )
+        error = _error(invalid)
+        assert error["code"] == "invalid_arguments"
+        assert error["message"].startswith("order_id: ")
+        assert "секрет" not in str(invalid.content)
+
     # The same demo orders the bot's built-in tools read: customer 777 sees 8042 cancelled.
     redis = aioredis.Redis.from_url(redis_server.url)
     try:

@@ -7,6 +7,7 @@ sender: only then is the shop asked, and its customer id kept in the session
 and given to later turns. A number typed as text never links anything.
 """
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,11 +15,14 @@ import pytest
 from aiogram import Bot
 
 from bot import customer_texts
-from bot.app import Application
+from bot.accounts.directory import CustomerDirectoryError, ShopAccount
+from bot.accounts.linking import AccountLinking
+from bot.app import Application, StartupError, build_application
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
 from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext
+from bot.settings import Settings
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, echo_responder
@@ -80,11 +84,17 @@ class Stack(TelegramStack):
         return [e for e in await stream_entries(self.app.redis, AUDIT) if e.get("type") == "link"]
 
 
-@pytest.fixture
-async def stack(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
-) -> AsyncIterator[Stack]:
-    settings = make_settings(
+class UnreachableShop:
+    """A customer directory whose shop never answers (its server is down)."""
+
+    tool_name = "find_customer_by_phone"
+
+    async def find_by_phone(self, phone: str) -> ShopAccount | None:
+        raise CustomerDirectoryError("the shop did not answer")
+
+
+def linking_settings(redis_server: RedisServer, telegram: FakeTelegramServer) -> Settings:
+    return make_settings(
         REDIS_URL=redis_server.url,
         TELEGRAM_API_BASE_URL=telegram.base_url,
         REDIS_KEY_PREFIX="linking",
@@ -92,8 +102,28 @@ async def stack(
         SESSION_LEASE_SECONDS=3,
         ACCOUNT_LINK_TOOL="find_customer_by_phone",
     )
+
+
+@pytest.fixture
+async def stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    settings = linking_settings(redis_server, telegram)
     async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
         stack = Stack(app, bot, telegram)
+        async with stack.running():
+            yield stack
+
+
+@pytest.fixture
+async def unreachable_stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    """The same stack whose shop lookup fails."""
+    settings = linking_settings(redis_server, telegram)
+    async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
+        linking = AccountLinking(chat=app.chat, directory=UnreachableShop())
+        stack = Stack(dataclasses.replace(app, account_linking=linking), bot, telegram)
         async with stack.running():
             yield stack
 
@@ -168,3 +198,28 @@ async def test_an_own_number_the_shop_does_not_know_links_nothing(
     assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.LINK_NOT_FOUND]
     assert last_send(telegram).params["reply_markup"] == {"remove_keyboard": True}
     assert await stack.shop_customer() is None
+
+
+async def test_a_shop_that_does_not_answer_links_nothing_and_keeps_the_button(
+    unreachable_stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    await unreachable_stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
+    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.LINK_UNAVAILABLE]
+    assert "reply_markup" not in last_send(telegram).params
+    assert await unreachable_stack.shop_customer() is None
+    await unreachable_stack.settle(CHAT)
+    assert [e["event"] for e in await unreachable_stack.link_entries()] == ["unavailable"]
+
+
+async def test_an_unknown_lookup_stops_the_start_with_one_line(
+    redis_server: RedisServer, telegram: FakeTelegramServer
+) -> None:
+    settings = make_settings(
+        REDIS_URL=redis_server.url,
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        ACCOUNT_LINK_TOOL="lookup_customer",
+    )
+    with pytest.raises(StartupError) as raised:
+        await build_application(settings)
+    assert "ACCOUNT_LINK_TOOL=lookup_customer" in str(raised.value)
+    assert "\n" not in str(raised.value)
