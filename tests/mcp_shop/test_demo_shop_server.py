@@ -158,13 +158,25 @@ async def test_tools_over_stdio(redis_server: RedisServer, key_prefix: str, tmp_
         )
         assert changed.structured_content is not None
         assert changed.structured_content["order"]["delivery_address"] == "Москва, ул. Ленина, 1"
-        bad = await client.call_tool(
+        # A list-valued argument; a return of an order not yet delivered is refused.
+        refused = await client.call_tool(
             "request_return",
             {
                 "customer_id": "c-42",
                 "order_id": "8042",
-                "items": ["наушники"],
+                "items": ["наушники", "чехол для наушников"],
                 "reason": "не подошли",
             },
         )
-        assert _error(bad)["code"] == "not_returnable"
+        assert _error(refused)["code"] == "not_returnable"
+
+    # A customer id that is not a number is the customer the built-in tools know by that
+    # chat (the console's conversation id): the same order, changed.
+    redis = aioredis.Redis.from_url(redis_server.url)
+    try:
+        shop = RedisDemoShop(redis, RedisKeys(key_prefix), ShopStore.load())
+        order = await shop.order(Customer(user_id=None, chat_id="c-42"), "8042")
+        assert order is not None
+        assert order.delivery_address == "Москва, ул. Ленина, 1"
+    finally:
+        await redis.aclose()
