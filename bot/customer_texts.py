@@ -78,6 +78,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("help", "Справка по командам"),
     ("new", "Начать новый разговор"),
 )
+LINK_COMMAND: tuple[str, str] = ("link", "Привязать аккаунт магазина")
+"""In the menu too while account linking is on (``ACCOUNT_LINK_TOOL``)."""
 
 _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
     TurnOutcome.BAD_INPUT: (

@@ -185,8 +185,12 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
     settings = app.settings
     try:
         me = await bot.get_me()
+        linking = (customer_texts.LINK_COMMAND,) if app.account_linking is not None else ()
         await bot.set_my_commands(
-            [BotCommand(command=name, description=text) for name, text in customer_texts.COMMANDS]
+            [
+                BotCommand(command=name, description=text)
+                for name, text in (*customer_texts.COMMANDS, *linking)
+            ]
         )
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
