@@ -8,7 +8,9 @@ and given to later turns. A number typed as text never links anything.
 """
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from bot.engine.reply_stream import ReplyStream
 from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext
 from bot.settings import Settings
+from bot.support_audit.cli import main as audit_main
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, echo_responder
@@ -162,10 +165,33 @@ async def test_own_contact_links_the_shop_customer_and_later_turns_carry_it(
 
     await stack.settle(CHAT)
     (entry,) = await stack.link_entries()
-    assert (entry["event"], entry["tool"]) == ("linked", "find_customer_by_phone")
+    assert (entry["event"], entry["tool_name"]) == ("linked", "find_customer_by_phone")
     # Never the number, in any form, in any audit entry.
     for fields in await stream_entries(stack.app.redis, AUDIT):
         assert not any("9161234567" in value for value in fields.values())
+
+
+@pytest.fixture
+def staff_cli(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``support-audit``'s settings: this test's Redis and stream, no developer's ``.env``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
+    monkeypatch.setenv("AUDIT_STREAM", AUDIT)
+    monkeypatch.setenv("AUDIT_PSEUDONYMIZE_CHAT_IDS", "false")
+
+
+@pytest.mark.usefixtures("staff_cli")
+async def test_staff_find_the_link_with_support_audit(
+    stack: Stack, telegram: FakeTelegramServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
+    await telegram.wait_for_texts(CHAT, 1)
+    await stack.settle(CHAT)
+    assert audit_main(["tail", "--type", "link", "--json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    shown = json.loads(line)
+    assert (shown["type"], shown["event"], shown["chat_id"]) == ("link", "linked", str(CHAT))
+    assert "9161234567" not in line
 
 
 async def test_someone_elses_contact_is_refused_kindly(
