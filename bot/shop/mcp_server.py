@@ -198,9 +198,9 @@ class DemoShopServer(MCPServer[Any]):
 def customer_of(customer_id: str) -> Customer:
     """The demo shop's customer of a bound ``customer_id``.
 
-    A number is the customer the built-in tools know by that Telegram user id
-    (so both see the same orders and changes); anything else is a customer of
-    its own, who sees the orders every customer sees.
+    A number is the customer the built-in tools know by that Telegram user id;
+    anything else is the one they know by that chat id (the console's
+    conversation id). Either way both see the same orders and the same changes.
     """
     if customer_id.isdigit():
         return Customer(user_id=int(customer_id), chat_id=int(customer_id))
