@@ -20,7 +20,7 @@ from bot.accounts.directory import CustomerDirectory, CustomerDirectoryError
 from bot.audit.links import LinkAuditEntry, LinkEvent
 from bot.engine.chat_service import ChatService
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
-from bot.queue.jobs import OutboxEntry
+from bot.queue.jobs import OutboxEntry, ReplyKeyboardKind
 from bot.sessions.models import session_of
 
 
@@ -78,14 +78,16 @@ class AccountLinking:
         """
         if not contact.private_chat:
             return PlainReply(text=customer_texts.LINK_PRIVATE_ONLY)
+        # The button again where the customer may try again (a contact shared without
+        # /link had none); removed where sharing the number again changes nothing.
         if not contact.own:
-            return self._reply(job, "not_own_contact", customer_texts.LINK_NOT_OWN)
+            return self._reply(job, "not_own_contact", customer_texts.LINK_NOT_OWN, "contact")
         try:
             account = await self.directory.find_by_phone(contact.phone)
         except CustomerDirectoryError:
-            return self._reply(job, "unavailable", customer_texts.LINK_UNAVAILABLE)
+            return self._reply(job, "unavailable", customer_texts.LINK_UNAVAILABLE, "contact")
         if account is None:
-            return self._reply(job, "not_found", customer_texts.LINK_NOT_FOUND, remove=True)
+            return self._reply(job, "not_found", customer_texts.LINK_NOT_FOUND, "remove")
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=job.job.turn_id,
@@ -106,13 +108,11 @@ class AccountLinking:
         return done
 
     def _reply(
-        self, job: JobContext, event: LinkEvent, text: str, *, remove: bool = False
+        self, job: JobContext, event: LinkEvent, text: str, keyboard: ReplyKeyboardKind
     ) -> PlainReply:
-        """Nothing linked: ``text``, the button kept (or removed), the audit entry."""
+        """Nothing linked: ``text`` with the button (or its removal), and the audit entry."""
         return PlainReply(
-            text=text,
-            audit=(self._entry(job, event).to_fields(),),
-            reply_keyboard="remove" if remove else None,
+            text=text, audit=(self._entry(job, event).to_fields(),), reply_keyboard=keyboard
         )
 
     def _entry(self, job: JobContext, event: LinkEvent) -> LinkAuditEntry:

@@ -38,6 +38,7 @@ CHAT = 710
 OWN_PHONE = "79161234567"
 """The demo customer 100500's number, as Telegram sends a shared contact's (no ``+``)."""
 AUDIT = "linking:audit"
+CONTACT_BUTTON = [[{"text": customer_texts.LINK_BUTTON, "request_contact": True}]]
 
 
 class RecordingChat:
@@ -152,7 +153,7 @@ async def test_own_contact_links_the_shop_customer_and_later_turns_carry_it(
     await stack.feed(telegram.message_update(CHAT, "/link"))
     assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.LINK_ASK]
     keyboard = last_send(telegram).params["reply_markup"]
-    assert keyboard["keyboard"] == [[{"text": customer_texts.LINK_BUTTON, "request_contact": True}]]
+    assert keyboard["keyboard"] == CONTACT_BUTTON
 
     await stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
     assert (await telegram.wait_for_texts(CHAT, 2))[-1] == customer_texts.LINK_DONE
@@ -201,6 +202,7 @@ async def test_someone_elses_contact_is_refused_kindly(
     await stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT + 1))
     await stack.feed(contact_update(telegram, OWN_PHONE, owner=None))
     assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.LINK_NOT_OWN] * 2
+    assert last_send(telegram).params["reply_markup"]["keyboard"] == CONTACT_BUTTON
     assert await stack.shop_customer() is None
     await stack.settle(CHAT)
     assert [e["event"] for e in await stack.link_entries()] == ["not_own_contact"] * 2
@@ -231,7 +233,8 @@ async def test_a_shop_that_does_not_answer_links_nothing_and_keeps_the_button(
 ) -> None:
     await unreachable_stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
     assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.LINK_UNAVAILABLE]
-    assert "reply_markup" not in last_send(telegram).params
+    # The button again, to try once the shop answers.
+    assert last_send(telegram).params["reply_markup"]["keyboard"] == CONTACT_BUTTON
     assert await unreachable_stack.shop_customer() is None
     await unreachable_stack.settle(CHAT)
     assert [e["event"] for e in await unreachable_stack.link_entries()] == ["unavailable"]
