@@ -66,10 +66,12 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
     # Order matters: commands, then text turns, then the catch-all for other messages.
+    # With account linking on, /link before the commands' catch-all and a shared contact
+    # before "not text"; off, both are handled as before it existed.
+    linking = [link.build_router()] if app.account_linking is not None else []
     messages_router.include_routers(
         handoff_handlers.build_customer_router(),
-        # /link before the commands' catch-all; a shared contact before "not text".
-        link.build_router(),
+        *linking,
         commands.build_router(),
         chat.build_router(),
         other.build_router(),

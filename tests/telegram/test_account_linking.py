@@ -97,14 +97,16 @@ class UnreachableShop:
         raise CustomerDirectoryError("the shop did not answer")
 
 
-def linking_settings(redis_server: RedisServer, telegram: FakeTelegramServer) -> Settings:
+def linking_settings(
+    redis_server: RedisServer, telegram: FakeTelegramServer, lookup: str = "find_customer_by_phone"
+) -> Settings:
     return make_settings(
         REDIS_URL=redis_server.url,
         TELEGRAM_API_BASE_URL=telegram.base_url,
         REDIS_KEY_PREFIX="linking",
         AUDIT_STREAM=AUDIT,
         SESSION_LEASE_SECONDS=3,
-        ACCOUNT_LINK_TOOL="find_customer_by_phone",
+        ACCOUNT_LINK_TOOL=lookup,
     )
 
 
@@ -113,6 +115,30 @@ async def stack(
     redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
 ) -> AsyncIterator[Stack]:
     settings = linking_settings(redis_server, telegram)
+    async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
+        stack = Stack(app, bot, telegram)
+        async with stack.running():
+            yield stack
+
+
+@pytest.fixture
+async def polling_stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    """The stack taking updates by long polling from the fake Bot API."""
+    settings = linking_settings(redis_server, telegram)
+    async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
+        stack = Stack(app, bot, telegram)
+        async with stack.running(poll=True):
+            yield stack
+
+
+@pytest.fixture
+async def unlinked_stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    """The stack without ACCOUNT_LINK_TOOL."""
+    settings = linking_settings(redis_server, telegram, lookup="")
     async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
         stack = Stack(app, bot, telegram)
         async with stack.running():
@@ -252,3 +278,23 @@ async def test_an_unknown_lookup_stops_the_start_with_one_line(
         await build_application(settings)
     assert "ACCOUNT_LINK_TOOL=lookup_customer" in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+async def test_a_contact_taken_by_long_polling_links_the_account(
+    polling_stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    await telegram.push(telegram.message_update(CHAT, "/link"))
+    await telegram.wait_for_texts(CHAT, 1)
+    await telegram.push(contact_update(telegram, OWN_PHONE, owner=CHAT))
+    assert (await telegram.wait_for_texts(CHAT, 2))[-1] == customer_texts.LINK_DONE
+    assert await polling_stack.shop_customer() == "100500"
+
+
+async def test_without_a_lookup_link_is_unknown_and_a_contact_is_not_text(
+    unlinked_stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    assert unlinked_stack.app.account_linking is None
+    await unlinked_stack.feed(telegram.message_update(CHAT, "/link"))
+    await unlinked_stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
+    assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.HELP, customer_texts.NON_TEXT]
+    assert await unlinked_stack.shop_customer() is None

@@ -1,8 +1,8 @@
 """``/link`` and a shared contact: account linking (:mod:`bot.accounts.linking`).
 
-Without ``ACCOUNT_LINK_TOOL`` (``account_linking`` is ``None``) both behave as
-before linking existed: ``/link`` is an unknown command (the help) and a
-contact is a message that is not text.
+The dispatcher includes this router only with ``ACCOUNT_LINK_TOOL`` set; without
+it ``/link`` is an unknown command (the help) and a contact is a message that
+is not text, as before linking existed.
 """
 
 import logging
@@ -30,21 +30,17 @@ class HasContact(Filter):
         return message.contact is not None
 
 
-async def link_command(
-    message: Message, account_linking: AccountLinking | None = None
-) -> PlainReply:
+async def link_command(message: Message, account_linking: AccountLinking) -> PlainReply:
     """Ask for the customer's own contact with the ``request_contact`` button."""
-    if account_linking is None:
-        return PlainReply(text=customer_texts.HELP)
     return account_linking.ask(private_chat=message.chat.type == ChatType.PRIVATE)
 
 
 async def shared_contact(
-    message: Message, job: JobContext, account_linking: AccountLinking | None = None
+    message: Message, job: JobContext, account_linking: AccountLinking
 ) -> JobResult:
     """Link the account if the contact is the sender's own (never a number typed as text)."""
     contact = message.contact
-    if account_linking is None or contact is None:
+    if contact is None:  # HasContact let it through: never, said for the type checker
         return PlainReply(text=customer_texts.NON_TEXT)
     shared = SharedContact(
         private_chat=message.chat.type == ChatType.PRIVATE,
