@@ -106,6 +106,20 @@ SERVER_NAME = "demo-shop"
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+def _log_level(value: object) -> LogLevel:
+    """``LOG_LEVEL`` as validated by its section (anything else: INFO)."""
+    if value == "DEBUG":
+        return "DEBUG"
+    if value == "WARNING":
+        return "WARNING"
+    if value == "ERROR":
+        return "ERROR"
+    return "INFO"
+
+
 _READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
@@ -271,6 +285,7 @@ def build_demo_shop_server(
     *,
     timezone: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    log_level: LogLevel = "INFO",
 ) -> DemoShopServer:
     """An MCP server with the demo shop's tools over ``shop`` (orders) and ``store`` (the rest)."""
     server = DemoShopServer(
@@ -281,6 +296,8 @@ def build_demo_shop_server(
             "customer_id подставляет приложение."
         ),
         version="1.0.0",
+        # The HTTP server's own lines (uvicorn) follow LOG_LEVEL too.
+        log_level=log_level,
     )
     order_status = build_order_status_tool(store, shop)
     return_policy = build_return_policy_tool(store)
@@ -445,7 +462,7 @@ class ShopServerSettings:
 
     redis: RedisSettings
     tools: ToolSettings
-    log_level: str
+    log_level: LogLevel
     log_format: str
 
 
@@ -471,7 +488,7 @@ def load_server_settings(env_file: str | None = ".env") -> ShopServerSettings | 
     return ShopServerSettings(
         redis=redis,
         tools=tools,
-        log_level=str(getattr(log, "level", "INFO")),
+        log_level=_log_level(getattr(log, "level", "INFO")),
         log_format=str(getattr(log, "format", "text")),
     )
 
@@ -501,7 +518,9 @@ async def serve(
             )
             return 1
         shop = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), store)
-        server = build_demo_shop_server(shop, store, timezone=settings.tools.support_timezone)
+        server = build_demo_shop_server(
+            shop, store, timezone=settings.tools.support_timezone, log_level=settings.log_level
+        )
         if transport == "stdio":
             await server.run_stdio_async()
         else:
