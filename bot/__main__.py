@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bot [polling|webhook|worker|console|audit ...]``.
+"""Entry point: ``python -m bot [polling|webhook|worker|console|audit|knowledge|shop-mcp ...]``.
 
 Each mode imports only what it needs: aiogram alone takes seconds to import,
 which the console and the staff's audit CLI should not pay. Every mode checks
@@ -87,17 +87,26 @@ def console_redis_note(server: LocalRedisServer) -> str:
     )
 
 
+def _delegate(command: str, args: list[str]) -> int:
+    """A sub-command with a command line of its own (each imports only what it needs)."""
+    if command == "audit":
+        from bot.support_audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
+
+        return audit_main(args)
+    if command == "knowledge":
+        from bot.knowledge.cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
+
+        return knowledge_main(args)
+    from bot.shop.mcp_server import main as shop_mcp_main  # noqa: PLC0415 - see module docstring
+
+    return shop_mcp_main(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the chosen mode; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "audit":
-        from bot.support_audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
-
-        return audit_main(args[1:])
-    if args and args[0] == "knowledge":
-        from bot.knowledge.cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
-
-        return knowledge_main(args[1:])
+    if args and args[0] in ("audit", "knowledge", "shop-mcp"):
+        return _delegate(args[0], args[1:])
 
     parser = argparse.ArgumentParser(prog="python -m bot", description="Telegram support bot")
     sub = parser.add_subparsers(dest="mode")
@@ -108,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.add_argument("--session", help="conversation id to use (default: console-<user>)")
     sub.add_parser("audit", help="read the audit stream (see: python -m bot audit --help)")
     sub.add_parser("knowledge", help="check and try the help center (knowledge --help)")
+    sub.add_parser("shop-mcp", help="serve the demo shop's tools over MCP (shop-mcp --help)")
     parsed = parser.parse_args(args)
     if parsed.mode == "console":
         return console_main(parsed.session)

@@ -10,6 +10,8 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from bot import customer_texts
+from bot.accounts.directory import DEMO_LOOKUP_TOOL, CustomerDirectory, DemoCustomerDirectory
+from bot.accounts.linking import AccountLinking
 from bot.actions.confirmation import ActionConfirmations
 from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.offline import OfflineAnalyst
@@ -113,6 +115,8 @@ class Application:
     feedback: CsatSchedule | None = None
     # The request analysis (/analyze, the idle analysis); None with ANALYSIS=off.
     analysis: ConversationAnalysis | None = None
+    # Links a chat to the shop's customer by a shared contact; None without ACCOUNT_LINK_TOOL.
+    account_linking: AccountLinking | None = None
 
     def operator_unavailable(self) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
@@ -171,6 +175,24 @@ def _build_llm(
         instructions_role=llm.instructions_role,
         max_connections=llm.max_connections,
         proxy=proxy,
+    )
+
+
+def _customer_directory(settings: Settings, shop: ShopStore) -> CustomerDirectory | None:
+    """The shop's customers by phone number for ``ACCOUNT_LINK_TOOL`` (``None`` when unset).
+
+    The demo shop's lookup is answered in process, over the store its MCP server
+    reads too. A lookup tool on a shop's own MCP server plugs in here, as a
+    directory over that server's session (see :mod:`bot.accounts.directory`).
+    """
+    tool = settings.tools.account_link_tool
+    if tool is None:
+        return None
+    if tool == DEMO_LOOKUP_TOOL:
+        return DemoCustomerDirectory(store=shop, tool_name=tool)
+    raise StartupError(
+        f"ACCOUNT_LINK_TOOL={tool}: no such lookup; this build answers only "
+        f"{DEMO_LOOKUP_TOOL} (the demo shop's)"
     )
 
 
@@ -297,7 +319,7 @@ def build_chat_service(
     )
 
 
-async def build_application(
+async def build_application(  # noqa: PLR0915 - the composition root builds every part here
     settings: Settings,
     llm: ToolCallingClient | None = None,
     *,
@@ -323,6 +345,8 @@ async def build_application(
             f"{where}: {str(first['msg']).removeprefix('Value error, ')} "
             f"({error.error_count()} problem(s))"
         ) from error
+    # Before anything connects: an unknown lookup stops the start with one line.
+    directory = _customer_directory(settings, shop)
     try:
         help_center = open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
@@ -499,5 +523,8 @@ async def build_application(
             audit=turn_audit,
         )
         if settings.analysis.enabled == "on"
+        else None,
+        account_linking=AccountLinking(chat=chat, directory=directory)
+        if directory is not None
         else None,
     )

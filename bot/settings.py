@@ -319,6 +319,13 @@ class ToolSettings(BaseSettings):
     max_workers: int = Field(default=4, ge=1, le=64, validation_alias=_env("TOOL_MAX_WORKERS"))
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
+    # The shop's lookup of a customer by phone number; set, /link and shared contacts link
+    # the chat to the shop's customer (README, "Connect your shop"). Unset: no linking.
+    account_link_tool: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,128}$",
+        validation_alias=_env("ACCOUNT_LINK_TOOL"),
+    )
     # The help center search_help_center reads (Markdown articles; default: the demo one).
     knowledge_dir: Path = Field(
         default=DEFAULT_KNOWLEDGE_DIR, validation_alias=_env("KNOWLEDGE_DIR")
@@ -332,6 +339,11 @@ class ToolSettings(BaseSettings):
     knowledge_reload_seconds: float = Field(
         default=30.0, ge=0, le=86_400, validation_alias=_env("KNOWLEDGE_RELOAD_SECONDS")
     )
+
+    @field_validator("account_link_tool", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("support_timezone")
     @classmethod

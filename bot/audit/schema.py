@@ -81,6 +81,7 @@ class EntryType(StrEnum):
     ACTION = "action"
     FEEDBACK = "feedback"
     ANALYSIS = "analysis"
+    LINK = "link"
 
 
 # A registered tool's name always fits this (tools.registry); a name the model made

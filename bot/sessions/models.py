@@ -59,6 +59,9 @@ class ConversationSession(BaseModel):
     handoff_activity: datetime | None = None
     # A write the model proposed that waits for the customer's button (at most one).
     pending_action: PendingAction | None = None
+    # The shop's own id of this customer, found by the phone number of a contact the
+    # customer shared themselves (account linking); tools bind it, the model never sees it.
+    shop_customer_id: str | None = None
 
     @classmethod
     def start(
@@ -148,6 +151,10 @@ class ConversationSession(BaseModel):
         if role == "staff" and self.staff_replied_at is None:
             update["staff_replied_at"] = now
         return self.model_copy(update=update)
+
+    def with_shop_customer(self, customer_id: str, now: datetime) -> "ConversationSession":
+        """This conversation linked to the shop's customer ``customer_id``."""
+        return self.model_copy(update={"shop_customer_id": customer_id, "updated_at": now})
 
     def with_pending_action(self, action: PendingAction | None) -> "ConversationSession":
         """This session waiting for ``action`` (``None``: waiting for nothing)."""

@@ -185,7 +185,9 @@ def _build_parser() -> _Parser:
     tail.add_argument("--chat", help="only this chat (real id or pseudonym)")
     tail.add_argument("--tool", help="only this tool (and turns that called it)")
     tail.add_argument("--status", help="only this tool status or turn outcome")
-    tail.add_argument("--type", choices=("tool", "turn", "handoff", "action"), dest="entry_type")
+    tail.add_argument(
+        "--type", choices=("tool", "turn", "handoff", "action", "link"), dest="entry_type"
+    )
     tail.add_argument("--since", help="only entries after this: 15m, 1h, 2d, 1w or ISO-8601")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.set_defaults(run=_tail)

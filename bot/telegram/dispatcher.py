@@ -6,7 +6,8 @@ dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
-when off), and the worker's ``job``), never through globals.
+when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), and
+the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
 id, chat pseudonym) for every line the update's handling logs.
@@ -22,7 +23,7 @@ from bot.settings import Settings
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
-from bot.telegram.handlers import chat, commands, errors, membership, other
+from bot.telegram.handlers import chat, commands, errors, link, membership, other
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
@@ -55,6 +56,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         operator_unavailable=app.operator_unavailable,
         actions=app.actions,
         feedback=app.feedback,
+        account_linking=app.account_linking,
         drafts=drafts_of(settings, metrics),
     )
     in_flight = InFlightMiddleware()
@@ -65,8 +67,12 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
     # Order matters: commands, then text turns, then the catch-all for other messages.
+    # With account linking on, /link before the commands' catch-all and a shared contact
+    # before "not text"; off, both are handled as before it existed.
+    linking = [link.build_router()] if app.account_linking is not None else []
     messages_router.include_routers(
         handoff_handlers.build_customer_router(),
+        *linking,
         commands.build_router(),
         chat.build_router(),
         other.build_router(),

@@ -48,6 +48,7 @@ from bot.sessions.models import session_of
 from bot.telegram.action_cards import CardIndex, edit_card, send_card
 from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.feedback_question import send_question
+from bot.telegram.link_keyboard import reply_keyboard
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome, Usage
@@ -254,6 +255,7 @@ class TelegramJobRunner:
             audit=reply.audit,
             staff=reply.staff,
             card_edit=reply.card_edit,
+            reply_keyboard=reply.reply_keyboard,
         )
         key = lease.conversation_key
         try:
@@ -363,11 +365,16 @@ class TelegramJobRunner:
         await self.chat.summarise(lease.conversation_key, token=lease.token)
 
     async def _send(self, reply: OutboxEntry) -> bool:
+        keyboard = reply_keyboard(reply.reply_keyboard)
         try:
             if reply.format == "answer":
-                await self.replies.send_answer(self.bot, reply.chat_id, reply.text)
+                await self.replies.send_answer(
+                    self.bot, reply.chat_id, reply.text, keyboard=keyboard
+                )
             else:
-                await self.replies.send_plain(self.bot, reply.chat_id, reply.text)
+                await self.replies.send_plain(
+                    self.bot, reply.chat_id, reply.text, keyboard=keyboard
+                )
         except TelegramForbiddenError:
             logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
             return False

@@ -21,6 +21,7 @@ from aiogram.exceptions import (
     TelegramRetryAfter,
     TelegramServerError,
 )
+from aiogram.types import ReplyKeyboardMarkup, ReplyKeyboardRemove
 from aiohttp import ClientConnectorError
 from redis.exceptions import RedisError
 
@@ -30,6 +31,9 @@ from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.formatting import FormattedText, markdown_to_entities, split_formatted
 
 logger = logging.getLogger(__name__)
+
+ReplyKeyboard = ReplyKeyboardMarkup | ReplyKeyboardRemove
+"""A keyboard under the message box sent with a reply, or the order to remove it."""
 
 
 class ReplyNotDeliveredError(RuntimeError):
@@ -66,15 +70,29 @@ class ReplySender:
         self._blocked = blocked
         self._check_blocked = check_blocked
 
-    async def send_answer(self, bot: Bot, chat_id: int, markdown: str) -> int:
-        """Send a model answer (Markdown) as formatted pieces; returns how many were sent."""
-        return await self._send_all(bot, chat_id, split_formatted(markdown_to_entities(markdown)))
+    async def send_answer(
+        self, bot: Bot, chat_id: int, markdown: str, *, keyboard: ReplyKeyboard | None = None
+    ) -> int:
+        """Send a model answer (Markdown) as formatted pieces; returns how many were sent.
 
-    async def send_plain(self, bot: Bot, chat_id: int, text: str) -> int:
+        ``keyboard`` (a reply keyboard, or its removal) goes with the last piece.
+        """
+        pieces = split_formatted(markdown_to_entities(markdown))
+        return await self._send_all(bot, chat_id, pieces, keyboard)
+
+    async def send_plain(
+        self, bot: Bot, chat_id: int, text: str, *, keyboard: ReplyKeyboard | None = None
+    ) -> int:
         """Send the bot's own text, unformatted; returns how many pieces were sent."""
-        return await self._send_all(bot, chat_id, split_formatted(FormattedText(text)))
+        return await self._send_all(bot, chat_id, split_formatted(FormattedText(text)), keyboard)
 
-    async def _send_all(self, bot: Bot, chat_id: int, pieces: list[FormattedText]) -> int:
+    async def _send_all(
+        self,
+        bot: Bot,
+        chat_id: int,
+        pieces: list[FormattedText],
+        keyboard: ReplyKeyboard | None = None,
+    ) -> int:
         if (
             self._blocked is not None
             and self._check_blocked
@@ -82,17 +100,23 @@ class ReplySender:
         ):
             # Not delivered, and said so: the history and the audit must not call it answered.
             raise ReplyNotDeliveredError("the customer blocked the bot; not sent")
-        for piece in pieces:
-            await self._send_piece(bot, chat_id, piece)
+        for number, piece in enumerate(pieces, start=1):
+            await self._send_piece(bot, chat_id, piece, keyboard if number == len(pieces) else None)
         return len(pieces)
 
-    async def _send_piece(self, bot: Bot, chat_id: int, piece: FormattedText) -> None:
+    async def _send_piece(
+        self, bot: Bot, chat_id: int, piece: FormattedText, keyboard: ReplyKeyboard | None
+    ) -> None:
         entities = list(piece.entities)
 
         async def send() -> None:
             try:
                 await bot.send_message(
-                    chat_id=chat_id, text=piece.text, entities=entities or None, parse_mode=None
+                    chat_id=chat_id,
+                    text=piece.text,
+                    entities=entities or None,
+                    parse_mode=None,
+                    reply_markup=keyboard,
                 )
             except TelegramForbiddenError as error:
                 # Blocked by the user or removed from the group: every later send would fail.

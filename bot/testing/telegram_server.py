@@ -672,8 +672,11 @@ class FakeTelegramServer:
         if params.get("message_thread_id") is not None:
             message["message_thread_id"] = params["message_thread_id"]
             message["is_topic_message"] = True
-        if isinstance(params.get("reply_markup"), dict):
-            message["reply_markup"] = params["reply_markup"]
+        markup = params.get("reply_markup")
+        # As Telegram: a sent message carries only an inline keyboard; a reply keyboard
+        # (or its removal) changes the customer's input field and is not echoed.
+        if isinstance(markup, dict) and "inline_keyboard" in markup:
+            message["reply_markup"] = markup
         self.bot_messages[(chat_id, int(str(message["message_id"])))] = message
         return self._ok(message)
 

@@ -7,6 +7,7 @@ from aiogram.types import Message
 from redis.exceptions import RedisError
 
 from bot import customer_texts
+from bot.accounts.linking import AccountLinking, shop_customer_id
 from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.service import HandoffService
 from bot.ops.log_context import bind_turn
@@ -33,6 +34,7 @@ async def answer(
     handoff: HandoffService | None = None,
     *,
     drafts: Drafts | None = None,
+    account_linking: AccountLinking | None = None,
 ) -> JobResult:
     """Run the turn; its reply is committed, or a kind message with the incident code.
 
@@ -40,7 +42,8 @@ async def answer(
     draft while it is written; the committed reply is sent as usual either way.
 
     With handoff on, failed turns in a row call a person in; an answered turn's
-    commit starts the count again.
+    commit starts the count again. With account linking on, the turn's context
+    carries the shop's customer id the session keeps (tools bind it).
     """
     chat_id = message.chat.id
     turn_id = job.job.turn_id
@@ -50,6 +53,8 @@ async def answer(
         chat_id=chat_id,
         user_id=message.from_user.id if message.from_user else None,
         turn_id=turn_id,
+        # Read from the session only where accounts can be linked at all.
+        shop_customer_id=shop_customer_id(job) if account_linking is not None else None,
     )
     customer = customer_of(message) if handoff is not None else None
     text = question_text(message, (await bot.me()).username)
