@@ -75,6 +75,7 @@ _RULE_TEXT = {
     "not_returnable": "заказ ещё не доставлен или уже закрыт",
     "return_exists": "по заказу уже оформлен возврат",
     "item_not_in_order": "такого товара нет в заказе",
+    "item_quantity_exceeded": "в заказе меньше таких товаров",
     "return_period_over": "срок возврата истёк",
 }
 

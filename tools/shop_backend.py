@@ -7,6 +7,7 @@ the order once and answers the first outcome again.
 """
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
@@ -89,6 +90,10 @@ def check_returnable(
         raise ShopRuleError("not_returnable")
     if not items or any(item not in order.items for item in items):
         raise ShopRuleError("item_not_in_order")
+    # An item named twice is two pieces: never more of one than the order holds.
+    held = Counter(order.items)
+    if any(count > held[item] for item, count in Counter(items).items()):
+        raise ShopRuleError("item_quantity_exceeded")
     delivered = datetime.fromisoformat(order.updated_at).date()
     for item in items:
         policy = shop.find_return_policy(item)

@@ -86,6 +86,11 @@ async def test_cancel_8042_is_described_then_done_once(registry: ToolRegistry) -
             "item_not_in_order",
         ),
         (
+            "request_return",
+            {"order_id": "8043", "items": ["клавиатура"] * 10, "reason": "x"},
+            "item_quantity_exceeded",
+        ),
+        (
             "change_delivery_address",
             {"order_id": "8041", "address": "Москва, ул. Ленина, 1"},
             "address_not_changeable",
