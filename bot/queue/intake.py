@@ -120,9 +120,7 @@ class Intake:
     async def accept(self, update: IncomingUpdate) -> IntakeVerdict:
         """Queue ``update`` in its chat (once, whatever the number of deliveries)."""
         if update.staff is not None:
-            staff_verdict = await self._staff_flood(
-                update.update_id, update.staff, update.sent_ms
-            )
+            staff_verdict = await self._staff_flood(update.update_id, update.staff, update.sent_ms)
             if staff_verdict is not IntakeVerdict.QUEUED:
                 if staff_verdict is IntakeVerdict.RATE_WARN:
                     logger.warning(

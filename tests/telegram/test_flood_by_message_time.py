@@ -83,8 +83,7 @@ async def test_an_odd_date_buys_no_messages(
     chat = 810
     now = time.time()
     verdicts = [
-        await limited.feed(written_at(telegram, chat, f"спам {n}", dates(now, n)))
-        for n in range(8)
+        await limited.feed(written_at(telegram, chat, f"спам {n}", dates(now, n))) for n in range(8)
     ]
     assert verdicts == [IntakeVerdict.QUEUED] * 5 + [
         IntakeVerdict.RATE_WARN,
