@@ -139,6 +139,15 @@ def _write_tool(
         card_text, message = action.done(arguments, receipt)
         return ActionResult(done=True, card_text=card_text, message=message)
 
+    async def lookup(
+        arguments: _ArgumentsT, customer: Customer, idempotency_key: str
+    ) -> ActionResult | None:
+        receipt = await shop.receipt(customer, idempotency_key)
+        if receipt is None:
+            return None
+        card_text, message = action.done(arguments, receipt)
+        return ActionResult(done=True, card_text=card_text, message=message)
+
     return WriteTool(
         name=action.name,
         description=action.description,
@@ -146,6 +155,7 @@ def _write_tool(
         check=check,
         describe=action.describe,
         handler=handler,
+        lookup=lookup,
         declined=lambda _arguments: f"{action.not_done}: вы отказались",
     )
 

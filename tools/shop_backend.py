@@ -3,7 +3,9 @@
 Every operation takes the customer's identity as the application knows it
 (:class:`Customer`, built from the turn's context), never from the model's
 arguments. Writes take an idempotency key: the same key applied twice changes
-the order once and answers the first outcome again.
+the order once and answers the first outcome again; ``ShopBackend.receipt``
+tells whether a write under a key was applied (a process that died after the
+write and before recording its outcome asks it, instead of guessing).
 """
 
 import re
@@ -130,4 +132,8 @@ class ShopBackend(Protocol):
         self, customer: Customer, order_id: str, address: str, *, idempotency_key: str
     ) -> WriteReceipt:
         """Deliver the order to ``address``; raises :class:`ShopRuleError` when not allowed."""
+        ...
+
+    async def receipt(self, customer: Customer, idempotency_key: str) -> WriteReceipt | None:
+        """The receipt of the write applied under ``idempotency_key``; ``None``: none was."""
         ...

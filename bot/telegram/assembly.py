@@ -125,6 +125,7 @@ def _workers(
         cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
         feedback=app.feedback,
         blocked=app.blocked,
+        actions=app.actions,
     )
     return WorkerPool(
         stream=app.work,

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot import customer_texts
+from bot.actions.confirmation import ActionConfirmations
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.audit.schema import (
     FAILED,
@@ -47,6 +48,7 @@ from bot.sessions.models import session_of
 from bot.telegram.action_cards import CardIndex, edit_card, send_card
 from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.feedback_question import send_question
+from bot.telegram.handlers.actions import card_press
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome, Usage
@@ -66,7 +68,8 @@ class TelegramJobRunner:
     """Implements :class:`bot.queue.worker.JobRunner` for Telegram updates.
 
     ``feedback``: the satisfaction question's schedule (``None`` with ``CSAT=off``);
-    ``blocked`` is marked when Telegram refuses the question with 403.
+    ``blocked`` is marked when Telegram refuses the question with 403;
+    ``actions`` settles a press given up as a dead letter.
     """
 
     bot: Bot
@@ -82,6 +85,7 @@ class TelegramJobRunner:
     cards: CardIndex | None = None
     feedback: CsatSchedule | None = None
     blocked: BlockedChats | None = None
+    actions: ActionConfirmations | None = None
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -91,8 +95,6 @@ class TelegramJobRunner:
             # Unreadable: nothing can be answered; drop it so the chat moves on.
             await self.queue.complete(key, lease.token, state.head_raw, "", None)
             return JobDone(reply=None)
-        if state.attempts > self.max_attempts:
-            return await self._give_up(state, lease, job)
         context = JobContext(
             job=job,
             job_raw=state.head_raw,
@@ -101,6 +103,8 @@ class TelegramJobRunner:
             session_version=state.session_version,
             session_data=state.session_data,
         )
+        if state.attempts > self.max_attempts:
+            return await self._give_up(state, lease, job, context)
         if job.notice is not None:
             return await self._notice(state, lease, job, context)
         return await self._feed(state, lease, job, context)
@@ -126,11 +130,16 @@ class TelegramJobRunner:
         await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
         return JobDone(reply=None)
 
-    async def _give_up(self, state: ChatState, lease: HeldLease, job: QueuedJob) -> JobDone:
+    async def _give_up(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone:
         """A job whose every attempt ended without an outcome: a dead letter, a kind answer.
 
         The dead letter first (its own slot, written once), then the chat's step;
         a worker dying in between leaves the job over the limit for the next one.
+        A press on a confirmation card is settled instead of answered with the
+        failure: its action may have run before the process died, so the shop is
+        asked by the action's key, and the card and the pending action are closed.
         """
         failed = state.attempts - 1
         kind = state.failure or INTERRUPTED
@@ -158,6 +167,9 @@ class TelegramJobRunner:
                 lease.conversation_key, lease.token, state.head_raw, job.job_id, None
             )
             return JobDone(reply=None)
+        settled = await self._settle_given_up_press(lease, job, context)
+        if settled is not None:
+            return settled
         audit = TurnAuditEntry(
             chat_id=str(job.chat_id),
             turn_id=job.turn_id,
@@ -177,6 +189,22 @@ class TelegramJobRunner:
             text=customer_texts.unexpected_failure_message(job.turn_id), audit=(audit.to_fields(),)
         )
         return await self._complete(state, lease, job, reply)
+
+    async def _settle_given_up_press(
+        self, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone | None:
+        """Settle a given-up press on the chat's pending action; ``None`` for any other job."""
+        if self.actions is None or "callback_query" not in job.update:
+            return None
+        try:
+            update = Update.model_validate(job.update, context={"bot": self.bot})
+        except ValidationError:
+            return None
+        press = card_press(update.callback_query) if update.callback_query else None
+        if press is None:
+            return None
+        # A commit that fails raises: the job stays, and the next worker settles it.
+        return await self.actions.press(lease.conversation_key, context, press, given_up=True)
 
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
