@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import pytest
 from aiogram import Bot
 
+from bot import customer_texts
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient
@@ -112,3 +113,29 @@ async def test_a_press_that_arrived_late_still_expires(
     assert await stack.order("8042") == "processing"
     steps = await stack.wait_for_step(yes.split(":")[1], "expired")
     assert [step["event"] for step in steps] == ["proposed", "expired"]
+
+
+@pytest.fixture
+async def burst_stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
+) -> AsyncIterator[Stack]:
+    """A burst of two messages, then one per ten minutes."""
+    async for built in _stack(
+        redis_server, telegram, bot, FLOOD_BURST=2, FLOOD_INTERVAL_SECONDS=600
+    ):
+        yield built
+
+
+async def test_a_confirm_press_right_after_the_message_burst_executes(
+    burst_stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    stack = burst_stack
+    # The proposal and one more message spend the whole burst.
+    message_id, _, (yes, _) = await stack.card("отмените заказ 8042")
+    await stack.feed(telegram.message_update(CHAT, "а сколько ждать возврата?"))
+
+    await stack.feed(telegram.callback_update(CHAT, message_id, yes))
+
+    await telegram.wait_for(lambda: bool(stack.edits(message_id)))
+    assert [edit["text"] for edit in stack.edits(message_id)] == ["✅ Заказ 8042 отменён"]
+    assert customer_texts.RATE_LIMITED not in telegram.sent_texts(CHAT)
