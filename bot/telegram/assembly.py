@@ -21,7 +21,7 @@ from bot.handoff.sweeper import HandoffSweeper
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.worker import WorkerPool, WorkerSettings
-from bot.telegram.action_cards import CardIndex
+from bot.telegram.action_cards import CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -124,8 +124,8 @@ def _workers(
         handoff=app.handoff,
         cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
         feedback=app.feedback,
-        blocked=app.blocked,
         actions=app.actions,
+        withdrawal=CardWithdrawal(sessions=app.sessions),
     )
     return WorkerPool(
         stream=app.work,
