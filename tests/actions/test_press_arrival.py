@@ -16,6 +16,8 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
+from bot.queue.jobs import turn_id_for
+from bot.storage.keys import telegram_conversation
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient
 from bot.testing.telegram_server import FakeTelegramServer
@@ -139,3 +141,36 @@ async def test_a_confirm_press_right_after_the_message_burst_executes(
     await telegram.wait_for(lambda: bool(stack.edits(message_id)))
     assert [edit["text"] for edit in stack.edits(message_id)] == ["✅ Заказ 8042 отменён"]
     assert customer_texts.RATE_LIMITED not in telegram.sent_texts(CHAT)
+
+
+async def test_a_given_up_press_the_shop_never_applied_closes_its_card_as_failed(
+    stack: Stack, telegram: FakeTelegramServer
+) -> None:
+    # Its earlier attempts are taken as spent (as three crashed runs before the shop's
+    # write would leave them): the next worker gives the press up instead of running it.
+    message_id, _, (yes, _) = await stack.card("отмените заказ 8042")
+    press = telegram.callback_update(CHAT, message_id, yes)
+    attempts = stack.app.keys.conversation(telegram_conversation(CHAT)).attempts
+    max_attempts = stack.app.settings.worker.job_max_attempts
+    await stack.app.redis.hset(attempts, str(press["update_id"]), str(max_attempts))
+
+    await stack.feed(press)
+
+    await telegram.wait_for(lambda: bool(stack.edits(message_id)))
+    assert [edit["text"] for edit in stack.edits(message_id)] == [customer_texts.ACTION_FAILED_TEXT]
+    assert await stack.order("8042") == "processing"
+    incident = turn_id_for(telegram_conversation(CHAT), press["update_id"])
+    await telegram.wait_for(lambda: any(incident in text for text in telegram.sent_texts(CHAT)))
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert session.pending_action is None
+    steps = await stack.wait_for_step(yes.split(":")[1], "failed")
+    assert [(s["event"], s.get("error_code", "")) for s in steps] == [
+        ("proposed", ""),
+        ("confirmed", ""),
+        ("failed", "poison_job"),
+    ]
+    letters = await stack.app.redis.hkeys(stack.app.keys.dead_letters)
+    assert [letter.decode() if isinstance(letter, bytes) else letter for letter in letters] == [
+        incident
+    ]
