@@ -124,6 +124,7 @@ class ReplySender:
                 lambda: bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id),
                 refused="Telegram refused the edit",
                 done_already=lambda error: "not modified" in str(error),
+                repeatable=True,
             )
         except ReplyNotDeliveredError as error:
             logger.warning("Message %s not edited: %s", message_id, error)
@@ -165,12 +166,15 @@ class ReplySender:
         refused: str,
         bad_request: Callable[[TelegramBadRequest], bool] | None = None,
         done_already: Callable[[TelegramBadRequest], bool] | None = None,
+        repeatable: bool = False,
     ) -> _T | None:
         """``call()`` with the bounded, duplicate-free retries; ``None`` when done already.
 
         ``bad_request`` may change what the next attempt sends and answer ``True``
         to try again at once; ``done_already`` recognises a 400 that means the
-        work was done before (an edit repeated after a crash).
+        work was done before (an edit repeated after a crash). ``repeatable``: the
+        call changes nothing when it reached Telegram already (an edit), so a
+        timeout or a dropped connection is retried too.
         """
 
         async def attempt() -> _T | None:
@@ -203,7 +207,7 @@ class ReplySender:
             elif isinstance(error, TelegramServerError):
                 delay = self._backoff.pause(attempt)
             elif isinstance(error, TelegramNetworkError):
-                if not isinstance(error.__cause__, ClientConnectorError):
+                if not repeatable and not isinstance(error.__cause__, ClientConnectorError):
                     # The request may have reached Telegram: do not risk a duplicate.
                     raise ReplyNotDeliveredError("delivery uncertain; not retried") from error
                 delay = self._backoff.pause(attempt)
