@@ -440,12 +440,14 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
             burst=flood.burst,
             interval_seconds=flood.interval_seconds,
             daily_turns=flood.daily_turn_limit,
+            backlog_seconds=flood.backlog_seconds,
         ),
         # Staff messages are no model turns: only their rate is limited.
         staff_limits=FloodLimits(
             burst=flood.staff_burst,
             interval_seconds=flood.staff_interval_seconds,
             daily_turns=0,
+            backlog_seconds=flood.backlog_seconds,
         ),
         queue_max=flood.chat_queue_max,
     )

@@ -191,6 +191,11 @@ BUTTON_FORGED_ANSWER = "Кнопка больше не действует"
 """The press's short answer when its callback data names no action of this bot."""
 CARD_SUPERSEDED_TEXT = "Предложение заменено новым: смотрите карточку ниже"
 """An older card's new text when a newer proposal replaced it."""
+CARD_NOT_DELIVERED = (
+    "Не получилось показать кнопки подтверждения, поэтому действие не выполнено и ничего "
+    "не изменено. Если это ещё нужно, напишите мне ещё раз."
+)
+"""Said (and kept for the model) when a card could not be delivered: its action is withdrawn."""
 
 # Account linking (bot/accounts/linking.py, bot/telegram/handlers/link.py): the shop's
 # customer is found by the phone number of a contact the customer shared themselves.

@@ -395,6 +395,11 @@ class FloodSettings(BaseSettings):
     daily_turn_limit: int = Field(
         default=200, ge=1, le=1_000_000, validation_alias=_env("DAILY_TURN_LIMIT")
     )
+    # How old a message's own date (by which the limit is charged) may be: an older one
+    # counts as this old. Telegram keeps an unconfirmed update for 24 hours.
+    backlog_seconds: float = Field(
+        default=86_400, ge=0, le=7 * 86_400, validation_alias=_env("FLOOD_BACKLOG_SECONDS")
+    )
     # A staff member's messages in customers' topics, counted in the staff group.
     staff_burst: int = Field(default=20, ge=1, le=1000, validation_alias=_env("STAFF_FLOOD_BURST"))
     staff_interval_seconds: float = Field(

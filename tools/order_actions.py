@@ -75,6 +75,7 @@ _RULE_TEXT = {
     "not_returnable": "заказ ещё не доставлен или уже закрыт",
     "return_exists": "по заказу уже оформлен возврат",
     "item_not_in_order": "такого товара нет в заказе",
+    "item_quantity_exceeded": "в заказе меньше таких товаров",
     "return_period_over": "срок возврата истёк",
 }
 
@@ -138,6 +139,15 @@ def _write_tool(
         card_text, message = action.done(arguments, receipt)
         return ActionResult(done=True, card_text=card_text, message=message)
 
+    async def lookup(
+        arguments: _ArgumentsT, customer: Customer, idempotency_key: str
+    ) -> ActionResult | None:
+        receipt = await shop.receipt(customer, idempotency_key)
+        if receipt is None:
+            return None
+        card_text, message = action.done(arguments, receipt)
+        return ActionResult(done=True, card_text=card_text, message=message)
+
     return WriteTool(
         name=action.name,
         description=action.description,
@@ -145,6 +155,7 @@ def _write_tool(
         check=check,
         describe=action.describe,
         handler=handler,
+        lookup=lookup,
         declined=lambda _arguments: f"{action.not_done}: вы отказались",
     )
 

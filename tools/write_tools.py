@@ -4,7 +4,10 @@ A write tool has, besides its arguments model, a check of its preconditions
 against the current state (a failure is an ordinary tool error for the model),
 a description of the change rendered by the application for the confirmation
 card, and a handler that takes an idempotency key (the action id): a handler
-run twice with one key changes the shop once.
+run twice with one key changes the shop once. ``lookup`` asks the shop what
+a run under a key did, without running anything: how an action whose
+execution may have started (a process died after the shop's write, a press
+given up as a dead letter) is settled.
 """
 
 from collections.abc import Awaitable, Callable
@@ -54,8 +57,9 @@ class WriteTool(Generic[ArgumentsT, StateT]):
     ``check`` reads the current state for ``customer`` and raises
     :class:`~turn.ToolBusinessError` when the change is not allowed;
     ``describe`` renders the card's text from the arguments and that state;
-    ``handler`` applies the change under an idempotency key; ``declined`` is the
-    card's text when the customer said no.
+    ``handler`` applies the change under an idempotency key; ``lookup`` answers
+    the outcome of the change applied under a key (``None``: it was not);
+    ``declined`` is the card's text when the customer said no.
     """
 
     kind: ClassVar[ToolKind] = "write"
@@ -66,6 +70,7 @@ class WriteTool(Generic[ArgumentsT, StateT]):
     check: Callable[[ArgumentsT, Customer], Awaitable[StateT]]
     describe: Callable[[ArgumentsT, StateT], str]
     handler: Callable[[ArgumentsT, Customer, str], Awaitable[ActionResult]]
+    lookup: Callable[[ArgumentsT, Customer, str], Awaitable[ActionResult | None]]
     declined: Callable[[ArgumentsT], str]
     timeout_seconds: float = 5.0
 

@@ -1,13 +1,21 @@
 """A press on a confirmation card, resolved by the worker that holds the chat.
 
 The worker checks the press against the session it read with the job: the
-action is the chat's pending one, it is not expired, the presser is the
+action is the chat's pending one, it was not expired when the press *arrived*
+(the job's intake time: a crash and restart, or a long turn queued ahead of it
+in the chat, never turns an in-time press into a late one), the presser is the
 customer it was proposed to. A yes runs the tool's handler with the action id
 as the idempotency key, then one commit stores the outcome in the history,
 clears the pending action, pops the job and stores the outbox entry (the
 card's new text and the outcome message). A crash between the handler and
 that commit runs the handler again with the same key: the shop changes once.
 Any other press changes nothing.
+
+Whenever the execution may have started and its outcome is not in hand (the
+handler raised, a press given up as a dead letter, a verdict of "expired"),
+the shop is asked by the idempotency key (``WriteTool.lookup``): what it
+applied is told to the customer, the card and the audit (``executed``); it is
+never called expired or failed.
 """
 
 import logging
@@ -29,6 +37,7 @@ from bot.customer_texts import (
     ACTION_FAILED_TEXT,
     ACTION_FOREIGN_ANSWER,
     ACTION_STALE_ANSWER,
+    with_incident_code,
 )
 from bot.handoff.staff_actions import StaffAction
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
@@ -42,6 +51,8 @@ from tools.write_tools import ActionResult, WriteTool
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONFIRM_SECONDS = 600.0
+GIVEN_UP = "poison_job"
+"""The error code of a confirmed action whose press was given up and that the shop never applied."""
 
 
 class Verdict(StrEnum):
@@ -118,37 +129,71 @@ class ActionConfirmations:
     confirm_seconds: float = DEFAULT_CONFIRM_SECONDS
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
-    def verdict(self, session: ConversationSession | None, press: Press) -> Verdict:
-        """The verdict on ``press`` against ``session`` now."""
+    def verdict(
+        self, session: ConversationSession | None, press: Press, at: datetime | None = None
+    ) -> Verdict:
+        """The verdict on ``press`` against ``session`` for a press that arrived ``at`` (now)."""
         pending = session.pending_action if session is not None else None
-        return judge(pending, press, self.clock(), self.confirm_seconds)
+        return judge(pending, press, at or self.clock(), self.confirm_seconds)
 
     async def settle(
-        self, pending: PendingAction, verdict: Verdict, customer: Customer
+        self,
+        pending: PendingAction,
+        verdict: Verdict,
+        customer: Customer,
+        *,
+        given_up: str | None = None,
     ) -> ActionResult:
-        """Run (or decline, or expire) ``pending``: the outcome in the customer's words."""
+        """Run (or decline, or expire) ``pending``: the outcome in the customer's words.
+
+        ``given_up`` (the incident code of a press given up as a dead letter): a
+        confirmed action is not run again, only looked up in the shop by its key.
+        """
+        resolved = self._resolved(pending)
+        if isinstance(resolved, ActionResult):
+            return resolved
+        tool, arguments = resolved
+        if verdict is Verdict.DECLINE:
+            text = tool.declined(arguments)
+            return ActionResult.not_done("declined", text, f"{text}.")
+        if verdict is Verdict.CONFIRM and given_up is None:
+            return await _run(tool, arguments, customer, pending.action_id)
+        # Expired by its arrival, or given up as a dead letter: yet a run may have begun
+        # (before the process died; another version's window): only the shop can say.
+        done = await _looked_up(tool, arguments, customer, pending.action_id)
+        if done is not None:
+            return done
+        if verdict is Verdict.EXPIRED:
+            return ActionResult.not_done("expired", ACTION_EXPIRED_TEXT, ACTION_EXPIRED_MESSAGE)
+        return ActionResult.not_done(
+            GIVEN_UP, ACTION_FAILED_TEXT, with_incident_code(ACTION_FAILED_TEXT, given_up or "")
+        )
+
+    def _resolved(self, pending: PendingAction) -> tuple[WriteTool[Any, Any], Any] | ActionResult:
+        """The action's tool and validated arguments, or why it cannot run (nothing changed)."""
         tool = self.registry.write_tool(pending.tool_name)
         if tool is None:
             # A tool of another version (a rolling deploy) or one switched off.
             return ActionResult.not_done("unknown_tool", ACTION_FAILED_TEXT)
         try:
-            arguments = tool.arguments_model.model_validate_json(pending.arguments)
+            return tool, tool.arguments_model.model_validate_json(pending.arguments)
         except ValidationError:
             # Another version's arguments model (a rolling deploy); the error quotes the
             # arguments, so only the action is named.
             logger.warning("Action %s: its stored arguments no longer validate", pending.action_id)
             return ActionResult.not_done("invalid_arguments", ACTION_FAILED_TEXT)
-        if verdict is Verdict.EXPIRED:
-            return ActionResult.not_done("expired", ACTION_EXPIRED_TEXT, ACTION_EXPIRED_MESSAGE)
-        if verdict is Verdict.DECLINE:
-            text = tool.declined(arguments)
-            return ActionResult.not_done("declined", text, f"{text}.")
-        return await _run(tool, arguments, customer, pending.action_id)
 
-    async def press(self, conversation_key: str, job: JobContext, press: Press) -> JobDone | None:
-        """Resolve a press; ``None`` when it changes nothing (the job is then just dropped)."""
+    async def press(
+        self, conversation_key: str, job: JobContext, press: Press, *, given_up: bool = False
+    ) -> JobDone | None:
+        """Resolve a press; ``None`` when it changes nothing (the job is then just dropped).
+
+        The verdict is by the time the press arrived (the job's intake time).
+        ``given_up``: the press is a dead letter; a confirmed action is settled by
+        asking the shop (never run again), and its card and pending action closed.
+        """
         session = session_of(job.session_data)
-        verdict = self.verdict(session, press)
+        verdict = self.verdict(session, press, arrived_at(job))
         if (
             session is None
             or session.pending_action is None
@@ -158,10 +203,16 @@ class ActionConfirmations:
             return None
         pending = session.pending_action
         customer = Customer(user_id=press.presser_id, chat_id=press.chat_id)
-        decided = self.clock()
+        # The customer decided when they pressed, not when a worker got to it.
+        decided = arrived_at(job)
         started = perf_counter()
-        result = await self.settle(pending, verdict, customer)
+        result = await self.settle(
+            pending, verdict, customer, given_up=job.job.turn_id if given_up else None
+        )
         crash_point(ACTION_HANDLED)
+        if result.done:
+            # The shop applied it (possibly an earlier run under the same key): confirmed.
+            verdict = Verdict.CONFIRM
         now = self.clock()
         entry = OutboxEntry(
             job_id=job.job.job_id,
@@ -198,16 +249,34 @@ class ActionConfirmations:
         )
 
 
+def arrived_at(job: JobContext) -> datetime:
+    """When the job's update arrived: its intake time (the same on every re-run of it)."""
+    return datetime.fromtimestamp(job.job.enqueued_ms / 1000, UTC)
+
+
 async def _run(
     tool: WriteTool[Any, Any], arguments: Any, customer: Customer, action_id: str
 ) -> ActionResult:
     try:
         return await tool.handler(arguments, customer, action_id)
     except Exception:
-        # The shop is unreachable or broke: nothing is known to have changed; the
-        # customer is told so, and a repeat of the same key would not change it twice.
+        # The shop is unreachable or broke, perhaps after applying the change: it is
+        # asked by the key; only a shop that says "not applied" (or cannot be asked)
+        # makes it a failure, and a repeat of the same key would not change it twice.
         logger.exception("Action %s (%s) failed", action_id, tool.name)
-        return ActionResult.not_done("technical_error", ACTION_FAILED_TEXT)
+        done = await _looked_up(tool, arguments, customer, action_id)
+        return done or ActionResult.not_done("technical_error", ACTION_FAILED_TEXT)
+
+
+async def _looked_up(
+    tool: WriteTool[Any, Any], arguments: Any, customer: Customer, action_id: str
+) -> ActionResult | None:
+    """What the shop applied under the action's key; ``None`` when nothing (or unreachable)."""
+    try:
+        return await tool.lookup(arguments, customer, action_id)
+    except Exception:  # the shop's own failure: the caller's verdict stands
+        logger.warning("Action %s (%s): the shop could not be asked", action_id, tool.name)
+        return None
 
 
 def _press_audit(

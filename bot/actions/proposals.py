@@ -24,6 +24,8 @@ from tools.write_tools import WriteTool
 from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
 
 AWAITING_CONFIRMATION = "awaiting_confirmation"
+ONE_ACTION_AT_A_TIME = "one_action_at_a_time"
+"""The code of a second write proposed in one turn: the model is told no, and why."""
 PROPOSED_CATEGORY = "proposed"
 """The tool audit entry's category of a successful proposal (the action's own entry follows)."""
 
@@ -81,4 +83,24 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
         ),
         record=record(ToolStatus.SUCCESS, None, PROPOSED_CATEGORY),
         action=action,
+    )
+
+
+def refuse_second(tool: WriteTool[Any, Any], tool_call: ToolCall) -> Proposal:
+    """A second write in a turn that proposed one already: the tool's "no", nothing proposed.
+
+    The customer sees one card per turn, so the model must not tell them that two
+    actions await their buttons; it may propose the other one in a later turn.
+    """
+    timer = CallTimer(tool_call)
+    error = ToolBusinessError(
+        f"{tool.name} не предложено: в этом ходе клиенту уже предложено другое действие. "
+        "Одновременно ждёт подтверждения только одно действие; предложи это после того, "
+        "как клиент решит по первому.",
+        code=ONE_ACTION_AT_A_TIME,
+    )
+    return Proposal(
+        content=business_error_content(error),
+        record=timer.record(ToolStatus.BUSINESS_ERROR, error.code),
+        action=None,
     )

@@ -9,7 +9,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from bot.actions.pending import PendingAction
-from bot.actions.proposals import propose
+from bot.actions.proposals import propose, refuse_second
 from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
@@ -81,7 +81,7 @@ class ToolLoopResult:
     tool_calls_count: int
     tool_names: tuple[str, ...]
     audit_records: tuple[ToolExecutionRecord, ...]
-    # The write the model proposed this turn (the last one, if it proposed several).
+    # The write the model proposed this turn (one at most: a second is refused to the model).
     proposal: PendingAction | None = None
     # The model asked for a person this turn (the first request counts).
     handoff: HandoffRequest | None = None
@@ -99,7 +99,9 @@ class BoundedToolLoop:
       values, so the model may correct itself within the same step budget; timeouts
       and technical errors still end the turn;
     * a server that ignores ``parallel_tool_calls=False`` gets each of its calls
-      executed in order, within ``max_tool_calls`` executions per turn.
+      executed in order, within ``max_tool_calls`` executions per turn;
+    * a write tool becomes a proposal, one per turn: a second write call is answered
+      as a business error (``one_action_at_a_time``) and audited like any tool call.
     """
 
     client: ToolCallingClient
@@ -188,7 +190,7 @@ class BoundedToolLoop:
                 built = _build_result(_require_text(result), llm_results, audit_records)
                 return replace(
                     built,
-                    proposal=proposals[-1] if proposals else None,
+                    proposal=proposals[0] if proposals else None,
                     handoff=handoffs[0] if handoffs else None,
                 )
             raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
@@ -213,7 +215,13 @@ class BoundedToolLoop:
                 execution = await self.executor.execute(tool_call, context)
             else:
                 # A write changes nothing now: it becomes a proposal the customer confirms.
-                proposal = await propose(write, tool_call, context)
+                # One action at a time: the customer gets one card per turn, so a second
+                # write is the tool's "no", with a code the model can explain.
+                proposal = (
+                    refuse_second(write, tool_call)
+                    if proposals
+                    else await propose(write, tool_call, context)
+                )
                 if proposal.action is not None:
                     proposals.append(proposal.action)
                 execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)

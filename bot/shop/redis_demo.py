@@ -110,6 +110,14 @@ class RedisDemoShop:
         )
         return await self._write(customer, order_id, idempotency_key, change)
 
+    async def receipt(self, customer: Customer, idempotency_key: str) -> WriteReceipt | None:
+        """The receipt stored with the write under ``idempotency_key``; ``None``: not applied.
+
+        The receipt is stored by the same script that changes the order, so it
+        exists exactly when the change was made.
+        """
+        return await self._receipt(self._keys.shop_done(customer.key, idempotency_key))
+
     def _before_delivery(
         self, update: dict[str, object], *, refused: str
     ) -> Callable[[OrderView], WriteReceipt]:

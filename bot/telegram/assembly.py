@@ -23,7 +23,7 @@ from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.worker import WorkerPool, WorkerSettings
-from bot.telegram.action_cards import CardIndex
+from bot.telegram.action_cards import CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
@@ -141,7 +141,8 @@ def _workers(
         cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
         feedback=app.feedback,
         analysis=app.analysis.schedule if app.analysis is not None else None,
-        blocked=app.blocked,
+        actions=app.actions,
+        withdrawal=CardWithdrawal(sessions=app.sessions),
     )
     return WorkerPool(
         stream=app.work,

@@ -140,6 +140,7 @@ class TelegramIntake:
             user_id=message.from_user.id if message.from_user else message.chat.id,
             counts_turn=text is not None and not text.startswith("/"),
             payload=_payload(update, raw),
+            sent_ms=_sent_ms(message),
         )
 
     async def _staff(
@@ -170,7 +171,13 @@ class TelegramIntake:
             counts_turn=False,
             payload=_payload(update, raw),
             staff=StaffSender(staff_chat_id=topics.staff_chat_id, user_id=user.id),
+            sent_ms=_sent_ms(message),
         )
+
+
+def _sent_ms(message: Message) -> int:
+    """When the customer wrote ``message`` (Telegram's date), in ms; the script clamps it."""
+    return int(message.date.timestamp() * 1000)
 
 
 def _kind(update: Update) -> str:
