@@ -14,8 +14,12 @@ of this process. Per round and tree, in alternating order:
 - ``start_import_ms`` and ``start_modules``: the same for ``import bot.telegram.runner``;
 - ``first_get_updates_s``: exec to the first ``getUpdates`` of ``python -m bot polling``
   (``LLM_BACKEND=openai``: the SDK is imported as in production), ``_cpu_s``: its
-  CPU time by then. On a shared machine wall times swing; CPU times and module
-  counts much less.
+  CPU time by then;
+- ``redis_down_s``, ``token_rejected_s``, ``staff_refused_s``: exec to the exit (just
+  after its one ``error:`` line) of ``python -m bot polling`` (``LLM_BACKEND=openai``)
+  with ``REDIS_URL`` on a closed port, with a token the fake Bot API answers 401 to,
+  and with a ``STAFF_CHAT_ID`` that is no forum (exit 1 each); ``_cpu_s``: CPU time.
+  On a shared machine wall times swing; CPU times and module counts much less.
 """
 
 import argparse
@@ -31,7 +35,7 @@ import time
 from pathlib import Path
 
 from bot.ops import event_loop
-from bot.testing.redis_server import RedisServer
+from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL")
@@ -103,6 +107,43 @@ def _settings_error(tree: Path, workdir: Path) -> dict[str, float]:
         "settings_error_import_ms": import_ms,
         "settings_error_modules": modules,
     }
+
+
+def _start_up_failure(
+    tree: Path, workdir: Path, name: str, telegram: FakeTelegramServer, redis_url: str
+) -> dict[str, float]:
+    """Exec to exit of a polling process that must fail its start-up with exit 1."""
+    env = _env(
+        tree,
+        TELEGRAM_BOT_TOKEN=TEST_TOKEN,
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        LLM_BACKEND="openai",
+        OPENAI_API_KEY="sk-bench",
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        REDIS_URL=redis_url,
+        HEALTH_PORT="0",
+    )
+    if name == "redis_down":
+        env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    elif name == "token_rejected":
+        env["TELEGRAM_BOT_TOKEN"] = "987654321:AAH-a-token-the-server-does-not-know-0002"  # noqa: S105 - fake
+    else:
+        env["STAFF_CHAT_ID"] = "-1001234567890"
+    cpu_before = _children_cpu()
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "polling"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    if result.returncode != 1 or len(errors) != 1:
+        raise SystemExit(f"{tree} {name}: exit {result.returncode}, {result.stderr[-500:]}")
+    return {f"{name}_s": elapsed, f"{name}_cpu_s": _children_cpu() - cpu_before}
 
 
 def _start_imports(tree: Path, workdir: Path) -> dict[str, float]:
@@ -181,6 +222,10 @@ async def _bench(trees: dict[str, Path], rounds: int) -> dict[str, dict[str, lis
                         **await asyncio.to_thread(_start_imports, tree, workdir),
                         **await _first_get_updates(tree, workdir, telegram, redis.url),
                     }
+                    for failure in ("redis_down", "token_rejected", "staff_refused"):
+                        measured |= await asyncio.to_thread(
+                            _start_up_failure, tree, workdir, failure, telegram, redis.url
+                        )
                     for key, value in measured.items():
                         figures.setdefault(key, []).append(value)
                     print(

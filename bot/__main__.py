@@ -1,7 +1,10 @@
 """Entry point: ``python -m bot [polling|webhook|worker|console|audit ...]``.
 
 Each mode imports only what it needs: aiogram alone takes seconds to import,
-which the console and the staff's audit CLI should not pay.
+which the console and the staff's audit CLI should not pay. Every mode checks
+its settings (exit 2) and then what it needs of the network (an unreachable
+Redis, a rejected token, a staff group the bot cannot use: exit 1) before the
+heavy imports, so a start-up failure is one line in about a second.
 """
 
 import argparse
@@ -10,13 +13,21 @@ from collections.abc import Sequence
 
 from bot.ops import event_loop
 from bot.ops.local_redis import LocalRedisError, LocalRedisServer, redis_or_private
-from bot.ops.startup import configure_logging, load_settings
+from bot.ops.startup import StartupError, configure_logging, load_settings
 from bot.settings import Settings, offline_by_default
 from bot.telegram.startup_checks import Mode, mode_check
 
 
 async def _console(settings: Settings, conversation: str | None, notes: Sequence[str]) -> int:
-    from bot.app import StartupError, build_application  # noqa: PLC0415 - see module docstring
+    # redis-py after the settings, aiogram-free; the rest of the console after Redis answered.
+    from bot.storage.startup import check_redis  # noqa: PLC0415 - see module docstring
+
+    try:
+        await check_redis(settings)
+    except StartupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    from bot.app import build_application  # noqa: PLC0415 - see module docstring
     from bot.console import run_console  # noqa: PLC0415 - see module docstring
 
     try:
@@ -108,17 +119,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def telegram_main(mode: Mode) -> int:
-    """``polling``, ``webhook`` or ``worker``: exit 2 on bad settings, before aiogram is imported.
+    """``polling``, ``webhook`` or ``worker``: exit 2 on bad settings, 1 on a failed preflight.
 
-    Every configuration problem is printed at once, in about a second; only a
-    usable configuration pays for importing aiogram and the model SDK.
+    Every configuration problem is printed at once, in about a second; then Redis,
+    the token and the staff group are checked (:mod:`bot.telegram.preflight`), also
+    before aiogram and the model SDK are imported. Only a start that can work pays
+    for those imports.
     """
     settings = load_settings(mode_check(mode))
     if settings is None:
         return 2
+    # aiohttp and redis-py only: a settings error (above) imports neither.
+    from bot.telegram.preflight import run_preflight  # noqa: PLC0415 - see module docstring
+
+    identity = run_preflight(settings)
+    if identity is None:
+        return 1
     from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
 
-    return start(settings, mode)
+    return start(settings, mode, identity)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations
@@ -39,6 +38,7 @@ from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.proxies import ProxyURLError, proxy_for
+from bot.ops.startup import StartupError
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
@@ -48,13 +48,13 @@ from bot.settings import Settings
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import (
     AsyncRedisClient,
-    RedisSetupError,
     RetryPolicy,
     async_client,
     describe_target,
 )
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
+from bot.storage.startup import connect_redis
 from bot.telegram.blocked_chats import BlockedChats
 from prompts.registry import (
     ANALYSIS_PROMPT_ID,
@@ -78,10 +78,6 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
-
-
-class StartupError(RuntimeError):
-    """The application cannot start; ``str()`` is one line for the operator."""
 
 
 @dataclass(frozen=True)
@@ -299,56 +295,6 @@ def build_chat_service(
         if settings.handoff.staff_chat_id is not None
         else None,
     )
-
-
-async def connect_redis(settings: Settings) -> AsyncRedisClient:
-    """A client for ``REDIS_MODE`` whose node(s) are writable masters, or :class:`StartupError`.
-
-    Refuses a Sentinel, a replica, a cluster node in standalone mode and a
-    cluster whose ``cluster_state`` is not ok: each would pass PING and then
-    fail every turn.
-    """
-    where = describe_target(settings.redis)
-    try:
-        client = async_client(settings.redis)
-    except RedisSetupError as error:
-        raise StartupError(str(error)) from error
-    try:
-        await client.ping()
-        if settings.redis.mode == "standalone":
-            cluster_info = await client.info("cluster")
-            if str(cluster_info.get("cluster_enabled", 0)) == "1":
-                raise StartupError(f"Redis at {where} is a cluster node: set REDIS_MODE=cluster")
-    except StartupError:
-        await client.aclose()
-        raise
-    except (RedisError, OSError) as error:
-        await client.aclose()
-        raise StartupError(
-            f"Redis is unreachable at {where}: {_redis_failure(error, settings)}"
-        ) from error
-    health = await RedisHealthProbe(
-        client,
-        key_prefix=settings.redis.key_prefix,
-        timeout_seconds=settings.redis.socket_timeout_seconds,
-    ).check()
-    if not health.writable:
-        await client.aclose()
-        raise StartupError(f"Redis at {where} cannot take the bot's writes: {health.detail}")
-    return client
-
-
-def _redis_failure(error: Exception, settings: Settings) -> str:
-    """Why Redis did not answer, on one line: the error's kind and text, no password."""
-    reason = " ".join(str(error).split())[:200]
-    redis = settings.redis
-    _, _, rest = redis.url.get_secret_value().partition("://")
-    userinfo, at, _ = rest.rpartition("@")
-    secrets = [userinfo.partition(":")[2] if at else ""]
-    secrets += [s.get_secret_value() for s in (redis.password, redis.sentinel_password) if s]
-    for secret in filter(None, secrets):
-        reason = reason.replace(secret, "***")
-    return f"{type(error).__name__}: {reason}" if reason else type(error).__name__
 
 
 async def build_application(

@@ -15,29 +15,34 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tools.registry import ArgumentsT, RegisteredTool, ToolNotRegisteredError, ToolRegistry
-from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
+from turn import ToolBusinessError, ToolCall, ToolExecutionRecord, ToolStatus, TurnContext
+
+__all__ = [
+    "CallTimer",
+    "ToolArgumentsError",
+    "ToolAuditRecord",
+    "ToolBusinessError",
+    "ToolExecutionError",
+    "ToolExecutionRecord",
+    "ToolExecutionResult",
+    "ToolExecutionStatus",
+    "ToolExecutor",
+    "ToolNotAllowedError",
+    "ToolTechnicalError",
+    "ToolTimeoutError",
+    "business_error_content",
+    "technical_error",
+    "timeout_error",
+    "tool_content",
+    "validated_arguments",
+]
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class ToolExecutionRecord:
-    """What the executor measured about one execution: never the arguments, never message text.
-
-    The audit stream's :class:`~bot.audit.schema.ToolAuditEntry` is built from
-    it (with the chat, turn and model step it belongs to).
-    """
-
-    call_id: str
-    tool_name: str
-    started_at: str
-    duration_seconds: float
-    status: ToolStatus
-    error_code: str | None
-    category: str | None = None
-    # A search-like tool's result count and first item's id (RegisteredTool.result_summary).
-    result_count: int | None = None
-    top_result_id: str | None = None
+# The seed design's names for the execution record and its status (the same classes):
+# code written against the seed imports them from here.
+ToolAuditRecord = ToolExecutionRecord
+ToolExecutionStatus = ToolStatus
 
 
 @dataclass(frozen=True, slots=True)

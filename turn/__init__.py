@@ -7,7 +7,10 @@ Nothing here imports ``bot``, ``tools`` or ``prompts``.
 - :class:`Usage`: token counts, summed in one place.
 - :class:`TurnOutcome`, :class:`ToolStatus`: how a turn and a tool execution ended;
   :class:`HandoffRequest`: a step that asked for a person.
-- :class:`ToolLoopError` with its kind; :class:`ToolBusinessError` for tools.
+- :class:`ToolLoopError` with its kind, and the seed's subclasses
+  :class:`ToolLoopProtocolError`, :class:`ToolLoopLimitError`,
+  :class:`ToolLoopExecutionError` (which carries the failed execution's
+  :class:`ToolExecutionRecord`); :class:`ToolBusinessError` for tools.
 - :func:`new_turn_id`: the incident code a customer can quote.
 """
 
@@ -16,9 +19,13 @@ from turn.context import TurnContext
 from turn.errors import (
     ToolBusinessError,
     ToolLoopError,
+    ToolLoopExecutionError,
+    ToolLoopLimitError,
+    ToolLoopProtocolError,
 )
 from turn.ids import TURN_ID_ALPHABET, new_turn_id
 from turn.outcomes import HandoffRequest, ToolStatus, TurnOutcome
+from turn.records import ToolExecutionRecord
 from turn.usage import Usage
 
 __all__ = [
@@ -26,7 +33,11 @@ __all__ = [
     "HandoffRequest",
     "ToolBusinessError",
     "ToolCall",
+    "ToolExecutionRecord",
     "ToolLoopError",
+    "ToolLoopExecutionError",
+    "ToolLoopLimitError",
+    "ToolLoopProtocolError",
     "ToolStatus",
     "TurnContext",
     "TurnOutcome",

@@ -1,11 +1,11 @@
 """What can go wrong in a chat turn, in words a front end can act on.
 
-One hierarchy per floor: the tool loop raises :class:`turn.ToolLoopError` (its
-own floor, below this one), the session store raises ``SessionStoreError``, and
-the chat service translates both here, at its boundary, into a
-:class:`ChatServiceError` (:func:`chat_error_for`). Front ends catch only this
-one and act on its ``kind`` (also the audit outcome); it carries the turn id,
-the incident code shown to the customer. The loop's and the store's own
+One hierarchy per floor: the tool loop raises a :class:`turn.ToolLoopError` (its
+own floor, below this one; the seed's subclasses name the failure, ``kind`` too), the
+session store raises ``SessionStoreError``, and the chat service translates both
+here, at its boundary, into a :class:`ChatServiceError` (:func:`chat_error_for`).
+Front ends catch only this one and act on its ``kind`` (also the audit outcome);
+it carries the turn id, the incident code shown to the customer. The loop's and the store's own
 exceptions stay in ``__cause__`` for the logs.
 
 Subclasses exist only where the engine raises or a caller catches a failure by

@@ -77,6 +77,11 @@ class ChatReply:
     # The confirmation card of a write the model proposed, shown after the answer.
     card: ActionCard | None = None
 
+    @property
+    def tool_calls_count(self) -> int:
+        """How many tool executions the turn made (the seed design's field)."""
+        return len(self.tool_names)
+
 
 @dataclass(frozen=True, slots=True)
 class ChatLimits:

@@ -26,11 +26,28 @@ from turn import (
     HandoffRequest,
     ToolCall,
     ToolLoopError,
+    ToolLoopExecutionError,
+    ToolLoopLimitError,
+    ToolLoopProtocolError,
     ToolStatus,
     TurnContext,
     TurnOutcome,
     Usage,
 )
+
+# The seed design imports the loop's errors and the client protocol from the loop's module.
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_MAX_TOOL_CALLS",
+    "BoundedToolLoop",
+    "ToolCallingClient",
+    "ToolLoopError",
+    "ToolLoopExecutionError",
+    "ToolLoopLimitError",
+    "ToolLoopObserver",
+    "ToolLoopProtocolError",
+    "ToolLoopResult",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +121,12 @@ class BoundedToolLoop:
         observer: ToolLoopObserver | None = None,
         stream: ReplyStream | None = None,
     ) -> ToolLoopResult:
-        """Run one turn over a copy of ``messages``; raises a kind-carrying ``ToolLoopError``.
+        """Run one turn over a copy of ``messages``; raises a :class:`ToolLoopError`.
+
+        A failed model call raises :class:`ToolLoopError` itself (its kind says
+        which failure); an answer outside the protocol :class:`ToolLoopProtocolError`;
+        a spent budget :class:`ToolLoopLimitError`; a tool that timed out or crashed
+        :class:`ToolLoopExecutionError` with that execution's record.
 
         ``stream`` is told each step's text as the model writes it, and the tools
         a step asks for before they run.
@@ -134,18 +156,16 @@ class BoundedToolLoop:
                 observer.on_model_response(step, result)
 
             if result.refusal:
-                raise ToolLoopError("the model refused to answer", TurnOutcome.MODEL_ERROR)
+                raise ToolLoopProtocolError("the model refused to answer")
             if result.tool_calls and result.finish_reason in ("tool_calls", "stop"):
                 # Some compatible servers report "stop" with tool calls; the calls decide.
                 if last_step:
-                    raise ToolLoopError(
-                        f"the model asked for a tool on the last allowed step ({step})",
-                        TurnOutcome.LIMIT,
+                    raise ToolLoopLimitError(
+                        f"the model asked for a tool on the last allowed step ({step})"
                     )
                 if len(audit_records) + len(result.tool_calls) > self.max_tool_calls:
-                    raise ToolLoopError(
-                        f"the turn would exceed {self.max_tool_calls} tool executions",
-                        TurnOutcome.LIMIT,
+                    raise ToolLoopLimitError(
+                        f"the turn would exceed {self.max_tool_calls} tool executions"
                     )
                 conversation.append(_assistant_tool_message(result))
                 if stream is not None:
@@ -171,12 +191,10 @@ class BoundedToolLoop:
                     proposal=proposals[-1] if proposals else None,
                     handoff=handoffs[0] if handoffs else None,
                 )
-            raise ToolLoopError(
-                f"unexpected finish reason {result.finish_reason!r}", TurnOutcome.MODEL_ERROR
-            )
+            raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
 
         # Unreachable while the last step forbids tools, kept as the loop's contract.
-        raise ToolLoopError("the loop ended without a final answer", TurnOutcome.LIMIT)
+        raise ToolLoopLimitError("the loop ended without a final answer")
 
     async def _execute(
         self,
@@ -209,7 +227,7 @@ class BoundedToolLoop:
             audit_records.append(error.audit)
             if observer is not None:
                 observer.on_tool_executed(step, error.audit)
-            raise ToolLoopError(str(error), TurnOutcome.TOOL_FAILURE) from error
+            raise ToolLoopExecutionError(str(error), error.audit) from error
         audit_records.append(execution.audit)
         if observer is not None:
             observer.on_tool_executed(step, execution.audit)
@@ -276,7 +294,7 @@ def _assistant_tool_message(result: LLMResult) -> Message:
 def _require_text(result: LLMResult) -> str:
     text = (result.text or "").strip()
     if not text:
-        raise ToolLoopError("the model returned no text", TurnOutcome.MODEL_ERROR)
+        raise ToolLoopProtocolError("the model returned no text")
     return text
 
 

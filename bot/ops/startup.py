@@ -10,6 +10,11 @@ from pythonjsonlogger.json import JsonFormatter
 from bot.ops.log_context import LogContextFilter
 from bot.settings import SETTINGS_SECTIONS, Settings, SettingsError
 
+
+class StartupError(RuntimeError):
+    """The application cannot start; ``str()`` is one line for the operator (exit 1)."""
+
+
 SectionCheck = Callable[[Mapping[str, BaseSettings]], list[str]]
 """A mode's own check of the settings sections that loaded: one line per problem."""
 

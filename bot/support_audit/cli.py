@@ -18,12 +18,12 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import NoReturn, Protocol, TextIO, TypeVar
+from typing import NoReturn, TextIO, TypeVar
 
 import redis
 from pydantic import ValidationError
 
-from bot.audit.actions import ActionStep, action_stats, action_steps, step_json
+from bot.audit.actions import action_stats, action_steps, step_json
 from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
 from bot.audit.feedback import feedback_stats
@@ -44,11 +44,13 @@ from bot.support_audit.lookup import AuditIndex
 from bot.support_audit.reader import AuditStreamReader
 from bot.support_audit.render import (
     EntryTable,
+    action_lines,
+    dead_letter_lines,
     field_lines,
     handoff_lines,
     json_line,
+    knowledge_gap_lines,
     print_json_lines,
-    printable,
     stats_json,
     stats_lines,
 )
@@ -427,12 +429,7 @@ def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
             "searches": gap.searches,
         },
         empty="no searches without an article",
-        lines=lambda: _timed_lines(
-            ("TIME", "CHAT", "TURN", "SEARCHES"),
-            gaps,
-            lambda gap: (printable(gap.chat_id), printable(gap.turn_id), str(gap.searches)),
-            context.zone,
-        ),
+        lines=lambda: knowledge_gap_lines(gaps, context.zone, width=terminal_width(context.out)),
     )
 
 
@@ -491,62 +488,20 @@ def _report(
     return EXIT_OK
 
 
-class _Timed(Protocol):
-    """A report's row that happened at a time (its first column)."""
-
-    @property
-    def at(self) -> datetime:
-        """When it happened."""
-        ...
-
-
-_TimedRow = TypeVar("_TimedRow", bound=_Timed)
-
-
-def _timed_lines(
-    header: Sequence[str],
-    rows: Iterable[_TimedRow],
-    cells: Callable[[_TimedRow], Iterable[str]],
-    zone: tzinfo | None,
-) -> Iterator[str]:
-    """The header, then a line per row: its time in ``zone`` and ``cells(row)``, 2 spaces apart."""
-    yield "  ".join(header)
-    for row in rows:
-        yield "  ".join((_local_time(row.at, zone), *cells(row)))
-
-
-def _local_time(at: datetime, zone: tzinfo | None) -> str:
-    return at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _seconds(value_ms: float | None) -> str:
     return "-" if value_ms is None else f"{value_ms / 1000:.0f}s"
 
 
 def _actions(args: argparse.Namespace, context: _Context) -> int:
     steps = action_steps(_period(args, context).entries())
-
-    def cells(step: ActionStep) -> tuple[str, ...]:
-        entry = step.step
-        return (
-            printable(entry.chat_id),
-            printable(entry.turn_id),
-            printable(entry.action_id),
-            printable(entry.tool_name),
-            printable(entry.event),
-            printable(entry.error_code) or "-",
-            "-" if entry.decide_ms is None else f"{entry.decide_ms / 1000:.1f}s",
-            "-" if entry.duration_ms is None else f"{entry.duration_ms:.0f}ms",
-        )
-
-    header = ("TIME", "CHAT", "TURN", "ACTION", "TOOL", "EVENT", "CODE", "DECIDED", "RAN")
+    width, colour = terminal_width(context.out), colour_enabled(context.out)
     return _report(
         args,
         context,
         steps,
         json_row=step_json,
         empty="no actions",
-        lines=lambda: _timed_lines(header, steps, cells, context.zone),
+        lines=lambda: action_lines(steps, context.zone, width=width, colour=colour),
     )
 
 
@@ -625,15 +580,6 @@ def _pseudonym(args: argparse.Namespace, context: _Context) -> int:
 def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
     letters = read_dead_letters(context.client, RedisKeys(context.key_prefix), args.n)
 
-    def lines() -> Iterator[str]:
-        yield "GIVEN UP             UPDATE  INCIDENT    ATTEMPTS  ERROR"
-        for letter in letters:
-            when = _local_time(_from_ms(letter.given_up_ms), context.zone)
-            yield (
-                f"{when}  {letter.update_id}  {printable(letter.turn_id)}  {letter.attempts}  "
-                f"{printable(letter.error)}"
-            )
-
     return _report(
         args,
         context,
@@ -647,7 +593,7 @@ def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
             "queued_at": _from_ms(letter.enqueued_ms).isoformat(),
         },
         empty="no dead letters",
-        lines=lines,
+        lines=lambda: dead_letter_lines(letters, context.zone, width=terminal_width(context.out)),
     )
 
 

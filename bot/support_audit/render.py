@@ -5,13 +5,16 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import TextIO
 
+from bot.audit.actions import ActionStep
 from bot.audit.handoffs import OpenHandoff
+from bot.audit.knowledge_gaps import KnowledgeGap
 from bot.audit.schema import number_of
 from bot.audit.stats import TOOL_STATUSES, AuditStats, Distribution
 from bot.audit.stream import StreamEntry
+from bot.queue.dead_letters import DeadLetter
 from bot.support_audit.table import Column, format_duration_ms, render
 
 
@@ -143,19 +146,26 @@ def stats_lines(
 ) -> list[str]:
     """The stats report: a header line, the per-tool table, then turn outcomes, latency, tokens.
 
-    The per-tool table fits ``width``: rare statuses and the maximum go first.
+    The per-tool table fits ``width``: the status counts take short titles (with a
+    legend), the percentiles go (the maximum first), and the counts are never
+    dropped, so that each row's statuses add up to its calls.
     """
     start = since.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
     lines = [f"since {start}: {entries} entries, {stats.turns.count} turns", ""]
-    status_priority = {"success": 6, "technical_error": 5, "timeout": 4}
     columns = (
-        Column(title="TOOL", priority=10, min_width=12),
-        Column(title="CALLS", priority=9, right=True),
+        Column(title="TOOL", priority=10, min_width=12, key=True),
+        Column(title="CALLS", priority=9, right=True, keep=True),
         *(
-            Column(title=status.upper(), priority=status_priority.get(status, 2), right=True)
+            Column(
+                title=status.upper(),
+                short=_STATUS_SHORT.get(status),
+                priority=8,
+                right=True,
+                keep=True,
+            )
             for status in TOOL_STATUSES
         ),
-        Column(title="ERR%", priority=8, right=True),
+        Column(title="ERR%", priority=8, right=True, keep=True),
         Column(title="P50", priority=7, right=True),
         Column(title="P95", priority=6, right=True),
         Column(title="MAX", priority=3, right=True),
@@ -187,6 +197,99 @@ def stats_lines(
         f"(unknown in {turns.tokens_unknown} turns)"
     )
     return lines
+
+
+# Short titles of the per-tool status counts on a narrow terminal (explained in a legend).
+_STATUS_SHORT = {
+    "success": "OK",
+    "business_error": "BIZ",
+    "rejected": "REJ",
+    "timeout": "T/O",
+    "technical_error": "TECH",
+}
+
+
+def _local_time(at: datetime, zone: tzinfo | None) -> str:
+    return at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# The time a row happened: what names it, with the turn it belongs to.
+_TIME = Column(title="TIME", priority=9, key=True)
+_CHAT = Column(title="CHAT", priority=7, min_width=8)
+_TURN = Column(title="TURN", priority=10, key=True)
+
+
+def knowledge_gap_lines(
+    gaps: Sequence[KnowledgeGap], zone: tzinfo | None, *, width: int | None
+) -> list[str]:
+    """Turns whose searches found nothing: time, chat, turn, searches (a count: never dropped)."""
+    columns = (_TIME, _CHAT, _TURN, Column(title="SEARCHES", priority=8, right=True, keep=True))
+    rows = [
+        (
+            _local_time(gap.at, zone),
+            printable(gap.chat_id),
+            printable(gap.turn_id),
+            str(gap.searches),
+        )
+        for gap in gaps
+    ]
+    return render(columns, rows, width=width)
+
+
+def action_lines(
+    steps: Sequence[ActionStep], zone: tzinfo | None, *, width: int | None, colour: bool
+) -> list[str]:
+    """Every action step: time, chat, turn, action, tool, event, code, time to decide, run time."""
+    columns = (
+        _TIME,
+        _CHAT,
+        _TURN,
+        Column(title="ACTION", priority=4, min_width=8),
+        Column(title="TOOL", priority=5, min_width=12),
+        Column(title="EVENT", priority=8, coloured=True, key=True),
+        Column(title="CODE", priority=6, min_width=6),
+        Column(title="DECIDED", priority=3, right=True),
+        Column(title="RAN", priority=2, right=True),
+    )
+    rows = [
+        (
+            _local_time(step.at, zone),
+            printable(step.step.chat_id),
+            printable(step.step.turn_id),
+            printable(step.step.action_id),
+            printable(step.step.tool_name),
+            printable(step.step.event),
+            printable(step.step.error_code) or "-",
+            format_duration_ms(step.step.decide_ms),
+            format_duration_ms(step.step.duration_ms),
+        )
+        for step in steps
+    ]
+    return render(columns, rows, width=width, colour=colour)
+
+
+def dead_letter_lines(
+    letters: Sequence[DeadLetter], zone: tzinfo | None, *, width: int | None
+) -> list[str]:
+    """Messages given up: when, update id, incident code, attempts, the last error's kind."""
+    columns = (
+        Column(title="GIVEN UP", priority=9, key=True),
+        Column(title="UPDATE", priority=6),
+        Column(title="INCIDENT", priority=10, key=True),
+        Column(title="ATTEMPTS", priority=8, right=True, keep=True),
+        Column(title="ERROR", priority=7, min_width=12),
+    )
+    rows = [
+        (
+            _local_time(datetime.fromtimestamp(letter.given_up_ms / 1000, tz=UTC), zone),
+            str(letter.update_id),
+            printable(letter.turn_id),
+            str(letter.attempts),
+            printable(letter.error),
+        )
+        for letter in letters
+    ]
+    return render(columns, rows, width=width)
 
 
 def handoff_lines(

@@ -1,15 +1,27 @@
-"""Tables that fit the terminal: columns dropped or shortened by priority, never wrapped.
+"""The one table renderer of the staff CLI: every table fits the width, headers over their values.
 
-A line is never longer than the width: columns of the lowest priority are
-shortened to their minimum (with ``…``), then dropped, and the free-text last
-column takes what is left. Colour marks statuses and outcomes, and only on a
-terminal (never in a pipe, never with ``NO_COLOR``).
+Every table command (``tail``, ``turn``, ``stats``, ``handoffs``, ``knowledge-gaps``,
+``actions``, ``dead-letters``) prints through :func:`render`. When a table is wider
+than the terminal, in this order:
+
+1. columns with a short title (``BUSINESS_ERROR`` -> ``BIZ``) take it, and a legend
+   under the table says what each one means: ``(OK=SUCCESS  BIZ=BUSINESS_ERROR ...)``,
+   each of its lines in parentheses;
+2. the least needed columns are shortened to their minimum (with ``…``);
+3. the least needed columns are dropped, but never a ``keep`` column (a count: the
+   counts of a row must still add up) nor a ``key`` column (what names the row);
+4. if the ``keep`` columns still do not fit, the table is folded: printed as
+   several tables one under the other, each with the ``key`` columns first and as
+   many of the others as fit.
+
+A line is never longer than the width. Colour marks statuses and outcomes, and only
+on a terminal (never in a pipe, never with ``NO_COLOR``).
 """
 
 import os
 import shutil
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -22,13 +34,21 @@ _MIXED = frozenset({"business_error", "waiting", "declined", "expired", "superse
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Column:
-    """A column: its title, how much it matters (higher stays longer), how narrow it may get."""
+    """A column: its title, how much it matters (higher stays longer), how narrow it may get.
+
+    ``short`` is the title used when the table is too wide (explained in a legend);
+    a ``keep`` column (a count) is folded onto another table rather than dropped; a
+    ``key`` column (what names the row) is repeated in every folded part.
+    """
 
     title: str
     priority: int
     min_width: int | None = None
     right: bool = False
     coloured: bool = False
+    short: str | None = None
+    keep: bool = False
+    key: bool = False
 
 
 def terminal_width(out: TextIO) -> int | None:
@@ -98,50 +118,122 @@ def render(
     """The lines of the table (header first if asked), each at most ``width`` characters.
 
     ``widths`` fixes the column widths (rows printed one by one, ``--follow``);
-    otherwise each column is as wide as its widest cell. The last column is free
-    text and is not padded.
+    otherwise each column is as wide as its widest cell. A last column of free text
+    (left-aligned) is not padded. See the module docstring for what a narrow width does.
     """
-    natural = list(widths) if widths is not None else _natural(columns, rows)
-    shown, sizes = _fit(columns, natural, width)
-    layout = _Layout(columns=columns, shown=shown, sizes=sizes, width=width)
     paint = _paint if colour else None
-    lines = []
+    if widths is not None:
+        parts = [_fit(columns, list(widths), width, [c.title for c in columns])]
+    else:
+        parts = _plan(columns, rows, width)
+    lines: list[str] = []
+    for number, part in enumerate(parts):
+        if number:
+            lines.append("")
+        layout = _Layout(columns=columns, shown=part.shown, sizes=part.sizes, width=width)
+        if header:
+            lines.append(layout.line(part.titles, None))
+        lines.extend(layout.line(row, paint) for row in rows)
     if header:
-        lines.append(layout.line([c.title for c in columns], None))
-    lines.extend(layout.line(row, paint) for row in rows)
+        lines.extend(_legend(columns, parts, width))
     return lines
 
 
-def _natural(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[int]:
-    return [max([len(c.title)] + [len(row[i]) for row in rows]) for i, c in enumerate(columns)]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Part:
+    """One table as printed: the columns shown, every column's width and title."""
+
+    shown: list[int]
+    sizes: list[int]
+    titles: list[str]
+
+
+def _plan(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None
+) -> list[_Part]:
+    """The table, or the folded tables, that fit ``width``."""
+    titles = [c.title for c in columns]
+    natural = _natural(titles, rows)
+    if width is None or _total(range(len(columns)), natural) <= width:
+        return [_Part(shown=list(range(len(columns))), sizes=natural, titles=titles)]
+    titles = [c.short or c.title for c in columns]
+    natural = _natural(titles, rows)
+    fitted = _fit(columns, natural, width, titles)
+    if _total(fitted.shown, fitted.sizes) <= width:
+        return [fitted]
+    return _fold(columns, fitted, width)
+
+
+def _fold(columns: Sequence[Column], fitted: _Part, width: int) -> list[_Part]:
+    """``fitted`` cut into tables that each fit: the key columns, then what fits beside them."""
+    keys = [i for i in fitted.shown if columns[i].key]
+    groups: list[list[int]] = [[]]
+    for index in (i for i in fitted.shown if i not in keys):
+        if groups[-1] and _total([*keys, *groups[-1], index], fitted.sizes) > width:
+            groups.append([])
+        groups[-1].append(index)
+    return [
+        _Part(shown=sorted([*keys, *group]), sizes=fitted.sizes, titles=fitted.titles)
+        for group in groups
+    ]
+
+
+def _legend(columns: Sequence[Column], parts: Sequence[_Part], width: int | None) -> list[str]:
+    """What each short title shown stands for, wrapped to ``width``."""
+    shown = sorted({i for part in parts for i in part.shown})
+    meanings = [
+        f"{parts[0].titles[i]}={columns[i].title}"
+        for i in shown
+        if parts[0].titles[i] != columns[i].title
+    ]
+    lines: list[str] = []
+    for meaning in meanings:
+        # Every legend line is in parentheses of its own: readers (and tests) know it.
+        if lines and (width is None or len(lines[-1]) + len(meaning) + 2 < width):
+            lines[-1] = f"{lines[-1][:-1]}  {meaning})"
+        else:
+            lines.append(f"({meaning})")
+    return lines
+
+
+def _natural(titles: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max([len(title)] + [len(row[i]) for row in rows]) for i, title in enumerate(titles)]
+
+
+def _total(shown: Iterable[int], sizes: Sequence[int]) -> int:
+    indexes = list(shown)
+    return sum(sizes[i] for i in indexes) + 2 * (len(indexes) - 1)
 
 
 def _fit(
-    columns: Sequence[Column], natural: list[int], width: int | None
-) -> tuple[list[int], list[int]]:
-    """The indexes of the columns shown and every column's width."""
+    columns: Sequence[Column], natural: list[int], width: int | None, titles: list[str]
+) -> _Part:
+    """The columns shown and every column's width: shortened, then dropped, by priority.
+
+    ``keep`` and ``key`` columns are shortened but never dropped (:func:`_fold` deals
+    with what is still too wide).
+    """
     shown = list(range(len(columns)))
     sizes = list(natural)
-
-    def total() -> int:
-        return sum(sizes[i] for i in shown) + 2 * (len(shown) - 1)
-
     if width is None:
-        return shown, sizes
+        return _Part(shown=shown, sizes=sizes, titles=titles)
     by_priority = sorted(shown, key=lambda i: columns[i].priority)
     for index in by_priority:
         least = columns[index].min_width
-        if total() > width and least is not None and sizes[index] > least:
-            sizes[index] = max(least, sizes[index] - (total() - width))
+        excess = _total(shown, sizes) - width
+        if excess > 0 and least is not None and sizes[index] > least:
+            sizes[index] = max(least, sizes[index] - excess)
     for index in by_priority:
-        if total() <= width or len(shown) == 1:
+        if _total(shown, sizes) <= width or len(shown) == 1:
             break
-        shown.remove(index)
+        if not (columns[index].keep or columns[index].key):
+            shown.remove(index)
     # Room freed by a dropped column goes back to shortened ones, the most needed first.
     for index in reversed(by_priority):
-        if index in shown and total() < width:
-            sizes[index] = min(natural[index], sizes[index] + width - total())
-    return shown, sizes
+        room = width - _total(shown, sizes)
+        if index in shown and room > 0:
+            sizes[index] = min(natural[index], sizes[index] + room)
+    return _Part(shown=shown, sizes=sizes, titles=titles)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,7 +253,7 @@ class _Layout:
         for index in self.shown:
             column = self.columns[index]
             size = self.sizes[index]
-            if index == last:
+            if index == last and not column.right:
                 size = len(cells[index]) if self.width is None else max(self.width - used, 0)
             # Without a width to keep to, a long cell only pushes the row on (--follow).
             cell = cells[index] if self.width is None else _shorten(cells[index], size)

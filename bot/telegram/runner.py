@@ -1,8 +1,10 @@
 """Running the bot: settings check, start-up, polling, webhook or worker, graceful shutdown.
 
 Start-up order: settings (exit 2 on a bad or missing token, before any
-connection), the engine (Redis must answer, exit 1 otherwise), the Bot API
-(the token must be accepted), the command menu, then updates. Every mode
+connection), the network checks of :mod:`bot.telegram.preflight` (Redis must
+answer, the Bot API must accept the token, the staff group must be usable: exit
+1 otherwise; ``python -m bot`` runs them before this module and aiogram are
+imported), the engine, the command menu, then updates. Every mode
 runs workers (:mod:`bot.queue.worker`); ``polling`` and ``webhook`` also take
 updates in (intake). Shutdown on SIGINT/SIGTERM: stop taking updates, stop
 claiming chats, let the jobs in hand finish within
@@ -31,14 +33,13 @@ from aiogram.types import BotCommand
 from aiohttp import web
 
 from bot import customer_texts
-from bot.app import Application, StartupError, build_application
-from bot.handoff.staff_chat import staff_chat_problem
+from bot.app import Application, build_application
 from bot.llm.types import ToolCallingClient
 from bot.ops import event_loop
 from bot.ops.log_context import chat_namer, name_chats
 from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.ops.redaction import redacted_url
-from bot.ops.startup import configure_logging, load_settings
+from bot.ops.startup import StartupError, configure_logging, load_settings
 from bot.ops.supervision import SupervisionPolicy, TaskSupervisor
 from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
@@ -50,6 +51,7 @@ from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.polling import Poller
+from bot.telegram.preflight import BotIdentity, preflight
 from bot.telegram.startup_checks import Mode, mode_check
 from bot.telegram.webhook import WebhookReceiver
 
@@ -89,12 +91,19 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
     stop: asyncio.Event,
     *,
     llm: ToolCallingClient | None = None,
+    identity: BotIdentity | None = None,
 ) -> int:
-    """Run until ``stop`` is set, then shut down gracefully; returns the exit code."""
+    """Run until ``stop`` is set, then shut down gracefully; returns the exit code.
+
+    ``identity`` is what :func:`bot.telegram.preflight.preflight` found before this
+    module was imported; without it (an in-process bot) the same checks run here.
+    """
     # Log text names chats by the pseudonym the ``chat`` field carries, never by id.
     key = settings.audit.hmac_key
     name_chats(chat_namer(key.get_secret_value().encode() if key is not None else None))
     try:
+        if identity is None:
+            identity = await preflight(settings)
         app = await build_application(settings, llm=llm)
     except StartupError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -109,7 +118,7 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
     try:
         side = build_telegram_side(app, bot, tasks=tasks)
         front, intake, workers = side.front, side.intake, side.workers
-        if not await _prepare_bot(bot, app, mode):
+        if not await _prepare_bot(bot, app, mode, identity):
             return 1
         working = asyncio.create_task(workers.run(), name="workers")
         named = (
@@ -183,11 +192,10 @@ async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:
         await stopping
 
 
-async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
-    """Check the token and the staff group against the Bot API; register the command menu."""
+async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIdentity) -> bool:
+    """Register the command menu (the token and the staff group were checked by the preflight)."""
     settings = app.settings
     try:
-        me = await bot.get_me()
         await bot.set_my_commands(
             [BotCommand(command=name, description=text) for name, text in customer_texts.COMMANDS]
         )
@@ -195,15 +203,11 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
         return False
     except (TelegramAPIError, ClientDecodeError) as error:
-        print(f"error: {_bot_api_failure(error, settings)}", file=sys.stderr)
-        return False
-    staff = await staff_chat_problem(bot, app.handoff.staff_chat_id) if app.handoff else None
-    if staff is not None:
-        print(f"error: {staff}", file=sys.stderr)
+        print(f"error: {_bot_api_failure(error, settings, 'setMyCommands')}", file=sys.stderr)
         return False
     logger.info(
         "Bot @%s starting (%s): backend=%s model=%s prompt=%s %s redis=%s api=%s",
-        me.username,
+        identity.username,
         mode,
         settings.llm.backend,
         app.llm.model_name,
@@ -215,13 +219,15 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode) -> bool:
     return True
 
 
-def _bot_api_failure(error: TelegramAPIError | ClientDecodeError, settings: Settings) -> str:
-    """One line for the operator: where, and why, without the token."""
+def _bot_api_failure(
+    error: TelegramAPIError | ClientDecodeError, settings: Settings, method: str
+) -> str:
+    """One line for the operator: where, and why ``method`` failed, without the token."""
     where = redacted_url(settings.telegram.api_base_url)
     if isinstance(error, ClientDecodeError):
         reason = f"{type(error.original).__name__}: {_one_line(str(error.original))}"
         line = (
-            f"TELEGRAM_API_BASE_URL {where} is not a Bot API server: its answer to getMe "
+            f"TELEGRAM_API_BASE_URL {where} is not a Bot API server: its answer to {method} "
             f"was not Bot API JSON ({reason})"
         )
     elif isinstance(error, TelegramNetworkError):
@@ -230,7 +236,7 @@ def _bot_api_failure(error: TelegramAPIError | ClientDecodeError, settings: Sett
         line = f"cannot reach the Bot API at {where}: {_one_line(reason)}"
     else:
         line = (
-            f"the Bot API at {where} refused getMe: {type(error).__name__}: "
+            f"the Bot API at {where} refused {method}: {type(error).__name__}: "
             f"{_one_line(error.message)}"
         )
     return _without_token(line, settings)
@@ -249,7 +255,7 @@ def _set_webhook_failure(
 ) -> str:
     """One line: why setWebhook failed (Telegram's own words when it refused the URL)."""
     if isinstance(error, ClientDecodeError | TelegramNetworkError):
-        return _bot_api_failure(error, settings).replace(" getMe", " setWebhook")
+        return _bot_api_failure(error, settings, "setWebhook")
     line = (
         f"the Bot API refused setWebhook for {url}: {type(error).__name__}: "
         f"{_one_line(error.message)}"
@@ -416,13 +422,13 @@ async def _start_health_server(
     return runner
 
 
-async def _run_until_signalled(settings: Settings, mode: Mode) -> int:
+async def _run_until_signalled(settings: Settings, mode: Mode, identity: BotIdentity | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        return await run_bot(settings, mode, stop)
+        return await run_bot(settings, mode, stop, identity=identity)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -436,7 +442,10 @@ def main(mode: Mode) -> int:
     return start(settings, mode)
 
 
-def start(settings: Settings, mode: Mode) -> int:
-    """Run ``mode`` with settings that passed :func:`mode_check`, until SIGINT or SIGTERM."""
+def start(settings: Settings, mode: Mode, identity: BotIdentity | None = None) -> int:
+    """Run ``mode`` with settings that passed :func:`mode_check`, until SIGINT or SIGTERM.
+
+    ``identity``: the preflight already ran (``python -m bot``); else it runs first.
+    """
     configure_logging(settings.log_level, settings.log_format)
-    return event_loop.run(_run_until_signalled(settings, mode))
+    return event_loop.run(_run_until_signalled(settings, mode, identity))

@@ -16,7 +16,8 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import generate_latest
 
-from bot.app import StartupError, build_application
+from bot.app import build_application
+from bot.ops.startup import StartupError
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
 from bot.testing.redis_server import RedisServer

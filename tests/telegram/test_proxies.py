@@ -7,9 +7,10 @@ connection must go through the proxy, which records the tunnels it opened.
 import pytest
 from aiogram.exceptions import TelegramNetworkError
 
-from bot.app import StartupError
 from bot.llm.errors import LLMUnavailableError
 from bot.llm.openai_client import OpenAIChatClient
+from bot.ops.startup import StartupError
+from bot.telegram.preflight import check_bot_api
 from bot.telegram.runner import create_bot
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer
 from bot.testing.polling_bot import PollingBot
@@ -110,13 +111,20 @@ async def test_a_proxy_that_refuses_the_credentials_stops_start_up(
             REDIS_URL=redis_server.url,
             REDIS_KEY_PREFIX="proxyfail",
         )
+        # The start-up check (before aiogram is imported) and the bot's own session alike.
+        with pytest.raises(StartupError) as raised:
+            await check_bot_api(settings, environ={})
         bot = create_bot(settings, environ={})
         try:
             with pytest.raises(TelegramNetworkError, match="407"):
                 await bot.get_me()
         finally:
             await bot.session.close()
-    assert proxy.refused >= 1
+    line = str(raised.value)
+    assert line.startswith(f"cannot reach the Bot API at {telegram.base_url}: ProxyError")
+    assert "407" in line
+    assert "wrong" not in line
+    assert proxy.refused >= 2
     assert proxy.tunnels == []
     assert telegram.received("getMe") == 0
 

@@ -1,7 +1,8 @@
 """The staff group of handoffs: checked at start-up, and its topics kept apart from other groups'.
 
-Start-up runs the real :func:`bot.telegram.runner.run_bot` against the fake
-Bot API and a real Redis; the topic mappings use a real Redis.
+Start-up runs the real :func:`bot.telegram.runner.run_bot` (whose preflight checks
+the group over plain HTTP, before aiogram is needed) against the fake Bot API and a
+real Redis; the topic mappings use a real Redis.
 """
 
 import asyncio
@@ -9,11 +10,11 @@ from collections.abc import Callable
 
 import pytest
 import redis.asyncio as aioredis
-from aiogram import Bot
 
-from bot.handoff.staff_chat import NO_TOPIC_RIGHTS, NOT_A_FORUM, staff_chat_problem
 from bot.handoff.topics import TopicDirectory
+from bot.settings import Settings
 from bot.storage.keys import RedisKeys
+from bot.telegram.preflight import NO_TOPIC_RIGHTS, NOT_A_FORUM, LightBotApi
 from bot.telegram.runner import run_bot
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
@@ -80,13 +81,23 @@ async def test_a_staff_chat_where_the_bot_cannot_manage_topics_stops_start_up_in
     assert telegram.calls_of("createForumTopic") == []
 
 
+async def staff_chat_problem(telegram: FakeTelegramServer) -> str | None:
+    settings: Settings = make_settings(TELEGRAM_API_BASE_URL=telegram.base_url)
+    api = LightBotApi(settings, environ={})
+    async with api.session() as session:
+        me = await api.identity(session)
+        return await api.staff_chat_problem(session, STAFF, me.id)
+
+
 async def test_a_forum_where_the_bot_is_an_admin_that_manages_topics_passes(
-    telegram: FakeTelegramServer, bot: Bot
+    telegram: FakeTelegramServer,
 ) -> None:
     telegram.make_forum(STAFF)
-    assert await staff_chat_problem(bot, STAFF) is None
+    assert await staff_chat_problem(telegram) is None
     telegram.set_bot_member(STAFF, "administrator", can_manage_topics=True)
-    assert await staff_chat_problem(bot, STAFF) is None
+    assert await staff_chat_problem(telegram) is None
+    telegram.set_bot_member(STAFF, "creator")
+    assert await staff_chat_problem(telegram) is None
 
 
 async def test_topic_mappings_belong_to_their_staff_group(redis_client: aioredis.Redis) -> None:

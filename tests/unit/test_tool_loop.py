@@ -25,6 +25,9 @@ from tools.registry import RegisteredTool, ToolRegistry
 from turn import (
     ToolCall,
     ToolLoopError,
+    ToolLoopExecutionError,
+    ToolLoopLimitError,
+    ToolLoopProtocolError,
     ToolStatus,
     TurnContext,
     TurnOutcome,
@@ -275,7 +278,7 @@ async def test_tool_call_on_the_last_step_is_a_limit_error_and_is_not_executed(
         answer("never requested"),
     )
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopLimitError) as raised:
         await make_loop(client, registry, executor, max_steps=2).run(MESSAGES, CONTEXT)
 
     assert raised.value.kind is TurnOutcome.LIMIT
@@ -310,7 +313,7 @@ async def test_tool_call_cap_stops_a_batch_before_executing_it(
 ) -> None:
     client = scripted(calls(*[("echo", {"text": str(i)}) for i in range(3)]), answer("x"))
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopLimitError) as raised:
         await make_loop(client, registry, executor, max_tool_calls=2).run(MESSAGES, CONTEXT)
 
     assert raised.value.kind is TurnOutcome.LIMIT
@@ -328,7 +331,7 @@ async def test_tool_call_cap_counts_calls_across_steps(
         answer("x"),
     )
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopLimitError) as raised:
         await make_loop(client, registry, executor, max_steps=5, max_tool_calls=2).run(
             MESSAGES, CONTEXT
         )
@@ -366,7 +369,7 @@ async def test_answers_outside_the_protocol_are_protocol_errors(
 ) -> None:
     client = scripted(bad)
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopProtocolError) as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
 
     assert raised.value.kind is TurnOutcome.MODEL_ERROR
@@ -379,7 +382,7 @@ async def test_a_refusal_wins_over_any_text_beside_it(
 ) -> None:
     client = scripted(answer("Вот ответ", refusal="I can't help with that."))
 
-    with pytest.raises(ToolLoopError, match="refused") as raised:
+    with pytest.raises(ToolLoopProtocolError, match="refused") as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
 
     assert raised.value.kind is TurnOutcome.MODEL_ERROR
@@ -417,6 +420,8 @@ async def test_model_failure_becomes_a_loop_error_of_its_kind_with_the_cause_cha
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT)
 
     assert raised.value.kind is kind
+    # The seed raises the base class itself for a failed model call, not a subclass.
+    assert type(raised.value) is ToolLoopError
     assert raised.value.__cause__ is failure
 
 
@@ -427,7 +432,7 @@ async def test_technical_failure_ends_the_turn_with_its_audit_record(
     observed = Observed()
     client = scripted(ask, answer("never requested"))
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopExecutionError) as raised:
         await make_loop(client, registry, executor).run(MESSAGES, CONTEXT, observed)
 
     assert raised.value.kind is TurnOutcome.TOOL_FAILURE
@@ -441,6 +446,9 @@ async def test_technical_failure_ends_the_turn_with_its_audit_record(
     assert (audit.status, audit.error_code) == (ToolStatus.TECHNICAL_ERROR, "technical_error")
     assert ("echo", "after") not in log.calls
     assert len(client.requests) == 1
+    # The application sees the failed execution on the error itself, as the seed design has it.
+    assert raised.value.audit is audit
+    assert raised.value.audit.duration_seconds >= 0
 
 
 def tool_message(request: list[Message], call_id: str) -> dict[str, Any]:
@@ -524,7 +532,7 @@ async def test_repeated_rejections_end_at_the_step_budget_with_the_limit_outcome
         calls(("echo", {"txt": "3"})),  # a server ignoring that no tools were offered
     )
 
-    with pytest.raises(ToolLoopError) as raised:
+    with pytest.raises(ToolLoopLimitError) as raised:
         await make_loop(client, registry, executor, max_steps=3).run(MESSAGES, CONTEXT)
 
     assert raised.value.kind is TurnOutcome.LIMIT
