@@ -26,14 +26,23 @@ from pydantic import ValidationError
 from bot.audit.actions import action_stats, action_steps, step_json
 from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
+from bot.audit.analysis import analysis_stats
+from bot.audit.analysis import stats_json as analysis_stats_json
 from bot.audit.feedback import feedback_stats
 from bot.audit.feedback import stats_json as feedback_stats_json
 from bot.audit.feedback import stats_lines as feedback_stats_lines
 from bot.audit.handoffs import handoff_stats, open_handoffs
 from bot.audit.knowledge_gaps import knowledge_gaps, search_share
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
+from bot.audit.schema import TYPE, EntryType
 from bot.audit.stats import compute_stats
-from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
+from bot.audit.stream import (
+    AuditStreamError,
+    EntryFilter,
+    StreamEntry,
+    stream_id_at,
+    stream_id_time,
+)
 from bot.ops.local_redis import LocalRedisError, redis_or_private
 from bot.queue.dead_letters import read_dead_letters
 from bot.settings import AuditSettings, HandoffSettings, RedisSettings
@@ -45,6 +54,8 @@ from bot.support_audit.reader import AuditStreamReader
 from bot.support_audit.render import (
     EntryTable,
     action_lines,
+    analysed_lines,
+    analysis_lines,
     dead_letter_lines,
     field_lines,
     handoff_lines,
@@ -219,6 +230,12 @@ def _build_parser() -> _Parser:
             "7d",
             _knowledge_gaps,
         ),
+        (
+            "analysis",
+            "analysed conversations: category, sentiment, urgency, resolved; never text",
+            "7d",
+            _analysis,
+        ),
     )
     for name, help_text, since, run in reports:
         report = commands.add_parser(name, parents=[common], help=help_text)
@@ -226,6 +243,8 @@ def _build_parser() -> _Parser:
         # stats prints one object; the others a row a line.
         json_help = "one JSON object" if name == "stats" else "one JSON object per line"
         report.add_argument("--json", action="store_true", help=json_help)
+        if name == "analysis":
+            report.add_argument("--category", help="only this category (e.g. return)")
         report.set_defaults(run=run)
 
     export = commands.add_parser(
@@ -367,7 +386,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         rolled = index.stats(period.since)
         stats, handoff, searches = rolled.stats, rolled.handoffs, rolled.searches
         actions, read = rolled.actions, rolled.entries
-        feedback = rolled.feedback
+        feedback, analysis = rolled.feedback, rolled.analysis
     else:
         counted = _Counting(period.entries())
         entries = list(counted)
@@ -376,6 +395,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         searches = search_share(entries)
         actions, read = action_stats(entries), counted.count
         feedback = feedback_stats(entries)
+        analysis = analysis_stats(entries)
     if args.json:
         report = stats_json(stats, period.since, read)
         report["knowledge"] = {
@@ -385,6 +405,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         }
         report["actions"] = action_stats_json(actions)
         report["feedback"] = feedback_stats_json(feedback)
+        report["analysis"] = analysis_stats_json(analysis)
         report["handoffs"] = {
             "opened": handoff.opened,
             "chats": handoff.chats,
@@ -415,7 +436,31 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     lines.extend(feedback_stats_lines(feedback))
     for line in wrap_lines(lines, width):
         print(line, file=context.out)
+    # A table of its own: already fitted to the width (wrapping would break its columns).
+    for line in analysis_lines(analysis, width=width):
+        print(line, file=context.out)
     return EXIT_OK
+
+
+def _analysis(args: argparse.Namespace, context: _Context) -> int:
+    category = args.category
+    analysed = [
+        entry
+        for entry in _period(args, context).entries()
+        if entry.fields.get(TYPE) == EntryType.ANALYSIS
+        and (category is None or entry.fields.get("category") == category)
+    ]
+    return _report(
+        args,
+        context,
+        analysed,
+        json_row=lambda entry: {
+            "at": stream_id_time(entry.entry_id).isoformat(timespec="milliseconds"),
+            **entry.fields,
+        },
+        empty="no analyses" + (f" in category {category}" if category else ""),
+        lines=lambda: analysed_lines(analysed, context.zone, width=terminal_width(context.out)),
+    )
 
 
 def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:

@@ -134,7 +134,9 @@ def _workers(
         audit=app.turn_audit,
         dead_letters=DeadLetters(app.redis, keys=app.keys),
         max_attempts=settings.worker.job_max_attempts,
-        desk=StaffDesk(bot=bot, topics=app.handoff.topics, sessions=app.sessions)
+        desk=StaffDesk(
+            bot=bot, topics=app.handoff.topics, sessions=app.sessions, analysis=app.analysis
+        )
         if app.handoff is not None
         else None,
         handoff=app.handoff,
