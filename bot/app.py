@@ -385,7 +385,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         await redis.aclose()
         raise
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
-    metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
+    metrics = BotMetrics(
+        CollectorRegistry(),
+        known_tools=registry.names(),
+        known_categories=settings.analysis.category_names,
+    )
     help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
     client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
