@@ -132,7 +132,9 @@ def turn_lease_seconds(settings: Settings) -> float:
     model_time = llm.timeout_seconds * (llm.max_retries + 1) * settings.tools.max_steps
     # Tools run with their own timeouts (2 s by default); the cap bounds how many run.
     tool_time = 10.0 * settings.tools.max_calls_per_turn
-    return model_time + tool_time + LEASE_MARGIN_SECONDS
+    # The turn's deadline ends it sooner when it is shorter than every budget together.
+    longest = min(model_time + tool_time, settings.tools.turn_deadline_seconds)
+    return longest + LEASE_MARGIN_SECONDS
 
 
 def _build_llm(
@@ -206,6 +208,7 @@ def build_chat_service(
         executor,
         max_steps=settings.tools.max_steps,
         max_tool_calls=settings.tools.max_calls_per_turn,
+        deadline_seconds=settings.tools.turn_deadline_seconds,
     )
     return ChatService(
         store=store,

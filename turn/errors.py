@@ -14,7 +14,8 @@ class ToolLoopError(RuntimeError):
     ``model_unavailable``, ``bad_request`` or ``model_error``: a model call failed or
     answered outside the protocol (refusal, empty text, odd finish reason);
     ``limit``: the step or tool-call budget ran out; ``tool_failure``: a tool call
-    could not be executed (timeout, crash; its audit went to the observer).
+    could not be executed (timeout, crash; its audit went to the observer);
+    ``deadline``: the turn as a whole (model calls, tools, streams) ran out of time.
     """
 
     def __init__(self, message: str, kind: TurnOutcome) -> None:

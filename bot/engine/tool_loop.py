@@ -1,5 +1,6 @@
 """The bounded tool loop: model, allowed tools, model again, at most ``max_steps`` times."""
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -82,7 +83,11 @@ class BoundedToolLoop:
       values, so the model may correct itself within the same step budget; timeouts
       and technical errors still end the turn;
     * a server that ignores ``parallel_tool_calls=False`` gets each of its calls
-      executed in order, within ``max_tool_calls`` executions per turn.
+      executed in order, within ``max_tool_calls`` executions per turn;
+    * the whole turn (model calls, their streams, tools) ends within
+      ``deadline_seconds`` (``None``: no deadline), else ``ToolLoopError`` of kind
+      ``deadline``: a per-request timeout bounds only one wait, and a stream that
+      drips a piece (or a keep-alive) now and then never trips it.
     """
 
     client: ToolCallingClient
@@ -90,12 +95,15 @@ class BoundedToolLoop:
     executor: ToolExecutor
     max_steps: int = DEFAULT_MAX_STEPS
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    deadline_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_steps <= 5:
             raise ValueError("max_steps must be between 1 and 5")
         if self.max_tool_calls < 1:
             raise ValueError("max_tool_calls must be positive")
+        if self.deadline_seconds is not None and not self.deadline_seconds > 0:
+            raise ValueError("deadline_seconds must be positive")
 
     async def run(
         self,
@@ -109,6 +117,25 @@ class BoundedToolLoop:
         ``stream`` is told each step's text as the model writes it, and the tools
         a step asks for before they run.
         """
+        deadline = asyncio.timeout(self.deadline_seconds)
+        try:
+            async with deadline:
+                return await self._run(messages, context, observer, stream)
+        except TimeoutError as error:
+            if not deadline.expired():
+                raise
+            raise ToolLoopError(
+                f"the turn ran past its deadline of {self.deadline_seconds:g} s",
+                TurnOutcome.DEADLINE,
+            ) from error
+
+    async def _run(
+        self,
+        messages: Sequence[Message],
+        context: TurnContext,
+        observer: ToolLoopObserver | None,
+        stream: ReplyStream | None,
+    ) -> ToolLoopResult:
         conversation = list(messages)
         schemas = self.registry.api_schemas()
         llm_results: list[LLMResult] = []
