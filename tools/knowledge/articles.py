@@ -175,13 +175,39 @@ def read_articles(directory: Path) -> ArticleSet:
     """
     if not directory.is_dir():
         raise NotADirectoryError(f"{directory} is not a directory")
-    return collect_articles(_read_each(article_files(directory)))
+    root = directory.resolve(strict=True)
+    return collect_articles(_read_each(root, article_files(directory)))
 
 
-def _read_each(paths: Iterable[Path]) -> Iterable[tuple[str, str | ArticleProblem]]:
+def _inside(root: Path, path: Path) -> Path | ArticleProblem:
+    """``path`` with every link resolved, if that stays inside ``root`` (itself resolved).
+
+    A link out of the directory (to a ``.env``, a key, ``/etc/passwd``) is never
+    read: whatever is indexed, the model may quote to a customer.
+    """
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError) as error:
+        # RuntimeError: a loop of links.
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else "a link loop"
+        return ArticleProblem(source=path.name, problem=f"cannot be read: {reason}")
+    if not real.is_relative_to(root):
+        return ArticleProblem(
+            source=path.name, problem="links outside the help center directory: not read"
+        )
+    return real
+
+
+def _read_each(root: Path, paths: Iterable[Path]) -> Iterable[tuple[str, str | ArticleProblem]]:
     for path in paths:
+        real = _inside(root, path)
+        if isinstance(real, ArticleProblem):
+            yield path.name, real
+            continue
         try:
-            yield path.name, path.read_text(encoding="utf-8")
+            # The resolved path is read, not the link: a link swapped after the check
+            # cannot lead the read elsewhere.
+            yield path.name, real.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             yield path.name, ArticleProblem(source=path.name, problem="not UTF-8 text")
         except OSError as error:
