@@ -220,6 +220,7 @@ def build_chat_service(
             lease_seconds=turn_lease_seconds(settings),
             wait_seconds=settings.session.lock_wait_seconds,
             max_message_chars=settings.session.message_max_chars,
+            action_confirm_seconds=settings.tools.action_confirm_seconds,
         ),
         model_name=llm.model_name,
         handoff_idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)

@@ -10,7 +10,7 @@ from time import perf_counter
 
 from bot import customer_texts
 from bot.actions.audit import proposal_fields
-from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
+from bot.actions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.engine.chat_errors import (
@@ -85,6 +85,8 @@ class ChatLimits:
     lease_seconds: float
     wait_seconds: float
     max_message_chars: int = 4000
+    # How long a proposal waits for its button (ACTION_CONFIRM_SECONDS); None: no limit.
+    action_confirm_seconds: float | None = None
 
 
 """Told to the customer when a handoff ends (staff ``/close`` or idle)."""
@@ -309,9 +311,14 @@ class ChatService:
             self._instruction, session.summary, session.messages, question
         )
         messages = prepared.messages
-        if session.pending_action is not None:
-            # The customer's «да» executes nothing: the model is told a button waits.
-            messages = (*messages[:-1], pending_note(session.pending_action), messages[-1])
+        pending = session.pending_action
+        if pending is not None:
+            # The customer's «да» executes nothing: the model is told a button waits,
+            # or, once its time ran out, that the card no longer does anything.
+            confirm_seconds = self.limits.action_confirm_seconds
+            lapsed = confirm_seconds is not None and is_expired(pending, _now(), confirm_seconds)
+            note = expired_note(pending) if lapsed else pending_note(pending)
+            messages = (*messages[:-1], note, messages[-1])
         result = await self.loop.run(messages, context, observer=recorder, stream=stream)
         updated = session.with_turn(
             question, result.text, _now(), self.prompt.version, turn_id=context.turn_id
