@@ -58,7 +58,7 @@ async def _stack(
 
 
 @pytest.mark.parametrize(
-    ("confirm_seconds", "told", "not_told"),
+    "case",
     [(0.001, EXPIRED, AWAITS), (600, AWAITS, EXPIRED)],
     ids=["expired", "still-waiting"],
 )
@@ -66,10 +66,9 @@ async def test_the_next_turn_is_told_whether_the_card_still_waits(
     redis_server: RedisServer,
     telegram: FakeTelegramServer,
     bot: Bot,
-    confirm_seconds: float,
-    told: str,
-    not_told: str,
+    case: tuple[float, str, str],
 ) -> None:
+    confirm_seconds, told, not_told = case
     async for stack, client in _stack(redis_server, telegram, bot, confirm_seconds):
         await stack.feed(telegram.message_update(CHAT, "отмените заказ 8042"))
         await telegram.wait_for(lambda: len(telegram.keyboards(CHAT)) == 1)
