@@ -244,9 +244,10 @@ def build_change_delivery_address_tool(
 
     def done(arguments: ChangeDeliveryAddressArguments, receipt: WriteReceipt) -> tuple[str, str]:
         order = receipt.order
+        address = card_value(order.delivery_address or arguments.address)
         return (
             f"✅ Адрес доставки заказа {order.order_id} изменён",
-            f"Заказ {order.order_id} доставим по адресу: {card_value(order.delivery_address)}",
+            f"Заказ {order.order_id} доставим по адресу: {address}",
         )
 
     return _write_tool(
