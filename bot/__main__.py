@@ -5,6 +5,7 @@ which the console and the staff's audit CLI should not pay.
 """
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -78,12 +79,23 @@ def telegram_main(mode: Mode) -> int:
     Every configuration problem is printed at once, in about a second; only a
     usable configuration pays for importing aiogram and the model SDK.
     """
+    ignore_hangups()
     settings = load_settings(mode_check(mode))
     if settings is None:
         return 2
     from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
 
     return start(settings, mode)
+
+
+def ignore_hangups() -> None:
+    """Let SIGHUP do nothing until the help center's watcher takes it (a reload request).
+
+    Its default action ends the process: an operator's ``kill -HUP`` (or a
+    supervisor's reload) during the seconds of start-up would kill the bot.
+    """
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
