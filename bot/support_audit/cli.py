@@ -34,7 +34,7 @@ from bot.audit.knowledge_gaps import knowledge_gaps, search_share
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
 from bot.audit.stats import compute_stats
 from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
-from bot.queue.dead_letters import read_dead_letters
+from bot.queue.dead_letters import drop_dead_letter, read_dead_letters, retry_dead_letter
 from bot.settings import AuditSettings, HandoffSettings, RedisSettings
 from bot.storage.connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
 from bot.storage.keys import RedisKeys
@@ -244,6 +244,17 @@ def _build_parser() -> _Parser:
     )
     dead_letters.add_argument("--json", action="store_true", help="one JSON object per line")
     dead_letters.set_defaults(run=_dead_letters)
+    letter_actions = dead_letters.add_subparsers(dest="letter_action", parser_class=_Parser)
+    retry = letter_actions.add_parser(
+        "retry", parents=[common], help="queue the message again in its chat (a new incident code)"
+    )
+    retry.add_argument("incident", help="the dead letter's incident code")
+    retry.set_defaults(run=_retry_dead_letter)
+    drop = letter_actions.add_parser(
+        "drop", parents=[common], help="forget the dead letter and the message kept with it"
+    )
+    drop.add_argument("incident", help="the dead letter's incident code")
+    drop.set_defaults(run=_drop_dead_letter)
     return parser
 
 
@@ -637,6 +648,33 @@ def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
         empty="no dead letters",
         lines=lines,
     )
+
+
+def _retry_dead_letter(args: argparse.Namespace, context: _Context) -> int:
+    code = incident_code(args.incident)
+    result = retry_dead_letter(context.client, RedisKeys(context.key_prefix), code)
+    if result.verdict == "unknown":
+        return _fail(f"no dead letter {printable(code)}", EXIT_FAILURE)
+    if result.verdict == "not_retryable":
+        return _fail(
+            f"dead letter {printable(code)} was kept without its message (an older version): "
+            "it cannot be retried; drop it",
+            EXIT_FAILURE,
+        )
+    print(
+        f"dead letter {code} queued again as {result.turn_id} "
+        f"(support-audit turn {result.turn_id})",
+        file=context.out,
+    )
+    return EXIT_OK
+
+
+def _drop_dead_letter(args: argparse.Namespace, context: _Context) -> int:
+    code = incident_code(args.incident)
+    if not drop_dead_letter(context.client, RedisKeys(context.key_prefix), code):
+        return _fail(f"no dead letter {printable(code)}", EXIT_FAILURE)
+    print(f"dead letter {code} dropped", file=context.out)
+    return EXIT_OK
 
 
 def _from_ms(value_ms: int) -> datetime:

@@ -144,6 +144,8 @@ class TelegramJobRunner:
                 error=kind,
                 given_up_ms=int(time.time() * 1000),
                 enqueued_ms=job.enqueued_ms,
+                # What a retry (support-audit dead-letters retry) queues again.
+                job=state.head_raw,
             )
         )
         logger.error(
