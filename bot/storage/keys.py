@@ -22,12 +22,12 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:attempts``             | hash   | SESSION_TTL_SECONDS | worker         | worker   |
 | ``{<conv>}:redriven:<turn id>``   | string | 30 days             | staff CLI      | staff CLI|
 | ``{<conv>}:cards``                | hash   | SESSION_TTL_SECONDS | delivery       | delivery |
-| ``{<conv>}:topic:<staff chat>``   | string | none                | handoff        | handoff  |
+| ``{<conv>}:topic:<staff chat>``   | string | 30 days (renewed)   | handoff        | handoff  |
 | ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{<conv>}:csat``                 | hash   | max(interval, 7 d)  | CSAT ask/press | CSAT     |
-| ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
+| ``{staff:<chat>}:topic:<thread>`` | string | 30 days (renewed)   | handoff        | intake   |
 | ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
 | ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
 | ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
