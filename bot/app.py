@@ -60,6 +60,8 @@ from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.human_agent import build_request_human_agent_tool
+from tools.knowledge.citations import CitationCheck
+from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
 from tools.support_hours import closed_note
@@ -195,6 +197,7 @@ def build_chat_service(
     registry: ToolRegistry,
     executor: ToolExecutor,
     store: SessionStore,
+    help_center: HelpCenter | None = None,
 ) -> ChatService:
     """The chat service and its tool loop, configured by ``settings``.
 
@@ -226,6 +229,7 @@ def build_chat_service(
         handoff_idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)
         if settings.handoff.staff_chat_id is not None
         else None,
+        citations=CitationCheck(help_center.article_urls) if help_center is not None else None,
     )
 
 
@@ -377,6 +381,7 @@ async def build_application(
         registry=registry,
         executor=executor,
         store=sessions,
+        help_center=help_center,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",

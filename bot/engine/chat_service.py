@@ -1,6 +1,7 @@
 """One customer turn: session, history window, tool loop, save, audit, summary."""
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -43,6 +44,7 @@ from bot.sessions.store import (
 )
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
+from tools.knowledge.citations import CitationCheck
 from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
@@ -113,6 +115,8 @@ class ChatService:
     model_name: str
     # None: handoff is off (no staff chat); the turns then ignore handoff state.
     handoff_idle: IdleRule | None = None
+    # Takes invented help-center links out of answers; None: no help center to check.
+    citations: CitationCheck | None = None
     _instruction: str = field(init=False)
     _locks: KeyedLocks = field(init=False, default_factory=KeyedLocks)
     _summaries_in_background: BackgroundSummaries = field(init=False)
@@ -320,6 +324,16 @@ class ChatService:
             note = expired_note(pending) if lapsed else pending_note(pending)
             messages = (*messages[:-1], note, messages[-1])
         result = await self.loop.run(messages, context, observer=recorder, stream=stream)
+        if self.citations is not None:
+            checked = self.citations(result.text)
+            if checked.removed:
+                # Neither the customer nor the history gets a link to a page that does not exist.
+                logger.warning(
+                    "Turn %s: %d invented help-center link(s) taken out of the answer",
+                    context.turn_id,
+                    checked.removed,
+                )
+                result = dataclasses.replace(result, text=checked.text)
         updated = session.with_turn(
             question, result.text, _now(), self.prompt.version, turn_id=context.turn_id
         )
