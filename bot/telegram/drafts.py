@@ -116,11 +116,15 @@ class Drafts:
         *,
         metrics: DraftMetrics | None = None,
         clock: Clock = time.monotonic,
+        text_filter: Callable[[str], str] | None = None,
     ) -> None:
         self.policy = policy
         self.metrics = metrics
         self.clock = clock
         self.pauses = DraftPauses(clock)
+        # What the answer itself goes through before it is shown (invented help-center
+        # links taken out): the preview must not show what the message will not.
+        self.text_filter = text_filter
 
     def wanted(self, *, chat_type: str, thread_id: int | None, handoff_state: HandoffState) -> bool:
         """Drafts only in private chats, outside topics, while the bot (not a person) answers."""
@@ -222,6 +226,8 @@ class DraftPublisher:
         if self._placeholder is not None:
             return self._placeholder, "placeholder"
         text = "".join(self._pieces).strip()
+        if self._drafts.text_filter is not None:
+            text = self._drafts.text_filter(text).strip()
         if not text:
             return None
         return cut_utf16(text, DRAFT_TEXT_LIMIT), "answer"
@@ -292,13 +298,26 @@ class DraftPublisher:
             self._drafts.metrics.count_error(error)
 
 
-def drafts_of(settings: Settings, metrics: BotMetrics | None) -> Drafts:
-    """The process's drafts as configured (``STREAMING``, ``STREAM_DRAFT_INTERVAL_SECONDS``)."""
+def drafts_of(
+    settings: Settings,
+    metrics: BotMetrics | None,
+    *,
+    text_filter: Callable[[str], str] | None = None,
+) -> Drafts:
+    """The process's drafts as configured (``STREAMING``, ``STREAM_DRAFT_INTERVAL_SECONDS``).
+
+    ``text_filter``: what the answer goes through before it is sent, applied to the
+    preview too.
+    """
     policy = DraftPolicy(
         enabled=settings.telegram.streaming == "on",
         interval_seconds=settings.telegram.stream_draft_interval_seconds,
     )
-    return Drafts(policy, metrics=DraftMetrics(metrics.registry) if metrics is not None else None)
+    return Drafts(
+        policy,
+        metrics=DraftMetrics(metrics.registry) if metrics is not None else None,
+        text_filter=text_filter,
+    )
 
 
 def cut_utf16(text: str, limit: int) -> str:

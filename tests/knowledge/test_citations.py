@@ -2,7 +2,8 @@
 
 The rules on the check itself, then the whole way: the model's answer cites a
 real article and an invented one; the real intake and worker send it through
-the fake Bot API, and the customer and the stored history see only the real one.
+the fake Bot API, and the customer and the stored history see only the real one;
+streamed from the scripted OpenAI server, the drafts never show the invented one.
 """
 
 from collections.abc import Sequence
@@ -11,9 +12,11 @@ import pytest
 from aiogram import Bot
 
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, trickle
+from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result
-from bot.testing.settings import make_settings
+from bot.testing.settings import make_settings, stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
 from tests.telegram.conftest import bot
@@ -91,3 +94,29 @@ async def test_an_invented_help_center_link_never_reaches_the_customer_or_the_hi
     answer = session.messages[-1].content
     assert INVENTED not in answer
     assert REAL in answer
+
+
+async def test_the_draft_preview_never_shows_the_invented_link_either(
+    telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer, redis_server: RedisServer
+) -> None:
+    answer = f"Подробнее: [Возврат денег]({REAL}). Гарантия: {INVENTED} — вот и всё."
+    openai_server.script(trickle(text_answer(answer), chunk_chars=4, interval_seconds=0.03))
+    settings = stack_settings(
+        telegram,
+        openai_server,
+        redis_server.url,
+        prefix="citedrafts",
+        STREAM_DRAFT_INTERVAL_SECONDS=0.1,
+    )
+    polling = PollingBot(settings, telegram)
+    await polling.start()
+    try:
+        await telegram.push_message(CHAT + 1, "когда вернутся деньги?")
+        [shown] = await telegram.wait_for_texts(CHAT + 1, 1)
+    finally:
+        assert await polling.stop() == 0
+
+    drafts = [str(call.params.get("text", "")) for call in telegram.drafts(CHAT + 1)]
+    assert any("Гарантия" in text for text in drafts), drafts
+    assert not [text for text in drafts if "instant-refund" in text]
+    assert "instant-refund" not in shown
