@@ -8,6 +8,7 @@ heavy imports, so a start-up failure is one line in about a second.
 """
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -136,6 +137,7 @@ def telegram_main(mode: Mode) -> int:
     before aiogram and the model SDK are imported. Only a start that can work pays
     for those imports.
     """
+    ignore_hangups()
     settings = load_settings(mode_check(mode))
     if settings is None:
         return 2
@@ -148,6 +150,16 @@ def telegram_main(mode: Mode) -> int:
     from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
 
     return start(settings, mode, identity)
+
+
+def ignore_hangups() -> None:
+    """Let SIGHUP do nothing until the help center's watcher takes it (a reload request).
+
+    Its default action ends the process: an operator's ``kill -HUP`` (or a
+    supervisor's reload) during the seconds of start-up would kill the bot.
+    """
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

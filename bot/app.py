@@ -69,6 +69,8 @@ from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.human_agent import build_request_human_agent_tool
+from tools.knowledge.citations import CitationCheck
+from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
 from tools.support_hours import closed_note, describe_hours, support_hours_at
@@ -148,7 +150,9 @@ def turn_lease_seconds(settings: Settings) -> float:
     model_time = llm.timeout_seconds * (llm.max_retries + 1) * settings.tools.max_steps
     # Tools run with their own timeouts (2 s by default); the cap bounds how many run.
     tool_time = 10.0 * settings.tools.max_calls_per_turn
-    return model_time + tool_time + LEASE_MARGIN_SECONDS
+    # The turn's deadline ends it sooner when it is shorter than every budget together.
+    longest = min(model_time + tool_time, settings.tools.turn_deadline_seconds)
+    return longest + LEASE_MARGIN_SECONDS
 
 
 def _build_llm(
@@ -287,6 +291,7 @@ def build_chat_service(
     registry: ToolRegistry,
     executor: ToolExecutor,
     store: SessionStore,
+    help_center: HelpCenter | None = None,
 ) -> ChatService:
     """The chat service and its tool loop, configured by ``settings``.
 
@@ -300,6 +305,7 @@ def build_chat_service(
         executor,
         max_steps=settings.tools.max_steps,
         max_tool_calls=settings.tools.max_calls_per_turn,
+        deadline_seconds=settings.tools.turn_deadline_seconds,
     )
     return ChatService(
         store=store,
@@ -311,11 +317,13 @@ def build_chat_service(
             lease_seconds=turn_lease_seconds(settings),
             wait_seconds=settings.session.lock_wait_seconds,
             max_message_chars=settings.session.message_max_chars,
+            action_confirm_seconds=settings.tools.action_confirm_seconds,
         ),
         model_name=llm.model_name,
         handoff_idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)
         if settings.handoff.staff_chat_id is not None
         else None,
+        citations=CitationCheck(help_center.article_urls) if help_center is not None else None,
     )
 
 
@@ -424,6 +432,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         registry=registry,
         executor=executor,
         store=sessions,
+        help_center=help_center,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",

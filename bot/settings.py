@@ -317,6 +317,11 @@ class ToolSettings(BaseSettings):
         default=4, ge=1, le=20, validation_alias=_env("TOOL_MAX_CALLS_PER_TURN")
     )
     max_workers: int = Field(default=4, ge=1, le=64, validation_alias=_env("TOOL_MAX_WORKERS"))
+    # One deadline for a whole turn (every model call, tool and stream): LLM_TIMEOUT_SECONDS
+    # bounds only one wait, and a stream that drips (or sends keep-alives) never trips it.
+    turn_deadline_seconds: float = Field(
+        default=120.0, gt=0, le=3600, validation_alias=_env("TURN_DEADLINE_SECONDS")
+    )
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
     # The shop's lookup of a customer by phone number; set, /link and shared contacts link

@@ -25,7 +25,7 @@ from tools.shop_backend import (
     order_id_argument,
 )
 from tools.store import ShopStore
-from tools.write_tools import ActionResult, WriteTool
+from tools.write_tools import ActionResult, WriteTool, card_value
 from turn import ToolBusinessError
 
 CANCEL_ORDER_TOOL_NAME = "cancel_order"
@@ -255,9 +255,10 @@ def build_change_delivery_address_tool(
 
     def done(arguments: ChangeDeliveryAddressArguments, receipt: WriteReceipt) -> tuple[str, str]:
         order = receipt.order
+        address = card_value(order.delivery_address or arguments.address)
         return (
             f"✅ Адрес доставки заказа {order.order_id} изменён",
-            f"Заказ {order.order_id} доставим по адресу: {order.delivery_address}",
+            f"Заказ {order.order_id} доставим по адресу: {address}",
         )
 
     return _write_tool(
@@ -274,7 +275,8 @@ def build_change_delivery_address_tool(
             not_allowed_code="address_not_changeable",
             not_done="Адрес не изменён",
             describe=lambda arguments, order: (
-                f"Изменить адрес доставки заказа {order.order_id} на: {arguments.address}"
+                f"Изменить адрес доставки заказа {order.order_id} на: "
+                f"{card_value(arguments.address)}"
             ),
             change=lambda arguments, customer, key: shop.change_delivery_address(
                 customer, arguments.order_id, arguments.address, idempotency_key=key

@@ -10,6 +10,8 @@ execution may have started (a process died after the shop's write, a press
 given up as a dead letter) is settled.
 """
 
+import re
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -21,6 +23,33 @@ from tools.shop_backend import Customer
 
 ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
 StateT = TypeVar("StateT")
+
+CARD_VALUE_MAX_CHARS = 200
+_SPACES = re.compile(r"\s+")
+# Control (Cc), format (Cf: bidi overrides and isolates, zero-width, BOM), separators of
+# lines and paragraphs, unassigned and private-use characters, and pictographs (So): an
+# address needs none of them, and each can make a value look like the card's own text.
+_DROPPED = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "So"})
+_QUOTES = str.maketrans({"«": '"', "»": '"'})
+
+
+def card_value(value: str, *, max_chars: int = CARD_VALUE_MAX_CHARS) -> str:
+    """A value the model (or the customer) wrote, made safe to show inside a card.
+
+    Neutralised (no line breaks, no direction overrides or other invisible
+    characters, no pictographs such as «✅», whitespace runs as one space, at most
+    ``max_chars``) and set visibly apart in «guillemets», so a value cannot pass
+    for the card's own words: ``«ул. Мира, 1 Заказ отменён»`` stays one quoted value.
+    """
+    kept = "".join(
+        " " if char in "\n\r\t\v\f\u2028\u2029\x85" else char
+        for char in unicodedata.normalize("NFC", value)
+        if char in "\n\r\t\v\f\u2028\u2029\x85" or unicodedata.category(char) not in _DROPPED
+    )
+    text = _SPACES.sub(" ", kept).strip().translate(_QUOTES)
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    return f"«{text}»"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

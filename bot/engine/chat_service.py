@@ -1,6 +1,7 @@
 """One customer turn: session, history window, tool loop, save, audit, summary."""
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -10,7 +11,7 @@ from time import perf_counter
 
 from bot import customer_texts
 from bot.actions.audit import proposal_fields
-from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
+from bot.actions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.engine.chat_errors import (
@@ -43,6 +44,7 @@ from bot.sessions.store import (
 )
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
+from tools.knowledge.citations import CitationCheck
 from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
@@ -90,6 +92,8 @@ class ChatLimits:
     lease_seconds: float
     wait_seconds: float
     max_message_chars: int = 4000
+    # How long a proposal waits for its button (ACTION_CONFIRM_SECONDS); None: no limit.
+    action_confirm_seconds: float | None = None
 
 
 """Told to the customer when a handoff ends (staff ``/close`` or idle)."""
@@ -116,6 +120,8 @@ class ChatService:
     model_name: str
     # None: handoff is off (no staff chat); the turns then ignore handoff state.
     handoff_idle: IdleRule | None = None
+    # Takes invented help-center links out of answers; None: no help center to check.
+    citations: CitationCheck | None = None
     _instruction: str = field(init=False)
     _locks: KeyedLocks = field(init=False, default_factory=KeyedLocks)
     _summaries_in_background: BackgroundSummaries = field(init=False)
@@ -314,10 +320,25 @@ class ChatService:
             self._instruction, session.summary, session.messages, question
         )
         messages = prepared.messages
-        if session.pending_action is not None:
-            # The customer's «да» executes nothing: the model is told a button waits.
-            messages = (*messages[:-1], pending_note(session.pending_action), messages[-1])
+        pending = session.pending_action
+        if pending is not None:
+            # The customer's «да» executes nothing: the model is told a button waits,
+            # or, once its time ran out, that the card no longer does anything.
+            confirm_seconds = self.limits.action_confirm_seconds
+            lapsed = confirm_seconds is not None and is_expired(pending, _now(), confirm_seconds)
+            note = expired_note(pending) if lapsed else pending_note(pending)
+            messages = (*messages[:-1], note, messages[-1])
         result = await self.loop.run(messages, context, observer=recorder, stream=stream)
+        if self.citations is not None:
+            checked = self.citations(result.text)
+            if checked.removed:
+                # Neither the customer nor the history gets a link to a page that does not exist.
+                logger.warning(
+                    "Turn %s: %d invented help-center link(s) taken out of the answer",
+                    context.turn_id,
+                    checked.removed,
+                )
+                result = dataclasses.replace(result, text=checked.text)
         updated = session.with_turn(
             question, result.text, _now(), self.prompt.version, turn_id=context.turn_id
         )

@@ -1,5 +1,6 @@
 """The bounded tool loop: model, allowed tools, model again, at most ``max_steps`` times."""
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -102,6 +103,10 @@ class BoundedToolLoop:
       executed in order, within ``max_tool_calls`` executions per turn;
     * a write tool becomes a proposal, one per turn: a second write call is answered
       as a business error (``one_action_at_a_time``) and audited like any tool call.
+    * the whole turn (model calls, their streams, tools) ends within
+      ``deadline_seconds`` (``None``: no deadline), else ``ToolLoopError`` of kind
+      ``deadline``: a per-request timeout bounds only one wait, and a stream that
+      drips a piece (or a keep-alive) now and then never trips it.
     """
 
     client: ToolCallingClient
@@ -109,12 +114,15 @@ class BoundedToolLoop:
     executor: ToolExecutor
     max_steps: int = DEFAULT_MAX_STEPS
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    deadline_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_steps <= 5:
             raise ValueError("max_steps must be between 1 and 5")
         if self.max_tool_calls < 1:
             raise ValueError("max_tool_calls must be positive")
+        if self.deadline_seconds is not None and not self.deadline_seconds > 0:
+            raise ValueError("deadline_seconds must be positive")
 
     async def run(
         self,
@@ -133,6 +141,25 @@ class BoundedToolLoop:
         ``stream`` is told each step's text as the model writes it, and the tools
         a step asks for before they run.
         """
+        deadline = asyncio.timeout(self.deadline_seconds)
+        try:
+            async with deadline:
+                return await self._run(messages, context, observer, stream)
+        except TimeoutError as error:
+            if not deadline.expired():
+                raise
+            raise ToolLoopError(
+                f"the turn ran past its deadline of {self.deadline_seconds:g} s",
+                TurnOutcome.DEADLINE,
+            ) from error
+
+    async def _run(
+        self,
+        messages: Sequence[Message],
+        context: TurnContext,
+        observer: ToolLoopObserver | None,
+        stream: ReplyStream | None,
+    ) -> ToolLoopResult:
         conversation = list(messages)
         schemas = self.registry.api_schemas()
         llm_results: list[LLMResult] = []

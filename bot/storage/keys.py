@@ -20,14 +20,15 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:quarantine:<time>``    | hash   | SESSION_ARCHIVE_TTL | bad session    | staff    |
 | ``{<conv>}:quarantine:outbox``    | hash   | SESSION_ARCHIVE_TTL | bad outbox     | staff    |
 | ``{<conv>}:attempts``             | hash   | SESSION_TTL_SECONDS | worker         | worker   |
+| ``{<conv>}:redriven:<turn id>``   | string | 30 days             | staff CLI      | staff CLI|
 | ``{<conv>}:cards``                | hash   | SESSION_TTL_SECONDS | delivery       | delivery |
-| ``{<conv>}:topic:<staff chat>``   | string | none                | handoff        | handoff  |
+| ``{<conv>}:topic:<staff chat>``   | string | 30 days (renewed)   | handoff        | handoff  |
 | ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{<conv>}:csat``                 | hash   | max(interval, 7 d)  | CSAT ask/press | CSAT     |
 | ``{<conv>}:analysis``             | hash   | SESSION_TTL_SECONDS | analysis       | staff    |
-| ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
+| ``{staff:<chat>}:topic:<thread>`` | string | 30 days (renewed)   | handoff        | intake   |
 | ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
 | ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
 | ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
@@ -196,6 +197,10 @@ class ConversationKeys:
     def attempts(self) -> str:
         """How often each queued job was handed to a worker (hash, see bot.queue.chat_queue)."""
         return f"{self.base}:attempts"
+
+    def redriven(self, turn_id: str) -> str:
+        """Set once the dead letter of ``turn_id`` was queued again (a retry runs it once)."""
+        return f"{self.base}:redriven:{turn_id}"
 
 
 @dataclass(frozen=True, slots=True)

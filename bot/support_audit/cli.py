@@ -44,7 +44,7 @@ from bot.audit.stream import (
     stream_id_time,
 )
 from bot.ops.local_redis import LocalRedisError, redis_or_private
-from bot.queue.dead_letters import read_dead_letters
+from bot.queue.dead_letters import drop_dead_letter, read_dead_letters, retry_dead_letter
 from bot.settings import AuditSettings, HandoffSettings, RedisSettings
 from bot.storage.connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
 from bot.storage.keys import RedisKeys
@@ -62,6 +62,7 @@ from bot.support_audit.render import (
     json_line,
     knowledge_gap_lines,
     print_json_lines,
+    printable,
     stats_json,
     stats_lines,
 )
@@ -279,6 +280,17 @@ def _build_parser() -> _Parser:
     )
     dead_letters.add_argument("--json", action="store_true", help="one JSON object per line")
     dead_letters.set_defaults(run=_dead_letters)
+    letter_actions = dead_letters.add_subparsers(dest="letter_action", parser_class=_Parser)
+    retry = letter_actions.add_parser(
+        "retry", parents=[common], help="queue the message again in its chat (a new incident code)"
+    )
+    retry.add_argument("incident", help="the dead letter's incident code")
+    retry.set_defaults(run=_retry_dead_letter)
+    drop = letter_actions.add_parser(
+        "drop", parents=[common], help="forget the dead letter and the message kept with it"
+    )
+    drop.add_argument("incident", help="the dead letter's incident code")
+    drop.set_defaults(run=_drop_dead_letter)
     return parser
 
 
@@ -642,6 +654,33 @@ def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
         empty="no dead letters",
         lines=lambda: dead_letter_lines(letters, context.zone, width=terminal_width(context.out)),
     )
+
+
+def _retry_dead_letter(args: argparse.Namespace, context: _Context) -> int:
+    code = incident_code(args.incident)
+    result = retry_dead_letter(context.client, RedisKeys(context.key_prefix), code)
+    if result.verdict == "unknown":
+        return _fail(f"no dead letter {printable(code)}", EXIT_FAILURE)
+    if result.verdict == "not_retryable":
+        return _fail(
+            f"dead letter {printable(code)} was kept without its message (an older version): "
+            "it cannot be retried; drop it",
+            EXIT_FAILURE,
+        )
+    print(
+        f"dead letter {code} queued again as {result.turn_id} "
+        f"(support-audit turn {result.turn_id})",
+        file=context.out,
+    )
+    return EXIT_OK
+
+
+def _drop_dead_letter(args: argparse.Namespace, context: _Context) -> int:
+    code = incident_code(args.incident)
+    if not drop_dead_letter(context.client, RedisKeys(context.key_prefix), code):
+        return _fail(f"no dead letter {printable(code)}", EXIT_FAILURE)
+    print(f"dead letter {code} dropped", file=context.out)
+    return EXIT_OK
 
 
 def _from_ms(value_ms: int) -> datetime:

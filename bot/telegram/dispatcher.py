@@ -46,6 +46,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
     the ``my_chat_member`` handler.
     """
     settings, metrics = app.settings, app.metrics
+    citations = app.chat.citations
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused.
         disable_fsm=True,
@@ -57,7 +58,11 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         actions=app.actions,
         feedback=app.feedback,
         account_linking=app.account_linking,
-        drafts=drafts_of(settings, metrics),
+        drafts=drafts_of(
+            settings,
+            metrics,
+            text_filter=(lambda text: citations(text).text) if citations is not None else None,
+        ),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)

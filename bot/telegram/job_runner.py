@@ -21,6 +21,7 @@ from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
 from aiogram.types import Update
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.actions.audit import action_fields
@@ -161,6 +162,8 @@ class TelegramJobRunner:
                 error=kind,
                 given_up_ms=int(time.time() * 1000),
                 enqueued_ms=job.enqueued_ms,
+                # What a retry (support-audit dead-letters retry) queues again.
+                job=state.head_raw,
             )
         )
         logger.error(
@@ -296,10 +299,18 @@ class TelegramJobRunner:
                 key, lease.token, state.head_raw, job.job_id, entry
             )
         except RedisConnectionError:
-            # Redis is gone (refused, reset): nothing can be recorded, but the customer
-            # can still be told; the job stays queued and runs again if Redis kept it.
+            # Redis is gone (refused, reset): nothing can be recorded. A job Redis keeps
+            # runs again and is answered then: telling the customer now that it failed
+            # (and auditing a failure) would be untrue. Only a job Redis lost (restarted
+            # empty), or a Redis that stays away, leaves the customer to be told here.
             # Not on a timeout: a stalled Redis may still run the turn's own save, and
             # a saved turn must never be reported as failed.
+            if await self._will_be_answered(key, state, job):
+                logger.warning(
+                    "Turn %s: outcome not stored (Redis went away); the job runs again",
+                    job.turn_id,
+                )
+                raise
             logger.warning(
                 "Turn %s: outbox unreachable; telling the customer directly", job.turn_id
             )
@@ -313,6 +324,14 @@ class TelegramJobRunner:
         fresh = await self.queue.take(key, lease.token)
         stored = next((e for e in fresh.outbox if e.job_id == job.job_id), None) if fresh else None
         return JobDone(reply=stored or entry)
+
+    async def _will_be_answered(self, key: str, state: ChatState, job: QueuedJob) -> bool:
+        """Once Redis answers again: is the job still queued, or its reply stored?"""
+        try:
+            return await self.queue.outstanding(key, state.head_raw, job.job_id)
+        except (RedisError, OSError):
+            # Not back within the bound: as far as anyone can tell, the job failed.
+            return False
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         """Send the reply; an undeliverable answer is recorded so; audit the turn once.

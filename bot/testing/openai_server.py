@@ -40,7 +40,10 @@ class Reply:
     instead (see :mod:`bot.testing.openai_stream`): ``chunk_chars`` characters of
     content per event (0: the server's default), ``chunk_interval_seconds`` between
     events (a slow trickle), and with ``cut_after_chunks`` the connection is dropped
-    after that many events, before ``[DONE]``.
+    after that many events, before ``[DONE]``. With ``keep_alive_seconds`` the
+    stream sends only SSE comments (``: keep-alive``), that far apart, until the
+    client or the server gives up: a provider that holds the stream open and never
+    writes.
     """
 
     status: int = 200
@@ -50,6 +53,7 @@ class Reply:
     chunk_chars: int = 0
     chunk_interval_seconds: float = 0.0
     cut_after_chunks: int | None = None
+    keep_alive_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +238,11 @@ def cut_stream(step: Reply, *, after_chunks: int) -> Reply:
     return replace(step, cut_after_chunks=after_chunks)
 
 
+def keep_alive_only(step: Reply, *, interval_seconds: float = 0.1) -> Reply:
+    """``step`` asked for as a stream, answered with SSE comments only, this far apart."""
+    return replace(step, keep_alive_seconds=interval_seconds)
+
+
 def hang(seconds: float = 30.0) -> Reply:
     """A response that does not come within any sensible client timeout."""
     return delay(seconds, text_answer("слишком поздно"))
@@ -361,6 +370,12 @@ class ScriptedOpenAIServer:
             status=200, headers={"Content-Type": "text/event-stream", **step.headers}
         )
         await response.prepare(request)
+        if step.keep_alive_seconds:
+            # Comments only, never an event: every read gets bytes, no answer ever comes.
+            while not self._closing.is_set():
+                await response.write(b": keep-alive\n\n")
+                await self._sleep(step.keep_alive_seconds)
+            return response
         for number, event in enumerate(events):
             if step.cut_after_chunks is not None and number >= step.cut_after_chunks:
                 # No terminating chunk and no [DONE]: the client sees a stream cut mid-way.

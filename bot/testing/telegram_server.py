@@ -119,6 +119,7 @@ class FakeTelegramServer:
     def __post_init__(self) -> None:
         self._pending: list[_Pending] = []
         self._injected: list[_Injected] = []
+        self._raw_answers: list[tuple[str, Any]] = []
         self._changed = asyncio.Condition()
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
@@ -372,6 +373,14 @@ class FakeTelegramServer:
         """Answer the next ``times`` calls of ``method`` (matching ``when``) with an error."""
         self._injected.append(_Injected(method, status, description, retry_after, times, when))
 
+    def answer_next(self, method: str, result: Any, *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": true, "result": result}``.
+
+        Any ``result``, the Bot API's shape or not: what a client must cope with when
+        a proxy or a newer Bot API answers in a way it cannot read.
+        """
+        self._raw_answers.extend([(method, result)] * times)
+
     # --- holding sends ---------------------------------------------------------------
 
     def hold_sends(self, chat_id: int) -> None:
@@ -477,6 +486,8 @@ class FakeTelegramServer:
             response = self._error(401, "Unauthorized")
         elif (injected := self._take_injected(method, params)) is not None:
             response = self._error(injected.status, injected.description, injected.retry_after)
+        elif (raw := self._take_raw(method)) is not None:
+            response = self._ok(raw[1])
         elif method == "sendMessage" and not await self._wait_released(
             request, params.get("chat_id")
         ):
@@ -502,6 +513,13 @@ class FakeTelegramServer:
             self.calls.append(ApiCall(method, params, response.status, time.monotonic(), result_id))
             self._changed.notify_all()
         return response
+
+    def _take_raw(self, method: str) -> tuple[str, Any] | None:
+        for index, (name, result) in enumerate(self._raw_answers):
+            if name == method:
+                del self._raw_answers[index]
+                return name, result
+        return None
 
     def _take_injected(self, method: str, params: dict[str, Any]) -> _Injected | None:
         for injected in self._injected:
