@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from bot.actions.confirmation import ActionConfirmations
+from bot.actions.runs import ActionRuns
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
@@ -31,9 +32,11 @@ from bot.knowledge.watcher import (
 )
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.types import ToolCallingClient
+from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
 from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
+from bot.queue.dead_letters import DeadLetters
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
 from bot.sessions.redis_store import RedisSessionStore
@@ -106,6 +109,8 @@ class Application:
     knowledge: KnowledgeWatcher | None = None
     # Settles presses on confirmation cards (the write tools' actions).
     actions: ActionConfirmations | None = None
+    # The shop's own tools over MCP; None while MCP_SERVERS is empty.
+    mcp: McpServers | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
 
@@ -122,6 +127,8 @@ class Application:
         await self.audit.flush()
         self.executor.close()
         await self.llm.close()
+        if self.mcp is not None:
+            await self.mcp.aclose()
         await self.health_redis.aclose()
         await self.redis.aclose()
 
@@ -130,8 +137,10 @@ def turn_lease_seconds(settings: Settings) -> float:
     """The longest a turn can take: every model call with its retries, every tool, a margin."""
     llm = settings.llm
     model_time = llm.timeout_seconds * (llm.max_retries + 1) * settings.tools.max_steps
-    # Tools run with their own timeouts (2 s by default); the cap bounds how many run.
-    tool_time = 10.0 * settings.tools.max_calls_per_turn
+    # Tools run with their own timeouts (2 s by default, a shop's MCP server its own);
+    # the cap bounds how many run. A confirmed action runs within one tool's deadline.
+    slowest = max([10.0, *(server.timeout_seconds for server in settings.mcp.servers)])
+    tool_time = slowest * settings.tools.max_calls_per_turn
     return model_time + tool_time + LEASE_MARGIN_SECONDS
 
 
@@ -223,6 +232,52 @@ def build_chat_service(
         if settings.handoff.staff_chat_id is not None
         else None,
     )
+
+
+async def _model_and_shop_tools(
+    settings: Settings,
+    shop: ShopStore,
+    registry: ToolRegistry,
+    llm: ToolCallingClient | None,
+    environ: Mapping[str, str],
+) -> tuple[ToolCallingClient, McpServers | None]:
+    """The shop's MCP servers (if configured), then the model client (``llm`` if given)."""
+    mcp: McpServers | None = None
+    try:
+        if settings.mcp.servers:
+            # Before the model client: the offline demo model learns the tools listed by then.
+            mcp = await open_mcp_servers(settings, registry, environ)
+        # After the registry: the offline demo model learns the registered tools from it.
+        return llm or _build_llm(settings, shop, registry, environ), mcp
+    except StartupError:
+        if mcp is not None:
+            await mcp.aclose()
+        raise
+
+
+async def open_mcp_servers(
+    settings: Settings, registry: ToolRegistry, environ: Mapping[str, str]
+) -> McpServers:
+    """Connect ``MCP_SERVERS`` and offer their tools in ``registry`` (down ones retry later).
+
+    One warning line when the tool definitions exceed ``MCP_TOOLS_TOKEN_WARNING`` tokens.
+    """
+    try:
+        servers = McpServers(settings=settings.mcp, registry=registry, environ=environ)
+    except McpSetupError as error:
+        raise StartupError(str(error)) from error
+    await servers.start()
+    tokens = tool_definition_tokens(registry)
+    limit = settings.mcp.tools_token_warning
+    if limit and tokens > limit:
+        logger.warning(
+            "Tool definitions take about %d tokens of every model request (%d tools), more "
+            "than MCP_TOOLS_TOKEN_WARNING=%d: narrow the servers' tools allowlists",
+            tokens,
+            len(registry.names()),
+            limit,
+        )
+    return servers
 
 
 async def connect_redis(settings: Settings) -> AsyncRedisClient:
@@ -325,13 +380,13 @@ async def build_application(
         timezone=settings.tools.support_timezone,
         help_center=help_center,
         shop=shop_backend,
+        demo_orders=settings.mcp.demo_tools_on(),
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
     try:
-        # After the registry: the offline demo model learns the registered tools from it.
-        base_client = llm or _build_llm(
-            settings, shop, registry, os.environ if environ is None else environ
+        base_client, mcp = await _model_and_shop_tools(
+            settings, shop, registry, llm, os.environ if environ is None else environ
         )
     except StartupError:
         await health_redis.aclose()
@@ -456,7 +511,11 @@ async def build_application(
             registry=registry,
             chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
+            runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
+            dead_letters=DeadLetters(redis, keys=keys),
+            alert_staff=staff_chat_id is not None,
         ),
+        mcp=mcp,
         feedback=CsatSchedule(
             redis,
             keys=keys,

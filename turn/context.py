@@ -16,3 +16,5 @@ class TurnContext:
     chat_id: int | str
     user_id: int | None
     turn_id: str
+    # The shop's own customer id, once the customer linked their account (a shared contact).
+    shop_customer_id: str | None = None

@@ -9,7 +9,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from bot.actions.pending import PendingAction
-from bot.actions.proposals import propose
+from bot.actions.proposals import propose, propose_mcp
 from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
@@ -191,7 +191,14 @@ class BoundedToolLoop:
     ) -> str:
         try:
             write = self.registry.write_tool(tool_call.name)
-            if write is None:
+            mcp = self.registry.mcp_tool(tool_call.name)
+            if mcp is not None and mcp.confirm:
+                # A shop's tool that may change something: a proposal, as a write tool's.
+                proposal = await propose_mcp(mcp, tool_call, context)
+                if proposal.action is not None:
+                    proposals.append(proposal.action)
+                execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
+            elif write is None:
                 execution = await self.executor.execute(tool_call, context)
             else:
                 # A write changes nothing now: it becomes a proposal the customer confirms.
@@ -215,6 +222,7 @@ class BoundedToolLoop:
             observer.on_tool_executed(step, execution.audit)
         if (
             write is None
+            and mcp is None
             and execution.audit.status == ToolStatus.SUCCESS
             and self.registry.get(tool_call.name).hands_off
         ):
@@ -231,7 +239,12 @@ def _rejection_content(error: ToolExecutionError, tool_names: Sequence[str]) -> 
         )
     else:
         code = "invalid_arguments"
-        message = _describe_validation(error.__cause__)
+        problems = error.problems if isinstance(error, ToolArgumentsError) else ()
+        message = (
+            "Invalid arguments. " + "; ".join(problems) + ". Fix them and call the tool again."
+            if problems
+            else _describe_validation(error.__cause__)
+        )
     return json.dumps(
         {"ok": False, "error": {"code": code, "message": message}}, ensure_ascii=False
     )

@@ -45,6 +45,12 @@ class DeadLetter(BaseModel):
     error: str
     given_up_ms: int
     enqueued_ms: int
+    # "job": a job given up; "action": a confirmed action whose outcome is unknown
+    # (its call may have reached the shop's MCP server), with its ids and tool.
+    kind: str = "job"
+    action_id: str | None = None
+    tool_name: str | None = None
+    server: str | None = None
 
 
 class DeadLetters:

@@ -617,9 +617,17 @@ def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
         yield "GIVEN UP             UPDATE  INCIDENT    ATTEMPTS  ERROR"
         for letter in letters:
             when = _local_time(_from_ms(letter.given_up_ms), context.zone)
+            error = printable(letter.error)
+            if letter.kind == "action":
+                # An action whose outcome is unknown: which one, and which shop tool.
+                error += (
+                    f" action={printable(letter.action_id or '')}"
+                    f" tool={printable(letter.tool_name or '')}"
+                    f" server={printable(letter.server or '')}"
+                )
             yield (
                 f"{when}  {letter.update_id}  {printable(letter.turn_id)}  {letter.attempts}  "
-                f"{printable(letter.error)}"
+                f"{error}"
             )
 
     return _report(
@@ -633,6 +641,10 @@ def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
             "attempts": letter.attempts,
             "error": letter.error,
             "queued_at": _from_ms(letter.enqueued_ms).isoformat(),
+            "kind": letter.kind,
+            "action_id": letter.action_id,
+            "tool_name": letter.tool_name,
+            "server": letter.server,
         },
         empty="no dead letters",
         lines=lines,

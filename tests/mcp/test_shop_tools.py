@@ -1,0 +1,397 @@
+"""A shop's tools over MCP, end to end: real MCP server process, Telegram stack, real Redis.
+
+The shop is :mod:`bot.testing.mcp_server` as a child process over streamable
+HTTP (one per module; it records every call it receives in a file). The bot is
+the real intake, dispatcher, workers and chat service against the fake Bot API,
+with a scripted model that calls the shop's tools as the customer asks.
+"""
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiogram import Bot
+
+from bot.app import Application
+from bot.customer_texts import ACTION_CHECKING_MESSAGE
+from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.testing.audit_entries import stream_entries
+from bot.testing.mcp_process import McpServerProcess
+from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import FakeTelegramServer
+from bot.testing.telegram_stack import TelegramStack, open_application
+from tests.queue.echo_pool import wait_until
+
+CHAT = 8300
+TOOL_FAILURE_TEXT = "Не удалось получить нужные данные."
+SHOP_TOOLS = [
+    "get_order",
+    "cancel_order",
+    "refund",
+    "set_marketing",
+    "slow_lookup",
+    "export_catalogue",
+    "my_orders",
+]
+ASKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "статус": ("get_order", {"order_id": "8042"}),
+    "отмените": ("cancel_order", {"order_id": "8042", "reason": "передумал"}),
+    "верните": ("refund", {"order_id": "8042", "amount_rub": 500}),
+    "долго": ("slow_lookup", {}),
+    "каталог": ("export_catalogue", {}),
+    "мои заказы": ("my_orders", {"limit": 3}),
+    "чужие заказы": ("my_orders", {"limit": 3, "customer_id": "someone-else"}),
+    "рассылка": ("set_marketing", {"enabled": False}),
+}
+
+
+def shop_model(
+    messages: Sequence[Message], tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+) -> LLMResult:
+    """Calls the tool the customer's words name; retells a tool's answer; corrects a refusal."""
+    last = messages[-1]
+    if last["role"] == "tool":
+        content = str(last["content"])
+        if '"tool_error"' in content and "100 рублей" in content:
+            return tool_result("refund", {"order_id": "8042", "amount_rub": 100})
+        if '"invalid_arguments"' in content:
+            return text_result("Отказ: " + content[:400])
+        return text_result("Итог: " + content[:400])
+    text = str(last["content"])
+    for word, (tool, arguments) in ASKS.items():
+        if word in text:
+            return tool_result(tool, arguments)
+    return text_result(f"Ответ: {text}")
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServerProcess]:
+    """The shop's MCP server, one process for the module."""
+    server = McpServerProcess(tmp_path_factory.mktemp("mcp") / "calls.jsonl")
+    server.start()
+    yield server
+    server.kill()
+
+
+class Stack(TelegramStack):
+    """The Telegram side of one bot connected to the shop."""
+
+    def __init__(
+        self, app: Application, bot: Bot, telegram: FakeTelegramServer, model: ScriptedClient
+    ) -> None:
+        super().__init__(app, bot, telegram=telegram)
+        self.model = model
+
+    async def reply(self, text: str) -> str:
+        """Say ``text``; the bot's next message."""
+        before = len(self.telegram.sent_texts(CHAT))
+        await self.feed(self.telegram.message_update(CHAT, text))
+        texts = await self.telegram.wait_for_texts(CHAT, before + 1)
+        return texts[before]
+
+    async def card(self, text: str) -> tuple[int, str, list[str]]:
+        """Say ``text``; the card's message id, text and callback data."""
+        count = len(self.telegram.keyboards(CHAT))
+        await self.feed(self.telegram.message_update(CHAT, text))
+        await self.telegram.wait_for(lambda: len(self.telegram.keyboards(CHAT)) > count)
+        message_id, card_text, keyboard = self.telegram.keyboards(CHAT)[count]
+        return message_id, card_text, [button["callback_data"] for button in keyboard[0]]
+
+    async def press(self, message_id: int, data: str) -> str:
+        """Press a card's button; the message the bot sends after it."""
+        before = len(self.telegram.sent_texts(CHAT))
+        await self.feed(self.telegram.callback_update(CHAT, message_id, data))
+        texts = await self.telegram.wait_for_texts(CHAT, before + 1)
+        return texts[before]
+
+    async def tool_entries(self, tool: str | None = None, count: int = 1) -> list[dict[str, str]]:
+        """The tool audit entries (of ``tool``), waiting until ``count`` are there."""
+        async with asyncio.timeout(10):
+            while True:
+                entries = [
+                    entry
+                    for entry in await stream_entries(self.app.redis, "mcp:audit")
+                    if entry.get("type") == "tool"
+                    and (tool is None or entry.get("tool_name") == tool)
+                ]
+                if len(entries) >= count:
+                    return entries
+                await asyncio.sleep(0.01)
+
+
+def shop_server(shop: McpServerProcess, **overrides: Any) -> dict[str, Any]:
+    """The shop's ``MCP_SERVERS`` object: trusted annotations, customer-bound arguments."""
+    server: dict[str, Any] = {
+        "name": "shop",
+        "url": shop.url,
+        "tools": SHOP_TOOLS,
+        "trust_annotations": True,
+        "timeout_seconds": 2,
+        "bound_arguments": {"telegram_id": "user_id", "customer_id": "chat_id"},
+    }
+    server.update(overrides)
+    return server
+
+
+@asynccontextmanager
+async def open_stack(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+    servers: list[dict[str, Any]],
+    **env: Any,
+) -> AsyncIterator[Stack]:
+    values: dict[str, Any] = {
+        "TELEGRAM_API_BASE_URL": telegram.base_url,
+        "REDIS_URL": redis_server.url,
+        "REDIS_KEY_PREFIX": "mcp",
+        "AUDIT_STREAM": "mcp:audit",
+        "SESSION_LEASE_SECONDS": 3,
+        "MCP_SERVERS": json.dumps(servers),
+        "MCP_CONNECT_TIMEOUT_SECONDS": 10,
+    }
+    settings = make_settings(**{**values, **env})
+    model = ScriptedClient(shop_model)
+    async with open_application(settings, llm=model) as app:
+        stack = Stack(app, bot, telegram, model)
+        async with stack.running():
+            yield stack
+
+
+@pytest.fixture
+async def stack(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, shop: McpServerProcess
+) -> AsyncIterator[Stack]:
+    async with open_stack(redis_server, telegram, bot, [shop_server(shop)]) as built:
+        yield built
+
+
+async def test_a_read_tool_is_answered_from_the_shop_without_a_card(
+    stack: Stack, shop: McpServerProcess
+) -> None:
+    before = len(shop.calls("get_order"))
+
+    answer = await stack.reply("какой статус у 8042?")
+
+    assert "в пути" in answer
+    assert len(shop.calls("get_order")) == before + 1
+    assert stack.telegram.keyboards(CHAT) == []
+    entry = (await stack.tool_entries("get_order"))[-1]
+    assert entry["status"] == "success"
+    assert entry["mcp_server"] == "shop"
+    assert "8042" not in json.dumps(entry)  # never the arguments
+
+
+async def test_the_demo_order_tools_give_way_to_the_shops(stack: Stack) -> None:
+    names = stack.app.registry.names()
+
+    assert "get_order_status" not in names
+    assert "cancel_order" in names  # the shop's own, not the demo's
+    assert stack.app.registry.mcp_tool("cancel_order") is not None
+    assert stack.app.registry.write_tool("cancel_order") is None
+
+
+async def test_a_write_runs_once_after_the_customers_press(
+    stack: Stack, shop: McpServerProcess
+) -> None:
+    before = len(shop.calls("cancel_order"))
+
+    message_id, card_text, buttons = await stack.card("отмените заказ 8042")
+
+    assert card_text.startswith("Отмена заказа?")
+    assert "order_id: 8042" in card_text
+    assert "reason: передумал" in card_text
+    assert len(shop.calls("cancel_order")) == before  # nothing called before the press
+    outcome = await stack.press(message_id, buttons[0])
+    assert "Заказ 8042 отменён" in outcome
+    assert len(shop.calls("cancel_order")) == before + 1
+    # A second press of the same card changes nothing.
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, buttons[0]))
+    await stack.settle(CHAT)
+    assert len(shop.calls("cancel_order")) == before + 1
+
+
+async def test_a_declined_write_is_never_called(stack: Stack, shop: McpServerProcess) -> None:
+    before = len(shop.calls("cancel_order"))
+
+    message_id, _, buttons = await stack.card("отмените заказ 8042")
+    outcome = await stack.press(message_id, buttons[1])
+
+    assert "вы отказались" in outcome
+    assert len(shop.calls("cancel_order")) == before
+
+
+async def test_a_press_after_the_server_restarted_runs_on_a_new_session(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+    tmp_path: Path,
+) -> None:
+    own = McpServerProcess(tmp_path / "calls.jsonl")
+    own.start()
+    try:
+        async with open_stack(redis_server, telegram, bot, [shop_server(own)]) as stack:
+            message_id, _, buttons = await stack.card("отмените заказ 8042")
+            await asyncio.to_thread(own.restart)
+
+            outcome = await stack.press(message_id, buttons[0])
+
+            assert "Заказ 8042 отменён" in outcome
+            assert len(own.calls("cancel_order")) == 1
+    finally:
+        own.kill()
+
+
+async def test_a_press_while_the_server_is_down_waits_for_the_reconnect(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+    tmp_path: Path,
+) -> None:
+    own = McpServerProcess(tmp_path / "calls.jsonl")
+    own.start()
+    try:
+        server = shop_server(own, timeout_seconds=15)
+        async with open_stack(redis_server, telegram, bot, [server]) as stack:
+            mcp = stack.app.mcp
+            assert mcp is not None
+            message_id, _, buttons = await stack.card("отмените заказ 8042")
+            own.kill()
+
+            await stack.feed(stack.telegram.callback_update(CHAT, message_id, buttons[0]))
+            # The call was refused (it never reached the shop): the session is renewed.
+            await wait_until(lambda: bool(mcp.degraded()), 10, "the session renewed")
+            before = len(stack.telegram.sent_texts(CHAT))
+            await asyncio.to_thread(own.start)
+            texts = await stack.telegram.wait_for_texts(CHAT, before + 1, within=15)
+
+            assert "Заказ 8042 отменён" in texts[before]
+            assert len(own.calls("cancel_order")) == 1
+            assert mcp.degraded() == ()
+    finally:
+        own.kill()
+
+
+async def test_a_hanging_tool_gets_a_kind_answer_within_its_deadline(
+    stack: Stack, shop: McpServerProcess
+) -> None:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    answer = await stack.reply("поищите долго")
+
+    assert loop.time() - started < 6
+    assert answer.startswith(TOOL_FAILURE_TEXT)
+    entry = (await stack.tool_entries("slow_lookup"))[-1]
+    assert entry["status"] == "timeout"
+    # The chat is free again: the next question is answered.
+    assert "в пути" in await stack.reply("какой статус у 8042?")
+
+
+async def test_a_huge_result_is_cut_before_the_model_reads_it(stack: Stack) -> None:
+    await stack.reply("выгрузите каталог")
+
+    messages = stack.model.requests[-1][0]
+    tool_message = next(m for m in reversed(messages) if m["role"] == "tool")
+    content = str(tool_message["content"])
+    assert len(content) < 10_000
+    payload = json.loads(content)
+    assert payload["data"]["truncated"] is True
+    assert payload["data"]["total_chars"] == 1_000_000
+
+
+async def test_an_error_result_is_the_tools_no_and_the_model_corrects_itself(
+    stack: Stack, shop: McpServerProcess
+) -> None:
+    answer = await stack.reply("верните деньги")
+
+    assert '"refunded_rub": 100' in answer
+    amounts = [call["arguments"]["amount_rub"] for call in shop.calls("refund")[-2:]]
+    assert amounts == [500, 100]
+    statuses = [entry["status"] for entry in (await stack.tool_entries("refund", 2))[-2:]]
+    assert statuses == ["business_error", "success"]
+
+
+async def test_bound_arguments_come_from_the_conversation_never_the_model(
+    stack: Stack, shop: McpServerProcess
+) -> None:
+    answer = await stack.reply("мои заказы")
+
+    call = shop.calls("my_orders")[-1]["arguments"]
+    assert call == {"limit": 3, "telegram_id": CHAT, "customer_id": CHAT}
+    assert "8042" in answer
+    schema = next(
+        tool for tool in stack.model.requests[0][1] if tool["function"]["name"] == "my_orders"
+    )
+    assert set(schema["function"]["parameters"]["properties"]) == {"limit"}
+
+    before = len(shop.calls("my_orders"))
+    refused = await stack.reply("покажите чужие заказы")
+
+    assert "customer_id" in refused
+    assert "invalid_arguments" in refused
+    assert len(shop.calls("my_orders")) == before
+
+
+async def test_an_untrusted_server_asks_the_button_even_for_reads(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, shop: McpServerProcess
+) -> None:
+    server = shop_server(shop, trust_annotations=False)
+    async with open_stack(redis_server, telegram, bot, [server]) as stack:
+        before = len(shop.calls("get_order"))
+        _, card_text, _ = await stack.card("какой статус у 8042?")
+
+        assert card_text.startswith("Заказ?")
+        assert len(shop.calls("get_order")) == before
+
+
+async def test_a_server_down_at_start_up_does_not_stop_the_bot(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, tmp_path: Path
+) -> None:
+    down = McpServerProcess(tmp_path / "calls.jsonl")  # never started
+    servers = [shop_server(down)]
+    async with open_stack(
+        redis_server, telegram, bot, servers, MCP_CONNECT_TIMEOUT_SECONDS=1
+    ) as stack:
+        assert stack.app.mcp is not None
+        assert stack.app.mcp.degraded() == ("shop",)
+        assert stack.app.registry.mcp_tool("get_order") is None
+        assert "Ответ" in await stack.reply("привет")
+        await asyncio.to_thread(down.start)
+        try:
+            await wait_until(
+                lambda: stack.app.registry.mcp_tool("get_order") is not None, 15, "listed"
+            )
+            assert stack.app.mcp.degraded() == ()
+            assert "в пути" in await stack.reply("какой статус у 8042?")
+        finally:
+            down.kill()
+
+
+async def test_a_list_of_200_tools_offers_only_the_allowlisted_five(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, tmp_path: Path
+) -> None:
+    many = McpServerProcess(tmp_path / "calls.jsonl", many=200)
+    many.start()
+    try:
+        allowed = ["get_order", "filler_000", "filler_077", "filler_150", "filler_199"]
+        server = shop_server(many, tools=allowed)
+        async with open_stack(redis_server, telegram, bot, [server]) as stack:
+            await stack.reply("привет")
+
+            offered = [tool["function"]["name"] for tool in stack.model.requests[-1][1]]
+            assert [name for name in offered if name in allowed or "filler" in name] == allowed
+    finally:
+        many.kill()
+
+
+def test_the_at_most_once_text_is_short_and_russian() -> None:
+    assert re.search("[а-я]", ACTION_CHECKING_MESSAGE)
+    assert len(ACTION_CHECKING_MESSAGE) < 200
