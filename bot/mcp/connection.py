@@ -29,8 +29,11 @@ logger = logging.getLogger(__name__)
 
 _CONNECTION_CLOSED = -32000
 _RELIST_PAGE_CAP = 100
-_FIRST_PAUSE_SECONDS = 0.2
-_MAX_PAUSE_SECONDS = 30.0
+# Reconnect pauses grow by half each time, from a tenth of a second to ten seconds: a server
+# back after a restart is found within a fraction of its restart time.
+_FIRST_PAUSE_SECONDS = 0.1
+_PAUSE_GROWTH = 1.5
+_MAX_PAUSE_SECONDS = 10.0
 
 _SESSION_END_WAIT_SECONDS = 1.0
 
@@ -205,7 +208,7 @@ class McpConnection:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), timeout=pause)
-            pause = min(pause * 2, _MAX_PAUSE_SECONDS)
+            pause = min(pause * _PAUSE_GROWTH, _MAX_PAUSE_SECONDS)
 
     async def _watch(self, client: Client) -> None:
         """Wait for the end of this session; list the tools again when the server says so."""
