@@ -380,7 +380,7 @@ async def build_application(
         timezone=settings.tools.support_timezone,
         help_center=help_center,
         shop=shop_backend,
-        demo_orders=settings.mcp.demo_tools_on(),
+        demo_shop=settings.mcp.demo_tools_on(),
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())

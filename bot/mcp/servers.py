@@ -55,16 +55,20 @@ def build_tools(
     for tool in listed:
         if allowed is not None and tool.name not in allowed:
             continue
+        properties = tool.input_schema.get("properties") or {}
+        # Only the arguments this tool has are bound (a server's tools differ).
+        bound = {
+            name: source for name, source in server.bound_arguments.items() if name in properties
+        }
         try:
             validate_tool_name(tool.name)
-            schema = ArgumentsSchema.build(tool.input_schema, server.bound_arguments)
+            schema = ArgumentsSchema.build(tool.input_schema, bound)
         except (ValueError, McpSchemaError) as error:
             logger.warning("MCP server %s: tool %s left out: %s", server.name, tool.name, error)
             continue
         annotations = tool.annotations or mcp_types.ToolAnnotations()
         trusted = server.trust_annotations
         title = tool.title or annotations.title or tool.name
-        properties = tool.input_schema.get("properties") or {}
         tools.append(
             McpTool(
                 name=tool.name,
@@ -77,7 +81,7 @@ def build_tools(
                 confirm=not (trusted and annotations.read_only_hint is True),
                 idempotent=trusted and annotations.idempotent_hint is True,
                 timeout_seconds=server.timeout_seconds,
-                bound=dict(server.bound_arguments),
+                bound=bound,
                 card_template=server.card_templates.get(tool.name),
                 result_max_chars=result_max_chars,
                 labels={

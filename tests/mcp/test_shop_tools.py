@@ -9,8 +9,8 @@ with a scripted model that calls the shop's tools as the customer asks.
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,9 @@ def shop_model(
             return text_result("Отказ: " + content[:400])
         return text_result("Итог: " + content[:400])
     text = str(last["content"])
+    if text.startswith("call "):
+        name, _, arguments_json = text.removeprefix("call ").partition(" ")
+        return tool_result(name, json.loads(arguments_json))
     for word, (tool, arguments) in ASKS.items():
         if word in text:
             return tool_result(tool, arguments)
@@ -192,6 +195,15 @@ async def open_stack(
             yield stack
 
 
+Connect = Callable[[dict[str, Any]], AbstractAsyncContextManager[Stack]]
+
+
+@pytest.fixture
+def connect(redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot) -> Connect:
+    """Opens a stack connected to one server (for tests that choose its settings)."""
+    return lambda server: open_stack(redis_server, telegram, bot, [server])
+
+
 @pytest.fixture
 async def stack(
     redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, shop: McpServerProcess
@@ -220,6 +232,8 @@ async def test_the_demo_order_tools_give_way_to_the_shops(stack: Stack) -> None:
     names = stack.app.registry.names()
 
     assert "get_order_status" not in names
+    assert "get_return_policy" not in names
+    assert "get_support_hours" in names
     assert "cancel_order" in names  # the shop's own, not the demo's
     assert stack.app.registry.mcp_tool("cancel_order") is not None
     assert stack.app.registry.write_tool("cancel_order") is None
@@ -427,6 +441,94 @@ async def test_a_trusted_idempotent_tool_is_called_again_after_a_crash(
 
     assert outcome.startswith("✅ Рассылка: выполнено")
     assert len(shop.calls("set_marketing")) == before + 1
+
+
+def without_nulls(value: Any) -> Any:
+    """``value`` without the keys whose value is ``null``, at every depth."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
+SCHEMA_CASES = [
+    ("no_arguments", {}, True),
+    ("search_products", {"query": "кофе", "max_price": None, "sort": "price"}, True),
+    (
+        "create_bundle",
+        {"lines": [{"sku": "A1", "quantity": 2, "options": None}, {"sku": "B2", "quantity": 1}]},
+        True,
+    ),
+    ("ship_to", {"address": {"city": "Казань"}}, False),
+    ("report_link", {"url": "https://shop.example/p/1"}, False),
+    ("tag_order", {"order_id": "8042", "tags": {"gift": True, "note": "к празднику"}}, False),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "strict"), SCHEMA_CASES)
+async def test_each_kind_of_schema_reaches_the_shop(
+    connect: Connect,
+    shop: McpServerProcess,
+    tool: str,
+    arguments: dict[str, Any],
+    strict: bool,
+) -> None:
+    async with connect(shop_server(shop, tools=[tool])) as stack:
+        answer = await stack.reply(f"call {tool} {json.dumps(arguments, ensure_ascii=False)}")
+
+        offered = next(t for t in stack.model.requests[0][1] if t["function"]["name"] == tool)
+        assert offered["function"].get("strict", False) is strict
+        received = shop.calls(tool)[-1]["arguments"]
+        # The nulls a strict schema makes the model write for optional fields are dropped.
+        assert received == without_nulls(arguments)
+        assert answer.startswith("Итог:")
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "problem"),
+    [
+        ("search_products", {"query": "кофе", "sort": "cheapest"}, "sort: must satisfy enum"),
+        ("create_bundle", {"lines": [{"sku": "A1", "quantity": 0}]}, "lines.0.quantity"),
+        ("ship_to", {"address": {"street": "Ленина"}}, "'city' is a required property"),
+        ("report_link", {"url": "not a link"}, 'url: must satisfy format "uri"'),
+    ],
+)
+async def test_arguments_failing_the_servers_schema_go_back_to_the_model(
+    connect: Connect,
+    shop: McpServerProcess,
+    tool: str,
+    arguments: dict[str, Any],
+    problem: str,
+) -> None:
+    before = len(shop.calls(tool))
+    async with connect(shop_server(shop, tools=[tool])) as stack:
+        answer = await stack.reply(f"call {tool} {json.dumps(arguments, ensure_ascii=False)}")
+
+        assert "invalid_arguments" in answer
+        assert problem in answer
+        assert "cheapest" not in answer  # the model's values never go back
+        assert len(shop.calls(tool)) == before
+
+
+async def test_a_server_over_stdio_answers_reads_and_confirmed_writes(
+    connect: Connect, tmp_path: Path
+) -> None:
+    local = McpServerProcess(tmp_path / "calls.jsonl")  # the bot starts it itself
+    command, args = local.stdio_command()
+    server = {
+        "name": "local",
+        "command": command,
+        "args": args,
+        "tools": ["get_order", "cancel_order"],
+        "trust_annotations": True,
+    }
+    async with connect(server) as stack:
+        assert "в пути" in await stack.reply("какой статус у 8042?")
+        message_id, _, buttons = await stack.card("отмените заказ 8042")
+        assert "Заказ 8042 отменён" in await stack.press(message_id, buttons[0])
+
+    assert [call["tool"] for call in local.calls()] == ["get_order", "cancel_order"]
 
 
 def test_the_at_most_once_text_is_short_and_russian() -> None:
