@@ -8,6 +8,7 @@ with a scripted model that calls the shop's tools as the customer asks.
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -358,6 +359,35 @@ async def test_bound_arguments_come_from_the_conversation_never_the_model(
     assert "customer_id" in refused
     assert "invalid_arguments" in refused
     assert len(shop.calls("my_orders")) == before
+
+
+async def test_an_unlinked_customer_is_asked_to_link_the_account_first(
+    connect: Connect, shop: McpServerProcess
+) -> None:
+    before = len(shop.calls("my_orders"))
+    bound = {"telegram_id": "user_id", "customer_id": "shop_customer_id"}
+    async with connect(shop_server(shop, bound_arguments=bound)) as stack:
+        answer = await stack.reply("мои заказы")
+
+    assert "account_not_linked" in answer
+    assert len(shop.calls("my_orders")) == before
+
+
+async def test_tool_definitions_over_the_budget_are_one_warning_line(
+    connect: Connect, shop: McpServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="bot.app"):
+        async with connect(shop_server(shop, tools=None)):
+            pass
+
+    warnings = [
+        r.getMessage() for r in caplog.records if "MCP_TOOLS_TOKEN_WARNING" in r.getMessage()
+    ]
+    assert len(warnings) == 1
+    found = re.search(r"about (\d+) tokens .*\((\d+) tools\)", warnings[0])
+    assert found is not None
+    assert int(found.group(1)) > 4000
+    assert int(found.group(2)) >= 200
 
 
 async def test_an_untrusted_server_asks_the_button_even_for_reads(
