@@ -23,6 +23,8 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import ToolsListChanged
 
 PAGE_SIZE = 50
 BIG_RESULT_CHARS = 1_000_000
@@ -99,6 +101,12 @@ SHOP_TOOLS: tuple[types.Tool, ...] = (
             },
             ["customer_id", "telegram_id", "limit"],
         ),
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="add_tool",
+        description="Добавляет инструмент new_tool и сообщает об изменении списка.",
+        input_schema=_object({}),
         annotations=_READ,
     ),
     types.Tool(
@@ -193,6 +201,8 @@ class ShopServer:
     def __init__(self, calls: Path, many: int) -> None:
         self._calls = calls
         self._tools = [*SHOP_TOOLS, *many_tools(many)]
+        # Where "the tool list changed" goes to the clients listening for it.
+        self.bus = InMemorySubscriptionBus()
 
     async def list_tools(
         self, _ctx: Any, params: types.PaginatedRequestParams | None
@@ -223,6 +233,18 @@ class ShopServer:
     async def _run(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == "slow_lookup":
             await anyio.sleep(3600)
+        if name == "add_tool":
+            if all(tool.name != "new_tool" for tool in self._tools):
+                self._tools.append(
+                    types.Tool(
+                        name="new_tool",
+                        description="Появился после add_tool.",
+                        input_schema=_object({}),
+                        annotations=_READ,
+                    )
+                )
+            await self.bus.publish(ToolsListChanged())
+            return _text("added")
         answer = _ANSWERS.get(name)
         if answer is None:
             return _structured({"tool": name, "arguments": arguments})
@@ -262,7 +284,12 @@ _ANSWERS: dict[str, Callable[[dict[str, Any]], types.CallToolResult]] = {
 def build_server(calls: Path, many: int = 0) -> Server[Any]:
     """The low-level SDK server over :class:`ShopServer`."""
     shop = ShopServer(calls, many)
-    return Server("test-shop", on_list_tools=shop.list_tools, on_call_tool=shop.call_tool)
+    return Server(
+        "test-shop",
+        on_list_tools=shop.list_tools,
+        on_call_tool=shop.call_tool,
+        on_subscriptions_listen=ListenHandler(shop.bus),
+    )
 
 
 async def _serve_http(server: Server[Any], port: int) -> None:

@@ -390,6 +390,20 @@ async def test_tool_definitions_over_the_budget_are_one_warning_line(
     assert int(found.group(2)) >= 200
 
 
+async def test_a_changed_tool_list_is_listed_again(
+    connect: Connect, shop: McpServerProcess
+) -> None:
+    async with connect(shop_server(shop, tools=["add_tool", "new_tool"])) as stack:
+        registry = stack.app.registry
+        assert registry.mcp_tool("new_tool") is None
+
+        await stack.reply("call add_tool {}")
+
+        await wait_until(lambda: registry.mcp_tool("new_tool") is not None, 10, "listed again")
+        offered = [tool["function"]["name"] for tool in registry.api_schemas()]
+        assert "new_tool" in offered
+
+
 async def test_an_untrusted_server_asks_the_button_even_for_reads(
     redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, shop: McpServerProcess
 ) -> None:
