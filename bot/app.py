@@ -393,7 +393,9 @@ async def build_application(
         await redis.aclose()
         raise
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
-    metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
+    # A shop's allowlisted tools count under their names even when listed after start-up.
+    allowlisted = [name for server in settings.mcp.servers for name in server.tools or ()]
+    metrics = BotMetrics(CollectorRegistry(), known_tools=(*registry.names(), *allowlisted))
     help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
     client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)

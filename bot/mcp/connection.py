@@ -71,6 +71,8 @@ class McpConnection:
         self._task: asyncio.Task[None] | None = None
         self.down_reason: str | None = "not connected yet"
         self.listed_once = asyncio.Event()
+        # Set once the first attempt ended either way (start-up waits for it, not longer).
+        self.first_attempt_done = asyncio.Event()
 
     @property
     def up(self) -> bool:
@@ -178,6 +180,7 @@ class McpConnection:
                         logger.info("MCP server %s: connected again", self.name)
                     self.down_reason = None
                     self.listed_once.set()
+                    self.first_attempt_done.set()
                     pause = _FIRST_PAUSE_SECONDS
                     async with self._generation_ended:
                         self._generation_ended.notify_all()
@@ -196,6 +199,7 @@ class McpConnection:
                     )
                 self.down_reason = reason
             finally:
+                self.first_attempt_done.set()
                 self._client = None
                 self._up.clear()
                 self._generation = max(self._generation, generation)

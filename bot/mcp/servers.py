@@ -127,11 +127,12 @@ class McpServers:
     async def start(self) -> None:
         """Connect every server; wait for each up to ``MCP_CONNECT_TIMEOUT_SECONDS``.
 
-        A server that does not answer in time is left to the background retries.
+        A server that refuses is not waited for; one that does not answer in time
+        is left to the background retries too.
         """
         for connection in self.connections:
             connection.start()
-        waits = [connection.listed_once.wait() for connection in self.connections]
+        waits = [connection.first_attempt_done.wait() for connection in self.connections]
         if waits:
             try:
                 async with asyncio.timeout(self.settings.connect_timeout_seconds):
