@@ -86,7 +86,8 @@ async def _commands(redis: aioredis.Redis) -> int:
 
 
 async def _action(app: Application, shop: McpServerProcess, redis_url: str) -> dict[str, float]:
-    assert app.actions is not None
+    if app.actions is None:
+        raise RuntimeError("the application has no action confirmations")
     pending = PendingAction(
         action_id=new_action_id(),
         tool_name="cancel_order",
@@ -108,7 +109,8 @@ async def _action(app: Application, shop: McpServerProcess, redis_url: str) -> d
         commands = await _commands(observer) - commands_before
     finally:
         await observer.aclose()
-    assert result.done, result
+    if not result.done:
+        raise RuntimeError(f"the action was not done: {result}")
     return {
         "action_redis_commands": float(commands),
         "action_mcp_requests": float(len(shop.calls()) - calls_before),
@@ -131,9 +133,10 @@ async def _startup(redis_url: str, up: list[McpServerProcess], starts: int) -> f
             _settings(redis_url, servers), llm=ScriptedClient(lambda *_: text_result("ok"))
         )
         times.append(time.perf_counter() - started)
-        assert app.mcp is not None
-        assert app.mcp.degraded() == ("down",)
+        degraded = app.mcp.degraded() if app.mcp is not None else None
         await app.aclose()
+        if degraded != ("down",):
+            raise RuntimeError(f"expected only the down server degraded, got {degraded}")
     return statistics.median(times)
 
 

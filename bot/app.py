@@ -184,6 +184,12 @@ def build_offline_model(shop: ShopStore, registry: ToolRegistry) -> OfflineChatM
     )
 
 
+def _known_tools(settings: Settings, registry: ToolRegistry) -> tuple[str, ...]:
+    """The tool names metrics count by name: a shop's allowlisted ones even when listed later."""
+    allowlisted = [name for server in settings.mcp.servers for name in server.tools or ()]
+    return (*registry.names(), *allowlisted)
+
+
 def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
     registry = build_default_prompt_registry()
     try:
@@ -393,9 +399,7 @@ async def build_application(
         await redis.aclose()
         raise
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
-    # A shop's allowlisted tools count under their names even when listed after start-up.
-    allowlisted = [name for server in settings.mcp.servers for name in server.tools or ()]
-    metrics = BotMetrics(CollectorRegistry(), known_tools=(*registry.names(), *allowlisted))
+    metrics = BotMetrics(CollectorRegistry(), known_tools=_known_tools(settings, registry))
     help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
     client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)

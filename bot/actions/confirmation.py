@@ -202,8 +202,8 @@ class ActionConfirmations:
         if result.error_code == OUTCOME_UNKNOWN:
             await self._dead_letter(pending, job)
             if self.alert_staff:
+                # Posted in the customer's topic (opened first if there is none).
                 staff = (
-                    StaffAction(kind="open"),
                     StaffAction(
                         kind="post",
                         text=f"Проверьте действие {pending.action_id} ({pending.tool_name}): "

@@ -473,6 +473,27 @@ async def test_a_press_taken_again_after_its_call_started_is_not_called_twice(
     assert stack.edits(message_id)[-1]["text"] == ACTION_CHECKING_TEXT
 
 
+async def test_staff_see_an_action_of_unknown_outcome_in_the_customers_topic(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, shop: McpServerProcess
+) -> None:
+    staff_chat = -1001234567890
+    telegram.make_forum(staff_chat)
+    async with open_stack(
+        redis_server, telegram, bot, [shop_server(shop)], STAFF_CHAT_ID=staff_chat
+    ) as stack:
+        message_id, _, buttons = await stack.card("отмените заказ 8042")
+        action_id = buttons[0].split(":")[1]
+        await runs(stack).begin(f"tg:{CHAT}", action_id)
+
+        assert await stack.press(message_id, buttons[0]) == ACTION_CHECKING_MESSAGE
+
+        await telegram.wait_for(lambda: bool(telegram.topics(staff_chat)))
+        [thread] = telegram.topics(staff_chat)
+        await telegram.wait_for(
+            lambda: any(action_id in text for text in telegram.topic_texts(staff_chat, thread))
+        )
+
+
 async def test_a_trusted_idempotent_tool_is_called_again_after_a_crash(
     stack: Stack, shop: McpServerProcess
 ) -> None:
