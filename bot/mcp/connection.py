@@ -105,7 +105,10 @@ class McpConnection:
         reached the server (refused connection, unknown session). The caller's own
         deadline bounds the waits for a session.
         """
-        client, generation = await self._session()
+        # Waiting for a session ends a little before the caller's own deadline, so that a
+        # call never sent is told apart from one that may have run (and may be retried).
+        wait_until = asyncio.get_running_loop().time() + max(timeout_seconds - 0.1, 0.05)
+        client, generation = await self._session(wait_until=wait_until)
         try:
             return _outcome(await self._send(client, name, arguments, timeout_seconds))
         except MCPError as error:
@@ -117,7 +120,7 @@ class McpConnection:
                     f"{self.name}: connection lost during {name}", reached=True
                 ) from error
         logger.info("MCP server %s: connection lost, calling %s on a new session", self.name, name)
-        client, _ = await self._session(after=generation)
+        client, _ = await self._session(after=generation, wait_until=wait_until)
         try:
             return _outcome(await self._send(client, name, arguments, timeout_seconds))
         except MCPError as error:
@@ -132,16 +135,26 @@ class McpConnection:
         # The SDK's own timeout is a safety net behind the caller's deadline.
         return await client.call_tool(name, arguments, read_timeout_seconds=timeout_seconds + 5)
 
-    async def _session(self, after: int = 0) -> tuple[Client, int]:
-        """The open session (a newer one than generation ``after``), waiting for it."""
-        while True:
-            client = self._client
-            if client is not None and self._generation > after and self._up.is_set():
-                return client, self._generation
-            if self._closing.is_set():
-                raise McpCallError(f"{self.name} is closing", reached=False)
-            async with self._generation_ended:
-                await self._generation_ended.wait()
+    async def _session(self, *, wait_until: float, after: int = 0) -> tuple[Client, int]:
+        """The open session (newer than generation ``after``), waited for until ``wait_until``.
+
+        No session by then: :class:`McpCallError` with ``reached=False`` (nothing was sent).
+        """
+        try:
+            async with asyncio.timeout_at(wait_until):
+                while True:
+                    client = self._client
+                    if client is not None and self._generation > after and self._up.is_set():
+                        return client, self._generation
+                    if self._closing.is_set():
+                        raise McpCallError(f"{self.name} is closing", reached=False)
+                    async with self._generation_ended:
+                        await self._generation_ended.wait()
+        except TimeoutError as error:
+            raise McpCallError(
+                f"{self.name}: no session within the call's deadline ({self.down_reason})",
+                reached=False,
+            ) from error
 
     async def _reached(self, generation: int, error: MCPError) -> bool:
         """Whether a request lost with its connection may have reached the server.

@@ -316,6 +316,24 @@ async def test_a_hanging_tool_gets_a_kind_answer_within_its_deadline(
     assert "в пути" in await stack.reply("какой статус у 8042?")
 
 
+async def test_a_confirmed_call_that_hangs_is_checked_not_repeated_and_frees_the_chat(
+    connect: Connect, shop: McpServerProcess
+) -> None:
+    before = len(shop.calls("slow_lookup"))
+    async with connect(shop_server(shop, trust_annotations=False)) as stack:
+        message_id, _, buttons = await stack.card("поищите долго")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        outcome = await stack.press(message_id, buttons[0])
+
+        assert outcome == ACTION_CHECKING_MESSAGE
+        assert loop.time() - started < 5
+        assert len(shop.calls("slow_lookup")) == before + 1
+        assert [letter.tool_name for letter in await dead_letters(stack)] == ["slow_lookup"]
+        assert await stack.reply("привет") == "Ответ: привет"  # the chat answers again
+
+
 async def test_a_huge_result_is_cut_before_the_model_reads_it(stack: Stack) -> None:
     await stack.reply("выгрузите каталог")
 
