@@ -177,7 +177,8 @@ def build_offline_model(shop: ShopStore, registry: ToolRegistry) -> OfflineChatM
     return OfflineChatModel(
         OfflineDemoKnowledge.learn(
             names,
-            write_tools=[name for name in names if registry.write_tool(name) is not None],
+            # A shop's MCP tool that needs the button is proposed as a write tool is.
+            write_tools=[name for name in names if _proposed_on_a_card(registry, name)],
             return_policy_products=tuple(policy.product for policy in shop.return_policies),
             catalogue_texts=tuple(f"{p.name} {p.category}" for p in shop.products),
         )
@@ -188,6 +189,11 @@ def _known_tools(settings: Settings, registry: ToolRegistry) -> tuple[str, ...]:
     """The tool names metrics count by name: a shop's allowlisted ones even when listed later."""
     allowlisted = [name for server in settings.mcp.servers for name in server.tools or ()]
     return (*registry.names(), *allowlisted)
+
+
+def _proposed_on_a_card(registry: ToolRegistry, name: str) -> bool:
+    mcp = registry.mcp_tool(name)
+    return registry.write_tool(name) is not None or (mcp is not None and mcp.confirm)
 
 
 def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:

@@ -1,6 +1,7 @@
 """Application settings: environment variables (and ``.env``), one class per concern."""
 
 import json
+import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -365,6 +366,17 @@ class McpServerSettings(BaseModel):
             raise ValueError(f"MCP server {self.name!r} needs either url or command, not both")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"MCP server {self.name!r}: url must be http:// or https://")
+        for tool, template in self.card_templates.items():
+            try:
+                fields = [field for _, field, _, _ in string.Formatter().parse(template) if field]
+            except ValueError as error:
+                raise ValueError(
+                    f"MCP server {self.name!r}: card template of {tool} is not valid: {error}"
+                ) from error
+            if any(not field.isidentifier() for field in fields):
+                raise ValueError(
+                    f"MCP server {self.name!r}: card template of {tool} may name arguments only"
+                )
         return self
 
 

@@ -21,6 +21,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
+from pydantic import SecretStr
 
 from bot.settings import McpServerSettings
 from tools.mcp.tool import McpCallError, McpCallOutcome
@@ -52,7 +53,7 @@ class McpConnection:
         self,
         settings: McpServerSettings,
         *,
-        headers: Mapping[str, str],
+        headers: Mapping[str, SecretStr],
         on_tools: ToolsListener,
     ) -> None:
         self.settings = settings
@@ -272,7 +273,9 @@ class McpConnection:
         settings = self.settings
         if settings.url is not None:
             timeout = httpx2.Timeout(settings.timeout_seconds, read=300.0)
-            async with httpx2.AsyncClient(headers=self._headers, timeout=timeout) as http:
+            # The secrets leave their SecretStr only here, for the HTTP client's headers.
+            headers = {name: value.get_secret_value() for name, value in self._headers.items()}
+            async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
                 transport = streamable_http_client(settings.url, http_client=http)
                 async with Client(transport, message_handler=self._message) as client:
                     yield client

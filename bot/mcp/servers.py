@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import mcp_types
+from pydantic import SecretStr
 
 from bot.llm.tokens import estimate_text_tokens
 from bot.mcp.connection import McpConnection
@@ -28,9 +29,9 @@ class McpSetupError(RuntimeError):
     """``MCP_SERVERS`` cannot be used as configured; ``str()`` is one line for the operator."""
 
 
-def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> dict[str, str]:
+def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> dict[str, SecretStr]:
     """The server's secret headers read from the environment variables it names."""
-    headers: dict[str, str] = {}
+    headers: dict[str, SecretStr] = {}
     for header, variable in server.headers_from_env.items():
         value = environ.get(variable)
         if not value:
@@ -38,7 +39,7 @@ def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> di
                 f"MCP server {server.name}: header {header} needs the environment variable "
                 f"{variable}, which is not set"
             )
-        headers[header] = value
+        headers[header] = SecretStr(value)
     return headers
 
 

@@ -25,10 +25,14 @@ def free_port() -> int:
 class McpServerProcess:
     """One HTTP MCP server process; ``calls_file`` keeps every ``tools/call`` it received."""
 
-    def __init__(self, calls_file: Path, *, many: int = 0) -> None:
+    def __init__(
+        self, calls_file: Path, *, many: int = 0, authorization: str | None = None
+    ) -> None:
         self.calls_file = calls_file
         self.port = free_port()
         self._many = many
+        # The Authorization header every HTTP request must carry (None: no check).
+        self._authorization = authorization
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -62,6 +66,7 @@ class McpServerProcess:
                 str(self.calls_file),
                 "--many",
                 str(self._many),
+                *(["--authorization", self._authorization] if self._authorization else []),
             ],
         )
         deadline = time.monotonic() + within

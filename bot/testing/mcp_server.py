@@ -292,10 +292,27 @@ def build_server(calls: Path, many: int = 0) -> Server[Any]:
     )
 
 
-async def _serve_http(server: Server[Any], port: int) -> None:
+def _requiring(app: Any, authorization: str) -> Any:
+    """``app`` answering 401 to a request without ``Authorization: <authorization>``."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization", b"").decode() != authorization:
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+async def _serve_http(server: Server[Any], port: int, authorization: str | None) -> None:
     import uvicorn  # noqa: PLC0415 - the stdio transport does not need it
 
     app = server.streamable_http_app()
+    if authorization is not None:
+        app = _requiring(app, authorization)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     await uvicorn.Server(config).serve()
 
@@ -312,10 +329,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--calls", type=Path, required=True)
     parser.add_argument("--many", type=int, default=0)
+    parser.add_argument("--authorization", help="the Authorization header every request needs")
     options = parser.parse_args(argv)
     server = build_server(options.calls, options.many)
     if options.transport == "http":
-        anyio.run(_serve_http, server, options.port)
+        anyio.run(_serve_http, server, options.port, options.authorization)
     else:
         anyio.run(_serve_stdio, server)
 

@@ -20,7 +20,7 @@ from aiogram import Bot
 from redis import Redis as SyncRedis
 
 from bot.actions.runs import ActionRuns
-from bot.app import Application
+from bot.app import Application, StartupError
 from bot.customer_texts import ACTION_CHECKING_MESSAGE, ACTION_CHECKING_TEXT
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.dead_letters import DeadLetter, read_dead_letters
@@ -78,12 +78,21 @@ def shop_model(
     return text_result(f"Ответ: {text}")
 
 
+TOKEN_VARIABLE = "TEST_SHOP_MCP_AUTH"
+SHOP_AUTHORIZATION = "Bearer shop-secret-7f3a"
+
+
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServerProcess]:
-    """The shop's MCP server, one process for the module."""
-    server = McpServerProcess(tmp_path_factory.mktemp("mcp") / "calls.jsonl", many=200)
+    """The shop's MCP server, one process for the module; it wants its bearer token."""
+    server = McpServerProcess(
+        tmp_path_factory.mktemp("mcp") / "calls.jsonl", many=200, authorization=SHOP_AUTHORIZATION
+    )
     server.start()
-    yield server
+    with pytest.MonkeyPatch.context() as patch:
+        # Where the bot reads the header's secret (MCP_SERVERS names the variable only).
+        patch.setenv(TOKEN_VARIABLE, SHOP_AUTHORIZATION)
+        yield server
     server.kill()
 
 
@@ -162,6 +171,7 @@ def shop_server(shop: McpServerProcess, **overrides: Any) -> dict[str, Any]:
     server: dict[str, Any] = {
         "name": "shop",
         "url": shop.url,
+        "headers_from_env": {"Authorization": TOKEN_VARIABLE},
         "tools": SHOP_TOOLS,
         "trust_annotations": True,
         "timeout_seconds": 1,
@@ -227,6 +237,32 @@ async def test_a_read_tool_is_answered_from_the_shop_without_a_card(
     assert entry["status"] == "success"
     assert entry["mcp_server"] == "shop"
     assert "8042" not in json.dumps(entry)  # never the arguments
+
+
+async def test_the_secret_header_comes_from_its_variable_and_is_never_logged(
+    connect: Connect,
+    shop: McpServerProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        async with connect(shop_server(shop)) as stack:
+            assert "в пути" in await stack.reply("какой статус у 8042?")
+    assert "shop-secret" not in caplog.text
+
+    monkeypatch.setenv(TOKEN_VARIABLE, "Bearer wrong")
+    async with connect(shop_server(shop, tools=["get_order"])) as stack:
+        assert stack.app.mcp is not None
+        assert stack.app.mcp.degraded() == ("shop",)  # refused: its tools are not offered
+
+    monkeypatch.delenv(TOKEN_VARIABLE)
+    with pytest.raises(StartupError) as refused:
+        async with connect(shop_server(shop)):
+            pass
+    assert str(refused.value) == (
+        f"MCP server shop: header Authorization needs the environment variable "
+        f"{TOKEN_VARIABLE}, which is not set"
+    )
 
 
 async def test_the_demo_order_tools_give_way_to_the_shops(stack: Stack) -> None:
