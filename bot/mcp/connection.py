@@ -190,8 +190,14 @@ class McpConnection:
                     self._client = client
                     self._generation = generation
                     self._up.set()
-                    if self.down_reason is not None and self.listed_once.is_set():
-                        logger.info("MCP server %s: connected again", self.name)
+                    if self.down_reason is not None and self.first_attempt_done.is_set():
+                        logger.info(
+                            "MCP server %s: connected%s",
+                            self.name,
+                            " again"
+                            if self.listed_once.is_set()
+                            else ", its tools are offered now",
+                        )
                     self.down_reason = None
                     self.listed_once.set()
                     self.first_attempt_done.set()
@@ -202,12 +208,11 @@ class McpConnection:
             except Exception as error:
                 refused = _refused(error)
                 reason = _reason(error)
-                if reason != self.down_reason:
+                # The first failure is start-up's one line (bot/mcp/servers.py); later ones
+                # are logged when their reason changes, not on every retry.
+                if self.first_attempt_done.is_set() and reason != self.down_reason:
                     logger.warning(
-                        "MCP server %s unavailable: %s; its tools are not offered until it "
-                        "answers (retrying in the background)"
-                        if not self.listed_once.is_set()
-                        else "MCP server %s: connection lost: %s; reconnecting",
+                        "MCP server %s: connection lost: %s; reconnecting in the background",
                         self.name,
                         reason,
                     )
