@@ -359,6 +359,9 @@ class McpServerSettings(BaseModel):
     )
     # Tool name -> the card's text, with {argument} placeholders (the shop's own wording).
     card_templates: dict[str, str] = Field(default_factory=dict)
+    # auto: the newest protocol the server speaks; legacy: the 2025 initialize handshake
+    # (sessions with ids) for a server that mishandles the newer probe.
+    protocol: Literal["auto", "legacy"] = "auto"
 
     @model_validator(mode="after")
     def _one_transport(self) -> "McpServerSettings":

@@ -29,6 +29,8 @@ from tools.mcp.tool import McpCallError, McpCallOutcome
 logger = logging.getLogger(__name__)
 
 _CONNECTION_CLOSED = -32000
+_INVALID_REQUEST = -32600
+_UNKNOWN_SESSION = frozenset({"Session terminated", "Session not found"})
 _RELIST_PAGE_CAP = 100
 # Reconnect pauses grow by half each time, from a tenth of a second to ten seconds: a server
 # back after a restart is found within a fraction of its restart time.
@@ -163,7 +165,7 @@ class McpConnection:
         The transport ends the session itself when a request fails; its causes say
         whether the server was reachable at all (a refused connection ran nothing).
         """
-        if "Session terminated" in str(error):
+        if _session_unknown(error):
             self._lost.set()
             return False  # the server answered 404: it did not know the session, ran nothing
         async with self._generation_ended:
@@ -282,12 +284,14 @@ class McpConnection:
             headers = {name: value.get_secret_value() for name, value in self._headers.items()}
             async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
                 transport = streamable_http_client(settings.url, http_client=http)
-                async with Client(transport, message_handler=self._message) as client:
+                async with Client(
+                    transport, message_handler=self._message, mode=settings.protocol
+                ) as client:
                     yield client
             return
         assert settings.command is not None  # noqa: S101 - settings require url or command
         params = StdioServerParameters(command=settings.command, args=list(settings.args))
-        async with Client(params, message_handler=self._message) as client:
+        async with Client(params, message_handler=self._message, mode=settings.protocol) as client:
             yield client
 
 
@@ -314,8 +318,17 @@ def _outcome(result: mcp_types.CallToolResult) -> McpCallOutcome:
     )
 
 
+def _session_unknown(error: MCPError) -> bool:
+    """A 404 for the session id (the server restarted): the request was refused unrun.
+
+    The SDK says "Session terminated"; a server that sends its own JSON-RPC body with
+    the 404 (the SDK's server does) says "Session not found".
+    """
+    return error.code == _INVALID_REQUEST and error.message in _UNKNOWN_SESSION
+
+
 def _connection_lost(error: MCPError) -> bool:
-    return error.code == _CONNECTION_CLOSED or "Session terminated" in str(error)
+    return error.code == _CONNECTION_CLOSED or _session_unknown(error)
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

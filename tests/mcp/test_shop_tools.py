@@ -336,6 +336,30 @@ async def test_a_press_after_the_server_restarted_runs_once_on_a_new_session(
         own.kill()
 
 
+async def test_a_press_after_a_legacy_server_restarted_runs_once_on_a_new_session(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    bot: Bot,
+    tmp_path: Path,
+) -> None:
+    own = McpServerProcess(tmp_path / "calls.jsonl")
+    own.start()
+    try:
+        # The 2025 handshake: a session id the restarted server no longer knows (404).
+        server = {**shop_server(own, timeout_seconds=15), "protocol": "legacy"}
+        server.pop("headers_from_env")
+        async with open_stack(redis_server, telegram, bot, [server]) as stack:
+            message_id, _, buttons = await stack.card("отмените заказ 8042")
+            await asyncio.to_thread(own.restart)
+
+            outcome = await stack.press(message_id, buttons[0])
+
+            assert "Заказ 8042 отменён" in outcome
+            assert len(own.calls("cancel_order")) == 1
+    finally:
+        own.kill()
+
+
 async def test_a_hanging_tool_gets_a_kind_answer_within_its_deadline(
     stack: Stack, shop: McpServerProcess
 ) -> None:
