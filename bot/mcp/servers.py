@@ -9,6 +9,7 @@ not offered until it answers (the connection is retried in the background) and
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -43,6 +44,19 @@ def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> di
     return headers
 
 
+def exposed_name(remote: str) -> str:
+    """The name the model sees for a server's tool: ``getOrder``, ``get-order`` are ``get_order``.
+
+    The registry's names are ``[a-z][a-z0-9_]{0,63}``; a shop's server may spell its
+    tools otherwise. The call still goes to the server under its own name.
+    """
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", remote).lower()
+    snake = re.sub(r"[^a-z0-9_]+", "_", snake).strip("_")
+    if not snake or not snake[0].isalpha():
+        snake = f"tool_{snake}"
+    return snake[:64]
+
+
 def build_tools(
     server: McpServerSettings,
     listed: Sequence[mcp_types.Tool],
@@ -61,8 +75,9 @@ def build_tools(
         bound = {
             name: source for name, source in server.bound_arguments.items() if name in properties
         }
+        name = exposed_name(tool.name)
         try:
-            validate_tool_name(tool.name)
+            validate_tool_name(name)
             schema = ArgumentsSchema.build(tool.input_schema, bound)
         except (ValueError, McpSchemaError) as error:
             logger.warning("MCP server %s: tool %s left out: %s", server.name, tool.name, error)
@@ -72,7 +87,7 @@ def build_tools(
         title = tool.title or annotations.title or tool.name
         tools.append(
             McpTool(
-                name=tool.name,
+                name=name,
                 server=server.name,
                 remote_name=tool.name,
                 title=title,

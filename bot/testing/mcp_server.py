@@ -104,6 +104,12 @@ SHOP_TOOLS: tuple[types.Tool, ...] = (
         annotations=_READ,
     ),
     types.Tool(
+        name="getDeliverySlots",
+        description="Свободные интервалы доставки (имя в camelCase, как у многих магазинов).",
+        input_schema=_object({"city": {"type": "string"}}, ["city"]),
+        annotations=_READ,
+    ),
+    types.Tool(
         name="add_tool",
         description="Добавляет инструмент new_tool и сообщает об изменении списка.",
         input_schema=_object({}),

@@ -468,6 +468,22 @@ async def test_tool_definitions_over_the_budget_are_one_warning_line(
     assert int(found.group(2)) >= 200
 
 
+async def test_a_tool_named_in_camel_case_is_offered_in_snake_case_and_called_by_its_name(
+    connect: Connect, shop: McpServerProcess
+) -> None:
+    async with connect(shop_server(shop, tools=["getDeliverySlots"])) as stack:
+        assert stack.app.registry.names()[-1] == "get_delivery_slots"
+
+        answer = await stack.reply('call get_delivery_slots {"city": "Казань"}')
+
+    assert answer.startswith("Итог:")
+    assert shop.calls()[-1] == {
+        "tool": "getDeliverySlots",
+        "arguments": {"city": "Казань"},
+        "pid": shop.calls()[-1]["pid"],
+    }
+
+
 async def test_a_changed_tool_list_is_listed_again(
     connect: Connect, shop: McpServerProcess
 ) -> None:
