@@ -253,7 +253,7 @@ class McpConnection:
                 if self._closing.is_set():
                     return
                 if self._lost.is_set():
-                    raise _SessionLost("a call lost its connection")
+                    raise _SessionLost("a call found the connection closed or the session gone")
                 self._relist.clear()
                 self._on_tools(self.name, await _list_tools(client))
                 logger.info("MCP server %s: tool list changed, listed again", self.name)
@@ -348,5 +348,8 @@ def _reason(error: BaseException) -> str:
     parts = []
     for leaf in _leaves(error)[:3]:
         text = " ".join(str(leaf).split())[:160]
+        if isinstance(leaf, _SessionLost):
+            parts.append(text)
+            continue
         parts.append(f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__)
     return "; ".join(parts)
