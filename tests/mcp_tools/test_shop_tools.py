@@ -82,6 +82,12 @@ TOKEN_VARIABLE = "TEST_SHOP_MCP_AUTH"
 SHOP_AUTHORIZATION = "Bearer shop-secret-7f3a"
 
 
+@pytest.fixture(autouse=True)
+def shop_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the bot reads the header's secret (MCP_SERVERS names the variable only)."""
+    monkeypatch.setenv(TOKEN_VARIABLE, SHOP_AUTHORIZATION)
+
+
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServerProcess]:
     """The shop's MCP server, one process for the module; it wants its bearer token."""
@@ -89,10 +95,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServerProcess]
         tmp_path_factory.mktemp("mcp") / "calls.jsonl", many=200, authorization=SHOP_AUTHORIZATION
     )
     server.start()
-    with pytest.MonkeyPatch.context() as patch:
-        # Where the bot reads the header's secret (MCP_SERVERS names the variable only).
-        patch.setenv(TOKEN_VARIABLE, SHOP_AUTHORIZATION)
-        yield server
+    yield server
     server.kill()
 
 
