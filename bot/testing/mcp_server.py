@@ -25,6 +25,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 PAGE_SIZE = 50
 BIG_RESULT_CHARS = 1_000_000
@@ -111,8 +112,8 @@ SHOP_TOOLS: tuple[types.Tool, ...] = (
     ),
     types.Tool(
         name="add_tool",
-        description="Добавляет инструмент new_tool и сообщает об изменении списка.",
-        input_schema=_object({}),
+        description="Добавляет инструмент с именем name и сообщает об изменении списка.",
+        input_schema=_object({"name": {"type": "string"}}, ["name"]),
         annotations=_READ,
     ),
     types.Tool(
@@ -229,28 +230,35 @@ class ShopServer:
             os.fsync(file.fileno())
 
     async def call_tool(
-        self, _ctx: Any, params: types.CallToolRequestParams
+        self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         """Run one tool (recorded first)."""
         arguments = params.arguments or {}
         self._count(params.name, arguments)
+        if params.name == "add_tool":
+            return await self._add_tool(ctx, arguments["name"])
         return await self._run(params.name, arguments)
+
+    async def _add_tool(self, ctx: Any, name: str) -> types.CallToolResult:
+        """List one more tool and say so: to listeners (2026) or on the session (2025)."""
+        if all(tool.name != name for tool in self._tools):
+            self._tools.append(
+                types.Tool(
+                    name=name,
+                    description="Появился после add_tool.",
+                    input_schema=_object({}),
+                    annotations=_READ,
+                )
+            )
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await self.bus.publish(ToolsListChanged())
+        else:
+            await ctx.session.send_tool_list_changed()
+        return _text("added")
 
     async def _run(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == "slow_lookup":
             await anyio.sleep(3600)
-        if name == "add_tool":
-            if all(tool.name != "new_tool" for tool in self._tools):
-                self._tools.append(
-                    types.Tool(
-                        name="new_tool",
-                        description="Появился после add_tool.",
-                        input_schema=_object({}),
-                        annotations=_READ,
-                    )
-                )
-            await self.bus.publish(ToolsListChanged())
-            return _text("added")
         answer = _ANSWERS.get(name)
         if answer is None:
             return _structured({"tool": name, "arguments": arguments})

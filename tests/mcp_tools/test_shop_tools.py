@@ -487,18 +487,21 @@ async def test_a_tool_named_in_camel_case_is_offered_in_snake_case_and_called_by
     }
 
 
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
 async def test_a_changed_tool_list_is_listed_again(
-    connect: Connect, shop: McpServerProcess
+    connect: Connect, shop: McpServerProcess, protocol: str
 ) -> None:
-    async with connect(shop_server(shop, tools=["add_tool", "new_tool"])) as stack:
+    added = f"new_tool_{protocol}"
+    server = {**shop_server(shop, tools=["add_tool", added]), "protocol": protocol}
+    async with connect(server) as stack:
         registry = stack.app.registry
-        assert registry.mcp_tool("new_tool") is None
+        assert registry.mcp_tool(added) is None
 
-        await stack.reply("call add_tool {}")
+        await stack.reply(f'call add_tool {{"name": "{added}"}}')
 
-        await wait_until(lambda: registry.mcp_tool("new_tool") is not None, 10, "listed again")
+        await wait_until(lambda: registry.mcp_tool(added) is not None, 10, "listed again")
         offered = [tool["function"]["name"] for tool in registry.api_schemas()]
-        assert "new_tool" in offered
+        assert added in offered
 
 
 async def test_an_untrusted_server_asks_the_button_even_for_reads(
