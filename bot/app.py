@@ -13,6 +13,7 @@ from bot import customer_texts
 from bot.accounts.directory import DEMO_LOOKUP_TOOL, CustomerDirectory, DemoCustomerDirectory
 from bot.accounts.linking import AccountLinking
 from bot.actions.confirmation import ActionConfirmations
+from bot.actions.runs import ActionRuns
 from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.offline import OfflineAnalyst
 from bot.analysis.runner import IdleAnalysis
@@ -38,10 +39,12 @@ from bot.knowledge.watcher import (
 )
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
+from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
 from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.ops.startup import StartupError
 from bot.queue.chat_queue import ChatQueue
+from bot.queue.dead_letters import DeadLetters
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
 from bot.sessions.redis_store import RedisSessionStore
@@ -113,6 +116,8 @@ class Application:
     knowledge: KnowledgeWatcher | None = None
     # Settles presses on confirmation cards (the write tools' actions).
     actions: ActionConfirmations | None = None
+    # The shop's own tools over MCP; None while MCP_SERVERS is empty.
+    mcp: McpServers | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
     # The request analysis (/analyze, the idle analysis); None with ANALYSIS=off.
@@ -140,6 +145,8 @@ class Application:
         await self.audit.flush()
         self.executor.close()
         await self.llm.close()
+        if self.mcp is not None:
+            await self.mcp.aclose()
         await self.health_redis.aclose()
         await self.redis.aclose()
 
@@ -148,8 +155,10 @@ def turn_lease_seconds(settings: Settings) -> float:
     """The longest a turn can take: every model call with its retries, every tool, a margin."""
     llm = settings.llm
     model_time = llm.timeout_seconds * (llm.max_retries + 1) * settings.tools.max_steps
-    # Tools run with their own timeouts (2 s by default); the cap bounds how many run.
-    tool_time = 10.0 * settings.tools.max_calls_per_turn
+    # Tools run with their own timeouts (2 s by default, a shop's MCP server its own);
+    # the cap bounds how many run. A confirmed action runs within one tool's deadline.
+    slowest = max([10.0, *(server.timeout_seconds for server in settings.mcp.servers)])
+    tool_time = slowest * settings.tools.max_calls_per_turn
     # The turn's deadline ends it sooner when it is shorter than every budget together.
     longest = min(model_time + tool_time, settings.tools.turn_deadline_seconds)
     return longest + LEASE_MARGIN_SECONDS
@@ -206,11 +215,23 @@ def build_offline_model(shop: ShopStore, registry: ToolRegistry) -> OfflineChatM
     return OfflineChatModel(
         OfflineDemoKnowledge.learn(
             names,
-            write_tools=[name for name in names if registry.write_tool(name) is not None],
+            # A shop's MCP tool that needs the button is proposed as a write tool is.
+            write_tools=[name for name in names if _proposed_on_a_card(registry, name)],
             return_policy_products=tuple(policy.product for policy in shop.return_policies),
             catalogue_texts=tuple(f"{p.name} {p.category}" for p in shop.products),
         )
     )
+
+
+def _known_tools(settings: Settings, registry: ToolRegistry) -> tuple[str, ...]:
+    """The tool names metrics count by name: a shop's allowlisted ones even when listed later."""
+    allowlisted = [name for server in settings.mcp.servers for name in server.tools or ()]
+    return (*registry.names(), *allowlisted)
+
+
+def _proposed_on_a_card(registry: ToolRegistry, name: str) -> bool:
+    mcp = registry.mcp_tool(name)
+    return registry.write_tool(name) is not None or (mcp is not None and mcp.confirm)
 
 
 def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
@@ -327,6 +348,52 @@ def build_chat_service(
     )
 
 
+async def _model_and_shop_tools(
+    settings: Settings,
+    shop: ShopStore,
+    registry: ToolRegistry,
+    llm: ToolCallingClient | None,
+    environ: Mapping[str, str],
+) -> tuple[ToolCallingClient, McpServers | None]:
+    """The shop's MCP servers (if configured), then the model client (``llm`` if given)."""
+    mcp: McpServers | None = None
+    try:
+        if settings.mcp.servers:
+            # Before the model client: the offline demo model learns the tools listed by then.
+            mcp = await open_mcp_servers(settings, registry, environ)
+        # After the registry: the offline demo model learns the registered tools from it.
+        return llm or _build_llm(settings, shop, registry, environ), mcp
+    except StartupError:
+        if mcp is not None:
+            await mcp.aclose()
+        raise
+
+
+async def open_mcp_servers(
+    settings: Settings, registry: ToolRegistry, environ: Mapping[str, str]
+) -> McpServers:
+    """Connect ``MCP_SERVERS`` and offer their tools in ``registry`` (down ones retry later).
+
+    One warning line when the tool definitions exceed ``MCP_TOOLS_TOKEN_WARNING`` tokens.
+    """
+    try:
+        servers = McpServers(settings=settings.mcp, registry=registry, environ=environ)
+    except McpSetupError as error:
+        raise StartupError(str(error)) from error
+    await servers.start()
+    tokens = tool_definition_tokens(registry)
+    limit = settings.mcp.tools_token_warning
+    if limit and tokens > limit:
+        logger.warning(
+            "Tool definitions take about %d tokens of every model request (%d tools), more "
+            "than MCP_TOOLS_TOKEN_WARNING=%d: narrow the servers' tools allowlists",
+            tokens,
+            len(registry.names()),
+            limit,
+        )
+    return servers
+
+
 async def build_application(  # noqa: PLR0915 - the composition root builds every part here
     settings: Settings,
     llm: ToolCallingClient | None = None,
@@ -380,13 +447,13 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         timezone=settings.tools.support_timezone,
         help_center=help_center,
         shop=shop_backend,
+        demo_shop=settings.mcp.demo_tools_on(),
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
     try:
-        # After the registry: the offline demo model learns the registered tools from it.
-        base_client = llm or _build_llm(
-            settings, shop, registry, os.environ if environ is None else environ
+        base_client, mcp = await _model_and_shop_tools(
+            settings, shop, registry, llm, os.environ if environ is None else environ
         )
     except StartupError:
         await health_redis.aclose()
@@ -395,7 +462,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
     metrics = BotMetrics(
         CollectorRegistry(),
-        known_tools=registry.names(),
+        known_tools=_known_tools(settings, registry),
         known_categories=settings.analysis.category_names,
     )
     help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
@@ -518,7 +585,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
             registry=registry,
             chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
+            runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
+            dead_letters=DeadLetters(redis, keys=keys),
+            alert_staff=staff_chat_id is not None,
         ),
+        mcp=mcp,
         feedback=CsatSchedule(
             redis,
             keys=keys,

@@ -186,6 +186,13 @@ ACTION_EXPIRED_MESSAGE = (
 """The message after a press on an expired card."""
 ACTION_FAILED_TEXT = "Не удалось выполнить действие: ничего не изменено. Попробуйте позже."
 """The card's text and the message when the action could not run (nothing changed)."""
+ACTION_CHECKING_TEXT = "⏳ Проверяем, выполнено ли действие"
+"""The card's text when a shop's tool may have run but its answer was lost."""
+ACTION_CHECKING_MESSAGE = (
+    "Не удалось сразу узнать, выполнено ли действие. Мы проверим и напишем вам; "
+    "нажимать кнопку ещё раз не нужно."
+)
+"""The message when the outcome is being checked (staff see the action as a dead letter)."""
 ACTION_STALE_ANSWER = "Уже выполнено или больше не действует"
 """The press's short answer when the action is done, declined or superseded."""
 ACTION_FOREIGN_ANSWER = "Эта кнопка не для вас"

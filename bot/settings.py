@@ -1,6 +1,8 @@
 """Application settings: environment variables (and ``.env``), one class per concern."""
 
+import json
 import re
+import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -9,6 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import (
     AliasChoices,
     BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -361,6 +364,108 @@ class ToolSettings(BaseSettings):
         return value
 
 
+_MCP_SERVER_NAME = r"^[a-z][a-z0-9_]{0,23}$"
+
+
+class McpServerSettings(BaseModel):
+    """One shop MCP server of ``MCP_SERVERS`` (one JSON object of the array).
+
+    Secret header values are never written here: ``headers_from_env`` names the
+    environment variable that holds each one (read once at start-up).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=_MCP_SERVER_NAME)
+    url: str | None = None
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    # Header name -> the environment variable holding its value (e.g. a bearer token).
+    headers_from_env: dict[str, str] = Field(default_factory=dict)
+    # The tools offered to the model; None: every tool the server lists.
+    tools: tuple[str, ...] | None = None
+    # Believe the server's readOnlyHint / idempotentHint (no button for its trusted reads).
+    trust_annotations: bool = False
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    # Argument name -> where the application takes its value from (never the model).
+    bound_arguments: dict[str, Literal["user_id", "chat_id", "shop_customer_id"]] = Field(
+        default_factory=dict
+    )
+    # Tool name -> the card's text, with {argument} placeholders (the shop's own wording).
+    card_templates: dict[str, str] = Field(default_factory=dict)
+    # auto: the newest protocol the server speaks; legacy: the 2025 initialize handshake
+    # (sessions with ids) for a server that mishandles the newer probe.
+    protocol: Literal["auto", "legacy"] = "auto"
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServerSettings":
+        if (self.url is None) == (self.command is None):
+            raise ValueError(f"MCP server {self.name!r} needs either url or command, not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"MCP server {self.name!r}: url must be http:// or https://")
+        for tool, template in self.card_templates.items():
+            try:
+                fields = [field for _, field, _, _ in string.Formatter().parse(template) if field]
+            except ValueError as error:
+                raise ValueError(
+                    f"MCP server {self.name!r}: card template of {tool} is not valid: {error}"
+                ) from error
+            if any(not field.isidentifier() for field in fields):
+                raise ValueError(
+                    f"MCP server {self.name!r}: card template of {tool} may name arguments only"
+                )
+        return self
+
+
+class McpSettings(BaseSettings):
+    """A shop's own tools over the Model Context Protocol."""
+
+    model_config = _ENV
+
+    servers: tuple[McpServerSettings, ...] = Field(default=(), validation_alias=_env("MCP_SERVERS"))
+    # auto: the demo shop's tools are offered only while no MCP server is configured.
+    demo_shop_tools: Literal["auto", "on", "off"] = Field(
+        default="auto", validation_alias=_env("DEMO_SHOP_TOOLS")
+    )
+    # One warning line at start-up when the tool definitions take more tokens than this.
+    tools_token_warning: int = Field(
+        default=4000, ge=0, validation_alias=_env("MCP_TOOLS_TOKEN_WARNING")
+    )
+    # A tool result longer than this (characters of JSON) is cut before the model reads it.
+    result_max_chars: int = Field(
+        default=8000, ge=500, le=200_000, validation_alias=_env("MCP_RESULT_MAX_CHARS")
+    )
+    # How long start-up waits for the servers before going on without the slow ones.
+    connect_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=120, validation_alias=_env("MCP_CONNECT_TIMEOUT_SECONDS")
+    )
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _json_array(cls, value: Any) -> Any:
+        # The environment source decodes JSON itself; a value given directly arrives as text.
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"MCP_SERVERS is not valid JSON: {error.msg}") from error
+        return value
+
+    @field_validator("servers")
+    @classmethod
+    def _unique_names(cls, value: tuple[McpServerSettings, ...]) -> tuple[McpServerSettings, ...]:
+        names = [server.name for server in value]
+        if len(set(names)) != len(names):
+            raise ValueError("MCP server names must be unique")
+        return value
+
+    def demo_tools_on(self) -> bool:
+        """Whether the demo shop's order tools are registered."""
+        if self.demo_shop_tools == "auto":
+            return not self.servers
+        return self.demo_shop_tools == "on"
+
+
 class AuditSettings(BaseSettings):
     """The audit stream."""
 
@@ -541,6 +646,7 @@ class Settings(BaseModel):
     )
     csat: CsatSettings = Field(default_factory=lambda: CsatSettings(_env_file=None))
     analysis: AnalysisSettings = Field(default_factory=lambda: AnalysisSettings(_env_file=None))
+    mcp: McpSettings = Field(default_factory=lambda: McpSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -629,5 +735,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "supervision": SupervisionSettings,
     "csat": CsatSettings,
     "analysis": AnalysisSettings,
+    "mcp": McpSettings,
     "log": _LogSettings,
 }

@@ -43,6 +43,8 @@ STEP = "step"
 # Search-like tools only (search_help_center): how many results, the first one's id.
 RESULT_COUNT = "result_count"
 TOP_RESULT = "top_result"
+# A shop's MCP tool only: the server it belongs to (MCP_SERVERS name).
+MCP_SERVER = "mcp_server"
 # Turn entries.
 OUTCOME = "outcome"
 MODEL = "model"
@@ -250,6 +252,10 @@ def _searched(entry: "ToolAuditEntry") -> bool:
     return entry.result_count is not None
 
 
+def _from_mcp(entry: "ToolAuditEntry") -> bool:
+    return entry.mcp_server is not None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolAuditEntry(StreamRecord):
     """One tool execution of one turn (``step`` is the model call that asked for it).
@@ -277,6 +283,9 @@ class ToolAuditEntry(StreamRecord):
     top_result_id: str | None = field(
         default=None, metadata=stream_field(TOP_RESULT, OPTIONAL_TEXT, written_if=_searched)
     )
+    mcp_server: str | None = field(
+        default=None, metadata=stream_field(MCP_SERVER, OPTIONAL_TEXT, written_if=_from_mcp)
+    )
 
     @classmethod
     def from_record(
@@ -295,6 +304,7 @@ class ToolAuditEntry(StreamRecord):
             duration_ms=record.duration_seconds * 1000,
             result_count=record.result_count,
             top_result_id=record.top_result_id,
+            mcp_server=record.server,
         )
 
 

@@ -10,7 +10,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from bot.actions.pending import PendingAction
-from bot.actions.proposals import propose, refuse_second
+from bot.actions.proposals import propose, propose_mcp, refuse_second
 from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
@@ -238,14 +238,26 @@ class BoundedToolLoop:
     ) -> str:
         try:
             write = self.registry.write_tool(tool_call.name)
-            if write is None:
+            mcp = self.registry.mcp_tool(tool_call.name)
+            if mcp is not None and mcp.confirm:
+                # A shop's tool that may change something: a proposal, as a write tool's
+                # (one action at a time, as for the write tools below).
+                proposal = (
+                    refuse_second(mcp.name, tool_call, server=mcp.server)
+                    if proposals
+                    else await propose_mcp(mcp, tool_call, context)
+                )
+                if proposal.action is not None:
+                    proposals.append(proposal.action)
+                execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
+            elif write is None:
                 execution = await self.executor.execute(tool_call, context)
             else:
                 # A write changes nothing now: it becomes a proposal the customer confirms.
                 # One action at a time: the customer gets one card per turn, so a second
                 # write is the tool's "no", with a code the model can explain.
                 proposal = (
-                    refuse_second(write, tool_call)
+                    refuse_second(write.name, tool_call)
                     if proposals
                     else await propose(write, tool_call, context)
                 )
@@ -268,6 +280,7 @@ class BoundedToolLoop:
             observer.on_tool_executed(step, execution.audit)
         if (
             write is None
+            and mcp is None
             and execution.audit.status == ToolStatus.SUCCESS
             and self.registry.get(tool_call.name).hands_off
         ):
@@ -284,7 +297,12 @@ def _rejection_content(error: ToolExecutionError, tool_names: Sequence[str]) -> 
         )
     else:
         code = "invalid_arguments"
-        message = _describe_validation(error.__cause__)
+        problems = error.problems if isinstance(error, ToolArgumentsError) else ()
+        message = (
+            "Invalid arguments. " + "; ".join(problems) + ". Fix them and call the tool again."
+            if problems
+            else _describe_validation(error.__cause__)
+        )
     return json.dumps(
         {"ok": False, "error": {"code": code, "message": message}}, ensure_ascii=False
     )

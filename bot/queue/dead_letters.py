@@ -64,6 +64,12 @@ class DeadLetter(BaseModel):
     # The job as it was queued (the customer's update with it), for a retry; never shown.
     # Empty in records of older versions: those cannot be retried.
     job: str = ""
+    # "job": a job given up; "action": a confirmed action whose outcome is unknown
+    # (its call may have reached the shop's MCP server), with its ids and tool.
+    kind: str = "job"
+    action_id: str | None = None
+    tool_name: str | None = None
+    server: str | None = None
 
 
 class DeadLetters:

@@ -28,6 +28,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{<conv>}:csat``                 | hash   | max(interval, 7 d)  | CSAT ask/press | CSAT     |
 | ``{<conv>}:analysis``             | hash   | SESSION_TTL_SECONDS | analysis       | staff    |
+| ``{<conv>}:action:<action id>``   | string | SESSION_ARCHIVE_TTL | action press   | press    |
 | ``{staff:<chat>}:topic:<thread>`` | string | 30 days (renewed)   | handoff        | intake   |
 | ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
 | ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
@@ -179,6 +180,10 @@ class ConversationKeys:
     def cards(self) -> str:
         """Confirmation cards sent to the chat (hash: action id -> message id), to edit later."""
         return f"{self.base}:cards"
+
+    def action_run(self, action_id: str) -> str:
+        """A confirmed action's call has started (string ``executing``; see bot/actions/runs.py)."""
+        return f"{self.base}:action:{action_id}"
 
     @property
     def csat(self) -> str:

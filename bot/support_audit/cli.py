@@ -650,6 +650,17 @@ def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
             "attempts": letter.attempts,
             "error": letter.error,
             "queued_at": _from_ms(letter.enqueued_ms).isoformat(),
+            # An action whose outcome is unknown says which one (a job's letter is as before).
+            **(
+                {
+                    "kind": letter.kind,
+                    "action_id": letter.action_id,
+                    "tool_name": letter.tool_name,
+                    "server": letter.server,
+                }
+                if letter.kind == "action"
+                else {}
+            ),
         },
         empty="no dead letters",
         lines=lambda: dead_letter_lines(letters, context.zone, width=terminal_width(context.out)),

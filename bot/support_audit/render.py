@@ -272,7 +272,11 @@ def action_lines(
 def dead_letter_lines(
     letters: Sequence[DeadLetter], zone: tzinfo | None, *, width: int | None
 ) -> list[str]:
-    """Messages given up: when, update id, incident code, attempts, the last error's kind."""
+    """Messages given up: when, update id, incident code, attempts, the last error's kind.
+
+    A confirmed action whose outcome is unknown (its call may have reached the shop's
+    MCP server) also says which action, tool and server, after its error.
+    """
     columns = (
         Column(title="GIVEN UP", priority=9, key=True),
         Column(title="UPDATE", priority=6),
@@ -286,11 +290,21 @@ def dead_letter_lines(
             str(letter.update_id),
             printable(letter.turn_id),
             str(letter.attempts),
-            printable(letter.error),
+            printable(letter.error) + _action_of(letter),
         )
         for letter in letters
     ]
     return render(columns, rows, width=width)
+
+
+def _action_of(letter: DeadLetter) -> str:
+    if letter.kind != "action":
+        return ""
+    return (
+        f" action={printable(letter.action_id or '')}"
+        f" tool={printable(letter.tool_name or '')}"
+        f" server={printable(letter.server or '')}"
+    )
 
 
 def handoff_lines(

@@ -374,6 +374,7 @@ def _observability_app(
                 app.health_redis, stream=app.keys.work_stream, consumer=app.work.consumer
             ),
             tasks=tasks,
+            mcp_down=app.mcp.degraded if app.mcp is not None else lambda: (),
         ).handle,
     )
     depth = BacklogGauge(app.work)
