@@ -120,7 +120,7 @@ def read_dead_letters(client: SyncRedisClient, keys: RedisKeys, limit: int) -> l
 REDRIVE_MARK_TTL_SECONDS = 30 * 24 * 3600
 """How long a retried letter's mark stays: a repeated retry within it queues nothing."""
 
-RetryVerdict = Literal["queued", "queued_before", "unknown", "not_retryable"]
+RetryVerdict = Literal["queued", "queued_before", "unknown", "not_retryable", "outcome_unknown"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,11 +153,15 @@ def retry_dead_letter(client: SyncRedisClient, keys: RedisKeys, turn_id: str) ->
     """Queue the job of dead letter ``turn_id`` again in its chat, signal it, drop the letter.
 
     Staff's side (synchronous). ``unknown``: no such letter; ``not_retryable``: it
-    was recorded without its job (an older version) or the job is unreadable.
+    was recorded without its job (an older version) or the job is unreadable;
+    ``outcome_unknown``: a confirmed action whose call may have reached the shop,
+    never run again by a retry (staff check the shop, then drop it).
     """
     letter = _letter(client, keys, turn_id)
     if letter is None:
         return RetryResult(verdict="unknown")
+    if letter.kind == "action":
+        return RetryResult(verdict="outcome_unknown")
     try:
         job = QueuedJob.model_validate_json(letter.job) if letter.job else None
     except ValidationError:

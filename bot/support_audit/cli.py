@@ -672,6 +672,12 @@ def _retry_dead_letter(args: argparse.Namespace, context: _Context) -> int:
     result = retry_dead_letter(context.client, RedisKeys(context.key_prefix), code)
     if result.verdict == "unknown":
         return _fail(f"no dead letter {printable(code)}", EXIT_FAILURE)
+    if result.verdict == "outcome_unknown":
+        return _fail(
+            f"dead letter {printable(code)} is a confirmed action whose outcome is unknown: "
+            "it is never run again; check it in the shop, tell the customer, then drop it",
+            EXIT_FAILURE,
+        )
     if result.verdict == "not_retryable":
         return _fail(
             f"dead letter {printable(code)} was kept without its message (an older version): "

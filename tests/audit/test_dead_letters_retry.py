@@ -172,6 +172,32 @@ def test_a_letter_kept_without_its_message_cannot_be_retried(
     assert sync_redis.hexists(keys.dead_letters, "Q3W4E5R6T7")
 
 
+def test_an_action_of_unknown_outcome_is_never_run_again_by_a_retry(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = RedisKeys(PREFIX)
+    letter = DeadLetter(
+        turn_id="Q4N8ZR2WXT",
+        update_id=117,
+        job_id="117",
+        attempts=1,
+        error="action_outcome_unknown",
+        given_up_ms=1_700_000_000_000,
+        enqueued_ms=1_700_000_000_000,
+        kind="action",
+        action_id="k2m4p6q8r2s4t6v8",
+        tool_name="cancel_order",
+        server="shop",
+        job='{"job_id":"117"}',
+    )
+    sync_redis.hset(keys.dead_letters, letter.turn_id, letter.model_dump_json())
+
+    assert main(["dead-letters", "retry", "Q4N8ZR2WXT"]) == 1
+    assert "outcome is unknown" in capsys.readouterr().err
+    assert sync_redis.hexists(keys.dead_letters, "Q4N8ZR2WXT")
+    assert sync_redis.llen(keys.conversation(telegram_conversation(CHAT)).queue) == 0
+
+
 def test_the_retry_scripts_run_twice_leave_the_same_state(sync_redis: redis.Redis) -> None:
     keys = RedisKeys(PREFIX)
     chat: ConversationKeys = keys.conversation("tg:77")
