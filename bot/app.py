@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from bot import customer_texts
 from bot.accounts.directory import DEMO_LOOKUP_TOOL, CustomerDirectory, DemoCustomerDirectory
 from bot.accounts.linking import AccountLinking
+from bot.accounts.mcp_directory import McpCustomerDirectory
 from bot.actions.confirmation import ActionConfirmations
 from bot.actions.runs import ActionRuns
 from bot.analysis.analyzer import SupportRequestAnalyzer
@@ -191,21 +192,44 @@ def _build_llm(
     )
 
 
-def _customer_directory(settings: Settings, shop: ShopStore) -> CustomerDirectory | None:
+def _check_link_tool(settings: Settings) -> None:
+    """``ACCOUNT_LINK_TOOL`` names the demo lookup or ``<server>:<tool>`` of ``MCP_SERVERS``."""
+    tool = settings.tools.account_link_tool
+    if tool is None or tool == DEMO_LOOKUP_TOOL:
+        return
+    server, colon, remote = tool.partition(":")
+    if not colon or not remote:
+        raise StartupError(
+            f"ACCOUNT_LINK_TOOL={tool}: name the shop's lookup as <server>:<tool> "
+            f"(a server of MCP_SERVERS), or {DEMO_LOOKUP_TOOL} for the demo shop"
+        )
+    if server not in {configured.name for configured in settings.mcp.servers}:
+        raise StartupError(f"ACCOUNT_LINK_TOOL={tool}: MCP_SERVERS has no server named {server}")
+
+
+def _customer_directory(
+    settings: Settings, shop: ShopStore, mcp: McpServers | None
+) -> CustomerDirectory | None:
     """The shop's customers by phone number for ``ACCOUNT_LINK_TOOL`` (``None`` when unset).
 
     The demo shop's lookup is answered in process, over the store its MCP server
-    reads too. A lookup tool on a shop's own MCP server plugs in here, as a
-    directory over that server's session (see :mod:`bot.accounts.directory`).
+    reads too; ``<server>:<tool>`` calls that tool on the shop's MCP server
+    (:mod:`bot.accounts.mcp_directory`). Checked by :func:`_check_link_tool` first.
     """
     tool = settings.tools.account_link_tool
     if tool is None:
         return None
     if tool == DEMO_LOOKUP_TOOL:
         return DemoCustomerDirectory(store=shop, tool_name=tool)
-    raise StartupError(
-        f"ACCOUNT_LINK_TOOL={tool}: no such lookup; this build answers only "
-        f"{DEMO_LOOKUP_TOOL} (the demo shop's)"
+    server, _, remote = tool.partition(":")
+    connection = mcp.connection(server) if mcp is not None else None
+    if connection is None:
+        raise StartupError(f"ACCOUNT_LINK_TOOL={tool}: MCP_SERVERS has no server named {server}")
+    return McpCustomerDirectory(
+        connection=connection,
+        remote_name=remote,
+        tool_name=tool,
+        timeout_seconds=connection.settings.timeout_seconds,
     )
 
 
@@ -421,7 +445,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
             f"({error.error_count()} problem(s))"
         ) from error
     # Before anything connects: an unknown lookup stops the start with one line.
-    directory = _customer_directory(settings, shop)
+    _check_link_tool(settings)
     try:
         help_center = open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
@@ -455,6 +479,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         base_client, mcp = await _model_and_shop_tools(
             settings, shop, registry, llm, os.environ if environ is None else environ
         )
+        directory = _customer_directory(settings, shop, mcp)
     except StartupError:
         await health_redis.aclose()
         await redis.aclose()

@@ -4,11 +4,9 @@
 (``find_customer_by_phone``) is answered here, in process, by
 :class:`DemoCustomerDirectory` over the same store the demo shop's MCP server
 reads (``python -m bot shop-mcp`` serves the same lookup as a tool). A shop
-connected over MCP plugs in a directory that calls its tool of that name on
-the server's session (``bot/app.py``, ``_customer_directory``, picks it): the
-tool's ``customer_id`` answer is the id, an ``isError`` result with
-``customer_not_found`` is ``None``, and any other failure is
-:class:`CustomerDirectoryError`.
+connected over MCP names ``<server>:<tool>``:
+:class:`~bot.accounts.mcp_directory.McpCustomerDirectory` calls that tool on the
+server's session (``bot/app.py``, ``_customer_directory``, picks it).
 """
 
 from dataclasses import dataclass

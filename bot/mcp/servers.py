@@ -164,6 +164,10 @@ class McpServers:
                     connection.down_reason,
                 )
 
+    def connection(self, server_name: str) -> McpConnection | None:
+        """The session of server ``server_name`` (``None`` when MCP_SERVERS has none)."""
+        return next((c for c in self.connections if c.name == server_name), None)
+
     def degraded(self) -> tuple[str, ...]:
         """The servers without an open session now (for ``/healthz``)."""
         return tuple(c.name for c in self.connections if not c.up)

@@ -28,6 +28,7 @@ from bot.queue.job_results import JobContext
 from bot.settings import Settings
 from bot.support_audit.cli import main as audit_main
 from bot.testing.audit_entries import stream_entries
+from bot.testing.mcp_shop import DemoShopMcpProcess
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
@@ -299,3 +300,47 @@ async def test_without_a_lookup_link_is_unknown_and_a_contact_is_not_text(
     await unlinked_stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
     assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.HELP, customer_texts.NON_TEXT]
     assert await unlinked_stack.shop_customer() is None
+
+
+async def test_the_lookup_on_the_shops_own_mcp_server_links_the_account(
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, tmp_path: Path
+) -> None:
+    """``ACCOUNT_LINK_TOOL=<server>:<tool>``: the bot itself calls the lookup on the shop's
+    MCP server (the demo shop's, a real process); the tool is not offered to the model."""
+    shop = DemoShopMcpProcess(redis_server.url, "linking", tmp_path)
+    shop.start()
+    try:
+        server = {"name": "shop", "url": shop.url, "tools": ["get_support_hours"]}
+        settings = make_settings(
+            REDIS_URL=redis_server.url,
+            TELEGRAM_API_BASE_URL=telegram.base_url,
+            REDIS_KEY_PREFIX="linking",
+            AUDIT_STREAM=AUDIT,
+            SESSION_LEASE_SECONDS=3,
+            ACCOUNT_LINK_TOOL="shop:find_customer_by_phone",
+            MCP_SERVERS=json.dumps([server]),
+        )
+        async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
+            assert app.registry.mcp_tool("find_customer_by_phone") is None
+            stack = Stack(app, bot, telegram)
+            async with stack.running():
+                await stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
+                assert (await telegram.wait_for_texts(CHAT, 1))[-1] == customer_texts.LINK_DONE
+                assert await stack.shop_customer() == "100500"
+                await stack.feed(contact_update(telegram, "70000000000", owner=CHAT))
+                assert (await telegram.wait_for_texts(CHAT, 2))[-1] != customer_texts.LINK_DONE
+    finally:
+        shop.stop()
+
+
+async def test_a_lookup_on_a_server_mcp_servers_does_not_name_stops_the_start(
+    redis_server: RedisServer, telegram: FakeTelegramServer
+) -> None:
+    settings = linking_settings(redis_server, telegram, lookup="crm:find_customer_by_phone")
+
+    with pytest.raises(StartupError) as raised:
+        await build_application(settings, llm=ScriptedClient(echo_responder))
+
+    assert str(raised.value) == (
+        "ACCOUNT_LINK_TOOL=crm:find_customer_by_phone: MCP_SERVERS has no server named crm"
+    )
