@@ -175,3 +175,41 @@ def test_results_are_structured_when_they_can_be_and_always_capped() -> None:
 
     refusal = business_error(McpCallOutcome(is_error=True, structured=None, text="Нельзя."), 8000)
     assert (str(refusal), refusal.code) == ("Нельзя.", "tool_error")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "message"),
+    [
+        # A server that copies its structured content into the text (the SDK's default):
+        # the customer reads the content's own message, never the JSON.
+        (
+            McpCallOutcome(
+                is_error=False,
+                structured={"done": True, "message": "Заказ 8042 отменён."},
+                text='{"done": true, "message": "Заказ 8042 отменён."}',
+            ),
+            "✅ Отмена заказа: выполнено. Заказ 8042 отменён.",
+        ),
+        (
+            McpCallOutcome(is_error=False, structured={"order": {"id": "8042"}}, text='{"a": 1}'),
+            "✅ Отмена заказа: выполнено.",
+        ),
+        (
+            McpCallOutcome(is_error=False, structured=None, text="Заказ отменён."),
+            "✅ Отмена заказа: выполнено. Заказ отменён.",
+        ),
+        (
+            McpCallOutcome(
+                is_error=True,
+                structured={"error": {"code": "not_cancellable", "message": "Уже в доставке."}},
+                text="not_cancellable: Уже в доставке.",
+            ),
+            "❌ Отмена заказа: не выполнено. Уже в доставке.",
+        ),
+    ],
+    ids=["message-field", "json-only", "plain-text", "error-message"],
+)
+def test_the_outcome_message_is_what_the_result_says_to_a_person(
+    outcome: McpCallOutcome, message: str
+) -> None:
+    assert _tool().outcome_texts(outcome)[1] == message

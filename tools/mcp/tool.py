@@ -149,13 +149,32 @@ def business_error(outcome: McpCallOutcome, max_chars: int) -> ToolBusinessError
 
 
 def _said(outcome: McpCallOutcome, *, limit: int) -> str:
-    if outcome.text.strip():
+    """What the result says to a customer: its ``message`` (or ``error.message``) when the
+    structured content has one, else its text unless that is only the content's JSON."""
+    structured = outcome.structured if isinstance(outcome.structured, dict) else {}
+    error = structured.get("error")
+    message = structured.get("message")
+    if not isinstance(message, str) and isinstance(error, dict):
+        message = error.get("message")
+    if isinstance(message, str) and message.strip():
+        text = " ".join(message.split())
+    elif outcome.text.strip() and not _json_only(outcome.text):
         text = " ".join(outcome.text.split())
-    elif isinstance(outcome.structured, dict):
-        text = "; ".join(f"{key}: {_readable(value)}" for key, value in outcome.structured.items())
     else:
         text = ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_only(text: str) -> bool:
+    """Whether ``text`` is a JSON object or array (a server's copy of its structured content)."""
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return False
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return False
+    return True
 
 
 def _readable(value: Any) -> str:
