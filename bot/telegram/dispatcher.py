@@ -66,7 +66,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
 
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
-    # Order matters: commands, then text turns, then the catch-all for other messages.
+    # Order matters: commands, channel posts forwarded, text turns, then the catch-all.
     # With account linking on, /link before the commands' catch-all and a shared contact
     # before "not text"; off, both are handled as before it existed.
     linking = [link.build_router()] if app.account_linking is not None else []
@@ -74,6 +74,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         handoff_handlers.build_customer_router(),
         *linking,
         commands.build_router(),
+        other.build_forwarded_router(),
         chat.build_router(),
         other.build_router(),
     )

@@ -109,6 +109,15 @@ def question_text(message: Message, bot_username: str | None) -> str:
     return text.strip()
 
 
+def forwarded_from_channel(message: Message) -> bool:
+    """Whether ``message`` forwards a channel's post (Bot API 7 ``forward_origin``, or older)."""
+    origin = message.forward_origin
+    if origin is not None:
+        return origin.type == "channel"
+    chat = message.forward_from_chat
+    return chat is not None and chat.type == "channel"
+
+
 # What staff may send a customer; service messages (topic edited, pinned, members
 # joined...) cannot be copied and are not meant for the customer.
 RELAYED_CONTENT = frozenset(

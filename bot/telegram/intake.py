@@ -17,7 +17,7 @@ from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import Notice
 from bot.storage.keys import telegram_chat_id, telegram_conversation
 from bot.telegram.callbacks import PressAnswers, press_incoming
-from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot
+from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot, forwarded_from_channel
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +138,10 @@ class TelegramIntake:
             conversation_key=telegram_conversation(message.chat.id),
             # No sender (a message on behalf of a channel...): limited as the chat itself.
             user_id=message.from_user.id if message.from_user else message.chat.id,
-            counts_turn=text is not None and not text.startswith("/"),
+            # A channel's post forwarded is answered without the model (handlers/other.py).
+            counts_turn=text is not None
+            and not text.startswith("/")
+            and not forwarded_from_channel(message),
             payload=_payload(update, raw),
             sent_ms=_sent_ms(message),
         )

@@ -297,5 +297,5 @@ async def test_without_a_lookup_link_is_unknown_and_a_contact_is_not_text(
     assert unlinked_stack.app.account_linking is None
     await unlinked_stack.feed(telegram.message_update(CHAT, "/link"))
     await unlinked_stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
-    assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.HELP, customer_texts.NON_TEXT]
+    assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.HELP, customer_texts.CONTACT]
     assert await unlinked_stack.shop_customer() is None
