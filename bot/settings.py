@@ -448,6 +448,26 @@ class CsatSettings(BaseSettings):
     )
 
 
+class MediaSettings(BaseSettings):
+    """Voice messages (transcribed) and photos (shown to a model that reads images)."""
+
+    model_config = _ENV
+
+    # Longer voice messages are refused before anything is downloaded (Telegram's duration).
+    voice_max_seconds: int = Field(
+        default=120, ge=1, le=3600, validation_alias=_env("VOICE_MAX_SECONDS")
+    )
+    transcription_model: str = Field(
+        default="gpt-4o-mini-transcribe",
+        min_length=1,
+        validation_alias=_env("TRANSCRIPTION_MODEL"),
+    )
+    # The customers' language, told to the transcription model as a hint (ISO 639-1).
+    transcription_language: str = Field(
+        default="ru", pattern=r"^[a-z]{2}$", validation_alias=_env("TRANSCRIPTION_LANGUAGE")
+    )
+
+
 class AnalysisSettings(BaseSettings):
     """The request analysis: category, sentiment, urgency and a summary for staff, by the model."""
 
@@ -536,6 +556,7 @@ class Settings(BaseModel):
     )
     csat: CsatSettings = Field(default_factory=lambda: CsatSettings(_env_file=None))
     analysis: AnalysisSettings = Field(default_factory=lambda: AnalysisSettings(_env_file=None))
+    media: MediaSettings = Field(default_factory=lambda: MediaSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -624,5 +645,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "supervision": SupervisionSettings,
     "csat": CsatSettings,
     "analysis": AnalysisSettings,
+    "media": MediaSettings,
     "log": _LogSettings,
 }

@@ -43,9 +43,13 @@ from bot.sessions.store import (
 )
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
-from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
+from turn import TEXT_INPUT, ToolLoopError, TurnContext, TurnInput, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
+
+SPEECH_MARK = "[Голосовое сообщение, распознано автоматически; возможны ошибки распознавания] "
+"""Before a transcribed voice message, in the history: the model reads it as speech that
+may have been misheard (a product name, a number), and asks again where it matters."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +137,7 @@ class ChatService:
         held: JobContext,
         customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         """Answer one message; raises a :class:`ChatServiceError` subtype on failure.
 
@@ -142,7 +147,9 @@ class ChatService:
         onto the raised error (``audit_fields``), for the front end to write once
         it has told the customer. ``customer`` (Telegram with handoff on) lets the
         turn open or relay a handoff. ``stream`` (drafts, the console) sees the
-        answer as it is written; only the committed reply counts.
+        answer as it is written; only the committed reply counts. ``turn_input``
+        says what the customer sent: a voice message's ``text`` is its transcript,
+        kept in the history after :data:`SPEECH_MARK`; the audit gets the kind.
         """
         started = perf_counter()
         recorder = TurnAuditRecorder(
@@ -150,9 +157,12 @@ class ChatService:
             turn_id=context.turn_id,
             model=self.model_name,
             queue_ms=held.queue_ms,
+            turn_input=turn_input,
         )
         try:
             question = self._validate_input(text, context.turn_id)
+            if turn_input.kind == "voice":
+                question = f"{SPEECH_MARK}{question}"
             return await self._reply(
                 question, context, recorder, started, held, customer=customer, stream=stream
             )

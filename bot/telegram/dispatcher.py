@@ -6,7 +6,8 @@ dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
-when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), and
+when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), ``voice``
+(voice messages to words), and
 the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
@@ -23,12 +24,13 @@ from bot.settings import Settings
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
-from bot.telegram.handlers import chat, commands, errors, link, membership, other
+from bot.telegram.handlers import chat, commands, errors, link, membership, other, voice
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
 from bot.telegram.ports import ChatPort
+from bot.telegram.voice import VoiceMessages
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,11 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         feedback=app.feedback,
         account_linking=app.account_linking,
         drafts=drafts_of(settings, metrics),
+        voice=VoiceMessages(
+            transcriber=app.transcriber,
+            metrics=metrics,
+            max_seconds=settings.media.voice_max_seconds,
+        ),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
@@ -76,6 +83,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         commands.build_router(),
         other.build_forwarded_router(),
         chat.build_router(),
+        voice.build_router(),
         other.build_router(),
     )
     routers = [

@@ -131,17 +131,13 @@ class TelegramIntake:
             return await self._staff(update, message, raw)
         if not await self._addressed(message, self.bot):
             return None
-        text = message.text
         return IncomingUpdate(
             update_id=update.update_id,
             chat_id=message.chat.id,
             conversation_key=telegram_conversation(message.chat.id),
             # No sender (a message on behalf of a channel...): limited as the chat itself.
             user_id=message.from_user.id if message.from_user else message.chat.id,
-            # A channel's post forwarded is answered without the model (handlers/other.py).
-            counts_turn=text is not None
-            and not text.startswith("/")
-            and not forwarded_from_channel(message),
+            counts_turn=_counts_turn(message),
             payload=_payload(update, raw),
             sent_ms=_sent_ms(message),
         )
@@ -176,6 +172,19 @@ class TelegramIntake:
             staff=StaffSender(staff_chat_id=topics.staff_chat_id, user_id=user.id),
             sent_ms=_sent_ms(message),
         )
+
+
+def _counts_turn(message: Message) -> bool:
+    """Whether ``message`` is a model turn (charged to the daily budget): a text or a voice.
+
+    A channel's post forwarded is answered without the model (handlers/other.py).
+    """
+    if forwarded_from_channel(message):
+        return False
+    if message.voice is not None or message.audio is not None or message.video_note is not None:
+        return True
+    text = message.text
+    return text is not None and not text.startswith("/")
 
 
 def _sent_ms(message: Message) -> int:

@@ -33,7 +33,7 @@ from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import ApiCall, FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
-from turn import TurnContext
+from turn import TEXT_INPUT, TurnContext, TurnInput
 
 CHAT = 710
 OWN_PHONE = "79161234567"
@@ -57,10 +57,11 @@ class RecordingChat:
         held: JobContext,
         customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         self.contexts.append(context)
         reply: ChatReply = await self.inner.reply(
-            context, text, held=held, customer=customer, stream=stream
+            context, text, held=held, customer=customer, stream=stream, turn_input=turn_input
         )
         return reply
 

@@ -28,9 +28,6 @@ _REPLIES: dict[str, str] = {
     ContentType.POLL: customer_texts.POLL,
     ContentType.DOCUMENT: customer_texts.DOCUMENT,
     ContentType.VIDEO: customer_texts.VIDEO,
-    ContentType.VIDEO_NOTE: customer_texts.VOICE,
-    ContentType.VOICE: customer_texts.VOICE,
-    ContentType.AUDIO: customer_texts.VOICE,
     ContentType.PHOTO: customer_texts.PHOTO,
 }
 
