@@ -466,6 +466,16 @@ class MediaSettings(BaseSettings):
     transcription_language: str = Field(
         default="ru", pattern=r"^[a-z]{2}$", validation_alias=_env("TRANSCRIPTION_LANGUAGE")
     )
+    # on: photos go to the model as image parts (a model that reads images); off: the bot
+    # says it cannot look at photos.
+    vision: Literal["on", "off"] = Field(default="off", validation_alias=_env("VISION"))
+    # The largest image sent to the model: the largest size of a photo within it is taken.
+    image_max_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=10_000,
+        le=20 * 1024 * 1024,
+        validation_alias=_env("IMAGE_MAX_BYTES"),
+    )
 
 
 class AnalysisSettings(BaseSettings):

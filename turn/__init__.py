@@ -25,7 +25,7 @@ from turn.errors import (
     ToolLoopProtocolError,
 )
 from turn.ids import TURN_ID_ALPHABET, new_turn_id
-from turn.inputs import TEXT_INPUT, InputKind, TurnInput
+from turn.inputs import TEXT_INPUT, ImagePart, InputKind, TurnInput
 from turn.outcomes import HandoffRequest, ToolStatus, TurnOutcome
 from turn.records import ToolExecutionRecord
 from turn.usage import Usage
@@ -34,6 +34,7 @@ __all__ = [
     "TEXT_INPUT",
     "TURN_ID_ALPHABET",
     "HandoffRequest",
+    "ImagePart",
     "InputKind",
     "ToolBusinessError",
     "ToolCall",

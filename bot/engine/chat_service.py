@@ -29,6 +29,7 @@ from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
+from bot.llm.types import Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobDone
@@ -50,6 +51,9 @@ logger = logging.getLogger(__name__)
 SPEECH_MARK = "[Голосовое сообщение, распознано автоматически; возможны ошибки распознавания] "
 """Before a transcribed voice message, in the history: the model reads it as speech that
 may have been misheard (a product name, a number), and asks again where it matters."""
+PHOTO_MARK = "[Покупатель прислал фото]"
+"""Before a photo's caption, in the history: later turns know a photo was sent (the model
+sees the image itself only in the turn it came with)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,11 +164,16 @@ class ChatService:
             turn_input=turn_input,
         )
         try:
-            question = self._validate_input(text, context.turn_id)
-            if turn_input.kind == "voice":
-                question = f"{SPEECH_MARK}{question}"
+            question = self._question(text, turn_input, context.turn_id)
             return await self._reply(
-                question, context, recorder, started, held, customer=customer, stream=stream
+                question,
+                context,
+                recorder,
+                started,
+                held,
+                customer=customer,
+                stream=stream,
+                turn_input=turn_input,
             )
         except ChatServiceError as error:
             failure = error
@@ -202,12 +211,15 @@ class ChatService:
         *,
         customer: HandoffTurn | None,
         stream: ReplyStream | None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         job = held.job
         locked = await self.store.held(
             context.conversation_key, held.token, held.session_version, held.session_data
         )
-        prepared, result, updated = await self._run(locked, question, context, recorder, stream)
+        prepared, result, updated = await self._run(
+            locked, question, context, recorder, stream, turn_input=turn_input
+        )
         card = _card_of(result)
         action_audit = _action_audit(locked.session, result, context)
         updated, staff, handoff_audit, note = self._handoff_steps(
@@ -316,6 +328,8 @@ class ChatService:
         context: TurnContext,
         recorder: TurnAuditRecorder,
         stream: ReplyStream | None = None,
+        *,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> tuple[PreparedContext, ToolLoopResult, ConversationSession]:
         session = locked.session or ConversationSession.start(
             context.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
@@ -324,12 +338,20 @@ class ChatService:
             self._instruction, session.summary, session.messages, question
         )
         messages = prepared.messages
+        if turn_input.images:
+            # The images go to the model in this request only; the history keeps the marker.
+            messages = (*messages[:-1], _with_images(messages[-1], turn_input))
         if session.pending_action is not None:
             # The customer's «да» executes nothing: the model is told a button waits.
             messages = (*messages[:-1], pending_note(session.pending_action), messages[-1])
         result = await self.loop.run(messages, context, observer=recorder, stream=stream)
         updated = session.with_turn(
-            question, result.text, _now(), self.prompt.version, turn_id=context.turn_id
+            question,
+            result.text,
+            _now(),
+            self.prompt.version,
+            turn_id=context.turn_id,
+            photos=tuple(image.file_id for image in turn_input.images),
         )
         if result.proposal is not None:
             # At most one pending action per chat: a new proposal replaces the old one.
@@ -491,6 +513,19 @@ class ChatService:
         except SessionStoreError as error:
             raise _translate_store_error(error, turn_id) from error
 
+    def _question(self, text: str, turn_input: TurnInput, turn_id: str) -> str:
+        """The customer's message as the history keeps it: a voice or a photo marked so."""
+        if turn_input.kind == "photo":
+            # A photo may come without a caption: the marker alone is the message then.
+            caption = replace_lone_surrogates(text).strip()
+            return (
+                f"{PHOTO_MARK} {self._validate_input(caption, turn_id)}" if caption else PHOTO_MARK
+            )
+        question = self._validate_input(text, turn_id)
+        if turn_input.kind == "voice":
+            return f"{SPEECH_MARK}{question}"
+        return question
+
     def _validate_input(self, text: str, turn_id: str) -> str:
         # A lone surrogate (a pasted line cut mid-character, bytes a terminal could not
         # decode) cannot be encoded for the model or stored; the rest of the text can.
@@ -607,3 +642,12 @@ def _translate_store_error(error: SessionStoreError, turn_id: str) -> ChatServic
     if isinstance(error, SessionLockTimeoutError):
         return ChatBusyError("the conversation is busy", turn_id)
     return ChatStorageError("session storage is unavailable", turn_id)
+
+
+def _with_images(message: Message, turn_input: TurnInput) -> Message:
+    """The customer's ``message`` with its images as image parts after its text."""
+    parts: list[dict[str, object]] = [{"type": "text", "text": message["content"]}]
+    parts.extend(
+        {"type": "image_url", "image_url": {"url": image.data_url}} for image in turn_input.images
+    )
+    return {**message, "content": parts}

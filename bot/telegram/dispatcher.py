@@ -7,7 +7,7 @@ holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
 when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), ``voice``
-(voice messages to words), and
+(voice messages to words), ``photos`` (images for the model), and
 the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
@@ -24,11 +24,12 @@ from bot.settings import Settings
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
-from bot.telegram.handlers import chat, commands, errors, link, membership, other, voice
+from bot.telegram.handlers import chat, commands, errors, link, membership, other, photo, voice
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
+from bot.telegram.photos import Photos, vision_on
 from bot.telegram.ports import ChatPort
 from bot.telegram.voice import VoiceMessages
 
@@ -65,6 +66,11 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
             metrics=metrics,
             max_seconds=settings.media.voice_max_seconds,
         ),
+        photos=Photos(
+            vision=vision_on(settings),
+            max_bytes=settings.media.image_max_bytes,
+            metrics=metrics,
+        ),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
@@ -84,6 +90,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         other.build_forwarded_router(),
         chat.build_router(),
         voice.build_router(),
+        photo.build_router(),
         other.build_router(),
     )
     routers = [

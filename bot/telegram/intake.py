@@ -18,6 +18,7 @@ from bot.queue.jobs import Notice
 from bot.storage.keys import telegram_chat_id, telegram_conversation
 from bot.telegram.callbacks import PressAnswers, press_incoming
 from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot, forwarded_from_channel
+from bot.telegram.photos import is_image
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ class TelegramIntake:
     allow_groups: bool
     presses: PressAnswers
     topics: TopicDirectory | None = None
+    # VISION=on: photos are model turns (charged to the daily budget), not a refusal.
+    vision: bool = False
 
     @cached_property
     def _addressed(self) -> AddressedToBot:
@@ -137,7 +140,7 @@ class TelegramIntake:
             conversation_key=telegram_conversation(message.chat.id),
             # No sender (a message on behalf of a channel...): limited as the chat itself.
             user_id=message.from_user.id if message.from_user else message.chat.id,
-            counts_turn=_counts_turn(message),
+            counts_turn=_counts_turn(message, vision=self.vision),
             payload=_payload(update, raw),
             sent_ms=_sent_ms(message),
         )
@@ -174,14 +177,17 @@ class TelegramIntake:
         )
 
 
-def _counts_turn(message: Message) -> bool:
-    """Whether ``message`` is a model turn (charged to the daily budget): a text or a voice.
+def _counts_turn(message: Message, *, vision: bool) -> bool:
+    """Whether ``message`` is a model turn (charged to the daily budget).
 
-    A channel's post forwarded is answered without the model (handlers/other.py).
+    A text, a voice message, and with ``vision`` a photo; a channel's post
+    forwarded is answered without the model (handlers/other.py).
     """
     if forwarded_from_channel(message):
         return False
     if message.voice is not None or message.audio is not None or message.video_note is not None:
+        return True
+    if vision and is_image(message):
         return True
     text = message.text
     return text is not None and not text.startswith("/")

@@ -284,6 +284,18 @@ def user_texts(body: Any) -> list[str]:
     ]
 
 
+def image_urls(body: Any) -> list[str]:
+    """The image parts' URLs of every user message of a chat-completions request, in order."""
+    messages = body.get("messages", []) if isinstance(body, dict) else []
+    return [
+        str(part["image_url"]["url"])
+        for message in messages
+        if message.get("role") == "user" and isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
 class ScriptedOpenAIServer:
     """``POST /v1/chat/completions`` on 127.0.0.1 (a free port), answered from a script."""
 

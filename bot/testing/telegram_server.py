@@ -547,7 +547,7 @@ class FakeTelegramServer:
         ``reported_size`` is the ``file_size`` ``getFile`` answers (the content's length
         by default), for a file Telegram says is larger than it is here.
         """
-        path = f"voice/file_{len(self._files)}.oga"
+        path = f"documents/file_{len(self._files)}"
         self._files[file_id] = (path, content, reported_size)
         return path
 

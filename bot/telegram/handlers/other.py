@@ -28,7 +28,6 @@ _REPLIES: dict[str, str] = {
     ContentType.POLL: customer_texts.POLL,
     ContentType.DOCUMENT: customer_texts.DOCUMENT,
     ContentType.VIDEO: customer_texts.VIDEO,
-    ContentType.PHOTO: customer_texts.PHOTO,
 }
 
 
