@@ -7,7 +7,7 @@ holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
 when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), ``voice``
-(voice messages to words), ``photos`` (images for the model), and
+(voice messages to words), ``photos`` (images for the model), ``albums``, and
 the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
@@ -21,6 +21,7 @@ from aiogram import Dispatcher, Router
 from bot.app import Application
 from bot.ops.log_context import ChatNamer, chat_namer
 from bot.settings import Settings
+from bot.telegram.albums import Albums
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
@@ -71,6 +72,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
             max_bytes=settings.media.image_max_bytes,
             metrics=metrics,
         ),
+        albums=Albums(redis=app.redis, keys=app.keys),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)

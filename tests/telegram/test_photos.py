@@ -227,3 +227,54 @@ async def test_without_vision_and_with_a_staff_group_a_person_is_offered(
         await stack.feed(telegram.message_update(CHAT, extra=photo()))
         assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.PHOTO_OPERATOR]
         assert openai_server.requests == []
+
+
+def album_item(index: int, caption: str | None = None) -> dict[str, Any]:
+    """One photo of album ``A1`` (one size each)."""
+    size = {
+        "file_id": f"a-{index}",
+        "file_unique_id": f"ua{index}",
+        "width": 640,
+        "height": 480,
+        "file_size": 1000 + index,
+    }
+    body: dict[str, Any] = {"photo": [size], "media_group_id": "A1"}
+    if caption is not None:
+        body["caption"] = caption
+    return body
+
+
+async def test_an_album_of_three_photos_is_one_turn(
+    vision: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    contents = [f"image-{index}".encode() for index in range(3)]
+    for index, content in enumerate(contents):
+        telegram.add_file(f"a-{index}", content)
+    openai_server.script(text_answer("Вижу три фото, оформим возврат."))
+
+    for index in range(3):
+        caption = "Вот что пришло" if index == 1 else None
+        await vision.feed(telegram.message_update(CHAT, extra=album_item(index, caption)))
+
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Вижу три фото, оформим возврат."]
+    (turn,) = await vision.turn_entries()
+    assert turn["input_kind"] == "photo"
+    (request,) = openai_server.requests
+    expected = [f"data:image/jpeg;base64,{base64.b64encode(c).decode()}" for c in contents]
+    assert image_urls(request.body) == expected
+    assert request.messages[-1]["content"][0]["text"] == f"{PHOTO_MARK} Вот что пришло"
+    session = await vision.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert [m.photos for m in session.messages if m.role == "user"] == [("a-0", "a-1", "a-2")]
+    # Only the answer and the settle barrier's help: nothing for the album's other photos.
+    assert telegram.sent_texts(CHAT) == ["Вижу три фото, оформим возврат.", customer_texts.HELP]
+
+
+async def test_without_vision_an_album_gets_one_line(
+    blind: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    for index in range(3):
+        await blind.feed(telegram.message_update(CHAT, extra=album_item(index)))
+    await blind.settle(CHAT)
+    assert telegram.sent_texts(CHAT) == [customer_texts.PHOTO, customer_texts.HELP]
+    assert openai_server.requests == []

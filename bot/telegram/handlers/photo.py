@@ -3,7 +3,8 @@
 With ``VISION=on`` the image goes to the model as an image part of the
 customer's message (this request only; the history keeps a marker and the
 file id). Without vision the bot says it cannot look at photos, and offers a
-person where a staff group is configured.
+person where a staff group is configured. An album is one message
+(:mod:`bot.telegram.albums`).
 """
 
 from aiogram import Bot, Router
@@ -16,11 +17,12 @@ from bot.handoff.service import HandoffService
 from bot.handoff.staff_actions import StaffAction
 from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.telegram.albums import Album, Albums
 from bot.telegram.drafts import Drafts
 from bot.telegram.handlers.chat import run_turn
 from bot.telegram.photos import PhotoRefusal, Photos, is_image
 from bot.telegram.ports import ChatPort
-from turn import TurnInput
+from turn import ImagePart, TurnInput
 
 
 class HasImage(Filter):
@@ -38,14 +40,21 @@ async def photo_message(
     chat_service: ChatPort,
     *,
     photos: Photos,
+    albums: Albums,
     handoff: HandoffService | None = None,
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
 ) -> JobResult:
-    """Answer the photo with the model's eyes, or say kindly why not."""
-    image = await photos.look(bot, message)
-    if isinstance(image, PhotoRefusal):
-        text = _refusal_text(image, staff=handoff is not None)
+    """Answer the photo (an album: all its photos at once) with the model's eyes, or say why not.
+
+    An album's other photos, answered with its first, are popped without a word.
+    """
+    album = await albums.gather(bot, message, job)
+    if album is None:
+        return PlainReply(text="")
+    images, refusal = await _look(photos, bot, album)
+    if not images:
+        text = _refusal_text(refusal, staff=handoff is not None)
         if handoff is not None and handoff.state(job) == "waiting":
             # Staff following a waiting chat see the photo themselves.
             copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
@@ -57,11 +66,32 @@ async def photo_message(
         job,
         chat_service,
         handoff,
-        text=replace_lone_surrogates(message.caption or ""),
-        turn_input=TurnInput(kind="photo", images=(image,)),
+        # Telegram puts an album's caption on one of its photos.
+        text=replace_lone_surrogates(
+            next((item.caption for item in album.messages if item.caption), "")
+        ),
+        turn_input=TurnInput(kind="photo", images=images),
         drafts=drafts,
         account_linking=account_linking,
     )
+
+
+async def _look(
+    photos: Photos, bot: Bot, album: Album
+) -> tuple[tuple[ImagePart, ...], PhotoRefusal]:
+    """The album's images the model may see, and the first refusal (for when there are none)."""
+    images: list[ImagePart] = []
+    refusals: list[PhotoRefusal] = []
+    for item in album.messages:
+        seen = await photos.look(bot, item)
+        if isinstance(seen, PhotoRefusal):
+            refusals.append(seen)
+            if seen is PhotoRefusal.VISION_OFF:
+                # Said once for the whole album.
+                break
+        else:
+            images.append(seen)
+    return tuple(images), refusals[0] if refusals else PhotoRefusal.UNREADABLE
 
 
 def _refusal_text(refusal: PhotoRefusal, *, staff: bool) -> str:
