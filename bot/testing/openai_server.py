@@ -390,8 +390,12 @@ class ScriptedOpenAIServer:
         """A multipart transcription request: recorded, answered by the next scripted step."""
         form = await request.post()
         upload = form.get("file")
-        audio = upload.file.read() if isinstance(upload, web.FileField) else b""
-        filename = upload.filename if isinstance(upload, web.FileField) else ""
+        audio, filename = b"", ""
+        if isinstance(upload, web.FileField):
+            # aiohttp spools the upload to a temporary file: read it, then close it.
+            with upload.file:
+                audio = upload.file.read()
+            filename = upload.filename
         language = form.get("language")
         self.transcriptions.append(
             TranscriptionRequest(
