@@ -28,7 +28,7 @@ from bot.engine.summary import ConversationSummaryService, SummaryError
 from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.handoff.machine import HandoffEvent, IdleRule, step
-from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
+from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label, transcript_post
 from bot.llm.types import Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
@@ -225,6 +225,11 @@ class ChatService:
         updated, staff, handoff_audit, note = self._handoff_steps(
             locked.session, updated, result, context, customer
         )
+        if turn_input.kind == "voice" and any(s.kind == "copy_to_topic" for s in staff):
+            # Staff following a waiting chat read what the voice message said.
+            at = next(i for i, s in enumerate(staff) if s.kind == "copy_to_topic") + 1
+            heard = question.removeprefix(SPEECH_MARK)
+            staff = (*staff[:at], transcript_post(heard), *staff[at:])
         if card is not None and updated.handoff == "waiting":
             # Staff following a waiting chat see what the customer is asked to confirm.
             staff += (StaffAction(kind="post", text=f"{CARD_MIRROR}{card.text}"),)

@@ -15,6 +15,7 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.engine.chat_service import SPEECH_MARK
+from bot.handoff.staff_actions import TRANSCRIPT_LABEL
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import (
     ScriptedOpenAIServer,
@@ -24,9 +25,11 @@ from bot.testing.openai_server import (
     user_texts,
 )
 from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings, stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
+from tests.telegram.test_handoff import Desk
 
 PREFIX = "voice"
 CHAT = 705
@@ -221,3 +224,52 @@ async def test_with_the_offline_demo_model_voice_is_not_recognised(
         assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.VOICE_OFFLINE]
         assert telegram.downloads == []
         assert stack.metric("media_refusals_total", kind="voice", reason="offline") == 1
+
+
+async def test_in_a_handoff_staff_get_the_voice_message_with_its_transcript(
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_server: RedisServer,
+    bot: Bot,
+) -> None:
+    staff = -1009876543210
+    telegram.make_forum(staff)
+    telegram.add_file("waiting", AUDIO)
+    telegram.add_file("human", AUDIO)
+    settings = stack_settings(
+        telegram,
+        openai_server,
+        redis_server.url,
+        prefix=PREFIX,
+        STAFF_CHAT_ID=staff,
+        ANALYSIS="off",
+        CSAT="off",
+    )
+    async with open_application(settings) as app:
+        desk = Desk(app, bot, telegram, ScriptedClient(echo_responder), staff)
+        async with desk.running():
+            thread = await desk.hand_off(CHAT)
+            # Waiting for a person: the bot answers, staff follow with the transcript.
+            openai_server.script_transcriptions(transcript("коробка пришла мятая"))
+            openai_server.script(text_answer("Сотрудник скоро подключится."))
+            waiting_id = await desk.customer(None, CHAT, extra=voice("waiting"))
+            await telegram.wait_for(
+                lambda: "Сотрудник скоро подключится." in telegram.sent_texts(CHAT)
+            )
+            label = f"{TRANSCRIPT_LABEL}\nкоробка пришла мятая"
+            await telegram.wait_for(lambda: label in telegram.topic_texts(staff, thread))
+            assert waiting_id in [c["message_id"] for c in telegram.copies(staff, thread)]
+
+            # A person answers: the voice goes to the topic with its transcript, no turn.
+            await desk.staff(thread, "Здравствуйте, я Анна.")
+            await telegram.wait_for(lambda: len(telegram.copies(CHAT)) == 1)
+            openai_server.script_transcriptions(transcript("спасибо, жду"))
+            model_requests = len(openai_server.requests)
+            human_id = await desk.customer(None, CHAT, extra=voice("human"))
+            said = f"{TRANSCRIPT_LABEL}\nспасибо, жду"
+            await telegram.wait_for(lambda: said in telegram.topic_texts(staff, thread))
+            assert human_id in [c["message_id"] for c in telegram.copies(staff, thread)]
+            assert len(openai_server.requests) == model_requests
+            session = await app.sessions.load(f"tg:{CHAT}")
+            assert session is not None
+            assert session.messages[-1].content == f"{SPEECH_MARK}спасибо, жду"
