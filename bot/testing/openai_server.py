@@ -335,7 +335,8 @@ class ScriptedOpenAIServer:
 
     async def start(self) -> None:
         """Listen on a free port."""
-        app = web.Application()
+        # Requests with images (data URLs) are larger than aiohttp's default 1 MB limit.
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         # handler_cancellation: a client that gave up (timeout) cancels its hung handler;
