@@ -69,6 +69,8 @@ FORWARDED_POST = (
     "Вижу пересланный пост из канала, но читать его я не буду. "
     "Напишите, пожалуйста, что вы хотите узнать."
 )
+# Voice messages and photos the bot could not take (``bot/telegram/handlers/voice.py``,
+# ``photo.py``): a short kind request to write instead; no turn.
 VOICE_OFFLINE = "В демо-режиме голосовые сообщения не распознаются. Пожалуйста, напишите текстом."
 VOICE_TOO_LONG = (
     "Это голосовое слишком длинное для меня. Пожалуйста, запишите покороче "

@@ -97,13 +97,13 @@ class InChat(Filter):
         return message.chat.id == self._chat_id
 
 
-def question_text(message: Message, bot_username: str | None) -> str:
+def question_text(message: Message, bot_username: str | None, *, caption: bool = False) -> str:
     """The customer's words, without the ``@bot`` mention used to address it in a group.
 
-    Half an emoji (a lone surrogate) becomes U+FFFD here, before anything else
-    tries to encode the text.
+    ``caption``: the words are a photo's caption, not a text. Half an emoji (a
+    lone surrogate) becomes U+FFFD here, before anything else tries to encode the text.
     """
-    text = replace_lone_surrogates(message.text or "")
+    text = replace_lone_surrogates((message.caption if caption else message.text) or "")
     if message.chat.type != ChatType.PRIVATE and bot_username:
         text = text.replace(f"@{bot_username}", " ")
     return text.strip()

@@ -15,10 +15,10 @@ from bot import customer_texts
 from bot.accounts.linking import AccountLinking
 from bot.handoff.service import HandoffService
 from bot.handoff.staff_actions import StaffAction
-from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.telegram.albums import Album, Albums
 from bot.telegram.drafts import Drafts
+from bot.telegram.filters import question_text
 from bot.telegram.handlers.chat import run_turn
 from bot.telegram.photos import PhotoRefusal, Photos, is_image
 from bot.telegram.ports import ChatPort
@@ -67,8 +67,10 @@ async def photo_message(
         chat_service,
         handoff,
         # Telegram puts an album's caption on one of its photos.
-        text=replace_lone_surrogates(
-            next((item.caption for item in album.messages if item.caption), "")
+        text=question_text(
+            next((item for item in album.messages if item.caption), message),
+            (await bot.me()).username,
+            caption=True,
         ),
         turn_input=TurnInput(kind="photo", images=images),
         drafts=drafts,
