@@ -14,12 +14,20 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.engine.chat_service import PHOTO_MARK
+from bot.shop.redis_demo import RedisDemoShop
 from bot.testing.audit_entries import stream_entries
-from bot.testing.openai_server import ScriptedOpenAIServer, image_urls, text_answer, user_texts
+from bot.testing.openai_server import (
+    ScriptedOpenAIServer,
+    image_urls,
+    text_answer,
+    tool_call_answer,
+    user_texts,
+)
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
+from tools.shop_backend import Customer
 
 PREFIX = "photos"
 CHAT = 706
@@ -278,3 +286,42 @@ async def test_without_vision_an_album_gets_one_line(
     await blind.settle(CHAT)
     assert telegram.sent_texts(CHAT) == [customer_texts.PHOTO, customer_texts.HELP]
     assert openai_server.requests == []
+
+
+async def test_a_return_carries_the_two_photos_the_customer_sent(
+    vision: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    for index in range(2):
+        telegram.add_file(f"a-{index}", f"image-{index}".encode())
+    request_return = {"order_id": "8043", "items": ["клавиатура"], "reason": "сломана"}
+    openai_server.script(
+        tool_call_answer("request_return", request_return),
+        text_answer("Проверьте карточку и нажмите «Подтвердить»."),
+    )
+    for index in range(2):
+        caption = "Клавиатура из заказа 8043 пришла сломанной" if index == 0 else None
+        await vision.feed(telegram.message_update(CHAT, extra=album_item(index, caption)))
+
+    await telegram.wait_for(lambda: len(telegram.keyboards(CHAT)) == 1)
+    card_id, card_text, keyboard = telegram.keyboards(CHAT)[0]
+    assert "Фото к заявке: 2." in card_text
+    yes = keyboard[0][0]["callback_data"]
+    await vision.feed(telegram.callback_update(CHAT, card_id, yes))
+    await telegram.wait_for(
+        lambda: any(
+            call.ok and call.params.get("message_id") == card_id
+            for call in telegram.calls_of("editMessageText")
+        )
+    )
+    (edit,) = [
+        call.params["text"]
+        for call in telegram.calls_of("editMessageText")
+        if call.ok and call.params.get("message_id") == card_id
+    ]
+    assert edit.startswith("✅ Возврат по заказу 8043 оформлен")
+    assert edit.endswith(", фото: 2")
+    # The shop recorded the photos' file ids with the return, never the images.
+    shop = RedisDemoShop(vision.app.redis, vision.app.keys, vision.app.shop)
+    order = await shop.order(Customer(user_id=CHAT, chat_id=CHAT), "8043")
+    assert order is not None
+    assert order.return_photos == ("a-0", "a-1")

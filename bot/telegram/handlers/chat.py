@@ -12,6 +12,7 @@ from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.service import HandoffService
 from bot.ops.log_context import bind_turn
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
+from bot.sessions.models import session_of
 from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
@@ -84,6 +85,7 @@ async def run_turn(
         turn_id=turn_id,
         # Read from the session only where accounts can be linked at all.
         shop_customer_id=shop_customer_id(job) if account_linking is not None else None,
+        photos=_photos(job, turn_input),
     )
     customer = customer_of(message) if handoff is not None else None
     try:
@@ -121,6 +123,18 @@ async def run_turn(
             return failure
         return await _after_failure(message, job, handoff, failure)
     return JobDone(reply=reply.delivery, summary_due=reply.summary_updated)
+
+
+def _photos(job: JobContext, turn_input: TurnInput) -> tuple[str, ...]:
+    """The photos of the conversation so far and of this message (file ids, oldest first)."""
+    session = session_of(job.session_data)
+    earlier = tuple(
+        photo
+        for stored in (session.messages if session is not None else ())
+        if stored.role == "user"
+        for photo in stored.photos
+    )
+    return earlier + tuple(image.file_id for image in turn_input.images)
 
 
 async def _after_failure(
