@@ -205,7 +205,8 @@ class BotMetrics:
         )
         self.media_refusals = counter(
             "media_refusals",
-            "Voice messages and photos answered with a request to write instead, by reason.",
+            "Voice messages and photos not taken, by reason: the customer is asked to write "
+            "instead (while a person answers, a voice message goes to staff untranscribed).",
             ["kind", "reason"],
         )
         self.images_to_model = counter("images_to_model", "Images sent to the model in turns.")

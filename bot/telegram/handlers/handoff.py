@@ -78,7 +78,8 @@ async def customer_to_staff(
     A voice message goes with its transcript (when it can be had) for staff to read.
     """
     transcript = None
-    if voice is not None and recording_of(message) is not None:
+    # Offline (no transcriber) the voice message simply goes to staff, as before.
+    if voice is not None and voice.transcriber is not None and recording_of(message) is not None:
         heard = await voice.hear(bot, message)
         transcript = heard.text if isinstance(heard, Heard) else None
     return await handoff.customer_message(
