@@ -24,9 +24,11 @@ from bot.testing.openai_server import (
     user_texts,
 )
 from bot.testing.redis_server import RedisServer
+from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
+from tests.telegram.test_handoff import Desk
 from tools.shop_backend import Customer
 
 PREFIX = "photos"
@@ -325,3 +327,34 @@ async def test_a_return_carries_the_two_photos_the_customer_sent(
     order = await shop.order(Customer(user_id=CHAT, chat_id=CHAT), "8043")
     assert order is not None
     assert order.return_photos == ("a-0", "a-1")
+
+
+async def test_while_a_person_is_awaited_staff_see_every_photo_of_an_album(
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_server: RedisServer,
+    bot: Bot,
+) -> None:
+    telegram.make_forum(STAFF)
+    for index in range(3):
+        telegram.add_file(f"a-{index}", f"image-{index}".encode())
+    openai_server.script(text_answer("Передал фото сотруднику."))
+    settings = stack_settings(
+        telegram,
+        openai_server,
+        redis_server.url,
+        prefix=PREFIX,
+        VISION="on",
+        STAFF_CHAT_ID=STAFF,
+        ANALYSIS="off",
+        CSAT="off",
+    )
+    async with open_application(settings) as app:
+        desk = Desk(app, bot, telegram, ScriptedClient(echo_responder), STAFF)
+        async with desk.running():
+            thread = await desk.hand_off(CHAT)
+            ids = [await desk.customer(None, CHAT, extra=album_item(index)) for index in range(3)]
+            await telegram.wait_for(lambda: "Передал фото сотруднику." in telegram.sent_texts(CHAT))
+            await telegram.wait_for(lambda: len(telegram.copies(STAFF, thread)) == 3)
+            assert [c["message_id"] for c in telegram.copies(STAFF, thread)] == ids
+            assert len(openai_server.requests) == 1

@@ -50,16 +50,16 @@ async def photo_message(
     An album's other photos, answered with its first, are popped without a word.
     """
     album = await albums.gather(bot, message, job)
+    waiting = handoff is not None and handoff.state(job) == "waiting"
+    copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
     if album is None:
-        return PlainReply(text="")
+        # Answered with its album; staff following a waiting chat still see every photo.
+        return PlainReply(text="", staff=(copy,) if waiting else ())
     images, refusal = await _look(photos, bot, album)
     if not images:
         text = _refusal_text(refusal, staff=handoff is not None)
-        if handoff is not None and handoff.state(job) == "waiting":
-            # Staff following a waiting chat see the photo themselves.
-            copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
-            return PlainReply(text=text, staff=(copy,))
-        return PlainReply(text=text)
+        # Staff following a waiting chat see the photo themselves.
+        return PlainReply(text=text, staff=(copy,) if waiting else ())
     return await run_turn(
         message,
         bot,
