@@ -39,6 +39,7 @@ from bot.knowledge.watcher import (
     open_help_center,
 )
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
+from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
 from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
@@ -125,6 +126,8 @@ class Application:
     analysis: ConversationAnalysis | None = None
     # Links a chat to the shop's customer by a shared contact; None without ACCOUNT_LINK_TOOL.
     account_linking: AccountLinking | None = None
+    # Voice messages to words; None with the offline demo model (or an injected stand-in).
+    transcriber: Transcriber | None = None
 
     def operator_unavailable(self) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
@@ -190,6 +193,22 @@ def _build_llm(
         max_connections=llm.max_connections,
         proxy=proxy,
     )
+
+
+def _transcriber(settings: Settings, client: ToolCallingClient) -> Transcriber | None:
+    """``TRANSCRIPTION_MODEL`` over the chat model's connections; ``None`` offline.
+
+    A test's injected stand-in for the chat model has no transcription endpoint either.
+    """
+    if settings.llm.backend == "offline":
+        return None
+    # Here, not at the top: the offline backend never imports the SDK.
+    from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+    if not isinstance(client, OpenAIChatClient):
+        return None
+    media = settings.media
+    return client.transcriber(media.transcription_model, language=media.transcription_language)
 
 
 def _check_link_tool(settings: Settings) -> None:
@@ -638,4 +657,5 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         account_linking=AccountLinking(chat=chat, directory=directory)
         if directory is not None
         else None,
+        transcriber=_transcriber(settings, base_client),
     )

@@ -558,6 +558,36 @@ class CsatSettings(BaseSettings):
     )
 
 
+class MediaSettings(BaseSettings):
+    """Voice messages (transcribed) and photos (shown to a model that reads images)."""
+
+    model_config = _ENV
+
+    # Longer voice messages are refused before anything is downloaded (Telegram's duration).
+    voice_max_seconds: int = Field(
+        default=120, ge=1, le=3600, validation_alias=_env("VOICE_MAX_SECONDS")
+    )
+    transcription_model: str = Field(
+        default="gpt-4o-mini-transcribe",
+        min_length=1,
+        validation_alias=_env("TRANSCRIPTION_MODEL"),
+    )
+    # The customers' language, told to the transcription model as a hint (ISO 639-1).
+    transcription_language: str = Field(
+        default="ru", pattern=r"^[a-z]{2}$", validation_alias=_env("TRANSCRIPTION_LANGUAGE")
+    )
+    # on: photos go to the model as image parts (a model that reads images); off: the bot
+    # says it cannot look at photos.
+    vision: Literal["on", "off"] = Field(default="off", validation_alias=_env("VISION"))
+    # The largest image sent to the model: the largest size of a photo within it is taken.
+    image_max_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=10_000,
+        le=20 * 1024 * 1024,
+        validation_alias=_env("IMAGE_MAX_BYTES"),
+    )
+
+
 class AnalysisSettings(BaseSettings):
     """The request analysis: category, sentiment, urgency and a summary for staff, by the model."""
 
@@ -647,6 +677,7 @@ class Settings(BaseModel):
     csat: CsatSettings = Field(default_factory=lambda: CsatSettings(_env_file=None))
     analysis: AnalysisSettings = Field(default_factory=lambda: AnalysisSettings(_env_file=None))
     mcp: McpSettings = Field(default_factory=lambda: McpSettings(_env_file=None))
+    media: MediaSettings = Field(default_factory=lambda: MediaSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -736,5 +767,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "csat": CsatSettings,
     "analysis": AnalysisSettings,
     "mcp": McpSettings,
+    "media": MediaSettings,
     "log": _LogSettings,
 }

@@ -28,11 +28,13 @@ class Customer:
 
     user_id: int | None
     chat_id: int | str
+    # The photos the customer sent in the conversation (file ids), for a return to carry.
+    photos: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, context: TurnContext) -> "Customer":
         """The customer of a turn (the front end filled the context, not the model)."""
-        return cls(user_id=context.user_id, chat_id=context.chat_id)
+        return cls(user_id=context.user_id, chat_id=context.chat_id, photos=context.photos)
 
     @property
     def key(self) -> str:
@@ -58,6 +60,8 @@ class OrderView(OrderDetails):
     delivery_address: str | None = None
     return_id: str | None = None
     return_items: tuple[str, ...] = ()
+    # Telegram's file ids of the photos sent with the return (damage claims).
+    return_photos: tuple[str, ...] = ()
 
 
 class ShopRuleError(RuntimeError):
@@ -124,8 +128,12 @@ class ShopBackend(Protocol):
         reason: str,
         *,
         idempotency_key: str,
+        photos: tuple[str, ...] = (),
     ) -> WriteReceipt:
-        """Open a return request for ``items``; raises :class:`ShopRuleError` when not allowed."""
+        """Open a return request for ``items`` with ``photos`` (file ids) attached.
+
+        Raises :class:`ShopRuleError` when not allowed.
+        """
         ...
 
     async def change_delivery_address(

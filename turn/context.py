@@ -18,3 +18,6 @@ class TurnContext:
     turn_id: str
     # The shop's own customer id, once the customer linked their account (a shared contact).
     shop_customer_id: str | None = None
+    # Telegram's file ids of the photos the customer sent in this conversation, oldest
+    # first (never the images): a return may carry them as evidence of damage.
+    photos: tuple[str, ...] = ()

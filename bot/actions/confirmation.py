@@ -235,7 +235,7 @@ class ActionConfirmations:
             logger.info("Press on action %s: %s, nothing changed", press.action_id, verdict.value)
             return None
         pending = session.pending_action
-        customer = Customer(user_id=press.presser_id, chat_id=press.chat_id)
+        customer = Customer(user_id=press.presser_id, chat_id=press.chat_id, photos=pending.photos)
         # The customer decided when they pressed, not when a worker got to it.
         decided = arrived_at(job)
         started = perf_counter()

@@ -49,6 +49,8 @@ class PendingAction(BaseModel):
     proposed_at: datetime
     turn_id: str
     user_id: int | None = None
+    # The conversation's photos when it was proposed (file ids): what a return carries.
+    photos: tuple[str, ...] = ()
 
 
 class ActionCard(BaseModel):

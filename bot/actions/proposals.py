@@ -76,6 +76,7 @@ async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnC
         proposed_at=timer.started_at,
         turn_id=context.turn_id,
         user_id=context.user_id,
+        photos=context.photos,
     )
     return _proposed(action, timer)
 

@@ -58,6 +58,9 @@ LATENCY_MS = "latency_ms"
 QUEUE_MS = "queue_ms"
 PROMPT_ID = "prompt_id"
 PROMPT_VERSION = "prompt_version"
+INPUT_KIND = "input_kind"
+VOICE_SECONDS = "voice_seconds"
+TRANSCRIPTION_MS = "transcription_ms"
 # Added by the sink to entries Redis took late (when they were first due).
 QUEUED_AT = "queued_at"
 
@@ -167,6 +170,8 @@ MILLISECONDS = _milliseconds(3)
 """A duration in milliseconds, to the microsecond."""
 WHOLE_MILLISECONDS = _milliseconds(0)
 """A duration in whole milliseconds (people's waits: a handoff's, a customer's decision)."""
+INPUT_KIND_TEXT: Codec[str] = Codec(encode=str, decode=lambda text: text or "text")
+"""A turn's input kind; an entry written before kinds were recorded was text."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -345,6 +350,23 @@ class TurnAuditEntry(StreamRecord):
     error_code: str = field(
         default="",
         metadata=stream_field(ERROR_CODE, written_if=lambda entry: bool(entry.error_code)),
+    )
+    # How the message came: text, voice (transcribed) or photo; never its words.
+    input_kind: str = field(default="text", metadata=stream_field(INPUT_KIND, INPUT_KIND_TEXT))
+    # A voice message's length and its transcription's time; written for voice only.
+    voice_seconds: int | None = field(
+        default=None,
+        metadata=stream_field(
+            VOICE_SECONDS, INTEGER, written_if=lambda entry: entry.voice_seconds is not None
+        ),
+    )
+    transcription_ms: float | None = field(
+        default=None,
+        metadata=stream_field(
+            TRANSCRIPTION_MS,
+            WHOLE_MILLISECONDS,
+            written_if=lambda entry: entry.transcription_ms is not None,
+        ),
     )
 
 

@@ -29,7 +29,8 @@ from bot.engine.summary import ConversationSummaryService, SummaryError
 from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.handoff.machine import HandoffEvent, IdleRule, step
-from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
+from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label, transcript_post
+from bot.llm.types import Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobDone
@@ -45,9 +46,16 @@ from bot.sessions.store import (
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
 from tools.knowledge.citations import CitationCheck
-from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
+from turn import TEXT_INPUT, ToolLoopError, TurnContext, TurnInput, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
+
+SPEECH_MARK = "[Голосовое сообщение, распознано автоматически; возможны ошибки распознавания] "
+"""Before a transcribed voice message, in the history: the model reads it as speech that
+may have been misheard (a product name, a number), and asks again where it matters."""
+PHOTO_MARK = "[Покупатель прислал фото]"
+"""Before a photo's caption, in the history: later turns know a photo was sent (the model
+sees the image itself only in the turn it came with)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +147,7 @@ class ChatService:
         held: JobContext,
         customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         """Answer one message; raises a :class:`ChatServiceError` subtype on failure.
 
@@ -148,7 +157,9 @@ class ChatService:
         onto the raised error (``audit_fields``), for the front end to write once
         it has told the customer. ``customer`` (Telegram with handoff on) lets the
         turn open or relay a handoff. ``stream`` (drafts, the console) sees the
-        answer as it is written; only the committed reply counts.
+        answer as it is written; only the committed reply counts. ``turn_input``
+        says what the customer sent: a voice message's ``text`` is its transcript,
+        kept in the history after :data:`SPEECH_MARK`; the audit gets the kind.
         """
         started = perf_counter()
         recorder = TurnAuditRecorder(
@@ -156,11 +167,19 @@ class ChatService:
             turn_id=context.turn_id,
             model=self.model_name,
             queue_ms=held.queue_ms,
+            turn_input=turn_input,
         )
         try:
-            question = self._validate_input(text, context.turn_id)
+            question = self._question(text, turn_input, context.turn_id)
             return await self._reply(
-                question, context, recorder, started, held, customer=customer, stream=stream
+                question,
+                context,
+                recorder,
+                started,
+                held,
+                customer=customer,
+                stream=stream,
+                turn_input=turn_input,
             )
         except ChatServiceError as error:
             failure = error
@@ -198,17 +217,25 @@ class ChatService:
         *,
         customer: HandoffTurn | None,
         stream: ReplyStream | None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         job = held.job
         locked = await self.store.held(
             context.conversation_key, held.token, held.session_version, held.session_data
         )
-        prepared, result, updated = await self._run(locked, question, context, recorder, stream)
+        prepared, result, updated = await self._run(
+            locked, question, context, recorder, stream, turn_input=turn_input
+        )
         card = _card_of(result)
         action_audit = _action_audit(locked.session, result, context)
         updated, staff, handoff_audit, note = self._handoff_steps(
             locked.session, updated, result, context, customer
         )
+        if turn_input.kind == "voice" and any(s.kind == "copy_to_topic" for s in staff):
+            # Staff following a waiting chat read what the voice message said.
+            at = next(i for i, s in enumerate(staff) if s.kind == "copy_to_topic") + 1
+            heard = question.removeprefix(SPEECH_MARK)
+            staff = (*staff[:at], transcript_post(heard), *staff[at:])
         if card is not None and updated.handoff == "waiting":
             # Staff following a waiting chat see what the customer is asked to confirm.
             staff += (StaffAction(kind="post", text=f"{CARD_MIRROR}{card.text}"),)
@@ -312,6 +339,8 @@ class ChatService:
         context: TurnContext,
         recorder: TurnAuditRecorder,
         stream: ReplyStream | None = None,
+        *,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> tuple[PreparedContext, ToolLoopResult, ConversationSession]:
         session = locked.session or ConversationSession.start(
             context.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
@@ -320,6 +349,9 @@ class ChatService:
             self._instruction, session.summary, session.messages, question
         )
         messages = prepared.messages
+        if turn_input.images:
+            # The images go to the model in this request only; the history keeps the marker.
+            messages = (*messages[:-1], _with_images(messages[-1], turn_input))
         pending = session.pending_action
         if pending is not None:
             # The customer's «да» executes nothing: the model is told a button waits,
@@ -340,7 +372,12 @@ class ChatService:
                 )
                 result = dataclasses.replace(result, text=checked.text)
         updated = session.with_turn(
-            question, result.text, _now(), self.prompt.version, turn_id=context.turn_id
+            question,
+            result.text,
+            _now(),
+            self.prompt.version,
+            turn_id=context.turn_id,
+            photos=tuple(image.file_id for image in turn_input.images),
         )
         if result.proposal is not None:
             # At most one pending action per chat: a new proposal replaces the old one.
@@ -502,6 +539,19 @@ class ChatService:
         except SessionStoreError as error:
             raise _translate_store_error(error, turn_id) from error
 
+    def _question(self, text: str, turn_input: TurnInput, turn_id: str) -> str:
+        """The customer's message as the history keeps it: a voice or a photo marked so."""
+        if turn_input.kind == "photo":
+            # A photo may come without a caption: the marker alone is the message then.
+            caption = replace_lone_surrogates(text).strip()
+            return (
+                f"{PHOTO_MARK} {self._validate_input(caption, turn_id)}" if caption else PHOTO_MARK
+            )
+        question = self._validate_input(text, turn_id)
+        if turn_input.kind == "voice":
+            return f"{SPEECH_MARK}{question}"
+        return question
+
     def _validate_input(self, text: str, turn_id: str) -> str:
         # A lone surrogate (a pasted line cut mid-character, bytes a terminal could not
         # decode) cannot be encoded for the model or stored; the rest of the text can.
@@ -618,3 +668,12 @@ def _translate_store_error(error: SessionStoreError, turn_id: str) -> ChatServic
     if isinstance(error, SessionLockTimeoutError):
         return ChatBusyError("the conversation is busy", turn_id)
     return ChatStorageError("session storage is unavailable", turn_id)
+
+
+def _with_images(message: Message, turn_input: TurnInput) -> Message:
+    """The customer's ``message`` with its images as image parts after its text."""
+    parts: list[dict[str, object]] = [{"type": "text", "text": message["content"]}]
+    parts.extend(
+        {"type": "image_url", "image_url": {"url": image.data_url}} for image in turn_input.images
+    )
+    return {**message, "content": parts}

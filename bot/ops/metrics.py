@@ -192,6 +192,24 @@ class BotMetrics:
             "Analysed conversations by the customer's sentiment.",
             ["sentiment"],
         )
+        self.transcriptions = counter(
+            "transcriptions", "Voice messages transcribed (the transcript became a turn)."
+        )
+        self.transcription_seconds = histogram(
+            "transcription_duration_seconds",
+            "Time of one transcription request, successful or not.",
+            buckets=MODEL_BUCKETS,
+        )
+        self.transcribed_audio_seconds = counter(
+            "transcribed_audio_seconds", "Seconds of voice messages transcribed."
+        )
+        self.media_refusals = counter(
+            "media_refusals",
+            "Voice messages and photos not taken, by reason: the customer is asked to write "
+            "instead (while a person answers, a voice message goes to staff untranscribed).",
+            ["kind", "reason"],
+        )
+        self.images_to_model = counter("images_to_model", "Images sent to the model in turns.")
         for sentiment in SENTIMENTS:
             self.analysis_sentiment.labels(sentiment=sentiment)
         for category in self._known_categories:
@@ -225,6 +243,17 @@ class BotMetrics:
         """One step (``proposed``, ``confirmed``, ``executed``...) of an action of ``tool``."""
         label = tool if tool in self._known_tools else UNKNOWN_TOOL
         self.actions.labels(tool=label, event=event).inc()
+
+    def record_transcription(self, *, seconds: float, audio_seconds: int, ok: bool) -> None:
+        """One transcription request took ``seconds``; ``ok``: it gave words for a turn."""
+        self.transcription_seconds.observe(seconds)
+        if ok:
+            self.transcriptions.inc()
+            self.transcribed_audio_seconds.inc(audio_seconds)
+
+    def record_media_refusal(self, kind: str, reason: str) -> None:
+        """A ``kind`` (``voice``, ``photo``) message refused for ``reason``."""
+        self.media_refusals.labels(kind=kind, reason=reason).inc()
 
     def retried(self, operation: str) -> None:
         """One more attempt of ``operation`` after a failure (the :mod:`bot.ops.retry` counter)."""

@@ -33,6 +33,9 @@ class StoredMessage(BaseModel):
     # The outcome of a confirmed (or declined, expired) action, told by the application:
     # the model reads it as what happened, not as something it said.
     action_id: str | None = None
+    # Telegram's file ids of the photos this customer message carried (never the images):
+    # its content holds a marker the model reads, these are for staff and actions.
+    photos: tuple[str, ...] = ()
 
 
 class ConversationSession(BaseModel):
@@ -83,13 +86,21 @@ class ConversationSession(BaseModel):
         now: datetime,
         prompt_version: str,
         turn_id: str | None = None,
+        *,
+        photos: tuple[str, ...] = (),
     ) -> "ConversationSession":
-        """This session plus one question/answer pair."""
+        """This session plus one question/answer pair (``photos``: the question's file ids)."""
         return self.model_copy(
             update={
                 "messages": (
                     *self.messages,
-                    StoredMessage(role="user", content=question, created_at=now, turn_id=turn_id),
+                    StoredMessage(
+                        role="user",
+                        content=question,
+                        created_at=now,
+                        turn_id=turn_id,
+                        photos=photos,
+                    ),
                     StoredMessage(
                         role="assistant", content=answer, created_at=now, turn_id=turn_id
                     ),

@@ -262,7 +262,7 @@ def idempotency_key(tool: str, customer: Customer, *parts: str) -> str:
 
 async def _run_write(
     shop: RedisDemoShop,
-    tool: WriteTool[Any, OrderView],
+    tool: WriteTool[Any, Any],
     arguments: Any,
     customer: Customer,
     key: str,

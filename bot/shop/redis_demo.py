@@ -80,8 +80,9 @@ class RedisDemoShop:
         reason: str,
         *,
         idempotency_key: str,
+        photos: tuple[str, ...] = (),
     ) -> WriteReceipt:
-        """Open a return for delivered items within their return period."""
+        """Open a return for delivered items within their return period, with ``photos``."""
 
         def change(order: OrderView) -> WriteReceipt:
             check_returnable(order, items, self._seed, self._clock().date())
@@ -94,6 +95,7 @@ class RedisDemoShop:
                         "status_text": f"Оформлен возврат {return_id}",
                         "return_id": return_id,
                         "return_items": items,
+                        "return_photos": photos,
                     },
                 ),
                 return_id=return_id,

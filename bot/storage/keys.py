@@ -29,6 +29,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:csat``                 | hash   | max(interval, 7 d)  | CSAT ask/press | CSAT     |
 | ``{<conv>}:analysis``             | hash   | SESSION_TTL_SECONDS | analysis       | staff    |
 | ``{<conv>}:action:<action id>``   | string | SESSION_ARCHIVE_TTL | action press   | press    |
+| ``{<conv>}:album:<group id>``     | string | 24 h                | photo turn     | photos   |
 | ``{staff:<chat>}:topic:<thread>`` | string | 30 days (renewed)   | handoff        | intake   |
 | ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
 | ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
@@ -197,6 +198,10 @@ class ConversationKeys:
         who claimed it, ``a`` the analysis JSON with the summary for staff; see
         :mod:`bot.analysis.schedule`)."""
         return f"{self.base}:analysis"
+
+    def album(self, media_group_id: str) -> str:
+        """Which queued photos of album ``media_group_id`` one turn took (JSON: leader, members)."""
+        return f"{self.base}:album:{media_group_id}"
 
     @property
     def attempts(self) -> str:

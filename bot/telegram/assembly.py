@@ -28,6 +28,7 @@ from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.job_runner import TelegramJobRunner
+from bot.telegram.photos import vision_on
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
 
@@ -78,6 +79,7 @@ def build_telegram_side(
         allow_groups=app.settings.telegram.allow_groups,
         topics=app.handoff.topics if app.handoff is not None else None,
         presses=PressAnswers(bot=bot, redis=app.redis, keys=app.keys, actions=app.actions),
+        vision=vision_on(app.settings),
     )
     return TelegramSide(
         app=app,

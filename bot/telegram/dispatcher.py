@@ -6,7 +6,8 @@ dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
-when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), and
+when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), ``voice``
+(voice messages to words), ``photos`` (images for the model), ``albums``, and
 the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
@@ -20,15 +21,18 @@ from aiogram import Dispatcher, Router
 from bot.app import Application
 from bot.ops.log_context import ChatNamer, chat_namer
 from bot.settings import Settings
+from bot.telegram.albums import Albums
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
-from bot.telegram.handlers import chat, commands, errors, link, membership, other
+from bot.telegram.handlers import chat, commands, errors, link, membership, other, photo, voice
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
+from bot.telegram.photos import Photos, vision_on
 from bot.telegram.ports import ChatPort
+from bot.telegram.voice import VoiceMessages
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,17 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
             metrics,
             text_filter=(lambda text: citations(text).text) if citations is not None else None,
         ),
+        voice=VoiceMessages(
+            transcriber=app.transcriber,
+            metrics=metrics,
+            max_seconds=settings.media.voice_max_seconds,
+        ),
+        photos=Photos(
+            vision=vision_on(settings),
+            max_bytes=settings.media.image_max_bytes,
+            metrics=metrics,
+        ),
+        albums=Albums(redis=app.redis, keys=app.keys),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
@@ -71,7 +86,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
 
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
-    # Order matters: commands, then text turns, then the catch-all for other messages.
+    # Order matters: commands, channel posts forwarded, text turns, then the catch-all.
     # With account linking on, /link before the commands' catch-all and a shared contact
     # before "not text"; off, both are handled as before it existed.
     linking = [link.build_router()] if app.account_linking is not None else []
@@ -79,7 +94,10 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         handoff_handlers.build_customer_router(),
         *linking,
         commands.build_router(),
+        other.build_forwarded_router(),
         chat.build_router(),
+        voice.build_router(),
+        photo.build_router(),
         other.build_router(),
     )
     routers = [

@@ -34,7 +34,7 @@ from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import ApiCall, FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
-from turn import TurnContext
+from turn import TEXT_INPUT, TurnContext, TurnInput
 
 CHAT = 710
 OWN_PHONE = "79161234567"
@@ -58,10 +58,11 @@ class RecordingChat:
         held: JobContext,
         customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         self.contexts.append(context)
         reply: ChatReply = await self.inner.reply(
-            context, text, held=held, customer=customer, stream=stream
+            context, text, held=held, customer=customer, stream=stream, turn_input=turn_input
         )
         return reply
 
@@ -298,7 +299,7 @@ async def test_without_a_lookup_link_is_unknown_and_a_contact_is_not_text(
     assert unlinked_stack.app.account_linking is None
     await unlinked_stack.feed(telegram.message_update(CHAT, "/link"))
     await unlinked_stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
-    assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.HELP, customer_texts.NON_TEXT]
+    assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.HELP, customer_texts.CONTACT]
     assert await unlinked_stack.shop_customer() is None
 
 

@@ -132,7 +132,7 @@ async def test_non_text_message_gets_a_reply_without_a_model_call(
 ) -> None:
     photo = [{"file_id": "p", "file_unique_id": "u", "width": 90, "height": 90}]
     await telegram.push_message(13, None, extra={"photo": photo})
-    assert await telegram.wait_for_texts(13, 1) == [customer_texts.NON_TEXT]
+    assert await telegram.wait_for_texts(13, 1) == [customer_texts.PHOTO]
     assert openai_server.requests == []
 
 
