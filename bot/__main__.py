@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bot [polling|webhook|worker|console|audit ...]``.
+"""Entry point: ``python -m bot [polling|webhook|worker|console|audit|knowledge|shop-mcp ...]``.
 
 Each mode imports only what it needs: aiogram alone takes seconds to import,
 which the console and the staff's audit CLI should not pay. Every mode checks
@@ -8,6 +8,7 @@ heavy imports, so a start-up failure is one line in about a second.
 """
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -87,17 +88,26 @@ def console_redis_note(server: LocalRedisServer) -> str:
     )
 
 
+def _delegate(command: str, args: list[str]) -> int:
+    """A sub-command with a command line of its own (each imports only what it needs)."""
+    if command == "audit":
+        from bot.support_audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
+
+        return audit_main(args)
+    if command == "knowledge":
+        from bot.knowledge.cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
+
+        return knowledge_main(args)
+    from bot.shop.mcp_server import main as shop_mcp_main  # noqa: PLC0415 - see module docstring
+
+    return shop_mcp_main(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the chosen mode; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "audit":
-        from bot.support_audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
-
-        return audit_main(args[1:])
-    if args and args[0] == "knowledge":
-        from bot.knowledge.cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
-
-        return knowledge_main(args[1:])
+    if args and args[0] in ("audit", "knowledge", "shop-mcp"):
+        return _delegate(args[0], args[1:])
 
     parser = argparse.ArgumentParser(prog="python -m bot", description="Telegram support bot")
     sub = parser.add_subparsers(dest="mode")
@@ -108,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.add_argument("--session", help="conversation id to use (default: console-<user>)")
     sub.add_parser("audit", help="read the audit stream (see: python -m bot audit --help)")
     sub.add_parser("knowledge", help="check and try the help center (knowledge --help)")
+    sub.add_parser("shop-mcp", help="serve the demo shop's tools over MCP (shop-mcp --help)")
     parsed = parser.parse_args(args)
     if parsed.mode == "console":
         return console_main(parsed.session)
@@ -126,6 +137,7 @@ def telegram_main(mode: Mode) -> int:
     before aiogram and the model SDK are imported. Only a start that can work pays
     for those imports.
     """
+    ignore_hangups()
     settings = load_settings(mode_check(mode))
     if settings is None:
         return 2
@@ -138,6 +150,16 @@ def telegram_main(mode: Mode) -> int:
     from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
 
     return start(settings, mode, identity)
+
+
+def ignore_hangups() -> None:
+    """Let SIGHUP do nothing until the help center's watcher takes it (a reload request).
+
+    Its default action ends the process: an operator's ``kill -HUP`` (or a
+    supervisor's reload) during the seconds of start-up would kill the bot.
+    """
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from bot import customer_texts
+from bot.accounts.directory import DEMO_LOOKUP_TOOL, CustomerDirectory, DemoCustomerDirectory
+from bot.accounts.linking import AccountLinking
+from bot.accounts.mcp_directory import McpCustomerDirectory
 from bot.actions.confirmation import ActionConfirmations
+from bot.actions.runs import ActionRuns
 from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.offline import OfflineAnalyst
 from bot.analysis.runner import IdleAnalysis
@@ -35,11 +39,14 @@ from bot.knowledge.watcher import (
     open_help_center,
 )
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
+from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
+from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
 from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.ops.startup import StartupError
 from bot.queue.chat_queue import ChatQueue
+from bot.queue.dead_letters import DeadLetters
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
 from bot.sessions.redis_store import RedisSessionStore
@@ -67,6 +74,8 @@ from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.human_agent import build_request_human_agent_tool
+from tools.knowledge.citations import CitationCheck
+from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
 from tools.support_hours import closed_note, describe_hours, support_hours_at
@@ -109,12 +118,18 @@ class Application:
     knowledge: KnowledgeWatcher | None = None
     # Settles presses on confirmation cards (the write tools' actions).
     actions: ActionConfirmations | None = None
+    # The shop's own tools over MCP; None while MCP_SERVERS is empty.
+    mcp: McpServers | None = None
     # The satisfaction question's schedule; None with CSAT=off.
     feedback: CsatSchedule | None = None
     # The request analysis (/analyze, the idle analysis); None with ANALYSIS=off.
     analysis: ConversationAnalysis | None = None
     # What the support-hours code reads as now (see build_application).
     clock: Callable[[], datetime] = utc_now
+    # Links a chat to the shop's customer by a shared contact; None without ACCOUNT_LINK_TOOL.
+    account_linking: AccountLinking | None = None
+    # Voice messages to words; None with the offline demo model (or an injected stand-in).
+    transcriber: Transcriber | None = None
 
     def operator_unavailable(self) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
@@ -136,6 +151,8 @@ class Application:
         await self.audit.flush()
         self.executor.close()
         await self.llm.close()
+        if self.mcp is not None:
+            await self.mcp.aclose()
         await self.health_redis.aclose()
         await self.redis.aclose()
 
@@ -144,9 +161,13 @@ def turn_lease_seconds(settings: Settings) -> float:
     """The longest a turn can take: every model call with its retries, every tool, a margin."""
     llm = settings.llm
     model_time = llm.timeout_seconds * (llm.max_retries + 1) * settings.tools.max_steps
-    # Tools run with their own timeouts (2 s by default); the cap bounds how many run.
-    tool_time = 10.0 * settings.tools.max_calls_per_turn
-    return model_time + tool_time + LEASE_MARGIN_SECONDS
+    # Tools run with their own timeouts (2 s by default, a shop's MCP server its own);
+    # the cap bounds how many run. A confirmed action runs within one tool's deadline.
+    slowest = max([10.0, *(server.timeout_seconds for server in settings.mcp.servers)])
+    tool_time = slowest * settings.tools.max_calls_per_turn
+    # The turn's deadline ends it sooner when it is shorter than every budget together.
+    longest = min(model_time + tool_time, settings.tools.turn_deadline_seconds)
+    return longest + LEASE_MARGIN_SECONDS
 
 
 def _build_llm(
@@ -176,17 +197,86 @@ def _build_llm(
     )
 
 
+def _transcriber(settings: Settings, client: ToolCallingClient) -> Transcriber | None:
+    """``TRANSCRIPTION_MODEL`` over the chat model's connections; ``None`` offline.
+
+    A test's injected stand-in for the chat model has no transcription endpoint either.
+    """
+    if settings.llm.backend == "offline":
+        return None
+    # Here, not at the top: the offline backend never imports the SDK.
+    from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+    if not isinstance(client, OpenAIChatClient):
+        return None
+    media = settings.media
+    return client.transcriber(media.transcription_model, language=media.transcription_language)
+
+
+def _check_link_tool(settings: Settings) -> None:
+    """``ACCOUNT_LINK_TOOL`` names the demo lookup or ``<server>:<tool>`` of ``MCP_SERVERS``."""
+    tool = settings.tools.account_link_tool
+    if tool is None or tool == DEMO_LOOKUP_TOOL:
+        return
+    server, colon, remote = tool.partition(":")
+    if not colon or not remote:
+        raise StartupError(
+            f"ACCOUNT_LINK_TOOL={tool}: name the shop's lookup as <server>:<tool> "
+            f"(a server of MCP_SERVERS), or {DEMO_LOOKUP_TOOL} for the demo shop"
+        )
+    if server not in {configured.name for configured in settings.mcp.servers}:
+        raise StartupError(f"ACCOUNT_LINK_TOOL={tool}: MCP_SERVERS has no server named {server}")
+
+
+def _customer_directory(
+    settings: Settings, shop: ShopStore, mcp: McpServers | None
+) -> CustomerDirectory | None:
+    """The shop's customers by phone number for ``ACCOUNT_LINK_TOOL`` (``None`` when unset).
+
+    The demo shop's lookup is answered in process, over the store its MCP server
+    reads too; ``<server>:<tool>`` calls that tool on the shop's MCP server
+    (:mod:`bot.accounts.mcp_directory`). Checked by :func:`_check_link_tool` first.
+    """
+    tool = settings.tools.account_link_tool
+    if tool is None:
+        return None
+    if tool == DEMO_LOOKUP_TOOL:
+        return DemoCustomerDirectory(store=shop, tool_name=tool)
+    server, _, remote = tool.partition(":")
+    connection = mcp.connection(server) if mcp is not None else None
+    if connection is None:
+        raise StartupError(f"ACCOUNT_LINK_TOOL={tool}: MCP_SERVERS has no server named {server}")
+    return McpCustomerDirectory(
+        connection=connection,
+        remote_name=remote,
+        tool_name=tool,
+        timeout_seconds=connection.settings.timeout_seconds,
+    )
+
+
 def build_offline_model(shop: ShopStore, registry: ToolRegistry) -> OfflineChatModel:
     """The offline demo model, told the registry's tools and the shop's words it may use."""
     names = registry.names()
     return OfflineChatModel(
         OfflineDemoKnowledge.learn(
             names,
-            write_tools=[name for name in names if registry.write_tool(name) is not None],
+            # A shop's MCP tool that needs the button is proposed as a write tool is.
+            write_tools=[name for name in names if _proposed_on_a_card(registry, name)],
             return_policy_products=tuple(policy.product for policy in shop.return_policies),
             catalogue_texts=tuple(f"{p.name} {p.category}" for p in shop.products),
         )
     )
+
+
+def _known_tools(settings: Settings, registry: ToolRegistry) -> tuple[str, ...]:
+    """The tool names metrics count by name: a shop's allowlisted ones even when listed later."""
+    allowlisted = [name for server in settings.mcp.servers for name in server.tools or ()]
+    return (*registry.names(), *allowlisted)
+
+
+def _proposed_on_a_card(registry: ToolRegistry, name: str) -> bool:
+    mcp = registry.mcp_tool(name)
+    return registry.write_tool(name) is not None or (mcp is not None and mcp.confirm)
 
 
 def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
@@ -267,6 +357,7 @@ def build_chat_service(
     registry: ToolRegistry,
     executor: ToolExecutor,
     store: SessionStore,
+    help_center: HelpCenter | None = None,
 ) -> ChatService:
     """The chat service and its tool loop, configured by ``settings``.
 
@@ -280,6 +371,7 @@ def build_chat_service(
         executor,
         max_steps=settings.tools.max_steps,
         max_tool_calls=settings.tools.max_calls_per_turn,
+        deadline_seconds=settings.tools.turn_deadline_seconds,
     )
     return ChatService(
         store=store,
@@ -291,15 +383,63 @@ def build_chat_service(
             lease_seconds=turn_lease_seconds(settings),
             wait_seconds=settings.session.lock_wait_seconds,
             max_message_chars=settings.session.message_max_chars,
+            action_confirm_seconds=settings.tools.action_confirm_seconds,
         ),
         model_name=llm.model_name,
         handoff_idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)
         if settings.handoff.staff_chat_id is not None
         else None,
+        citations=CitationCheck(help_center.article_urls) if help_center is not None else None,
     )
 
 
-async def build_application(
+async def _model_and_shop_tools(
+    settings: Settings,
+    shop: ShopStore,
+    registry: ToolRegistry,
+    llm: ToolCallingClient | None,
+    environ: Mapping[str, str],
+) -> tuple[ToolCallingClient, McpServers | None]:
+    """The shop's MCP servers (if configured), then the model client (``llm`` if given)."""
+    mcp: McpServers | None = None
+    try:
+        if settings.mcp.servers:
+            # Before the model client: the offline demo model learns the tools listed by then.
+            mcp = await open_mcp_servers(settings, registry, environ)
+        # After the registry: the offline demo model learns the registered tools from it.
+        return llm or _build_llm(settings, shop, registry, environ), mcp
+    except StartupError:
+        if mcp is not None:
+            await mcp.aclose()
+        raise
+
+
+async def open_mcp_servers(
+    settings: Settings, registry: ToolRegistry, environ: Mapping[str, str]
+) -> McpServers:
+    """Connect ``MCP_SERVERS`` and offer their tools in ``registry`` (down ones retry later).
+
+    One warning line when the tool definitions exceed ``MCP_TOOLS_TOKEN_WARNING`` tokens.
+    """
+    try:
+        servers = McpServers(settings=settings.mcp, registry=registry, environ=environ)
+    except McpSetupError as error:
+        raise StartupError(str(error)) from error
+    await servers.start()
+    tokens = tool_definition_tokens(registry)
+    limit = settings.mcp.tools_token_warning
+    if limit and tokens > limit:
+        logger.warning(
+            "Tool definitions take about %d tokens of every model request (%d tools), more "
+            "than MCP_TOOLS_TOKEN_WARNING=%d: narrow the servers' tools allowlists",
+            tokens,
+            len(registry.names()),
+            limit,
+        )
+    return servers
+
+
+async def build_application(  # noqa: PLR0915 - the composition root builds every part here
     settings: Settings,
     llm: ToolCallingClient | None = None,
     *,
@@ -328,6 +468,8 @@ async def build_application(
             f"{where}: {str(first['msg']).removeprefix('Value error, ')} "
             f"({error.error_count()} problem(s))"
         ) from error
+    # Before anything connects: an unknown lookup stops the start with one line.
+    _check_link_tool(settings)
     try:
         help_center = open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
@@ -354,20 +496,25 @@ async def build_application(
         clock=clock,
         help_center=help_center,
         shop=shop_backend,
+        demo_shop=settings.mcp.demo_tools_on(),
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
     try:
-        # After the registry: the offline demo model learns the registered tools from it.
-        base_client = llm or _build_llm(
-            settings, shop, registry, os.environ if environ is None else environ
+        base_client, mcp = await _model_and_shop_tools(
+            settings, shop, registry, llm, os.environ if environ is None else environ
         )
+        directory = _customer_directory(settings, shop, mcp)
     except StartupError:
         await health_redis.aclose()
         await redis.aclose()
         raise
     # One registry per application: two in one process (tests, benchmarks) never mix counts.
-    metrics = BotMetrics(CollectorRegistry(), known_tools=registry.names())
+    metrics = BotMetrics(
+        CollectorRegistry(),
+        known_tools=_known_tools(settings, registry),
+        known_categories=settings.analysis.category_names,
+    )
     help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
     client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
@@ -402,6 +549,7 @@ async def build_application(
         registry=registry,
         executor=executor,
         store=sessions,
+        help_center=help_center,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
@@ -422,12 +570,14 @@ async def build_application(
             burst=flood.burst,
             interval_seconds=flood.interval_seconds,
             daily_turns=flood.daily_turn_limit,
+            backlog_seconds=flood.backlog_seconds,
         ),
         # Staff messages are no model turns: only their rate is limited.
         staff_limits=FloodLimits(
             burst=flood.staff_burst,
             interval_seconds=flood.staff_interval_seconds,
             daily_turns=0,
+            backlog_seconds=flood.backlog_seconds,
         ),
         queue_max=flood.chat_queue_max,
     )
@@ -486,7 +636,11 @@ async def build_application(
             registry=registry,
             chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
+            runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
+            dead_letters=DeadLetters(redis, keys=keys),
+            alert_staff=staff_chat_id is not None,
         ),
+        mcp=mcp,
         feedback=CsatSchedule(
             redis,
             keys=keys,
@@ -507,4 +661,8 @@ async def build_application(
         )
         if settings.analysis.enabled == "on"
         else None,
+        account_linking=AccountLinking(chat=chat, directory=directory)
+        if directory is not None
+        else None,
+        transcriber=_transcriber(settings, base_client),
     )

@@ -55,6 +55,44 @@ NEW_CONVERSATION = "Начинаем новый разговор. Предыду
 
 NON_TEXT = "Пока я понимаю только текстовые сообщения. Пожалуйста, напишите вопрос текстом."
 
+# What the bot answers to a message it does not read (``bot/telegram/handlers/other.py``):
+# one short line fitting what was sent, never a failed turn.
+STICKER = "Спасибо! 🙂 Напишите, пожалуйста, текстом, чем я могу помочь."
+LOCATION = (
+    "Геоточку я не обрабатываю. Если вопрос о доставке, напишите адрес и номер заказа текстом."
+)
+CONTACT = "Контакты я не сохраняю. Напишите, пожалуйста, ваш вопрос текстом."
+POLL = "Опросы я не читаю. Напишите, пожалуйста, ваш вопрос текстом."
+DOCUMENT = "Файлы я не открываю. Опишите, пожалуйста, вопрос текстом: номер заказа и что случилось."
+VIDEO = "Видео я не смотрю. Опишите, пожалуйста, словами, что случилось, и номер заказа."
+FORWARDED_POST = (
+    "Вижу пересланный пост из канала, но читать его я не буду. "
+    "Напишите, пожалуйста, что вы хотите узнать."
+)
+# Voice messages and photos the bot could not take (``bot/telegram/handlers/voice.py``,
+# ``photo.py``): a short kind request to write instead; no turn.
+VOICE_OFFLINE = "В демо-режиме голосовые сообщения не распознаются. Пожалуйста, напишите текстом."
+VOICE_TOO_LONG = (
+    "Это голосовое слишком длинное для меня. Пожалуйста, запишите покороче "
+    "или напишите вопрос текстом."
+)
+VOICE_NOT_HEARD = (
+    "Не получилось разобрать голосовое сообщение. Пожалуйста, напишите вопрос текстом."
+)
+PHOTO = "Фотографии я не смотрю. Пожалуйста, опишите словами, что на фото, и номер заказа."
+PHOTO_OPERATOR = (
+    "Фотографии я не смотрю. Опишите, пожалуйста, словами, что на фото, и номер заказа. "
+    "Если фото нужно показать сотруднику поддержки, отправьте /operator."
+)
+PHOTO_TOO_LARGE = (
+    "Это изображение слишком большое для меня. Пожалуйста, пришлите его обычным фото "
+    "или опишите вопрос текстом."
+)
+PHOTO_NOT_SEEN = (
+    "Не получилось открыть это изображение. Пожалуйста, пришлите его ещё раз "
+    "или опишите вопрос текстом."
+)
+
 RATE_LIMITED = (
     "Вы пишете слишком часто. Пожалуйста, подождите несколько секунд и отправьте сообщение ещё раз."
 )
@@ -78,6 +116,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("help", "Справка по командам"),
     ("new", "Начать новый разговор"),
 )
+LINK_COMMAND: tuple[str, str] = ("link", "Привязать аккаунт магазина")
+"""In the menu too while account linking is on (``ACCOUNT_LINK_TOOL``)."""
 
 _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
     TurnOutcome.BAD_INPUT: (
@@ -104,6 +144,9 @@ _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
     TurnOutcome.LIMIT: (
         "Вопрос оказался слишком сложным для одного ответа. "
         "Попробуйте разбить его на несколько простых вопросов."
+    ),
+    TurnOutcome.DEADLINE: (
+        "Ответ готовился слишком долго, и я его прервал. Пожалуйста, повторите вопрос через минуту."
     ),
     TurnOutcome.STORAGE_UNAVAILABLE: (
         "Сервис временно недоступен. Пожалуйста, попробуйте ещё раз через несколько минут."
@@ -181,6 +224,13 @@ ACTION_EXPIRED_MESSAGE = (
 """The message after a press on an expired card."""
 ACTION_FAILED_TEXT = "Не удалось выполнить действие: ничего не изменено. Попробуйте позже."
 """The card's text and the message when the action could not run (nothing changed)."""
+ACTION_CHECKING_TEXT = "⏳ Проверяем, выполнено ли действие"
+"""The card's text when a shop's tool may have run but its answer was lost."""
+ACTION_CHECKING_MESSAGE = (
+    "Не удалось сразу узнать, выполнено ли действие. Мы проверим и напишем вам; "
+    "нажимать кнопку ещё раз не нужно."
+)
+"""The message when the outcome is being checked (staff see the action as a dead letter)."""
 ACTION_STALE_ANSWER = "Уже выполнено или больше не действует"
 """The press's short answer when the action is done, declined or superseded."""
 ACTION_FOREIGN_ANSWER = "Эта кнопка не для вас"
@@ -189,6 +239,48 @@ BUTTON_FORGED_ANSWER = "Кнопка больше не действует"
 """The press's short answer when its callback data names no action of this bot."""
 CARD_SUPERSEDED_TEXT = "Предложение заменено новым: смотрите карточку ниже"
 """An older card's new text when a newer proposal replaced it."""
+CARD_NOT_DELIVERED = (
+    "Не получилось показать кнопки подтверждения, поэтому действие не выполнено и ничего "
+    "не изменено. Если это ещё нужно, напишите мне ещё раз."
+)
+"""Said (and kept for the model) when a card could not be delivered: its action is withdrawn."""
+
+# Account linking (bot/accounts/linking.py, bot/telegram/handlers/link.py): the shop's
+# customer is found by the phone number of a contact the customer shared themselves.
+
+LINK_BUTTON = "📱 Поделиться номером"
+"""The reply keyboard's one button (``request_contact``: Telegram sends the customer's own)."""
+LINK_PLACEHOLDER = "Нажмите кнопку «Поделиться номером»"
+"""The message box's placeholder while the button is shown."""
+LINK_ASK = (
+    "Чтобы я видел ваши заказы в магазине, поделитесь номером телефона, на который "
+    f"оформлен аккаунт: нажмите кнопку «{LINK_BUTTON}» внизу. "
+    "Номер, написанный текстом, для этого не подходит."
+)
+"""``/link``: the request for the customer's own contact, with the button."""
+LINK_NEEDED = (
+    "Чтобы ответить про ваши заказы, мне нужно найти ваш аккаунт в магазине. "
+    f"Поделитесь, пожалуйста, номером телефона: нажмите кнопку «{LINK_BUTTON}» внизу."
+)
+"""When a shop tool needs to know who the customer is and the account is not linked yet."""
+LINK_DONE = "Готово, аккаунт магазина привязан: теперь я вижу ваши заказы."
+"""The contact was the customer's own and the shop knows the number."""
+LINK_NOT_OWN = (
+    "Это не ваш номер: привязать можно только свой. "
+    f"Нажмите кнопку «{LINK_BUTTON}» внизу, и Telegram отправит ваш."
+)
+"""A contact shared that belongs to somebody else: nothing is linked."""
+LINK_NOT_FOUND = (
+    "Не нашёл аккаунт магазина с этим номером. Если аккаунт оформлен на другой номер, "
+    "напишите об этом здесь, и мы поможем."
+)
+"""The shop has no customer with the shared number."""
+LINK_UNAVAILABLE = (
+    "Сейчас не получается проверить номер: магазин не отвечает. Попробуйте, пожалуйста, чуть позже."
+)
+"""The shop could not be asked; nothing is linked, the button stays."""
+LINK_PRIVATE_ONLY = "Привязать аккаунт магазина можно только в личном чате с ботом."
+"""``/link`` or a contact in a group."""
 
 # Drafts while tools run (bot/telegram/draft_labels.py): the purpose, never the arguments.
 

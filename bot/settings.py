@@ -1,6 +1,8 @@
 """Application settings: environment variables (and ``.env``), one class per concern."""
 
+import json
 import re
+import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -9,6 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import (
     AliasChoices,
     BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -317,8 +320,20 @@ class ToolSettings(BaseSettings):
         default=4, ge=1, le=20, validation_alias=_env("TOOL_MAX_CALLS_PER_TURN")
     )
     max_workers: int = Field(default=4, ge=1, le=64, validation_alias=_env("TOOL_MAX_WORKERS"))
+    # One deadline for a whole turn (every model call, tool and stream): LLM_TIMEOUT_SECONDS
+    # bounds only one wait, and a stream that drips (or sends keep-alives) never trips it.
+    turn_deadline_seconds: float = Field(
+        default=120.0, gt=0, le=3600, validation_alias=_env("TURN_DEADLINE_SECONDS")
+    )
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
+    # The shop's lookup of a customer by phone number; set, /link and shared contacts link
+    # the chat to the shop's customer (README, "Connect your shop"). Unset: no linking.
+    account_link_tool: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,128}$",
+        validation_alias=_env("ACCOUNT_LINK_TOOL"),
+    )
     # The help center search_help_center reads (Markdown articles; default: the demo one).
     knowledge_dir: Path = Field(
         default=DEFAULT_KNOWLEDGE_DIR, validation_alias=_env("KNOWLEDGE_DIR")
@@ -333,6 +348,11 @@ class ToolSettings(BaseSettings):
         default=30.0, ge=0, le=86_400, validation_alias=_env("KNOWLEDGE_RELOAD_SECONDS")
     )
 
+    @field_validator("account_link_tool", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("support_timezone")
     @classmethod
     def _known_zone(cls, value: str | None) -> str | None:
@@ -342,6 +362,108 @@ class ToolSettings(BaseSettings):
             except (ZoneInfoNotFoundError, ValueError) as error:
                 raise ValueError(f"unknown time zone {value!r}") from error
         return value
+
+
+_MCP_SERVER_NAME = r"^[a-z][a-z0-9_]{0,23}$"
+
+
+class McpServerSettings(BaseModel):
+    """One shop MCP server of ``MCP_SERVERS`` (one JSON object of the array).
+
+    Secret header values are never written here: ``headers_from_env`` names the
+    environment variable that holds each one (read once at start-up).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=_MCP_SERVER_NAME)
+    url: str | None = None
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    # Header name -> the environment variable holding its value (e.g. a bearer token).
+    headers_from_env: dict[str, str] = Field(default_factory=dict)
+    # The tools offered to the model; None: every tool the server lists.
+    tools: tuple[str, ...] | None = None
+    # Believe the server's readOnlyHint / idempotentHint (no button for its trusted reads).
+    trust_annotations: bool = False
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    # Argument name -> where the application takes its value from (never the model).
+    bound_arguments: dict[str, Literal["user_id", "chat_id", "shop_customer_id"]] = Field(
+        default_factory=dict
+    )
+    # Tool name -> the card's text, with {argument} placeholders (the shop's own wording).
+    card_templates: dict[str, str] = Field(default_factory=dict)
+    # auto: the newest protocol the server speaks; legacy: the 2025 initialize handshake
+    # (sessions with ids) for a server that mishandles the newer probe.
+    protocol: Literal["auto", "legacy"] = "auto"
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServerSettings":
+        if (self.url is None) == (self.command is None):
+            raise ValueError(f"MCP server {self.name!r} needs either url or command, not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"MCP server {self.name!r}: url must be http:// or https://")
+        for tool, template in self.card_templates.items():
+            try:
+                fields = [field for _, field, _, _ in string.Formatter().parse(template) if field]
+            except ValueError as error:
+                raise ValueError(
+                    f"MCP server {self.name!r}: card template of {tool} is not valid: {error}"
+                ) from error
+            if any(not field.isidentifier() for field in fields):
+                raise ValueError(
+                    f"MCP server {self.name!r}: card template of {tool} may name arguments only"
+                )
+        return self
+
+
+class McpSettings(BaseSettings):
+    """A shop's own tools over the Model Context Protocol."""
+
+    model_config = _ENV
+
+    servers: tuple[McpServerSettings, ...] = Field(default=(), validation_alias=_env("MCP_SERVERS"))
+    # auto: the demo shop's tools are offered only while no MCP server is configured.
+    demo_shop_tools: Literal["auto", "on", "off"] = Field(
+        default="auto", validation_alias=_env("DEMO_SHOP_TOOLS")
+    )
+    # One warning line at start-up when the tool definitions take more tokens than this.
+    tools_token_warning: int = Field(
+        default=4000, ge=0, validation_alias=_env("MCP_TOOLS_TOKEN_WARNING")
+    )
+    # A tool result longer than this (characters of JSON) is cut before the model reads it.
+    result_max_chars: int = Field(
+        default=8000, ge=500, le=200_000, validation_alias=_env("MCP_RESULT_MAX_CHARS")
+    )
+    # How long start-up waits for the servers before going on without the slow ones.
+    connect_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=120, validation_alias=_env("MCP_CONNECT_TIMEOUT_SECONDS")
+    )
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _json_array(cls, value: Any) -> Any:
+        # The environment source decodes JSON itself; a value given directly arrives as text.
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"MCP_SERVERS is not valid JSON: {error.msg}") from error
+        return value
+
+    @field_validator("servers")
+    @classmethod
+    def _unique_names(cls, value: tuple[McpServerSettings, ...]) -> tuple[McpServerSettings, ...]:
+        names = [server.name for server in value]
+        if len(set(names)) != len(names):
+            raise ValueError("MCP server names must be unique")
+        return value
+
+    def demo_tools_on(self) -> bool:
+        """Whether the demo shop's order tools are registered."""
+        if self.demo_shop_tools == "auto":
+            return not self.servers
+        return self.demo_shop_tools == "on"
 
 
 class AuditSettings(BaseSettings):
@@ -382,6 +504,11 @@ class FloodSettings(BaseSettings):
     )
     daily_turn_limit: int = Field(
         default=200, ge=1, le=1_000_000, validation_alias=_env("DAILY_TURN_LIMIT")
+    )
+    # How old a message's own date (by which the limit is charged) may be: an older one
+    # counts as this old. Telegram keeps an unconfirmed update for 24 hours.
+    backlog_seconds: float = Field(
+        default=86_400, ge=0, le=7 * 86_400, validation_alias=_env("FLOOD_BACKLOG_SECONDS")
     )
     # A staff member's messages in customers' topics, counted in the staff group.
     staff_burst: int = Field(default=20, ge=1, le=1000, validation_alias=_env("STAFF_FLOOD_BURST"))
@@ -428,6 +555,36 @@ class CsatSettings(BaseSettings):
     # At most one question per chat in this time.
     min_interval_hours: float = Field(
         default=24.0, ge=0, le=365 * 24, validation_alias=_env("CSAT_MIN_INTERVAL_HOURS")
+    )
+
+
+class MediaSettings(BaseSettings):
+    """Voice messages (transcribed) and photos (shown to a model that reads images)."""
+
+    model_config = _ENV
+
+    # Longer voice messages are refused before anything is downloaded (Telegram's duration).
+    voice_max_seconds: int = Field(
+        default=120, ge=1, le=3600, validation_alias=_env("VOICE_MAX_SECONDS")
+    )
+    transcription_model: str = Field(
+        default="gpt-4o-mini-transcribe",
+        min_length=1,
+        validation_alias=_env("TRANSCRIPTION_MODEL"),
+    )
+    # The customers' language, told to the transcription model as a hint (ISO 639-1).
+    transcription_language: str = Field(
+        default="ru", pattern=r"^[a-z]{2}$", validation_alias=_env("TRANSCRIPTION_LANGUAGE")
+    )
+    # on: photos go to the model as image parts (a model that reads images); off: the bot
+    # says it cannot look at photos.
+    vision: Literal["on", "off"] = Field(default="off", validation_alias=_env("VISION"))
+    # The largest image sent to the model: the largest size of a photo within it is taken.
+    image_max_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=10_000,
+        le=20 * 1024 * 1024,
+        validation_alias=_env("IMAGE_MAX_BYTES"),
     )
 
 
@@ -519,6 +676,8 @@ class Settings(BaseModel):
     )
     csat: CsatSettings = Field(default_factory=lambda: CsatSettings(_env_file=None))
     analysis: AnalysisSettings = Field(default_factory=lambda: AnalysisSettings(_env_file=None))
+    mcp: McpSettings = Field(default_factory=lambda: McpSettings(_env_file=None))
+    media: MediaSettings = Field(default_factory=lambda: MediaSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -607,5 +766,7 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "supervision": SupervisionSettings,
     "csat": CsatSettings,
     "analysis": AnalysisSettings,
+    "mcp": McpSettings,
+    "media": MediaSettings,
     "log": _LogSettings,
 }

@@ -25,21 +25,27 @@ def build_default_tool_registry(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     help_center: HelpCenter | None = None,
     shop: ShopBackend | None = None,
+    *,
+    demo_shop: bool = True,
 ) -> ToolRegistry:
     """A new registry with the four read-only support tools over ``store``.
 
     With ``help_center``, ``search_help_center`` over it is the fifth. With
     ``shop`` (a backend that can change orders), ``get_order_status`` reads it
-    and the three write tools over it are registered.
+    and the three write tools over it are registered. Without ``demo_shop`` (a shop
+    connected its own tools over MCP) the tools over the demo shop's data (orders,
+    products, return policies, the write tools) are left out; the support hours and
+    the help center stay.
     """
     registry = ToolRegistry()
-    registry.register(build_order_status_tool(store, shop))
-    registry.register(build_return_policy_tool(store))
-    registry.register(build_product_search_tool(store))
+    if demo_shop:
+        registry.register(build_order_status_tool(store, shop))
+        registry.register(build_return_policy_tool(store))
+        registry.register(build_product_search_tool(store))
     registry.register(build_support_hours_tool(store, timezone=timezone, clock=clock))
     if help_center is not None:
         registry.register(build_search_help_center_tool(help_center))
-    if shop is not None:
+    if shop is not None and demo_shop:
         registry.register_write(build_cancel_order_tool(shop))
         registry.register_write(build_request_return_tool(shop, store, clock))
         registry.register_write(build_change_delivery_address_tool(shop))

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tools.mcp.schema import ArgumentsInvalid
+from tools.mcp.tool import McpCallError, McpTool, business_error, tool_result_payload
 from tools.registry import ArgumentsT, RegisteredTool, ToolNotRegisteredError, ToolRegistry
 from turn import ToolBusinessError, ToolCall, ToolExecutionRecord, ToolStatus, TurnContext
 
@@ -66,7 +68,17 @@ class ToolNotAllowedError(ToolExecutionError):
 
 
 class ToolArgumentsError(ToolExecutionError):
-    """The model's arguments failed the tool's arguments model."""
+    """The model's arguments failed the tool's arguments model.
+
+    ``problems`` (fields and rules, never values) when the check was not pydantic's
+    (an MCP tool's JSON Schema); else the chained ``ValidationError`` says it.
+    """
+
+    def __init__(
+        self, message: str, audit: ToolExecutionRecord, problems: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message, audit)
+        self.problems = problems
 
 
 class ToolTimeoutError(ToolExecutionError):
@@ -80,8 +92,9 @@ class ToolTechnicalError(ToolExecutionError):
 class CallTimer:
     """Times one tool call from its creation and makes its audit record."""
 
-    def __init__(self, tool_call: ToolCall) -> None:
+    def __init__(self, tool_call: ToolCall, server: str | None = None) -> None:
         self._call = tool_call
+        self._server = server
         self.started_at = datetime.now(UTC)
         self._started = perf_counter()
 
@@ -97,6 +110,7 @@ class CallTimer:
             status=status,
             error_code=error_code,
             category=category,
+            server=self._server,
         )
 
 
@@ -157,6 +171,9 @@ class ToolExecutor:
 
     async def execute(self, tool_call: ToolCall, context: TurnContext) -> ToolExecutionResult:
         """Validate and run one tool call; every outcome yields exactly one audit record."""
+        mcp = self._registry.mcp_tool(tool_call.name)
+        if mcp is not None:
+            return await execute_mcp_read(mcp, tool_call, context)
         timer = CallTimer(tool_call)
         audit = timer.record
         try:
@@ -245,3 +262,55 @@ def _call_on_loop(
     if perf_counter() > deadline:
         raise TimeoutError
     return result
+
+
+def mcp_arguments(tool: McpTool, tool_call: ToolCall, timer: CallTimer) -> dict[str, Any]:
+    """The model's arguments checked against the server's schema, or :class:`ToolArgumentsError`."""
+    try:
+        return tool.schema.validate(tool_call.arguments)
+    except ArgumentsInvalid as error:
+        raise ToolArgumentsError(
+            f"arguments of {tool.name} failed validation",
+            timer.record(ToolStatus.REJECTED, "invalid_arguments"),
+            problems=tuple(error.problems),
+        ) from error
+
+
+async def execute_mcp_read(
+    tool: McpTool, tool_call: ToolCall, context: TurnContext
+) -> ToolExecutionResult:
+    """Run an MCP tool that needs no button: validate, bind, call within its deadline.
+
+    The deadline is ours (``asyncio.timeout``) around the whole call, reconnect and
+    retry included; ``isError`` is the tool's "no", fed back like a business error.
+    """
+    timer = CallTimer(tool_call, server=tool.server)
+    arguments = mcp_arguments(tool, tool_call, timer)
+    try:
+        bound = tool.bind(arguments, context)
+    except ToolBusinessError as error:
+        return ToolExecutionResult(
+            content=business_error_content(error),
+            audit=timer.record(ToolStatus.BUSINESS_ERROR, error.code),
+        )
+    deadline = asyncio.timeout(tool.timeout_seconds)
+    try:
+        async with deadline:
+            # A tool without a button only reads (trusted readOnlyHint): safe to send again.
+            outcome = await tool.call(tool.remote_name, bound, tool.timeout_seconds, True)
+    except TimeoutError as error:
+        if deadline.expired():
+            raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
+        raise technical_error(tool.name, timer) from error
+    except McpCallError as error:
+        raise technical_error(tool.name, timer) from error
+    if outcome.is_error:
+        refusal = business_error(outcome, tool.result_max_chars)
+        return ToolExecutionResult(
+            content=business_error_content(refusal),
+            audit=timer.record(ToolStatus.BUSINESS_ERROR, refusal.code),
+        )
+    return ToolExecutionResult(
+        content=tool_content(tool_result_payload(outcome, tool.result_max_chars)),
+        audit=timer.record(ToolStatus.SUCCESS, None),
+    )

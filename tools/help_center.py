@@ -59,8 +59,9 @@ def build_search_help_center_tool(
         ),
         arguments_model=SearchHelpCenterArguments,
         handler=search_help_center,
-        # An in-memory index: a search takes well under a millisecond on the loop.
-        blocking=False,
+        # In a worker thread: over thousands of articles one search takes 150 ms or more,
+        # which on the event loop would stall every other chat of the process.
+        blocking=True,
         result_summary=lambda result: ResultSummary(
             count=len(result.results),
             top_id=result.results[0].article_id if result.results else None,

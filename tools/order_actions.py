@@ -25,7 +25,7 @@ from tools.shop_backend import (
     order_id_argument,
 )
 from tools.store import ShopStore
-from tools.write_tools import ActionResult, WriteTool
+from tools.write_tools import ActionResult, WriteTool, card_value
 from turn import ToolBusinessError
 
 CANCEL_ORDER_TOOL_NAME = "cancel_order"
@@ -75,6 +75,7 @@ _RULE_TEXT = {
     "not_returnable": "заказ ещё не доставлен или уже закрыт",
     "return_exists": "по заказу уже оформлен возврат",
     "item_not_in_order": "такого товара нет в заказе",
+    "item_quantity_exceeded": "в заказе меньше таких товаров",
     "return_period_over": "срок возврата истёк",
 }
 
@@ -85,6 +86,19 @@ def rule_text(code: str) -> str:
 
 
 _ArgumentsT = TypeVar("_ArgumentsT", bound=_OrderArguments)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckedOrder:
+    """What an order action's check found: the order now, and whom the action is for."""
+
+    order: OrderView
+    customer: Customer
+
+
+def photos_note(count: int) -> str:
+    """The card's words for the photos a return carries (none: nothing)."""
+    return f" Фото к заявке: {count}." if count else ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +115,8 @@ class _OrderChange(Generic[_ArgumentsT]):
     not_allowed_code: str
     not_done: str
     """The outcome's first words when the shop refuses or the customer declines."""
-    describe: Callable[[_ArgumentsT, OrderView], str]
+    describe: Callable[[_ArgumentsT, OrderView, Customer], str]
+    """The card's text from the arguments, the order and the customer (their photos)."""
     change: Callable[[_ArgumentsT, Customer, str], Awaitable[WriteReceipt]]
     """Ask the shop for the change with the idempotency key."""
     done: Callable[[_ArgumentsT, WriteReceipt], tuple[str, str]]
@@ -112,8 +127,8 @@ class _OrderChange(Generic[_ArgumentsT]):
 
 def _write_tool(
     shop: ShopBackend, action: _OrderChange[_ArgumentsT]
-) -> WriteTool[_ArgumentsT, OrderView]:
-    async def check(arguments: _ArgumentsT, customer: Customer) -> OrderView:
+) -> WriteTool[_ArgumentsT, CheckedOrder]:
+    async def check(arguments: _ArgumentsT, customer: Customer) -> CheckedOrder:
         order = await shop.order(customer, arguments.order_id)
         if order is None:
             raise ToolBusinessError(
@@ -125,7 +140,7 @@ def _write_tool(
                 code=action.not_allowed_code,
             )
         action.also_check(arguments, order)
-        return order
+        return CheckedOrder(order=order, customer=customer)
 
     async def handler(
         arguments: _ArgumentsT, customer: Customer, idempotency_key: str
@@ -138,18 +153,30 @@ def _write_tool(
         card_text, message = action.done(arguments, receipt)
         return ActionResult(done=True, card_text=card_text, message=message)
 
+    async def lookup(
+        arguments: _ArgumentsT, customer: Customer, idempotency_key: str
+    ) -> ActionResult | None:
+        receipt = await shop.receipt(customer, idempotency_key)
+        if receipt is None:
+            return None
+        card_text, message = action.done(arguments, receipt)
+        return ActionResult(done=True, card_text=card_text, message=message)
+
     return WriteTool(
         name=action.name,
         description=action.description,
         arguments_model=action.arguments_model,
         check=check,
-        describe=action.describe,
+        describe=lambda arguments, checked: action.describe(
+            arguments, checked.order, checked.customer
+        ),
         handler=handler,
+        lookup=lookup,
         declined=lambda _arguments: f"{action.not_done}: вы отказались",
     )
 
 
-def build_cancel_order_tool(shop: ShopBackend) -> WriteTool[CancelOrderArguments, OrderView]:
+def build_cancel_order_tool(shop: ShopBackend) -> WriteTool[CancelOrderArguments, CheckedOrder]:
     """``cancel_order`` over ``shop``: orders not yet handed to delivery."""
 
     def done(arguments: CancelOrderArguments, receipt: WriteReceipt) -> tuple[str, str]:
@@ -172,7 +199,7 @@ def build_cancel_order_tool(shop: ShopBackend) -> WriteTool[CancelOrderArguments
             not_allowed="Заказ {order_id} нельзя отменить",
             not_allowed_code="not_cancellable",
             not_done="Отмена не выполнена",
-            describe=lambda arguments, order: (
+            describe=lambda arguments, order, _customer: (
                 f"Отменить заказ {order.order_id}: {', '.join(order.items)}. "
                 "Деньги вернутся на карту в течение 5 дней."
             ),
@@ -186,7 +213,7 @@ def build_cancel_order_tool(shop: ShopBackend) -> WriteTool[CancelOrderArguments
 
 def build_request_return_tool(
     shop: ShopBackend, store: ShopStore, clock: Callable[[], datetime]
-) -> WriteTool[RequestReturnArguments, OrderView]:
+) -> WriteTool[RequestReturnArguments, CheckedOrder]:
     """``request_return`` over ``shop``: delivered items within their return period."""
 
     def items_returnable(arguments: RequestReturnArguments, order: OrderView) -> None:
@@ -200,8 +227,10 @@ def build_request_return_tool(
 
     def done(arguments: RequestReturnArguments, receipt: WriteReceipt) -> tuple[str, str]:
         order_id = receipt.order.order_id
+        photos = len(receipt.order.return_photos)
         return (
-            f"✅ Возврат по заказу {order_id} оформлен: заявка {receipt.return_id}",
+            f"✅ Возврат по заказу {order_id} оформлен: заявка {receipt.return_id}"
+            + (f", фото: {photos}" if photos else ""),
             f"Заявка на возврат {receipt.return_id} оформлена "
             f"({', '.join(arguments.items)}, заказ {order_id}). "
             "Назовите этот номер, когда будете сдавать товар.",
@@ -221,8 +250,9 @@ def build_request_return_tool(
             not_allowed_code="not_returnable",
             not_done="Возврат не оформлен",
             also_check=items_returnable,
-            describe=lambda arguments, order: (
-                f"Оформить возврат из заказа {order.order_id}: {', '.join(arguments.items)}. "
+            describe=lambda arguments, order, customer: (
+                f"Оформить возврат из заказа {order.order_id}: {', '.join(arguments.items)}."
+                f"{photos_note(len(customer.photos))} "
                 "Вы получите номер заявки на возврат."
             ),
             change=lambda arguments, customer, key: shop.request_return(
@@ -231,6 +261,7 @@ def build_request_return_tool(
                 tuple(arguments.items),
                 arguments.reason,
                 idempotency_key=key,
+                photos=customer.photos,
             ),
             done=done,
         ),
@@ -239,14 +270,15 @@ def build_request_return_tool(
 
 def build_change_delivery_address_tool(
     shop: ShopBackend,
-) -> WriteTool[ChangeDeliveryAddressArguments, OrderView]:
+) -> WriteTool[ChangeDeliveryAddressArguments, CheckedOrder]:
     """``change_delivery_address`` over ``shop``: orders not yet handed to delivery."""
 
     def done(arguments: ChangeDeliveryAddressArguments, receipt: WriteReceipt) -> tuple[str, str]:
         order = receipt.order
+        address = card_value(order.delivery_address or arguments.address)
         return (
             f"✅ Адрес доставки заказа {order.order_id} изменён",
-            f"Заказ {order.order_id} доставим по адресу: {order.delivery_address}",
+            f"Заказ {order.order_id} доставим по адресу: {address}",
         )
 
     return _write_tool(
@@ -262,8 +294,9 @@ def build_change_delivery_address_tool(
             not_allowed="Адрес доставки заказа {order_id} изменить нельзя",
             not_allowed_code="address_not_changeable",
             not_done="Адрес не изменён",
-            describe=lambda arguments, order: (
-                f"Изменить адрес доставки заказа {order.order_id} на: {arguments.address}"
+            describe=lambda arguments, order, _customer: (
+                f"Изменить адрес доставки заказа {order.order_id} на: "
+                f"{card_value(arguments.address)}"
             ),
             change=lambda arguments, customer, key: shop.change_delivery_address(
                 customer, arguments.order_id, arguments.address, idempotency_key=key

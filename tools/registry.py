@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from turn import TurnContext
 
 if TYPE_CHECKING:
+    from tools.mcp.tool import McpTool
     from tools.write_tools import WriteTool
 
 ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
@@ -147,7 +148,7 @@ class ResultSummary:
     top_id: str | None = None
 
 
-ToolKind = Literal["read", "write"]
+ToolKind = Literal["read", "write", "mcp"]
 """A read tool looks things up and runs at once; a write tool changes the shop after a yes."""
 
 
@@ -243,6 +244,9 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool[Any, Any]] = {}
         self._writes: dict[str, WriteTool[Any, Any]] = {}
+        # A shop's MCP tools by server: replaced whole when a server lists its tools again.
+        self._mcp: dict[str, dict[str, McpTool]] = {}
+        self._builtin_schemas: list[dict[str, Any]] = []
         self._schemas: Sequence[dict[str, Any]] = FrozenSchemaList()
 
     def register_write(self, tool: "WriteTool[Any, Any]") -> None:
@@ -250,7 +254,8 @@ class ToolRegistry:
         if tool.name in self._tools or tool.name in self._writes:
             raise DuplicateToolError(f"tool already registered: {tool.name}")
         self._writes[tool.name] = tool
-        self._schemas = _freeze([*self._schemas, tool.to_api_schema()])
+        self._builtin_schemas.append(tool.to_api_schema())
+        self._rebuild_schemas()
 
     def write_tool(self, name: str) -> "WriteTool[Any, Any] | None":
         """The write tool registered under ``name``, if ``name`` is one."""
@@ -261,9 +266,34 @@ class ToolRegistry:
         if tool.name in self._tools or tool.name in self._writes:
             raise DuplicateToolError(f"tool already registered: {tool.name}")
         self._tools[tool.name] = tool
-        # Schemas are built once here, not on every model request, and frozen, so every
-        # turn can send the same objects without copying them.
-        self._schemas = _freeze([*self._schemas, tool.to_api_schema()])
+        self._builtin_schemas.append(tool.to_api_schema())
+        self._rebuild_schemas()
+
+    def set_mcp_tools(self, server: str, tools: Sequence["McpTool"]) -> tuple[str, ...]:
+        """Offer exactly ``tools`` of MCP server ``server`` (replacing its earlier list).
+
+        A tool whose name a built-in tool or another server's tool holds already is
+        left out; the names left out are returned (for the start-up log line).
+        """
+        others = {name for other, listed in self._mcp.items() if other != server for name in listed}
+        taken = {*self._tools, *self._writes, *others}
+        kept = {tool.name: tool for tool in tools if tool.name not in taken}
+        self._mcp[server] = kept
+        self._rebuild_schemas()
+        return tuple(tool.name for tool in tools if tool.name not in kept)
+
+    def mcp_tool(self, name: str) -> "McpTool | None":
+        """The MCP tool offered under ``name``, if ``name`` is one."""
+        for listed in self._mcp.values():
+            if name in listed:
+                return listed[name]
+        return None
+
+    def _rebuild_schemas(self) -> None:
+        # Schemas are built when tools change, not on every model request, and frozen, so
+        # every turn can send the same objects without copying them.
+        mcp = [tool.to_api_schema() for listed in self._mcp.values() for tool in listed.values()]
+        self._schemas = _freeze([*self._builtin_schemas, *mcp])
 
     def get(self, name: str) -> RegisteredTool[Any, Any]:
         """The tool registered under ``name``."""
@@ -273,8 +303,8 @@ class ToolRegistry:
             raise ToolNotRegisteredError(f"tool not registered: {name!r}") from error
 
     def names(self) -> tuple[str, ...]:
-        """Registered names (read tools, then write tools), in registration order."""
-        return (*self._tools, *self._writes)
+        """Registered names (read tools, write tools, then MCP tools), in registration order."""
+        return (*self._tools, *self._writes, *(n for listed in self._mcp.values() for n in listed))
 
     def api_schemas(self) -> Sequence[dict[str, Any]]:
         """The tools' API schemas in registration order: one shared, read-only list.

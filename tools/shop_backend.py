@@ -3,10 +3,13 @@
 Every operation takes the customer's identity as the application knows it
 (:class:`Customer`, built from the turn's context), never from the model's
 arguments. Writes take an idempotency key: the same key applied twice changes
-the order once and answers the first outcome again.
+the order once and answers the first outcome again; ``ShopBackend.receipt``
+tells whether a write under a key was applied (a process that died after the
+write and before recording its outcome asks it, instead of guessing).
 """
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
@@ -25,11 +28,13 @@ class Customer:
 
     user_id: int | None
     chat_id: int | str
+    # The photos the customer sent in the conversation (file ids), for a return to carry.
+    photos: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, context: TurnContext) -> "Customer":
         """The customer of a turn (the front end filled the context, not the model)."""
-        return cls(user_id=context.user_id, chat_id=context.chat_id)
+        return cls(user_id=context.user_id, chat_id=context.chat_id, photos=context.photos)
 
     @property
     def key(self) -> str:
@@ -55,6 +60,8 @@ class OrderView(OrderDetails):
     delivery_address: str | None = None
     return_id: str | None = None
     return_items: tuple[str, ...] = ()
+    # Telegram's file ids of the photos sent with the return (damage claims).
+    return_photos: tuple[str, ...] = ()
 
 
 class ShopRuleError(RuntimeError):
@@ -89,6 +96,10 @@ def check_returnable(
         raise ShopRuleError("not_returnable")
     if not items or any(item not in order.items for item in items):
         raise ShopRuleError("item_not_in_order")
+    # An item named twice is two pieces: never more of one than the order holds.
+    held = Counter(order.items)
+    if any(count > held[item] for item, count in Counter(items).items()):
+        raise ShopRuleError("item_quantity_exceeded")
     delivered = datetime.fromisoformat(order.updated_at).date()
     for item in items:
         policy = shop.find_return_policy(item)
@@ -117,12 +128,20 @@ class ShopBackend(Protocol):
         reason: str,
         *,
         idempotency_key: str,
+        photos: tuple[str, ...] = (),
     ) -> WriteReceipt:
-        """Open a return request for ``items``; raises :class:`ShopRuleError` when not allowed."""
+        """Open a return request for ``items`` with ``photos`` (file ids) attached.
+
+        Raises :class:`ShopRuleError` when not allowed.
+        """
         ...
 
     async def change_delivery_address(
         self, customer: Customer, order_id: str, address: str, *, idempotency_key: str
     ) -> WriteReceipt:
         """Deliver the order to ``address``; raises :class:`ShopRuleError` when not allowed."""
+        ...
+
+    async def receipt(self, customer: Customer, idempotency_key: str) -> WriteReceipt | None:
+        """The receipt of the write applied under ``idempotency_key``; ``None``: none was."""
         ...

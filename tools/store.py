@@ -15,6 +15,9 @@ WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun"
 ORDER_ID_PATTERN = r"^\d{4}$"
 """An order number: exactly four digits."""
 
+CUSTOMER_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+"""A shop's customer id: what the application passes as the bound ``customer_id``."""
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -41,6 +44,19 @@ class Order(OrderDetails, _Frozen):
     """One order; ``owner_user_id`` (a Telegram user id) restricts who may see it."""
 
     owner_user_id: int | None = None
+
+
+class ShopCustomer(_Frozen):
+    """A customer of the shop: its own id and the phone number the account was opened with.
+
+    In the demo a customer's id is the number an order's ``owner_user_id`` names, so
+    the demo shop's MCP server shows a linked customer the orders the built-in tools
+    show that Telegram user.
+    """
+
+    customer_id: str = Field(pattern=CUSTOMER_ID_PATTERN)
+    name: str = Field(min_length=1)
+    phone: str = Field(pattern=r"^\+?\d{10,15}$")
 
 
 class ReturnPolicy(_Frozen):
@@ -95,6 +111,8 @@ class ShopStore(_Frozen):
     return_policies: tuple[ReturnPolicy, ...]
     products: tuple[Product, ...]
     support_hours: SupportHours
+    # Older store files have no customers: account linking then finds nobody.
+    customers: tuple[ShopCustomer, ...] = ()
 
     @classmethod
     def load(cls, path: Path = DEFAULT_STORE_PATH) -> "ShopStore":
@@ -105,6 +123,25 @@ class ShopStore(_Frozen):
         """The order with that number, if any."""
         return next((order for order in self.orders if order.order_id == order_id), None)
 
+    def find_customer_by_phone(self, phone: str) -> ShopCustomer | None:
+        """The customer whose phone number is ``phone`` (compared as digits), if any."""
+        wanted = phone_digits(phone)
+        if not wanted:
+            return None
+        return next((c for c in self.customers if phone_digits(c.phone) == wanted), None)
+
     def find_return_policy(self, product: str) -> ReturnPolicy | None:
         """The policy for a normalised product name, if any."""
         return next((p for p in self.return_policies if p.product == product), None)
+
+
+def phone_digits(phone: str) -> str:
+    """A phone number as its digits, a Russian trunk ``8`` as ``7``: ``+7 916…`` is ``7916…``.
+
+    Telegram sends a shared contact's number with or without ``+``; a shop may
+    keep it with spaces or dashes.
+    """
+    digits = "".join(char for char in phone if char.isdigit())
+    if len(digits) == 11 and digits.startswith("8"):
+        return "7" + digits[1:]
+    return digits

@@ -11,6 +11,7 @@ Nothing here imports ``bot``, ``tools`` or ``prompts``.
   :class:`ToolLoopProtocolError`, :class:`ToolLoopLimitError`,
   :class:`ToolLoopExecutionError` (which carries the failed execution's
   :class:`ToolExecutionRecord`); :class:`ToolBusinessError` for tools.
+- :class:`TurnInput`: what the customer sent (text, voice, photo), for the audit.
 - :func:`new_turn_id`: the incident code a customer can quote.
 """
 
@@ -24,13 +25,17 @@ from turn.errors import (
     ToolLoopProtocolError,
 )
 from turn.ids import TURN_ID_ALPHABET, new_turn_id
+from turn.inputs import TEXT_INPUT, ImagePart, InputKind, TurnInput
 from turn.outcomes import HandoffRequest, ToolStatus, TurnOutcome
 from turn.records import ToolExecutionRecord
 from turn.usage import Usage
 
 __all__ = [
+    "TEXT_INPUT",
     "TURN_ID_ALPHABET",
     "HandoffRequest",
+    "ImagePart",
+    "InputKind",
     "ToolBusinessError",
     "ToolCall",
     "ToolExecutionRecord",
@@ -40,6 +45,7 @@ __all__ = [
     "ToolLoopProtocolError",
     "ToolStatus",
     "TurnContext",
+    "TurnInput",
     "TurnOutcome",
     "Usage",
     "new_turn_id",

@@ -16,3 +16,8 @@ class TurnContext:
     chat_id: int | str
     user_id: int | None
     turn_id: str
+    # The shop's own customer id, once the customer linked their account (a shared contact).
+    shop_customer_id: str | None = None
+    # Telegram's file ids of the photos the customer sent in this conversation, oldest
+    # first (never the images): a return may carry them as evidence of damage.
+    photos: tuple[str, ...] = ()

@@ -18,9 +18,10 @@ class ToolLoopError(RuntimeError):
     """A tool loop ended without an answer; ``kind`` says why.
 
     Raised as it is for a failed model call (``model_unavailable``,
-    ``bad_request`` or ``model_error``); the subclasses below name the other
-    ways a loop ends: the protocol (``model_error``), the budget (``limit``),
-    a tool that could not run (``tool_failure``).
+    ``bad_request`` or ``model_error``) and when the turn as a whole (model
+    calls, tools, streams) ran out of time (``deadline``); the subclasses below
+    name the other ways a loop ends: the protocol (``model_error``), the budget
+    (``limit``), a tool that could not run (``tool_failure``).
     """
 
     def __init__(self, message: str, kind: TurnOutcome) -> None:

@@ -17,6 +17,7 @@ class TurnOutcome(StrEnum):
     MODEL_ERROR = "model_error"
     TOOL_FAILURE = "tool_failure"
     LIMIT = "limit"
+    DEADLINE = "deadline"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     BUSY = "busy"
     ERROR = "error"

@@ -26,3 +26,5 @@ class ToolExecutionRecord:
     # A search-like tool's result count and first item's id (RegisteredTool.result_summary).
     result_count: int | None = None
     top_result_id: str | None = None
+    # The MCP server a shop's tool belongs to (None for a built-in tool).
+    server: str | None = None

@@ -49,6 +49,8 @@ class PendingAction(BaseModel):
     proposed_at: datetime
     turn_id: str
     user_id: int | None = None
+    # The conversation's photos when it was proposed (file ids): what a return carries.
+    photos: tuple[str, ...] = ()
 
 
 class ActionCard(BaseModel):
@@ -93,5 +95,26 @@ def pending_note(action: PendingAction) -> dict[str, str]:
             "карточка с кнопками «Подтвердить» и «Не нужно» уже отправлена. Ответ текстом "
             "(например «да») ничего не выполняет: попроси клиента нажать кнопку на карточке. "
             "Не говори, что действие выполнено, пока итог не появится в истории."
+        ),
+    }
+
+
+def is_expired(action: PendingAction, now: datetime, confirm_seconds: float) -> bool:
+    """Whether ``action`` waited longer than ``confirm_seconds`` for its button by ``now``."""
+    return (now - action.proposed_at).total_seconds() > confirm_seconds
+
+
+def expired_note(action: PendingAction) -> dict[str, str]:
+    """The developer message for a proposal whose time for the button has run out.
+
+    Its card no longer does anything: the model must not tell the customer to press it.
+    """
+    return {
+        "role": "developer",
+        "content": (
+            f"Предложенное действие {action.tool_name} (action_id {action.action_id}) "
+            "не подтверждено вовремя: срок карточки истёк, ничего не выполнено, и кнопки "
+            "на ней больше не действуют. Не проси клиента нажимать их. Если клиент всё ещё "
+            "хочет этого, предложи действие заново."
         ),
     }

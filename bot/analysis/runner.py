@@ -23,6 +23,7 @@ from bot.audit.analysis import ANALYSED, ANALYSIS_FAILED, AnalysisAuditEntry
 from bot.audit.sink import AuditSink
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore, SessionStoreError
+from turn import new_turn_id
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ def analysed_entry(chat_id: str, outcome: AnalysisOutcome) -> AnalysisAuditEntry
     analysis = outcome.analysis
     return AnalysisAuditEntry(
         chat_id=chat_id,
+        turn_id=new_turn_id(),
         event=ANALYSED,
         category=analysis.category,
         sentiment=analysis.sentiment,
@@ -46,7 +48,13 @@ def analysed_entry(chat_id: str, outcome: AnalysisOutcome) -> AnalysisAuditEntry
 
 def failed_entry(chat_id: str, error: AnalysisError, *, turns: int) -> AnalysisAuditEntry:
     """The audit entry of an analysis that gave nothing: why, in one word."""
-    return AnalysisAuditEntry(chat_id=chat_id, event=ANALYSIS_FAILED, turns=turns, error=error.kind)
+    return AnalysisAuditEntry(
+        chat_id=chat_id,
+        turn_id=new_turn_id(),
+        event=ANALYSIS_FAILED,
+        turns=turns,
+        error=error.kind,
+    )
 
 
 @dataclass(eq=False, kw_only=True)

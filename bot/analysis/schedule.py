@@ -29,11 +29,11 @@ from redis.exceptions import RedisError
 
 from bot.analysis.model import RequestAnalysis
 from bot.sessions.models import ConversationSession
-from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.connection import AsyncRedisClient
+from bot.storage.due_set import DueSet
 from bot.storage.keys import RedisKeys
 from bot.storage.scripts.analysis import BeginAnalysis
 from bot.storage.scripts.base import Scripts
-from bot.storage.scripts.csat import ClaimDue, ForgetDue
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +64,11 @@ class AnalysisSchedule:
     ttl_seconds: int
     clock: Callable[[], float] = time.time
     _scripts: Scripts = field(init=False)
+    _due_set: DueSet = field(init=False)
 
     def __post_init__(self) -> None:
         self._scripts = Scripts(self.redis)
+        self._due_set = DueSet(scripts=self._scripts, key=self.keys.analysis_due)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -90,26 +92,11 @@ class AnalysisSchedule:
 
     async def claim(self, retry_seconds: float, limit: int = 100) -> list[tuple[str, int]]:
         """Due conversations, each with the score it now has (moved on by ``retry_seconds``)."""
-        reply = await self._scripts.run(
-            ClaimDue(
-                due=self.keys.analysis_due,
-                now_ms=self._now_ms(),
-                retry_ms=max(1, int(retry_seconds * 1000)),
-                limit=limit,
-            )
-        )
-        moved = int(text_of(reply[0]))
-        return [(text_of(member), moved) for member in reply[1:]]
+        return await self._due_set.claim(self._now_ms(), retry_seconds, limit)
 
     async def forget(self, conversation_key: str, claimed_ms: int) -> None:
         """Done with this idle: off the schedule, unless a newer answer rescheduled it."""
-        await self._scripts.run(
-            ForgetDue(
-                due=self.keys.analysis_due,
-                conversation_key=conversation_key,
-                claimed_ms=claimed_ms,
-            )
-        )
+        await self._due_set.forget(conversation_key, claimed_ms)
 
     async def begin(self, conversation_key: str, session: ConversationSession, token: str) -> bool:
         """Whether ``token`` analyses this idle of the conversation (one process does)."""

@@ -8,6 +8,7 @@ unavailable). The summary and the next step are text: they stay with the
 conversation for staff, never here.
 """
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -16,10 +17,12 @@ from bot.audit.schema import (
     INTEGER,
     TOTAL_TOKENS,
     TURN_ID,
+    TYPE,
     EntryType,
     StreamRecord,
     stream_field,
 )
+from bot.audit.stream import StreamEntry
 
 AnalysisEvent = Literal["analysed", "analysis_failed"]
 ANALYSED: AnalysisEvent = "analysed"
@@ -33,6 +36,7 @@ class AnalysisAuditEntry(StreamRecord):
     entry_type = EntryType.ANALYSIS
 
     chat_id: str = field(metadata=stream_field(CHAT_ID))
+    # The analysis's own id (a turn id's shape): ``support-audit turn`` finds it.
     turn_id: str = field(default="", metadata=stream_field(TURN_ID))
     event: str = field(metadata=stream_field("event"))
     category: str = field(default="", metadata=stream_field("category"))
@@ -46,3 +50,116 @@ class AnalysisAuditEntry(StreamRecord):
     person: int | None = field(default=None, metadata=stream_field("person", INTEGER))
     total_tokens: int | None = field(default=None, metadata=stream_field(TOTAL_TOKENS, INTEGER))
     error: str = field(default="", metadata=stream_field("error"))
+
+
+def rollup_fields(fields: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The per-minute rollup counts of one analysis entry.
+
+    ``an|<category>|<resolved>|<person>`` for an analysis (1/0 each),
+    ``an_sent|<sentiment>`` and ``an_lang|<language>`` beside it;
+    ``an_failed|<error>`` for a failure.
+    """
+    entry = AnalysisAuditEntry.from_fields(fields)
+    if entry.event == ANALYSED and entry.category:
+        resolved, person = int(entry.resolved or 0), int(entry.person or 0)
+        return [
+            (f"an|{entry.category}|{resolved}|{person}", "1"),
+            (f"an_sent|{entry.sentiment}", "1"),
+            (f"an_lang|{entry.language}", "1"),
+        ]
+    if entry.event == ANALYSIS_FAILED:
+        return [(f"an_failed|{entry.error or 'unknown'}", "1")]
+    return []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CategoryStats:
+    """One category's analysed conversations: how many, settled by the bot alone, with a person.
+
+    ``contained`` counts conversations resolved without a person (the automation rate's
+    numerator); ``handed_off`` those a person took part in.
+    """
+
+    category: str
+    conversations: int
+    contained: int
+    handed_off: int
+
+    @property
+    def containment(self) -> float | None:
+        """The share resolved by the bot alone (``None`` without conversations)."""
+        return self.contained / self.conversations if self.conversations else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnalysisStats:
+    """Every analysis of a period: per category, by sentiment and language, and the failures."""
+
+    categories: tuple[CategoryStats, ...]
+    sentiments: Mapping[str, int]
+    languages: Mapping[str, int]
+    failed: Mapping[str, int]
+
+    @property
+    def conversations(self) -> int:
+        """Analysed conversations (an idle analysed twice counts twice)."""
+        return sum(category.conversations for category in self.categories)
+
+
+def analysis_stats(entries: Iterable[StreamEntry]) -> AnalysisStats:
+    """The analysis stats of ``entries`` (read from the stream)."""
+    counts: dict[str, int] = {}
+    for entry in entries:
+        if entry.fields.get(TYPE) != EntryType.ANALYSIS:
+            continue
+        for name, value in rollup_fields(entry.fields):
+            counts[name] = counts.get(name, 0) + int(value)
+    return stats_of_counts(counts)
+
+
+def stats_of_counts(counts: Mapping[str, int]) -> AnalysisStats:
+    """The analysis stats of summed rollup counts (see :func:`rollup_fields`)."""
+    per: dict[str, list[int]] = {}
+    sentiments: dict[str, int] = {}
+    languages: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for name, count in counts.items():
+        kind, _, rest = name.partition("|")
+        if kind == "an":
+            category, resolved, person = [*rest.split("|"), "0", "0"][:3]
+            row = per.setdefault(category, [0, 0, 0])
+            row[0] += count
+            row[1] += count if resolved == "1" and person == "0" else 0
+            row[2] += count if person == "1" else 0
+        elif kind == "an_sent":
+            sentiments[rest] = sentiments.get(rest, 0) + count
+        elif kind == "an_lang":
+            languages[rest] = languages.get(rest, 0) + count
+        elif kind == "an_failed":
+            failed[rest] = failed.get(rest, 0) + count
+    categories = tuple(
+        CategoryStats(category=name, conversations=row[0], contained=row[1], handed_off=row[2])
+        for name, row in sorted(per.items(), key=lambda item: (-item[1][0], item[0]))
+    )
+    return AnalysisStats(
+        categories=categories, sentiments=sentiments, languages=languages, failed=failed
+    )
+
+
+def stats_json(stats: AnalysisStats) -> dict[str, object]:
+    """``stats --json``'s ``analysis`` object."""
+    return {
+        "conversations": stats.conversations,
+        "categories": {
+            category.category: {
+                "conversations": category.conversations,
+                "contained": category.contained,
+                "handed_off": category.handed_off,
+                "containment": category.containment,
+            }
+            for category in stats.categories
+        },
+        "sentiment": dict(stats.sentiments),
+        "language": dict(stats.languages),
+        "failed": dict(stats.failed),
+    }

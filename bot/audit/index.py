@@ -7,7 +7,8 @@ entries and, in the same call and the same cluster slot, records (see
 - the turn's entry ids (``turn CODE`` reads only those entries);
 - the chat's newest turn ids, at most :data:`CHAT_TURNS_KEPT` (``tail --chat``);
 - per-minute rollups: counts by tool and status, outcome, handoff and action
-  event, feedback (questions asked and scores, by who answered), and fixed
+  event, feedback (questions asked and scores, by who answered), analyses
+  (by category, resolved and whether a person took part; sentiment, language), and fixed
   histogram buckets for every time and token count that ``stats`` gives
   percentiles of (so a percentile is the bucket's upper bound, within
   :data:`BUCKET_GROWTH` of the true value; the maximum is exact);
@@ -25,6 +26,7 @@ of a write stays bounded).
 import math
 from collections.abc import Mapping, Sequence
 
+from bot.audit.analysis import rollup_fields as analysis_rollups
 from bot.audit.feedback import rollup_fields as feedback_rollups
 from bot.audit.schema import (
     CHAT_ID,
@@ -103,9 +105,20 @@ def rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
         out.append((f"action|{name}|{event}", "1"))
         if event in ("confirmed", "declined"):
             out += _measure(f"decide|{name}", fields.get("decide_ms"))
-    elif kind == EntryType.FEEDBACK:
-        out += feedback_rollups(fields)
+    else:
+        out += _FEATURE_ROLLUPS.get(kind, _none)(fields)
     return out
+
+
+def _none(_fields: Mapping[str, str]) -> list[tuple[str, str]]:
+    return []
+
+
+# Entry types whose rollups their own module knows (feedback, analysis).
+_FEATURE_ROLLUPS = {
+    EntryType.FEEDBACK.value: feedback_rollups,
+    EntryType.ANALYSIS.value: analysis_rollups,
+}
 
 
 def write_once(

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.llm.types import LLMResult
 from tools.execution import ToolExecutionRecord
-from turn import TurnOutcome, Usage
+from turn import TEXT_INPUT, TurnInput, TurnOutcome, Usage
 
 
 @dataclass
@@ -16,6 +16,8 @@ class TurnAuditRecorder:
     turn_id: str
     model: str
     queue_ms: float | None = None
+    # What the customer sent: its kind (and a voice message's numbers) go into the turn entry.
+    turn_input: TurnInput = TEXT_INPUT
     tool_entries: list[ToolAuditEntry] = field(default_factory=list)
     responses: list[LLMResult] = field(default_factory=list)
 
@@ -48,5 +50,8 @@ class TurnAuditRecorder:
             queue_ms=self.queue_ms,
             prompt_id=prompt_id,
             prompt_version=prompt_version,
+            input_kind=self.turn_input.kind,
+            voice_seconds=self.turn_input.voice_seconds,
+            transcription_ms=self.turn_input.transcription_ms,
         )
         return [*self.tool_entries, turn]

@@ -43,6 +43,8 @@ STEP = "step"
 # Search-like tools only (search_help_center): how many results, the first one's id.
 RESULT_COUNT = "result_count"
 TOP_RESULT = "top_result"
+# A shop's MCP tool only: the server it belongs to (MCP_SERVERS name).
+MCP_SERVER = "mcp_server"
 # Turn entries.
 OUTCOME = "outcome"
 MODEL = "model"
@@ -56,6 +58,9 @@ LATENCY_MS = "latency_ms"
 QUEUE_MS = "queue_ms"
 PROMPT_ID = "prompt_id"
 PROMPT_VERSION = "prompt_version"
+INPUT_KIND = "input_kind"
+VOICE_SECONDS = "voice_seconds"
+TRANSCRIPTION_MS = "transcription_ms"
 # Added by the sink to entries Redis took late (when they were first due).
 QUEUED_AT = "queued_at"
 
@@ -81,6 +86,7 @@ class EntryType(StrEnum):
     ACTION = "action"
     FEEDBACK = "feedback"
     ANALYSIS = "analysis"
+    LINK = "link"
 
 
 # A registered tool's name always fits this (tools.registry); a name the model made
@@ -164,6 +170,8 @@ MILLISECONDS = _milliseconds(3)
 """A duration in milliseconds, to the microsecond."""
 WHOLE_MILLISECONDS = _milliseconds(0)
 """A duration in whole milliseconds (people's waits: a handoff's, a customer's decision)."""
+INPUT_KIND_TEXT: Codec[str] = Codec(encode=str, decode=lambda text: text or "text")
+"""A turn's input kind; an entry written before kinds were recorded was text."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,6 +257,10 @@ def _searched(entry: "ToolAuditEntry") -> bool:
     return entry.result_count is not None
 
 
+def _from_mcp(entry: "ToolAuditEntry") -> bool:
+    return entry.mcp_server is not None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolAuditEntry(StreamRecord):
     """One tool execution of one turn (``step`` is the model call that asked for it).
@@ -276,6 +288,9 @@ class ToolAuditEntry(StreamRecord):
     top_result_id: str | None = field(
         default=None, metadata=stream_field(TOP_RESULT, OPTIONAL_TEXT, written_if=_searched)
     )
+    mcp_server: str | None = field(
+        default=None, metadata=stream_field(MCP_SERVER, OPTIONAL_TEXT, written_if=_from_mcp)
+    )
 
     @classmethod
     def from_record(
@@ -294,6 +309,7 @@ class ToolAuditEntry(StreamRecord):
             duration_ms=record.duration_seconds * 1000,
             result_count=record.result_count,
             top_result_id=record.top_result_id,
+            mcp_server=record.server,
         )
 
 
@@ -334,6 +350,23 @@ class TurnAuditEntry(StreamRecord):
     error_code: str = field(
         default="",
         metadata=stream_field(ERROR_CODE, written_if=lambda entry: bool(entry.error_code)),
+    )
+    # How the message came: text, voice (transcribed) or photo; never its words.
+    input_kind: str = field(default="text", metadata=stream_field(INPUT_KIND, INPUT_KIND_TEXT))
+    # A voice message's length and its transcription's time; written for voice only.
+    voice_seconds: int | None = field(
+        default=None,
+        metadata=stream_field(
+            VOICE_SECONDS, INTEGER, written_if=lambda entry: entry.voice_seconds is not None
+        ),
+    )
+    transcription_ms: float | None = field(
+        default=None,
+        metadata=stream_field(
+            TRANSCRIPTION_MS,
+            WHOLE_MILLISECONDS,
+            written_if=lambda entry: entry.transcription_ms is not None,
+        ),
     )
 
 

@@ -33,9 +33,10 @@ from redis.exceptions import RedisError
 from bot.audit.feedback import AnsweredBy
 from bot.sessions.models import ConversationSession
 from bot.storage.connection import AsyncRedisClient, text_of
+from bot.storage.due_set import DueSet
 from bot.storage.keys import RedisKeys, telegram_chat_id
 from bot.storage.scripts.base import Scripts
-from bot.storage.scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
+from bot.storage.scripts.csat import Ask, RecordPress
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +92,11 @@ class CsatSchedule:
     policy: CsatPolicy
     clock: Callable[[], float] = time.time
     _scripts: Scripts = field(init=False)
+    _due: DueSet = field(init=False)
 
     def __post_init__(self) -> None:
         self._scripts = Scripts(self.redis)
+        self._due = DueSet(scripts=self._scripts, key=self.keys.csat_due)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -131,25 +134,12 @@ class CsatSchedule:
 
     async def claim(self, retry_seconds: float, limit: int = 100) -> list[tuple[str, int]]:
         """Due conversations, each with the score it now has (moved on by ``retry_seconds``)."""
-        reply = await self._scripts.run(
-            ClaimDue(
-                due=self.keys.csat_due,
-                now_ms=self._now_ms(),
-                retry_ms=max(1, int(retry_seconds * 1000)),
-                limit=limit,
-            )
-        )
-        moved = int(text_of(reply[0]))
-        return [(text_of(member), moved) for member in reply[1:]]
+        return await self._due.claim(self._now_ms(), retry_seconds, limit)
 
     async def forget(self, conversation_key: str, claimed_ms: int) -> None:
         """Not to be asked (handed off, blocked, asked recently): off the schedule, unless a
         newer answer rescheduled it meanwhile."""
-        await self._scripts.run(
-            ForgetDue(
-                due=self.keys.csat_due, conversation_key=conversation_key, claimed_ms=claimed_ms
-            )
-        )
+        await self._due.forget(conversation_key, claimed_ms)
 
     async def still_due(self, conversation_key: str, claimed_ms: int) -> bool:
         """Whether the schedule still holds the score the question's job was claimed with."""

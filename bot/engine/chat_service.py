@@ -1,6 +1,7 @@
 """One customer turn: session, history window, tool loop, save, audit, summary."""
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -10,7 +11,7 @@ from time import perf_counter
 
 from bot import customer_texts
 from bot.actions.audit import proposal_fields
-from bot.actions.pending import CARD_MIRROR, ActionCard, pending_note
+from bot.actions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.engine.chat_errors import (
@@ -28,7 +29,8 @@ from bot.engine.summary import ConversationSummaryService, SummaryError
 from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.handoff.machine import HandoffEvent, IdleRule, step
-from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label
+from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label, transcript_post
+from bot.llm.types import Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobDone
@@ -43,9 +45,17 @@ from bot.sessions.store import (
 )
 from prompts.template import PromptTemplate
 from tools.execution import ToolTechnicalError
-from turn import ToolLoopError, TurnContext, TurnOutcome, Usage
+from tools.knowledge.citations import CitationCheck
+from turn import TEXT_INPUT, ToolLoopError, TurnContext, TurnInput, TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
+
+SPEECH_MARK = "[Голосовое сообщение, распознано автоматически; возможны ошибки распознавания] "
+"""Before a transcribed voice message, in the history: the model reads it as speech that
+may have been misheard (a product name, a number), and asks again where it matters."""
+PHOTO_MARK = "[Покупатель прислал фото]"
+"""Before a photo's caption, in the history: later turns know a photo was sent (the model
+sees the image itself only in the turn it came with)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +100,8 @@ class ChatLimits:
     lease_seconds: float
     wait_seconds: float
     max_message_chars: int = 4000
+    # How long a proposal waits for its button (ACTION_CONFIRM_SECONDS); None: no limit.
+    action_confirm_seconds: float | None = None
 
 
 """Told to the customer when a handoff ends (staff ``/close`` or idle)."""
@@ -116,6 +128,8 @@ class ChatService:
     model_name: str
     # None: handoff is off (no staff chat); the turns then ignore handoff state.
     handoff_idle: IdleRule | None = None
+    # Takes invented help-center links out of answers; None: no help center to check.
+    citations: CitationCheck | None = None
     _instruction: str = field(init=False)
     _locks: KeyedLocks = field(init=False, default_factory=KeyedLocks)
     _summaries_in_background: BackgroundSummaries = field(init=False)
@@ -133,6 +147,7 @@ class ChatService:
         held: JobContext,
         customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         """Answer one message; raises a :class:`ChatServiceError` subtype on failure.
 
@@ -142,7 +157,9 @@ class ChatService:
         onto the raised error (``audit_fields``), for the front end to write once
         it has told the customer. ``customer`` (Telegram with handoff on) lets the
         turn open or relay a handoff. ``stream`` (drafts, the console) sees the
-        answer as it is written; only the committed reply counts.
+        answer as it is written; only the committed reply counts. ``turn_input``
+        says what the customer sent: a voice message's ``text`` is its transcript,
+        kept in the history after :data:`SPEECH_MARK`; the audit gets the kind.
         """
         started = perf_counter()
         recorder = TurnAuditRecorder(
@@ -150,11 +167,19 @@ class ChatService:
             turn_id=context.turn_id,
             model=self.model_name,
             queue_ms=held.queue_ms,
+            turn_input=turn_input,
         )
         try:
-            question = self._validate_input(text, context.turn_id)
+            question = self._question(text, turn_input, context.turn_id)
             return await self._reply(
-                question, context, recorder, started, held, customer=customer, stream=stream
+                question,
+                context,
+                recorder,
+                started,
+                held,
+                customer=customer,
+                stream=stream,
+                turn_input=turn_input,
             )
         except ChatServiceError as error:
             failure = error
@@ -192,17 +217,25 @@ class ChatService:
         *,
         customer: HandoffTurn | None,
         stream: ReplyStream | None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         job = held.job
         locked = await self.store.held(
             context.conversation_key, held.token, held.session_version, held.session_data
         )
-        prepared, result, updated = await self._run(locked, question, context, recorder, stream)
+        prepared, result, updated = await self._run(
+            locked, question, context, recorder, stream, turn_input=turn_input
+        )
         card = _card_of(result)
         action_audit = _action_audit(locked.session, result, context)
         updated, staff, handoff_audit, note = self._handoff_steps(
             locked.session, updated, result, context, customer
         )
+        if turn_input.kind == "voice" and any(s.kind == "copy_to_topic" for s in staff):
+            # Staff following a waiting chat read what the voice message said.
+            at = next(i for i, s in enumerate(staff) if s.kind == "copy_to_topic") + 1
+            heard = question.removeprefix(SPEECH_MARK)
+            staff = (*staff[:at], transcript_post(heard), *staff[at:])
         if card is not None and updated.handoff == "waiting":
             # Staff following a waiting chat see what the customer is asked to confirm.
             staff += (StaffAction(kind="post", text=f"{CARD_MIRROR}{card.text}"),)
@@ -306,6 +339,8 @@ class ChatService:
         context: TurnContext,
         recorder: TurnAuditRecorder,
         stream: ReplyStream | None = None,
+        *,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> tuple[PreparedContext, ToolLoopResult, ConversationSession]:
         session = locked.session or ConversationSession.start(
             context.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
@@ -314,12 +349,35 @@ class ChatService:
             self._instruction, session.summary, session.messages, question
         )
         messages = prepared.messages
-        if session.pending_action is not None:
-            # The customer's «да» executes nothing: the model is told a button waits.
-            messages = (*messages[:-1], pending_note(session.pending_action), messages[-1])
+        if turn_input.images:
+            # The images go to the model in this request only; the history keeps the marker.
+            messages = (*messages[:-1], _with_images(messages[-1], turn_input))
+        pending = session.pending_action
+        if pending is not None:
+            # The customer's «да» executes nothing: the model is told a button waits,
+            # or, once its time ran out, that the card no longer does anything.
+            confirm_seconds = self.limits.action_confirm_seconds
+            lapsed = confirm_seconds is not None and is_expired(pending, _now(), confirm_seconds)
+            note = expired_note(pending) if lapsed else pending_note(pending)
+            messages = (*messages[:-1], note, messages[-1])
         result = await self.loop.run(messages, context, observer=recorder, stream=stream)
+        if self.citations is not None:
+            checked = self.citations(result.text)
+            if checked.removed:
+                # Neither the customer nor the history gets a link to a page that does not exist.
+                logger.warning(
+                    "Turn %s: %d invented help-center link(s) taken out of the answer",
+                    context.turn_id,
+                    checked.removed,
+                )
+                result = dataclasses.replace(result, text=checked.text)
         updated = session.with_turn(
-            question, result.text, _now(), self.prompt.version, turn_id=context.turn_id
+            question,
+            result.text,
+            _now(),
+            self.prompt.version,
+            turn_id=context.turn_id,
+            photos=tuple(image.file_id for image in turn_input.images),
         )
         if result.proposal is not None:
             # At most one pending action per chat: a new proposal replaces the old one.
@@ -481,6 +539,19 @@ class ChatService:
         except SessionStoreError as error:
             raise _translate_store_error(error, turn_id) from error
 
+    def _question(self, text: str, turn_input: TurnInput, turn_id: str) -> str:
+        """The customer's message as the history keeps it: a voice or a photo marked so."""
+        if turn_input.kind == "photo":
+            # A photo may come without a caption: the marker alone is the message then.
+            caption = replace_lone_surrogates(text).strip()
+            return (
+                f"{PHOTO_MARK} {self._validate_input(caption, turn_id)}" if caption else PHOTO_MARK
+            )
+        question = self._validate_input(text, turn_id)
+        if turn_input.kind == "voice":
+            return f"{SPEECH_MARK}{question}"
+        return question
+
     def _validate_input(self, text: str, turn_id: str) -> str:
         # A lone surrogate (a pasted line cut mid-character, bytes a terminal could not
         # decode) cannot be encoded for the model or stored; the rest of the text can.
@@ -597,3 +668,12 @@ def _translate_store_error(error: SessionStoreError, turn_id: str) -> ChatServic
     if isinstance(error, SessionLockTimeoutError):
         return ChatBusyError("the conversation is busy", turn_id)
     return ChatStorageError("session storage is unavailable", turn_id)
+
+
+def _with_images(message: Message, turn_input: TurnInput) -> Message:
+    """The customer's ``message`` with its images as image parts after its text."""
+    parts: list[dict[str, object]] = [{"type": "text", "text": message["content"]}]
+    parts.extend(
+        {"type": "image_url", "image_url": {"url": image.data_url}} for image in turn_input.images
+    )
+    return {**message, "content": parts}

@@ -1,5 +1,6 @@
 """The bounded tool loop: model, allowed tools, model again, at most ``max_steps`` times."""
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -9,7 +10,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from bot.actions.pending import PendingAction
-from bot.actions.proposals import propose
+from bot.actions.proposals import propose, propose_mcp, refuse_second
 from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
@@ -81,7 +82,7 @@ class ToolLoopResult:
     tool_calls_count: int
     tool_names: tuple[str, ...]
     audit_records: tuple[ToolExecutionRecord, ...]
-    # The write the model proposed this turn (the last one, if it proposed several).
+    # The write the model proposed this turn (one at most: a second is refused to the model).
     proposal: PendingAction | None = None
     # The model asked for a person this turn (the first request counts).
     handoff: HandoffRequest | None = None
@@ -99,7 +100,13 @@ class BoundedToolLoop:
       values, so the model may correct itself within the same step budget; timeouts
       and technical errors still end the turn;
     * a server that ignores ``parallel_tool_calls=False`` gets each of its calls
-      executed in order, within ``max_tool_calls`` executions per turn.
+      executed in order, within ``max_tool_calls`` executions per turn;
+    * a write tool becomes a proposal, one per turn: a second write call is answered
+      as a business error (``one_action_at_a_time``) and audited like any tool call.
+    * the whole turn (model calls, their streams, tools) ends within
+      ``deadline_seconds`` (``None``: no deadline), else ``ToolLoopError`` of kind
+      ``deadline``: a per-request timeout bounds only one wait, and a stream that
+      drips a piece (or a keep-alive) now and then never trips it.
     """
 
     client: ToolCallingClient
@@ -107,12 +114,15 @@ class BoundedToolLoop:
     executor: ToolExecutor
     max_steps: int = DEFAULT_MAX_STEPS
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    deadline_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_steps <= 5:
             raise ValueError("max_steps must be between 1 and 5")
         if self.max_tool_calls < 1:
             raise ValueError("max_tool_calls must be positive")
+        if self.deadline_seconds is not None and not self.deadline_seconds > 0:
+            raise ValueError("deadline_seconds must be positive")
 
     async def run(
         self,
@@ -131,6 +141,25 @@ class BoundedToolLoop:
         ``stream`` is told each step's text as the model writes it, and the tools
         a step asks for before they run.
         """
+        deadline = asyncio.timeout(self.deadline_seconds)
+        try:
+            async with deadline:
+                return await self._run(messages, context, observer, stream)
+        except TimeoutError as error:
+            if not deadline.expired():
+                raise
+            raise ToolLoopError(
+                f"the turn ran past its deadline of {self.deadline_seconds:g} s",
+                TurnOutcome.DEADLINE,
+            ) from error
+
+    async def _run(
+        self,
+        messages: Sequence[Message],
+        context: TurnContext,
+        observer: ToolLoopObserver | None,
+        stream: ReplyStream | None,
+    ) -> ToolLoopResult:
         conversation = list(messages)
         schemas = self.registry.api_schemas()
         llm_results: list[LLMResult] = []
@@ -188,7 +217,7 @@ class BoundedToolLoop:
                 built = _build_result(_require_text(result), llm_results, audit_records)
                 return replace(
                     built,
-                    proposal=proposals[-1] if proposals else None,
+                    proposal=proposals[0] if proposals else None,
                     handoff=handoffs[0] if handoffs else None,
                 )
             raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
@@ -209,11 +238,29 @@ class BoundedToolLoop:
     ) -> str:
         try:
             write = self.registry.write_tool(tool_call.name)
-            if write is None:
+            mcp = self.registry.mcp_tool(tool_call.name)
+            if mcp is not None and mcp.confirm:
+                # A shop's tool that may change something: a proposal, as a write tool's
+                # (one action at a time, as for the write tools below).
+                proposal = (
+                    refuse_second(mcp.name, tool_call, server=mcp.server)
+                    if proposals
+                    else await propose_mcp(mcp, tool_call, context)
+                )
+                if proposal.action is not None:
+                    proposals.append(proposal.action)
+                execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
+            elif write is None:
                 execution = await self.executor.execute(tool_call, context)
             else:
                 # A write changes nothing now: it becomes a proposal the customer confirms.
-                proposal = await propose(write, tool_call, context)
+                # One action at a time: the customer gets one card per turn, so a second
+                # write is the tool's "no", with a code the model can explain.
+                proposal = (
+                    refuse_second(write.name, tool_call)
+                    if proposals
+                    else await propose(write, tool_call, context)
+                )
                 if proposal.action is not None:
                     proposals.append(proposal.action)
                 execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
@@ -233,6 +280,7 @@ class BoundedToolLoop:
             observer.on_tool_executed(step, execution.audit)
         if (
             write is None
+            and mcp is None
             and execution.audit.status == ToolStatus.SUCCESS
             and self.registry.get(tool_call.name).hands_off
         ):
@@ -249,7 +297,12 @@ def _rejection_content(error: ToolExecutionError, tool_names: Sequence[str]) -> 
         )
     else:
         code = "invalid_arguments"
-        message = _describe_validation(error.__cause__)
+        problems = error.problems if isinstance(error, ToolArgumentsError) else ()
+        message = (
+            "Invalid arguments. " + "; ".join(problems) + ". Fix them and call the tool again."
+            if problems
+            else _describe_validation(error.__cause__)
+        )
     return json.dumps(
         {"ok": False, "error": {"code": code, "message": message}}, ensure_ascii=False
     )

@@ -15,6 +15,11 @@ from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramForbiddenError
 from redis.exceptions import RedisError
 
+from bot.analysis.analyzer import AnalysisOutcome
+from bot.analysis.model import RequestAnalysis
+from bot.analysis.render import render_analysis
+from bot.analysis.schedule import idle_of
+from bot.analysis.service import ConversationAnalysis
 from bot.handoff.staff_actions import StaffAction
 from bot.handoff.topics import TopicDirectory
 from bot.ops.log_context import chat_label
@@ -54,11 +59,16 @@ def build_header(
     reason: str,
     label: str,
     incidents: list[str],
+    analysis: RequestAnalysis | None = None,
 ) -> str:
-    """What staff read first in a topic: who, why, summary, last exchanges, incident codes."""
+    """What staff read first in a topic: who, why, the analysis (what it is about, how the
+    customer feels, what to do first), summary, last exchanges, incident codes."""
     lines = [f"Клиент: {name or 'без имени'}" + (f" (@{username})" if username else "")]
     lines.append(f"Метка: {label}")
     lines.append(f"Причина: {reason}")
+    if analysis is not None:
+        lines.append("Анализ обращения:")
+        lines.extend(f"  {line}" for line in render_analysis(analysis))
     summary = session.summary if session is not None else None
     lines.append(f"Краткое содержание: {summary or '—'}")
     recent = session.messages[-_HEADER_MESSAGES:] if session is not None else ()
@@ -75,11 +85,20 @@ def build_header(
 class StaffDesk:
     """Performs the relay steps of a delivered outbox entry in the staff chat."""
 
-    def __init__(self, *, bot: Bot, topics: TopicDirectory, sessions: SessionStore) -> None:
+    def __init__(
+        self,
+        *,
+        bot: Bot,
+        topics: TopicDirectory,
+        sessions: SessionStore,
+        analysis: ConversationAnalysis | None = None,
+    ) -> None:
         self._bot = bot
         self._topics = topics
         self._sessions = sessions
         self._staff = topics.staff_chat_id
+        # ANALYSIS=on: the topic's first message starts from the conversation's analysis.
+        self._analysis = analysis
 
     async def perform(self, conversation_key: str, entry: OutboxEntry) -> None:
         """Run ``entry``'s staff steps in order, then note the activity; never raises."""
@@ -189,7 +208,28 @@ class StaffDesk:
             reason=action.text or "—",
             label=short_pseudonym(conversation_key),
             incidents=await self._topics.recent_failures(conversation_key),
+            analysis=await self._analysed(conversation_key, session),
         )
+
+    async def _analysed(
+        self, conversation_key: str, session: ConversationSession | None
+    ) -> RequestAnalysis | None:
+        """The analysis of the conversation as it is now: the stored one when it is of this
+        very state, else made now (bounded by ``ANALYSIS_TIMEOUT_SECONDS``; the customer's
+        reply is out already). ``None`` when off or failed: the header goes without it."""
+        if self._analysis is None or session is None or not session.messages:
+            return None
+        try:
+            stored = await self._analysis.schedule.latest(conversation_key)
+        except RedisError:
+            stored = None
+        if stored is not None and stored.idle == idle_of(session):
+            return stored.analysis
+        chat_id = telegram_chat_id(conversation_key)
+        outcome = await self._analysis.idle.analyse(
+            conversation_key, str(chat_id) if chat_id is not None else conversation_key, session
+        )
+        return outcome.analysis if isinstance(outcome, AnalysisOutcome) else None
 
     async def _copy_to_customer(
         self, conversation_key: str, entry: OutboxEntry, action: StaffAction

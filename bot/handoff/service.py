@@ -15,9 +15,15 @@ from typing import Literal
 
 from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
-from bot.engine.chat_service import IDLE_TOPIC_NOTE, ChatService, closed_entry
+from bot.engine.chat_service import IDLE_TOPIC_NOTE, SPEECH_MARK, ChatService, closed_entry
 from bot.handoff.machine import HandoffEvent, IdleRule, step
-from bot.handoff.staff_actions import HandoffTurn, StaffAction, Trigger, staff_label
+from bot.handoff.staff_actions import (
+    HandoffTurn,
+    StaffAction,
+    Trigger,
+    staff_label,
+    transcript_post,
+)
 from bot.handoff.topics import TopicDirectory
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry
@@ -148,19 +154,35 @@ class HandoffService:
         )
 
     async def customer_message(
-        self, conversation_key: str, job: JobContext, message_id: int, text: str | None
+        self,
+        conversation_key: str,
+        job: JobContext,
+        message_id: int,
+        text: str | None,
+        *,
+        transcript: str | None = None,
     ) -> JobDone:
-        """In ``human`` state: keep the message in the history, copy it to the topic."""
+        """In ``human`` state: keep the message in the history, copy it to the topic.
+
+        A voice message's ``transcript`` goes to the topic after its copy, and into
+        the history (marked as recognised speech) instead of its missing text.
+        """
         step(self.state(job), HandoffEvent.CUSTOMER_WRITES)
+        staff: tuple[StaffAction, ...] = (StaffAction(kind="copy_to_topic", message_id=message_id),)
+        if transcript:
+            staff += (transcript_post(transcript),)
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=job.job.turn_id,
             chat_id=job.job.chat_id,
             format="none",
             text="",
-            staff=(StaffAction(kind="copy_to_topic", message_id=message_id),),
+            staff=staff,
         )
-        content = text if text else "[Клиент отправил вложение без текста.]"
+        if transcript:
+            content = f"{SPEECH_MARK}{transcript}"
+        else:
+            content = text if text else "[Клиент отправил вложение без текста.]"
         return await self.chat.commit_without_turn(
             conversation_key,
             job,

@@ -42,6 +42,15 @@ class HandoffTurn:
     message_id: int
 
 
+TRANSCRIPT_LABEL = "🎤 Расшифровка голосового сообщения (возможны ошибки распознавания):"
+"""Before a voice message's transcript in the customer's topic (staff read it, or listen)."""
+
+
+def transcript_post(transcript: str) -> StaffAction:
+    """The step that posts a voice message's ``transcript`` to the topic, after its copy."""
+    return StaffAction(kind="post", text=f"{TRANSCRIPT_LABEL}\n{transcript}")
+
+
 def staff_label(trigger: Trigger, reason: str = "") -> str:
     """The handoff's cause as staff read it in the header (categories, no customer text)."""
     return f"{trigger}/{reason}" if reason else trigger

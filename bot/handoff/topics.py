@@ -18,6 +18,12 @@ from bot.storage.scripts.handoff import Postpone, RecordFailure
 
 _FAILED_TTL_SECONDS = 7 * 24 * 3600
 _FAILED_KEPT = 5
+TOPIC_TTL_SECONDS = 30 * 24 * 3600
+"""How long a topic mapping outlives the handoff's last activity (both directions).
+
+Renewed by every handoff step; past it (the conversation's session is long gone by
+then) the next handoff of the customer opens a new topic.
+"""
 
 
 @dataclass(eq=False)
@@ -45,7 +51,7 @@ class TopicDirectory:
         legacy = await self.redis.get(keys.topic)
         if legacy is None or await self.conversation_of(int(legacy)) != conversation_key:
             return None
-        await self.redis.set(keys.topic_in(self.staff_chat_id), legacy)
+        await self.redis.set(keys.topic_in(self.staff_chat_id), legacy, ex=TOPIC_TTL_SECONDS)
         return int(legacy)
 
     async def conversation_of(self, thread_id: int) -> str | None:
@@ -57,18 +63,33 @@ class TopicDirectory:
 
     async def bind(self, conversation_key: str, thread_id: int, *, old: int | None) -> None:
         """Make ``thread_id`` the customer's topic; a replaced topic maps to nobody any more."""
-        await self.redis.set(self.keys.staff_topic(self.staff_chat_id, thread_id), conversation_key)
         await self.redis.set(
-            self.keys.conversation(conversation_key).topic_in(self.staff_chat_id), str(thread_id)
+            self.keys.staff_topic(self.staff_chat_id, thread_id),
+            conversation_key,
+            ex=TOPIC_TTL_SECONDS,
+        )
+        await self.redis.set(
+            self.keys.conversation(conversation_key).topic_in(self.staff_chat_id),
+            str(thread_id),
+            ex=TOPIC_TTL_SECONDS,
         )
         if old is not None and old != thread_id:
             await self.redis.delete(self.keys.staff_topic(self.staff_chat_id, old))
 
     async def touch(self, conversation_key: str, at_ms: int) -> None:
-        """A handed-off conversation had activity at ``at_ms``."""
+        """A handed-off conversation had activity at ``at_ms``; its topic mapping is renewed."""
         await self.redis.zadd(
             self.keys.open_handoffs(self.staff_chat_id), {conversation_key: at_ms}
         )
+        forward = self.keys.conversation(conversation_key).topic_in(self.staff_chat_id)
+        thread = await self.redis.get(forward)
+        if thread is None:
+            return
+        # Reverse first, as bind writes them: a forward mapping never outlives its reverse.
+        await self.redis.expire(
+            self.keys.staff_topic(self.staff_chat_id, int(thread)), TOPIC_TTL_SECONDS
+        )
+        await self.redis.expire(forward, TOPIC_TTL_SECONDS)
 
     async def ended(self, conversation_key: str) -> None:
         """The conversation is back with the bot: no idle check for it."""

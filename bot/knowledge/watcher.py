@@ -119,6 +119,10 @@ class KnowledgeWatcher:
         """Stop watching (a rebuild in its thread finishes on its own)."""
         if self._sighup:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            # Removing the handler restores the default, which ends the process: a
+            # SIGHUP during shutdown must not cut it short.
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
             self._sighup = False
         if self._task is not None:
             self._task.cancel()

@@ -16,6 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from bot.analysis.model import DEFAULT_CATEGORIES, SENTIMENTS
+from bot.audit.analysis import ANALYSED, AnalysisAuditEntry
 from bot.audit.schema import (
     TOOL_NAME,
     TYPE,
@@ -45,6 +47,9 @@ from bot.llm.types import (
     ToolDefinition,
 )
 from turn import TurnOutcome
+
+ANALYSIS_OUTCOMES = ("contained", "handed_off", "unresolved")
+"""How an analysed conversation ended, as the ``analyses`` metric labels it."""
 
 NAMESPACE = "support"
 
@@ -101,9 +106,17 @@ def model_error_kind(error: LLMClientError) -> str:
 class BotMetrics:
     """The bot's metrics, registered in ``registry``; the methods are the recording seams."""
 
-    def __init__(self, registry: CollectorRegistry, *, known_tools: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        known_tools: Iterable[str] = (),
+        known_categories: Iterable[str] = DEFAULT_CATEGORIES,
+    ) -> None:
         self.registry = registry
         self._known_tools = frozenset(known_tools)
+        # The shop's analysis categories: the only label values a category may take.
+        self._known_categories = frozenset(known_categories)
         self._callbacks = _CallbackCollector()
         registry.register(self._callbacks)
         # Every metric in the bot's namespace and in ``registry``.
@@ -167,6 +180,41 @@ class BotMetrics:
             ["score"],
         )
         self.feedback_asked = counter("feedback_asked", "Satisfaction questions sent to customers.")
+        self.analyses = counter(
+            "analyses",
+            "Analysed conversations by category and how they ended: contained (resolved by "
+            "the bot alone), handed_off (a person took part), unresolved; failed analyses "
+            "count with category 'none'.",
+            ["category", "outcome"],
+        )
+        self.analysis_sentiment = counter(
+            "analysis_sentiment",
+            "Analysed conversations by the customer's sentiment.",
+            ["sentiment"],
+        )
+        self.transcriptions = counter(
+            "transcriptions", "Voice messages transcribed (the transcript became a turn)."
+        )
+        self.transcription_seconds = histogram(
+            "transcription_duration_seconds",
+            "Time of one transcription request, successful or not.",
+            buckets=MODEL_BUCKETS,
+        )
+        self.transcribed_audio_seconds = counter(
+            "transcribed_audio_seconds", "Seconds of voice messages transcribed."
+        )
+        self.media_refusals = counter(
+            "media_refusals",
+            "Voice messages and photos not taken, by reason: the customer is asked to write "
+            "instead (while a person answers, a voice message goes to staff untranscribed).",
+            ["kind", "reason"],
+        )
+        self.images_to_model = counter("images_to_model", "Images sent to the model in turns.")
+        for sentiment in SENTIMENTS:
+            self.analysis_sentiment.labels(sentiment=sentiment)
+        for category in self._known_categories:
+            for outcome in ANALYSIS_OUTCOMES:
+                self.analyses.labels(category=category, outcome=outcome)
         for score in range(1, 6):
             self.feedback.labels(score=str(score))
         for trigger in HANDOFF_TRIGGERS:
@@ -196,6 +244,17 @@ class BotMetrics:
         label = tool if tool in self._known_tools else UNKNOWN_TOOL
         self.actions.labels(tool=label, event=event).inc()
 
+    def record_transcription(self, *, seconds: float, audio_seconds: int, ok: bool) -> None:
+        """One transcription request took ``seconds``; ``ok``: it gave words for a turn."""
+        self.transcription_seconds.observe(seconds)
+        if ok:
+            self.transcriptions.inc()
+            self.transcribed_audio_seconds.inc(audio_seconds)
+
+    def record_media_refusal(self, kind: str, reason: str) -> None:
+        """A ``kind`` (``voice``, ``photo``) message refused for ``reason``."""
+        self.media_refusals.labels(kind=kind, reason=reason).inc()
+
     def retried(self, operation: str) -> None:
         """One more attempt of ``operation`` after a failure (the :mod:`bot.ops.retry` counter)."""
         self.retries.labels(operation=operation).inc()
@@ -206,6 +265,22 @@ class BotMetrics:
             self.feedback_asked.inc()
         elif event == "answered" and score in {"1", "2", "3", "4", "5"}:
             self.feedback.labels(score=score).inc()
+
+    def record_analysis(self, entry: AnalysisAuditEntry) -> None:
+        """One analysis (or its failure), by category and how the conversation ended."""
+        if entry.event != ANALYSED:
+            self.analyses.labels(category="none", outcome="failed").inc()
+            return
+        category = entry.category if entry.category in self._known_categories else "other"
+        if entry.person:
+            outcome = "handed_off"
+        elif entry.resolved:
+            outcome = "contained"
+        else:
+            outcome = "unresolved"
+        self.analyses.labels(category=category, outcome=outcome).inc()
+        if entry.sentiment in SENTIMENTS:
+            self.analysis_sentiment.labels(sentiment=entry.sentiment).inc()
 
     def record_handoff(self, entry: HandoffAuditEntry) -> None:
         """One handoff step (its audit entry): opened, first staff reply, or closed."""
@@ -283,6 +358,9 @@ class MetricsAuditSink:
                 continue
             if fields.get(TYPE) == EntryType.FEEDBACK:
                 self._metrics.record_feedback(fields.get("event", ""), fields.get("score", ""))
+                continue
+            if fields.get(TYPE) == EntryType.ANALYSIS:
+                self._metrics.record_analysis(AnalysisAuditEntry.from_fields(fields))
                 continue
             entry = read_entry(fields)
             if isinstance(entry, TurnAuditEntry):

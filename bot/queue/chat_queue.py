@@ -86,6 +86,7 @@ class ChatQueue:
         self._lease_ms = max(1, int(lease_seconds * 1000))
         self._outbox_ttl = outbox_ttl_seconds
         self._quarantine_ttl = quarantine_ttl_seconds or outbox_ttl_seconds
+        self._redis = redis
         self._scripts = Scripts(redis)
         self._retries = retries
 
@@ -231,6 +232,30 @@ class ChatQueue:
             lambda: self._scripts.run(Release(chat=keys, token=token, unrun_job_id=unrun_job_id)),
             within=self._bookkeeping_seconds,
             operation="queue_release",
+            counter=self._retries,
+        )
+
+    async def outstanding(self, conversation_key: str, job_raw: str, job_id: str) -> bool:
+        """Whether the job will still be answered: queued, or its reply in the outbox.
+
+        Waits out a short Redis outage (read-only commands, safe to repeat). Asked
+        by a worker that lost Redis before it could store a job's outcome: a job
+        Redis kept runs again; one it lost (restarted empty) never will.
+        """
+        keys = self.keys(conversation_key)
+
+        async def look() -> bool:
+            # The queue first: a commit moves the job from the queue to the outbox in
+            # one script, so reading in this order cannot miss it in between.
+            if await self._redis.lpos(keys.queue, job_raw) is not None:
+                return True
+            return bool(await self._redis.hexists(keys.outbox, job_id))
+
+        return await until_redis_answers(
+            "Looking up a job whose outcome was not stored",
+            look,
+            within=self._bookkeeping_seconds,
+            operation="queue_outstanding",
             counter=self._retries,
         )
 

@@ -1,7 +1,9 @@
 """Intake: an accepted update is in Redis before Telegram is told it arrived.
 
 One script under the chat's hash tag de-duplicates the update id, applies
-flood control and the daily turn budget, and appends the job to the chat's
+flood control (charged at the message's own time, so a backlog taken in at
+once after an outage is no burst; button presses are not charged) and the
+daily turn budget, and appends the job to the chat's
 FIFO queue, atomically; it is safe to run twice (a redelivered update, or a
 retried command, finds its ``seen`` mark and changes nothing). Then a signal
 on the work stream tells workers the chat has work; that is a second key (of
@@ -30,6 +32,8 @@ from bot.storage.scripts.intake import Accept, StaffFlood
 logger = logging.getLogger(__name__)
 
 SEEN_TTL_SECONDS = 24 * 3600
+DEFAULT_BACKLOG_SECONDS = 24 * 3600
+"""How old a message's date may be and still count (Telegram keeps an update for 24 hours)."""
 _DAY_COUNTER_TTL_SECONDS = 2 * 24 * 3600
 
 
@@ -52,11 +56,16 @@ class IntakeVerdict(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FloodLimits:
-    """A burst of ``burst`` messages, then one per ``interval_seconds``; ``daily_turns`` a day."""
+    """A burst of ``burst`` messages, then one per ``interval_seconds``; ``daily_turns`` a day.
+
+    Charged at each message's own time (Telegram's ``date``), believed as far back
+    as ``backlog_seconds`` before Redis's clock and never ahead of it.
+    """
 
     burst: int
     interval_seconds: float
     daily_turns: int
+    backlog_seconds: float = DEFAULT_BACKLOG_SECONDS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +91,9 @@ class IncomingUpdate:
     staff: StaffSender | None = None
     # Whether ``CHAT_QUEUE_MAX`` applies (a block or an unblock must never be dropped).
     capped: bool = True
+    # When the customer wrote it (Telegram's ``date``, ms): the flood limit is charged
+    # then, so a backlog taken in at once is no burst. ``None``: at intake.
+    sent_ms: int | None = None
 
 
 @dataclass(eq=False)
@@ -108,7 +120,7 @@ class Intake:
     async def accept(self, update: IncomingUpdate) -> IntakeVerdict:
         """Queue ``update`` in its chat (once, whatever the number of deliveries)."""
         if update.staff is not None:
-            staff_verdict = await self._staff_flood(update.update_id, update.staff)
+            staff_verdict = await self._staff_flood(update.update_id, update.staff, update.sent_ms)
             if staff_verdict is not IntakeVerdict.QUEUED:
                 if staff_verdict is IntakeVerdict.RATE_WARN:
                     logger.warning(
@@ -156,6 +168,8 @@ class Intake:
                 queue_cap=self.queue_max if update.capped else 0,
                 full_notice=full_notice,
                 full_mark_ttl=SEEN_TTL_SECONDS,
+                sent_ms=update.sent_ms or 0,
+                backlog_ms=int(self.limits.backlog_seconds * 1000),
             )
         )
         verdict = IntakeVerdict(text_of(reply[0]))
@@ -192,7 +206,9 @@ class Intake:
         )
         return True
 
-    async def _staff_flood(self, update_id: int, sender: StaffSender) -> IntakeVerdict:
+    async def _staff_flood(
+        self, update_id: int, sender: StaffSender, sent_ms: int | None
+    ) -> IntakeVerdict:
         """The staff member's bucket in the staff group (the same verdict on a redelivery)."""
         limits = self.staff_limits
         if limits is None:
@@ -204,6 +220,8 @@ class Intake:
                 seen_ttl=SEEN_TTL_SECONDS,
                 burst=limits.burst,
                 interval_ms=limits.interval_seconds * 1000,
+                sent_ms=sent_ms or 0,
+                backlog_ms=int(limits.backlog_seconds * 1000),
             )
         )
         return IntakeVerdict(text_of(reply))

@@ -11,7 +11,7 @@ worker commits (pop and outbox) before delivering. Never a send.
 from dataclasses import dataclass
 
 from bot.handoff.staff_actions import StaffAction
-from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob
+from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob, ReplyKeyboardKind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,14 +48,16 @@ class PlainReply:
     """The bot's own text for the customer (and a failed turn's audit entries).
 
     ``staff`` are handoff relay steps the worker runs after delivering it;
-    ``card_edit`` a message of the bot's to rewrite first. An empty ``text``
-    sends nothing (an edit and audit entries only).
+    ``card_edit`` a message of the bot's to rewrite first; ``reply_keyboard`` a
+    reply keyboard sent with the text. An empty ``text`` sends nothing (an edit
+    and audit entries only).
     """
 
     text: str
     audit: tuple[dict[str, str], ...] = ()
     staff: tuple[StaffAction, ...] = ()
     card_edit: CardEdit | None = None
+    reply_keyboard: ReplyKeyboardKind | None = None
 
 
 JobResult = JobDone | PlainReply

@@ -11,6 +11,9 @@ from bot.handoff.staff_actions import StaffAction
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 
+ReplyKeyboardKind = Literal["contact", "remove"]
+"""The reply keyboards the bot sends: «share my number» (``contact``), or none (``remove``)."""
+
 
 class Notice(StrEnum):
     """Jobs intake decides on its own (no model, no handler): texts, and the idle check."""
@@ -87,6 +90,9 @@ class OutboxEntry(BaseModel):
     superseded: str | None = None
     # The satisfaction question, sent instead of a text; its ``asked`` audit only if sent.
     question: FeedbackQuestion | None = None
+    # A reply keyboard sent with the text: the button that shares the customer's own
+    # contact (account linking), or its removal once linked.
+    reply_keyboard: ReplyKeyboardKind | None = None
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

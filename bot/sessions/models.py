@@ -33,6 +33,9 @@ class StoredMessage(BaseModel):
     # The outcome of a confirmed (or declined, expired) action, told by the application:
     # the model reads it as what happened, not as something it said.
     action_id: str | None = None
+    # Telegram's file ids of the photos this customer message carried (never the images):
+    # its content holds a marker the model reads, these are for staff and actions.
+    photos: tuple[str, ...] = ()
 
 
 class ConversationSession(BaseModel):
@@ -59,6 +62,9 @@ class ConversationSession(BaseModel):
     handoff_activity: datetime | None = None
     # A write the model proposed that waits for the customer's button (at most one).
     pending_action: PendingAction | None = None
+    # The shop's own id of this customer, found by the phone number of a contact the
+    # customer shared themselves (account linking); tools bind it, the model never sees it.
+    shop_customer_id: str | None = None
 
     @classmethod
     def start(
@@ -80,13 +86,21 @@ class ConversationSession(BaseModel):
         now: datetime,
         prompt_version: str,
         turn_id: str | None = None,
+        *,
+        photos: tuple[str, ...] = (),
     ) -> "ConversationSession":
-        """This session plus one question/answer pair."""
+        """This session plus one question/answer pair (``photos``: the question's file ids)."""
         return self.model_copy(
             update={
                 "messages": (
                     *self.messages,
-                    StoredMessage(role="user", content=question, created_at=now, turn_id=turn_id),
+                    StoredMessage(
+                        role="user",
+                        content=question,
+                        created_at=now,
+                        turn_id=turn_id,
+                        photos=photos,
+                    ),
                     StoredMessage(
                         role="assistant", content=answer, created_at=now, turn_id=turn_id
                     ),
@@ -148,6 +162,10 @@ class ConversationSession(BaseModel):
         if role == "staff" and self.staff_replied_at is None:
             update["staff_replied_at"] = now
         return self.model_copy(update=update)
+
+    def with_shop_customer(self, customer_id: str, now: datetime) -> "ConversationSession":
+        """This conversation linked to the shop's customer ``customer_id``."""
+        return self.model_copy(update={"shop_customer_id": customer_id, "updated_at": now})
 
     def with_pending_action(self, action: PendingAction | None) -> "ConversationSession":
         """This session waiting for ``action`` (``None``: waiting for nothing)."""

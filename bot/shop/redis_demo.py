@@ -80,8 +80,9 @@ class RedisDemoShop:
         reason: str,
         *,
         idempotency_key: str,
+        photos: tuple[str, ...] = (),
     ) -> WriteReceipt:
-        """Open a return for delivered items within their return period."""
+        """Open a return for delivered items within their return period, with ``photos``."""
 
         def change(order: OrderView) -> WriteReceipt:
             check_returnable(order, items, self._seed, self._clock().date())
@@ -94,6 +95,7 @@ class RedisDemoShop:
                         "status_text": f"Оформлен возврат {return_id}",
                         "return_id": return_id,
                         "return_items": items,
+                        "return_photos": photos,
                     },
                 ),
                 return_id=return_id,
@@ -109,6 +111,14 @@ class RedisDemoShop:
             {"delivery_address": address}, refused="address_not_changeable"
         )
         return await self._write(customer, order_id, idempotency_key, change)
+
+    async def receipt(self, customer: Customer, idempotency_key: str) -> WriteReceipt | None:
+        """The receipt stored with the write under ``idempotency_key``; ``None``: not applied.
+
+        The receipt is stored by the same script that changes the order, so it
+        exists exactly when the change was made.
+        """
+        return await self._receipt(self._keys.shop_done(customer.key, idempotency_key))
 
     def _before_delivery(
         self, update: dict[str, object], *, refused: str

@@ -21,14 +21,17 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{<conv>}:quarantine:outbox``    | hash   | SESSION_ARCHIVE_TTL | bad outbox     | staff    |
 | ``{<conv>}:attempts``             | hash   | SESSION_TTL_SECONDS | worker         | worker   |
 | ``{<conv>}:released``             | string | SESSION_LEASE_SECS  | worker         | worker   |
+| ``{<conv>}:redriven:<turn id>``   | string | 30 days             | staff CLI      | staff CLI|
 | ``{<conv>}:cards``                | hash   | SESSION_TTL_SECONDS | delivery       | delivery |
-| ``{<conv>}:topic:<staff chat>``   | string | none                | handoff        | handoff  |
+| ``{<conv>}:topic:<staff chat>``   | string | 30 days (renewed)   | handoff        | handoff  |
 | ``{<conv>}:topic`` (before #22)   | string | none                | (old versions) | handoff  |
 | ``{<conv>}:failed``               | list   | 7 days              | failed turns   | handoff  |
 | ``{<conv>}:failed_streak``        | set    | 7 days              | turns          | handoff  |
 | ``{<conv>}:csat``                 | hash   | max(interval, 7 d)  | CSAT ask/press | CSAT     |
 | ``{<conv>}:analysis``             | hash   | SESSION_TTL_SECONDS | analysis       | staff    |
-| ``{staff:<chat>}:topic:<thread>`` | string | none                | handoff        | intake   |
+| ``{<conv>}:action:<action id>``   | string | SESSION_ARCHIVE_TTL | action press   | press    |
+| ``{<conv>}:album:<group id>``     | string | 24 h                | photo turn     | photos   |
+| ``{staff:<chat>}:topic:<thread>`` | string | 30 days (renewed)   | handoff        | intake   |
 | ``{staff:<chat>}:seen:<update id>`` | string | 24 h            | intake         | intake   |
 | ``{staff:<chat>}:flood:<user id>`` | hash   | burst x interval   | intake         | intake   |
 | ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
@@ -180,6 +183,10 @@ class ConversationKeys:
         """Confirmation cards sent to the chat (hash: action id -> message id), to edit later."""
         return f"{self.base}:cards"
 
+    def action_run(self, action_id: str) -> str:
+        """A confirmed action's call has started (string ``executing``; see bot/actions/runs.py)."""
+        return f"{self.base}:action:{action_id}"
+
     @property
     def csat(self) -> str:
         """The satisfaction question's state (hash: when last asked, the open question, its
@@ -193,6 +200,10 @@ class ConversationKeys:
         :mod:`bot.analysis.schedule`)."""
         return f"{self.base}:analysis"
 
+    def album(self, media_group_id: str) -> str:
+        """Which queued photos of album ``media_group_id`` one turn took (JSON: leader, members)."""
+        return f"{self.base}:album:{media_group_id}"
+
     @property
     def attempts(self) -> str:
         """How often each queued job was handed to a worker (hash, see bot.queue.chat_queue)."""
@@ -203,6 +214,10 @@ class ConversationKeys:
         """The token of the worker that last handed the chat back once all was done (string,
         one lease long): a repeated ``delivered`` finds its own release there."""
         return f"{self.base}:released"
+
+    def redriven(self, turn_id: str) -> str:
+        """Set once the dead letter of ``turn_id`` was queued again (a retry runs it once)."""
+        return f"{self.base}:redriven:{turn_id}"
 
 
 @dataclass(frozen=True, slots=True)

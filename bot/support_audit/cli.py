@@ -26,16 +26,25 @@ from pydantic import ValidationError
 from bot.audit.actions import action_stats, action_steps, step_json
 from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
+from bot.audit.analysis import analysis_stats
+from bot.audit.analysis import stats_json as analysis_stats_json
 from bot.audit.feedback import feedback_stats
 from bot.audit.feedback import stats_json as feedback_stats_json
 from bot.audit.feedback import stats_lines as feedback_stats_lines
 from bot.audit.handoffs import handoff_stats, open_handoffs
 from bot.audit.knowledge_gaps import knowledge_gaps, search_share
 from bot.audit.pseudonym import chat_pseudonym, is_pseudonym
+from bot.audit.schema import TYPE, EntryType
 from bot.audit.stats import compute_stats
-from bot.audit.stream import AuditStreamError, EntryFilter, StreamEntry, stream_id_at
+from bot.audit.stream import (
+    AuditStreamError,
+    EntryFilter,
+    StreamEntry,
+    stream_id_at,
+    stream_id_time,
+)
 from bot.ops.local_redis import LocalRedisError, redis_or_private
-from bot.queue.dead_letters import read_dead_letters
+from bot.queue.dead_letters import drop_dead_letter, read_dead_letters, retry_dead_letter
 from bot.settings import AuditSettings, HandoffSettings, RedisSettings
 from bot.storage.connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
 from bot.storage.keys import RedisKeys
@@ -45,12 +54,15 @@ from bot.support_audit.reader import AuditStreamReader
 from bot.support_audit.render import (
     EntryTable,
     action_lines,
+    analysed_lines,
+    analysis_lines,
     dead_letter_lines,
     field_lines,
     handoff_lines,
     json_line,
     knowledge_gap_lines,
     print_json_lines,
+    printable,
     stats_json,
     stats_lines,
 )
@@ -185,7 +197,9 @@ def _build_parser() -> _Parser:
     tail.add_argument("--chat", help="only this chat (real id or pseudonym)")
     tail.add_argument("--tool", help="only this tool (and turns that called it)")
     tail.add_argument("--status", help="only this tool status or turn outcome")
-    tail.add_argument("--type", choices=("tool", "turn", "handoff", "action"), dest="entry_type")
+    tail.add_argument(
+        "--type", choices=("tool", "turn", "handoff", "action", "link"), dest="entry_type"
+    )
     tail.add_argument("--since", help="only entries after this: 15m, 1h, 2d, 1w or ISO-8601")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.set_defaults(run=_tail)
@@ -217,6 +231,12 @@ def _build_parser() -> _Parser:
             "7d",
             _knowledge_gaps,
         ),
+        (
+            "analysis",
+            "analysed conversations: category, sentiment, urgency, resolved; never text",
+            "7d",
+            _analysis,
+        ),
     )
     for name, help_text, since, run in reports:
         report = commands.add_parser(name, parents=[common], help=help_text)
@@ -224,6 +244,8 @@ def _build_parser() -> _Parser:
         # stats prints one object; the others a row a line.
         json_help = "one JSON object" if name == "stats" else "one JSON object per line"
         report.add_argument("--json", action="store_true", help=json_help)
+        if name == "analysis":
+            report.add_argument("--category", help="only this category (e.g. return)")
         report.set_defaults(run=run)
 
     export = commands.add_parser(
@@ -258,6 +280,17 @@ def _build_parser() -> _Parser:
     )
     dead_letters.add_argument("--json", action="store_true", help="one JSON object per line")
     dead_letters.set_defaults(run=_dead_letters)
+    letter_actions = dead_letters.add_subparsers(dest="letter_action", parser_class=_Parser)
+    retry = letter_actions.add_parser(
+        "retry", parents=[common], help="queue the message again in its chat (a new incident code)"
+    )
+    retry.add_argument("incident", help="the dead letter's incident code")
+    retry.set_defaults(run=_retry_dead_letter)
+    drop = letter_actions.add_parser(
+        "drop", parents=[common], help="forget the dead letter and the message kept with it"
+    )
+    drop.add_argument("incident", help="the dead letter's incident code")
+    drop.set_defaults(run=_drop_dead_letter)
     return parser
 
 
@@ -365,7 +398,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         rolled = index.stats(period.since)
         stats, handoff, searches = rolled.stats, rolled.handoffs, rolled.searches
         actions, read = rolled.actions, rolled.entries
-        feedback = rolled.feedback
+        feedback, analysis = rolled.feedback, rolled.analysis
     else:
         counted = _Counting(period.entries())
         entries = list(counted)
@@ -374,6 +407,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         searches = search_share(entries)
         actions, read = action_stats(entries), counted.count
         feedback = feedback_stats(entries)
+        analysis = analysis_stats(entries)
     if args.json:
         report = stats_json(stats, period.since, read)
         report["knowledge"] = {
@@ -383,6 +417,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         }
         report["actions"] = action_stats_json(actions)
         report["feedback"] = feedback_stats_json(feedback)
+        report["analysis"] = analysis_stats_json(analysis)
         report["handoffs"] = {
             "opened": handoff.opened,
             "chats": handoff.chats,
@@ -413,7 +448,31 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     lines.extend(feedback_stats_lines(feedback))
     for line in wrap_lines(lines, width):
         print(line, file=context.out)
+    # A table of its own: already fitted to the width (wrapping would break its columns).
+    for line in analysis_lines(analysis, width=width):
+        print(line, file=context.out)
     return EXIT_OK
+
+
+def _analysis(args: argparse.Namespace, context: _Context) -> int:
+    category = args.category
+    analysed = [
+        entry
+        for entry in _period(args, context).entries()
+        if entry.fields.get(TYPE) == EntryType.ANALYSIS
+        and (category is None or entry.fields.get("category") == category)
+    ]
+    return _report(
+        args,
+        context,
+        analysed,
+        json_row=lambda entry: {
+            "at": stream_id_time(entry.entry_id).isoformat(timespec="milliseconds"),
+            **entry.fields,
+        },
+        empty="no analyses" + (f" in category {category}" if category else ""),
+        lines=lambda: analysed_lines(analysed, context.zone, width=terminal_width(context.out)),
+    )
 
 
 def _knowledge_gaps(args: argparse.Namespace, context: _Context) -> int:
@@ -591,10 +650,54 @@ def _dead_letters(args: argparse.Namespace, context: _Context) -> int:
             "attempts": letter.attempts,
             "error": letter.error,
             "queued_at": _from_ms(letter.enqueued_ms).isoformat(),
+            # An action whose outcome is unknown says which one (a job's letter is as before).
+            **(
+                {
+                    "kind": letter.kind,
+                    "action_id": letter.action_id,
+                    "tool_name": letter.tool_name,
+                    "server": letter.server,
+                }
+                if letter.kind == "action"
+                else {}
+            ),
         },
         empty="no dead letters",
         lines=lambda: dead_letter_lines(letters, context.zone, width=terminal_width(context.out)),
     )
+
+
+def _retry_dead_letter(args: argparse.Namespace, context: _Context) -> int:
+    code = incident_code(args.incident)
+    result = retry_dead_letter(context.client, RedisKeys(context.key_prefix), code)
+    if result.verdict == "unknown":
+        return _fail(f"no dead letter {printable(code)}", EXIT_FAILURE)
+    if result.verdict == "outcome_unknown":
+        return _fail(
+            f"dead letter {printable(code)} is a confirmed action whose outcome is unknown: "
+            "it is never run again; check it in the shop, tell the customer, then drop it",
+            EXIT_FAILURE,
+        )
+    if result.verdict == "not_retryable":
+        return _fail(
+            f"dead letter {printable(code)} was kept without its message (an older version): "
+            "it cannot be retried; drop it",
+            EXIT_FAILURE,
+        )
+    print(
+        f"dead letter {code} queued again as {result.turn_id} "
+        f"(support-audit turn {result.turn_id})",
+        file=context.out,
+    )
+    return EXIT_OK
+
+
+def _drop_dead_letter(args: argparse.Namespace, context: _Context) -> int:
+    code = incident_code(args.incident)
+    if not drop_dead_letter(context.client, RedisKeys(context.key_prefix), code):
+        return _fail(f"no dead letter {printable(code)}", EXIT_FAILURE)
+    print(f"dead letter {code} dropped", file=context.out)
+    return EXIT_OK
 
 
 def _from_ms(value_ms: int) -> datetime:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.audit.actions import ACTION_EVENTS, ToolActionStats
+from bot.audit.analysis import AnalysisStats
+from bot.audit.analysis import stats_of_counts as analysis_of_counts
 from bot.audit.feedback import FeedbackStats
 from bot.audit.feedback import stats_of_counts as feedback_of_counts
 from bot.audit.handoffs import HandoffStats, OpenHandoff
@@ -37,6 +39,7 @@ class IndexedStats:
     handoffs: HandoffStats
     actions: list[ToolActionStats]
     feedback: FeedbackStats
+    analysis: AnalysisStats
 
 
 class AuditIndex:
@@ -277,6 +280,7 @@ def _indexed_stats(rollup: _Rollup, chats: int) -> IndexedStats:
         ),
         actions=actions,
         feedback=feedback_of_counts({key: n for key, n in counts.items() if key.startswith("fb|")}),
+        analysis=analysis_of_counts({key: n for key, n in counts.items() if key.startswith("an")}),
     )
 
 

@@ -9,11 +9,12 @@ from datetime import UTC, datetime, tzinfo
 from typing import TextIO
 
 from bot.audit.actions import ActionStep
+from bot.audit.analysis import AnalysisStats
 from bot.audit.handoffs import OpenHandoff
 from bot.audit.knowledge_gaps import KnowledgeGap
 from bot.audit.schema import number_of
 from bot.audit.stats import TOOL_STATUSES, AuditStats, Distribution
-from bot.audit.stream import StreamEntry
+from bot.audit.stream import StreamEntry, stream_id_time
 from bot.queue.dead_letters import DeadLetter
 from bot.support_audit.table import Column, format_duration_ms, render
 
@@ -271,7 +272,11 @@ def action_lines(
 def dead_letter_lines(
     letters: Sequence[DeadLetter], zone: tzinfo | None, *, width: int | None
 ) -> list[str]:
-    """Messages given up: when, update id, incident code, attempts, the last error's kind."""
+    """Messages given up: when, update id, incident code, attempts, the last error's kind.
+
+    A confirmed action whose outcome is unknown (its call may have reached the shop's
+    MCP server) also says which action, tool and server, after its error.
+    """
     columns = (
         Column(title="GIVEN UP", priority=9, key=True),
         Column(title="UPDATE", priority=6),
@@ -285,11 +290,21 @@ def dead_letter_lines(
             str(letter.update_id),
             printable(letter.turn_id),
             str(letter.attempts),
-            printable(letter.error),
+            printable(letter.error) + _action_of(letter),
         )
         for letter in letters
     ]
     return render(columns, rows, width=width)
+
+
+def _action_of(letter: DeadLetter) -> str:
+    if letter.kind != "action":
+        return ""
+    return (
+        f" action={printable(letter.action_id or '')}"
+        f" tool={printable(letter.tool_name or '')}"
+        f" server={printable(letter.server or '')}"
+    )
 
 
 def handoff_lines(
@@ -400,3 +415,76 @@ def _ms_cells(distribution: Distribution) -> tuple[str, str, str]:
 
 def _int_cell(value: float | None) -> str:
     return "-" if value is None else str(int(value))
+
+
+def analysis_lines(stats: AnalysisStats, *, width: int | None) -> list[str]:
+    """``stats``' lines on analysed conversations: per category how many, how many the bot
+    settled alone (containment) and how many a person took part in; then sentiment,
+    language and failures. None at all when nothing was analysed."""
+    if not stats.conversations and not stats.failed:
+        return []
+    columns = (
+        Column(title="CATEGORY", priority=10, key=True),
+        Column(title="CONVERSATIONS", priority=9, right=True, short="CONV", keep=True),
+        Column(title="BOT ALONE", priority=8, right=True, short="BOT", keep=True),
+        Column(title="CONTAINMENT", priority=7, right=True, short="CONT"),
+        Column(title="HANDED OFF", priority=6, right=True, short="HUM", keep=True),
+    )
+    rows = [
+        (
+            printable(category.category),
+            str(category.conversations),
+            str(category.contained),
+            "-" if category.containment is None else f"{category.containment * 100:.0f}%",
+            str(category.handed_off),
+        )
+        for category in stats.categories
+    ]
+    lines = [f"analysis: {stats.conversations} conversations analysed"]
+    if rows:
+        lines.extend(render(columns, rows, width=width))
+    for name, counts in (("sentiment", stats.sentiments), ("language", stats.languages)):
+        if counts:
+            shown = ", ".join(f"{key} {n}" for key, n in sorted(counts.items()))
+            lines.append(f"analysis {name}: {shown}")
+    if stats.failed:
+        shown = ", ".join(f"{key} {n}" for key, n in sorted(stats.failed.items()))
+        lines.append(f"analysis failed: {shown}")
+    return lines
+
+
+def analysed_lines(
+    entries: Sequence[StreamEntry], zone: tzinfo | None, *, width: int | None
+) -> list[str]:
+    """``analysis``: one row per analysis (time, chat, its categories; never text)."""
+    columns = (
+        _TIME,
+        _CHAT,
+        Column(title="CATEGORY", priority=9, key=True),
+        Column(title="SENTIMENT", priority=7, short="SENT"),
+        Column(title="URGENCY", priority=6, short="URG"),
+        Column(title="LANG", priority=3),
+        Column(title="RESOLVED", priority=5, short="RES"),
+        Column(title="PERSON", priority=4, short="HUM"),
+        Column(title="TURNS", priority=2, right=True, keep=True),
+    )
+    rows = []
+    for entry in entries:
+        fields = entry.fields
+        failed = fields.get("event") == "analysis_failed"
+        rows.append(
+            (
+                _local_time(stream_id_time(entry.entry_id), zone),
+                printable(fields.get("chat_id", "")),
+                f"(failed: {printable(fields.get('error', ''))})"
+                if failed
+                else printable(fields.get("category", "")),
+                printable(fields.get("sentiment", "")) or "-",
+                printable(fields.get("urgency", "")) or "-",
+                printable(fields.get("language", "")) or "-",
+                {"1": "yes", "0": "no"}.get(fields.get("resolved", ""), "-"),
+                {"1": "yes", "0": "no"}.get(fields.get("person", ""), "-"),
+                printable(fields.get("turns", "")) or "-",
+            )
+        )
+    return render(columns, rows, width=width)

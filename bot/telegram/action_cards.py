@@ -1,16 +1,26 @@
-"""Confirmation cards in Telegram: sent with two inline buttons, edited once settled."""
+"""Confirmation cards in Telegram: sent with two inline buttons, edited once settled.
+
+Both go through the worker's retrying sender (:class:`~bot.telegram.sending.ReplySender`).
+A card that could not be delivered withdraws its pending action
+(:class:`CardWithdrawal`): nobody is told to press a button that is not there.
+"""
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from aiogram import Bot
-from aiogram.exceptions import TelegramAPIError, TelegramBadRequest
+from aiogram.exceptions import TelegramAPIError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
-from bot.actions.pending import ActionCard
+from bot.actions.pending import ActionCard, PendingAction
 from bot.queue.jobs import CardEdit
+from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
+from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 logger = logging.getLogger(__name__)
 
@@ -24,31 +34,52 @@ def keyboard(card: ActionCard) -> InlineKeyboardMarkup:
     )
 
 
-async def send_card(bot: Bot, chat_id: int, card: ActionCard) -> int | None:
-    """Send the card; its message id, or ``None`` when Telegram refused it (logged)."""
+async def send_card(replies: ReplySender, bot: Bot, chat_id: int, card: ActionCard) -> int | None:
+    """Send the card (retried as any reply); its message id, or ``None`` when not delivered."""
     try:
-        message = await bot.send_message(chat_id, card.text, reply_markup=keyboard(card))
-    except TelegramAPIError as error:
+        return await replies.send_with_buttons(bot, chat_id, card.text, keyboard(card))
+    except (ReplyNotDeliveredError, TelegramAPIError) as error:
         logger.warning("Card of action %s not sent: %s", card.action_id, type(error).__name__)
         return None
-    return message.message_id
 
 
-async def edit_card(bot: Bot, chat_id: int, edit: CardEdit) -> bool:
+async def edit_card(replies: ReplySender, bot: Bot, chat_id: int, edit: CardEdit) -> bool:
     """Rewrite a settled card: its new text, no keyboard (edited before: fine too)."""
-    try:
-        # Without reply_markup the edit removes the inline keyboard.
-        await bot.edit_message_text(text=edit.text, chat_id=chat_id, message_id=edit.message_id)
-    except TelegramBadRequest as error:
-        # "message is not modified": a repeated delivery after a crash found it done.
-        if "not modified" in str(error):
-            return True
-        logger.warning("Card %s not edited: %s", edit.message_id, type(error).__name__)
-        return False
-    except TelegramAPIError as error:
-        logger.warning("Card %s not edited: %s", edit.message_id, type(error).__name__)
-        return False
-    return True
+    return await replies.edit_text(bot, chat_id, edit.message_id, edit.text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardWithdrawal:
+    """Withdraws the pending action whose card never reached the customer.
+
+    Under the worker's lease: the action leaves the session with the text the
+    customer is told (the model's next turn reads it as the application's
+    outcome), so no later turn says a card waits.
+    """
+
+    sessions: SessionStore
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    async def withdraw(
+        self, conversation_key: str, token: str, action_id: str, turn_id: str, told: str
+    ) -> PendingAction | None:
+        """The withdrawn action; ``None`` when it no longer waits (settled, superseded)."""
+        try:
+            locked = await self.sessions.reload(conversation_key, token)
+            session = locked.session
+            pending = session.pending_action if session is not None else None
+            if session is None or pending is None or pending.action_id != action_id:
+                return None
+            await self.sessions.commit(
+                locked,
+                session.with_action_outcome(action_id, told, self.clock(), turn_id),
+                release=False,
+            )
+        except SessionStoreError as error:
+            # The action stays pending: a press on no card cannot come, and it expires.
+            logger.warning("Action %s not withdrawn: %s", action_id, type(error).__name__)
+            return None
+        return pending
 
 
 class CardIndex:

@@ -23,11 +23,12 @@ from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.worker import WorkerPool, WorkerSettings
-from bot.telegram.action_cards import CardIndex
+from bot.telegram.action_cards import CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.job_runner import TelegramJobRunner
+from bot.telegram.photos import vision_on
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
 
@@ -78,6 +79,7 @@ def build_telegram_side(
         allow_groups=app.settings.telegram.allow_groups,
         topics=app.handoff.topics if app.handoff is not None else None,
         presses=PressAnswers(bot=bot, redis=app.redis, keys=app.keys, actions=app.actions),
+        vision=vision_on(app.settings),
     )
     return TelegramSide(
         app=app,
@@ -134,14 +136,17 @@ def _workers(
         audit=app.turn_audit,
         dead_letters=DeadLetters(app.redis, keys=app.keys),
         max_attempts=settings.worker.job_max_attempts,
-        desk=StaffDesk(bot=bot, topics=app.handoff.topics, sessions=app.sessions)
+        desk=StaffDesk(
+            bot=bot, topics=app.handoff.topics, sessions=app.sessions, analysis=app.analysis
+        )
         if app.handoff is not None
         else None,
         handoff=app.handoff,
         cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
         feedback=app.feedback,
         analysis=app.analysis.schedule if app.analysis is not None else None,
-        blocked=app.blocked,
+        actions=app.actions,
+        withdrawal=CardWithdrawal(sessions=app.sessions),
     )
     return WorkerPool(
         stream=app.work,

@@ -42,8 +42,10 @@ def press_incoming(
         update_id=update_id,
         chat_id=message.chat.id,
         conversation_key=telegram_conversation(message.chat.id),
-        # Flood-limited as the presser; never a model turn.
-        user_id=callback.from_user.id,
+        # Never a model turn, and not charged to the message flood limit: a press answers
+        # the bot's own card or question (six quick scores, a confirm right after five
+        # messages). The chat's queue cap bounds them.
+        user_id=None,
         counts_turn=False,
         payload=payload,
     )

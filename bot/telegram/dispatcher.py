@@ -6,7 +6,9 @@ dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
-when off), and the worker's ``job``), never through globals.
+when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), ``voice``
+(voice messages to words), ``photos`` (images for the model), ``albums``, and
+the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
 id, chat pseudonym) for every line the update's handling logs.
@@ -19,15 +21,18 @@ from aiogram import Dispatcher, Router
 from bot.app import Application
 from bot.ops.log_context import ChatNamer, chat_namer
 from bot.settings import Settings
+from bot.telegram.albums import Albums
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
-from bot.telegram.handlers import chat, commands, errors, membership, other
+from bot.telegram.handlers import chat, commands, errors, link, membership, other, photo, voice
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
+from bot.telegram.photos import Photos, vision_on
 from bot.telegram.ports import ChatPort
+from bot.telegram.voice import VoiceMessages
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
     the ``my_chat_member`` handler.
     """
     settings, metrics = app.settings, app.metrics
+    citations = app.chat.citations
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused.
         disable_fsm=True,
@@ -55,7 +61,23 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         operator_unavailable=app.operator_unavailable,
         actions=app.actions,
         feedback=app.feedback,
-        drafts=drafts_of(settings, metrics),
+        account_linking=app.account_linking,
+        drafts=drafts_of(
+            settings,
+            metrics,
+            text_filter=(lambda text: citations(text).text) if citations is not None else None,
+        ),
+        voice=VoiceMessages(
+            transcriber=app.transcriber,
+            metrics=metrics,
+            max_seconds=settings.media.voice_max_seconds,
+        ),
+        photos=Photos(
+            vision=vision_on(settings),
+            max_bytes=settings.media.image_max_bytes,
+            metrics=metrics,
+        ),
+        albums=Albums(redis=app.redis, keys=app.keys),
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
@@ -64,11 +86,18 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
 
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
-    # Order matters: commands, then text turns, then the catch-all for other messages.
+    # Order matters: commands, channel posts forwarded, text turns, then the catch-all.
+    # With account linking on, /link before the commands' catch-all and a shared contact
+    # before "not text"; off, both are handled as before it existed.
+    linking = [link.build_router()] if app.account_linking is not None else []
     messages_router.include_routers(
         handoff_handlers.build_customer_router(),
+        *linking,
         commands.build_router(),
+        other.build_forwarded_router(),
         chat.build_router(),
+        voice.build_router(),
+        photo.build_router(),
         other.build_router(),
     )
     routers = [

@@ -20,6 +20,7 @@ final message is sent, which stays the worker's job (commit, outbox,
 import asyncio
 import contextlib
 import logging
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -71,21 +72,35 @@ class DraftPauses:
     def __init__(self, clock: Clock = time.monotonic) -> None:
         self._clock = clock
         self._until: dict[int, float] = {}
+        # The earliest end of a pause held: nothing to forget before it.
+        self._next_end = math.inf
+
+    def __len__(self) -> int:
+        """Chats with a pause still remembered (ended pauses are forgotten on any use)."""
+        return len(self._until)
 
     def pause(self, chat_id: int, seconds: float) -> None:
         """No drafts to ``chat_id`` for ``seconds`` from now."""
-        self._until[chat_id] = max(self._until.get(chat_id, 0.0), self._clock() + seconds)
+        now = self._clock()
+        self._forget_ended(now)
+        until = max(self._until.get(chat_id, 0.0), now + seconds)
+        self._until[chat_id] = until
+        self._next_end = min(self._next_end, until)
 
     def remaining(self, chat_id: int) -> float:
         """Seconds until drafts to ``chat_id`` may go again (0 when they may now)."""
+        now = self._clock()
+        self._forget_ended(now)
         until = self._until.get(chat_id)
-        if until is None:
-            return 0.0
-        left = until - self._clock()
-        if left <= 0:
-            del self._until[chat_id]
-            return 0.0
-        return left
+        return 0.0 if until is None else until - now
+
+    def _forget_ended(self, now: float) -> None:
+        """Drop every ended pause, whichever chat asks: a chat that never streams again
+        would keep its entry for the life of the process."""
+        if now < self._next_end:
+            return
+        self._until = {chat: until for chat, until in self._until.items() if until > now}
+        self._next_end = min(self._until.values(), default=math.inf)
 
 
 class Drafts:
@@ -101,11 +116,15 @@ class Drafts:
         *,
         metrics: DraftMetrics | None = None,
         clock: Clock = time.monotonic,
+        text_filter: Callable[[str], str] | None = None,
     ) -> None:
         self.policy = policy
         self.metrics = metrics
         self.clock = clock
         self.pauses = DraftPauses(clock)
+        # What the answer itself goes through before it is shown (invented help-center
+        # links taken out): the preview must not show what the message will not.
+        self.text_filter = text_filter
 
     def wanted(self, *, chat_type: str, thread_id: int | None, handoff_state: HandoffState) -> bool:
         """Drafts only in private chats, outside topics, while the bot (not a person) answers."""
@@ -207,6 +226,8 @@ class DraftPublisher:
         if self._placeholder is not None:
             return self._placeholder, "placeholder"
         text = "".join(self._pieces).strip()
+        if self._drafts.text_filter is not None:
+            text = self._drafts.text_filter(text).strip()
         if not text:
             return None
         return cut_utf16(text, DRAFT_TEXT_LIMIT), "answer"
@@ -277,13 +298,26 @@ class DraftPublisher:
             self._drafts.metrics.count_error(error)
 
 
-def drafts_of(settings: Settings, metrics: BotMetrics | None) -> Drafts:
-    """The process's drafts as configured (``STREAMING``, ``STREAM_DRAFT_INTERVAL_SECONDS``)."""
+def drafts_of(
+    settings: Settings,
+    metrics: BotMetrics | None,
+    *,
+    text_filter: Callable[[str], str] | None = None,
+) -> Drafts:
+    """The process's drafts as configured (``STREAMING``, ``STREAM_DRAFT_INTERVAL_SECONDS``).
+
+    ``text_filter``: what the answer goes through before it is sent, applied to the
+    preview too.
+    """
     policy = DraftPolicy(
         enabled=settings.telegram.streaming == "on",
         interval_seconds=settings.telegram.stream_draft_interval_seconds,
     )
-    return Drafts(policy, metrics=DraftMetrics(metrics.registry) if metrics is not None else None)
+    return Drafts(
+        policy,
+        metrics=DraftMetrics(metrics.registry) if metrics is not None else None,
+        text_filter=text_filter,
+    )
 
 
 def cut_utf16(text: str, limit: int) -> str:

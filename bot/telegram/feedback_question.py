@@ -1,16 +1,14 @@
 """The satisfaction question in Telegram: one message with buttons 1 to 5."""
 
-import contextlib
 import logging
 
 from aiogram import Bot
-from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
+from aiogram.exceptions import TelegramAPIError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
-from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.csat.callback import callback_data
-from bot.telegram.blocked_chats import BlockedChats
+from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 SCORES = (1, 2, 3, 4, 5)
 
@@ -29,21 +27,16 @@ def keyboard(question_id: str) -> InlineKeyboardMarkup:
     )
 
 
-async def send_question(
-    bot: Bot, chat_id: int, question_id: str, blocked: BlockedChats | None
-) -> bool:
-    """Send the question; ``False`` when Telegram refused it (a 403 marks the chat blocked)."""
+async def send_question(replies: ReplySender, bot: Bot, chat_id: int, question_id: str) -> bool:
+    """Send the question (retried as any reply); ``False`` when Telegram did not take it.
+
+    A 403 marks the chat blocked (the sender does, when it knows the blocked chats).
+    """
     try:
-        await bot.send_message(
-            chat_id, customer_texts.CSAT_QUESTION, reply_markup=keyboard(question_id)
+        await replies.send_with_buttons(
+            bot, chat_id, customer_texts.CSAT_QUESTION, keyboard(question_id)
         )
-    except TelegramForbiddenError:
-        logger.info("CSAT question %s not sent: the customer blocked the bot", question_id)
-        if blocked is not None:
-            with contextlib.suppress(RedisError, OSError):
-                await blocked.block(chat_id)
-        return False
-    except TelegramAPIError as error:
+    except (ReplyNotDeliveredError, TelegramAPIError) as error:
         logger.warning("CSAT question %s not sent: %s", question_id, type(error).__name__)
         return False
     return True

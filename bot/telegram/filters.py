@@ -97,16 +97,25 @@ class InChat(Filter):
         return message.chat.id == self._chat_id
 
 
-def question_text(message: Message, bot_username: str | None) -> str:
+def question_text(message: Message, bot_username: str | None, *, caption: bool = False) -> str:
     """The customer's words, without the ``@bot`` mention used to address it in a group.
 
-    Half an emoji (a lone surrogate) becomes U+FFFD here, before anything else
-    tries to encode the text.
+    ``caption``: the words are a photo's caption, not a text. Half an emoji (a
+    lone surrogate) becomes U+FFFD here, before anything else tries to encode the text.
     """
-    text = replace_lone_surrogates(message.text or "")
+    text = replace_lone_surrogates((message.caption if caption else message.text) or "")
     if message.chat.type != ChatType.PRIVATE and bot_username:
         text = text.replace(f"@{bot_username}", " ")
     return text.strip()
+
+
+def forwarded_from_channel(message: Message) -> bool:
+    """Whether ``message`` forwards a channel's post (Bot API 7 ``forward_origin``, or older)."""
+    origin = message.forward_origin
+    if origin is not None:
+        return origin.type == "channel"
+    chat = message.forward_from_chat
+    return chat is not None and chat.type == "channel"
 
 
 # What staff may send a customer; service messages (topic edited, pinned, members

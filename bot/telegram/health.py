@@ -53,6 +53,9 @@ class HealthEndpoint:
     max_age_seconds: float = 1.0
     clock: Callable[[], float] = time.monotonic
     tasks: TaskSupervisor | None = None
+    # The shop MCP servers without a session now: named, the answer stays 200 (the bot
+    # still serves; only those servers' tools are missing), its status says degraded.
+    mcp_down: Callable[[], tuple[str, ...]] = lambda: ()
     _reading: tuple[float, RedisReading] | None = field(default=None, init=False)
     _probing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
@@ -85,8 +88,9 @@ class HealthEndpoint:
         # A supervised task restarting after a crash, or given up, is this process's own fault.
         tasks_down = self.tasks.down() if self.tasks is not None else {}
         healthy = health.writable and not tasks_down
+        mcp_down = self.mcp_down()
         body: dict[str, object] = {
-            "status": "ok" if healthy else "degraded",
+            "status": "ok" if healthy and not mcp_down else "degraded",
             "redis": health.writable,
             "redis_detail": health.detail,
             "in_flight": self.in_flight.in_flight,
@@ -97,4 +101,6 @@ class HealthEndpoint:
         }
         if self.tasks is not None:
             body["tasks"] = self.tasks.states()
+        if mcp_down:
+            body["mcp_servers_down"] = list(mcp_down)
         return web.json_response(body, status=200 if healthy else 503)

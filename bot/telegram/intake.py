@@ -17,7 +17,8 @@ from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import Notice
 from bot.storage.keys import telegram_chat_id, telegram_conversation
 from bot.telegram.callbacks import PressAnswers, press_incoming
-from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot
+from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot, forwarded_from_channel
+from bot.telegram.photos import is_image
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ class TelegramIntake:
     allow_groups: bool
     presses: PressAnswers
     topics: TopicDirectory | None = None
+    # VISION=on: photos are model turns (charged to the daily budget), not a refusal.
+    vision: bool = False
 
     @cached_property
     def _addressed(self) -> AddressedToBot:
@@ -131,15 +134,15 @@ class TelegramIntake:
             return await self._staff(update, message, raw)
         if not await self._addressed(message, self.bot):
             return None
-        text = message.text
         return IncomingUpdate(
             update_id=update.update_id,
             chat_id=message.chat.id,
             conversation_key=telegram_conversation(message.chat.id),
             # No sender (a message on behalf of a channel...): limited as the chat itself.
             user_id=message.from_user.id if message.from_user else message.chat.id,
-            counts_turn=text is not None and not text.startswith("/"),
+            counts_turn=_counts_turn(message, vision=self.vision),
             payload=_payload(update, raw),
+            sent_ms=_sent_ms(message),
         )
 
     async def _staff(
@@ -170,7 +173,29 @@ class TelegramIntake:
             counts_turn=False,
             payload=_payload(update, raw),
             staff=StaffSender(staff_chat_id=topics.staff_chat_id, user_id=user.id),
+            sent_ms=_sent_ms(message),
         )
+
+
+def _counts_turn(message: Message, *, vision: bool) -> bool:
+    """Whether ``message`` is a model turn (charged to the daily budget).
+
+    A text, a voice message, and with ``vision`` a photo; a channel's post
+    forwarded is answered without the model (handlers/other.py).
+    """
+    if forwarded_from_channel(message):
+        return False
+    if message.voice is not None or message.audio is not None or message.video_note is not None:
+        return True
+    if vision and is_image(message):
+        return True
+    text = message.text
+    return text is not None and not text.startswith("/")
+
+
+def _sent_ms(message: Message) -> int:
+    """When the customer wrote ``message`` (Telegram's date), in ms; the script clamps it."""
+    return int(message.date.timestamp() * 1000)
 
 
 def _kind(update: Update) -> str:

@@ -21,8 +21,12 @@ from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
 from aiogram.types import Update
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 
 from bot import customer_texts
+from bot.actions.audit import action_fields
+from bot.actions.confirmation import ActionConfirmations
+from bot.actions.pending import ActionCard
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.audit.schema import (
@@ -45,14 +49,18 @@ from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
-from bot.telegram.action_cards import CardIndex, edit_card, send_card
-from bot.telegram.blocked_chats import BlockedChats
+from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.feedback_question import send_question
+from bot.telegram.handlers.actions import card_press
+from bot.telegram.link_keyboard import reply_keyboard
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
+
+CARD_NOT_DELIVERED = "card_not_delivered"
+"""The audit's error code of an action withdrawn because its card never arrived."""
 
 _NOTICES = {
     Notice.RATE_LIMITED: customer_texts.RATE_LIMITED,
@@ -67,7 +75,9 @@ class TelegramJobRunner:
     """Implements :class:`bot.queue.worker.JobRunner` for Telegram updates.
 
     ``feedback``: the satisfaction question's schedule (``None`` with ``CSAT=off``);
-    ``blocked`` is marked when Telegram refuses the question with 403.
+    every send and edit goes through ``replies`` (which marks a chat blocked on a 403);
+    ``actions`` settles a press given up as a dead letter; ``withdrawal``
+    withdraws the pending action of a card that could not be delivered.
     """
 
     bot: Bot
@@ -82,7 +92,8 @@ class TelegramJobRunner:
     handoff: HandoffService | None = None
     cards: CardIndex | None = None
     feedback: CsatSchedule | None = None
-    blocked: BlockedChats | None = None
+    actions: ActionConfirmations | None = None
+    withdrawal: CardWithdrawal | None = None
     # The idle analysis's schedule (None with ANALYSIS=off): due when the question would be.
     analysis: AnalysisSchedule | None = None
 
@@ -94,8 +105,6 @@ class TelegramJobRunner:
             # Unreadable: nothing can be answered; drop it so the chat moves on.
             await self.queue.complete(key, lease.token, state.head_raw, "", None)
             return JobDone(reply=None)
-        if state.attempts > self.max_attempts:
-            return await self._give_up(state, lease, job)
         context = JobContext(
             job=job,
             job_raw=state.head_raw,
@@ -104,6 +113,8 @@ class TelegramJobRunner:
             session_version=state.session_version,
             session_data=state.session_data,
         )
+        if state.attempts > self.max_attempts:
+            return await self._give_up(state, lease, job, context)
         if job.notice is not None:
             return await self._notice(state, lease, job, context)
         return await self._feed(state, lease, job, context)
@@ -129,11 +140,16 @@ class TelegramJobRunner:
         await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
         return JobDone(reply=None)
 
-    async def _give_up(self, state: ChatState, lease: HeldLease, job: QueuedJob) -> JobDone:
+    async def _give_up(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone:
         """A job whose every attempt ended without an outcome: a dead letter, a kind answer.
 
         The dead letter first (its own slot, written once), then the chat's step;
         a worker dying in between leaves the job over the limit for the next one.
+        A press on a confirmation card is settled instead of answered with the
+        failure: its action may have run before the process died, so the shop is
+        asked by the action's key, and the card and the pending action are closed.
         """
         failed = state.attempts - 1
         kind = state.failure or INTERRUPTED
@@ -146,6 +162,8 @@ class TelegramJobRunner:
                 error=kind,
                 given_up_ms=int(time.time() * 1000),
                 enqueued_ms=job.enqueued_ms,
+                # What a retry (support-audit dead-letters retry) queues again.
+                job=state.head_raw,
             )
         )
         logger.error(
@@ -161,6 +179,9 @@ class TelegramJobRunner:
                 lease.conversation_key, lease.token, state.head_raw, job.job_id, None
             )
             return JobDone(reply=None)
+        settled = await self._settle_given_up_press(lease, job, context)
+        if settled is not None:
+            return settled
         audit = TurnAuditEntry(
             chat_id=str(job.chat_id),
             turn_id=job.turn_id,
@@ -180,6 +201,22 @@ class TelegramJobRunner:
             text=customer_texts.unexpected_failure_message(job.turn_id), audit=(audit.to_fields(),)
         )
         return await self._complete(state, lease, job, reply)
+
+    async def _settle_given_up_press(
+        self, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone | None:
+        """Settle a given-up press on the chat's pending action; ``None`` for any other job."""
+        if self.actions is None or "callback_query" not in job.update:
+            return None
+        try:
+            update = Update.model_validate(job.update, context={"bot": self.bot})
+        except ValidationError:
+            return None
+        press = card_press(update.callback_query) if update.callback_query else None
+        if press is None:
+            return None
+        # A commit that fails raises: the job stays, and the next worker settles it.
+        return await self.actions.press(lease.conversation_key, context, press, given_up=True)
 
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
@@ -254,6 +291,7 @@ class TelegramJobRunner:
             audit=reply.audit,
             staff=reply.staff,
             card_edit=reply.card_edit,
+            reply_keyboard=reply.reply_keyboard,
         )
         key = lease.conversation_key
         try:
@@ -261,10 +299,18 @@ class TelegramJobRunner:
                 key, lease.token, state.head_raw, job.job_id, entry
             )
         except RedisConnectionError:
-            # Redis is gone (refused, reset): nothing can be recorded, but the customer
-            # can still be told; the job stays queued and runs again if Redis kept it.
+            # Redis is gone (refused, reset): nothing can be recorded. A job Redis keeps
+            # runs again and is answered then: telling the customer now that it failed
+            # (and auditing a failure) would be untrue. Only a job Redis lost (restarted
+            # empty), or a Redis that stays away, leaves the customer to be told here.
             # Not on a timeout: a stalled Redis may still run the turn's own save, and
             # a saved turn must never be reported as failed.
+            if await self._will_be_answered(key, state, job):
+                logger.warning(
+                    "Turn %s: outcome not stored (Redis went away); the job runs again",
+                    job.turn_id,
+                )
+                raise
             logger.warning(
                 "Turn %s: outbox unreachable; telling the customer directly", job.turn_id
             )
@@ -279,6 +325,14 @@ class TelegramJobRunner:
         stored = next((e for e in fresh.outbox if e.job_id == job.job_id), None) if fresh else None
         return JobDone(reply=stored or entry)
 
+    async def _will_be_answered(self, key: str, state: ChatState, job: QueuedJob) -> bool:
+        """Once Redis answers again: is the job still queued, or its reply stored?"""
+        try:
+            return await self.queue.outstanding(key, state.head_raw, job.job_id)
+        except (RedisError, OSError):
+            # Not back within the bound: as far as anyone can tell, the job failed.
+            return False
+
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         """Send the reply; an undeliverable answer is recorded so; audit the turn once.
 
@@ -290,7 +344,7 @@ class TelegramJobRunner:
             await self._deliver_question(reply, reply.question, blocked=blocked)
             return
         if reply.card_edit is not None and not blocked:
-            await edit_card(self.bot, reply.chat_id, reply.card_edit)
+            await edit_card(self.replies, self.bot, reply.chat_id, reply.card_edit)
         if reply.format == "none":
             delivered = True
         elif blocked:
@@ -298,16 +352,19 @@ class TelegramJobRunner:
             delivered = False
         else:
             delivered = await self._send(reply)
-            if delivered and reply.card is not None:
-                await self._send_card(reply, lease)
+        card_audit: tuple[dict[str, str], ...] = ()
+        if reply.card is not None and not (
+            delivered and not blocked and await self._send_card(reply, lease)
+        ):
+            card_audit = await self._withdraw(reply, reply.card, lease, told=delivered)
         if not delivered and reply.format == "answer":
             try:
                 await self.chat.mark_undelivered(lease.conversation_key, lease.token, reply.turn_id)
             except ChatServiceError:
                 logger.warning("Turn %s: could not mark its answer undelivered", reply.turn_id)
-        if reply.audit:
+        if reply.audit or card_audit:
             await self.audit.write_fields(
-                [_with_delivery(fields, delivered) for fields in reply.audit]
+                [_with_delivery(fields, delivered) for fields in (*reply.audit, *card_audit)]
             )
         if reply.staff and self.desk is not None:
             await self.desk.perform(lease.conversation_key, reply)
@@ -337,37 +394,80 @@ class TelegramJobRunner:
         if blocked:
             logger.info("CSAT question %s not sent: the customer blocked the bot", reply.turn_id)
             return
-        if await send_question(self.bot, reply.chat_id, question.question_id, self.blocked):
+        if await send_question(self.replies, self.bot, reply.chat_id, question.question_id):
             await self.audit.write_fields(list(reply.audit))
 
-    async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> None:
-        """The new card; the card it superseded is edited to say so (both noted or looked up)."""
+    async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> bool:
+        """The new card; the card it superseded is edited to say so (both noted or looked up).
+
+        ``False`` when the card could not be delivered (after the sender's retries).
+        """
         card = reply.card
         if card is None:
-            return
+            return True
         key = lease.conversation_key
         if reply.superseded is not None and self.cards is not None:
             old = await self.cards.find(key, reply.superseded)
             if old is not None:
                 await edit_card(
+                    self.replies,
                     self.bot,
                     reply.chat_id,
                     CardEdit(message_id=old, text=customer_texts.CARD_SUPERSEDED_TEXT),
                 )
-        message_id = await send_card(self.bot, reply.chat_id, card)
-        if message_id is not None and self.cards is not None:
+        message_id = await send_card(self.replies, self.bot, reply.chat_id, card)
+        if message_id is None:
+            return False
+        if self.cards is not None:
             await self.cards.remember(key, card.action_id, message_id)
+        return True
+
+    async def _withdraw(
+        self, reply: OutboxEntry, card: ActionCard, lease: HeldLease, *, told: bool
+    ) -> tuple[dict[str, str], ...]:
+        """A card that never arrived: its action withdrawn and audited, the customer told.
+
+        ``told``: the reply asking to press the button reached the customer, so they
+        are told the buttons could not be shown. A repeated delivery finds the action
+        withdrawn already and does nothing twice.
+        """
+        if self.withdrawal is None:
+            return ()
+        text = customer_texts.CARD_NOT_DELIVERED
+        withdrawn = await self.withdrawal.withdraw(
+            lease.conversation_key, lease.token, card.action_id, reply.turn_id, text
+        )
+        if withdrawn is None:
+            return ()
+        logger.warning("Card of action %s not delivered: the action is withdrawn", card.action_id)
+        if told:
+            notice = reply.model_copy(update={"format": "plain", "text": text})
+            await self._send(notice)
+        return (
+            action_fields(
+                withdrawn,
+                "failed",
+                chat_id=str(reply.chat_id),
+                turn_id=reply.turn_id,
+                error_code=CARD_NOT_DELIVERED,
+            ),
+        )
 
     async def summarise(self, lease: HeldLease) -> None:
         """Fold old messages into the summary while the worker holds the lease."""
         await self.chat.summarise(lease.conversation_key, token=lease.token)
 
     async def _send(self, reply: OutboxEntry) -> bool:
+        keyboard = reply_keyboard(reply.reply_keyboard)
         try:
             if reply.format == "answer":
-                await self.replies.send_answer(self.bot, reply.chat_id, reply.text)
+                await self.replies.send_answer(
+                    self.bot, reply.chat_id, reply.text, keyboard=keyboard
+                )
             else:
-                await self.replies.send_plain(self.bot, reply.chat_id, reply.text)
+                await self.replies.send_plain(
+                    self.bot, reply.chat_id, reply.text, keyboard=keyboard
+                )
         except TelegramForbiddenError:
             logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
             return False

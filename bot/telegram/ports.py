@@ -6,7 +6,7 @@ from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
 from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext
-from turn import TurnContext
+from turn import TEXT_INPUT, TurnContext, TurnInput
 
 
 class ChatPort(Protocol):
@@ -20,6 +20,7 @@ class ChatPort(Protocol):
         held: JobContext,
         customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         """Answer one customer message (raises ``ChatServiceError`` subtypes)."""
         ...

@@ -176,10 +176,10 @@ class LightBotApi:
         """
         try:
             chat = await self.call(session, "getChat", chat_id=staff_chat_id)
-            if not _is_forum(chat):
-                return NOT_A_FORUM
-            member = await self.call(
-                session, "getChatMember", chat_id=staff_chat_id, user_id=bot_id
+            member = (
+                await self.call(session, "getChatMember", chat_id=staff_chat_id, user_id=bot_id)
+                if _is_forum(chat)
+                else None
             )
         except BotApiRefusal as error:
             if error.status in (400, 403):
@@ -190,7 +190,30 @@ class LightBotApi:
             return f"the STAFF_CHAT_ID group could not be checked: {error}"
         except BotApiUnreachable as error:
             return self._masked(f"the STAFF_CHAT_ID group could not be checked: {error}")
-        return None if _manages_topics(member) else NO_TOPIC_RIGHTS
+        return _staff_verdict(chat, member)
+
+
+def _staff_verdict(chat: Any, member: Any) -> str | None:
+    """Why the group cannot host handoffs, from ``getChat`` and (for a forum) ``getChatMember``."""
+    if not _readable(chat, "type"):
+        return _UNREADABLE.format(method="getChat")
+    if not _is_forum(chat):
+        return NOT_A_FORUM
+    if not _readable(member, "status", "user"):
+        return _UNREADABLE.format(method="getChatMember")
+    return None if _manages_topics(member) else NO_TOPIC_RIGHTS
+
+
+# An answer not in the Bot API's shape (a proxy in between, a newer Bot API): one line.
+_UNREADABLE = (
+    "the STAFF_CHAT_ID group could not be checked: the Bot API's answer to {method} "
+    "could not be read"
+)
+
+
+def _readable(answer: Any, *fields: str) -> bool:
+    """Whether ``answer`` is an object holding every one of ``fields`` (the Bot API's shape)."""
+    return isinstance(answer, dict) and all(name in answer for name in fields)
 
 
 def _is_forum(chat: Any) -> bool:

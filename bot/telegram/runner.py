@@ -196,8 +196,12 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIden
     """Register the command menu (the token and the staff group were checked by the preflight)."""
     settings = app.settings
     try:
+        linking = (customer_texts.LINK_COMMAND,) if app.account_linking is not None else ()
         await bot.set_my_commands(
-            [BotCommand(command=name, description=text) for name, text in customer_texts.COMMANDS]
+            [
+                BotCommand(command=name, description=text)
+                for name, text in (*customer_texts.COMMANDS, *linking)
+            ]
         )
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
@@ -370,6 +374,7 @@ def _observability_app(
                 app.health_redis, stream=app.keys.work_stream, consumer=app.work.consumer
             ),
             tasks=tasks,
+            mcp_down=app.mcp.degraded if app.mcp is not None else lambda: (),
         ).handle,
     )
     depth = BacklogGauge(app.work)

@@ -1,4 +1,7 @@
-"""Delivering a reply: split to fit, formatted safely, retried only when that cannot duplicate it.
+"""Delivering to a chat: split to fit, formatted safely, retried only when that cannot duplicate it.
+
+Every Bot API send and edit of a worker goes through :class:`ReplySender`:
+replies, confirmation cards and their edits, the satisfaction question.
 
 aiogram raises ``TelegramRetryAfter`` on a 429 and never retries by itself. A
 429 (and a 5xx, and a connection that never opened) means Telegram did not
@@ -12,15 +15,19 @@ twice. A 400 for a formatted message is re-sent once as plain text.
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from aiogram import Bot
 from aiogram.exceptions import (
+    TelegramAPIError,
     TelegramBadRequest,
     TelegramForbiddenError,
     TelegramNetworkError,
     TelegramRetryAfter,
     TelegramServerError,
 )
+from aiogram.types import InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyKeyboardRemove
 from aiohttp import ClientConnectorError
 from redis.exceptions import RedisError
 
@@ -30,6 +37,11 @@ from bot.telegram.blocked_chats import BlockedChats
 from bot.telegram.formatting import FormattedText, markdown_to_entities, split_formatted
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+ReplyKeyboard = ReplyKeyboardMarkup | ReplyKeyboardRemove
+"""A keyboard under the message box sent with a reply, or the order to remove it."""
 
 
 class ReplyNotDeliveredError(RuntimeError):
@@ -66,15 +78,29 @@ class ReplySender:
         self._blocked = blocked
         self._check_blocked = check_blocked
 
-    async def send_answer(self, bot: Bot, chat_id: int, markdown: str) -> int:
-        """Send a model answer (Markdown) as formatted pieces; returns how many were sent."""
-        return await self._send_all(bot, chat_id, split_formatted(markdown_to_entities(markdown)))
+    async def send_answer(
+        self, bot: Bot, chat_id: int, markdown: str, *, keyboard: ReplyKeyboard | None = None
+    ) -> int:
+        """Send a model answer (Markdown) as formatted pieces; returns how many were sent.
 
-    async def send_plain(self, bot: Bot, chat_id: int, text: str) -> int:
+        ``keyboard`` (a reply keyboard, or its removal) goes with the last piece.
+        """
+        pieces = split_formatted(markdown_to_entities(markdown))
+        return await self._send_all(bot, chat_id, pieces, keyboard)
+
+    async def send_plain(
+        self, bot: Bot, chat_id: int, text: str, *, keyboard: ReplyKeyboard | None = None
+    ) -> int:
         """Send the bot's own text, unformatted; returns how many pieces were sent."""
-        return await self._send_all(bot, chat_id, split_formatted(FormattedText(text)))
+        return await self._send_all(bot, chat_id, split_formatted(FormattedText(text)), keyboard)
 
-    async def _send_all(self, bot: Bot, chat_id: int, pieces: list[FormattedText]) -> int:
+    async def _send_all(
+        self,
+        bot: Bot,
+        chat_id: int,
+        pieces: list[FormattedText],
+        keyboard: ReplyKeyboard | None = None,
+    ) -> int:
         if (
             self._blocked is not None
             and self._check_blocked
@@ -82,28 +108,114 @@ class ReplySender:
         ):
             # Not delivered, and said so: the history and the audit must not call it answered.
             raise ReplyNotDeliveredError("the customer blocked the bot; not sent")
-        for piece in pieces:
-            await self._send_piece(bot, chat_id, piece)
+        for number, piece in enumerate(pieces, start=1):
+            await self._send_piece(bot, chat_id, piece, keyboard if number == len(pieces) else None)
         return len(pieces)
 
-    async def _send_piece(self, bot: Bot, chat_id: int, piece: FormattedText) -> None:
+    async def send_with_buttons(
+        self, bot: Bot, chat_id: int, text: str, buttons: InlineKeyboardMarkup
+    ) -> int:
+        """Send the bot's own ``text`` with inline ``buttons`` (a card, a question): its id.
+
+        Raises :class:`ReplyNotDeliveredError` when Telegram did not take it.
+        """
+        message = await self._retrying(
+            chat_id,
+            lambda: bot.send_message(chat_id, text, reply_markup=buttons),
+            refused="Telegram refused the message",
+        )
+        if message is None:  # only an edit can be "done already"
+            raise ReplyNotDeliveredError("Telegram returned no message")
+        return message.message_id
+
+    async def edit_text(self, bot: Bot, chat_id: int, message_id: int, text: str) -> bool:
+        """Rewrite a message the bot sent (its inline keyboard removed); ``False``: not done.
+
+        An edit is safe to repeat, so a 429 or a 5xx is waited and retried like a
+        send; an edit Telegram finds done already ("not modified") counts as done.
+        """
+        try:
+            # Without reply_markup the edit removes the inline keyboard.
+            await self._retrying(
+                chat_id,
+                lambda: bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id),
+                refused="Telegram refused the edit",
+                done_already=lambda error: "not modified" in str(error),
+                repeatable=True,
+            )
+        except ReplyNotDeliveredError as error:
+            logger.warning("Message %s not edited: %s", message_id, error)
+            return False
+        except TelegramAPIError as error:
+            logger.warning("Message %s not edited: %s", message_id, type(error).__name__)
+            return False
+        return True
+
+    async def _send_piece(
+        self, bot: Bot, chat_id: int, piece: FormattedText, keyboard: ReplyKeyboard | None
+    ) -> None:
         entities = list(piece.entities)
 
-        async def send() -> None:
+        def plain_instead(error: TelegramBadRequest) -> bool:
+            nonlocal entities
+            if not entities:
+                return False
+            logger.warning(
+                "Telegram refused a formatted message to %s (%s); re-sending as plain text",
+                chat_label(chat_id),
+                error.message,
+            )
+            entities = []
+            return True
+
+        await self._retrying(
+            chat_id,
+            lambda: bot.send_message(
+                chat_id=chat_id,
+                text=piece.text,
+                entities=entities or None,
+                parse_mode=None,
+                reply_markup=keyboard,
+            ),
+            refused="Telegram refused the message",
+            bad_request=plain_instead,
+        )
+
+    async def _retrying(
+        self,
+        chat_id: int,
+        call: Callable[[], Awaitable[_T]],
+        *,
+        refused: str,
+        bad_request: Callable[[TelegramBadRequest], bool] | None = None,
+        done_already: Callable[[TelegramBadRequest], bool] | None = None,
+        repeatable: bool = False,
+    ) -> _T | None:
+        """``call()`` with the bounded, duplicate-free retries; ``None`` when done already.
+
+        ``bad_request`` may change what the next attempt sends and answer ``True``
+        to try again at once; ``done_already`` recognises a 400 that means the
+        work was done before (an edit repeated after a crash). ``repeatable``: the
+        call changes nothing when it reached Telegram already (an edit), so a
+        timeout or a dropped connection is retried too.
+        """
+
+        async def attempt() -> _T | None:
             try:
-                await bot.send_message(
-                    chat_id=chat_id, text=piece.text, entities=entities or None, parse_mode=None
-                )
+                return await call()
             except TelegramForbiddenError as error:
                 # Blocked by the user or removed from the group: every later send would fail.
                 if self._blocked is not None:
                     with contextlib.suppress(RedisError, OSError):
                         await self._blocked.block(chat_id)
                 raise ReplyNotDeliveredError("the chat does not accept our messages") from error
+            except TelegramBadRequest as error:
+                if done_already is not None and done_already(error):
+                    return None
+                raise
 
         def decide(error: Exception, attempt: int) -> float:
             """The pause before sending again; raises when another send could double it."""
-            nonlocal entities
             if isinstance(error, TelegramRetryAfter):
                 if error.retry_after > self._max_retry_after:
                     raise ReplyNotDeliveredError(
@@ -112,19 +224,13 @@ class ReplySender:
                     ) from error
                 delay = float(error.retry_after)
             elif isinstance(error, TelegramBadRequest):
-                if not entities:
-                    raise ReplyNotDeliveredError("Telegram refused the message") from error
-                logger.warning(
-                    "Telegram refused a formatted message to %s (%s); re-sending as plain text",
-                    chat_label(chat_id),
-                    error.message,
-                )
-                entities = []
+                if bad_request is None or not bad_request(error):
+                    raise ReplyNotDeliveredError(refused) from error
                 return 0.0
             elif isinstance(error, TelegramServerError):
                 delay = self._backoff.pause(attempt)
             elif isinstance(error, TelegramNetworkError):
-                if not isinstance(error.__cause__, ClientConnectorError):
+                if not repeatable and not isinstance(error.__cause__, ClientConnectorError):
                     # The request may have reached Telegram: do not risk a duplicate.
                     raise ReplyNotDeliveredError("delivery uncertain; not retried") from error
                 delay = self._backoff.pause(attempt)
@@ -141,6 +247,6 @@ class ReplySender:
             )
             return delay
 
-        await retrying(
-            "telegram_send", send, decide=decide, counter=self._retries, sleep=self._sleep
+        return await retrying(
+            "telegram_send", attempt, decide=decide, counter=self._retries, sleep=self._sleep
         )

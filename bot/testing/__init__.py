@@ -26,6 +26,13 @@ Nothing in the application imports this package.
   Bot API as a task.
 - :mod:`~bot.testing.pool_stop`: ``stop_pool``, a worker pool stopped without waiting
   out its blocking read.
+- :mod:`~bot.testing.mcp_shop`: ``DemoShopMcpProcess``, the demo shop's MCP server
+  (``python -m bot shop-mcp``) as a child process, and ``stdio_parameters`` for its
+  ``--stdio`` form.
+- :mod:`~bot.testing.mcp_server`: a shop's MCP server (the ``mcp`` SDK's low-level
+  server) over streamable HTTP or stdio, recording every call in a file;
+  :mod:`~bot.testing.mcp_process`: ``McpServerProcess``, it as a child process that
+  can be killed and started again on its port.
 - :mod:`~bot.testing.settings`: ``make_settings`` and ``stack_settings``, settings by
   their documented variable names without reading ``.env``.
 """

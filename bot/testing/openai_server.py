@@ -1,6 +1,9 @@
 """A scripted OpenAI-compatible server over real HTTP, for the suite and the benchmark.
 
-The real ``AsyncOpenAI`` client talks to it at ``server.base_url``. Each request to
+The real ``AsyncOpenAI`` client talks to it at ``server.base_url``. Transcriptions
+(``POST /v1/audio/transcriptions``, multipart) are recorded in ``server.transcriptions``
+and answered from their own script (:meth:`ScriptedOpenAIServer.script_transcriptions`).
+Each request to
 ``POST /v1/chat/completions`` is recorded, then answered by the next scripted step,
 else by ``server.responder``; with neither, the request is *unscripted*: it is
 answered 500 (marked not retryable) and kept in ``server.unscripted`` so a test can
@@ -40,7 +43,10 @@ class Reply:
     instead (see :mod:`bot.testing.openai_stream`): ``chunk_chars`` characters of
     content per event (0: the server's default), ``chunk_interval_seconds`` between
     events (a slow trickle), and with ``cut_after_chunks`` the connection is dropped
-    after that many events, before ``[DONE]``.
+    after that many events, before ``[DONE]``. With ``keep_alive_seconds`` the
+    stream sends only SSE comments (``: keep-alive``), that far apart, until the
+    client or the server gives up: a provider that holds the stream open and never
+    writes.
     """
 
     status: int = 200
@@ -50,6 +56,7 @@ class Reply:
     chunk_chars: int = 0
     chunk_interval_seconds: float = 0.0
     cut_after_chunks: int | None = None
+    keep_alive_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,16 @@ class RecordedRequest:
 
 
 Responder = Callable[[Any], Reply | Awaitable[Reply]]
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptionRequest:
+    """One ``POST /v1/audio/transcriptions`` (multipart): its form fields and the file."""
+
+    model: str
+    language: str | None
+    filename: str
+    audio: bytes
 
 
 # ---- builders of complete chat.completion bodies ---------------------------------------
@@ -186,6 +203,11 @@ def json_answer(body: JsonBody, status: int = 200) -> Reply:
 # ---- builders of failures ---------------------------------------------------------------
 
 
+def transcript(text: str) -> Reply:
+    """A transcription's answer (``response_format=json``): the recognised text."""
+    return Reply(body={"text": text, "usage": {"type": "duration", "seconds": 3}})
+
+
 def error(
     status: int,
     message: str = "scripted error",
@@ -234,6 +256,11 @@ def cut_stream(step: Reply, *, after_chunks: int) -> Reply:
     return replace(step, cut_after_chunks=after_chunks)
 
 
+def keep_alive_only(step: Reply, *, interval_seconds: float = 0.1) -> Reply:
+    """``step`` asked for as a stream, answered with SSE comments only, this far apart."""
+    return replace(step, keep_alive_seconds=interval_seconds)
+
+
 def hang(seconds: float = 30.0) -> Reply:
     """A response that does not come within any sensible client timeout."""
     return delay(seconds, text_answer("слишком поздно"))
@@ -266,6 +293,18 @@ def user_texts(body: Any) -> list[str]:
     ]
 
 
+def image_urls(body: Any) -> list[str]:
+    """The image parts' URLs of every user message of a chat-completions request, in order."""
+    messages = body.get("messages", []) if isinstance(body, dict) else []
+    return [
+        str(part["image_url"]["url"])
+        for message in messages
+        if message.get("role") == "user" and isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
 class ScriptedOpenAIServer:
     """``POST /v1/chat/completions`` on 127.0.0.1 (a free port), answered from a script."""
 
@@ -276,6 +315,9 @@ class ScriptedOpenAIServer:
         self.latency_seconds = 0.0
         self.stream_chunk_chars = DEFAULT_STREAM_CHUNK_CHARS
         self._steps: deque[Reply] = deque()
+        # Transcriptions: recorded, answered from their own script (unscripted: 500).
+        self.transcriptions: list[TranscriptionRequest] = []
+        self._transcription_steps: deque[Reply] = deque()
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -296,10 +338,16 @@ class ScriptedOpenAIServer:
         """Append steps; each request consumes the oldest one."""
         self._steps.extend(steps)
 
+    def script_transcriptions(self, *steps: Reply) -> None:
+        """Append answers for ``/v1/audio/transcriptions``; each request takes the oldest."""
+        self._transcription_steps.extend(steps)
+
     async def start(self) -> None:
         """Listen on a free port."""
-        app = web.Application()
+        # Requests with images (data URLs) are larger than aiohttp's default 1 MB limit.
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         # handler_cancellation: a client that gave up (timeout) cancels its hung handler;
         # a short shutdown timeout keeps teardown quick.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
@@ -348,6 +396,39 @@ class ScriptedOpenAIServer:
             return web.Response(status=step.status, body=step.body.encode(), headers=step.headers)
         return web.json_response(step.body, status=step.status, headers=step.headers)
 
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        """A multipart transcription request: recorded, answered by the next scripted step."""
+        form = await request.post()
+        upload = form.get("file")
+        audio, filename = b"", ""
+        if isinstance(upload, web.FileField):
+            # aiohttp spools the upload to a temporary file: read it, then close it.
+            with upload.file:
+                audio = upload.file.read()
+            filename = upload.filename
+        language = form.get("language")
+        self.transcriptions.append(
+            TranscriptionRequest(
+                model=str(form.get("model", "")),
+                language=language if isinstance(language, str) else None,
+                filename=filename,
+                audio=audio,
+            )
+        )
+        if self._transcription_steps:
+            step = self._transcription_steps.popleft()
+        else:
+            step = error(
+                500,
+                "unscripted transcription request",
+                code="unscripted_request",
+                headers={"x-should-retry": "false"},
+            )
+        await self._sleep(step.delay_seconds)
+        if isinstance(step.body, str):
+            return web.Response(status=step.status, body=step.body.encode(), headers=step.headers)
+        return web.json_response(step.body, status=step.status, headers=step.headers)
+
     async def _stream(self, request: web.Request, body: Any, step: Reply) -> web.StreamResponse:
         """The completion in ``step`` as server-sent events, paced and cut as scripted."""
         assert isinstance(step.body, dict)
@@ -361,6 +442,12 @@ class ScriptedOpenAIServer:
             status=200, headers={"Content-Type": "text/event-stream", **step.headers}
         )
         await response.prepare(request)
+        if step.keep_alive_seconds:
+            # Comments only, never an event: every read gets bytes, no answer ever comes.
+            while not self._closing.is_set():
+                await response.write(b": keep-alive\n\n")
+                await self._sleep(step.keep_alive_seconds)
+            return response
         for number, event in enumerate(events):
             if step.cut_after_chunks is not None and number >= step.cut_after_chunks:
                 # No terminating chunk and no [DONE]: the client sees a stream cut mid-way.

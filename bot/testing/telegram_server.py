@@ -1,6 +1,7 @@
 """A small fake of Telegram's Bot API over real HTTP, for the bot's end-to-end tests.
 
 It speaks what aiogram uses in polling mode (``getMe``, ``deleteWebhook``,
+``getFile`` and the file download URL for files added with :meth:`add_file`,
 ``getUpdates`` with offset and long-poll timeout, ``sendMessage``,
 ``sendChatAction``, ``sendMessageDraft``, ``setMyCommands``; also ``setWebhook``), parses aiogram's
 form-encoded requests, records every call, and answers with Telegram's
@@ -119,6 +120,7 @@ class FakeTelegramServer:
     def __post_init__(self) -> None:
         self._pending: list[_Pending] = []
         self._injected: list[_Injected] = []
+        self._raw_answers: list[tuple[str, Any]] = []
         self._changed = asyncio.Condition()
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
@@ -136,6 +138,10 @@ class FakeTelegramServer:
         self.unknown_chats: set[int] = set()
         # Messages the bot sent, by (chat, message id): what edits change.
         self.bot_messages: dict[tuple[Any, int], dict[str, Any]] = {}
+        # Files the bot may fetch (``getFile``, then the file URL), by file id.
+        self._files: dict[str, tuple[str, bytes, int | None]] = {}
+        # File paths the bot downloaded, in order.
+        self.downloads: list[str] = []
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -143,6 +149,7 @@ class FakeTelegramServer:
         """Listen on a free port of 127.0.0.1."""
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -372,6 +379,14 @@ class FakeTelegramServer:
         """Answer the next ``times`` calls of ``method`` (matching ``when``) with an error."""
         self._injected.append(_Injected(method, status, description, retry_after, times, when))
 
+    def answer_next(self, method: str, result: Any, *, times: int = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``{"ok": true, "result": result}``.
+
+        Any ``result``, the Bot API's shape or not: what a client must cope with when
+        a proxy or a newer Bot API answers in a way it cannot read.
+        """
+        self._raw_answers.extend([(method, result)] * times)
+
     # --- holding sends ---------------------------------------------------------------
 
     def hold_sends(self, chat_id: int) -> None:
@@ -477,6 +492,8 @@ class FakeTelegramServer:
             response = self._error(401, "Unauthorized")
         elif (injected := self._take_injected(method, params)) is not None:
             response = self._error(injected.status, injected.description, injected.retry_after)
+        elif (raw := self._take_raw(method)) is not None:
+            response = self._ok(raw[1])
         elif method == "sendMessage" and not await self._wait_released(
             request, params.get("chat_id")
         ):
@@ -502,6 +519,13 @@ class FakeTelegramServer:
             self.calls.append(ApiCall(method, params, response.status, time.monotonic(), result_id))
             self._changed.notify_all()
         return response
+
+    def _take_raw(self, method: str) -> tuple[str, Any] | None:
+        for index, (name, result) in enumerate(self._raw_answers):
+            if name == method:
+                del self._raw_answers[index]
+                return name, result
+        return None
 
     def _take_injected(self, method: str, params: dict[str, Any]) -> _Injected | None:
         for injected in self._injected:
@@ -534,6 +558,46 @@ class FakeTelegramServer:
             "can_read_all_group_messages": False,
             "supports_inline_queries": False,
         }
+
+    def add_file(self, file_id: str, content: bytes, *, reported_size: int | None = None) -> str:
+        """Serve ``content`` as file ``file_id``; returns its ``file_path``.
+
+        ``reported_size`` is the ``file_size`` ``getFile`` answers (the content's length
+        by default), for a file Telegram says is larger than it is here.
+        """
+        path = f"documents/file_{len(self._files)}"
+        self._files[file_id] = (path, content, reported_size)
+        return path
+
+    async def _api_getFile(self, params: dict[str, Any]) -> web.Response:
+        known = self._files.get(str(params.get("file_id")))
+        if known is None:
+            return self._error(400, "Bad Request: invalid file_id")
+        path, content, reported = known
+        size = reported if reported is not None else len(content)
+        if size > 20 * 1024 * 1024:
+            return self._error(400, "Bad Request: file is too big")
+        return self._ok(
+            {
+                "file_id": params["file_id"],
+                "file_unique_id": f"u{params['file_id']}",
+                "file_size": size,
+                "file_path": path,
+            }
+        )
+
+    async def _download(self, request: web.Request) -> web.Response:
+        """``GET /file/bot<token>/<file_path>``: the file's bytes, as Telegram serves them."""
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        content = next((data for known, data, _ in self._files.values() if known == path), None)
+        async with self._changed:
+            self.downloads.append(path)
+            self._changed.notify_all()
+        if content is None:
+            return web.Response(status=404)
+        return web.Response(body=content, content_type="application/octet-stream")
 
     async def _api_getMe(self, params: dict[str, Any]) -> web.Response:
         return self._ok(self._bot_user())
@@ -672,8 +736,11 @@ class FakeTelegramServer:
         if params.get("message_thread_id") is not None:
             message["message_thread_id"] = params["message_thread_id"]
             message["is_topic_message"] = True
-        if isinstance(params.get("reply_markup"), dict):
-            message["reply_markup"] = params["reply_markup"]
+        markup = params.get("reply_markup")
+        # As Telegram: a sent message carries only an inline keyboard; a reply keyboard
+        # (or its removal) changes the customer's input field and is not echoed.
+        if isinstance(markup, dict) and "inline_keyboard" in markup:
+            message["reply_markup"] = markup
         self.bot_messages[(chat_id, int(str(message["message_id"])))] = message
         return self._ok(message)
 

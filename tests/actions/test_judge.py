@@ -1,5 +1,6 @@
 """The verdict on a press (pure), and a stored action whose arguments no longer validate."""
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,8 +12,11 @@ from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
 from tools.default_registry import build_default_tool_registry
+from tools.order_actions import CancelOrderArguments
+from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
 from tools.store import ShopStore
+from tools.write_tools import ActionResult, WriteTool
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
@@ -89,3 +93,44 @@ async def test_arguments_that_no_longer_validate_fail_kindly(
     order = await shop.order(Customer(user_id=7, chat_id=7), "8042")
     assert order is not None
     assert order.status == "processing"
+
+
+async def test_a_confirmed_write_whose_shop_hangs_ends_at_its_deadline() -> None:
+    started = asyncio.Event()
+
+    async def hanging(_arguments: object, _customer: Customer, _key: str) -> ActionResult:
+        started.set()
+        await asyncio.Event().wait()  # a shop that never answers
+        raise AssertionError("unreachable")
+
+    async def applied_nothing(
+        _arguments: object, _customer: Customer, _key: str
+    ) -> ActionResult | None:
+        return None  # asked afterwards, the shop says nothing was applied under the key
+
+    tool: WriteTool[CancelOrderArguments, None] = WriteTool(
+        name="cancel_order",
+        description="Отменяет заказ.",
+        arguments_model=CancelOrderArguments,
+        check=lambda _arguments, _customer: asyncio.sleep(0),
+        describe=lambda _arguments, _state: "",
+        handler=hanging,
+        lookup=applied_nothing,
+        declined=lambda _arguments: "",
+        timeout_seconds=0.2,
+    )
+    registry = ToolRegistry()
+    registry.register_write(tool)
+    actions = ActionConfirmations(registry=registry, chat=None, clock=lambda: NOW)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    begun = loop.time()
+
+    result = await actions.settle(
+        pending(arguments='{"order_id": "8042", "reason": "передумал"}'),
+        Verdict.CONFIRM,
+        Customer(user_id=7, chat_id=7),
+    )
+
+    assert started.is_set()
+    assert loop.time() - begun < 2
+    assert (result.done, result.error_code) == (False, "technical_error")

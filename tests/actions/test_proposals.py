@@ -2,13 +2,14 @@
 
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from bot.actions.pending import parse_callback
 from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
-from bot.llm.types import Message
+from bot.llm.types import LLMResult, Message
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
@@ -17,6 +18,7 @@ from bot.testing.scripted_client import ScriptedClient, scripted, text_result, t
 from tools.default_registry import build_default_tool_registry
 from tools.shop_backend import Customer
 from tools.store import ShopStore
+from turn import ToolCall
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 USER = 4242
@@ -162,3 +164,65 @@ async def test_a_new_proposal_supersedes_and_the_model_is_told_a_button_waits(
     assert session is not None
     assert session.pending_action is not None
     assert session.pending_action.action_id == second.card.action_id
+
+
+def two_writes_at_once() -> LLMResult:
+    """One model response asking for two write tools (a server ignoring parallel_tool_calls)."""
+    first, second = (
+        ToolCall(id="call-cancel", name="cancel_order", arguments=json.dumps(CANCEL_8042)),
+        ToolCall(id="call-address", name="change_delivery_address", arguments=json.dumps(MOVE)),
+    )
+    return replace(
+        tool_result("cancel_order", CANCEL_8042), tool_calls=(first, second), response_id="r2"
+    )
+
+
+CANCEL_8042 = {"order_id": "8042", "reason": "передумал"}
+MOVE = {"order_id": "8042", "address": "Казань, ул. Баумана, 1"}
+
+
+@pytest.mark.parametrize("shape", ["one_response", "two_steps"])
+async def test_a_second_write_in_one_turn_is_refused_to_the_model_and_audited(
+    harness_for: Callable[[ScriptedClient], ChatHarness], shape: str
+) -> None:
+    steps = (
+        [two_writes_at_once()]
+        if shape == "one_response"
+        else [
+            tool_result("cancel_order", CANCEL_8042),
+            tool_result("change_delivery_address", MOVE),
+        ]
+    )
+    client = scripted(*steps, text_result("Подтвердите отмену кнопкой."))
+    harness = harness_for(client)
+
+    reply = await harness.ask("c5", "отмените 8042 или поменяйте адрес", user_id=USER)
+
+    first, second = tool_messages(client)
+    assert first["ok"] is True
+    assert second["ok"] is False
+    error = second["error"]
+    assert isinstance(error, dict)
+    assert error["code"] == "one_action_at_a_time"
+    # The first proposal is the one card, and the one pending action.
+    data = first["data"]
+    assert isinstance(data, dict)
+    assert reply.card is not None
+    assert reply.card.action_id == data["action_id"]
+    session = await harness.store.load("c5")
+    assert session is not None
+    assert session.pending_action is not None
+    assert session.pending_action.action_id == data["action_id"]
+    assert session.pending_action.tool_name == "cancel_order"
+    entries = await harness.audit_entries()
+    tools = [
+        (e["tool_name"], e["status"], e.get("error_code", ""))
+        for e in entries
+        if e["type"] == "tool"
+    ]
+    assert tools == [
+        ("cancel_order", "success", ""),
+        ("change_delivery_address", "business_error", "one_action_at_a_time"),
+    ]
+    proposed = [e["tool_name"] for e in entries if e["type"] == "action"]
+    assert proposed == ["cancel_order"]

@@ -256,7 +256,7 @@ async def test_a_press_on_a_superseded_card_changes_nothing(stack: Stack) -> Non
     new_id, new_text, _ = await stack.card(
         "поменяйте адрес доставки заказа 8042 на Казань, ул. Баумана, 5", count=2
     )
-    assert new_text == "Изменить адрес доставки заказа 8042 на: Казань, ул. Баумана, 5"
+    assert new_text == "Изменить адрес доставки заказа 8042 на: «Казань, ул. Баумана, 5»"
 
     # The superseded card says so, its buttons gone.
     [superseded] = stack.edits(old_id)

@@ -44,7 +44,7 @@ TOOL_FIELDS = [
 TURN_FIELDS = [
     "type", "chat_id", "turn_id", "outcome", "model", "model_steps", "tool_calls",
     "tool_names", "prompt_tokens", "completion_tokens", "total_tokens", "latency_ms",
-    "queue_ms", "prompt_id", "prompt_version",
+    "queue_ms", "prompt_id", "prompt_version", "input_kind",
 ]  # fmt: skip
 
 
@@ -206,6 +206,8 @@ async def test_failed_turn_entry_names_the_failure_kind_and_leaves_unknown_token
         "queue_ms": "",
         "prompt_id": "support_chat",
         "prompt_version": "1.2.0",
+        # A typed message; a voice message's length and transcription time only for voice.
+        "input_kind": "text",
     }
 
 

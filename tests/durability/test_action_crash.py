@@ -2,9 +2,13 @@
 
 The press stays queued; the next process re-runs the handler with the same
 idempotency key (the action id): the shop answers the first receipt, so the
-order changes once, the card is edited once and the customer told once.
+order changes once, the card is edited once and the customer told once. That
+holds when the restart comes after the confirmation window (the press is
+judged by when it arrived), and when the press is given up as a dead letter
+(the shop is asked by the action's key; the card and pending action close).
 """
 
+import time
 from typing import Any
 
 import pytest
@@ -94,4 +98,66 @@ async def test_sigkill_between_the_handler_and_the_commit_changes_the_order_once
         if fields is not None and fields.get(b"type") == b"action"
     ]
     assert steps == [b"proposed", b"confirmed", b"executed"]
+    assert "Traceback" not in cluster.logs()
+
+
+CONFIRM_SECONDS = 4.0
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        # Restarted after the window: the press is judged by when it arrived.
+        {"ACTION_CONFIRM_SECONDS": str(CONFIRM_SECONDS)},
+        # The press is given up (one attempt allowed): the shop is asked by the key.
+        {"JOB_MAX_ATTEMPTS": "1"},
+    ],
+    ids=["restart_after_the_window", "dead_letter"],
+)
+async def test_an_action_applied_before_the_crash_is_told_as_executed(
+    cluster: Cluster,
+    telegram: FakeTelegramServer,
+    model: ScriptedOpenAIServer,
+    store: aioredis.Redis,
+    env: dict[str, str],
+) -> None:
+    model.responder = proposing
+    first = await cluster.start("polling", "first", BOT_CRASH_POINT="action_handled", **env)
+    await telegram.push_message(CHAT, "отмените заказ 8042")
+    await telegram.wait_for(lambda: bool(telegram.keyboards(CHAT)), within=30)
+    proposed = time.time()
+    [(card_id, _, keyboard)] = telegram.keyboards(CHAT)
+    yes = keyboard[0][0]["callback_data"]
+    action_id = yes.split(":")[1]
+    await telegram.push(telegram.callback_update(CHAT, card_id, yes))
+    await wait_until(lambda: not first.alive, 30, "the crash point kills it", cluster.logs)
+    assert time.time() - proposed < CONFIRM_SECONDS, "the press did not arrive in time"
+    keys = RedisKeys(PREFIX)
+    assert await store.exists(keys.shop_done(f"u{CHAT}", action_id)) == 1
+    await wait_until(
+        lambda: time.time() > proposed + CONFIRM_SECONDS, 10, "the window is over", cluster.logs
+    )
+
+    await cluster.start("polling", "restarted", **env)
+    await telegram.wait_for(lambda: OUTCOME in telegram.sent_texts(CHAT), within=TAKEOVER_WITHIN)
+    await cluster.finish(store, [CHAT], turns=1)
+
+    edits = [call.params for call in telegram.calls_of("editMessageText") if call.ok]
+    assert [(edit["message_id"], edit["text"]) for edit in edits] == [
+        (card_id, "✅ Заказ 8042 отменён")
+    ], cluster.logs()
+    texts = telegram.sent_texts(CHAT)
+    assert texts.count(OUTCOME) == 1
+    assert not any("истёк" in text or "Код обращения" in text for text in texts), texts
+    session = await stored_session(store, CHAT)
+    assert session.pending_action is None
+    [told] = [m for m in session.messages if m.action_id]
+    assert told.action_id == action_id
+    assert "отменён" in told.content
+    entries = await store.xrange(STREAM) or []
+    rows = [fields for _, fields in entries if fields is not None]
+    steps = [row.get(b"event") for row in rows if row.get(b"type") == b"action"]
+    assert steps == [b"proposed", b"confirmed", b"executed"]
+    # The one failed entry a given-up job leaves would tell another story.
+    assert not [row for row in rows if row.get(b"outcome") == b"failed"]
     assert "Traceback" not in cluster.logs()

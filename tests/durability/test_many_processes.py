@@ -39,8 +39,11 @@ ANSWER_ALL_WITHIN = 180.0
 # A reply can be sent twice only in the documented window: Telegram accepted it and its
 # process died before removing it from the outbox (the window spans the audit write and
 # the removal, tens of ms on a saturated 2-core machine), at most one per chat the killed
-# process was draining. Each duplicate is checked to straddle the kill.
-MAX_DUPLICATES = 6
+# process was draining. Each duplicate is checked to straddle the kill and to be its
+# chat's only one; how many chats were mid-delivery at the kill depends on the machine's
+# load (6 was once the most seen; 8 under a full suite beside other work), so the bound
+# is the killed process's share of the chats.
+MAX_DUPLICATES = len(CHATS) // 3
 
 
 def questions(chat_id: int) -> list[str]:
@@ -84,6 +87,7 @@ async def assert_all_answered_in_order(
     if duplicates:
         print(f"replies sent twice (the documented window): {duplicates}")
     assert len(duplicates) <= duplicates_allowed, duplicates
+    assert len({chat_id for chat_id, _ in duplicates}) == len(duplicates), "one per chat"
     for chat_id, text in duplicates:
         times = [
             call.at

@@ -38,7 +38,7 @@ from bot.csat.schedule import CsatPolicy, CsatSchedule
 from bot.csat.sweeper import RETRY_SECONDS
 from bot.handoff.topics import TopicDirectory
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
-from bot.queue.dead_letters import DeadLetter, DeadLetters
+from bot.queue.dead_letters import REDRIVE_MARK_TTL_SECONDS, DeadLetter, DeadLetters
 from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
@@ -64,7 +64,7 @@ from bot.storage.scripts.chat import (
     Waiting,
 )
 from bot.storage.scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
-from bot.storage.scripts.dead_letters import RecordDeadLetter
+from bot.storage.scripts.dead_letters import DropDeadLetter, RecordDeadLetter, Redrive
 from bot.storage.scripts.handoff import Postpone, RecordFailure
 from bot.storage.scripts.intake import Accept, StaffFlood
 from bot.storage.scripts.shop import ApplyShopWrite
@@ -295,6 +295,29 @@ async def dead_letter_step(chat: Chat) -> Step:
         enqueued_ms=1_796_299_000_000,
     )
     return lambda: DeadLetters(chat.redis, keys=chat.keys).record(letter)
+
+
+async def redrive_step(chat: Chat) -> Step:
+    # The staff CLI's retry of a dead letter (synchronous there: the same call, sent here).
+    await chat.queued(1)
+    raw, job_id = await chat.head()
+    call = Redrive(
+        chat=chat.keys.conversation(KEY),
+        turn_id="T1",
+        job=raw,
+        job_id=job_id,
+        mark_ttl=REDRIVE_MARK_TTL_SECONDS,
+    )
+    return lambda: Scripts(chat.redis).run(call)
+
+
+async def drop_dead_letter_step(chat: Chat) -> Step:
+    # The staff CLI's drop (synchronous there: the same call, sent here).
+    await (await dead_letter_step(chat))()
+    call = DropDeadLetter(
+        letters=chat.keys.dead_letters, order=chat.keys.dead_letter_order, turn_id="T1"
+    )
+    return lambda: Scripts(chat.redis).run(call)
 
 
 async def shop_write_step(chat: Chat) -> Step:
@@ -611,6 +634,20 @@ CASES: dict[str, Case] = {
         same_outcome=False,
     ),
     "shop_write": Case(script=ApplyShopWrite, prepare=shop_write_step),
+    "redrive": Case(
+        script=Redrive,
+        prepare=redrive_step,
+        replies=_done_before(1, 0),
+        why="0 is 'queued before': the retry says so, and signals the chat either way",
+        same_outcome=False,
+    ),
+    "drop_dead_letter": Case(
+        script=DropDeadLetter,
+        prepare=drop_dead_letter_step,
+        replies=_done_before(1, 0),
+        why="0 is 'no such letter': the letter is gone, as the first run left it",
+        same_outcome=False,
+    ),
     "csat_claim_due": Case(
         script=ClaimDue,
         prepare=claim_due_step,
@@ -654,7 +691,7 @@ def every_script_class() -> set[type[LuaScript]]:
 def test_every_script_has_a_case() -> None:
     """A script added without a case here fails: the claim is about every one."""
     scripts = every_script_class()
-    assert len(scripts) >= 27
+    assert len(scripts) >= 29
     missing = sorted(script.__name__ for script in scripts - {c.script for c in CASES.values()})
     assert missing == [], f"scripts with no repeat case: {missing}"
 

@@ -212,7 +212,15 @@ async def test_any_update_is_answered_once_or_ignored_and_the_session_stays_read
     else:
         assert len(sent) == 1
         if not text:
-            assert sent[0].params["text"] == customer_texts.NON_TEXT
+            body = update["message"]
+            expected = (
+                customer_texts.PHOTO
+                if "photo" in body
+                else customer_texts.STICKER
+                if "sticker" in body
+                else customer_texts.NON_TEXT
+            )
+            assert sent[0].params["text"] == expected
 
 
 def _corpus() -> list[dict[str, Any]]:

@@ -86,6 +86,11 @@ async def test_cancel_8042_is_described_then_done_once(registry: ToolRegistry) -
             "item_not_in_order",
         ),
         (
+            "request_return",
+            {"order_id": "8043", "items": ["клавиатура"] * 10, "reason": "x"},
+            "item_quantity_exceeded",
+        ),
+        (
             "change_delivery_address",
             {"order_id": "8041", "address": "Москва, ул. Ленина, 1"},
             "address_not_changeable",
@@ -136,3 +141,16 @@ async def test_address_change_is_shown_by_order_status(registry: ToolRegistry) -
     refused = await cancel.handler(cancel_args, ALICE, "act-4")
     assert not refused.done
     assert refused.error_code == "not_cancellable"
+
+
+async def test_lookup_tells_what_a_run_under_the_key_did_without_running_it(
+    registry: ToolRegistry,
+) -> None:
+    tool = registry.write_tool("cancel_order")
+    assert tool is not None
+    arguments = tool.arguments_model.model_validate({"order_id": "8042", "reason": "передумал"})
+    assert await tool.lookup(arguments, ALICE, "act-9") is None
+    status = await order_status(registry, "8042")
+    assert status["data"]["status"] == "processing"  # type: ignore[index]
+    done = await tool.handler(arguments, ALICE, "act-9")
+    assert await tool.lookup(arguments, ALICE, "act-9") == done

@@ -120,3 +120,31 @@ async def test_return_period_and_items_are_checked(redis_client: AsyncRedisClien
     with pytest.raises(ShopRuleError) as wrong:
         await late.request_return(ALICE, "8043", ("чайник",), "", idempotency_key="w")
     assert wrong.value.code == "item_not_in_order"
+
+
+async def test_a_return_of_more_pieces_than_the_order_holds_is_refused(
+    shop: RedisDemoShop, redis_client: AsyncRedisClient
+) -> None:
+    # 8043 holds one keyboard: ten of them (or two) cannot be returned, and nothing changes.
+    before = await shop.order(ALICE, "8043")
+    for count in (10, 2):
+        with pytest.raises(ShopRuleError) as error:
+            await shop.request_return(
+                ALICE, "8043", ("клавиатура",) * count, "", idempotency_key=f"q{count}"
+            )
+        assert error.value.code == "item_quantity_exceeded"
+    assert await shop.order(ALICE, "8043") == before
+    assert await redis_client.get(RedisKeys("shoptest").shop_done(ALICE.key, "q10")) is None
+    receipt = await shop.request_return(ALICE, "8043", ("клавиатура",), "", idempotency_key="q1")
+    assert receipt.order.return_items == ("клавиатура",)
+
+
+async def test_a_write_is_looked_up_by_its_idempotency_key(shop: RedisDemoShop) -> None:
+    assert await shop.receipt(ALICE, "look") is None
+    with pytest.raises(ShopRuleError):
+        await shop.cancel_order(ALICE, "8041", "", idempotency_key="refused")
+    # A refused write left no receipt; an applied one answers its own, for its customer only.
+    assert await shop.receipt(ALICE, "refused") is None
+    done = await shop.cancel_order(ALICE, "8042", "", idempotency_key="look")
+    assert await shop.receipt(ALICE, "look") == done
+    assert await shop.receipt(BOB, "look") is None

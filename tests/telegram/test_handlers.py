@@ -24,13 +24,14 @@ from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
 from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext
+from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
-from turn import TurnContext, TurnOutcome
+from turn import TEXT_INPUT, TurnContext, TurnInput, TurnOutcome
 
 
 @pytest.fixture(params=["standalone", "cluster"])
@@ -73,6 +74,7 @@ class RecordingChat:
         held: JobContext,
         customer: HandoffTurn | None = None,
         stream: ReplyStream | None = None,
+        turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         self.asked.append((context, text))
         gate = self.gates.get(text)
@@ -81,7 +83,7 @@ class RecordingChat:
         if self.failure is not None:
             raise self.failure
         reply: ChatReply = await self.inner.reply(
-            context, text, held=held, customer=customer, stream=stream
+            context, text, held=held, customer=customer, stream=stream, turn_input=turn_input
         )
         return reply
 
@@ -222,32 +224,97 @@ async def test_a_refused_typing_indicator_stops_quietly_and_the_answer_still_com
     assert "Typing indicator stopped: TelegramBadRequest" in caplog.text
 
 
+_STICKER = {
+    "file_id": "s",
+    "file_unique_id": "u",
+    "type": "regular",
+    "width": 512,
+    "height": 512,
+    "is_animated": False,
+    "is_video": False,
+}
+_CHANNEL = {"id": -100777, "type": "channel", "title": "Новости магазина"}
+
+
 @pytest.mark.parametrize(
-    "extra",
+    ("extra", "expected"),
     [
-        {"photo": [{"file_id": "p", "file_unique_id": "u", "width": 90, "height": 90}]},
-        {"location": {"latitude": 55.75, "longitude": 37.62}},
-        {
-            "sticker": {
-                "file_id": "s",
-                "file_unique_id": "u",
-                "type": "regular",
-                "width": 512,
-                "height": 512,
-                "is_animated": False,
-                "is_video": False,
-            }
-        },
-        {"voice": {"file_id": "v", "file_unique_id": "u", "duration": 3}},
+        ({"sticker": _STICKER}, customer_texts.STICKER),
+        ({"location": {"latitude": 55.75, "longitude": 37.62}}, customer_texts.LOCATION),
+        (
+            {"contact": {"phone_number": "+79990001122", "first_name": "Мама", "user_id": 5}},
+            customer_texts.CONTACT,
+        ),
+        (
+            {
+                "poll": {
+                    "id": "1",
+                    "question": "Какой цвет?",
+                    "options": [
+                        {"text": "красный", "voter_count": 0, "persistent_id": "a"},
+                        {"text": "синий", "voter_count": 0, "persistent_id": "b"},
+                    ],
+                    "total_voter_count": 0,
+                    "is_closed": False,
+                    "is_anonymous": True,
+                    "type": "regular",
+                    "allows_multiple_answers": False,
+                    "allows_revoting": False,
+                    "members_only": False,
+                }
+            },
+            customer_texts.POLL,
+        ),
+        (
+            {
+                "document": {
+                    "file_id": "d",
+                    "file_unique_id": "u",
+                    "file_name": "счёт.pdf",
+                    "mime_type": "application/pdf",
+                }
+            },
+            customer_texts.DOCUMENT,
+        ),
+        (
+            {
+                "video": {
+                    "file_id": "v",
+                    "file_unique_id": "u",
+                    "width": 640,
+                    "height": 480,
+                    "duration": 5,
+                }
+            },
+            customer_texts.VIDEO,
+        ),
+        (
+            {
+                "text": "Скидки до 50% на всё!",
+                "forward_origin": {
+                    "type": "channel",
+                    "date": 1_700_000_000,
+                    "chat": _CHANNEL,
+                    "message_id": 9,
+                },
+            },
+            customer_texts.FORWARDED_POST,
+        ),
+        ({"dice": {"emoji": "🎲", "value": 3}}, customer_texts.STICKER),
+        ({}, customer_texts.NON_TEXT),
     ],
-    ids=["photo", "location", "sticker", "voice"],
+    ids=["sticker", "location", "contact", "poll", "document", "video", "forward", "dice", "empty"],
 )
-async def test_non_text_gets_a_short_reply_without_a_model_call(
-    stack: Stack, telegram: FakeTelegramServer, extra: dict[str, Any]
+async def test_what_the_bot_does_not_read_gets_one_fitting_line_without_a_model_call(
+    stack: Stack, telegram: FakeTelegramServer, extra: dict[str, Any], expected: str
 ) -> None:
     await stack.feed(telegram.message_update(CHAT, None, extra=extra))
-    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.NON_TEXT]
+    assert await telegram.wait_for_texts(CHAT, 1) == [expected]
     assert stack.chat.asked == []
+    # Never a failed turn: nothing in the audit says so.
+    await stack.settle()
+    entries = await stream_entries(stack.app.redis, "handlers:audit")
+    assert [entry for entry in entries if entry.get("outcome") not in (None, "answered")] == []
 
 
 async def test_edited_messages_and_channel_posts_are_ignored(

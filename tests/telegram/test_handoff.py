@@ -231,6 +231,11 @@ async def test_operator_opens_a_topic_with_the_header_and_mirrors_the_waiting_co
     assert "Где мой заказ 12345?" in header
     assert "Ответ: Где мой заказ 12345?" in header
     assert "Причина: command" in header
+    # Staff start from the analysis (the offline analyst here: the scripted chat model
+    # has no Structured Outputs), and the analysis is audited without its text.
+    assert "Анализ обращения:" in header
+    assert "Категория: order_status" in header
+    assert "Кратко: Клиент обратился по теме «статус заказа». Номер заказа: 12345." in header
     # Waiting: the bot still answers, and staff see both sides live.
     message_id = await desk.customer("А когда привезут?")
     await telegram.wait_for(lambda: "Ответ: А когда привезут?" in telegram.sent_texts(CUSTOMER))

@@ -216,3 +216,34 @@ async def test_redis_detail_names_the_kind_of_error_never_its_text(
 
     assert (refused.writable, refused.detail) == (False, "refuses writes: ResponseError NOREPLICAS")
     assert (unreachable.writable, unreachable.detail) == (False, "unreachable: ConnectionError")
+
+
+async def test_a_shop_mcp_server_down_is_named_and_the_answer_stays_200(
+    health_client: AsyncRedisClient, audit_sink: RedisStreamAuditSink, clock: ManualClock
+):
+    probe = RedisHealthProbe(health_client, key_prefix="h", timeout_seconds=1)
+    work = WorkStream(health_client, stream=WORK_STREAM, consumer="health-test")
+    await work.ensure_group()
+    down: tuple[str, ...] = ("shop",)
+    endpoint = HealthEndpoint(
+        probe=probe,
+        audit=audit_sink,
+        in_flight=InFlightMiddleware(),
+        work=work,
+        clock=clock,
+        mcp_down=lambda: down,
+    )
+    web_app = web.Application()
+    web_app.router.add_get(HEALTH_PATH, endpoint.handle)
+    async with TestClient(TestServer(web_app)) as http:
+        response = await http.get(HEALTH_PATH)
+        body = await response.json()
+        # The bot still serves: only the shop's tools are missing.
+        assert response.status == 200
+        assert body["status"] == "degraded"
+        assert body["mcp_servers_down"] == ["shop"]
+
+        down = ()
+        body = await (await http.get(HEALTH_PATH)).json()
+        assert body["status"] == "ok"
+        assert "mcp_servers_down" not in body

@@ -4,6 +4,7 @@ import pytest
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
+from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from bot.testing.redis_server import free_port
@@ -128,3 +129,25 @@ async def test_unreachable_api_is_retried_then_reported(bot: Bot, sleep: Recordi
     with pytest.raises(ReplyNotDeliveredError):
         await unreachable.send_plain(bot, CHAT, "Ответ")
     assert sleep.waits == [0.5]
+
+
+async def test_an_edit_is_retried_and_an_edit_found_done_counts_as_done(
+    telegram: FakeTelegramServer, bot: Bot, sleep: RecordingSleep
+) -> None:
+    sender = _sender(sleep)
+    message_id = await sender.send_with_buttons(bot, CHAT, "Карточка", _buttons())
+    telegram.fail_next("editMessageText", 502, "Bad Gateway")
+
+    assert await sender.edit_text(bot, CHAT, message_id, "Готово")
+    # Delivered again after a crash: Telegram finds nothing to change, and that is done.
+    assert await sender.edit_text(bot, CHAT, message_id, "Готово")
+
+    assert [call.status for call in telegram.calls_of("editMessageText")] == [502, 200, 400]
+    assert sleep.waits == [0.5]
+    assert not await sender.edit_text(bot, CHAT, message_id + 1000, "Нет такого")
+
+
+def _buttons() -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup(
+        inline_keyboard=[[InlineKeyboardButton(text="Да", callback_data="x")]]
+    )

@@ -112,6 +112,12 @@ def script_samples(prefix: str, conversation: str, stream: str) -> list[LuaScrip
             given_up_ms=1,
             kept=10,
         ),
+        dead_letters.Redrive(
+            chat=conv, turn_id="K7M2QX9PAF", job='{"job_id":"1"}', job_id="1", mark_ttl=60
+        ),
+        dead_letters.DropDeadLetter(
+            letters=keys.dead_letters, order=keys.dead_letter_order, turn_id="K7M2QX9PAF"
+        ),
         audit.WriteOnce(
             stream=stream,
             done=RedisKeys.audit_done(stream, "K7M2QX9PAF"),

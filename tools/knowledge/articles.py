@@ -22,6 +22,8 @@ ARTICLE_SUFFIX = ".md"
 # A longer article is refused: it is a manual, not an answer, and a passage of it is
 # all a search could give anyway. Split it into articles.
 MAX_ARTICLE_CHARS = 20_000
+# UTF-8 spends at most 4 bytes a character: a file longer than this is too long unread.
+MAX_ARTICLE_BYTES = MAX_ARTICLE_CHARS * 4
 # Ids appear in URLs, the audit and the model's citations: keep them plain.
 _ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,79}")
 _FRONT_MATTER_KEYS = frozenset({"id", "url", "tags"})
@@ -175,22 +177,83 @@ def read_articles(directory: Path) -> ArticleSet:
     """
     if not directory.is_dir():
         raise NotADirectoryError(f"{directory} is not a directory")
-    return collect_articles(_read_each(article_files(directory)))
+    root = directory.resolve(strict=True)
+    return collect_articles(_read_each(root, article_files(directory)))
 
 
-def _read_each(paths: Iterable[Path]) -> Iterable[tuple[str, str | ArticleProblem]]:
+def _inside(root: Path, path: Path) -> Path | ArticleProblem:
+    """``path`` with every link resolved, if that stays inside ``root`` (itself resolved).
+
+    A link out of the directory (to a ``.env``, a key, ``/etc/passwd``) is never
+    read: whatever is indexed, the model may quote to a customer.
+    """
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError) as error:
+        # RuntimeError: a loop of links.
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else "a link loop"
+        return ArticleProblem(source=printable_name(path.name), problem=f"cannot be read: {reason}")
+    if not real.is_relative_to(root):
+        return ArticleProblem(
+            source=printable_name(path.name),
+            problem="links outside the help center directory: not read",
+        )
+    return real
+
+
+def printable_name(name: str) -> str:
+    """``name`` with every unprintable character escaped (``\\n``, ``\\u202e``).
+
+    A file name may hold a line break or a direction override; shown as it is, it
+    would split a log line in two or turn it around.
+    """
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in name
+    )
+
+
+def _read_each(root: Path, paths: Iterable[Path]) -> Iterable[tuple[str, str | ArticleProblem]]:
     for path in paths:
-        try:
-            yield path.name, path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            yield path.name, ArticleProblem(source=path.name, problem="not UTF-8 text")
-        except OSError as error:
-            yield (
-                path.name,
-                ArticleProblem(
-                    source=path.name, problem=f"cannot be read: {error.strerror or error}"
-                ),
-            )
+        yield _read_one(root, path)
+
+
+def _read_one(root: Path, path: Path) -> tuple[str, str | ArticleProblem]:
+    """``(source, text or problem)`` of one article file; the source is printable."""
+    source = printable_name(path.name)
+    real = _inside(root, path)
+    if isinstance(real, ArticleProblem):
+        return source, real
+    try:
+        # The resolved path is read, not the link: a link swapped after the check
+        # cannot lead the read elsewhere.
+        text = _read_bounded(real)
+    except UnicodeDecodeError:
+        return source, ArticleProblem(source=source, problem="not UTF-8 text")
+    except OSError as error:
+        return source, ArticleProblem(
+            source=source, problem=f"cannot be read: {error.strerror or error}"
+        )
+    if text is None:
+        return source, ArticleProblem(
+            source=source,
+            problem=f"too long: over {MAX_ARTICLE_BYTES} bytes "
+            f"(at most {MAX_ARTICLE_CHARS} characters); split it",
+        )
+    return source, text
+
+
+def _read_bounded(path: Path) -> str | None:
+    """The file's UTF-8 text, or ``None`` when it is over :data:`MAX_ARTICLE_BYTES`.
+
+    At most one byte past the limit is read: a huge file (a log, an export dropped
+    into the directory) never enters memory whole.
+    """
+    with path.open("rb") as file:
+        raw = file.read(MAX_ARTICLE_BYTES + 1)
+    if len(raw) > MAX_ARTICLE_BYTES:
+        return None
+    return raw.decode("utf-8")
 
 
 def collect_articles(texts: Iterable[tuple[str, str | ArticleProblem]]) -> ArticleSet:

@@ -125,6 +125,10 @@ class SearchIndex:
         self._vocabulary = sorted(postings)
         self._neighbours = _deletion_neighbourhoods(self._vocabulary)
         self.article_count = article_count
+        # What the model may cite: every indexed article's URL (citations are checked).
+        self.article_urls = frozenset(
+            entry.article.url for entry in self._entries if entry.article.url is not None
+        )
 
     @classmethod
     def build(cls, articles: Iterable[Article], analyzer: Analyzer | None = None) -> "SearchIndex":

@@ -93,6 +93,10 @@ class HelpCenter:
         """The index in use and what its build skipped."""
         return self._snapshot
 
+    def article_urls(self) -> frozenset[str]:
+        """The URLs of the articles in the index in use (what an answer may cite)."""
+        return self._snapshot.index.article_urls
+
     def observe(self, observer: SearchObserver) -> None:
         """Have ``observer`` told the result count and duration of every search."""
         self._observers.append(observer)

@@ -4,7 +4,7 @@ from dataclasses import Field, fields
 from enum import Enum
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from bot.storage.connection import AsyncRedisClient
+from bot.storage.connection import AsyncRedisClient, SyncRedisClient
 
 Arg = str | bytes | int | float
 """One ARGV value as redis-py encodes it."""
@@ -70,6 +70,12 @@ class Scripts:
             script = self._redis.register_script(call.SOURCE)
             self._registered[type(call)] = script
         return await script(keys=call.keys(), args=call.args())
+
+
+def run_sync(client: SyncRedisClient, call: LuaScript) -> Any:
+    """Run ``call`` on a synchronous client (the staff CLI); its reply as Redis gives it."""
+    script: Any = client.register_script(call.SOURCE)
+    return script(keys=call.keys(), args=call.args())
 
 
 def _encoded(value: Arg) -> Arg:

@@ -8,27 +8,39 @@ from dataclasses import dataclass
 from bot.storage.keys import ConversationKeys
 from bot.storage.scripts.base import Argv, Key, LuaScript
 
-# A token bucket in hash KEYS[bucket]: 'ok' takes a token; over it, 'rate_warn' the
-# first time (until a token is taken again), then 'rate_quiet'.
+# A token bucket in hash KEYS[bucket], charged at a message's own time: 'ok' takes a token;
+# over it, 'rate_warn' the first time (until a token is taken again), then 'rate_quiet'.
+#
+# message_time(sent, backlog) is when the message was written (Telegram's 'date', in ms),
+# clamped to [Redis's now - backlog, Redis's now]: a date from the future counts as now,
+# one older than the backlog window as its edge; 0 (unknown) is now. A backlog taken in
+# at once (after an outage, a polling pause, webhook redeliveries) is so charged at the
+# pace it was written, never as one burst. The bucket's clock only moves forward: an
+# older date than the last one refills nothing.
 _BUCKET_LUA = """
-local function take_token(bucket, burst, interval)
+local function message_time(sent, backlog)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if sent == nil or sent <= 0 then return now end
+  return math.max(now - backlog, math.min(now, sent))
+end
+local function take_token(bucket, burst, interval, at)
   local state = redis.call('HMGET', bucket, 'tokens', 'ts', 'warned')
   local tokens = tonumber(state[1])
   local ts = tonumber(state[2])
   if tokens == nil or ts == nil then
     tokens = burst
-    ts = now
+    ts = at
   end
-  tokens = math.min(burst, tokens + math.max(0, now - ts) / interval)
+  tokens = math.min(burst, tokens + math.max(0, at - ts) / interval)
+  local stamp = math.max(ts, at)
   local verdict = 'ok'
   if tokens < 1 then
     verdict = 'rate_quiet'
     if state[3] ~= '1' then verdict = 'rate_warn' end
-    redis.call('HSET', bucket, 'tokens', tostring(tokens), 'ts', tostring(now), 'warned', '1')
+    redis.call('HSET', bucket, 'tokens', tostring(tokens), 'ts', tostring(stamp), 'warned', '1')
   else
-    redis.call('HSET', bucket, 'tokens', tostring(tokens - 1), 'ts', tostring(now), 'warned', '0')
+    redis.call('HSET', bucket, 'tokens', tostring(tokens - 1), 'ts', tostring(stamp), 'warned', '0')
   end
   redis.call('PEXPIRE', bucket, math.ceil(burst * interval) + 1000)
   return verdict
@@ -39,6 +51,9 @@ end
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Accept(LuaScript):
     """De-duplicate the update, apply the queue cap, flood control and daily budget, queue it.
+
+    The flood bucket is charged at the message's own time (``sent_ms``, clamped
+    to the backlog window), not at the moment intake runs.
 
     Returns ``{verdict, signal}``: signal is 1 when the queue has work and no
     worker holds it. The ``seen`` mark makes a second run answer
@@ -70,7 +85,8 @@ if cap > 0 then
 end
 local verdict = 'ok'
 if ARGV[5] == '1' then
-  verdict = take_token(KEYS[4], tonumber(ARGV[7]), tonumber(ARGV[8]))
+  local at = message_time(tonumber(ARGV[14]), tonumber(ARGV[15]))
+  verdict = take_token(KEYS[4], tonumber(ARGV[7]), tonumber(ARGV[8]), at)
   -- A message to a person (a handoff) is no model turn: the daily limit skips it.
   if verdict == 'ok' and ARGV[6] == '1' and redis.call('HEXISTS', KEYS[6], 'h') == 0 then
     local used = redis.call('INCR', KEYS[5])
@@ -115,6 +131,10 @@ return {verdict, needs_signal()}
     # The job telling the customer the queue is full ('' : nobody to tell).
     full_notice: Argv[str]
     full_mark_ttl: Argv[int]
+    # When the message was written (Telegram's date, ms; 0: unknown, Redis's now) and how
+    # far back such a date is believed (the backlog window, ms).
+    sent_ms: Argv[int] = 0
+    backlog_ms: Argv[int] = 0
 
     def keys(self) -> list[str]:
         chat = self.chat
@@ -141,7 +161,8 @@ class StaffFlood(LuaScript):
         + """
 local prior = redis.call('GET', KEYS[1])
 if prior then return prior end
-local verdict = take_token(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
+local at = message_time(tonumber(ARGV[4]), tonumber(ARGV[5]))
+local verdict = take_token(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), at)
 redis.call('SET', KEYS[1], verdict, 'EX', ARGV[1])
 return verdict
 """
@@ -153,3 +174,6 @@ return verdict
     seen_ttl: Argv[int]
     burst: Argv[int]
     interval_ms: Argv[float]
+    # As in :class:`Accept`: the message's own time and the backlog window (ms).
+    sent_ms: Argv[int] = 0
+    backlog_ms: Argv[int] = 0

@@ -22,24 +22,31 @@ async def on_press(
 
     Intake answered the callback already (the spinner stopped there).
     """
+    press = card_press(callback)
+    if actions is None or press is None:
+        return None
+    try:
+        return await actions.press(telegram_conversation(int(press.chat_id)), job, press)
+    except ChatServiceError as error:
+        # Not saved: the job runs again (the handler's key keeps the shop's change single).
+        logger.warning("Press on action %s not saved: %s", press.action_id, error.kind)
+        return PlainReply(text=customer_texts.failure_message(error, job.job.turn_id))
+
+
+def card_press(callback: CallbackQuery) -> Press | None:
+    """The press on a confirmation card ``callback`` is; ``None`` for anything else."""
     parsed = parse_callback(callback.data)
     card = callback.message if isinstance(callback.message, Message) else None
-    if actions is None or parsed is None or card is None:
+    if parsed is None or card is None:
         return None
     action_id, choice = parsed
-    press = Press(
+    return Press(
         action_id=action_id,
         choice=choice,
         presser_id=callback.from_user.id,
         chat_id=card.chat.id,
         card_message_id=card.message_id,
     )
-    try:
-        return await actions.press(telegram_conversation(card.chat.id), job, press)
-    except ChatServiceError as error:
-        # Not saved: the job runs again (the handler's key keeps the shop's change single).
-        logger.warning("Press on action %s not saved: %s", action_id, error.kind)
-        return PlainReply(text=customer_texts.failure_message(error, job.job.turn_id))
 
 
 def build_router() -> Router:

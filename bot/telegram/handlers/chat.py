@@ -7,17 +7,19 @@ from aiogram.types import Message
 from redis.exceptions import RedisError
 
 from bot import customer_texts
+from bot.accounts.linking import AccountLinking, shop_customer_id
 from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.service import HandoffService
 from bot.ops.log_context import bind_turn
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
+from bot.sessions.models import session_of
 from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
 from bot.telegram.ports import ChatPort
 from bot.telegram.typing_indicator import TypingIndicator
-from turn import TurnContext
+from turn import TEXT_INPUT, TurnContext, TurnInput
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +35,45 @@ async def answer(
     handoff: HandoffService | None = None,
     *,
     drafts: Drafts | None = None,
+    account_linking: AccountLinking | None = None,
 ) -> JobResult:
-    """Run the turn; its reply is committed, or a kind message with the incident code.
+    """Run the turn of a text; its reply is committed, or a kind message with the incident code.
 
     In a private chat (``drafts`` given, ``STREAMING=on``) the answer is shown as a
     draft while it is written; the committed reply is sent as usual either way.
 
     With handoff on, failed turns in a row call a person in; an answered turn's
-    commit starts the count again.
+    commit starts the count again. With account linking on, the turn's context
+    carries the shop's customer id the session keeps (tools bind it).
+    """
+    text = question_text(message, (await bot.me()).username)
+    return await run_turn(
+        message,
+        bot,
+        job,
+        chat_service,
+        handoff,
+        text=text,
+        drafts=drafts,
+        account_linking=account_linking,
+    )
+
+
+async def run_turn(
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    chat_service: ChatPort,
+    handoff: HandoffService | None,
+    *,
+    text: str,
+    turn_input: TurnInput = TEXT_INPUT,
+    drafts: Drafts | None = None,
+    account_linking: AccountLinking | None = None,
+) -> JobResult:
+    """One model turn for ``message`` whose words are ``text`` (typed, or a voice's transcript).
+
+    See :func:`answer`; ``turn_input`` says what the customer sent, for the history and the audit.
     """
     chat_id = message.chat.id
     turn_id = job.job.turn_id
@@ -50,9 +83,11 @@ async def answer(
         chat_id=chat_id,
         user_id=message.from_user.id if message.from_user else None,
         turn_id=turn_id,
+        # Read from the session only where accounts can be linked at all.
+        shop_customer_id=shop_customer_id(job) if account_linking is not None else None,
+        photos=_photos(job, turn_input),
     )
     customer = customer_of(message) if handoff is not None else None
-    text = question_text(message, (await bot.me()).username)
     try:
         if drafts is not None and drafts.wanted(
             chat_type=message.chat.type,
@@ -63,14 +98,21 @@ async def answer(
             async with drafts.publisher(bot, chat_id) as publisher:
                 try:
                     reply = await chat_service.reply(
-                        context, text, held=job, customer=customer, stream=publisher
+                        context,
+                        text,
+                        held=job,
+                        customer=customer,
+                        stream=publisher,
+                        turn_input=turn_input,
                     )
                 finally:
                     # The final message (or the failure's) follows: no draft beside it.
                     await publisher.clear()
         else:
             async with TypingIndicator(bot, chat_id, delay=TYPING_DELAY_SECONDS):
-                reply = await chat_service.reply(context, text, held=job, customer=customer)
+                reply = await chat_service.reply(
+                    context, text, held=job, customer=customer, turn_input=turn_input
+                )
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
@@ -81,6 +123,18 @@ async def answer(
             return failure
         return await _after_failure(message, job, handoff, failure)
     return JobDone(reply=reply.delivery, summary_due=reply.summary_updated)
+
+
+def _photos(job: JobContext, turn_input: TurnInput) -> tuple[str, ...]:
+    """The photos of the conversation so far and of this message (file ids, oldest first)."""
+    session = session_of(job.session_data)
+    earlier = tuple(
+        photo
+        for stored in (session.messages if session is not None else ())
+        if stored.role == "user"
+        for photo in stored.photos
+    )
+    return earlier + tuple(image.file_id for image in turn_input.images)
 
 
 async def _after_failure(

@@ -1,6 +1,9 @@
 """A press on the satisfaction question, run by the worker that holds the customer's chat."""
 
+import logging
+
 from aiogram import F, Router
+from aiogram.enums import ChatType
 from aiogram.types import CallbackQuery, Message
 
 from bot import customer_texts
@@ -11,17 +14,25 @@ from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.storage.keys import telegram_conversation
 
+logger = logging.getLogger(__name__)
+
 
 async def on_feedback(
     callback: CallbackQuery, job: JobContext, feedback: CsatSchedule | None = None
 ) -> PlainReply | None:
     """Record the first press of the open question: thank by editing it, audit the score.
 
-    Any other press changes nothing (``None``); intake answered the callback already.
+    Only the customer asked may answer: the question goes to private chats only,
+    whose id is the customer's user id, so a press by anyone else (a forwarded
+    question, a forged update) is not theirs. Any other press changes nothing
+    (``None``); intake answered the callback already.
     """
     parsed = parse_callback(callback.data)
     question = callback.message if isinstance(callback.message, Message) else None
     if feedback is None or parsed is None or question is None:
+        return None
+    if question.chat.type != ChatType.PRIVATE or callback.from_user.id != question.chat.id:
+        logger.info("Satisfaction press by someone other than the customer: nothing recorded")
         return None
     question_id, score = parsed
     result = await feedback.record(

@@ -23,6 +23,7 @@ from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
 from bot.telegram.staff_members import MembershipError, StaffMembership
+from bot.telegram.voice import Heard, VoiceMessages, recording_of
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +67,27 @@ async def in_human_state(
 
 
 async def customer_to_staff(
-    message: Message, job: JobContext, handoff: HandoffService
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    handoff: HandoffService,
+    voice: VoiceMessages | None = None,
 ) -> JobResult:
-    """In ``human`` state any customer message (text or media) goes to the topic only."""
+    """In ``human`` state any customer message (text or media) goes to the topic only.
+
+    A voice message goes with its transcript (when it can be had) for staff to read.
+    """
+    transcript = None
+    # Offline (no transcriber) the voice message simply goes to staff, as before.
+    if voice is not None and voice.transcriber is not None and recording_of(message) is not None:
+        heard = await voice.hear(bot, message)
+        transcript = heard.text if isinstance(heard, Heard) else None
     return await handoff.customer_message(
         telegram_conversation(message.chat.id),
         job,
         message.message_id,
         message.text or message.caption,
+        transcript=transcript,
     )
 
 

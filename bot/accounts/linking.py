@@ -1,0 +1,124 @@
+"""Account linking inside a worker's job: ask for the customer's own contact, then link it.
+
+Telegram proves a shared contact is the sender's own number only one way: the
+contact message's ``contact.user_id`` is the sender's id (what the
+``request_contact`` button sends). Any other contact (forwarded, picked from
+the address book) is refused, and a number typed as text is never looked up:
+it is an ordinary message for the model. A contact that is the sender's own is
+looked up in the shop (:class:`~bot.accounts.directory.CustomerDirectory`);
+the shop's customer id is saved in the session with the job's pop and the
+reply in one commit, and the reply removes the keyboard. Each outcome is
+audited as a ``type=link`` entry, without the number.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bot import customer_texts
+from bot.accounts.directory import CustomerDirectory, CustomerDirectoryError
+from bot.audit.links import LinkAuditEntry, LinkEvent
+from bot.engine.chat_service import ChatService
+from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
+from bot.queue.jobs import OutboxEntry, ReplyKeyboardKind
+from bot.sessions.models import session_of
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedContact:
+    """A contact message as the handler read it (the number never leaves this step)."""
+
+    private_chat: bool
+    sender_id: int | None
+    contact_user_id: int | None
+    phone: str
+
+    @property
+    def own(self) -> bool:
+        """Whether Telegram says the contact is the sender's own."""
+        return self.sender_id is not None and self.contact_user_id == self.sender_id
+
+
+def shop_customer_id(job: JobContext) -> str | None:
+    """The shop's customer id the chat's session keeps (``None`` until linked)."""
+    session = session_of(job.session_data)
+    return session.shop_customer_id if session is not None else None
+
+
+def link_request(text: str = customer_texts.LINK_NEEDED) -> PlainReply:
+    """``text`` with the «share my number» button: for a step that needs the customer's id.
+
+    A tool whose bound ``customer_id`` is missing (no account linked yet) ends
+    its turn with this instead of calling the shop.
+    """
+    return PlainReply(text=text, reply_keyboard="contact")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccountLinking:
+    """``/link`` and shared contacts, for the handlers of a worker's job."""
+
+    chat: ChatService
+    directory: CustomerDirectory
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    def ask(self, *, private_chat: bool) -> PlainReply:
+        """``/link``: the request for the customer's own contact, with the button."""
+        if not private_chat:
+            return PlainReply(text=customer_texts.LINK_PRIVATE_ONLY)
+        return link_request(customer_texts.LINK_ASK)
+
+    async def link(
+        self, conversation_key: str, job: JobContext, contact: SharedContact
+    ) -> JobResult:
+        """Link the chat to the shop's customer of ``contact``, if it is the sender's own.
+
+        Raises :class:`~bot.engine.chat_errors.ChatServiceError` when the session
+        cannot be saved (nothing is linked then).
+        """
+        if not contact.private_chat:
+            return PlainReply(text=customer_texts.LINK_PRIVATE_ONLY)
+        # The button again where the customer may try again (a contact shared without
+        # /link had none); removed where sharing the number again changes nothing.
+        if not contact.own:
+            return self._reply(job, "not_own_contact", customer_texts.LINK_NOT_OWN, "contact")
+        try:
+            account = await self.directory.find_by_phone(contact.phone)
+        except CustomerDirectoryError:
+            return self._reply(job, "unavailable", customer_texts.LINK_UNAVAILABLE, "contact")
+        if account is None:
+            return self._reply(job, "not_found", customer_texts.LINK_NOT_FOUND, "remove")
+        entry = OutboxEntry(
+            job_id=job.job.job_id,
+            turn_id=job.job.turn_id,
+            chat_id=job.job.chat_id,
+            format="plain",
+            text=customer_texts.LINK_DONE,
+            audit=(self._entry(job, "linked").to_fields(),),
+            reply_keyboard="remove",
+        )
+        customer_id = account.customer_id
+        now = self.clock()
+        done: JobDone = await self.chat.commit_without_turn(
+            conversation_key,
+            job,
+            lambda session: session.with_shop_customer(customer_id, now),
+            entry,
+        )
+        return done
+
+    def _reply(
+        self, job: JobContext, event: LinkEvent, text: str, keyboard: ReplyKeyboardKind
+    ) -> PlainReply:
+        """Nothing linked: ``text`` with the button (or its removal), and the audit entry."""
+        return PlainReply(
+            text=text, audit=(self._entry(job, event).to_fields(),), reply_keyboard=keyboard
+        )
+
+    def _entry(self, job: JobContext, event: LinkEvent) -> LinkAuditEntry:
+        return LinkAuditEntry(
+            chat_id=str(job.job.chat_id),
+            turn_id=job.job.turn_id,
+            event=event,
+            tool=self.directory.tool_name,
+        )

@@ -1,0 +1,1 @@
+"""A shop's MCP servers: one session each, their tools offered in the registry."""

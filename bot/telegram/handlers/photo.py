@@ -1,0 +1,111 @@
+"""A photo, or an image file, with its caption: a turn whose message shows the image.
+
+With ``VISION=on`` the image goes to the model as an image part of the
+customer's message (this request only; the history keeps a marker and the
+file id). Without vision the bot says it cannot look at photos, and offers a
+person where a staff group is configured. An album is one message
+(:mod:`bot.telegram.albums`).
+"""
+
+from aiogram import Bot, Router
+from aiogram.filters import Filter
+from aiogram.types import Message
+
+from bot import customer_texts
+from bot.accounts.linking import AccountLinking
+from bot.handoff.service import HandoffService
+from bot.handoff.staff_actions import StaffAction
+from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.telegram.albums import Album, Albums
+from bot.telegram.drafts import Drafts
+from bot.telegram.filters import question_text
+from bot.telegram.handlers.chat import run_turn
+from bot.telegram.photos import PhotoRefusal, Photos, is_image
+from bot.telegram.ports import ChatPort
+from turn import ImagePart, TurnInput
+
+
+class HasImage(Filter):
+    """A photo, or a document that is an image."""
+
+    async def __call__(self, message: Message) -> bool:
+        """Whether ``message`` carries an image."""
+        return is_image(message)
+
+
+async def photo_message(
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    chat_service: ChatPort,
+    *,
+    photos: Photos,
+    albums: Albums,
+    handoff: HandoffService | None = None,
+    drafts: Drafts | None = None,
+    account_linking: AccountLinking | None = None,
+) -> JobResult:
+    """Answer the photo (an album: all its photos at once) with the model's eyes, or say why not.
+
+    An album's other photos, answered with its first, are popped without a word.
+    """
+    album = await albums.gather(bot, message, job)
+    waiting = handoff is not None and handoff.state(job) == "waiting"
+    copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
+    if album is None:
+        # Answered with its album; staff following a waiting chat still see every photo.
+        return PlainReply(text="", staff=(copy,) if waiting else ())
+    images, refusal = await _look(photos, bot, album)
+    if not images:
+        text = _refusal_text(refusal, staff=handoff is not None)
+        # Staff following a waiting chat see the photo themselves.
+        return PlainReply(text=text, staff=(copy,) if waiting else ())
+    return await run_turn(
+        message,
+        bot,
+        job,
+        chat_service,
+        handoff,
+        # Telegram puts an album's caption on one of its photos.
+        text=question_text(
+            next((item for item in album.messages if item.caption), message),
+            (await bot.me()).username,
+            caption=True,
+        ),
+        turn_input=TurnInput(kind="photo", images=images),
+        drafts=drafts,
+        account_linking=account_linking,
+    )
+
+
+async def _look(
+    photos: Photos, bot: Bot, album: Album
+) -> tuple[tuple[ImagePart, ...], PhotoRefusal]:
+    """The album's images the model may see, and the first refusal (for when there are none)."""
+    images: list[ImagePart] = []
+    refusals: list[PhotoRefusal] = []
+    for item in album.messages:
+        seen = await photos.look(bot, item)
+        if isinstance(seen, PhotoRefusal):
+            refusals.append(seen)
+            if seen is PhotoRefusal.VISION_OFF:
+                # Said once for the whole album.
+                break
+        else:
+            images.append(seen)
+    return tuple(images), refusals[0] if refusals else PhotoRefusal.UNREADABLE
+
+
+def _refusal_text(refusal: PhotoRefusal, *, staff: bool) -> str:
+    if refusal is PhotoRefusal.TOO_LARGE:
+        return customer_texts.PHOTO_TOO_LARGE
+    if refusal is PhotoRefusal.UNREADABLE:
+        return customer_texts.PHOTO_NOT_SEEN
+    return customer_texts.PHOTO_OPERATOR if staff else customer_texts.PHOTO
+
+
+def build_router() -> Router:
+    """A fresh router with the photo handler; include it before the catch-all."""
+    router = Router(name=__name__)
+    router.message.register(photo_message, HasImage())
+    return router

@@ -1,0 +1,81 @@
+"""A voice message (``voice``, ``audio``, ``video_note``): transcribed, then a turn like a text.
+
+The transcript is the customer's message for the turn, marked in the history as
+recognised speech (``SPEECH_MARK``). A message too long, too large, unreadable,
+or a transcription that failed: a short kind request to write instead, and no
+turn at all (nothing in the history, nothing half-done).
+"""
+
+from aiogram import Bot, Router
+from aiogram.filters import Filter
+from aiogram.types import Message
+
+from bot import customer_texts
+from bot.accounts.linking import AccountLinking
+from bot.handoff.service import HandoffService
+from bot.handoff.staff_actions import StaffAction
+from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.telegram.drafts import Drafts
+from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, run_turn
+from bot.telegram.ports import ChatPort
+from bot.telegram.typing_indicator import TypingIndicator
+from bot.telegram.voice import VoiceMessages, VoiceRefusal
+
+_REFUSALS = {
+    VoiceRefusal.OFFLINE: customer_texts.VOICE_OFFLINE,
+    VoiceRefusal.TOO_LONG: customer_texts.VOICE_TOO_LONG,
+    VoiceRefusal.TOO_LARGE: customer_texts.VOICE_TOO_LONG,
+    VoiceRefusal.UNREADABLE: customer_texts.VOICE_NOT_HEARD,
+    VoiceRefusal.TRANSCRIPTION_FAILED: customer_texts.VOICE_NOT_HEARD,
+}
+
+
+class HasRecording(Filter):
+    """A voice message, an audio file or a video note."""
+
+    async def __call__(self, message: Message) -> bool:
+        """Whether ``message`` carries a recording."""
+        return (
+            message.voice is not None or message.audio is not None or message.video_note is not None
+        )
+
+
+async def voice_message(
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    chat_service: ChatPort,
+    *,
+    voice: VoiceMessages,
+    handoff: HandoffService | None = None,
+    drafts: Drafts | None = None,
+    account_linking: AccountLinking | None = None,
+) -> JobResult:
+    """Transcribe, then answer as a text; or ask kindly to write instead."""
+    async with TypingIndicator(bot, message.chat.id, delay=TYPING_DELAY_SECONDS):
+        heard = await voice.hear(bot, message)
+    if isinstance(heard, VoiceRefusal):
+        text = _REFUSALS[heard]
+        if handoff is not None and handoff.state(job) == "waiting":
+            # Staff following a waiting chat hear the voice message themselves.
+            copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
+            return PlainReply(text=text, staff=(copy,))
+        return PlainReply(text=text)
+    return await run_turn(
+        message,
+        bot,
+        job,
+        chat_service,
+        handoff,
+        text=heard.text,
+        turn_input=heard.turn_input,
+        drafts=drafts,
+        account_linking=account_linking,
+    )
+
+
+def build_router() -> Router:
+    """A fresh router with the voice handler; include it before the catch-all."""
+    router = Router(name=__name__)
+    router.message.register(voice_message, HasRecording())
+    return router

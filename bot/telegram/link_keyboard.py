@@ -1,0 +1,27 @@
+"""The reply keyboard of account linking: one button that shares the customer's own contact."""
+
+from aiogram.types import KeyboardButton, ReplyKeyboardMarkup, ReplyKeyboardRemove
+
+from bot import customer_texts
+from bot.queue.jobs import ReplyKeyboardKind
+from bot.telegram.sending import ReplyKeyboard
+
+
+def reply_keyboard(kind: ReplyKeyboardKind | None) -> ReplyKeyboard | None:
+    """The markup of an outbox entry's ``reply_keyboard`` (``None``: the chat's stays as it is).
+
+    Telegram's ``request_contact`` button sends the customer's *own* number, and
+    the message it makes says whose contact it is (``contact.user_id``): the one
+    proof of a phone number a bot gets.
+    """
+    if kind is None:
+        return None
+    if kind == "remove":
+        return ReplyKeyboardRemove(remove_keyboard=True)
+    button = KeyboardButton(text=customer_texts.LINK_BUTTON, request_contact=True)
+    return ReplyKeyboardMarkup(
+        keyboard=[[button]],
+        resize_keyboard=True,
+        one_time_keyboard=True,
+        input_field_placeholder=customer_texts.LINK_PLACEHOLDER,
+    )

@@ -1,0 +1,193 @@
+"""A voice message to words: its file from the Bot API, then the transcription endpoint.
+
+Only the update (with the file's ``file_id``) is durable: the worker holding the
+chat downloads the file and transcribes it each time it runs the job, so a crash
+mid-transcription re-runs both and the customer is answered once. Limits are
+checked before anything is downloaded: the message's ``duration`` against
+``VOICE_MAX_SECONDS``, its size against the Bot API's 20 MB download limit.
+"""
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from io import BytesIO
+from time import perf_counter
+
+from aiogram import Bot
+from aiogram.exceptions import TelegramAPIError
+from aiogram.types import Message
+from aiohttp import ClientError
+
+from bot.llm.errors import LLMClientError
+from bot.llm.transcription import Transcriber
+from bot.ops.metrics import BotMetrics
+from turn import TurnInput
+
+logger = logging.getLogger(__name__)
+
+BOT_API_DOWNLOAD_LIMIT_BYTES = 20 * 1024 * 1024
+"""The largest file the Bot API lets a bot download (``getFile``)."""
+DOWNLOAD_TIMEOUT_SECONDS = 30
+"""The longest a voice file's download may take (20 MB at under 1 MB/s is already too slow)."""
+
+
+class VoiceRefusal(StrEnum):
+    """Why a voice message was not turned into words (the metrics' ``reason``)."""
+
+    TOO_LONG = "too_long"
+    TOO_LARGE = "too_large"
+    UNREADABLE = "unreadable"
+    TRANSCRIPTION_FAILED = "transcription_failed"
+    # The offline demo model: nothing to transcribe with.
+    OFFLINE = "offline"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heard:
+    """A voice message's words and what it took (the turn's input, for the audit)."""
+
+    text: str
+    turn_input: TurnInput
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Recording:
+    file_id: str
+    duration: int
+    file_size: int | None
+    filename: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class VoiceMessages:
+    """Downloads and transcribes ``voice``, ``audio`` and ``video_note`` messages.
+
+    ``transcriber`` is ``None`` with the offline demo model: every voice message
+    is then refused with :attr:`VoiceRefusal.OFFLINE`.
+    """
+
+    transcriber: Transcriber | None
+    metrics: BotMetrics
+    max_seconds: int
+    download_timeout_seconds: float = DOWNLOAD_TIMEOUT_SECONDS
+
+    async def hear(self, bot: Bot, message: Message) -> Heard | VoiceRefusal:
+        """The words of ``message``, or why there are none (counted in the metrics)."""
+        result = await self._hear(bot, message)
+        if isinstance(result, VoiceRefusal):
+            self.metrics.record_media_refusal("voice", result.value)
+        return result
+
+    async def _hear(self, bot: Bot, message: Message) -> Heard | VoiceRefusal:
+        recording = recording_of(message)
+        refusal = self._refused_before_download(recording)
+        if refusal is not None or recording is None or self.transcriber is None:
+            return refusal or VoiceRefusal.UNREADABLE
+        audio = await self._download(bot, recording)
+        if isinstance(audio, VoiceRefusal):
+            return audio
+        started = perf_counter()
+        try:
+            text = await self.transcriber.transcribe(audio, filename=recording.filename)
+        except LLMClientError as error:
+            self.metrics.record_transcription(
+                seconds=perf_counter() - started, audio_seconds=recording.duration, ok=False
+            )
+            logger.warning("Voice message not transcribed: %s", error)
+            return VoiceRefusal.TRANSCRIPTION_FAILED
+        took = perf_counter() - started
+        words = text.strip()
+        self.metrics.record_transcription(
+            seconds=took, audio_seconds=recording.duration, ok=bool(words)
+        )
+        if not words:
+            # Silence, noise: nothing the model could answer.
+            return VoiceRefusal.UNREADABLE
+        return Heard(
+            text=words,
+            turn_input=TurnInput(
+                kind="voice",
+                voice_seconds=recording.duration,
+                transcription_ms=float(round(took * 1000)),
+            ),
+        )
+
+    def _refused_before_download(self, recording: _Recording | None) -> VoiceRefusal | None:
+        """What is refused from the message alone: no file is downloaded for it."""
+        if recording is None:
+            return VoiceRefusal.UNREADABLE
+        if self.transcriber is None:
+            return VoiceRefusal.OFFLINE
+        if recording.duration > self.max_seconds:
+            return VoiceRefusal.TOO_LONG
+        if recording.file_size is not None and recording.file_size > BOT_API_DOWNLOAD_LIMIT_BYTES:
+            return VoiceRefusal.TOO_LARGE
+        return None
+
+    async def _download(self, bot: Bot, recording: _Recording) -> bytes | VoiceRefusal:
+        try:
+            file = await bot.get_file(recording.file_id)
+            if file.file_size is not None and file.file_size > BOT_API_DOWNLOAD_LIMIT_BYTES:
+                return VoiceRefusal.TOO_LARGE
+            if file.file_path is None:
+                return VoiceRefusal.UNREADABLE
+            buffer = BytesIO()
+            await bot.download_file(
+                file.file_path, destination=buffer, timeout=int(self.download_timeout_seconds)
+            )
+        except TelegramAPIError as error:
+            # "file is too big" is the Bot API's own word for the 20 MB limit.
+            too_big = "too big" in str(error).lower()
+            logger.warning("Voice file not downloaded: %s", type(error).__name__)
+            return VoiceRefusal.TOO_LARGE if too_big else VoiceRefusal.UNREADABLE
+        except (ClientError, TimeoutError, OSError) as error:
+            logger.warning("Voice file not downloaded: %s", type(error).__name__)
+            return VoiceRefusal.UNREADABLE
+        audio = buffer.getvalue()
+        return audio if audio else VoiceRefusal.UNREADABLE
+
+
+def recording_of(message: Message) -> _Recording | None:
+    """The recording a ``voice``, ``audio`` or ``video_note`` message carries (else ``None``).
+
+    The file name tells the transcription endpoint the format: Telegram's voice
+    messages are OGG/Opus, video notes MP4; an audio file keeps its own name.
+    """
+    if message.voice is not None:
+        voice = message.voice
+        return _Recording(
+            file_id=voice.file_id,
+            duration=voice.duration,
+            file_size=voice.file_size,
+            filename="voice.ogg",
+        )
+    if message.video_note is not None:
+        note = message.video_note
+        return _Recording(
+            file_id=note.file_id,
+            duration=note.duration,
+            file_size=note.file_size,
+            filename="video_note.mp4",
+        )
+    if message.audio is not None:
+        audio = message.audio
+        return _Recording(
+            file_id=audio.file_id,
+            duration=audio.duration,
+            file_size=audio.file_size,
+            filename=audio.file_name or _audio_name(audio.mime_type),
+        )
+    return None
+
+
+def _audio_name(mime_type: str | None) -> str:
+    suffix = {
+        "audio/ogg": "ogg",
+        "audio/mp4": "m4a",
+        "audio/x-m4a": "m4a",
+        "audio/wav": "wav",
+        "audio/x-wav": "wav",
+        "audio/webm": "webm",
+        "audio/flac": "flac",
+    }.get(mime_type or "", "mp3")
+    return f"audio.{suffix}"

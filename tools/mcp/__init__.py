@@ -1,0 +1,1 @@
+"""A shop's MCP tools as registry tools: schema translation and validation, results, cards."""
