@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from bot.audit.feedback import SATISFIED
+from bot.audit.feedback import rollup_fields as feedback_rollups
 from bot.audit.schema import (
     CHAT_ID,
     INTEGER,
@@ -84,11 +86,21 @@ class CategoryStats:
     conversations: int
     contained: int
     handed_off: int
+    # Satisfaction answers of conversations analysed in this category, by score.
+    scores: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def containment(self) -> float | None:
         """The share resolved by the bot alone (``None`` without conversations)."""
         return self.contained / self.conversations if self.conversations else None
+
+    @property
+    def csat(self) -> float | None:
+        """The share of its satisfaction answers that scored 4 or 5 (``None`` without any)."""
+        answered = sum(self.scores.values())
+        if not answered:
+            return None
+        return sum(n for score, n in self.scores.items() if score in SATISFIED) / answered
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,9 +122,14 @@ def analysis_stats(entries: Iterable[StreamEntry]) -> AnalysisStats:
     """The analysis stats of ``entries`` (read from the stream)."""
     counts: dict[str, int] = {}
     for entry in entries:
-        if entry.fields.get(TYPE) != EntryType.ANALYSIS:
+        kind = entry.fields.get(TYPE)
+        if kind == EntryType.ANALYSIS:
+            rolled = rollup_fields(entry.fields)
+        elif kind == EntryType.FEEDBACK:
+            rolled = feedback_rollups(entry.fields)
+        else:
             continue
-        for name, value in rollup_fields(entry.fields):
+        for name, value in rolled:
             counts[name] = counts.get(name, 0) + int(value)
     return stats_of_counts(counts)
 
@@ -120,6 +137,7 @@ def analysis_stats(entries: Iterable[StreamEntry]) -> AnalysisStats:
 def stats_of_counts(counts: Mapping[str, int]) -> AnalysisStats:
     """The analysis stats of summed rollup counts (see :func:`rollup_fields`)."""
     per: dict[str, list[int]] = {}
+    scores: dict[str, dict[int, int]] = {}
     sentiments: dict[str, int] = {}
     languages: dict[str, int] = {}
     failed: dict[str, int] = {}
@@ -137,8 +155,19 @@ def stats_of_counts(counts: Mapping[str, int]) -> AnalysisStats:
             languages[rest] = languages.get(rest, 0) + count
         elif kind == "an_failed":
             failed[rest] = failed.get(rest, 0) + count
+        elif kind == "fbc":
+            category, _, score = rest.rpartition("|s")
+            if score.isdigit() and category:
+                of = scores.setdefault(category, {})
+                of[int(score)] = of.get(int(score), 0) + count
     categories = tuple(
-        CategoryStats(category=name, conversations=row[0], contained=row[1], handed_off=row[2])
+        CategoryStats(
+            category=name,
+            conversations=row[0],
+            contained=row[1],
+            handed_off=row[2],
+            scores=scores.get(name, {}),
+        )
         for name, row in sorted(per.items(), key=lambda item: (-item[1][0], item[0]))
     )
     return AnalysisStats(
@@ -156,6 +185,7 @@ def stats_json(stats: AnalysisStats) -> dict[str, object]:
                 "contained": category.contained,
                 "handed_off": category.handed_off,
                 "containment": category.containment,
+                "csat": category.csat,
             }
             for category in stats.categories
         },

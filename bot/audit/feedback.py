@@ -43,6 +43,11 @@ class FeedbackAuditEntry(StreamRecord):
     answered_by: str = field(metadata=stream_field("answered_by"))
     turns: int | None = field(default=None, metadata=stream_field("turns", INTEGER))
     score: int | None = field(default=None, metadata=stream_field("score", INTEGER))
+    # The conversation's analysed category when answered (ANALYSIS=on): CSAT per category.
+    category: str = field(
+        default="",
+        metadata=stream_field("category", written_if=lambda entry: bool(entry.category)),
+    )
 
 
 def rollup_fields(fields: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -51,7 +56,10 @@ def rollup_fields(fields: Mapping[str, str]) -> list[tuple[str, str]]:
     if step.event == "asked":
         return [(f"fb|{step.answered_by}|asked", "1")]
     if step.event == "answered" and step.score in SCORES:
-        return [(f"fb|{step.answered_by}|s{step.score}", "1")]
+        counts = [(f"fb|{step.answered_by}|s{step.score}", "1")]
+        if step.category:
+            counts.append((f"fbc|{step.category}|s{step.score}", "1"))
+        return counts
     return []
 
 

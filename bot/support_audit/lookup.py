@@ -280,7 +280,9 @@ def _indexed_stats(rollup: _Rollup, chats: int) -> IndexedStats:
         ),
         actions=actions,
         feedback=feedback_of_counts({key: n for key, n in counts.items() if key.startswith("fb|")}),
-        analysis=analysis_of_counts({key: n for key, n in counts.items() if key.startswith("an")}),
+        analysis=analysis_of_counts(
+            {key: n for key, n in counts.items() if key.startswith(("an", "fbc|"))}
+        ),
     )
 
 

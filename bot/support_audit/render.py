@@ -429,6 +429,7 @@ def analysis_lines(stats: AnalysisStats, *, width: int | None) -> list[str]:
         Column(title="BOT ALONE", priority=8, right=True, short="BOT", keep=True),
         Column(title="CONTAINMENT", priority=7, right=True, short="CONT"),
         Column(title="HANDED OFF", priority=6, right=True, short="HUM", keep=True),
+        Column(title="CSAT", priority=5, right=True),
     )
     rows = [
         (
@@ -437,6 +438,7 @@ def analysis_lines(stats: AnalysisStats, *, width: int | None) -> list[str]:
             str(category.contained),
             "-" if category.containment is None else f"{category.containment * 100:.0f}%",
             str(category.handed_off),
+            "-" if category.csat is None else f"{category.csat * 100:.0f}%",
         )
         for category in stats.categories
     ]

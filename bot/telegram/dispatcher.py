@@ -61,6 +61,8 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         operator_unavailable=app.operator_unavailable,
         actions=app.actions,
         feedback=app.feedback,
+        # Where the satisfaction answer finds the conversation's category (ANALYSIS=on).
+        analyses=app.analysis.schedule if app.analysis is not None else None,
         account_linking=app.account_linking,
         drafts=drafts_of(
             settings,

@@ -182,3 +182,47 @@ async def test_a_failed_analysis_is_one_audit_entry_and_nothing_else(  # noqa: P
         assert await first.app.analysis.schedule.latest(telegram_conversation(CHAT)) is None
         assert telegram.sent_texts(CHAT) == ["Ответ: Где заказ 8041?"]
         assert model.analysis_requests() == 1
+
+
+async def test_a_satisfaction_answer_carries_the_analysed_category(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    bot: Bot,
+):
+    """Idle: the question is asked and the conversation analysed; the customer's score is
+    audited with the category, so ``stats`` can give CSAT per category."""
+    Model(openai_server)
+    settings = make_settings(
+        **stack_env(telegram, openai_server, redis_server.url, prefix=PREFIX),
+        CSAT_AFTER_IDLE_MINUTES=0.002,
+    )
+    async with open_application(settings) as app:
+        stack = TelegramStack(app, bot, telegram=telegram, sweep_period_seconds=0.02)
+        async with stack.running(sweep=True):
+            await ask(stack, telegram, "Где заказ 8041?")
+
+            async def analysed() -> bool:
+                return len(await analysis_entries(stack)) >= 1
+
+            await until(analysed)
+            await telegram.wait_for(lambda: len(telegram.keyboards(CHAT)) == 1)
+            [(message_id, _, keyboard)] = telegram.keyboards(CHAT)
+            await stack.feed(
+                telegram.callback_update(CHAT, message_id, keyboard[0][4]["callback_data"])
+            )
+
+            async def answered() -> list[dict[str, str]]:
+                entries = await stream_entries(app.redis, f"{PREFIX}:audit")
+                return [e for e in entries if e.get("event") == "answered"]
+
+            async def scored() -> bool:
+                return bool(await answered())
+
+            await until(scored)
+            [entry] = await answered()
+            assert (entry["type"], entry["score"], entry["category"]) == (
+                "feedback",
+                "5",
+                "order_status",
+            )

@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from bot.audit.analysis import ANALYSED, ANALYSIS_FAILED, AnalysisAuditEntry
+from bot.audit.feedback import FeedbackAuditEntry
 from bot.support_audit.cli import main
 from bot.testing.audit_entries import append_indexed
 from tests.audit.conftest import STREAM
@@ -40,6 +41,19 @@ def fill(client: redis.Redis) -> None:
             chat_id="105", turn_id="ANALYSIS105", event=ANALYSIS_FAILED, turns=2, error="invalid"
         ).to_fields(),
     ]
+    # Satisfaction answers of analysed conversations carry their category.
+    rows += [
+        FeedbackAuditEntry(
+            chat_id=chat,
+            turn_id=f"FEEDBACK{chat}",
+            event="answered",
+            answered_by="bot",
+            turns=3,
+            score=score,
+            category=category,
+        ).to_fields()
+        for chat, category, score in (("101", "return", 5), ("102", "return", 2))
+    ]
     for row in rows:
         assert append_indexed(client, STREAM, [row])
 
@@ -66,8 +80,10 @@ def test_stats_per_category_from_the_index_and_from_the_stream_agree(
         "contained": 2,
         "handed_off": 1,
         "containment": pytest.approx(2 / 3),
+        "csat": 0.5,
     }
     assert indexed["categories"]["order_status"]["containment"] == 1.0
+    assert indexed["categories"]["order_status"]["csat"] is None
     assert indexed["sentiment"] == {"negative": 1, "neutral": 3}
     assert indexed["failed"] == {"invalid": 1}
 
@@ -84,8 +100,9 @@ def test_stats_per_category_from_the_index_and_from_the_stream_agree(
         "CONTAINMENT",
         "HANDED",
         "OFF",
+        "CSAT",
     ]
-    assert rows[0].split() == ["return", "3", "2", "67%", "1"]
+    assert rows[0].split() == ["return", "3", "2", "67%", "1", "50%"]
     assert "analysis failed: invalid 1" in text
 
 

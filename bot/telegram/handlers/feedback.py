@@ -5,8 +5,10 @@ import logging
 from aiogram import F, Router
 from aiogram.enums import ChatType
 from aiogram.types import CallbackQuery, Message
+from redis.exceptions import RedisError
 
 from bot import customer_texts
+from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.csat.callback import parse_callback
 from bot.csat.schedule import CsatSchedule
@@ -18,7 +20,10 @@ logger = logging.getLogger(__name__)
 
 
 async def on_feedback(
-    callback: CallbackQuery, job: JobContext, feedback: CsatSchedule | None = None
+    callback: CallbackQuery,
+    job: JobContext,
+    feedback: CsatSchedule | None = None,
+    analyses: AnalysisSchedule | None = None,
 ) -> PlainReply | None:
     """Record the first press of the open question: thank by editing it, audit the score.
 
@@ -47,12 +52,24 @@ async def on_feedback(
         answered_by=result.answered_by,
         turns=result.turns,
         score=result.score,
+        category=await _category(analyses, telegram_conversation(question.chat.id)),
     )
     return PlainReply(
         text="",
         card_edit=CardEdit(message_id=question.message_id, text=customer_texts.CSAT_THANKS),
         audit=(answered.to_fields(),),
     )
+
+
+async def _category(analyses: AnalysisSchedule | None, conversation_key: str) -> str:
+    """The conversation's analysed category ('' without one): CSAT per category in ``stats``."""
+    if analyses is None:
+        return ""
+    try:
+        stored = await analyses.latest(conversation_key)
+    except RedisError:
+        return ""
+    return stored.analysis.category if stored is not None else ""
 
 
 def build_router() -> Router:
