@@ -604,6 +604,10 @@ class AnalysisSettings(BaseSettings):
     timeout_seconds: float = Field(
         default=30.0, gt=0, le=600, validation_alias=_env("ANALYSIS_TIMEOUT_SECONDS")
     )
+    # Analyses one process runs at once after a burst of idle conversations.
+    concurrency: int = Field(
+        default=16, ge=1, le=1000, validation_alias=_env("ANALYSIS_CONCURRENCY")
+    )
 
     @field_validator("categories")
     @classmethod

@@ -6,6 +6,8 @@ each outside any chat lease; :class:`~bot.analysis.runner.IdleAnalysis` makes
 sure one idle is analysed once even when a claim is retried by another process.
 """
 
+import asyncio
+
 from bot.analysis.runner import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
 from bot.ops.periodic import Periodic
@@ -13,6 +15,9 @@ from bot.storage.keys import telegram_chat_id
 
 RETRY_SECONDS = 60.0
 """How long after a claim a conversation still due is claimed again (a process died)."""
+
+DEFAULT_CONCURRENCY = 16
+"""Analyses one process runs at once (``ANALYSIS_CONCURRENCY``): each mostly waits on the model."""
 
 
 class AnalysisSweeper(Periodic):
@@ -25,20 +30,30 @@ class AnalysisSweeper(Periodic):
         analysis: IdleAnalysis,
         period_seconds: float | None = None,
         retry_seconds: float = RETRY_SECONDS,
+        concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
         self._schedule = schedule
         self._analysis = analysis
+        self._concurrency = concurrency
         idle = schedule.idle_seconds
         super().__init__("analysis sweep", period_seconds or min(5.0, max(idle / 4, 0.05)))
         self._retry = max(retry_seconds, self._period, analysis.timeout_seconds + 5.0)
 
     async def sweep(self) -> int:
-        """Analyse every due conversation (one at a time); returns how many were claimed."""
+        """Analyse every due conversation, ``concurrency`` at a time (each waits on the model);
+        returns how many were claimed."""
         claimed = await self._schedule.claim(self._retry)
-        for conversation_key, claimed_ms in claimed:
-            chat = telegram_chat_id(conversation_key)
-            await self._analysis.run(
-                conversation_key, str(chat) if chat is not None else conversation_key
-            )
-            await self._schedule.forget(conversation_key, claimed_ms)
+        slots = asyncio.Semaphore(self._concurrency)
+
+        async def analyse(conversation_key: str, claimed_ms: int) -> None:
+            async with slots:
+                chat = telegram_chat_id(conversation_key)
+                await self._analysis.run(
+                    conversation_key, str(chat) if chat is not None else conversation_key
+                )
+                await self._schedule.forget(conversation_key, claimed_ms)
+
+        await asyncio.gather(*(analyse(key, claimed_ms) for key, claimed_ms in claimed))
         return len(claimed)

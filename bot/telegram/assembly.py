@@ -104,6 +104,7 @@ def build_telegram_side(
             schedule=app.analysis.schedule,
             analysis=app.analysis.idle,
             period_seconds=sweep_period_seconds,
+            concurrency=app.settings.analysis.concurrency,
         )
         if app.analysis is not None
         else None,
