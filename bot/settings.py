@@ -604,6 +604,10 @@ class AnalysisSettings(BaseSettings):
     timeout_seconds: float = Field(
         default=30.0, gt=0, le=600, validation_alias=_env("ANALYSIS_TIMEOUT_SECONDS")
     )
+    # An angry, urgent customer is offered a person once per conversation (staff group only).
+    escalation: Literal["on", "off"] = Field(
+        default="on", validation_alias=_env("ANALYSIS_ESCALATION")
+    )
 
     @field_validator("categories")
     @classmethod
