@@ -1,7 +1,9 @@
 """Analyses conversations that went idle, in every process with workers (supervised).
 
-It claims due conversations (:meth:`bot.analysis.schedule.AnalysisSchedule.claim`,
-one script, so of two sweepers only one claims a conversation) and analyses
+It claims conversations due for an early analysis (``{analysis}:soon``, an
+upset customer) and then idle ones (``{analysis}:due``)
+(:meth:`bot.analysis.schedule.AnalysisSchedule.claim`, one script, so of two
+sweepers only one claims a conversation) and analyses
 each outside any chat lease; :class:`~bot.analysis.runner.IdleAnalysis` makes
 sure one idle is analysed once even when a claim is retried by another process.
 """
@@ -33,12 +35,16 @@ class AnalysisSweeper(Periodic):
         self._retry = max(retry_seconds, self._period, analysis.timeout_seconds + 5.0)
 
     async def sweep(self) -> int:
-        """Analyse every due conversation (one at a time); returns how many were claimed."""
-        claimed = await self._schedule.claim(self._retry)
-        for conversation_key, claimed_ms in claimed:
-            chat = telegram_chat_id(conversation_key)
-            await self._analysis.run(
-                conversation_key, str(chat) if chat is not None else conversation_key
-            )
-            await self._schedule.forget(conversation_key, claimed_ms)
-        return len(claimed)
+        """Analyse every due conversation (one at a time), early ones first; returns how
+        many were claimed."""
+        claimed = 0
+        for early in (True, False):
+            due = await self._schedule.claim(self._retry, early=early)
+            for conversation_key, claimed_ms in due:
+                chat = telegram_chat_id(conversation_key)
+                await self._analysis.run(
+                    conversation_key, str(chat) if chat is not None else conversation_key
+                )
+                await self._schedule.forget(conversation_key, claimed_ms, early=early)
+            claimed += len(due)
+        return claimed
