@@ -176,6 +176,11 @@ async def test_an_upset_customer_is_offered_a_person_once_and_the_press_hands_of
         await until(lambda: _non_empty(opened))
         [entry] = await opened()
         assert entry["trigger"] == "analysis"
+        value = stack.app.metrics.registry.get_sample_value
+        assert value("support_handoffs_opened_total", {"trigger": "analysis"}) == 1
+        assert value("support_escalations_offered_total") == 1
+        # The offer is not a failed analysis in the numbers.
+        assert not value("support_analyses_total", {"category": "none", "outcome": "failed"})
         assert stack.app.handoff is not None
         session = await stack.app.sessions.load(telegram_conversation(CHAT))
         assert session is not None
