@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 from aiogram import Bot
+from aiogram.types import CallbackQuery
 
 from bot import customer_texts
 from bot.analysis.offline import looks_upset
 from bot.storage.keys import telegram_conversation
+from bot.telegram.callbacks import press_incoming
 from bot.telegram.escalation_offer import CALLBACK_DATA
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
@@ -230,3 +232,20 @@ async def test_a_calm_message_asks_for_no_early_analysis_and_an_upset_one_does(
         assert await stack.app.redis.zscore(soon, key) is None
         await say(stack, telegram, UPSET)
         assert await stack.app.redis.zscore(soon, key) is not None
+
+
+@pytest.mark.parametrize(
+    ("data", "accepted"),
+    [(CALLBACK_DATA, True), ("esc:person ", False), ("esc:", False), ("esc:staff", False)],
+)
+def test_intake_takes_the_offer_press_and_nothing_like_it(
+    telegram: FakeTelegramServer, data: str, accepted: bool
+):
+    update = telegram.callback_update(CHAT, 5, data)
+    callback = CallbackQuery.model_validate(update["callback_query"])
+    incoming = press_incoming(update["update_id"], callback, update)
+    assert (incoming is not None) is accepted
+    if incoming is not None:
+        # A press is never a model turn and never spends the message flood budget.
+        assert (incoming.user_id, incoming.counts_turn) == (None, False)
+        assert incoming.conversation_key == telegram_conversation(CHAT)
