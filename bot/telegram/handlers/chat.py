@@ -68,6 +68,9 @@ async def answer(
     if (
         early_analysis is not None
         and isinstance(result, JobDone)
+        # Waiting for a person already: nobody is to be offered one.
+        and handoff is not None
+        and handoff.state(job) == "bot"
         and message.chat.type == ChatType.PRIVATE
         and looks_upset(text)
     ):
