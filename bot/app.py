@@ -16,6 +16,7 @@ from bot.accounts.mcp_directory import McpCustomerDirectory
 from bot.actions.confirmation import ActionConfirmations
 from bot.actions.runs import ActionRuns
 from bot.analysis.analyzer import SupportRequestAnalyzer
+from bot.analysis.escalation import EscalationOffers
 from bot.analysis.offline import OfflineAnalyst
 from bot.analysis.runner import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
@@ -324,8 +325,13 @@ def build_analysis(
     keys: RedisKeys,
     sessions: SessionStore,
     audit: AuditSink,
+    intake: Intake | None = None,
 ) -> ConversationAnalysis:
-    """The request analysis, configured by ``settings`` (``ANALYSIS_*``)."""
+    """The request analysis, configured by ``settings`` (``ANALYSIS_*``).
+
+    ``intake`` (given when a staff group is configured) queues the escalation offers;
+    without it, or with ``ANALYSIS_ESCALATION=off``, nobody is offered a person.
+    """
     analyzer = SupportRequestAnalyzer(
         client=client,
         prompt=_analysis_prompt(settings),
@@ -337,6 +343,11 @@ def build_analysis(
         idle_seconds=settings.csat.after_idle_minutes * 60,
         ttl_seconds=settings.session.ttl_seconds,
     )
+    escalation = (
+        EscalationOffers(schedule=schedule, intake=intake)
+        if intake is not None and settings.analysis.escalation == "on"
+        else None
+    )
     return ConversationAnalysis(
         analyzer=analyzer,
         schedule=schedule,
@@ -346,7 +357,9 @@ def build_analysis(
             sessions=sessions,
             audit=audit,
             timeout_seconds=settings.analysis.timeout_seconds,
+            escalation=escalation,
         ),
+        escalation=escalation is not None,
     )
 
 
@@ -658,6 +671,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
             keys=keys,
             sessions=sessions,
             audit=turn_audit,
+            intake=intake if staff_chat_id is not None else None,
         )
         if settings.analysis.enabled == "on"
         else None,

@@ -201,6 +201,15 @@ FAILED_HANDOFF = "Я позвал сотрудника поддержки: он 
 HANDOFF_IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
 """When a handoff ends because nobody wrote for ``HANDOFF_IDLE_MINUTES``."""
 
+ESCALATION_OFFER = (
+    "Похоже, что-то пошло не так, и нам очень жаль. "
+    "Если хотите, к разговору подключится сотрудник поддержки."
+)
+"""The offer of a person to an angry, urgent customer, above one button."""
+ESCALATION_BUTTON = "Позвать сотрудника"
+"""The offer's one button."""
+ESCALATION_PRESSED = "Вы попросили позвать сотрудника."
+"""The offer's text once its button was pressed (the button removed)."""
 CSAT_QUESTION = "Помогли ли мы вам? Оцените, пожалуйста, от 1 до 5"
 """The satisfaction question, under buttons 1 to 5."""
 CSAT_THANKS = "Спасибо за оценку!"

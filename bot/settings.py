@@ -608,6 +608,10 @@ class AnalysisSettings(BaseSettings):
     concurrency: int = Field(
         default=16, ge=1, le=1000, validation_alias=_env("ANALYSIS_CONCURRENCY")
     )
+    # An angry, urgent customer is offered a person once per conversation (staff group only).
+    escalation: Literal["on", "off"] = Field(
+        default="on", validation_alias=_env("ANALYSIS_ESCALATION")
+    )
 
     @field_validator("categories")
     @classmethod

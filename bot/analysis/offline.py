@@ -49,6 +49,16 @@ _CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 _LATIN = re.compile(r"[a-z]", re.IGNORECASE)
 
 
+def looks_upset(text: str) -> bool:
+    """A cheap local guess that a customer's message is angry or urgent (no model asked).
+
+    The same words the offline analyst reads as negative or urgent; it only decides
+    whether an early analysis is worth scheduling, never what the analysis says.
+    """
+    words = text.lower()
+    return "!!" in words or any(w in words for w in _NEGATIVE + _NEGATIVE_EN + _URGENT)
+
+
 def _said(transcript: str, role: str) -> list[str]:
     prefix = f"{SPEAKERS[role]}: "
     return [line[len(prefix) :] for line in transcript.splitlines() if line.startswith(prefix)]

@@ -18,6 +18,7 @@ from bot.analysis.analyzer import (
     AnalysisTimeoutError,
     SupportRequestAnalyzer,
 )
+from bot.analysis.escalation import EscalationOffers
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ANALYSED, ANALYSIS_FAILED, AnalysisAuditEntry
 from bot.audit.sink import AuditSink
@@ -59,13 +60,19 @@ def failed_entry(chat_id: str, error: AnalysisError, *, turns: int) -> AnalysisA
 
 @dataclass(eq=False, kw_only=True)
 class IdleAnalysis:
-    """Analyses idle conversations once each (``schedule`` says which and guards the once)."""
+    """Analyses idle conversations once each (``schedule`` says which and guards the once).
+
+    An analysis that escalates may offer a person (``escalation``); ``/analyze``
+    (:meth:`analyse`) never does.
+    """
 
     analyzer: SupportRequestAnalyzer
     schedule: AnalysisSchedule
     sessions: SessionStore
     audit: AuditSink
     timeout_seconds: float
+    # Offers a person after an analysis that escalates (None: no staff group, or off).
+    escalation: EscalationOffers | None = None
     # This process's claims: another process's claim of the same idle is refused.
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -81,7 +88,11 @@ class IdleAnalysis:
             logger.warning("Analysis skipped: Redis unavailable (%s)", type(error).__name__)
             return None
         result = await self.analyse(conversation_key, chat_id, session)
-        return result if isinstance(result, AnalysisOutcome) else None
+        if not isinstance(result, AnalysisOutcome):
+            return None
+        if self.escalation is not None:
+            await self.escalation.consider(conversation_key, session, result.analysis)
+        return result
 
     async def analyse(
         self, conversation_key: str, chat_id: str, session: ConversationSession

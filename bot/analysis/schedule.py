@@ -8,10 +8,14 @@ Two kinds of keys (:mod:`bot.storage.keys`):
   a closed handoff schedules it now. Sweepers claim due conversations with
   :class:`~bot.storage.scripts.csat.ClaimDue` (a claimed score moves on by
   the retry delay, so a second sweeper finds nothing).
+- ``{analysis}:soon``, the same for an early analysis: a customer's message
+  that reads upset (:func:`bot.analysis.offline.looks_upset`, with a staff group
+  and ``ANALYSIS_ESCALATION=on``) schedules it now, for the escalation offer.
 - ``{<conv>}:analysis``, the conversation's own hash: which idle was analysed
   (the session id and turn count, claimed by one process with
   :class:`~bot.storage.scripts.analysis.BeginAnalysis`) and the analysis itself
-  with its summary for staff, under the session's TTL. Never in the audit.
+  with its summary for staff, under the session's TTL, and ``esc`` once a
+  person was offered (set once: the offer is made at most once). Never in the audit.
 
 So a conversation is analysed at most once per idle, whatever the number of
 processes; one that continues later is analysed again at its next idle. The
@@ -65,10 +69,12 @@ class AnalysisSchedule:
     clock: Callable[[], float] = time.time
     _scripts: Scripts = field(init=False)
     _due_set: DueSet = field(init=False)
+    _soon_set: DueSet = field(init=False)
 
     def __post_init__(self) -> None:
         self._scripts = Scripts(self.redis)
         self._due_set = DueSet(scripts=self._scripts, key=self.keys.analysis_due)
+        self._soon_set = DueSet(scripts=self._scripts, key=self.keys.analysis_soon)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -84,19 +90,44 @@ class AnalysisSchedule:
         """A handoff ended: the conversation is idle now. Never raises."""
         await self._due(conversation_key, self._now_ms())
 
-    async def _due(self, conversation_key: str, due_ms: int) -> None:
+    async def soon(self, conversation_key: str) -> None:
+        """The customer reads upset: analyse now, off the turn path (the sweeper does).
+
+        Never raises: the answer went out either way.
+        """
+        await self._due(conversation_key, self._now_ms(), key=self.keys.analysis_soon)
+
+    async def _due(self, conversation_key: str, due_ms: int, *, key: str | None = None) -> None:
         try:
-            await self.redis.zadd(self.keys.analysis_due, {conversation_key: due_ms})
+            await self.redis.zadd(key or self.keys.analysis_due, {conversation_key: due_ms})
         except (RedisError, OSError) as error:
             logger.warning("Analysis not scheduled: Redis unavailable (%s)", type(error).__name__)
 
-    async def claim(self, retry_seconds: float, limit: int = 100) -> list[tuple[str, int]]:
-        """Due conversations, each with the score it now has (moved on by ``retry_seconds``)."""
-        return await self._due_set.claim(self._now_ms(), retry_seconds, limit)
+    async def claim(
+        self, retry_seconds: float, limit: int = 100, *, early: bool = False
+    ) -> list[tuple[str, int]]:
+        """Due conversations, each with the score it now has (moved on by ``retry_seconds``).
 
-    async def forget(self, conversation_key: str, claimed_ms: int) -> None:
+        ``early``: those of ``{analysis}:soon`` instead of the idle ones.
+        """
+        due_set = self._soon_set if early else self._due_set
+        return await due_set.claim(self._now_ms(), retry_seconds, limit)
+
+    async def forget(self, conversation_key: str, claimed_ms: int, *, early: bool = False) -> None:
         """Done with this idle: off the schedule, unless a newer answer rescheduled it."""
-        await self._due_set.forget(conversation_key, claimed_ms)
+        await (self._soon_set if early else self._due_set).forget(conversation_key, claimed_ms)
+
+    async def offer_once(self, conversation_key: str) -> bool:
+        """Whether a person may be offered now: ``True`` once per conversation, then never.
+
+        ``HSETNX`` decides (safe to repeat: a second call finds the field and says no).
+        """
+        key = self.keys.conversation(conversation_key).analysis
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "esc", str(self._now_ms()))
+            pipe.expire(key, self.ttl_seconds)
+            first, _ = await pipe.execute()
+        return int(first) == 1
 
     async def begin(self, conversation_key: str, session: ConversationSession, token: str) -> bool:
         """Whether ``token`` analyses this idle of the conversation (one process does)."""

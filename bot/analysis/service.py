@@ -14,3 +14,11 @@ class ConversationAnalysis:
     analyzer: SupportRequestAnalyzer
     schedule: AnalysisSchedule
     idle: IdleAnalysis
+    # Whether an upset customer's conversation is analysed early to offer a person
+    # (a staff group is configured and ANALYSIS_ESCALATION=on).
+    escalation: bool = False
+
+    @property
+    def early(self) -> AnalysisSchedule | None:
+        """The schedule an upset customer's turn asks for an early analysis; ``None``: off."""
+        return self.schedule if self.escalation else None

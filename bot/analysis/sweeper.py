@@ -1,7 +1,9 @@
 """Analyses conversations that went idle, in every process with workers (supervised).
 
-It claims due conversations (:meth:`bot.analysis.schedule.AnalysisSchedule.claim`,
-one script, so of two sweepers only one claims a conversation) and analyses
+It claims conversations due for an early analysis (``{analysis}:soon``, an
+upset customer) and then idle ones (``{analysis}:due``)
+(:meth:`bot.analysis.schedule.AnalysisSchedule.claim`, one script, so of two
+sweepers only one claims a conversation) and analyses
 each outside any chat lease; :class:`~bot.analysis.runner.IdleAnalysis` makes
 sure one idle is analysed once even when a claim is retried by another process.
 """
@@ -42,18 +44,21 @@ class AnalysisSweeper(Periodic):
         self._retry = max(retry_seconds, self._period, analysis.timeout_seconds + 5.0)
 
     async def sweep(self) -> int:
-        """Analyse every due conversation, ``concurrency`` at a time (each waits on the model);
-        returns how many were claimed."""
-        claimed = await self._schedule.claim(self._retry)
+        """Analyse every due conversation, early ones first, ``concurrency`` at a time (each
+        waits on the model); returns how many were claimed."""
         slots = asyncio.Semaphore(self._concurrency)
 
-        async def analyse(conversation_key: str, claimed_ms: int) -> None:
+        async def analyse(conversation_key: str, claimed_ms: int, *, early: bool) -> None:
             async with slots:
                 chat = telegram_chat_id(conversation_key)
                 await self._analysis.run(
                     conversation_key, str(chat) if chat is not None else conversation_key
                 )
-                await self._schedule.forget(conversation_key, claimed_ms)
+                await self._schedule.forget(conversation_key, claimed_ms, early=early)
 
-        await asyncio.gather(*(analyse(key, claimed_ms) for key, claimed_ms in claimed))
-        return len(claimed)
+        claimed = 0
+        for early in (True, False):
+            due = await self._schedule.claim(self._retry, early=early)
+            await asyncio.gather(*(analyse(key, ms, early=early) for key, ms in due))
+            claimed += len(due)
+        return claimed

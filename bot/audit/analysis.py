@@ -4,8 +4,9 @@ An ``analysed`` entry holds the analysis's closed categories (``category``,
 ``sentiment``, ``urgency``, ``language``, ``resolved``), the conversation's
 turns, whether a person took part and the tokens it cost. An
 ``analysis_failed`` entry says only why (``error``: refused, invalid,
-unavailable). The summary and the next step are text: they stay with the
-conversation for staff, never here.
+unavailable). An ``escalation_offered`` entry says a person was offered to an
+angry, urgent customer (its button delivered). The summary and the next step
+are text: they stay with the conversation for staff, never here.
 """
 
 from collections.abc import Iterable, Mapping
@@ -26,9 +27,11 @@ from bot.audit.schema import (
 )
 from bot.audit.stream import StreamEntry
 
-AnalysisEvent = Literal["analysed", "analysis_failed"]
+AnalysisEvent = Literal["analysed", "analysis_failed", "escalation_offered"]
 ANALYSED: AnalysisEvent = "analysed"
 ANALYSIS_FAILED: AnalysisEvent = "analysis_failed"
+# A person was offered to the customer (the offer delivered); no other field but ids.
+ESCALATION_OFFERED: AnalysisEvent = "escalation_offered"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

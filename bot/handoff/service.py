@@ -26,7 +26,7 @@ from bot.handoff.staff_actions import (
 )
 from bot.handoff.topics import TopicDirectory
 from bot.queue.job_results import JobContext, JobDone
-from bot.queue.jobs import OutboxEntry
+from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession, HandoffState, session_of
 
 logger = logging.getLogger(__name__)
@@ -107,10 +107,12 @@ class HandoffService:
         text: str,
         reason: str = "",
         audit: tuple[dict[str, str], ...] = (),
+        card_edit: CardEdit | None = None,
     ) -> JobDone:
         """Put the conversation in ``waiting``, tell the customer ``text``, open the topic.
 
         Outside support hours the customer is also told when a person answers.
+        ``card_edit``: the bot's message whose button opened it, rewritten without it.
         """
         turn_id = job.job.turn_id
         text = self.waiting_text(text)
@@ -125,6 +127,7 @@ class HandoffService:
             chat_id=job.job.chat_id,
             format="plain",
             text=text,
+            card_edit=card_edit,
             audit=(
                 *audit,
                 *self._ended_idle(job),

@@ -5,8 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Trigger = Literal["command", "tool", "failed_turns", "staff"]
-"""What opened a handoff."""
+Trigger = Literal["command", "tool", "failed_turns", "staff", "analysis"]
+"""What opened a handoff (``analysis``: the customer pressed the escalation offer's button)."""
 
 
 class StaffAction(BaseModel):

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bot.analysis.model import DEFAULT_CATEGORIES, SENTIMENTS
-from bot.audit.analysis import ANALYSED, AnalysisAuditEntry
+from bot.audit.analysis import ANALYSED, ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.schema import (
     TOOL_NAME,
     TYPE,
@@ -192,6 +192,10 @@ class BotMetrics:
             "Analysed conversations by the customer's sentiment.",
             ["sentiment"],
         )
+        self.escalations_offered = counter(
+            "escalations_offered",
+            "Angry, urgent customers offered a person after an analysis (the offer delivered).",
+        )
         self.transcriptions = counter(
             "transcriptions", "Voice messages transcribed (the transcript became a turn)."
         )
@@ -267,7 +271,11 @@ class BotMetrics:
             self.feedback.labels(score=score).inc()
 
     def record_analysis(self, entry: AnalysisAuditEntry) -> None:
-        """One analysis (or its failure), by category and how the conversation ended."""
+        """One analysis (or its failure), by category and how the conversation ended;
+        or the offer of a person it led to."""
+        if entry.event == ESCALATION_OFFERED:
+            self.escalations_offered.inc()
+            return
         if entry.event != ANALYSED:
             self.analyses.labels(category="none", outcome="failed").inc()
             return

@@ -28,6 +28,9 @@ class Notice(StrEnum):
     HANDOFF_IDLE = "handoff_idle"
     # Not a text: the satisfaction question may be due; the worker checks and asks if so.
     CSAT = "csat"
+    # Not a text: an analysis found the customer angry and in a hurry; the worker offers
+    # a person (one button) if the conversation is still the bot's.
+    ESCALATION = "escalation"
 
 
 class QueuedJob(BaseModel):
@@ -90,6 +93,8 @@ class OutboxEntry(BaseModel):
     superseded: str | None = None
     # The satisfaction question, sent instead of a text; its ``asked`` audit only if sent.
     question: FeedbackQuestion | None = None
+    # The offer of a person (one button), sent instead of a text; its audit only if sent.
+    person_offer: bool = False
     # A reply keyboard sent with the text: the button that shares the customer's own
     # contact (account linking), or its removal once linked.
     reply_keyboard: ReplyKeyboardKind | None = None

@@ -37,6 +37,7 @@ by single-key commands (the work stream, the audit stream). ``<prefix>`` is
 | ``{staff:<chat>}:open``           | zset   | none                | desk, sweeper  | sweeper  |
 | ``{csat}:due``                    | zset   | none (asked: gone)  | delivery       | sweeper  |
 | ``{analysis}:due``                | zset   | none (done: gone)   | delivery       | sweeper  |
+| ``{analysis}:soon``               | zset   | none (done: gone)   | text turn      | sweeper  |
 | ``{dead_letters}:jobs``           | hash   | none (10,000 kept)  | worker         | CLI      |
 | ``{dead_letters}:order``          | zset   | none (10,000 kept)  | worker         | CLI      |
 | ``{shop:<customer>}:orders``      | hash   | 30 days             | demo shop      | tools    |
@@ -267,6 +268,14 @@ class RedisKeys:
         Claimed like :attr:`csat_due`; see :mod:`bot.analysis.schedule`.
         """
         return f"{self.prefix}:{{analysis}}:due"
+
+    @property
+    def analysis_soon(self) -> str:
+        """Conversations to analyse early (an upset customer), scored by when (ms).
+
+        Claimed like :attr:`analysis_due`; see :mod:`bot.analysis.schedule`.
+        """
+        return f"{self.prefix}:{{analysis}}:soon"
 
     @property
     def dead_letters(self) -> str:

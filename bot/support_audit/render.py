@@ -473,14 +473,18 @@ def analysed_lines(
     rows = []
     for entry in entries:
         fields = entry.fields
-        failed = fields.get("event") == "analysis_failed"
+        event = fields.get("event")
+        if event == "analysis_failed":
+            category = f"(failed: {printable(fields.get('error', ''))})"
+        elif event == "escalation_offered":
+            category = "(person offered)"
+        else:
+            category = printable(fields.get("category", ""))
         rows.append(
             (
                 _local_time(stream_id_time(entry.entry_id), zone),
                 printable(fields.get("chat_id", "")),
-                f"(failed: {printable(fields.get('error', ''))})"
-                if failed
-                else printable(fields.get("category", "")),
+                category,
                 printable(fields.get("sentiment", "")) or "-",
                 printable(fields.get("urgency", "")) or "-",
                 printable(fields.get("language", "")) or "-",

@@ -4,7 +4,8 @@ Telegram shows a spinner on the button until the bot answers the callback
 query; intake answers it right after queueing the press, with a short text
 when a read of the session already shows the press will change nothing
 («Уже выполнено», «Срок подтверждения истёк»; on the satisfaction question
-«Спасибо за оценку!», «Вы уже оценили» or «опрос уже закрыт»). The worker
+«Спасибо за оценку!», «Вы уже оценили» or «опрос уже закрыт»; on the offer of
+a person none: the handoff's own message follows). The worker
 decides for real.
 """
 
@@ -25,6 +26,7 @@ from bot.queue.intake import IncomingUpdate
 from bot.sessions.models import session_of
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_conversation
+from bot.telegram.escalation_offer import is_offer_press
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +38,11 @@ def press_incoming(
     message = callback.message
     if message is None:
         return None
-    if parse_callback(callback.data) is None and parse_feedback(callback.data) is None:
+    if (
+        parse_callback(callback.data) is None
+        and parse_feedback(callback.data) is None
+        and not is_offer_press(callback.data)
+    ):
         return None
     return IncomingUpdate(
         update_id=update_id,
@@ -69,6 +75,9 @@ class PressAnswers:
             logger.info("Callback not answered: %s", type(error).__name__)
 
     async def _predict(self, callback: CallbackQuery) -> str | None:
+        if is_offer_press(callback.data):
+            # The handoff's own message says what happens; the spinner just stops.
+            return None
         feedback = parse_feedback(callback.data)
         if feedback is not None and callback.message is not None:
             return await self._predict_feedback(callback.message.chat.id, feedback[0])

@@ -6,8 +6,10 @@ dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data (``chat_service``, ``settings``,
 ``handoff`` (``None`` when off), ``feedback`` (the CSAT schedule, ``None``
-when off), ``account_linking`` (``None`` without ``ACCOUNT_LINK_TOOL``), ``voice``
-(voice messages to words), ``photos`` (images for the model), ``albums``, and
+when off), ``early_analysis`` (the analysis schedule an upset customer's turn
+asks for an early analysis, ``None`` without escalation), ``account_linking``
+(``None`` without ``ACCOUNT_LINK_TOOL``), ``voice`` (voice messages to words),
+``photos`` (images for the model), ``albums``, and
 the worker's ``job``), never through globals.
 
 Outer update middlewares: in-flight counting, then the log context (update
@@ -26,6 +28,7 @@ from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
 from bot.telegram.handlers import chat, commands, errors, link, membership, other, photo, voice
+from bot.telegram.handlers import escalation as escalation_handlers
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
@@ -63,6 +66,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         feedback=app.feedback,
         # Where the satisfaction answer finds the conversation's category (ANALYSIS=on).
         analyses=app.analysis.schedule if app.analysis is not None else None,
+        early_analysis=app.analysis.early if app.analysis is not None else None,
         account_linking=app.account_linking,
         drafts=drafts_of(
             settings,
@@ -107,6 +111,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
         membership.build_router(),
         # Before the actions' router, which takes every other button press.
         feedback_handlers.build_router(),
+        escalation_handlers.build_router(),
         action_handlers.build_router(),
     ]
     if app.handoff is not None:

@@ -28,6 +28,7 @@ from bot.actions.audit import action_fields
 from bot.actions.confirmation import ActionConfirmations
 from bot.actions.pending import ActionCard
 from bot.analysis.schedule import AnalysisSchedule
+from bot.audit.analysis import ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.audit.schema import (
     FAILED,
@@ -50,6 +51,7 @@ from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, Queu
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
+from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question
 from bot.telegram.handlers.actions import card_press
 from bot.telegram.link_keyboard import reply_keyboard
@@ -221,9 +223,12 @@ class TelegramJobRunner:
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
     ) -> JobDone:
-        """A job intake decided on: a limit's text, the handoff idle check, the CSAT question."""
+        """A job intake decided on: a limit's text, the handoff idle check, the CSAT question,
+        the offer of a person."""
         if job.notice is Notice.CSAT:
             return await self._question(state, lease, job, context)
+        if job.notice is Notice.ESCALATION:
+            return await self._offer(state, lease, job, context)
         if job.notice is not Notice.HANDOFF_IDLE:
             notice = _NOTICES[job.notice] if job.notice is not None else ""
             return await self._complete(state, lease, job, PlainReply(text=notice))
@@ -275,6 +280,29 @@ class TelegramJobRunner:
             text="",
             audit=(asked.to_fields(),),
             question=FeedbackQuestion(question_id=question.question_id),
+        )
+        await self.queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
+        return JobDone(reply=entry)
+
+    async def _offer(
+        self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobDone:
+        """The offer of a person, if the conversation is still the bot's (else nothing)."""
+        key = lease.conversation_key
+        if self.handoff is None or state.blocked or self.handoff.state(context) != "bot":
+            await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
+            return JobDone(reply=None)
+        offered = AnalysisAuditEntry(
+            chat_id=str(job.chat_id), turn_id=job.turn_id, event=ESCALATION_OFFERED
+        )
+        entry = OutboxEntry(
+            job_id=job.job_id,
+            turn_id=job.turn_id,
+            chat_id=job.chat_id,
+            format="none",
+            text="",
+            audit=(offered.to_fields(),),
+            person_offer=True,
         )
         await self.queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
         return JobDone(reply=entry)
@@ -343,6 +371,9 @@ class TelegramJobRunner:
         if reply.question is not None:
             await self._deliver_question(reply, reply.question, blocked=blocked)
             return
+        if reply.person_offer:
+            await self._deliver_offer(reply, blocked=blocked)
+            return
         if reply.card_edit is not None and not blocked:
             await edit_card(self.replies, self.bot, reply.chat_id, reply.card_edit)
         if reply.format == "none":
@@ -395,6 +426,14 @@ class TelegramJobRunner:
             logger.info("CSAT question %s not sent: the customer blocked the bot", reply.turn_id)
             return
         if await send_question(self.replies, self.bot, reply.chat_id, question.question_id):
+            await self.audit.write_fields(list(reply.audit))
+
+    async def _deliver_offer(self, reply: OutboxEntry, *, blocked: bool) -> None:
+        """Send the offer of a person; its ``escalation_offered`` entry only if Telegram took it."""
+        if blocked:
+            logger.info("Escalation offer %s not sent: the customer blocked the bot", reply.turn_id)
+            return
+        if await send_offer(self.replies, self.bot, reply.chat_id):
             await self.audit.write_fields(list(reply.audit))
 
     async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> bool:

@@ -3,11 +3,14 @@
 import logging
 
 from aiogram import Bot, Router
+from aiogram.enums import ChatType
 from aiogram.types import Message
 from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.accounts.linking import AccountLinking, shop_customer_id
+from bot.analysis.offline import looks_upset
+from bot.analysis.schedule import AnalysisSchedule
 from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.service import HandoffService
 from bot.ops.log_context import bind_turn
@@ -36,6 +39,7 @@ async def answer(
     *,
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
+    early_analysis: AnalysisSchedule | None = None,
 ) -> JobResult:
     """Run the turn of a text; its reply is committed, or a kind message with the incident code.
 
@@ -45,9 +49,13 @@ async def answer(
     With handoff on, failed turns in a row call a person in; an answered turn's
     commit starts the count again. With account linking on, the turn's context
     carries the shop's customer id the session keeps (tools bind it).
+
+    With escalation on (``early_analysis``), an answered private message that reads
+    upset (a local word check, no model) has the conversation analysed soon by the
+    analysis sweeper, never here: the offer of a person may follow the answer.
     """
     text = question_text(message, (await bot.me()).username)
-    return await run_turn(
+    result = await run_turn(
         message,
         bot,
         job,
@@ -57,6 +65,17 @@ async def answer(
         drafts=drafts,
         account_linking=account_linking,
     )
+    if (
+        early_analysis is not None
+        and isinstance(result, JobDone)
+        # Waiting for a person already: nobody is to be offered one.
+        and handoff is not None
+        and handoff.state(job) == "bot"
+        and message.chat.type == ChatType.PRIVATE
+        and looks_upset(text)
+    ):
+        await early_analysis.soon(telegram_conversation(message.chat.id))
+    return result
 
 
 async def run_turn(

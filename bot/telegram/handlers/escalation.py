@@ -1,0 +1,52 @@
+"""A press on the offer of a person: the handoff opens as with ``/operator`` (trigger ``analysis``).
+
+The worker holding the customer's chat runs it. Only the customer may press:
+offers go to private chats only, whose id is the customer's user id.
+"""
+
+import logging
+
+from aiogram import F, Router
+from aiogram.enums import ChatType
+from aiogram.types import CallbackQuery, Message
+
+from bot import customer_texts
+from bot.handoff.service import HandoffService
+from bot.handoff.staff_actions import HandoffTurn
+from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.jobs import CardEdit
+from bot.storage.keys import telegram_conversation
+from bot.telegram.escalation_offer import CALLBACK_DATA, is_offer_press
+
+logger = logging.getLogger(__name__)
+
+
+async def on_offer_press(
+    callback: CallbackQuery, job: JobContext, handoff: HandoffService | None = None
+) -> JobResult | None:
+    """Open the handoff and remove the button (its message edited); else change nothing."""
+    offer = callback.message if isinstance(callback.message, Message) else None
+    if handoff is None or offer is None or not is_offer_press(callback.data):
+        return None
+    if offer.chat.type != ChatType.PRIVATE or callback.from_user.id != offer.chat.id:
+        logger.info("Escalation press by someone other than the customer: nothing done")
+        return None
+    pressed = CardEdit(message_id=offer.message_id, text=customer_texts.ESCALATION_PRESSED)
+    if handoff.state(job) != "bot":
+        return PlainReply(text=customer_texts.OPERATOR_ALREADY, card_edit=pressed)
+    user = callback.from_user
+    return await handoff.open(
+        telegram_conversation(offer.chat.id),
+        job,
+        HandoffTurn(name=user.full_name, username=user.username or "", message_id=offer.message_id),
+        trigger="analysis",
+        text=customer_texts.OPERATOR_WAITING,
+        card_edit=pressed,
+    )
+
+
+def build_router() -> Router:
+    """A fresh router with the offer's button handler."""
+    router = Router(name=__name__)
+    router.callback_query.register(on_offer_press, F.data == CALLBACK_DATA)
+    return router
