@@ -10,16 +10,13 @@ import base64
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
-from io import BytesIO
 
 from aiogram import Bot
-from aiogram.exceptions import TelegramAPIError
 from aiogram.types import Message
-from aiohttp import ClientError
 
 from bot.ops.metrics import BotMetrics
 from bot.settings import Settings
-from bot.telegram.voice import DOWNLOAD_TIMEOUT_SECONDS
+from bot.telegram.files import DOWNLOAD_TIMEOUT_SECONDS, DownloadFailure, download
 from turn import ImagePart
 
 logger = logging.getLogger(__name__)
@@ -112,24 +109,11 @@ class Photos:
         )
 
     async def _download(self, bot: Bot, image: _Image) -> bytes | PhotoRefusal:
-        try:
-            file = await bot.get_file(image.file_id)
-            if file.file_size is not None and file.file_size > self.max_bytes:
-                return PhotoRefusal.TOO_LARGE
-            if file.file_path is None:
-                return PhotoRefusal.UNREADABLE
-            buffer = BytesIO()
-            await bot.download_file(
-                file.file_path, destination=buffer, timeout=int(self.download_timeout_seconds)
-            )
-        except TelegramAPIError as error:
-            too_big = "too big" in str(error).lower()
-            logger.warning("Image not downloaded: %s", type(error).__name__)
-            return PhotoRefusal.TOO_LARGE if too_big else PhotoRefusal.UNREADABLE
-        except (ClientError, TimeoutError, OSError) as error:
-            logger.warning("Image not downloaded: %s", type(error).__name__)
-            return PhotoRefusal.UNREADABLE
-        content = buffer.getvalue()
-        if not content:
-            return PhotoRefusal.UNREADABLE
-        return content if len(content) <= self.max_bytes else PhotoRefusal.TOO_LARGE
+        got = await download(
+            bot,
+            image.file_id,
+            max_bytes=self.max_bytes,
+            timeout_seconds=self.download_timeout_seconds,
+            what="Image",
+        )
+        return PhotoRefusal(got.value) if isinstance(got, DownloadFailure) else got

@@ -10,25 +10,23 @@ checked before anything is downloaded: the message's ``duration`` against
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
-from io import BytesIO
 from time import perf_counter
 
 from aiogram import Bot
-from aiogram.exceptions import TelegramAPIError
 from aiogram.types import Message
-from aiohttp import ClientError
 
 from bot.llm.errors import LLMClientError
 from bot.llm.transcription import Transcriber
 from bot.ops.metrics import BotMetrics
+from bot.telegram.files import (
+    BOT_API_DOWNLOAD_LIMIT_BYTES,
+    DOWNLOAD_TIMEOUT_SECONDS,
+    DownloadFailure,
+    download,
+)
 from turn import TurnInput
 
 logger = logging.getLogger(__name__)
-
-BOT_API_DOWNLOAD_LIMIT_BYTES = 20 * 1024 * 1024
-"""The largest file the Bot API lets a bot download (``getFile``)."""
-DOWNLOAD_TIMEOUT_SECONDS = 30
-"""The longest a voice file's download may take (20 MB at under 1 MB/s is already too slow)."""
 
 
 class VoiceRefusal(StrEnum):
@@ -125,26 +123,14 @@ class VoiceMessages:
         return None
 
     async def _download(self, bot: Bot, recording: _Recording) -> bytes | VoiceRefusal:
-        try:
-            file = await bot.get_file(recording.file_id)
-            if file.file_size is not None and file.file_size > BOT_API_DOWNLOAD_LIMIT_BYTES:
-                return VoiceRefusal.TOO_LARGE
-            if file.file_path is None:
-                return VoiceRefusal.UNREADABLE
-            buffer = BytesIO()
-            await bot.download_file(
-                file.file_path, destination=buffer, timeout=int(self.download_timeout_seconds)
-            )
-        except TelegramAPIError as error:
-            # "file is too big" is the Bot API's own word for the 20 MB limit.
-            too_big = "too big" in str(error).lower()
-            logger.warning("Voice file not downloaded: %s", type(error).__name__)
-            return VoiceRefusal.TOO_LARGE if too_big else VoiceRefusal.UNREADABLE
-        except (ClientError, TimeoutError, OSError) as error:
-            logger.warning("Voice file not downloaded: %s", type(error).__name__)
-            return VoiceRefusal.UNREADABLE
-        audio = buffer.getvalue()
-        return audio if audio else VoiceRefusal.UNREADABLE
+        got = await download(
+            bot,
+            recording.file_id,
+            max_bytes=BOT_API_DOWNLOAD_LIMIT_BYTES,
+            timeout_seconds=self.download_timeout_seconds,
+            what="Voice file",
+        )
+        return VoiceRefusal(got.value) if isinstance(got, DownloadFailure) else got
 
 
 def recording_of(message: Message) -> _Recording | None:
