@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = (
     "scripts/bootstrap",
@@ -47,30 +45,34 @@ def copy_project(into: Path) -> Path:
     return into
 
 
-@pytest.mark.parametrize("lock", ["requirements.lock", "requirements-dev.lock"])
-def test_a_fresh_venv_from_the_bundled_pip_installs_the_lock(tmp_path, lock):
+def test_a_fresh_venv_from_the_bundled_pip_installs_both_locks(tmp_path):
+    """The runtime lock first (``scripts/run``), then the dev lock over it (``scripts/test``):
+    the second run finds the pinned installer in place and only adds what it lacks."""
     project = copy_project(tmp_path / "clone")
     env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
     env["PYTHON"] = str(base_python())
-
-    result = subprocess.run(
-        ["bash", str(project / "scripts" / "bootstrap"), lock],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-    assert result.returncode == 0, result.stdout + result.stderr
     python = project / ".venv" / "bin" / "python"
-    probe = subprocess.run(
-        [str(python), "-c", "import aiogram, openai, redis, bot.settings; print('ok')"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert probe.stdout.strip() == "ok", probe.stderr
+
+    for lock, probe in (
+        ("requirements.lock", "import aiogram, openai, redis, mcp, bot.settings"),
+        ("requirements-dev.lock", "import pytest, ruff, mypy, hypothesis"),
+    ):
+        result = subprocess.run(
+            ["bash", str(project / "scripts" / "bootstrap"), lock],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        imported = subprocess.run(
+            [str(python), "-c", f"{probe}; print('ok')"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert imported.stdout.strip() == "ok", (lock, imported.stderr)
