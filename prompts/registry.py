@@ -13,7 +13,7 @@ ANALYSIS_PROMPT_ID = "request_analysis"
 # wheel) and the versions shipped. Sessions and audit entries name the version that
 # wrote them, so a shipped body is never edited: a change is a new version.
 _SHIPPED: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    SUPPORT_CHAT_PROMPT_ID: ("prompts.support_chat", ("1.2.0", "1.3.0", "1.4.0", "1.5.0")),
+    SUPPORT_CHAT_PROMPT_ID: ("prompts.support_chat", ("1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0")),
     SUMMARY_PROMPT_ID: ("prompts.summary", ("1.0.0", "1.1.0")),
     ANALYSIS_PROMPT_ID: ("prompts.analysis", ("1.0.0",)),
 }

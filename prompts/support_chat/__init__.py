@@ -14,4 +14,10 @@
   one at a time; it never claims an action happened before the outcome is in the
   history, and after proposing it asks the customer to press the button (a typed
   «да» executes nothing).
+- 1.6.0: 1.5.0 for a shop's own tools (``MCP_SERVERS``): no tool is named; the
+  model picks tools by the descriptions the shop gave, never asks for what the
+  application binds (who the customer is) and offers ``/link`` when a tool says
+  the account must be linked; the grounding, action and outcome rules are 1.5.0's.
+  Not the default (the demo's tools are named in 1.5.0): a shop that connects its
+  own tools sets ``PROMPT_SUPPORT_CHAT_VERSION=1.6.0``.
 """

@@ -17,3 +17,31 @@ def test_the_actions_prompt_names_the_tools_the_button_and_the_outcome_rule() ->
     # The read-only promise of 1.4.0 is gone: it would contradict the write tools.
     assert "только читают данные" in earlier
     assert "только читают данные" not in text
+
+
+def test_the_prompt_for_a_shops_own_tools_names_no_tool_and_keeps_the_rules() -> None:
+    registry = build_default_prompt_registry()
+    text = registry.get(SUPPORT_CHAT_PROMPT_ID, "1.6.0").render()
+    demo = registry.get(SUPPORT_CHAT_PROMPT_ID, "1.5.0").render()
+    for tool in (
+        "get_order_status",
+        "get_return_policy",
+        "search_products",
+        "get_support_hours",
+        "cancel_order",
+        "request_return",
+        "change_delivery_address",
+    ):
+        assert tool in demo
+        assert tool not in text
+    # The help center, the button, the outcome and the summary rules stay as in 1.5.0.
+    for rule in (
+        "search_help_center",
+        "по одному действию за раз",
+        "awaiting_confirmation",
+        "«Подтвердить»",
+        "пока его итог не появился в истории",
+        "[/conversation_summary]",
+    ):
+        assert rule in text
+    assert "/link" in text
