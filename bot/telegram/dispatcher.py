@@ -77,10 +77,12 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
             transcriber=app.transcriber,
             metrics=metrics,
             max_seconds=settings.media.voice_max_seconds,
+            max_chars=settings.session.message_max_chars,
         ),
         photos=Photos(
             vision=vision_on(settings),
             max_bytes=settings.media.image_max_bytes,
+            max_caption_chars=settings.session.message_max_chars,
             metrics=metrics,
         ),
         albums=Albums(redis=app.redis, keys=app.keys),

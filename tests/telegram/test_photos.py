@@ -358,3 +358,26 @@ async def test_while_a_person_is_awaited_staff_see_every_photo_of_an_album(
             await telegram.wait_for(lambda: len(telegram.copies(STAFF, thread)) == 3)
             assert [c["message_id"] for c in telegram.copies(STAFF, thread)] == ids
             assert len(openai_server.requests) == 1
+
+
+async def test_a_caption_over_the_message_limit_is_refused_kindly_without_a_download(
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_server: RedisServer,
+    bot: Bot,
+) -> None:
+    telegram.add_file("p-m", MEDIUM)
+    async for stack in _stack(
+        telegram, openai_server, redis_server, bot, VISION="on", MESSAGE_MAX_CHARS=20
+    ):
+        await stack.feed(telegram.message_update(CHAT, extra=photo("Пришёл разбитым, " * 3)))
+        assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.PHOTO_CAPTION_TOO_LONG]
+        assert telegram.downloads == []
+        assert openai_server.requests == []
+        assert await stack.app.sessions.load(f"tg:{CHAT}") is None
+        assert await stack.turn_entries() == []
+        assert stack.metric("media_refusals_total", kind="photo", reason="caption_too_long") == 1
+        # A caption within the limit is a turn as before.
+        openai_server.script(text_answer("Вижу фото."))
+        await stack.feed(telegram.message_update(CHAT, extra=photo("Разбит")))
+        await telegram.wait_for(lambda: "Вижу фото." in telegram.sent_texts(CHAT))

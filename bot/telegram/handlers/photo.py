@@ -55,6 +55,17 @@ async def photo_message(
     if album is None:
         # Answered with its album; staff following a waiting chat still see every photo.
         return PlainReply(text="", staff=(copy,) if waiting else ())
+    # Telegram puts an album's caption on one of its photos.
+    text = question_text(
+        next((item for item in album.messages if item.caption), message),
+        (await bot.me()).username,
+        caption=True,
+    )
+    if photos.caption_refused(text):
+        # Said before any download; the turn would refuse it as too long anyway.
+        return PlainReply(
+            text=customer_texts.PHOTO_CAPTION_TOO_LONG, staff=(copy,) if waiting else ()
+        )
     images, refusal = await _look(photos, bot, album)
     if not images:
         text = _refusal_text(refusal, staff=handoff is not None)
@@ -66,12 +77,7 @@ async def photo_message(
         job,
         chat_service,
         handoff,
-        # Telegram puts an album's caption on one of its photos.
-        text=question_text(
-            next((item for item in album.messages if item.caption), message),
-            (await bot.me()).username,
-            caption=True,
-        ),
+        text=text,
         turn_input=TurnInput(kind="photo", images=images),
         drafts=drafts,
         account_linking=account_linking,
