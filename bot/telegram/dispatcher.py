@@ -86,6 +86,8 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
             metrics=metrics,
         ),
         albums=Albums(redis=app.redis, keys=app.keys),
+        # An album's photo queued after its album's turn: kept in the history, no answer.
+        photo_keeper=app.chat,
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)

@@ -75,6 +75,11 @@ class Photos:
             self.metrics.images_to_model.inc()
         return result
 
+    def file_id_for_history(self, message: Message) -> str | None:
+        """The file id a turn would keep for ``message`` (the size chosen), or ``None``."""
+        image = self._choose(message)
+        return None if isinstance(image, PhotoRefusal) else image.file_id
+
     def caption_refused(self, caption: str) -> bool:
         """Whether a turn's caption is over the limit (counted); only with vision on.
 
