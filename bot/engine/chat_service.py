@@ -474,6 +474,39 @@ class ChatService:
             raise _translate_store_error(error, entry.turn_id) from error
         return JobDone(reply=entry)
 
+    async def keep_photo(
+        self,
+        conversation_key: str,
+        held: JobContext,
+        caption: str,
+        file_id: str,
+        *,
+        staff: tuple[StaffAction, ...] = (),
+    ) -> JobDone:
+        """Keep a photo in the history without a model turn or an answer, popping its job.
+
+        For an album's photo queued after its album's turn ran: the customer sent one
+        message, so one answer; the model reads the photo's marker and caption on the
+        next turn, and actions (a return) attach it. ``staff``: relay steps after it.
+        Raises a :class:`ChatServiceError` as :meth:`commit_without_turn` does.
+        """
+        turn_id = held.job.turn_id
+        content = self._question(caption, TurnInput(kind="photo"), turn_id)
+        entry = OutboxEntry(
+            job_id=held.job.job_id,
+            turn_id=turn_id,
+            chat_id=held.job.chat_id,
+            format="none",
+            text="",
+            staff=staff,
+        )
+        now = _now()
+
+        def change(session: ConversationSession) -> ConversationSession:
+            return session.with_customer_photo(content, (file_id,), now, turn_id)
+
+        return await self.commit_without_turn(conversation_key, held, change, entry)
+
     def _audit_entries(
         self, recorder: TurnAuditRecorder, outcome: TurnOutcome, started: float
     ) -> list[AuditEntry]:

@@ -163,6 +163,19 @@ class ConversationSession(BaseModel):
             update["staff_replied_at"] = now
         return self.model_copy(update=update)
 
+    def with_customer_photo(
+        self, content: str, photos: tuple[str, ...], now: datetime, turn_id: str
+    ) -> "ConversationSession":
+        """This session plus a customer's photo outside a model turn (an album's late photo).
+
+        Unlike :meth:`with_message` it leaves the handoff's activity alone: the bot
+        keeps the conversation, nobody answered.
+        """
+        message = StoredMessage(
+            role="user", content=content, created_at=now, turn_id=turn_id, photos=photos
+        )
+        return self.model_copy(update={"messages": (*self.messages, message), "updated_at": now})
+
     def with_shop_customer(self, customer_id: str, now: datetime) -> "ConversationSession":
         """This conversation linked to the shop's customer ``customer_id``."""
         return self.model_copy(update={"shop_customer_id": customer_id, "updated_at": now})

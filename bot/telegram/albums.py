@@ -8,7 +8,8 @@ queue (read only: each stays queued), and answers them all in one turn. It
 records which jobs it took (``{<conv>}:album:<group id>``) before its turn:
 when those jobs come up, they are popped without a word. A leader that
 crashed before its commit finds its own record and does it again; a photo
-queued too late for the leader's turn is answered as a photo of its own.
+queued too late for the leader's turn comes back as a *late* album of its own
+(the handler keeps it in the history without a second answer).
 """
 
 import asyncio
@@ -38,6 +39,8 @@ class Album:
     """The messages one turn answers: the leader first, then its album's other photos."""
 
     messages: tuple[Message, ...]
+    late: bool = False
+    """One photo queued after its album's turn ran (the leader did not take it)."""
 
 
 ANSWERED_ALREADY: Final = None
@@ -63,8 +66,8 @@ class Albums:
         if record is not None and record[0] != job_id:
             if job_id in record[1]:
                 return ANSWERED_ALREADY
-            # Queued too late for the leader's turn: a photo of its own.
-            return Album(messages=(message,))
+            # Queued too late for the leader's turn: the album was answered without it.
+            return Album(messages=(message,), late=True)
         # Telegram's album items arrive together: wait for the rest to be queued.
         wait = job.job.enqueued_ms / 1000 + self.gather_seconds - time.time()
         if wait > 0:

@@ -77,13 +77,17 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
             transcriber=app.transcriber,
             metrics=metrics,
             max_seconds=settings.media.voice_max_seconds,
+            max_chars=settings.session.message_max_chars,
         ),
         photos=Photos(
             vision=vision_on(settings),
             max_bytes=settings.media.image_max_bytes,
+            max_caption_chars=settings.session.message_max_chars,
             metrics=metrics,
         ),
         albums=Albums(redis=app.redis, keys=app.keys),
+        # An album's photo queued after its album's turn: kept in the history, no answer.
+        photo_keeper=app.chat,
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)

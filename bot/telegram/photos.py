@@ -31,6 +31,8 @@ class PhotoRefusal(StrEnum):
     VISION_OFF = "vision_off"
     TOO_LARGE = "too_large"
     UNREADABLE = "unreadable"
+    # A caption over ``MESSAGE_MAX_CHARS``: no image is downloaded for it.
+    CAPTION_TOO_LONG = "caption_too_long"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +62,8 @@ class Photos:
     vision: bool
     max_bytes: int
     metrics: BotMetrics
+    max_caption_chars: int
+    """A turn's caption at most (``MESSAGE_MAX_CHARS``, as a typed message)."""
     download_timeout_seconds: float = DOWNLOAD_TIMEOUT_SECONDS
 
     async def look(self, bot: Bot, message: Message) -> ImagePart | PhotoRefusal:
@@ -70,6 +74,21 @@ class Photos:
         else:
             self.metrics.images_to_model.inc()
         return result
+
+    def file_id_for_history(self, message: Message) -> str | None:
+        """The file id a turn would keep for ``message`` (the size chosen), or ``None``."""
+        image = self._choose(message)
+        return None if isinstance(image, PhotoRefusal) else image.file_id
+
+    def caption_refused(self, caption: str) -> bool:
+        """Whether a turn's caption is over the limit (counted); only with vision on.
+
+        Without vision the caption is never read: the photo's refusal says it all.
+        """
+        if not self.vision or len(caption.strip()) <= self.max_caption_chars:
+            return False
+        self.metrics.record_media_refusal("photo", PhotoRefusal.CAPTION_TOO_LONG.value)
+        return True
 
     async def _look(self, bot: Bot, message: Message) -> ImagePart | PhotoRefusal:
         if not self.vision:

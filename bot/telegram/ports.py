@@ -4,8 +4,8 @@ from typing import Protocol
 
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
-from bot.handoff.staff_actions import HandoffTurn
-from bot.queue.job_results import JobContext
+from bot.handoff.staff_actions import HandoffTurn, StaffAction
+from bot.queue.job_results import JobContext, JobDone
 from turn import TEXT_INPUT, TurnContext, TurnInput
 
 
@@ -35,4 +35,20 @@ class ChatPort(Protocol):
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
         """Record that the answer of ``turn_id`` never reached the customer."""
+        ...
+
+
+class PhotoKeeper(Protocol):
+    """Where an album's late photo is kept without a turn (the chat service)."""
+
+    async def keep_photo(
+        self,
+        conversation_key: str,
+        held: JobContext,
+        caption: str,
+        file_id: str,
+        *,
+        staff: tuple[StaffAction, ...] = (),
+    ) -> JobDone:
+        """Add the photo to the history; no model turn, no answer."""
         ...

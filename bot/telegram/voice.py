@@ -36,6 +36,8 @@ class VoiceRefusal(StrEnum):
     TOO_LARGE = "too_large"
     UNREADABLE = "unreadable"
     TRANSCRIPTION_FAILED = "transcription_failed"
+    # Heard, but more words than one customer message may hold (``MESSAGE_MAX_CHARS``).
+    TRANSCRIPT_TOO_LONG = "transcript_too_long"
     # The offline demo model: nothing to transcribe with.
     OFFLINE = "offline"
 
@@ -67,6 +69,8 @@ class VoiceMessages:
     transcriber: Transcriber | None
     metrics: BotMetrics
     max_seconds: int
+    max_chars: int
+    """A turn's transcript at most (``MESSAGE_MAX_CHARS``, as a typed message)."""
     download_timeout_seconds: float = DOWNLOAD_TIMEOUT_SECONDS
 
     async def hear(self, bot: Bot, message: Message) -> Heard | VoiceRefusal:
@@ -75,6 +79,19 @@ class VoiceMessages:
         if isinstance(result, VoiceRefusal):
             self.metrics.record_media_refusal("voice", result.value)
         return result
+
+    async def hear_for_turn(self, bot: Bot, message: Message) -> Heard | VoiceRefusal:
+        """As :meth:`hear`, for a turn: a transcript over ``max_chars`` is refused too.
+
+        Checked here, not by the turn, so the customer is asked for a shorter voice
+        message (not told their message was too long) and nothing is half-done.
+        Staff following a handoff read any transcript (:meth:`hear`).
+        """
+        heard = await self.hear(bot, message)
+        if isinstance(heard, Heard) and len(heard.text) > self.max_chars:
+            self.metrics.record_media_refusal("voice", VoiceRefusal.TRANSCRIPT_TOO_LONG.value)
+            return VoiceRefusal.TRANSCRIPT_TOO_LONG
+        return heard
 
     async def _hear(self, bot: Bot, message: Message) -> Heard | VoiceRefusal:
         recording = recording_of(message)

@@ -249,3 +249,103 @@ def test_intake_takes_the_offer_press_and_nothing_like_it(
         # A press is never a model turn and never spends the message flood budget.
         assert (incoming.user_id, incoming.counts_turn) == (None, False)
         assert incoming.conversation_key == telegram_conversation(CHAT)
+
+
+GROUP = -9401
+
+
+async def test_a_group_chat_is_never_offered_a_person(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    bot: Bot,
+):
+    model = Model(openai_server)
+    async with running_bot(
+        redis_server,
+        telegram,
+        openai_server,
+        bot,
+        TELEGRAM_ALLOW_GROUPS=True,
+        CSAT_AFTER_IDLE_MINUTES=0.002,
+    ) as stack:
+        mention = f"@{telegram.bot_username}"
+        update = telegram.message_update(
+            GROUP, f"{mention} {UPSET}", user_id=CHAT, chat_type="group"
+        )
+        update["message"]["entities"] = [{"type": "mention", "offset": 0, "length": len(mention)}]
+        await stack.feed(update)
+        await telegram.wait_for(lambda: f"Ответ: {UPSET}" in telegram.sent_texts(GROUP))
+
+        async def analysed() -> bool:
+            return any(e["event"] == "analysed" for e in await audit(stack, "analysis"))
+
+        async def swept() -> bool:
+            return await stack.app.redis.zcard(stack.app.keys.analysis_soon) == 0
+
+        # Not analysed early (private chats only) but when idle (120 ms on), negative and
+        # urgent: in a group the button would be anyone's, so no offer is queued (one queued
+        # would be sent before the /help barrier).
+        await until(analysed)
+        await until(swept)
+        await stack.settle(GROUP)
+        assert model.analysis_requests() == 1
+        assert telegram.keyboards(GROUP) == []
+        assert telegram.keyboards(CHAT) == []
+        assert [e["event"] for e in await audit(stack, "analysis")] == ["analysed"]
+
+
+async def _offered(stack: TelegramStack, telegram: FakeTelegramServer) -> int:
+    await say(stack, telegram, UPSET)
+    await telegram.wait_for(lambda: len(telegram.keyboards(CHAT)) == 1)
+    [(offer_id, _, _)] = telegram.keyboards(CHAT)
+    return offer_id
+
+
+async def test_a_press_by_someone_else_changes_nothing(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    bot: Bot,
+):
+    Model(openai_server)
+    async with running_bot(redis_server, telegram, openai_server, bot) as stack:
+        offer_id = await _offered(stack, telegram)
+        # A forged press: another user's press of a button in this customer's chat.
+        await stack.feed(telegram.callback_update(CHAT, offer_id, CALLBACK_DATA, user_id=CHAT + 1))
+        await stack.settle(CHAT)
+        assert [c for c in telegram.calls_of("editMessageText") if c.ok] == []
+        assert not telegram.topics(STAFF)
+        assert await audit(stack, "handoff") == []
+        session = await stack.app.sessions.load(telegram_conversation(CHAT))
+        assert session is not None
+        assert session.handoff == "bot"
+        assert not any(
+            t.startswith(customer_texts.OPERATOR_WAITING) for t in telegram.sent_texts(CHAT)
+        )
+
+
+async def test_a_press_once_the_staff_group_is_gone_is_answered_and_the_button_removed(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    bot: Bot,
+):
+    Model(openai_server)
+    async with running_bot(redis_server, telegram, openai_server, bot) as stack:
+        offer_id = await _offered(stack, telegram)
+    # The bot restarts without STAFF_CHAT_ID (the same Redis); the offer is still in the chat.
+    async with running_bot(redis_server, telegram, openai_server, bot, staff=False) as stack:
+        await stack.feed(telegram.callback_update(CHAT, offer_id, CALLBACK_DATA))
+        await telegram.wait_for(
+            lambda: any(
+                t.startswith(customer_texts.OPERATOR_OFF) for t in telegram.sent_texts(CHAT)
+            )
+        )
+        edits = [c.params for c in telegram.calls_of("editMessageText") if c.ok]
+        assert [(e["message_id"], e["text"]) for e in edits] == [
+            (offer_id, customer_texts.ESCALATION_PRESSED)
+        ]
+        assert "reply_markup" not in edits[0]
+        assert not telegram.topics(STAFF)
+        assert await audit(stack, "handoff") == []

@@ -88,7 +88,7 @@ async def test_the_leader_takes_its_queued_photos_and_they_are_answered_already(
     assert await albums.gather(bot, message(second, bot), held(second)) is None
 
 
-async def test_a_photo_queued_after_the_leaders_turn_is_a_photo_of_its_own(
+async def test_a_photo_queued_after_the_leaders_turn_comes_back_late(
     redis_client: aioredis.Redis, telegram: FakeTelegramServer, bot: Bot
 ) -> None:
     albums = Albums(redis=redis_client, keys=KEYS, gather_seconds=0)
@@ -102,3 +102,6 @@ async def test_a_photo_queued_after_the_leaders_turn_is_a_photo_of_its_own(
     own = await albums.gather(bot, message(late, bot), held(late))
     assert own is not None
     assert ids(own) == [message(late, bot).message_id]
+    # Late: the handler keeps it without a second answer; the leader's album was not late.
+    assert own.late
+    assert not album.late

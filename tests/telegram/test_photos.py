@@ -358,3 +358,57 @@ async def test_while_a_person_is_awaited_staff_see_every_photo_of_an_album(
             await telegram.wait_for(lambda: len(telegram.copies(STAFF, thread)) == 3)
             assert [c["message_id"] for c in telegram.copies(STAFF, thread)] == ids
             assert len(openai_server.requests) == 1
+
+
+async def test_a_caption_over_the_message_limit_is_refused_kindly_without_a_download(
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_server: RedisServer,
+    bot: Bot,
+) -> None:
+    telegram.add_file("p-m", MEDIUM)
+    async for stack in _stack(
+        telegram, openai_server, redis_server, bot, VISION="on", MESSAGE_MAX_CHARS=20
+    ):
+        await stack.feed(telegram.message_update(CHAT, extra=photo("Пришёл разбитым, " * 3)))
+        assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.PHOTO_CAPTION_TOO_LONG]
+        assert telegram.downloads == []
+        assert openai_server.requests == []
+        assert await stack.app.sessions.load(f"tg:{CHAT}") is None
+        assert await stack.turn_entries() == []
+        assert stack.metric("media_refusals_total", kind="photo", reason="caption_too_long") == 1
+        # A caption within the limit is a turn as before.
+        openai_server.script(text_answer("Вижу фото."))
+        await stack.feed(telegram.message_update(CHAT, extra=photo("Разбит")))
+        await telegram.wait_for(lambda: "Вижу фото." in telegram.sent_texts(CHAT))
+
+
+async def test_an_albums_photo_after_its_turn_is_kept_in_the_history_without_a_second_answer(
+    vision: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    telegram.add_file("a-0", b"image-0")
+    late_path = telegram.add_file("a-1", b"image-1")
+    openai_server.script(text_answer("Вижу фото."), text_answer("Учту оба фото."))
+    await vision.feed(telegram.message_update(CHAT, extra=album_item(0, "Пришло мятым")))
+    await telegram.wait_for(lambda: "Вижу фото." in telegram.sent_texts(CHAT))
+    # The album's second photo reaches the bot after the album's turn ran.
+    await vision.feed(telegram.message_update(CHAT, extra=album_item(1, "и сбоку")))
+    await vision.settle(CHAT)
+
+    assert telegram.sent_texts(CHAT) == ["Вижу фото.", customer_texts.HELP]
+    assert len(openai_server.requests) == 1
+    assert len(await vision.turn_entries()) == 1
+    # Kept by its file id, never downloaded (nobody looks at it now).
+    assert telegram.downloads != []
+    assert late_path not in telegram.downloads
+    session = await vision.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    users = [(m.content, m.photos) for m in session.messages if m.role == "user"]
+    assert users == [
+        (f"{PHOTO_MARK} Пришло мятым", ("a-0",)),
+        (f"{PHOTO_MARK} и сбоку", ("a-1",)),
+    ]
+    # The next turn's model reads that the photo came.
+    await vision.feed(telegram.message_update(CHAT, "Что с возвратом?"))
+    await telegram.wait_for(lambda: "Учту оба фото." in telegram.sent_texts(CHAT))
+    assert f"{PHOTO_MARK} и сбоку" in user_texts(openai_server.requests[-1].body)

@@ -273,3 +273,24 @@ async def test_in_a_handoff_staff_get_the_voice_message_with_its_transcript(
             session = await app.sessions.load(f"tg:{CHAT}")
             assert session is not None
             assert session.messages[-1].content == f"{SPEECH_MARK}спасибо, жду"
+
+
+async def test_a_transcript_over_the_message_limit_asks_for_a_shorter_voice_and_leaves_no_turn(
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_server: RedisServer,
+    bot: Bot,
+) -> None:
+    settings = stack_settings(
+        telegram, openai_server, redis_server.url, prefix=PREFIX, MESSAGE_MAX_CHARS=20
+    )
+    telegram.add_file("voice-1", AUDIO)
+    openai_server.script_transcriptions(transcript("Где мой заказ 8041? " * 3))
+    async for stack in _stack(telegram, bot, settings):
+        await stack.feed(telegram.message_update(CHAT, extra=voice()))
+        assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.VOICE_TRANSCRIPT_TOO_LONG]
+        assert len(openai_server.transcriptions) == 1
+        assert openai_server.requests == []
+        assert await stack.app.sessions.load(f"tg:{CHAT}") is None
+        assert await stack.turn_entries() == []
+        assert stack.metric("media_refusals_total", kind="voice", reason="transcript_too_long") == 1

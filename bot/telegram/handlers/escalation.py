@@ -1,10 +1,13 @@
 """A press on the offer of a person: the handoff opens as with ``/operator`` (trigger ``analysis``).
 
 The worker holding the customer's chat runs it. Only the customer may press:
-offers go to private chats only, whose id is the customer's user id.
+offers go to private chats only, whose id is the customer's user id. A press
+after the staff group was removed (no handoff configured) is answered as
+``/operator`` is then, and the button goes away: left, it would promise a person.
 """
 
 import logging
+from collections.abc import Callable
 
 from aiogram import F, Router
 from aiogram.enums import ChatType
@@ -22,16 +25,23 @@ logger = logging.getLogger(__name__)
 
 
 async def on_offer_press(
-    callback: CallbackQuery, job: JobContext, handoff: HandoffService | None = None
+    callback: CallbackQuery,
+    job: JobContext,
+    handoff: HandoffService | None = None,
+    operator_unavailable: Callable[[], str] | None = None,
 ) -> JobResult | None:
     """Open the handoff and remove the button (its message edited); else change nothing."""
     offer = callback.message if isinstance(callback.message, Message) else None
-    if handoff is None or offer is None or not is_offer_press(callback.data):
+    if offer is None or not is_offer_press(callback.data):
         return None
     if offer.chat.type != ChatType.PRIVATE or callback.from_user.id != offer.chat.id:
         logger.info("Escalation press by someone other than the customer: nothing done")
         return None
     pressed = CardEdit(message_id=offer.message_id, text=customer_texts.ESCALATION_PRESSED)
+    if handoff is None:
+        # The offer was made while a staff group was configured; nobody to call now.
+        text = operator_unavailable() if operator_unavailable else customer_texts.OPERATOR_OFF
+        return PlainReply(text=text, card_edit=pressed)
     if handoff.state(job) != "bot":
         return PlainReply(text=customer_texts.OPERATOR_ALREADY, card_edit=pressed)
     user = callback.from_user

@@ -16,12 +16,13 @@ from bot.accounts.linking import AccountLinking
 from bot.handoff.service import HandoffService
 from bot.handoff.staff_actions import StaffAction
 from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.storage.keys import telegram_conversation
 from bot.telegram.albums import Album, Albums
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import question_text
 from bot.telegram.handlers.chat import run_turn
 from bot.telegram.photos import PhotoRefusal, Photos, is_image
-from bot.telegram.ports import ChatPort
+from bot.telegram.ports import ChatPort, PhotoKeeper
 from turn import ImagePart, TurnInput
 
 
@@ -44,10 +45,12 @@ async def photo_message(
     handoff: HandoffService | None = None,
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
+    photo_keeper: PhotoKeeper | None = None,
 ) -> JobResult:
     """Answer the photo (an album: all its photos at once) with the model's eyes, or say why not.
 
-    An album's other photos, answered with its first, are popped without a word.
+    An album's other photos, answered with its first, are popped without a word;
+    one queued after its album's turn is kept in the history, without a word too.
     """
     album = await albums.gather(bot, message, job)
     waiting = handoff is not None and handoff.state(job) == "waiting"
@@ -55,6 +58,30 @@ async def photo_message(
     if album is None:
         # Answered with its album; staff following a waiting chat still see every photo.
         return PlainReply(text="", staff=(copy,) if waiting else ())
+    # Telegram puts an album's caption on one of its photos.
+    text = question_text(
+        next((item for item in album.messages if item.caption), message),
+        (await bot.me()).username,
+        caption=True,
+    )
+    if photos.caption_refused(text):
+        # Said before any download; the turn would refuse it as too long anyway.
+        return PlainReply(
+            text=customer_texts.PHOTO_CAPTION_TOO_LONG, staff=(copy,) if waiting else ()
+        )
+    if album.late and photo_keeper is not None:
+        # The album had its answer: a second one would answer one message twice.
+        file_id = photos.file_id_for_history(message) if photos.vision else None
+        if file_id is None:
+            # Without vision (or too large) the album's one line said it already.
+            return PlainReply(text="", staff=(copy,) if waiting else ())
+        return await photo_keeper.keep_photo(
+            telegram_conversation(message.chat.id),
+            job,
+            text,
+            file_id,
+            staff=(copy,) if waiting else (),
+        )
     images, refusal = await _look(photos, bot, album)
     if not images:
         text = _refusal_text(refusal, staff=handoff is not None)
@@ -66,12 +93,7 @@ async def photo_message(
         job,
         chat_service,
         handoff,
-        # Telegram puts an album's caption on one of its photos.
-        text=question_text(
-            next((item for item in album.messages if item.caption), message),
-            (await bot.me()).username,
-            caption=True,
-        ),
+        text=text,
         turn_input=TurnInput(kind="photo", images=images),
         drafts=drafts,
         account_linking=account_linking,

@@ -2,8 +2,9 @@
 
 The transcript is the customer's message for the turn, marked in the history as
 recognised speech (``SPEECH_MARK``). A message too long, too large, unreadable,
-or a transcription that failed: a short kind request to write instead, and no
-turn at all (nothing in the history, nothing half-done).
+a transcription that failed, or a transcript over ``MESSAGE_MAX_CHARS``: a short
+kind request to write instead, and no turn at all (nothing in the history,
+nothing half-done).
 """
 
 from aiogram import Bot, Router
@@ -27,6 +28,7 @@ _REFUSALS = {
     VoiceRefusal.TOO_LARGE: customer_texts.VOICE_TOO_LONG,
     VoiceRefusal.UNREADABLE: customer_texts.VOICE_NOT_HEARD,
     VoiceRefusal.TRANSCRIPTION_FAILED: customer_texts.VOICE_NOT_HEARD,
+    VoiceRefusal.TRANSCRIPT_TOO_LONG: customer_texts.VOICE_TRANSCRIPT_TOO_LONG,
 }
 
 
@@ -53,7 +55,7 @@ async def voice_message(
 ) -> JobResult:
     """Transcribe, then answer as a text; or ask kindly to write instead."""
     async with TypingIndicator(bot, message.chat.id, delay=TYPING_DELAY_SECONDS):
-        heard = await voice.hear(bot, message)
+        heard = await voice.hear_for_turn(bot, message)
     if isinstance(heard, VoiceRefusal):
         text = _REFUSALS[heard]
         if handoff is not None and handoff.state(job) == "waiting":
