@@ -158,6 +158,7 @@ def _workers(
             concurrency=settings.worker.concurrency,
             lease_seconds=settings.session.lease_seconds,
             shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
+            outage_wait_seconds=settings.redis.outage_wait_seconds,
             # A blocking read must come back well before the socket timeout fires.
             read_block_ms=max(50, min(1000, int(settings.redis.socket_timeout_seconds * 500))),
         ),
