@@ -600,6 +600,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         lease_seconds=settings.session.lease_seconds,
         outbox_ttl_seconds=settings.session.ttl_seconds,
         quarantine_ttl_seconds=settings.session.archive_ttl_seconds,
+        bookkeeping_retry_seconds=settings.redis.outage_wait_seconds,
         retries=metrics,
     )
     staff_chat_id = settings.handoff.staff_chat_id

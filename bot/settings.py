@@ -195,6 +195,12 @@ class RedisSettings(BaseSettings):
     max_connections: int = Field(
         default=200, ge=2, le=10_000, validation_alias=_env("REDIS_MAX_CONNECTIONS")
     )
+    # How long a live worker waits for Redis to answer a step it must not drop (storing
+    # a turn's outcome, handing a chat back, looking up a job whose outcome was not
+    # stored). Past it the job stays queued and is answered once Redis is back.
+    outage_wait_seconds: float = Field(
+        default=60.0, gt=0, le=3600, validation_alias=_env("REDIS_OUTAGE_WAIT_SECONDS")
+    )
     mode: Literal["standalone", "cluster", "sentinel"] = Field(
         default="standalone", validation_alias=_env("REDIS_MODE")
     )

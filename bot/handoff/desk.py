@@ -27,6 +27,7 @@ from bot.queue.jobs import OutboxEntry
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.keys import telegram_chat_id
+from bot.telegram.sending import ReplySender
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +90,14 @@ class StaffDesk:
         self,
         *,
         bot: Bot,
+        sender: ReplySender,
         topics: TopicDirectory,
         sessions: SessionStore,
         analysis: ConversationAnalysis | None = None,
     ) -> None:
         self._bot = bot
+        # Every call goes through it: a 429 or a 5xx is retried, a timeout never (no doubles).
+        self._sender = sender
         self._topics = topics
         self._sessions = sessions
         self._staff = topics.staff_chat_id
@@ -136,11 +140,14 @@ class StaffDesk:
             message_id = action.message_id
             await self._in_topic(
                 conversation_key,
-                lambda thread: self._bot.copy_message(
-                    chat_id=self._staff,
-                    from_chat_id=entry.chat_id,
-                    message_id=message_id,
-                    message_thread_id=thread,
+                lambda thread: self._sender.call(
+                    self._staff,
+                    lambda: self._bot.copy_message(
+                        chat_id=self._staff,
+                        from_chat_id=entry.chat_id,
+                        message_id=message_id,
+                        message_thread_id=thread,
+                    ),
                 ),
             )
         else:
@@ -149,9 +156,12 @@ class StaffDesk:
                 await self._post(conversation_key, text)
 
     async def _post(self, conversation_key: str, text: str) -> None:
-        await self._in_topic(
-            conversation_key,
-            lambda thread: self._bot.send_message(
+        await self._in_topic(conversation_key, lambda thread: self._send_to_topic(text, thread))
+
+    async def _send_to_topic(self, text: str, thread: int) -> None:
+        await self._sender.call(
+            self._staff,
+            lambda: self._bot.send_message(
                 chat_id=self._staff, text=text, message_thread_id=thread
             ),
         )
@@ -177,9 +187,7 @@ class StaffDesk:
         thread = await self._topics.topic_of(conversation_key)
         if thread is not None:
             try:
-                await self._bot.send_message(
-                    chat_id=self._staff, text=header, message_thread_id=thread
-                )
+                await self._send_to_topic(header, thread)
                 return thread
             except TelegramBadRequest as error:
                 if not _gone(error):
@@ -189,11 +197,13 @@ class StaffDesk:
                 )
         label = short_pseudonym(conversation_key)
         title = f"{(action.name or 'Клиент')[:100]} · {label}"
-        topic = await self._bot.create_forum_topic(chat_id=self._staff, name=title[:128])
-        await self._topics.bind(conversation_key, topic.message_thread_id, old=thread)
-        await self._bot.send_message(
-            chat_id=self._staff, text=header, message_thread_id=topic.message_thread_id
+        # Not repeatable: a topic created by a request that timed out would be made twice.
+        topic = await self._sender.call(
+            self._staff,
+            lambda: self._bot.create_forum_topic(chat_id=self._staff, name=title[:128]),
         )
+        await self._topics.bind(conversation_key, topic.message_thread_id, old=thread)
+        await self._send_to_topic(header, topic.message_thread_id)
         return topic.message_thread_id
 
     async def _header(self, conversation_key: str, action: StaffAction) -> str:
@@ -237,9 +247,13 @@ class StaffDesk:
         chat_id = telegram_chat_id(conversation_key)
         if chat_id is None or action.message_id is None:
             return
+        message_id = action.message_id
         try:
-            await self._bot.copy_message(
-                chat_id=chat_id, from_chat_id=self._staff, message_id=action.message_id
+            await self._sender.call(
+                chat_id,
+                lambda: self._bot.copy_message(
+                    chat_id=chat_id, from_chat_id=self._staff, message_id=message_id
+                ),
             )
         except TelegramForbiddenError:
             logger.info("Turn %s: staff reply not delivered (bot blocked)", entry.turn_id)

@@ -75,6 +75,8 @@ class WorkerSettings:
     read_block_ms: int = 1000
     # How often the backlog is logged (only while there is one).
     backlog_log_seconds: float = 60.0
+    # How long handing a chat back waits out a Redis outage (REDIS_OUTAGE_WAIT_SECONDS).
+    outage_wait_seconds: float = BOOKKEEPING_RETRY_SECONDS
 
 
 @dataclass
@@ -396,7 +398,7 @@ class WorkerPool:
             await until_redis_answers(
                 "Handing a chat back",
                 lambda: self._stream.signal(key),
-                within=BOOKKEEPING_RETRY_SECONDS,
+                within=self._settings.outage_wait_seconds,
                 operation="worker_hand_back",
                 counter=self._retries,
             )

@@ -32,6 +32,10 @@ from bot.telegram.photos import vision_on
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
 
+PRESS_ANSWER_MAX_WAIT_SECONDS = 5.0
+"""The longest 429 wait an answer to a button press is retried after: past a few seconds
+the spinner has stopped by itself, and intake should not hold the update that long."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class TelegramSide:
@@ -78,7 +82,18 @@ def build_telegram_side(
         bot=bot,
         allow_groups=app.settings.telegram.allow_groups,
         topics=app.handoff.topics if app.handoff is not None else None,
-        presses=PressAnswers(bot=bot, redis=app.redis, keys=app.keys, actions=app.actions),
+        presses=PressAnswers(
+            bot=bot,
+            # A press's answer is worth a few seconds only, and intake waits for it.
+            sender=ReplySender(
+                max_attempts=app.settings.telegram.send_max_attempts,
+                max_retry_after_seconds=PRESS_ANSWER_MAX_WAIT_SECONDS,
+                retries=app.metrics,
+            ),
+            redis=app.redis,
+            keys=app.keys,
+            actions=app.actions,
+        ),
         vision=vision_on(app.settings),
     )
     return TelegramSide(
@@ -121,24 +136,29 @@ def _workers(
 ) -> WorkerPool:
     """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
     settings = app.settings
+    # The blocked flag comes with the chat's state (no extra round trip per send);
+    # the sender still sets it on a 403. The staff desk sends through it too.
+    replies = ReplySender(
+        max_attempts=settings.telegram.send_max_attempts,
+        blocked=app.blocked,
+        check_blocked=False,
+        retries=app.metrics,
+    )
     runner = TelegramJobRunner(
         bot=bot,
         dispatcher=front.dispatcher,
         queue=app.queue,
-        # The blocked flag comes with the chat's state (no extra round trip per send);
-        # the sender still sets it on a 403.
-        replies=ReplySender(
-            max_attempts=settings.telegram.send_max_attempts,
-            blocked=app.blocked,
-            check_blocked=False,
-            retries=app.metrics,
-        ),
+        replies=replies,
         chat=chat,
         audit=app.turn_audit,
         dead_letters=DeadLetters(app.redis, keys=app.keys),
         max_attempts=settings.worker.job_max_attempts,
         desk=StaffDesk(
-            bot=bot, topics=app.handoff.topics, sessions=app.sessions, analysis=app.analysis
+            bot=bot,
+            sender=replies,
+            topics=app.handoff.topics,
+            sessions=app.sessions,
+            analysis=app.analysis,
         )
         if app.handoff is not None
         else None,
@@ -158,6 +178,7 @@ def _workers(
             concurrency=settings.worker.concurrency,
             lease_seconds=settings.session.lease_seconds,
             shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
+            outage_wait_seconds=settings.redis.outage_wait_seconds,
             # A blocking read must come back well before the socket timeout fires.
             read_block_ms=max(50, min(1000, int(settings.redis.socket_timeout_seconds * 500))),
         ),

@@ -27,6 +27,7 @@ from bot.sessions.models import session_of
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.escalation_offer import is_offer_press
+from bot.telegram.sending import ReplySender
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class PressAnswers:
     """Answers callback queries: at once, with the short text a session read predicts."""
 
     bot: Bot
+    # The answer goes through it: a 429 (within its short allowed wait) or a 5xx is retried.
+    sender: ReplySender
     redis: "AsyncRedisClient | None" = None
     keys: RedisKeys | None = None
     actions: ActionConfirmations | None = None
@@ -69,8 +72,13 @@ class PressAnswers:
     async def answer(self, callback: CallbackQuery, queued: bool) -> None:
         """Stop the button's spinner (never raises: the press is queued either way)."""
         text = await self._predict(callback) if queued else customer_texts.BUTTON_FORGED_ANSWER
+
+        async def send() -> bool:
+            return await self.bot.answer_callback_query(callback.id, text=text)
+
+        chat_id = callback.message.chat.id if callback.message else callback.from_user.id
         try:
-            await self.bot.answer_callback_query(callback.id, text=text)
+            await self.sender.call(chat_id, send)
         except TelegramAPIError as error:
             logger.info("Callback not answered: %s", type(error).__name__)
 

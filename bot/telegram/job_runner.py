@@ -330,17 +330,27 @@ class TelegramJobRunner:
             # Redis is gone (refused, reset): nothing can be recorded. A job Redis keeps
             # runs again and is answered then: telling the customer now that it failed
             # (and auditing a failure) would be untrue. Only a job Redis lost (restarted
-            # empty), or a Redis that stays away, leaves the customer to be told here.
+            # empty) leaves the customer to be told here. Redis away for longer than the
+            # worker waits tells nothing either: the job (if kept) stays queued and is
+            # answered, or given up kindly by its dead-letter path, once Redis is back.
             # Not on a timeout: a stalled Redis may still run the turn's own save, and
             # a saved turn must never be reported as failed.
-            if await self._will_be_answered(key, state, job):
+            answered = await self._will_be_answered(key, state, job)
+            if answered is None:
+                logger.warning(
+                    "Turn %s: outcome not stored and Redis still away; the customer is not "
+                    "told, the job runs again once Redis is back",
+                    job.turn_id,
+                )
+                raise
+            if answered:
                 logger.warning(
                     "Turn %s: outcome not stored (Redis went away); the job runs again",
                     job.turn_id,
                 )
                 raise
             logger.warning(
-                "Turn %s: outbox unreachable; telling the customer directly", job.turn_id
+                "Turn %s: its job is gone from Redis; telling the customer directly", job.turn_id
             )
             await self._send(entry)
             await self.audit.write_fields(list(entry.audit))
@@ -353,13 +363,15 @@ class TelegramJobRunner:
         stored = next((e for e in fresh.outbox if e.job_id == job.job_id), None) if fresh else None
         return JobDone(reply=stored or entry)
 
-    async def _will_be_answered(self, key: str, state: ChatState, job: QueuedJob) -> bool:
-        """Once Redis answers again: is the job still queued, or its reply stored?"""
+    async def _will_be_answered(self, key: str, state: ChatState, job: QueuedJob) -> bool | None:
+        """Once Redis answers again: is the job still queued, or its reply stored?
+
+        ``None`` when Redis did not answer within REDIS_OUTAGE_WAIT_SECONDS: unknown.
+        """
         try:
             return await self.queue.outstanding(key, state.head_raw, job.job_id)
         except (RedisError, OSError):
-            # Not back within the bound: as far as anyone can tell, the job failed.
-            return False
+            return None
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         """Send the reply; an undeliverable answer is recorded so; audit the turn once.

@@ -1,7 +1,8 @@
 """Delivering to a chat: split to fit, formatted safely, retried only when that cannot duplicate it.
 
-Every Bot API send and edit of a worker goes through :class:`ReplySender`:
-replies, confirmation cards and their edits, the satisfaction question.
+Every Bot API send and edit goes through :class:`ReplySender`: replies,
+confirmation cards and their edits, the satisfaction question, the staff desk's
+posts and topics, and the answers to button presses (:meth:`ReplySender.call`).
 
 aiogram raises ``TelegramRetryAfter`` on a 429 and never retries by itself. A
 429 (and a 5xx, and a connection that never opened) means Telegram did not
@@ -150,6 +151,47 @@ class ReplySender:
             logger.warning("Message %s not edited: %s", message_id, type(error).__name__)
             return False
         return True
+
+    async def call(
+        self, chat_id: int, call: Callable[[], Awaitable[_T]], *, repeatable: bool = False
+    ) -> _T:
+        """Any other Bot API call (``lambda: bot.create_forum_topic(...)``), with the same retries.
+
+        A 429 (within the allowed wait), a 5xx and a connection that never opened
+        are retried up to the attempt bound; a timeout or a dropped connection only
+        when ``repeatable`` (the call changes nothing if it reached Telegram).
+        Every other error, and the last one once the bound is reached, is raised as
+        Telegram's own (:class:`aiogram.exceptions.TelegramAPIError`), so a caller
+        keeps telling a refusal's kinds apart (a deleted topic, a blocked chat);
+        nothing is marked blocked here.
+        """
+
+        def decide(error: Exception, attempt: int) -> float:
+            if isinstance(error, TelegramRetryAfter):
+                if error.retry_after > self._max_retry_after:
+                    raise error
+                delay = float(error.retry_after)
+            elif isinstance(error, TelegramServerError) or (
+                isinstance(error, TelegramNetworkError)
+                and (repeatable or isinstance(error.__cause__, ClientConnectorError))
+            ):
+                delay = self._backoff.pause(attempt)
+            else:
+                raise error
+            if attempt >= self._max_attempts:
+                raise error
+            logger.info(
+                "Telegram call for %s failed (%s); retry %d in %.1f s",
+                chat_label(chat_id),
+                type(error).__name__,
+                attempt,
+                delay,
+            )
+            return delay
+
+        return await retrying(
+            "telegram_send", call, decide=decide, counter=self._retries, sleep=self._sleep
+        )
 
     async def _send_piece(
         self, bot: Bot, chat_id: int, piece: FormattedText, keyboard: ReplyKeyboard | None

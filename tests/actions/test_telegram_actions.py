@@ -381,3 +381,18 @@ async def planned_stack(
 
     async for built in _stack(redis_server, telegram, bot, model=ScriptedClient(planned)):
         yield PlannedStack(built, plans)
+
+
+async def test_a_429_on_a_press_answer_is_waited_and_the_spinner_stopped(stack: Stack) -> None:
+    message_id, _, (_, no) = await stack.card("отмените заказ 8042")
+    stack.telegram.fail_next(
+        "answerCallbackQuery", 429, "Too Many Requests: retry after 1", retry_after=1
+    )
+
+    await stack.feed(stack.telegram.callback_update(CHAT, message_id, no))
+    await stack.telegram.wait_for(lambda: bool(stack.edits(message_id)))
+
+    # Answered once Telegram let it, with the same short text: not dropped, not doubled.
+    answers = stack.telegram.calls_of("answerCallbackQuery")
+    assert [call.status for call in answers] == [429, 200]
+    assert answers[0].params.get("text") == answers[1].params.get("text")

@@ -41,6 +41,7 @@ from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
+from bot.telegram.sending import ReplySender
 from bot.telegram.webhook import SECRET_HEADER, WebhookReceiver
 from bot.testing.redis_server import free_port
 from bot.testing.telegram_server import FakeTelegramServer, utf16_len
@@ -70,7 +71,7 @@ class IntakeStack:
             intake=Intake(redis, keys=self.keys, work=work, limits=limits),
             bot=bot,
             allow_groups=True,
-            presses=PressAnswers(bot=bot),
+            presses=PressAnswers(bot=bot, sender=ReplySender(max_attempts=1)),
         )
         self.poller = Poller(bot=bot, intake=self.intake, allowed_updates=[])
         self.polling: asyncio.Task[None] | None = None

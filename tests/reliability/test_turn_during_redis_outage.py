@@ -7,6 +7,8 @@ Restarted from its files (a ``SAVE`` taken while the job was queued), Redis stil
 holds the job: it runs again and is answered, so the customer must not hear first
 that it failed, and the audit holds the answer only. Restarted empty, the job is
 gone and never will be answered: then the customer is told, and the audit says so.
+Away for longer than the worker waits (REDIS_OUTAGE_WAIT_SECONDS, short here), the
+worker cannot know yet: it tells nobody, and the job Redis kept is answered later.
 """
 
 import asyncio
@@ -31,6 +33,8 @@ PREFIX = "outage"
 CHAT = 7401
 ANSWER = "Заказ 8041 приедет завтра."
 STORAGE_FAILURE = "Сервис временно недоступен"
+# The worker's wait for Redis in the "longer than the wait" case: short, so the test is.
+SHORT_WAIT_SECONDS = 0.5
 
 
 async def _turn_outcomes(redis_url: str) -> list[str]:
@@ -49,7 +53,7 @@ async def _until(check: Callable[[], Awaitable[bool]], what: str, within: float 
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.parametrize("restart", ["from its files", "empty"])
+@pytest.mark.parametrize("restart", ["from its files", "empty", "from its files after the wait"])
 async def test_a_turn_cut_off_by_a_redis_crash_tells_one_true_story(
     restart: str,
     own_redis_server: RedisServer,
@@ -70,9 +74,22 @@ async def test_a_turn_cut_off_by_a_redis_crash_tells_one_true_story(
 
     openai_server.responder = answer
     redis_url = own_redis_server.url
+    longer = restart == "from its files after the wait"
+    # Past the wait, the job runs again once its lease (the shortest allowed) expired.
+    patience = (
+        {"REDIS_OUTAGE_WAIT_SECONDS": SHORT_WAIT_SECONDS, "SESSION_LEASE_SECONDS": 3}
+        if longer
+        else {}
+    )
     bot = PollingBot(
         stack_settings(
-            telegram, openai_server, redis_url, prefix=PREFIX, STREAMING="off", CSAT="off"
+            telegram,
+            openai_server,
+            redis_url,
+            prefix=PREFIX,
+            STREAMING="off",
+            CSAT="off",
+            **patience,
         ),
         telegram,
     )
@@ -81,7 +98,7 @@ async def test_a_turn_cut_off_by_a_redis_crash_tells_one_true_story(
         try:
             await telegram.push_message(CHAT, "Где мой заказ?")
             await telegram.wait_for(lambda: len(openai_server.requests) == 1)
-            if restart == "from its files":
+            if restart != "empty":
                 # The job is queued and leased: the restarted server comes back with both.
                 client = aioredis.Redis.from_url(redis_url)
                 await client.save()
@@ -100,11 +117,22 @@ async def test_a_turn_cut_off_by_a_redis_crash_tells_one_true_story(
             async def outcome_not_stored() -> bool:
                 return any(
                     message.startswith("Looking up a job whose outcome was not stored")
-                    or "outbox unreachable" in message
+                    or "gone from Redis" in message
+                    for message in (record.getMessage() for record in caplog.records)
+                )
+
+            async def wait_over() -> bool:
+                # The worker decided: it tells nobody (still away), or told the customer.
+                return any(
+                    "Redis still away" in message or "gone from Redis" in message
                     for message in (record.getMessage() for record in caplog.records)
                 )
 
             await _until(outcome_not_stored, "the turn's outcome could not be stored")
+            if longer:
+                # Redis stays away past the worker's wait: it gives up waiting, telling nobody.
+                await _until(wait_over, "the worker's wait for Redis is over")
+                assert telegram.sent_texts(CHAT) == []
             own_redis_server.start()
 
             [text] = await telegram.wait_for_texts(CHAT, 1, within=20)
@@ -113,7 +141,7 @@ async def test_a_turn_cut_off_by_a_redis_crash_tells_one_true_story(
                 return bool(await _turn_outcomes(redis_url))
 
             await _until(audited, "the turn's audit entry")
-            if restart == "from its files":
+            if restart != "empty":
                 # The turn ran twice, but the customer and the audit know one answer.
                 assert text == ANSWER
                 assert requests == 2

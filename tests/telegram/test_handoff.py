@@ -556,3 +556,35 @@ async def _two_customers_in_a_new_group(
     topics = desk.handoff.topics
     assert await topics.conversation_of(5) == telegram_conversation(OTHER_CUSTOMER)
     assert await topics.conversation_of(mine) == telegram_conversation(CUSTOMER)
+
+
+async def test_a_429_on_the_staff_desks_calls_is_waited_and_nothing_is_doubled(
+    desk: Desk, telegram: FakeTelegramServer
+) -> None:
+    def to_staff(params: dict[str, Any]) -> bool:
+        return str(params.get("chat_id")) == str(STAFF)
+
+    telegram.fail_next("createForumTopic", 429, "Too Many Requests: retry after 1", retry_after=1)
+    telegram.fail_next(
+        "sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1, when=to_staff
+    )
+    telegram.fail_next(
+        "copyMessage", 429, "Too Many Requests: retry after 1", retry_after=1, when=to_staff
+    )
+
+    thread = await desk.hand_off()
+    message_id = await desk.customer("А когда привезут?")
+    await telegram.wait_for(lambda: bool(telegram.copies(STAFF, thread)))
+
+    # Each call was retried after the 429, and each made its one topic, header, copy.
+    assert [call.status for call in telegram.calls_of("createForumTopic")] == [429, 200]
+    assert list(telegram.topics(STAFF)) == [thread]
+    staff_sends = [
+        call.status for call in telegram.calls_of("sendMessage") if to_staff(call.params)
+    ]
+    assert staff_sends[:2] == [429, 200]
+    headers = [t for t in telegram.topic_texts(STAFF, thread) if t.startswith("Клиент:")]
+    assert len(headers) == 1
+    copies = [call.status for call in telegram.calls_of("copyMessage") if to_staff(call.params)]
+    assert copies == [429, 200]
+    assert [c["message_id"] for c in telegram.copies(STAFF, thread)] == [message_id]

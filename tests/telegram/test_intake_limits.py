@@ -20,6 +20,7 @@ from bot.queue.intake import IntakeVerdict
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.intake import TelegramIntake
+from bot.telegram.sending import ReplySender
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.telegram.test_handoff import CUSTOMER, STAFF, Desk, _desk
@@ -147,7 +148,7 @@ async def test_group_messages_without_a_sender_are_flood_limited_by_chat(
         intake=desk.app.intake,
         bot=desk.bot,
         allow_groups=True,
-        presses=PressAnswers(bot=desk.bot),
+        presses=PressAnswers(bot=desk.bot, sender=ReplySender(max_attempts=1)),
     )
     group = -100_555
     updates = []

@@ -4,6 +4,7 @@ import pytest
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
+from aiogram.exceptions import TelegramBadRequest, TelegramRetryAfter
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
@@ -151,3 +152,24 @@ def _buttons() -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup(
         inline_keyboard=[[InlineKeyboardButton(text="Да", callback_data="x")]]
     )
+
+
+async def test_any_call_gets_the_same_retries_and_keeps_telegrams_own_errors(
+    telegram: FakeTelegramServer, bot: Bot, sleep: RecordingSleep
+) -> None:
+    telegram.fail_next("sendMessage", 429, "Too Many Requests: retry after 2", retry_after=2)
+    message = await _sender(sleep).call(CHAT, lambda: bot.send_message(CHAT, "Тема"))
+    assert sleep.waits == [2.0]
+    assert [call.status for call in telegram.calls_of("sendMessage")] == [429, 200]
+    assert telegram.sent_texts(CHAT) == ["Тема"]
+    assert message.text == "Тема"
+
+    # A refusal is not retried and stays Telegram's, so a caller can tell it apart.
+    telegram.fail_next("sendMessage", 400, "Bad Request: message thread not found")
+    with pytest.raises(TelegramBadRequest, match="thread not found"):
+        await _sender(sleep).call(CHAT, lambda: bot.send_message(CHAT, "Снова"))
+    # Bounded: the last 429 is raised once the attempts are used up.
+    telegram.fail_next("sendMessage", 429, "Too Many Requests", retry_after=1, times=10)
+    with pytest.raises(TelegramRetryAfter):
+        await _sender(sleep, attempts=2).call(CHAT, lambda: bot.send_message(CHAT, "Ещё"))
+    assert telegram.sent_texts(CHAT) == ["Тема"]
