@@ -466,7 +466,8 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     hours tool, the return window); tests fix it.
     """
     # An unknown prompt version fails before anything connects.
-    _prompts(settings), _analysis_prompt(settings)
+    _prompts(settings)
+    _analysis_prompt(settings)
     try:
         shop = ShopStore.load(settings.tools.data_path)
     except OSError as error:

@@ -9,6 +9,7 @@ import redis
 from bot.audit.analysis import ANALYSED, ANALYSIS_FAILED, AnalysisAuditEntry
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.support_audit.cli import main
+from bot.support_audit.lookup import AuditIndex
 from bot.testing.audit_entries import append_indexed
 from tests.audit.conftest import STREAM
 
@@ -71,6 +72,7 @@ def test_stats_per_category_from_the_index_and_from_the_stream_agree(
     indexed = json.loads(run(capsys, "stats", "--json"))["analysis"]
     # Without the index the stream itself is read: the same numbers.
     sync_redis.delete(*sync_redis.keys(f"{STREAM}:ix*"), *sync_redis.keys("*{" + STREAM + "}*"))
+    assert AuditIndex(sync_redis, STREAM).covers() is False, "the second read is the stream's"
     scanned = json.loads(run(capsys, "stats", "--json"))["analysis"]
 
     assert indexed == scanned
