@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from redis.exceptions import RedisError
 
 from bot.analysis.model import RequestAnalysis
 from bot.sessions.models import ConversationSession
@@ -73,8 +72,12 @@ class AnalysisSchedule:
 
     def __post_init__(self) -> None:
         self._scripts = Scripts(self.redis)
-        self._due_set = DueSet(scripts=self._scripts, key=self.keys.analysis_due)
-        self._soon_set = DueSet(scripts=self._scripts, key=self.keys.analysis_soon)
+        self._due_set = DueSet(
+            redis=self.redis, scripts=self._scripts, key=self.keys.analysis_due, what="Analysis"
+        )
+        self._soon_set = DueSet(
+            redis=self.redis, scripts=self._scripts, key=self.keys.analysis_soon, what="Analysis"
+        )
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -84,24 +87,20 @@ class AnalysisSchedule:
 
         Never raises: the answer went out either way.
         """
-        await self._due(conversation_key, self._now_ms() + int(self.idle_seconds * 1000))
+        await self._due_set.schedule(
+            conversation_key, self._now_ms() + int(self.idle_seconds * 1000)
+        )
 
     async def handoff_closed(self, conversation_key: str) -> None:
         """A handoff ended: the conversation is idle now. Never raises."""
-        await self._due(conversation_key, self._now_ms())
+        await self._due_set.schedule(conversation_key, self._now_ms())
 
     async def soon(self, conversation_key: str) -> None:
         """The customer reads upset: analyse now, off the turn path (the sweeper does).
 
         Never raises: the answer went out either way.
         """
-        await self._due(conversation_key, self._now_ms(), key=self.keys.analysis_soon)
-
-    async def _due(self, conversation_key: str, due_ms: int, *, key: str | None = None) -> None:
-        try:
-            await self.redis.zadd(key or self.keys.analysis_due, {conversation_key: due_ms})
-        except (RedisError, OSError) as error:
-            logger.warning("Analysis not scheduled: Redis unavailable (%s)", type(error).__name__)
+        await self._soon_set.schedule(conversation_key, self._now_ms())
 
     async def claim(
         self, retry_seconds: float, limit: int = 100, *, early: bool = False

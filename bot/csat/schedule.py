@@ -96,7 +96,9 @@ class CsatSchedule:
 
     def __post_init__(self) -> None:
         self._scripts = Scripts(self.redis)
-        self._due = DueSet(scripts=self._scripts, key=self.keys.csat_due)
+        self._due = DueSet(
+            redis=self.redis, scripts=self._scripts, key=self.keys.csat_due, what="CSAT"
+        )
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -113,10 +115,7 @@ class CsatSchedule:
         if not _private(conversation_key):
             return
         due = self._now_ms() + int(self.policy.after_idle_seconds * 1000)
-        try:
-            await self.redis.zadd(self.keys.csat_due, {conversation_key: due})
-        except (RedisError, OSError) as error:
-            logger.warning("CSAT not scheduled: Redis unavailable (%s)", type(error).__name__)
+        await self._due.schedule(conversation_key, due)
 
     async def handoff_closed(self, conversation_key: str) -> None:
         """A handoff ended: a person answered; the question is due now. Never raises."""
@@ -128,9 +127,10 @@ class CsatSchedule:
                 pipe.hset(csat, "handed", "1")
                 pipe.expire(csat, self._ttl_seconds)
                 await pipe.execute()
-            await self.redis.zadd(self.keys.csat_due, {conversation_key: self._now_ms()})
         except (RedisError, OSError) as error:
             logger.warning("CSAT not scheduled: Redis unavailable (%s)", type(error).__name__)
+            return
+        await self._due.schedule(conversation_key, self._now_ms())
 
     async def claim(self, retry_seconds: float, limit: int = 100) -> list[tuple[str, int]]:
         """Due conversations, each with the score it now has (moved on by ``retry_seconds``)."""

@@ -7,19 +7,35 @@ so of two processes only one claims a conversation; one that dies leaves it to
 be claimed again after the delay.
 """
 
+import logging
 from dataclasses import dataclass
 
-from bot.storage.connection import text_of
+from redis.exceptions import RedisError
+
+from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.scripts.base import Scripts
 from bot.storage.scripts.csat import ClaimDue, ForgetDue
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DueSet:
-    """The claims and releases of one due zset (``key``)."""
+    """The schedule, claims and releases of one due zset (``key``); ``what`` names it in logs."""
 
+    redis: AsyncRedisClient
     scripts: Scripts
     key: str
+    what: str
+
+    async def schedule(self, conversation_key: str, due_ms: int) -> None:
+        """Due at ``due_ms`` (a later call moves it). Never raises: an answer went out anyway."""
+        try:
+            await self.redis.zadd(self.key, {conversation_key: due_ms})
+        except (RedisError, OSError) as error:
+            logger.warning(
+                "%s not scheduled: Redis unavailable (%s)", self.what, type(error).__name__
+            )
 
     async def claim(
         self, now_ms: int, retry_seconds: float, limit: int = 100
