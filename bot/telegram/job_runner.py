@@ -11,6 +11,7 @@ sends it again. Everything else (a crash before the commit, during the send,
 after the removal) sends it once or re-runs the turn that never committed.
 """
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -420,15 +421,14 @@ class TelegramJobRunner:
         idle = [part for part in (self.feedback, self.analysis) if part is not None]
         if not idle:
             return
+        # Side by side: one round trip's wait for both schedules (neither ever raises).
         if reply.format == "answer":
-            for part in idle:
-                await part.answered(conversation_key)
+            await asyncio.gather(*(part.answered(conversation_key) for part in idle))
         elif any(
             fields.get(TYPE) == EntryType.HANDOFF and fields.get("event") == "closed"
             for fields in reply.audit
         ):
-            for part in idle:
-                await part.handoff_closed(conversation_key)
+            await asyncio.gather(*(part.handoff_closed(conversation_key) for part in idle))
 
     async def _deliver_question(
         self, reply: OutboxEntry, question: FeedbackQuestion, *, blocked: bool
