@@ -6,20 +6,14 @@ reads back the calls it recorded, which survive its restarts.
 """
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from bot.testing.ports import free_port, wait_for_http
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+__all__ = ["McpServerProcess", "free_port"]
 
 
 class McpServerProcess:
@@ -54,7 +48,7 @@ class McpServerProcess:
         ]
 
     def start(self, within: float = 20.0) -> None:
-        """Start serving and wait until the port accepts connections."""
+        """Start serving and wait until the server answers HTTP."""
         self._process = subprocess.Popen(
             [
                 sys.executable,
@@ -69,16 +63,7 @@ class McpServerProcess:
                 *(["--authorization", self._authorization] if self._authorization else []),
             ],
         )
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError("the MCP test server exited at start-up")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise TimeoutError(f"the MCP test server did not listen within {within} s")
+        wait_for_http(self.port, self._process, within=within, name="the MCP test server")
 
     def kill(self) -> None:
         """Stop the server at once (SIGKILL), as a crash would."""

@@ -1,15 +1,13 @@
 """The demo shop's MCP server as a real child process, for tests (``python -m bot shop-mcp``)."""
 
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from mcp import StdioServerParameters
 
-from bot.testing.redis_server import free_port
+from bot.testing.ports import free_port, wait_for_http
 from bot.testing.settings import child_environment
 
 
@@ -49,7 +47,7 @@ class DemoShopMcpProcess:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self, timeout_seconds: float = 20.0) -> None:
-        """Start the process and wait until its port accepts connections."""
+        """Start the process and wait until it answers HTTP."""
         environment = child_environment(
             **shop_server_environment(self._redis_url, self._key_prefix)
         )
@@ -60,18 +58,14 @@ class DemoShopMcpProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + timeout_seconds
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                stderr = self._process.stderr.read() if self._process.stderr else b""
-                raise RuntimeError(f"shop-mcp exited early: {stderr.decode(errors='replace')}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"shop-mcp did not listen on {self.port} in {timeout_seconds} s")
+        try:
+            wait_for_http(self.port, self._process, within=timeout_seconds, name="shop-mcp")
+        except RuntimeError as exc:
+            stderr = self._process.stderr.read() if self._process.stderr else b""
+            raise RuntimeError(f"{exc}: {stderr.decode(errors='replace')}") from exc
+        except TimeoutError:
+            self.stop()
+            raise
 
     def stop(self, timeout_seconds: float = 10.0) -> int | None:
         """SIGTERM, then wait; returns the exit code (``None`` if it had to be killed)."""

@@ -12,12 +12,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 
+from bot.testing.ports import free_port
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["RedisServer", "free_port"]
 
 
 class RedisServer:
