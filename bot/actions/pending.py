@@ -5,12 +5,12 @@ the turn that proposed it (one commit, under the conversation's hash tag) and
 at most one exists per chat: a new proposal replaces it.
 """
 
-import re
 import secrets
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from aiogram.filters.callback_data import CallbackData
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
 
@@ -25,7 +25,9 @@ OUTCOME_MIRROR = "Итог действия по кнопке клиента: "
 
 Choice = Literal["yes", "no"]
 
-_CALLBACK = re.compile(rf"^act:([{ACTION_ID_ALPHABET}]{{{_ACTION_ID_LENGTH}}}):([yn])$")
+ActionId = Annotated[
+    str, StringConstraints(pattern=rf"^[{ACTION_ID_ALPHABET}]{{{_ACTION_ID_LENGTH}}}$")
+]
 
 
 def new_action_id() -> str:
@@ -64,22 +66,32 @@ class ActionCard(BaseModel):
     def buttons(self) -> tuple[tuple[str, str], ...]:
         """(label, callback data) of the buttons, confirm first."""
         return (
-            (CONFIRM_LABEL, callback_data(self.action_id, "yes")),
-            (DECLINE_LABEL, callback_data(self.action_id, "no")),
+            (CONFIRM_LABEL, ActionPress.of(self.action_id, "yes").pack()),
+            (DECLINE_LABEL, ActionPress.of(self.action_id, "no").pack()),
         )
 
 
-def callback_data(action_id: str, choice: Choice) -> str:
-    """What a button sends back: the action id and the choice only (at most 64 bytes)."""
-    return f"act:{action_id}:{'y' if choice == 'yes' else 'n'}"
+class ActionPress(CallbackData, prefix="act"):
+    """What a card's button sends back: the action id and the choice only.
 
+    Packed as ``act:<action id>:y|n`` (25 bytes, the format cards have always
+    carried, so cards sent before still work); anything else does not unpack.
+    """
 
-def parse_callback(data: str | None) -> tuple[str, Choice] | None:
-    """The action id and choice of a button's data; ``None`` for anything else (forged)."""
-    match = _CALLBACK.fullmatch(data or "")
-    if match is None:
-        return None
-    return match.group(1), "yes" if match.group(2) == "y" else "no"
+    model_config = ConfigDict(frozen=True)
+
+    action_id: ActionId
+    pressed: Literal["y", "n"]
+
+    @classmethod
+    def of(cls, action_id: str, choice: Choice) -> "ActionPress":
+        """The press of ``choice`` on the card of ``action_id``."""
+        return cls(action_id=action_id, pressed="y" if choice == "yes" else "n")
+
+    @property
+    def choice(self) -> Choice:
+        """The customer's choice."""
+        return "yes" if self.pressed == "y" else "no"
 
 
 def pending_note(action: PendingAction) -> dict[str, str]:

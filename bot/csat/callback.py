@@ -1,21 +1,34 @@
-"""The satisfaction question's buttons: what each sends back, and reading it back."""
+"""The satisfaction question's buttons: what each sends back, typed (aiogram ``CallbackData``)."""
 
 import re
+from typing import Annotated
+
+from aiogram.filters.callback_data import CallbackData
+from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints
 
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 
-_CALLBACK = re.compile(rf"^csat:([{TURN_ID_ALPHABET}]{{{TURN_ID_LENGTH}}}):([1-5])$")
+_SCORE = re.compile(r"[1-5]")
 
 
-def callback_data(question_id: str, score: int) -> str:
-    """A button's data: the question id and the score only (well under 64 bytes)."""
-    return f"csat:{question_id}:{score}"
+def _one_digit(value: object) -> object:
+    # Unpacked data is text, and pydantic alone would read " 5", "05" or "5.0" as 5.
+    if isinstance(value, str) and _SCORE.fullmatch(value) is None:
+        raise ValueError("a score is one digit from 1 to 5")
+    return value
 
 
-def parse_callback(data: str | None) -> tuple[str, int] | None:
-    """The question id and score of a button's data; ``None`` for anything else."""
-    match = _CALLBACK.fullmatch(data or "")
-    if match is None:
-        return None
-    return match.group(1), int(match.group(2))
+class FeedbackPress(CallbackData, prefix="csat"):
+    """A score pressed on the question: the question id and the score only.
+
+    Packed as ``csat:<question id>:<1..5>`` (well under 64 bytes, the format
+    questions have always carried); anything else does not unpack.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    question_id: Annotated[
+        str, StringConstraints(pattern=rf"^[{TURN_ID_ALPHABET}]{{{TURN_ID_LENGTH}}}$")
+    ]
+    score: Annotated[int, BeforeValidator(_one_digit), Field(ge=1, le=5)]

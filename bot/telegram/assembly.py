@@ -92,6 +92,7 @@ def build_telegram_side(
             ),
             redis=app.redis,
             keys=app.keys,
+            sessions=app.sessions,
             actions=app.actions,
         ),
         vision=vision_on(app.settings),

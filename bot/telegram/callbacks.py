@@ -1,4 +1,12 @@
-"""Button presses at intake: queued in the chat's FIFO, the callback answered at once.
+"""Button presses at intake: read once, queued in the chat's FIFO, the callback answered at once.
+
+Each kind of button has its typed data (aiogram ``CallbackData``):
+:class:`~bot.actions.pending.ActionPress` on a confirmation card,
+:class:`~bot.csat.callback.FeedbackPress` on the satisfaction question,
+:class:`~bot.telegram.escalation_offer.OfferPress` on the offer of a person.
+Intake reads a press once (:func:`read_press`) and hands the typed value on;
+in the worker each kind's router filters with its class's ``.filter()``, so
+the routers' order does not matter.
 
 Telegram shows a spinner on the button until the bot answers the callback
 query; intake answers it right after queueing the press, with a short text
@@ -6,44 +14,71 @@ when a read of the session already shows the press will change nothing
 («Уже выполнено», «Срок подтверждения истёк»; on the satisfaction question
 «Спасибо за оценку!», «Вы уже оценили» or «опрос уже закрыт»; on the offer of
 a person none: the handoff's own message follows). The worker
-decides for real.
+decides for real. A press of no known kind (forged, foreign, from an inline
+message) is not queued and is answered «Кнопка больше не действует».
 """
 
 import logging
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
+from aiogram.filters.callback_data import CallbackData
 from aiogram.types import CallbackQuery
 from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press
-from bot.actions.pending import parse_callback
-from bot.csat.callback import parse_callback as parse_feedback
+from bot.actions.pending import ActionPress
+from bot.csat.callback import FeedbackPress
 from bot.csat.schedule import press_state
 from bot.queue.intake import IncomingUpdate
-from bot.sessions.models import session_of
-from bot.storage.connection import AsyncRedisClient, text_of
+from bot.sessions.store import SessionStore, SessionStoreError
+from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys, telegram_conversation
-from bot.telegram.escalation_offer import is_offer_press
+from bot.telegram.escalation_offer import OfferPress
 from bot.telegram.sending import ReplySender
 
 logger = logging.getLogger(__name__)
 
+ButtonPress = ActionPress | FeedbackPress | OfferPress
+"""A press of one of the bot's buttons, typed."""
+
+_KINDS: tuple[type[ButtonPress], ...] = (ActionPress, FeedbackPress, OfferPress)
+
+_Data = TypeVar("_Data", bound=CallbackData)
+
+
+def unpack(kind: type[_Data], data: str | None) -> _Data | None:
+    """``data`` as a press of ``kind``; ``None`` for anything else (never raises)."""
+    if not data:
+        return None
+    try:
+        return kind.unpack(data)
+    except (TypeError, ValueError):
+        # What aiogram's own filter catches: wrong prefix, count or value (pydantic's too).
+        return None
+
+
+def read_press(data: str | None) -> ButtonPress | None:
+    """The typed press of a button's data; ``None`` when no button of the bot sends it."""
+    for kind in _KINDS:
+        press = unpack(kind, data)
+        if press is not None:
+            return press
+    return None
+
 
 def press_incoming(
-    update_id: int, callback: CallbackQuery, payload: dict[str, object]
+    update_id: int, callback: CallbackQuery, press: ButtonPress | None, payload: dict[str, object]
 ) -> IncomingUpdate | None:
-    """The press as a queued update of the card's chat; ``None`` for no chat (inline mode)."""
+    """The press as a queued update of the card's chat; ``None`` for no chat or no known button.
+
+    No chat: a button under an inline message (inline mode) is none of the bot's.
+    """
     message = callback.message
-    if message is None:
-        return None
-    if (
-        parse_callback(callback.data) is None
-        and parse_feedback(callback.data) is None
-        and not is_offer_press(callback.data)
-    ):
+    if message is None or press is None:
         return None
     return IncomingUpdate(
         update_id=update_id,
@@ -65,13 +100,23 @@ class PressAnswers:
     bot: Bot
     # The answer goes through it: a 429 (within its short allowed wait) or a 5xx is retried.
     sender: ReplySender
+    # Where the satisfaction question's state is read.
     redis: "AsyncRedisClient | None" = None
     keys: RedisKeys | None = None
+    # Where a card press's pending action is read (with ``actions``, its judge).
+    sessions: SessionStore | None = None
     actions: ActionConfirmations | None = None
 
-    async def answer(self, callback: CallbackQuery, queued: bool) -> None:
-        """Stop the button's spinner (never raises: the press is queued either way)."""
-        text = await self._predict(callback) if queued else customer_texts.BUTTON_FORGED_ANSWER
+    async def answer(self, callback: CallbackQuery, press: ButtonPress | None) -> None:
+        """Stop the button's spinner (never raises: the press is queued either way).
+
+        ``press``: the queued press, read by intake; ``None`` for one not queued.
+        """
+        text = (
+            await self._predict(callback, press)
+            if press is not None
+            else customer_texts.BUTTON_FORGED_ANSWER
+        )
 
         async def send() -> bool:
             return await self.bot.answer_callback_query(callback.id, text=text)
@@ -82,33 +127,32 @@ class PressAnswers:
         except TelegramAPIError as error:
             logger.info("Callback not answered: %s", type(error).__name__)
 
-    async def _predict(self, callback: CallbackQuery) -> str | None:
-        if is_offer_press(callback.data):
+    async def _predict(self, callback: CallbackQuery, press: ButtonPress) -> str | None:
+        message = callback.message
+        if message is None:
+            return customer_texts.BUTTON_FORGED_ANSWER
+        if isinstance(press, OfferPress):
             # The handoff's own message says what happens; the spinner just stops.
             return None
-        feedback = parse_feedback(callback.data)
-        if feedback is not None and callback.message is not None:
-            return await self._predict_feedback(callback.message.chat.id, feedback[0])
-        parsed = parse_callback(callback.data)
-        message = callback.message
-        if parsed is None or message is None:
-            return customer_texts.BUTTON_FORGED_ANSWER
-        if self.redis is None or self.keys is None or self.actions is None:
+        if isinstance(press, FeedbackPress):
+            return await self._predict_feedback(message.chat.id, press.question_id)
+        if self.sessions is None or self.actions is None:
             return None
-        key = self.keys.conversation(telegram_conversation(message.chat.id)).session
         try:
-            raw = await self.redis.hget(key, "d")
-        except RedisError:
+            session = await self.sessions.load(telegram_conversation(message.chat.id))
+        except SessionStoreError:
             return None
-        session = session_of(text_of(raw))
-        press = Press(
-            action_id=parsed[0],
-            choice=parsed[1],
-            presser_id=callback.from_user.id,
-            chat_id=message.chat.id,
-            card_message_id=message.message_id,
+        verdict = self.actions.verdict(
+            session,
+            Press(
+                action_id=press.action_id,
+                choice=press.choice,
+                presser_id=callback.from_user.id,
+                chat_id=message.chat.id,
+                card_message_id=message.message_id,
+            ),
         )
-        return SHORT_ANSWERS.get(self.actions.verdict(session, press))
+        return SHORT_ANSWERS.get(verdict)
 
     async def _predict_feedback(self, chat_id: int, question_id: str) -> str | None:
         """Thanks for a first press, «already» for a second, «closed» for an old question."""

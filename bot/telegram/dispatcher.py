@@ -113,7 +113,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFro
     routers = [
         errors.build_router(),
         membership.build_router(),
-        # Before the actions' router, which takes every other button press.
+        # Each button router takes its own kind of press only (its CallbackData filter).
         feedback_handlers.build_router(),
         escalation_handlers.build_router(),
         action_handlers.build_router(),

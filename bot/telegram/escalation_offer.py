@@ -1,23 +1,34 @@
 """The offer of a person in Telegram: one message with one button, and reading its press back."""
 
 import logging
+from typing import Literal
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
+from aiogram.filters.callback_data import CallbackData
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
+from pydantic import ConfigDict
 
 from bot import customer_texts
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
-CALLBACK_DATA = "esc:person"
-"""The button's data: nothing else is needed (the chat says whose conversation it is)."""
+
+class OfferPress(CallbackData, prefix="esc"):
+    """The offer's button: nothing else is needed (the chat says whose conversation it is).
+
+    Packed as ``esc:person``, the data offers have always carried.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    # No default: aiogram would unpack an empty value ("esc:") to it.
+    whom: Literal["person"]
+
+
+CALLBACK_DATA = OfferPress(whom="person").pack()
+"""The button's data, packed."""
 
 logger = logging.getLogger(__name__)
-
-
-def is_offer_press(data: str | None) -> bool:
-    """Whether a button's data is the offer's (exactly; anything else is not)."""
-    return data == CALLBACK_DATA
 
 
 def keyboard() -> InlineKeyboardMarkup:

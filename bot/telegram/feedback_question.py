@@ -7,7 +7,7 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import customer_texts
-from bot.csat.callback import callback_data
+from bot.csat.callback import FeedbackPress
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 SCORES = (1, 2, 3, 4, 5)
@@ -20,7 +20,10 @@ def keyboard(question_id: str) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup(
         inline_keyboard=[
             [
-                InlineKeyboardButton(text=str(n), callback_data=callback_data(question_id, n))
+                InlineKeyboardButton(
+                    text=str(n),
+                    callback_data=FeedbackPress(question_id=question_id, score=n).pack(),
+                )
                 for n in SCORES
             ]
         ]

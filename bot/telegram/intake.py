@@ -7,7 +7,7 @@ from functools import cached_property
 
 from aiogram import Bot
 from aiogram.enums import ChatType
-from aiogram.types import Message, Update
+from aiogram.types import CallbackQuery, Message, Update
 from aiogram.types.update import UpdateTypeLookupError
 from redis.exceptions import RedisError
 
@@ -16,7 +16,7 @@ from bot.ops.surrogates import without_lone_surrogates
 from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import Notice
 from bot.storage.keys import telegram_chat_id, telegram_conversation
-from bot.telegram.callbacks import PressAnswers, press_incoming
+from bot.telegram.callbacks import PressAnswers, press_incoming, read_press
 from bot.telegram.filters import RELAYED_CONTENT, AddressedToBot, forwarded_from_channel
 from bot.telegram.photos import is_image
 
@@ -56,19 +56,29 @@ class TelegramIntake:
         answered with a kind notice in a private chat, dropped elsewhere.
         """
         try:
+            if update.callback_query is not None:
+                return await self._press(update, update.callback_query, raw)
             incoming = await self._incoming(update, raw)
             if incoming is None:
-                if update.callback_query is not None:
-                    await self.presses.answer(update.callback_query, queued=False)
                 return None
-            verdict = await self.intake.accept(incoming)
-            if update.callback_query is not None:
-                await self.presses.answer(update.callback_query, queued=True)
-            return verdict
+            return await self.intake.accept(incoming)
         except (RedisError, OSError):
             raise
         except Exception as error:  # one update must not stop the others
             return await self._unreadable(update, error)
+
+    async def _press(
+        self, update: Update, callback: CallbackQuery, raw: Mapping[str, object] | None
+    ) -> IntakeVerdict | None:
+        """Queue a press of one of the bot's buttons, read once; answer its callback either way."""
+        press = read_press(callback.data)
+        incoming = press_incoming(update.update_id, callback, press, _payload(update, raw))
+        if incoming is None:
+            await self.presses.answer(callback, None)
+            return None
+        verdict = await self.intake.accept(incoming)
+        await self.presses.answer(callback, press)
+        return verdict
 
     async def _unreadable(self, update: Update, error: Exception) -> IntakeVerdict | None:
         """A notice instead of the update, in a private chat; nothing anywhere else.
@@ -125,8 +135,6 @@ class TelegramIntake:
                 payload=_payload(update, raw),
                 capped=False,
             )
-        if update.callback_query is not None:
-            return press_incoming(update.update_id, update.callback_query, _payload(update, raw))
         message = update.message
         if message is None:
             return None

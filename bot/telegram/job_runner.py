@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from bot import customer_texts
 from bot.actions.audit import action_fields
 from bot.actions.confirmation import ActionConfirmations
-from bot.actions.pending import ActionCard
+from bot.actions.pending import ActionCard, ActionPress
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.feedback import FeedbackAuditEntry
@@ -52,6 +52,7 @@ from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, Queu
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
+from bot.telegram.callbacks import unpack
 from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question
 from bot.telegram.handlers.actions import card_press
@@ -215,7 +216,11 @@ class TelegramJobRunner:
             update = Update.model_validate(job.update, context={"bot": self.bot})
         except ValidationError:
             return None
-        press = card_press(update.callback_query) if update.callback_query else None
+        callback = update.callback_query
+        pressed = unpack(ActionPress, callback.data) if callback is not None else None
+        if callback is None or pressed is None:
+            return None
+        press = card_press(callback, pressed)
         if press is None:
             return None
         # A commit that fails raises: the job stays, and the next worker settles it.

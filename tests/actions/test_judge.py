@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actions.confirmation import ActionConfirmations, Press, Verdict, judge
-from bot.actions.pending import PendingAction, callback_data, new_action_id, parse_callback
+from bot.actions.pending import ActionPress, PendingAction, new_action_id
 from bot.customer_texts import ACTION_FAILED_TEXT
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
@@ -62,10 +62,24 @@ def test_a_press_is_judged_against_the_pending_action(
 
 def test_callback_data_carries_only_the_id_and_the_choice_and_forgeries_are_refused() -> None:
     action_id = new_action_id()
-    assert parse_callback(callback_data(action_id, "yes")) == (action_id, "yes")
-    assert len(callback_data(action_id, "no").encode()) <= 64
-    for forged in ("", "act:short:y", f"act:{action_id}:x", f"act:{action_id.upper()}:y", None):
-        assert parse_callback(forged) is None
+    yes, no = ActionPress.of(action_id, "yes").pack(), ActionPress.of(action_id, "no").pack()
+    # The format of the cards sent before the data was typed: they keep working.
+    assert (yes, no) == (f"act:{action_id}:y", f"act:{action_id}:n")
+    assert (ActionPress.unpack(yes).action_id, ActionPress.unpack(yes).choice) == (action_id, "yes")
+    assert ActionPress.unpack(no).choice == "no"
+    assert len(no.encode()) <= 64
+    forgeries = (
+        "",
+        "act:short:y",
+        f"act:{action_id}:x",
+        f"act:{action_id.upper()}:y",
+        f"act:{action_id}:y:y",
+        f"act:{action_id} :y",
+        f"csat:{action_id}:y",
+    )
+    for forged in forgeries:
+        with pytest.raises((TypeError, ValueError)):
+            ActionPress.unpack(forged)
 
 
 async def test_arguments_that_no_longer_validate_fail_kindly(

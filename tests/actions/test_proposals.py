@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.actions.pending import parse_callback
+from bot.actions.pending import ActionPress
 from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
 from bot.llm.types import LLMResult, Message
 from bot.shop.redis_demo import RedisDemoShop
@@ -75,8 +75,8 @@ async def test_a_cancellable_order_becomes_a_pending_action_and_a_card(
     )
     [(confirm, yes), (decline, no)] = card.buttons()
     assert (confirm, decline) == (CONFIRM_LABEL, DECLINE_LABEL)
-    assert parse_callback(yes) == (card.action_id, "yes")
-    assert parse_callback(no) == (card.action_id, "no")
+    assert ActionPress.unpack(yes) == ActionPress.of(card.action_id, "yes")
+    assert ActionPress.unpack(no) == ActionPress.of(card.action_id, "no")
     assert len(yes.encode()) <= 64
     session = await harness.store.load("c1")
     assert session is not None

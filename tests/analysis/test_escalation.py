@@ -19,7 +19,7 @@ from aiogram.types import CallbackQuery
 from bot import customer_texts
 from bot.analysis.offline import looks_upset
 from bot.storage.keys import telegram_conversation
-from bot.telegram.callbacks import press_incoming
+from bot.telegram.callbacks import press_incoming, read_press
 from bot.telegram.escalation_offer import CALLBACK_DATA
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
@@ -243,7 +243,7 @@ def test_intake_takes_the_offer_press_and_nothing_like_it(
 ):
     update = telegram.callback_update(CHAT, 5, data)
     callback = CallbackQuery.model_validate(update["callback_query"])
-    incoming = press_incoming(update["update_id"], callback, update)
+    incoming = press_incoming(update["update_id"], callback, read_press(data), update)
     assert (incoming is not None) is accepted
     if incoming is not None:
         # A press is never a model turn and never spends the message flood budget.

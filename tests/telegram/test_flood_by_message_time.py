@@ -16,7 +16,7 @@ import pytest
 from aiogram import Bot
 
 from bot import customer_texts
-from bot.csat.callback import callback_data
+from bot.csat.callback import FeedbackPress
 from bot.queue.intake import IntakeVerdict
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
@@ -117,7 +117,9 @@ async def test_button_presses_do_not_spend_the_message_budget(
         question = new_turn_id()
         presses = [
             await stack.feed(
-                telegram.callback_update(chat, 1, callback_data(question, score % 5 + 1))
+                telegram.callback_update(
+                    chat, 1, FeedbackPress(question_id=question, score=score % 5 + 1).pack()
+                )
             )
             for score in range(6)
         ]

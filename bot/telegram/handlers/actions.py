@@ -7,7 +7,7 @@ from aiogram.types import CallbackQuery, Message
 
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
-from bot.actions.pending import parse_callback
+from bot.actions.pending import ActionPress
 from bot.engine.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.storage.keys import telegram_conversation
@@ -16,13 +16,17 @@ logger = logging.getLogger(__name__)
 
 
 async def on_press(
-    callback: CallbackQuery, job: JobContext, actions: ActionConfirmations | None = None
+    callback: CallbackQuery,
+    callback_data: ActionPress,
+    job: JobContext,
+    actions: ActionConfirmations | None = None,
 ) -> JobDone | PlainReply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
 
-    Intake answered the callback already (the spinner stopped there).
+    ``callback_data`` is the press its router's filter read. Intake answered the
+    callback already (the spinner stopped there).
     """
-    press = card_press(callback)
+    press = card_press(callback, callback_data)
     if actions is None or press is None:
         return None
     try:
@@ -33,16 +37,14 @@ async def on_press(
         return PlainReply(text=customer_texts.failure_message(error, job.job.turn_id))
 
 
-def card_press(callback: CallbackQuery) -> Press | None:
-    """The press on a confirmation card ``callback`` is; ``None`` for anything else."""
-    parsed = parse_callback(callback.data)
+def card_press(callback: CallbackQuery, pressed: ActionPress) -> Press | None:
+    """The press ``pressed`` on the card ``callback`` came from; ``None`` without the card."""
     card = callback.message if isinstance(callback.message, Message) else None
-    if parsed is None or card is None:
+    if card is None:
         return None
-    action_id, choice = parsed
     return Press(
-        action_id=action_id,
-        choice=choice,
+        action_id=pressed.action_id,
+        choice=pressed.choice,
         presser_id=callback.from_user.id,
         chat_id=card.chat.id,
         card_message_id=card.message_id,
@@ -50,7 +52,7 @@ def card_press(callback: CallbackQuery) -> Press | None:
 
 
 def build_router() -> Router:
-    """A fresh router with the confirmation card's button handler."""
+    """A fresh router with the confirmation card's button handler (its presses only)."""
     router = Router(name=__name__)
-    router.callback_query.register(on_press)
+    router.callback_query.register(on_press, ActionPress.filter())
     return router

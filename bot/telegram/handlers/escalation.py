@@ -9,7 +9,7 @@ after the staff group was removed (no handoff configured) is answered as
 import logging
 from collections.abc import Callable
 
-from aiogram import F, Router
+from aiogram import Router
 from aiogram.enums import ChatType
 from aiogram.types import CallbackQuery, Message
 
@@ -19,7 +19,7 @@ from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.storage.keys import telegram_conversation
-from bot.telegram.escalation_offer import CALLBACK_DATA, is_offer_press
+from bot.telegram.escalation_offer import OfferPress
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +30,12 @@ async def on_offer_press(
     handoff: HandoffService | None = None,
     operator_unavailable: Callable[[], str] | None = None,
 ) -> JobResult | None:
-    """Open the handoff and remove the button (its message edited); else change nothing."""
+    """Open the handoff and remove the button (its message edited); else change nothing.
+
+    Its router's filter lets the offer's presses only (:class:`OfferPress`) through.
+    """
     offer = callback.message if isinstance(callback.message, Message) else None
-    if offer is None or not is_offer_press(callback.data):
+    if offer is None:
         return None
     if offer.chat.type != ChatType.PRIVATE or callback.from_user.id != offer.chat.id:
         logger.info("Escalation press by someone other than the customer: nothing done")
@@ -56,7 +59,7 @@ async def on_offer_press(
 
 
 def build_router() -> Router:
-    """A fresh router with the offer's button handler."""
+    """A fresh router with the offer's button handler (its presses only)."""
     router = Router(name=__name__)
-    router.callback_query.register(on_offer_press, F.data == CALLBACK_DATA)
+    router.callback_query.register(on_offer_press, OfferPress.filter())
     return router

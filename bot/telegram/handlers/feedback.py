@@ -2,7 +2,7 @@
 
 import logging
 
-from aiogram import F, Router
+from aiogram import Router
 from aiogram.enums import ChatType
 from aiogram.types import CallbackQuery, Message
 from redis.exceptions import RedisError
@@ -10,7 +10,7 @@ from redis.exceptions import RedisError
 from bot import customer_texts
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.feedback import FeedbackAuditEntry
-from bot.csat.callback import parse_callback
+from bot.csat.callback import FeedbackPress
 from bot.csat.schedule import CsatSchedule
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 async def on_feedback(
     callback: CallbackQuery,
+    callback_data: FeedbackPress,
     job: JobContext,
     feedback: CsatSchedule | None = None,
     analyses: AnalysisSchedule | None = None,
@@ -30,18 +31,20 @@ async def on_feedback(
     Only the customer asked may answer: the question goes to private chats only,
     whose id is the customer's user id, so a press by anyone else (a forwarded
     question, a forged update) is not theirs. Any other press changes nothing
-    (``None``); intake answered the callback already.
+    (``None``); intake answered the callback already. ``callback_data`` is the
+    press its router's filter read.
     """
-    parsed = parse_callback(callback.data)
     question = callback.message if isinstance(callback.message, Message) else None
-    if feedback is None or parsed is None or question is None:
+    if feedback is None or question is None:
         return None
     if question.chat.type != ChatType.PRIVATE or callback.from_user.id != question.chat.id:
         logger.info("Satisfaction press by someone other than the customer: nothing recorded")
         return None
-    question_id, score = parsed
     result = await feedback.record(
-        telegram_conversation(question.chat.id), question_id, score, job.job.job_id
+        telegram_conversation(question.chat.id),
+        callback_data.question_id,
+        callback_data.score,
+        job.job.job_id,
     )
     if result.verdict != "recorded":
         return None
@@ -73,7 +76,7 @@ async def _category(analyses: AnalysisSchedule | None, conversation_key: str) ->
 
 
 def build_router() -> Router:
-    """A fresh router with the satisfaction question's button handler."""
+    """A fresh router with the satisfaction question's button handler (its presses only)."""
     router = Router(name=__name__)
-    router.callback_query.register(on_feedback, F.data.startswith("csat:"))
+    router.callback_query.register(on_feedback, FeedbackPress.filter())
     return router
