@@ -43,8 +43,9 @@ from turn import new_turn_id
 pytestmark = pytest.mark.timeout(60)
 
 CHAT = 9300
-QUESTION = new_turn_id()
-ACTION = new_action_id()
+# Fixed ids (test ids name them, and pytest-xdist's workers must collect the same ones).
+QUESTION = "J8GDJTGQY4"
+ACTION = "gq9nzjuu9rusv4be"
 
 _CORPUS_PRESSES = [u for u in load_corpus(TELEGRAM_UPDATES) if "callback_query" in u]
 
@@ -73,6 +74,8 @@ MALFORMED = (
 
 def test_each_kind_packs_to_the_data_its_buttons_already_carry() -> None:
     """Cards, questions and offers sent before the data was typed keep working."""
+    assert len(new_turn_id()) == len(QUESTION)
+    assert len(new_action_id()) == len(ACTION)
     assert ActionPress.of(ACTION, "yes").pack() == f"act:{ACTION}:y"
     assert ActionPress.of(ACTION, "no").pack() == f"act:{ACTION}:n"
     assert [FeedbackPress(question_id=QUESTION, score=n).pack() for n in (1, 5)] == [
