@@ -52,11 +52,11 @@ from bot.customer_texts import (
     ACTION_STALE_ANSWER,
     with_incident_code,
 )
-from bot.handoff.staff_actions import StaffAction
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
+from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, session_of
 from tools.mcp.tool import McpCallError, McpTool
 from tools.registry import ToolRegistry

@@ -29,7 +29,6 @@ from bot.audit.schema import (
     read_entry,
 )
 from bot.audit.sink import AuditSink
-from bot.handoff.staff_actions import Trigger
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -46,6 +45,7 @@ from bot.llm.types import (
     ToolChoice,
     ToolDefinition,
 )
+from bot.queue.staff_actions import Trigger
 from turn import TurnOutcome
 
 ANALYSIS_OUTCOMES = ("contained", "handed_off", "unresolved")

@@ -4,8 +4,8 @@ from typing import Protocol
 
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
-from bot.handoff.staff_actions import HandoffTurn, StaffAction
 from bot.queue.job_results import JobContext, JobDone
+from bot.queue.staff_actions import HandoffTurn, StaffAction
 from turn import TEXT_INPUT, TurnContext, TurnInput
 
 

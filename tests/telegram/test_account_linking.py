@@ -22,9 +22,9 @@ from bot.accounts.linking import AccountLinking
 from bot.app import Application, build_application
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
-from bot.handoff.staff_actions import HandoffTurn
 from bot.ops.startup import StartupError
 from bot.queue.job_results import JobContext
+from bot.queue.staff_actions import HandoffTurn
 from bot.settings import Settings
 from bot.support_audit.cli import main as audit_main
 from bot.testing.audit_entries import stream_entries

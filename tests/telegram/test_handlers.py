@@ -22,8 +22,8 @@ from bot.app import Application
 from bot.engine import chat_errors
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
-from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext
+from bot.queue.staff_actions import HandoffTurn
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.redis_server import RedisServer

@@ -14,8 +14,8 @@ from aiogram.types import Message
 from bot import customer_texts
 from bot.accounts.linking import AccountLinking
 from bot.handoff.service import HandoffService
-from bot.handoff.staff_actions import StaffAction
 from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.staff_actions import StaffAction
 from bot.storage.keys import telegram_conversation
 from bot.telegram.albums import Album, Albums
 from bot.telegram.drafts import Drafts

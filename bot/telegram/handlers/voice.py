@@ -14,8 +14,8 @@ from aiogram.types import Message
 from bot import customer_texts
 from bot.accounts.linking import AccountLinking
 from bot.handoff.service import HandoffService
-from bot.handoff.staff_actions import StaffAction
 from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.staff_actions import StaffAction
 from bot.telegram.drafts import Drafts
 from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, run_turn
 from bot.telegram.ports import ChatPort
