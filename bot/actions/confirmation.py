@@ -39,7 +39,6 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from bot.actions.audit import action_fields
-from bot.actions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from bot.actions.runs import ActionRuns
 from bot.audit.actions import ActionEvent
 from bot.customer_texts import (
@@ -58,6 +57,7 @@ from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, session_of
+from bot.sessions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from tools.mcp.tool import McpCallError, McpTool
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer

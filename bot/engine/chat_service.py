@@ -11,7 +11,6 @@ from time import perf_counter
 
 from bot import customer_texts
 from bot.actions.audit import proposal_fields
-from bot.actions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.engine.chat_errors import (
@@ -36,6 +35,7 @@ from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.staff_actions import HandoffTurn, StaffAction, staff_label, transcript_post
 from bot.sessions.models import ConversationSession, HandoffState
+from bot.sessions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
 from bot.sessions.store import (
     JobCompletion,
     LockedSession,

@@ -19,11 +19,11 @@ from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press
-from bot.actions.pending import parse_callback
 from bot.csat.callback import parse_callback as parse_feedback
 from bot.csat.schedule import press_state
 from bot.queue.intake import IncomingUpdate
 from bot.sessions.models import session_of
+from bot.sessions.pending import parse_callback
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.escalation_offer import is_offer_press

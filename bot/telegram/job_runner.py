@@ -27,7 +27,6 @@ from redis.exceptions import RedisError
 from bot import customer_texts
 from bot.actions.audit import action_fields
 from bot.actions.confirmation import ActionConfirmations
-from bot.actions.pending import ActionCard
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.feedback import FeedbackAuditEntry
@@ -51,6 +50,7 @@ from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
+from bot.sessions.pending import ActionCard
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question

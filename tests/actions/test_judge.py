@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actions.confirmation import ActionConfirmations, Press, Verdict, judge
-from bot.actions.pending import PendingAction, callback_data, new_action_id, parse_callback
 from bot.customer_texts import ACTION_FAILED_TEXT
+from bot.sessions.pending import PendingAction, callback_data, new_action_id, parse_callback
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
