@@ -17,8 +17,8 @@ from bot.actions.confirmation import Press
 from bot.analysis.analyzer import AnalysisError
 from bot.analysis.render import render_analysis
 from bot.app import Application
+from bot.chat_errors import ChatServiceError, ChatStorageError
 from bot.console_answer import ConsoleAnswer
-from bot.engine.chat_errors import ChatServiceError, ChatStorageError
 from bot.engine.chat_service import ChatReply
 from bot.sessions.pending import ActionCard, Choice
 from bot.sessions.store import SessionStoreError

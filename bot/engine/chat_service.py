@@ -13,7 +13,7 @@ from bot import customer_texts
 from bot.actions.audit import proposal_fields
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
-from bot.engine.chat_errors import (
+from bot.chat_errors import (
     ChatBusyError,
     ChatServiceError,
     ChatStorageError,

@@ -40,8 +40,8 @@ from bot.audit.schema import (
     with_outcome,
 )
 from bot.audit.sink import AuditSink
+from bot.chat_errors import ChatServiceError
 from bot.csat.schedule import CsatSchedule, claimed_score
-from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from aiogram import Bot
 
-from bot import customer_texts
+from bot import chat_errors, customer_texts
 from bot.app import Application
-from bot.engine import chat_errors
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
 from bot.queue.job_results import JobContext

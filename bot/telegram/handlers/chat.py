@@ -11,7 +11,7 @@ from bot import customer_texts
 from bot.accounts.linking import AccountLinking, shop_customer_id
 from bot.analysis.offline import looks_upset
 from bot.analysis.schedule import AnalysisSchedule
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.handoff.service import HandoffService
 from bot.ops.log_context import bind_turn
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply

@@ -5,7 +5,7 @@ from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, PlainReply
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import CommandLike, HasText
