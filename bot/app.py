@@ -30,7 +30,6 @@ from bot.engine.history import HistoryWindow
 from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.handoff.machine import IdleRule, utc_now
 from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
 from bot.knowledge.watcher import (
@@ -50,6 +49,7 @@ from bot.queue.chat_queue import ChatQueue
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
+from bot.sessions.handoff_machine import IdleRule, utc_now
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings

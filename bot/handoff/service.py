@@ -16,7 +16,6 @@ from typing import Literal
 from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
 from bot.engine.chat_service import IDLE_TOPIC_NOTE, SPEECH_MARK, ChatService, closed_entry
-from bot.handoff.machine import HandoffEvent, IdleRule, step
 from bot.handoff.topics import TopicDirectory
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
@@ -27,6 +26,7 @@ from bot.queue.staff_actions import (
     staff_label,
     transcript_post,
 )
+from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState, session_of
 
 logger = logging.getLogger(__name__)

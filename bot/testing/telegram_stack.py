@@ -20,9 +20,9 @@ from aiogram.types import Update
 
 from bot import customer_texts
 from bot.app import Application, build_application
-from bot.handoff.machine import utc_now
 from bot.llm.types import ToolCallingClient
 from bot.queue.intake import IntakeVerdict
+from bot.sessions.handoff_machine import utc_now
 from bot.settings import Settings
 from bot.storage.connection import every_master
 from bot.storage.keys import telegram_conversation
