@@ -3,7 +3,7 @@
 Handlers call this during a job (the worker holds the chat's lease); each
 step commits the session change, pops the job and stores the outbox entry
 (customer text, staff steps, audit) in one script, through the chat
-service. Nothing here talks to Telegram: :class:`bot.handoff.desk.StaffDesk`
+service. Nothing here talks to Telegram: :class:`bot.telegram.staff_desk.StaffDesk`
 does, after the commit.
 """
 

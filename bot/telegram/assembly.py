@@ -17,7 +17,6 @@ from aiogram import Bot
 from bot.analysis.sweeper import AnalysisSweeper
 from bot.app import Application
 from bot.csat.sweeper import CsatSweeper
-from bot.handoff.desk import StaffDesk
 from bot.handoff.sweeper import HandoffSweeper
 from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
@@ -31,6 +30,7 @@ from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.photos import vision_on
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
+from bot.telegram.staff_desk import StaffDesk
 
 PRESS_ANSWER_MAX_WAIT_SECONDS = 5.0
 """The longest 429 wait an answer to a button press is retried after: past a few seconds

@@ -42,7 +42,6 @@ from bot.audit.schema import (
 from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.csat.schedule import CsatSchedule, claimed_score
-from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
@@ -58,6 +57,7 @@ from bot.telegram.handlers.actions import card_press
 from bot.telegram.link_keyboard import reply_keyboard
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
+from bot.telegram.staff_desk import StaffDesk
 from turn import TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
