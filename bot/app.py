@@ -54,6 +54,7 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings
 from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.blocked_chats import BlockedChats
 from bot.storage.connection import (
     AsyncRedisClient,
     RetryPolicy,
@@ -63,7 +64,6 @@ from bot.storage.connection import (
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
 from bot.storage.startup import connect_redis
-from bot.telegram.blocked_chats import BlockedChats
 from prompts.registry import (
     ANALYSIS_PROMPT_ID,
     SUMMARY_PROMPT_ID,
