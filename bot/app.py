@@ -42,7 +42,7 @@ from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
-from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
+from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.ops.startup import StartupError
 from bot.queue.chat_queue import ChatQueue
