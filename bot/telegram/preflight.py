@@ -24,9 +24,9 @@ import aiohttp
 
 from bot.ops import event_loop
 from bot.ops.proxies import ProxyURLError, proxy_for
-from bot.ops.redaction import redacted_url
 from bot.ops.startup import StartupError
 from bot.settings import Settings
+from bot.storage.redaction import redacted_url
 from bot.storage.startup import check_redis
 
 # Each start-up request gets this long: a Bot API that does not answer is one line, not a hang.
