@@ -43,8 +43,8 @@ from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
 from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
-from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.ops.startup import StartupError
+from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.intake import FloodLimits, Intake

@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.analysis.model import DEFAULT_CATEGORIES
-from bot.ops.proxies import ProxyURLError, normalise_proxy_url
+from bot.proxies import ProxyURLError, normalise_proxy_url
 from bot.storage.keys import KEY_PREFIX_PATTERN
 from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
 from tools.store import DEFAULT_STORE_PATH

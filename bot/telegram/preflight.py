@@ -23,8 +23,8 @@ from typing import Any
 import aiohttp
 
 from bot.ops import event_loop
-from bot.ops.proxies import ProxyURLError, proxy_for
 from bot.ops.startup import StartupError
+from bot.proxies import ProxyURLError, proxy_for
 from bot.settings import Settings
 from bot.storage.redaction import redacted_url
 from bot.storage.startup import check_redis
