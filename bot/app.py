@@ -43,6 +43,7 @@ from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
 from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
+from bot.ops.redis_startup import connect_redis
 from bot.ops.startup import StartupError
 from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
@@ -63,7 +64,6 @@ from bot.storage.connection import (
 )
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
-from bot.storage.startup import connect_redis
 from prompts.registry import (
     ANALYSIS_PROMPT_ID,
     SUMMARY_PROMPT_ID,

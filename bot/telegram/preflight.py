@@ -1,6 +1,6 @@
 """The start-up checks that need the network, run before aiogram and the model SDK are imported.
 
-Redis must answer (:func:`bot.storage.startup.connect_redis`), the Bot API must
+Redis must answer (:func:`bot.ops.redis_startup.connect_redis`), the Bot API must
 accept the token (``getMe``) and, with ``STAFF_CHAT_ID``, the staff group must be
 a forum supergroup where the bot manages topics (``getChat``, ``getChatMember``).
 Each failure is one line for the operator and exit 1. Importing aiogram and the
@@ -23,11 +23,11 @@ from typing import Any
 import aiohttp
 
 from bot.ops import event_loop
+from bot.ops.redis_startup import check_redis
 from bot.ops.startup import StartupError
 from bot.proxies import ProxyURLError, proxy_for
 from bot.settings import Settings
 from bot.storage.redaction import redacted_url
-from bot.storage.startup import check_redis
 
 # Each start-up request gets this long: a Bot API that does not answer is one line, not a hang.
 REQUEST_TIMEOUT_SECONDS = 10.0
