@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bot.analysis.model import DEFAULT_CATEGORIES, SENTIMENTS
+from bot.analysis.model import SENTIMENTS
 from bot.audit.analysis import ANALYSED, ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.schema import (
     TOOL_NAME,
@@ -46,6 +46,7 @@ from bot.llm.types import (
     ToolDefinition,
 )
 from bot.queue.staff_actions import Trigger
+from bot.settings import DEFAULT_CATEGORIES
 from turn import TurnOutcome
 
 ANALYSIS_OUTCOMES = ("contained", "handed_off", "unresolved")
