@@ -17,6 +17,7 @@ from aiogram import Bot
 from bot.analysis.sweeper import AnalysisSweeper
 from bot.app import Application
 from bot.csat.sweeper import CsatSweeper
+from bot.engine.chat_service import ChatService
 from bot.handoff.sweeper import HandoffSweeper
 from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
@@ -28,7 +29,6 @@ from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.photos import vision_on
-from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
 from bot.telegram.staff_desk import StaffDesk
 
@@ -66,7 +66,7 @@ def build_telegram_side(
     bot: Bot,
     *,
     tasks: TaskSupervisor | None = None,
-    chat: ChatPort | None = None,
+    chat: ChatService | None = None,
     sweep_period_seconds: float | None = None,
 ) -> TelegramSide:
     """The dispatcher, intake, worker pool and sweepers of ``app``, sending through ``bot``.
@@ -132,7 +132,7 @@ def _workers(
     front: TelegramFrontEnd,
     tasks: TaskSupervisor | None,
     *,
-    chat: ChatPort,
+    chat: ChatService,
 ) -> WorkerPool:
     """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
     settings = app.settings

@@ -42,6 +42,7 @@ from bot.audit.schema import (
 from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.csat.schedule import CsatSchedule, claimed_score
+from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
@@ -55,7 +56,6 @@ from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question
 from bot.telegram.handlers.actions import card_press
 from bot.telegram.link_keyboard import reply_keyboard
-from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from bot.telegram.staff_desk import StaffDesk
 from turn import TurnOutcome, Usage
@@ -87,7 +87,7 @@ class TelegramJobRunner:
     dispatcher: Dispatcher
     queue: ChatQueue
     replies: ReplySender
-    chat: ChatPort
+    chat: ChatService
     audit: AuditSink
     dead_letters: DeadLetters
     max_attempts: int
