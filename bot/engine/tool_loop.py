@@ -9,7 +9,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from bot.actions.proposals import propose, propose_mcp, refuse_second
+from bot.engine.proposals import propose, propose_mcp, refuse_second
 from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
