@@ -38,7 +38,6 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from bot.actions.audit import action_fields
 from bot.actions.runs import ActionRuns
 from bot.audit.actions import ActionEvent
 from bot.customer_texts import (
@@ -51,6 +50,7 @@ from bot.customer_texts import (
     ACTION_STALE_ANSWER,
     with_incident_code,
 )
+from bot.engine.action_audit import action_fields
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, JobDone

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from time import perf_counter
 
 from bot import customer_texts
-from bot.actions.audit import proposal_fields
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
 from bot.chat_errors import (
@@ -21,6 +20,7 @@ from bot.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
+from bot.engine.action_audit import proposal_fields
 from bot.engine.history import HistoryWindow, PreparedContext
 from bot.engine.keyed_locks import KeyedLocks
 from bot.engine.reply_stream import ReplyStream

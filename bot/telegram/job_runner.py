@@ -25,7 +25,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from bot import customer_texts
-from bot.actions.audit import action_fields
 from bot.actions.confirmation import ActionConfirmations
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ESCALATION_OFFERED, AnalysisAuditEntry
@@ -42,6 +41,7 @@ from bot.audit.schema import (
 from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.csat.schedule import CsatSchedule, claimed_score
+from bot.engine.action_audit import action_fields
 from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
