@@ -147,7 +147,7 @@ def telegram_main(mode: Mode) -> int:
     identity = run_preflight(settings)
     if identity is None:
         return 1
-    from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
+    from bot.telegram.process import start  # noqa: PLC0415 - see module docstring
 
     return start(settings, mode, identity)
 

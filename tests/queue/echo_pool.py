@@ -100,7 +100,7 @@ def echo_stack(
     queue_class: Callable[..., ChatQueue] = ChatQueue,
     consumer: str = "test",
 ) -> EchoStack:
-    """The stack, built as :mod:`bot.app` and :mod:`bot.telegram.runner` build theirs."""
+    """The stack, built as :mod:`bot.app` and :mod:`bot.telegram.process` build theirs."""
     keys = RedisKeys(prefix)
     stream = WorkStream(redis, stream=keys.work_stream, consumer=consumer)
     queue = queue_class(redis, keys=keys, lease_seconds=lease_seconds, outbox_ttl_seconds=600)
