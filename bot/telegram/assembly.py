@@ -5,7 +5,7 @@ top of the engine (:func:`bot.app.build_application`): the dispatcher with its
 handlers, the intake that queues updates in their chats, the worker pool
 whose job runner feeds queued updates to the dispatcher, and the sweepers of
 idle handoffs and due satisfaction questions. Nothing is started here: the
-runner (:mod:`bot.telegram.process`) starts the parts under its supervisor,
+process (:mod:`bot.telegram.process`) starts the parts under its supervisor,
 the in-process test stack (:mod:`bot.testing.telegram_stack`) in its own
 event loop.
 """

@@ -8,7 +8,7 @@ SDK takes seconds (more under load); these checks need only aiohttp and redis-py
 so a wrong token or a stopped Redis is reported in about a second in every mode.
 
 This is the only check of the token and of the staff group: ``python -m bot``
-runs :func:`preflight` before importing the runner and hands the result
+runs :func:`preflight` before importing :mod:`bot.telegram.process` and hands the result
 (:class:`BotIdentity`) to it; :func:`bot.telegram.process.run_bot` runs it itself
 when it is given none (the tests' in-process bots). Nothing here imports aiogram.
 """
