@@ -22,7 +22,7 @@ from bot.handoff.sweeper import HandoffSweeper
 from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
-from bot.queue.worker import WorkerPool, WorkerSettings
+from bot.queue.worker import WorkerPool, WorkerPoolConfig
 from bot.telegram.action_cards import CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
@@ -174,7 +174,7 @@ def _workers(
         queue=app.queue,
         runner=runner,
         retries=app.metrics,
-        settings=WorkerSettings(
+        settings=WorkerPoolConfig(
             concurrency=settings.worker.concurrency,
             lease_seconds=settings.session.lease_seconds,
             shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
