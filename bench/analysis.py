@@ -26,7 +26,6 @@ import redis.asyncio as aioredis
 
 from bench.stack import BenchRedis
 from bot.analysis.analyzer import SupportRequestAnalyzer, shaped_for
-from bot.analysis.model import DEFAULT_CATEGORIES
 from bot.analysis.offline import OfflineAnalyst
 from bot.analysis.runner import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
@@ -35,6 +34,7 @@ from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.tokens import estimate_messages_tokens, estimate_text_tokens
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
+from bot.settings import DEFAULT_CATEGORIES
 from bot.storage.keys import RedisKeys
 from bot.testing.openai_server import ScriptedOpenAIServer, delay, text_answer
 from bot.testing.recording_audit_sink import RecordingAuditSink

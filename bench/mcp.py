@@ -28,8 +28,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.actions.confirmation import Verdict
-from bot.actions.pending import PendingAction, new_action_id
 from bot.app import Application, build_application
+from bot.sessions.pending import PendingAction, new_action_id
 from bot.testing.mcp_process import McpServerProcess, free_port
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result

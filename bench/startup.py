@@ -11,7 +11,7 @@ of this process. Per round and tree, in alternating order:
   (``_cpu_s``: its CPU time);
 - ``settings_error_import_ms`` and ``_modules``: what that process spent importing
   (the sum of ``-X importtime``'s self times) and how many modules;
-- ``start_import_ms`` and ``start_modules``: the same for ``import bot.telegram.runner``;
+- ``start_import_ms`` and ``start_modules``: the same for ``import bot.telegram.process``;
 - ``first_get_updates_s``: exec to the first ``getUpdates`` of ``python -m bot polling``
   (``LLM_BACKEND=openai``: the SDK is imported as in production), ``_cpu_s``: its
   CPU time by then;
@@ -148,7 +148,7 @@ def _start_up_failure(
 
 def _start_imports(tree: Path, workdir: Path) -> dict[str, float]:
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import bot.telegram.runner"],
+        [sys.executable, "-X", "importtime", "-c", "import bot.telegram.process"],
         cwd=workdir,
         env=_env(tree),
         capture_output=True,

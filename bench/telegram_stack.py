@@ -28,7 +28,7 @@ from bench.stack import (
 )
 from bench.telegram_server import LoadPlan
 from bot.settings import Settings
-from bot.telegram.runner import create_bot
+from bot.telegram.process import create_bot
 from bot.testing.telegram_stack import TelegramStack
 
 
@@ -63,7 +63,7 @@ class RunningBot:
         self._exit.push_async_callback(bot.session.close)
         await bot.me()
         await bot.delete_webhook(drop_pending_updates=False)
-        # The runner's polling mode (bot.telegram.runner): intake by polling, plus workers.
+        # The runner's polling mode (bot.telegram.process): intake by polling, plus workers.
         await self._exit.enter_async_context(TelegramStack(app, bot).running(poll=True))
         return self
 

@@ -21,7 +21,7 @@ from bot.telegram.startup_checks import Mode, mode_check
 
 async def _console(settings: Settings, conversation: str | None, notes: Sequence[str]) -> int:
     # redis-py after the settings, aiogram-free; the rest of the console after Redis answered.
-    from bot.storage.startup import check_redis  # noqa: PLC0415 - see module docstring
+    from bot.ops.redis_startup import check_redis  # noqa: PLC0415 - see module docstring
 
     try:
         await check_redis(settings)
@@ -147,7 +147,7 @@ def telegram_main(mode: Mode) -> int:
     identity = run_preflight(settings)
     if identity is None:
         return 1
-    from bot.telegram.runner import start  # noqa: PLC0415 - see module docstring
+    from bot.telegram.process import start  # noqa: PLC0415 - see module docstring
 
     return start(settings, mode, identity)
 

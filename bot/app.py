@@ -30,7 +30,6 @@ from bot.engine.history import HistoryWindow
 from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.handoff.machine import IdleRule, utc_now
 from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
 from bot.knowledge.watcher import (
@@ -43,17 +42,20 @@ from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
-from bot.ops.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
-from bot.ops.proxies import ProxyURLError, proxy_for
+from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
+from bot.ops.redis_startup import connect_redis
 from bot.ops.startup import StartupError
+from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
+from bot.sessions.handoff_machine import IdleRule, utc_now
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings
 from bot.shop.redis_demo import RedisDemoShop
+from bot.storage.blocked_chats import BlockedChats
 from bot.storage.connection import (
     AsyncRedisClient,
     RetryPolicy,
@@ -62,8 +64,6 @@ from bot.storage.connection import (
 )
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
-from bot.storage.startup import connect_redis
-from bot.telegram.blocked_chats import BlockedChats
 from prompts.registry import (
     ANALYSIS_PROMPT_ID,
     SUMMARY_PROMPT_ID,

@@ -14,13 +14,13 @@ from typing import Any, TextIO
 
 from bot import customer_texts
 from bot.actions.confirmation import Press
-from bot.actions.pending import ActionCard, Choice
 from bot.analysis.analyzer import AnalysisError
 from bot.analysis.render import render_analysis
 from bot.app import Application
+from bot.chat_errors import ChatServiceError, ChatStorageError
 from bot.console_answer import ConsoleAnswer
-from bot.engine.chat_errors import ChatServiceError, ChatStorageError
 from bot.engine.chat_service import ChatReply
+from bot.sessions.pending import ActionCard, Choice
 from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
 from turn import TurnContext, TurnOutcome, new_turn_id

@@ -1,21 +1,12 @@
 """The console's answer as the model writes it: ``Бот: `` and each piece printed as it comes."""
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from bot.customer_texts import CONSOLE_ANSWER_CUT, CONSOLE_BOT
 
-
-class PartialLines(Protocol):
-    """What the answer needs of the console's screen (:class:`bot.console.ConsoleScreen`)."""
-
-    def write_partial(self, text: str) -> None:
-        """Write a piece of an unfinished line."""
-
-    def end_partial(self) -> None:
-        """End the unfinished line, if any."""
-
-    def print(self, text: str = "", *, dim: bool = False) -> None:
-        """Write one whole line."""
+if TYPE_CHECKING:
+    # For the annotation only: the console imports this module to print its answers.
+    from bot.console import ConsoleScreen
 
 
 class ConsoleAnswer:
@@ -25,7 +16,7 @@ class ConsoleAnswer:
     that turns to tools ends its line; the next step starts a new ``Бот: `` line.
     """
 
-    def __init__(self, screen: PartialLines) -> None:
+    def __init__(self, screen: "ConsoleScreen") -> None:
         self._screen = screen
         self._started = False
         self._printed = False

@@ -18,7 +18,7 @@ that support staff look up in the audit stream.
 
 from typing import Final
 
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME
 from tools.order_actions import (

@@ -20,11 +20,27 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.analysis.model import DEFAULT_CATEGORIES
-from bot.ops.proxies import ProxyURLError, normalise_proxy_url
-from bot.storage.keys import KEY_PREFIX_PATTERN
+from bot.proxies import ProxyURLError, normalise_proxy_url
 from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
 from tools.store import DEFAULT_STORE_PATH
+
+KEY_ALPHABET = r"A-Za-z0-9_.:-"
+"""Characters allowed in a key prefix and in a conversation key."""
+
+KEY_PREFIX_PATTERN = rf"^[{KEY_ALPHABET}]{{1,32}}$"
+
+DEFAULT_CATEGORIES: tuple[str, ...] = (
+    "order_status",
+    "delivery",
+    "cancellation",
+    "return",
+    "payment",
+    "product_question",
+    "complaint",
+    "account",
+    "other",
+)
+"""The categories a shop gets unless it sets its own (``ANALYSIS_CATEGORIES``)."""
 
 _ENV = SettingsConfigDict(
     env_file=".env",

@@ -6,7 +6,7 @@ The seed design's names are the public API: :class:`ToolLoopError` is the base
 :class:`ToolLoopExecutionError` where the seed raises them; a failed model call
 is a plain :class:`ToolLoopError`. Each carries its
 :class:`~turn.outcomes.TurnOutcome` ``kind``, so the chat service translates by
-kind (``bot.engine.chat_errors.chat_error_for``) instead of by class or by
+kind (``bot.chat_errors.chat_error_for``) instead of by class or by
 digging in ``__cause__``; the original exception stays in the chain for the logs.
 """
 

@@ -73,7 +73,7 @@ class AccountLinking:
     ) -> JobResult:
         """Link the chat to the shop's customer of ``contact``, if it is the sender's own.
 
-        Raises :class:`~bot.engine.chat_errors.ChatServiceError` when the session
+        Raises :class:`~bot.chat_errors.ChatServiceError` when the session
         cannot be saved (nothing is linked then).
         """
         if not contact.private_chat:

@@ -34,12 +34,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
-from bot.actions.audit import action_fields
-from bot.actions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from bot.actions.runs import ActionRuns
 from bot.audit.actions import ActionEvent
 from bot.customer_texts import (
@@ -52,12 +50,15 @@ from bot.customer_texts import (
     ACTION_STALE_ANSWER,
     with_incident_code,
 )
-from bot.handoff.staff_actions import StaffAction
+from bot.engine.action_audit import action_fields
+from bot.engine.chat_service import ChatService
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
+from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, session_of
+from bot.sessions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from tools.mcp.tool import McpCallError, McpTool
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
@@ -123,20 +124,6 @@ def judge(
     return Verdict.CONFIRM if press.choice == "yes" else Verdict.DECLINE
 
 
-class SessionCommitter(Protocol):
-    """The chat service's commit of a session change outside a model turn."""
-
-    async def commit_without_turn(
-        self,
-        conversation_key: str,
-        held: JobContext,
-        change: Callable[[ConversationSession], ConversationSession],
-        entry: OutboxEntry,
-    ) -> JobDone:
-        """Save ``change`` of the held session, pop the job with ``entry`` (one script)."""
-        ...
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionConfirmations:
     """Resolves presses for the Telegram handler and the console, in a job of the chat.
@@ -145,7 +132,7 @@ class ActionConfirmations:
     """
 
     registry: ToolRegistry
-    chat: SessionCommitter
+    chat: ChatService
     confirm_seconds: float = DEFAULT_CONFIRM_SECONDS
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     # The executing marks of MCP actions; without them (unit tests) every press is a first.

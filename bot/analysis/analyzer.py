@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from pydantic import Field, create_model
 
-from bot.analysis.model import DEFAULT_CATEGORIES, RequestAnalysis
+from bot.analysis.model import RequestAnalysis
 from bot.llm.errors import LLMBadResponseError, LLMClientError
 from bot.llm.types import Message, StructuredOutputClient
 from bot.sessions.models import ConversationSession
+from bot.settings import DEFAULT_CATEGORIES
 from prompts.template import PromptTemplate
 from turn import Usage
 

@@ -10,19 +10,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DEFAULT_CATEGORIES: tuple[str, ...] = (
-    "order_status",
-    "delivery",
-    "cancellation",
-    "return",
-    "payment",
-    "product_question",
-    "complaint",
-    "account",
-    "other",
-)
-"""The categories a shop gets unless it sets its own (``ANALYSIS_CATEGORIES``)."""
-
 Sentiment = Literal["negative", "neutral", "positive"]
 Urgency = Literal["low", "normal", "high"]
 SENTIMENTS: tuple[Sentiment, ...] = ("negative", "neutral", "positive")

@@ -10,11 +10,9 @@ from datetime import UTC, datetime
 from time import perf_counter
 
 from bot import customer_texts
-from bot.actions.audit import proposal_fields
-from bot.actions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
 from bot.audit.recorder import TurnAuditRecorder
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
-from bot.engine.chat_errors import (
+from bot.chat_errors import (
     ChatBusyError,
     ChatServiceError,
     ChatStorageError,
@@ -22,20 +20,22 @@ from bot.engine.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
+from bot.engine.action_audit import proposal_fields
 from bot.engine.history import HistoryWindow, PreparedContext
 from bot.engine.keyed_locks import KeyedLocks
 from bot.engine.reply_stream import ReplyStream
 from bot.engine.summary import ConversationSummaryService, SummaryError
 from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
-from bot.handoff.machine import HandoffEvent, IdleRule, step
-from bot.handoff.staff_actions import HandoffTurn, StaffAction, staff_label, transcript_post
 from bot.llm.types import Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.staff_actions import HandoffTurn, StaffAction, staff_label, transcript_post
+from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState
+from bot.sessions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
 from bot.sessions.store import (
     JobCompletion,
     LockedSession,

@@ -11,7 +11,7 @@ error and are written the same way.
 from collections.abc import Awaitable, Callable
 
 from bot.audit.sink import AuditSink
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
 from bot.queue.job_results import JobContext, JobDone

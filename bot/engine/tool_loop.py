@@ -9,11 +9,11 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from bot.actions.pending import PendingAction
-from bot.actions.proposals import propose, propose_mcp, refuse_second
+from bot.engine.proposals import propose, propose_mcp, refuse_second
 from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
 from bot.llm.types import LLMResult, Message, ToolCallingClient
+from bot.sessions.pending import PendingAction
 from tools.execution import (
     ToolArgumentsError,
     ToolExecutionError,

@@ -3,7 +3,7 @@
 Handlers call this during a job (the worker holds the chat's lease); each
 step commits the session change, pops the job and stores the outbox entry
 (customer text, staff steps, audit) in one script, through the chat
-service. Nothing here talks to Telegram: :class:`bot.handoff.desk.StaffDesk`
+service. Nothing here talks to Telegram: :class:`bot.telegram.staff_desk.StaffDesk`
 does, after the commit.
 """
 
@@ -16,17 +16,17 @@ from typing import Literal
 from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
 from bot.engine.chat_service import IDLE_TOPIC_NOTE, SPEECH_MARK, ChatService, closed_entry
-from bot.handoff.machine import HandoffEvent, IdleRule, step
-from bot.handoff.staff_actions import (
+from bot.handoff.topics import TopicDirectory
+from bot.queue.job_results import JobContext, JobDone
+from bot.queue.jobs import CardEdit, OutboxEntry
+from bot.queue.staff_actions import (
     HandoffTurn,
     StaffAction,
     Trigger,
     staff_label,
     transcript_post,
 )
-from bot.handoff.topics import TopicDirectory
-from bot.queue.job_results import JobContext, JobDone
-from bot.queue.jobs import CardEdit, OutboxEntry
+from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState, session_of
 
 logger = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ queued after the retry delay is followed by a second one, which finds the
 handoff ended and does nothing.
 """
 
-from bot.handoff.machine import IdleRule
 from bot.handoff.topics import TopicDirectory
 from bot.ops.periodic import Periodic
 from bot.queue.intake import Intake
 from bot.queue.jobs import Notice
+from bot.sessions.handoff_machine import IdleRule
 
 
 class HandoffSweeper(Periodic):

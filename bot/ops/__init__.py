@@ -1,1 +1,1 @@
-"""Operations: metrics, logs, start-up, supervision, retries, proxies, redaction."""
+"""Operations: logs, start-up, the first Redis check, supervision, retries, periodic sweeps."""

@@ -11,7 +11,7 @@ returns the pause before the next attempt or raises (the error itself, or one
 of its own with the error in the chain): how many attempts, until when, and
 after which errors stay with the caller, in one place beside the call.
 :class:`Backoff` gives the usual doubling pause. Each retry is counted by
-operation (``support_retries_total{operation=...}``, see :mod:`bot.ops.metrics`).
+operation (``support_retries_total{operation=...}``, see :mod:`bot.metrics`).
 """
 
 import asyncio

@@ -10,8 +10,8 @@ worker commits (pop and outbox) before delivering. Never a send.
 
 from dataclasses import dataclass
 
-from bot.handoff.staff_actions import StaffAction
 from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob, ReplyKeyboardKind
+from bot.queue.staff_actions import StaffAction
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

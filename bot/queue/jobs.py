@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.actions.pending import ActionCard
-from bot.handoff.staff_actions import StaffAction
+from bot.queue.staff_actions import StaffAction
+from bot.sessions.pending import ActionCard
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 

@@ -66,7 +66,7 @@ class JobRunner(Protocol):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerSettings:
+class WorkerPoolConfig:
     """How many chats at once, how long a lease lasts, how long shutdown may wait."""
 
     concurrency: int
@@ -93,7 +93,7 @@ class WorkerPool:
         stream: WorkStream,
         queue: ChatQueue,
         runner: JobRunner,
-        settings: WorkerSettings,
+        settings: WorkerPoolConfig,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         supervisor: TaskSupervisor | None = None,
         retries: RetryCounter | None = None,

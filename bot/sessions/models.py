@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.actions.pending import PendingAction
+from bot.sessions.pending import PendingAction
 
 SESSION_SCHEMA_VERSION: Literal[1] = 1
 

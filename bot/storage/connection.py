@@ -23,8 +23,8 @@ from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry as SyncRetry
 
-from bot.ops.redaction import redacted_url
 from bot.settings import RedisSettings
+from bot.storage.redaction import redacted_url
 
 AsyncRedisClient: TypeAlias = "aioredis.Redis | aiocluster.RedisCluster"
 SyncRedisClient: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"

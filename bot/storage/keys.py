@@ -59,10 +59,8 @@ holds accepted messages, and it is gone once its last job is popped.
 import re
 from dataclasses import dataclass
 
-KEY_ALPHABET = r"A-Za-z0-9_.:-"
-"""Characters allowed in a key prefix and in a conversation key."""
+from bot.settings import KEY_ALPHABET
 
-KEY_PREFIX_PATTERN = rf"^[{KEY_ALPHABET}]{{1,32}}$"
 _CONVERSATION = re.compile(rf"[{KEY_ALPHABET}]{{1,128}}")
 _NOT_IN_ALPHABET = re.compile(rf"[^{KEY_ALPHABET}]")
 

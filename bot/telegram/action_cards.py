@@ -15,8 +15,8 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
-from bot.actions.pending import ActionCard, PendingAction
 from bot.queue.jobs import CardEdit
+from bot.sessions.pending import ActionCard, PendingAction
 from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys

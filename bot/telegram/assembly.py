@@ -5,7 +5,7 @@ top of the engine (:func:`bot.app.build_application`): the dispatcher with its
 handlers, the intake that queues updates in their chats, the worker pool
 whose job runner feeds queued updates to the dispatcher, and the sweepers of
 idle handoffs and due satisfaction questions. Nothing is started here: the
-runner (:mod:`bot.telegram.runner`) starts the parts under its supervisor,
+process (:mod:`bot.telegram.process`) starts the parts under its supervisor,
 the in-process test stack (:mod:`bot.testing.telegram_stack`) in its own
 event loop.
 """
@@ -17,20 +17,20 @@ from aiogram import Bot
 from bot.analysis.sweeper import AnalysisSweeper
 from bot.app import Application
 from bot.csat.sweeper import CsatSweeper
-from bot.handoff.desk import StaffDesk
+from bot.engine.chat_service import ChatService
 from bot.handoff.sweeper import HandoffSweeper
 from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
-from bot.queue.worker import WorkerPool, WorkerSettings
+from bot.queue.worker import WorkerPool, WorkerPoolConfig
 from bot.telegram.action_cards import CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.photos import vision_on
-from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplySender
+from bot.telegram.staff_desk import StaffDesk
 
 PRESS_ANSWER_MAX_WAIT_SECONDS = 5.0
 """The longest 429 wait an answer to a button press is retried after: past a few seconds
@@ -66,7 +66,7 @@ def build_telegram_side(
     bot: Bot,
     *,
     tasks: TaskSupervisor | None = None,
-    chat: ChatPort | None = None,
+    chat: ChatService | None = None,
     sweep_period_seconds: float | None = None,
 ) -> TelegramSide:
     """The dispatcher, intake, worker pool and sweepers of ``app``, sending through ``bot``.
@@ -133,7 +133,7 @@ def _workers(
     front: TelegramFrontEnd,
     tasks: TaskSupervisor | None,
     *,
-    chat: ChatPort,
+    chat: ChatService,
 ) -> WorkerPool:
     """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
     settings = app.settings
@@ -175,7 +175,7 @@ def _workers(
         queue=app.queue,
         runner=runner,
         retries=app.metrics,
-        settings=WorkerSettings(
+        settings=WorkerPoolConfig(
             concurrency=settings.worker.concurrency,
             lease_seconds=settings.session.lease_seconds,
             shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from aiogram import Dispatcher, Router
 
 from bot.app import Application
+from bot.engine.chat_service import ChatService
 from bot.ops.log_context import ChatNamer, chat_namer
 from bot.settings import Settings
 from bot.telegram.albums import Albums
@@ -34,7 +35,6 @@ from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
 from bot.telegram.photos import Photos, vision_on
-from bot.telegram.ports import ChatPort
 from bot.telegram.voice import VoiceMessages
 
 
@@ -46,7 +46,7 @@ class TelegramFrontEnd:
     in_flight: InFlightMiddleware
 
 
-def build_dispatcher(app: Application, *, chat_service: ChatPort) -> TelegramFrontEnd:
+def build_dispatcher(app: Application, *, chat_service: ChatService) -> TelegramFrontEnd:
     """A dispatcher of ``app``'s services, with ``chat_service``; nothing global, nothing started.
 
     It reports the updates in flight in ``app.metrics``; ``app.blocked`` reaches

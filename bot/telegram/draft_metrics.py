@@ -12,7 +12,7 @@ from aiogram.exceptions import (
 )
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from bot.ops.metrics import NAMESPACE
+from bot.metrics import NAMESPACE
 
 FIRST_TEXT_BUCKETS: Final = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 DRAFT_KINDS: Final = ("answer", "placeholder", "thinking")

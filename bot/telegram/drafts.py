@@ -30,7 +30,7 @@ from typing import Final, Self
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramRetryAfter
 
-from bot.ops.metrics import BotMetrics
+from bot.metrics import BotMetrics
 from bot.sessions.models import HandoffState
 from bot.settings import Settings
 from bot.telegram.draft_labels import tools_label

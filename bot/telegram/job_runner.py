@@ -25,9 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from bot import customer_texts
-from bot.actions.audit import action_fields
 from bot.actions.confirmation import ActionConfirmations
-from bot.actions.pending import ActionCard, ActionPress
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.feedback import FeedbackAuditEntry
@@ -41,9 +39,10 @@ from bot.audit.schema import (
     with_outcome,
 )
 from bot.audit.sink import AuditSink
+from bot.chat_errors import ChatServiceError
 from bot.csat.schedule import CsatSchedule, claimed_score
-from bot.engine.chat_errors import ChatServiceError
-from bot.handoff.desk import StaffDesk
+from bot.engine.action_audit import action_fields
+from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
@@ -51,14 +50,15 @@ from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
+from bot.sessions.pending import ActionCard, ActionPress
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.callbacks import unpack
 from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question
 from bot.telegram.handlers.actions import card_press
 from bot.telegram.link_keyboard import reply_keyboard
-from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
+from bot.telegram.staff_desk import StaffDesk
 from turn import TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class TelegramJobRunner:
     dispatcher: Dispatcher
     queue: ChatQueue
     replies: ReplySender
-    chat: ChatPort
+    chat: ChatService
     audit: AuditSink
     dead_letters: DeadLetters
     max_attempts: int

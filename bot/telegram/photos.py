@@ -14,7 +14,7 @@ from enum import StrEnum
 from aiogram import Bot
 from aiogram.types import Message
 
-from bot.ops.metrics import BotMetrics
+from bot.metrics import BotMetrics
 from bot.settings import Settings
 from bot.telegram.files import DOWNLOAD_TIMEOUT_SECONDS, DownloadFailure, download
 from turn import ImagePart

@@ -1,6 +1,6 @@
 """The start-up checks that need the network, run before aiogram and the model SDK are imported.
 
-Redis must answer (:func:`bot.storage.startup.connect_redis`), the Bot API must
+Redis must answer (:func:`bot.ops.redis_startup.connect_redis`), the Bot API must
 accept the token (``getMe``) and, with ``STAFF_CHAT_ID``, the staff group must be
 a forum supergroup where the bot manages topics (``getChat``, ``getChatMember``).
 Each failure is one line for the operator and exit 1. Importing aiogram and the
@@ -8,8 +8,8 @@ SDK takes seconds (more under load); these checks need only aiohttp and redis-py
 so a wrong token or a stopped Redis is reported in about a second in every mode.
 
 This is the only check of the token and of the staff group: ``python -m bot``
-runs :func:`preflight` before importing the runner and hands the result
-(:class:`BotIdentity`) to it; :func:`bot.telegram.runner.run_bot` runs it itself
+runs :func:`preflight` before importing :mod:`bot.telegram.process` and hands the result
+(:class:`BotIdentity`) to it; :func:`bot.telegram.process.run_bot` runs it itself
 when it is given none (the tests' in-process bots). Nothing here imports aiogram.
 """
 
@@ -23,11 +23,11 @@ from typing import Any
 import aiohttp
 
 from bot.ops import event_loop
-from bot.ops.proxies import ProxyURLError, proxy_for
-from bot.ops.redaction import redacted_url
+from bot.ops.redis_startup import check_redis
 from bot.ops.startup import StartupError
+from bot.proxies import ProxyURLError, proxy_for
 from bot.settings import Settings
-from bot.storage.startup import check_redis
+from bot.storage.redaction import redacted_url
 
 # Each start-up request gets this long: a Bot API that does not answer is one line, not a hang.
 REQUEST_TIMEOUT_SECONDS = 10.0

@@ -34,7 +34,7 @@ from redis.exceptions import RedisError
 
 from bot.ops.log_context import chat_label
 from bot.ops.retry import Backoff, RetryCounter, Sleep, retrying
-from bot.telegram.blocked_chats import BlockedChats
+from bot.storage.blocked_chats import BlockedChats
 from bot.telegram.formatting import FormattedText, markdown_to_entities, split_formatted
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from aiogram.types import Message
 
 from bot.llm.errors import LLMClientError
 from bot.llm.transcription import Transcriber
-from bot.ops.metrics import BotMetrics
+from bot.metrics import BotMetrics
 from bot.telegram.files import (
     BOT_API_DOWNLOAD_LIMIT_BYTES,
     DOWNLOAD_TIMEOUT_SECONDS,

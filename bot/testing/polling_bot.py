@@ -3,7 +3,7 @@
 import asyncio
 
 from bot.settings import Settings
-from bot.telegram.runner import run_bot
+from bot.telegram.process import run_bot
 from bot.testing.pool_stop import until_stopped
 from bot.testing.telegram_server import FakeTelegramServer
 

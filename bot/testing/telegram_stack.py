@@ -20,16 +20,16 @@ from aiogram.types import Update
 
 from bot import customer_texts
 from bot.app import Application, build_application
-from bot.handoff.machine import utc_now
+from bot.engine.chat_service import ChatService
 from bot.llm.types import ToolCallingClient
 from bot.queue.intake import IntakeVerdict
+from bot.sessions.handoff_machine import utc_now
 from bot.settings import Settings
 from bot.storage.connection import every_master
 from bot.storage.keys import telegram_conversation
 from bot.telegram.assembly import TelegramSide, build_telegram_side
 from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
-from bot.telegram.ports import ChatPort
 from bot.testing.pool_stop import stop_pool
 from bot.testing.telegram_server import FakeTelegramServer
 
@@ -74,7 +74,7 @@ class TelegramStack:
         bot: Bot,
         *,
         telegram: FakeTelegramServer | None = None,
-        chat: ChatPort | None = None,
+        chat: ChatService | None = None,
         sweep_period_seconds: float = SWEEP_PERIOD_SECONDS,
     ) -> None:
         self.side: TelegramSide = build_telegram_side(

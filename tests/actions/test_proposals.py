@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.actions.pending import ActionPress
 from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
 from bot.llm.types import LLMResult, Message
+from bot.sessions.pending import ActionPress
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys

@@ -14,10 +14,10 @@ from bot.analysis.analyzer import (
     AnalysisUnavailableError,
     SupportRequestAnalyzer,
 )
-from bot.analysis.model import DEFAULT_CATEGORIES
 from bot.analysis.offline import OfflineAnalyst
 from bot.llm.openai_client import OpenAIChatClient
 from bot.sessions.models import ConversationSession
+from bot.settings import DEFAULT_CATEGORIES
 from bot.testing.openai_server import (
     ScriptedOpenAIServer,
     error,

@@ -16,7 +16,7 @@ from redis.backoff import NoBackoff
 from bot.audit.pseudonym import ChatPseudonymizer, chat_pseudonym
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.llm.types import LLMResult
 from bot.storage.connection import AsyncRedisClient
 from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import pytest
 import redis.asyncio as aioredis
 
-from bot.engine.chat_errors import (
+from bot.chat_errors import (
     ChatServiceError,
     ChatStorageError,
     EmptyMessageError,

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from bot import customer_texts
-from bot.engine.chat_errors import ChatServiceError, MessageTooLongError
+from bot.chat_errors import ChatServiceError, MessageTooLongError
 from bot.testing.redis_server import RedisServer, free_port
 from turn import TurnOutcome
 

@@ -16,7 +16,7 @@ from bot.queue.intake import FloodLimits, IncomingUpdate, Intake
 from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys, telegram_conversation
 
@@ -100,7 +100,7 @@ def echo_stack(
     queue_class: Callable[..., ChatQueue] = ChatQueue,
     consumer: str = "test",
 ) -> EchoStack:
-    """The stack, built as :mod:`bot.app` and :mod:`bot.telegram.runner` build theirs."""
+    """The stack, built as :mod:`bot.app` and :mod:`bot.telegram.process` build theirs."""
     keys = RedisKeys(prefix)
     stream = WorkStream(redis, stream=keys.work_stream, consumer=consumer)
     queue = queue_class(redis, keys=keys, lease_seconds=lease_seconds, outbox_ttl_seconds=600)
@@ -115,7 +115,7 @@ def echo_stack(
         stream=stream,
         queue=queue,
         runner=runner,
-        settings=WorkerSettings(
+        settings=WorkerPoolConfig(
             concurrency=concurrency,
             lease_seconds=lease_seconds,
             shutdown_grace_seconds=2,

@@ -15,7 +15,7 @@ from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import GROUP, WorkStream
-from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.connection import text_of
 from bot.storage.keys import RedisKeys
 
@@ -57,7 +57,7 @@ async def test_a_signal_without_a_valid_conversation_is_acknowledged_and_logged_
             redis_client, keys=keys, lease_seconds=LEASE_SECONDS, outbox_ttl_seconds=60
         ),
         runner=_NothingToRun(),
-        settings=WorkerSettings(
+        settings=WorkerPoolConfig(
             concurrency=4, lease_seconds=LEASE_SECONDS, shutdown_grace_seconds=1, read_block_ms=50
         ),
     )

@@ -16,7 +16,7 @@ from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys
 
@@ -136,7 +136,7 @@ async def test_a_run_that_raises_leaves_its_kind_beside_the_count(
         stream=WorkStream(redis_client, stream=keys.work_stream, consumer="test"),
         queue=queue,
         runner=_Crashes(),
-        settings=WorkerSettings(concurrency=1, lease_seconds=30, shutdown_grace_seconds=1),
+        settings=WorkerPoolConfig(concurrency=1, lease_seconds=30, shutdown_grace_seconds=1),
     )
 
     # However the pool reports the crash, the attempt and its kind stay behind.
@@ -184,7 +184,7 @@ async def test_a_job_handed_back_unrun_at_shutdown_is_not_counted_as_an_attempt(
         stream=WorkStream(redis_client, stream=keys.work_stream, consumer="test"),
         queue=queue,
         runner=runner,
-        settings=WorkerSettings(concurrency=1, lease_seconds=30, shutdown_grace_seconds=1),
+        settings=WorkerPoolConfig(concurrency=1, lease_seconds=30, shutdown_grace_seconds=1),
     )
     runner.pool = pool
 

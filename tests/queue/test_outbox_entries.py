@@ -15,7 +15,7 @@ from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.keys import RedisKeys
 
 KEY = "tg:31"
@@ -57,7 +57,7 @@ def _pool(redis: aioredis.Redis, keys: RedisKeys) -> tuple[WorkerPool, _Recordin
         stream=WorkStream(redis, stream=keys.work_stream, consumer="test"),
         queue=queue,
         runner=runner,
-        settings=WorkerSettings(concurrency=1, lease_seconds=5, shutdown_grace_seconds=1),
+        settings=WorkerPoolConfig(concurrency=1, lease_seconds=5, shutdown_grace_seconds=1),
     )
     return pool, runner
 

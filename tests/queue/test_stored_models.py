@@ -3,8 +3,8 @@
 import json
 from datetime import UTC, datetime
 
-from bot.handoff.staff_actions import StaffAction
 from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, StoredMessage
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

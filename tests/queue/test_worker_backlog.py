@@ -10,7 +10,7 @@ from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
-from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.keys import RedisKeys
 
 
@@ -41,7 +41,7 @@ async def test_the_backlog_is_logged_with_the_oldest_wait(
         stream=stream,
         queue=queue,
         runner=_NeverRuns(),
-        settings=WorkerSettings(
+        settings=WorkerPoolConfig(
             concurrency=4,
             lease_seconds=30,
             shutdown_grace_seconds=1,

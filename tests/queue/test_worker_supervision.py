@@ -17,7 +17,7 @@ from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.job_results import JobDone
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import GROUP, WorkStream
-from bot.queue.worker import HeldLease, WorkerPool, WorkerSettings
+from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.keys import RedisKeys
 from bot.testing.redis_server import RedisServer
 
@@ -55,7 +55,7 @@ async def test_the_claim_loop_takes_the_next_chat_after_noreplicas(
         stream=stream,
         queue=ChatQueue(redis, keys=keys, lease_seconds=30, outbox_ttl_seconds=60),
         runner=_EmptyChats(),
-        settings=WorkerSettings(
+        settings=WorkerPoolConfig(
             concurrency=4, lease_seconds=30, shutdown_grace_seconds=1, read_block_ms=100
         ),
     )

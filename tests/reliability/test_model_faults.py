@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,

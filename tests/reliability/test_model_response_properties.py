@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.llm.errors import (
     LLMBadResponseError,

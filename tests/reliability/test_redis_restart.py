@@ -15,7 +15,7 @@ from time import monotonic
 
 import redis.asyncio as aioredis
 
-from bot.engine.chat_errors import ChatStorageError
+from bot.chat_errors import ChatStorageError
 from bot.engine.chat_service import ChatReply
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer

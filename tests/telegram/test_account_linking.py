@@ -11,7 +11,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aiogram import Bot
@@ -20,11 +20,11 @@ from bot import customer_texts
 from bot.accounts.directory import CustomerDirectoryError, ShopAccount
 from bot.accounts.linking import AccountLinking
 from bot.app import Application, build_application
-from bot.engine.chat_service import ChatReply
+from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
-from bot.handoff.staff_actions import HandoffTurn
 from bot.ops.startup import StartupError
 from bot.queue.job_results import JobContext
+from bot.queue.staff_actions import HandoffTurn
 from bot.settings import Settings
 from bot.support_audit.cli import main as audit_main
 from bot.testing.audit_entries import stream_entries
@@ -81,7 +81,8 @@ class Stack(TelegramStack):
 
     def __init__(self, app: Application, bot: Bot, telegram: FakeTelegramServer) -> None:
         self.chat = RecordingChat(app.chat)
-        super().__init__(app, bot, telegram=telegram, chat=self.chat)
+        # A stand-in that forwards every call the handlers make to the real service.
+        super().__init__(app, bot, telegram=telegram, chat=cast(ChatService, self.chat))
 
     async def shop_customer(self) -> str | None:
         session = await self.app.sessions.load(f"tg:{CHAT}")

@@ -1,6 +1,6 @@
 """The whole bot over real sockets: fake Bot API, scripted OpenAI server, real redis-server.
 
-Each test runs the real runner (``bot.telegram.runner.run_bot``: the engine from
+Each test runs the real runner (``bot.telegram.process.run_bot``: the engine from
 ``build_application``, the dispatcher, long polling, graceful shutdown) in this
 process, pushes updates into the fake Bot API and waits, bounded, for the
 messages the bot sends back. The model is the real ``AsyncOpenAI`` client

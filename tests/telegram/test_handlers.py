@@ -12,18 +12,17 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aiogram import Bot
 
-from bot import customer_texts
+from bot import chat_errors, customer_texts
 from bot.app import Application
-from bot.engine import chat_errors
-from bot.engine.chat_service import ChatReply
+from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
-from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext
+from bot.queue.staff_actions import HandoffTurn
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.redis_server import RedisServer
@@ -105,7 +104,8 @@ class Stack(TelegramStack):
 
     def __init__(self, app: Application, bot: Bot, telegram: FakeTelegramServer) -> None:
         self.chat = RecordingChat(app.chat)
-        super().__init__(app, bot, telegram=telegram, chat=self.chat)
+        # A stand-in that forwards every call the handlers make to the real service.
+        super().__init__(app, bot, telegram=telegram, chat=cast(ChatService, self.chat))
 
     async def settle(self, chat_id: int = CHAT) -> None:
         """Wait until every update queued so far in ``chat_id`` was handled (a /help barrier)."""

@@ -22,13 +22,13 @@ from bot.app import Application
 from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
 from bot.engine.chat_service import IDLE_TOPIC_NOTE
 from bot.engine.history import STAFF_NOTE
-from bot.handoff.desk import NOT_DELIVERED
-from bot.handoff.machine import utc_now
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.intake import IntakeVerdict
+from bot.sessions.handoff_machine import utc_now
 from bot.storage.keys import RedisKeys, telegram_conversation
+from bot.telegram.staff_desk import NOT_DELIVERED
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.settings import make_settings

@@ -2,9 +2,8 @@
 
 import pytest
 
-from bot import customer_texts
-from bot.engine import chat_errors
-from bot.engine.chat_errors import ChatServiceError
+from bot import chat_errors, customer_texts
+from bot.chat_errors import ChatServiceError
 from turn import TurnOutcome
 
 _ERROR_TYPES = [

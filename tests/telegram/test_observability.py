@@ -20,7 +20,7 @@ from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
-from tests.telegram.test_runner import child_env
+from tests.telegram.test_process import child_env
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -11,7 +11,7 @@ from bot.llm.errors import LLMUnavailableError
 from bot.llm.openai_client import OpenAIChatClient
 from bot.ops.startup import StartupError
 from bot.telegram.preflight import check_bot_api
-from bot.telegram.runner import create_bot
+from bot.telegram.process import create_bot
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer
 from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer

@@ -1,6 +1,6 @@
 """The staff group of handoffs: checked at start-up, and its topics kept apart from other groups'.
 
-Start-up runs the real :func:`bot.telegram.runner.run_bot` (whose preflight checks
+Start-up runs the real :func:`bot.telegram.process.run_bot` (whose preflight checks
 the group over plain HTTP, before aiogram is needed) against the fake Bot API and a
 real Redis; the topic mappings use a real Redis.
 """
@@ -15,7 +15,7 @@ from bot.handoff.topics import TopicDirectory
 from bot.settings import Settings
 from bot.storage.keys import RedisKeys
 from bot.telegram.preflight import NO_TOPIC_RIGHTS, NOT_A_FORUM, LightBotApi
-from bot.telegram.runner import run_bot
+from bot.telegram.process import run_bot
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer

@@ -1,6 +1,6 @@
 """A Bot API answer about the staff group that aiogram cannot read stops start-up in one line.
 
-The real :func:`bot.telegram.runner.run_bot` (its preflight) against the fake Bot API (told to
+The real :func:`bot.telegram.process.run_bot` (its preflight) against the fake Bot API (told to
 answer ``getChat`` or ``getChatMember`` with something that is not the Bot API's
 shape) and a real Redis.
 """
@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from bot.telegram.runner import run_bot
+from bot.telegram.process import run_bot
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer

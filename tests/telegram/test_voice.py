@@ -15,7 +15,7 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.engine.chat_service import SPEECH_MARK
-from bot.handoff.staff_actions import TRANSCRIPT_LABEL
+from bot.queue.staff_actions import TRANSCRIPT_LABEL
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import (
     ScriptedOpenAIServer,

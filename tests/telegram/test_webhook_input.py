@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from bot.telegram.runner import run_bot
+from bot.telegram.process import run_bot
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.pool_stop import until_stopped
 from bot.testing.redis_server import RedisServer, free_port

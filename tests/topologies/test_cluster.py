@@ -181,9 +181,9 @@ def _served_by(port: int, slot: int) -> bool:
 async def test_start_up_refuses_a_cluster_node_in_standalone_mode(
     redis_cluster: RedisClusterProcesses,
 ):
+    from bot.ops.redis_startup import connect_redis  # noqa: PLC0415 - keeps collection fast
     from bot.ops.startup import StartupError  # noqa: PLC0415 - keeps collection fast
     from bot.settings import Settings  # noqa: PLC0415
-    from bot.storage.startup import connect_redis  # noqa: PLC0415 - keeps collection fast
 
     settings = Settings.from_env(
         {"REDIS_URL": redis_cluster.url, "LLM_BACKEND": "offline"}, env_file=None

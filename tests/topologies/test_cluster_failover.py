@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.audit.redis_sink import RedisStreamAuditSink
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatLimits, ChatService
 from bot.engine.history import HistoryWindow
 from bot.engine.local_turns import LocalTurns

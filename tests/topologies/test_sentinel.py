@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.audit.redis_sink import RedisStreamAuditSink
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatLimits, ChatService
 from bot.engine.history import HistoryWindow
 from bot.engine.local_turns import LocalTurns

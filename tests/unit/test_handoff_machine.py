@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.handoff.machine import (
+from bot.sessions.handoff_machine import (
     TRANSITIONS,
     HandoffEvent,
     HandoffTransitionError,

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from prometheus_client import CollectorRegistry
 
 from bot.audit.schema import AuditEntry, HandoffAuditEntry
-from bot.ops.metrics import BotMetrics, MetricsAuditSink
+from bot.metrics import BotMetrics, MetricsAuditSink
 
 
 class Collected:

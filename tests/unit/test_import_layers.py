@@ -2,9 +2,10 @@
 
 The floors are declared here and drawn in docs/architecture.md: a module may
 import modules of its own floor or below, never above, and no two modules
-import each other in a cycle at run time. Imports under ``if TYPE_CHECKING:``
-count for the floors but not for cycles: ``tools.registry`` names
-``tools.write_tools.WriteTool`` in an annotation only.
+import each other in a cycle at run time. Inside ``bot/`` the same holds for its
+parts (each subpackage and each top-level module): :data:`BOT_FLOORS`. Imports
+under ``if TYPE_CHECKING:`` count for the floors but not for cycles:
+``tools.registry`` names ``tools.write_tools.WriteTool`` in an annotation only.
 """
 
 import ast
@@ -15,6 +16,45 @@ PACKAGES = ("bot", "tools", "prompts", "turn")
 
 FLOORS = {"turn": 0, "tools": 1, "prompts": 1, "bot": 2}
 """Each top-level package's floor: imports may point to the same floor or down."""
+
+BOT_FLOORS = {
+    # Dependency-free: the model clients, proxy URLs, the turn's failure kinds.
+    "llm": 0,
+    "proxies": 0,
+    "chat_errors": 0,
+    "settings": 1,
+    "customer_texts": 1,
+    # Redis: the connection, the keys, the scripts; then what is written through it.
+    "storage": 2,
+    "audit": 3,
+    "ops": 4,
+    "mcp": 5,
+    "knowledge": 5,
+    # The stored and the queued data: the session (with its pending action and handoff
+    # state machine), then the jobs (with their staff actions and action cards).
+    "sessions": 6,
+    "queue": 7,
+    # What acts on a conversation: one turn, the analysis, the satisfaction question.
+    "engine": 8,
+    "analysis": 8,
+    "csat": 8,
+    # Around the turn, using the chat service: account linking, the presses on action
+    # cards (committed through it), the handoff service.
+    "accounts": 9,
+    "actions": 9,
+    "handoff": 9,
+    "metrics": 10,
+    "shop": 10,
+    "support_audit": 10,
+    # The composition root, under the front ends that run what it builds.
+    "app": 11,
+    "telegram": 12,
+    "console": 12,
+    # The console's answer printer: it names ConsoleScreen in an annotation only.
+    "console_answer": 12,
+    "__main__": 13,
+}
+"""Each part of ``bot/``'s floor (``bot.testing`` holds the test doubles and is not a part)."""
 
 
 def _module_name(path: Path) -> str:
@@ -97,6 +137,70 @@ def test_no_cycle_between_modules() -> None:
         if node not in state:
             visit(node, [node])
     assert cycles == []
+
+
+def _part(module: str) -> str | None:
+    """The part of ``bot/`` that ``module`` belongs to (``bot.queue.jobs``: ``queue``)."""
+    bits = module.split(".")
+    return bits[1] if bits[0] == "bot" and len(bits) > 1 else None
+
+
+def _bot_parts(runtime_only: bool = False) -> dict[str, set[str]]:
+    """Which parts of ``bot/`` each part imports (imports inside functions count too)."""
+    parts: dict[str, set[str]] = {}
+    for source, targets in _graph(runtime_only).items():
+        part = _part(source)
+        if part is None:
+            continue
+        imported = {_part(target) for target in targets} - {None, part}
+        parts.setdefault(part, set()).update(name for name in imported if name is not None)
+    return parts
+
+
+def test_every_part_of_bot_has_a_floor() -> None:
+    """A new subpackage or top-level module of ``bot/`` is placed on a floor when it is added."""
+    assert sorted(set(_bot_parts()) - set(BOT_FLOORS)) == []
+    assert sorted(set(BOT_FLOORS) - set(_bot_parts())) == []
+
+
+def test_no_import_points_up_a_floor_inside_bot() -> None:
+    """Every import between parts of ``bot/`` goes to the importer's floor or below."""
+    up = sorted(
+        f"{source} -> {target}"
+        for source, targets in _bot_parts().items()
+        for target in targets
+        if BOT_FLOORS[target] > BOT_FLOORS[source]
+    )
+    assert up == []
+
+
+def test_no_cycle_between_parts_of_bot() -> None:
+    """No part of ``bot/`` imports itself through other parts at run time."""
+    graph = _bot_parts(runtime_only=True)
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_the_composition_root_sits_under_the_front_ends() -> None:
+    """The front ends run what ``bot.app`` builds; it imports none of them."""
+    parts = _bot_parts()
+    assert "app" in parts["telegram"]
+    assert "app" in parts["console"]
+    assert not parts["app"] & {"telegram", "console", "__main__"}
 
 
 def test_the_graph_sees_known_edges() -> None:

@@ -2,7 +2,7 @@
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from bot.ops.metrics import BotMetrics
+from bot.metrics import BotMetrics
 
 
 def scrape(metrics: BotMetrics) -> str:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.ops.proxies import ProxyURLError, normalise_proxy_url, proxy_for
+from bot.proxies import ProxyURLError, normalise_proxy_url, proxy_for
 from bot.settings import SettingsError
 from bot.testing.settings import make_settings
 

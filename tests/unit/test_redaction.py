@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.ops.redaction import redacted_url
+from bot.storage.redaction import redacted_url
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bot.ops.metrics import BotMetrics
+from bot.metrics import BotMetrics
 from bot.ops.retry import Backoff, retrying
 
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel
 
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import (

@@ -7,9 +7,9 @@ from aiogram.types import CallbackQuery, Message
 
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
-from bot.actions.pending import ActionPress
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, JobDone, PlainReply
+from bot.sessions.pending import ActionPress
 from bot.storage.keys import telegram_conversation
 
 logger = logging.getLogger(__name__)

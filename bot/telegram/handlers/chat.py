@@ -11,7 +11,8 @@ from bot import customer_texts
 from bot.accounts.linking import AccountLinking, shop_customer_id
 from bot.analysis.offline import looks_upset
 from bot.analysis.schedule import AnalysisSchedule
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
+from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
 from bot.ops.log_context import bind_turn
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
@@ -20,7 +21,6 @@ from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
-from bot.telegram.ports import ChatPort
 from bot.telegram.typing_indicator import TypingIndicator
 from turn import TEXT_INPUT, TurnContext, TurnInput
 
@@ -34,7 +34,7 @@ async def answer(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatPort,
+    chat_service: ChatService,
     handoff: HandoffService | None = None,
     *,
     drafts: Drafts | None = None,
@@ -82,7 +82,7 @@ async def run_turn(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatPort,
+    chat_service: ChatService,
     handoff: HandoffService | None,
     *,
     text: str,

@@ -5,11 +5,11 @@ from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
+from bot.engine.chat_service import ChatService
 from bot.queue.job_results import JobContext, PlainReply
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import CommandLike, HasText
-from bot.telegram.ports import ChatPort
 
 
 async def start(message: Message) -> PlainReply:
@@ -22,7 +22,9 @@ async def help_command(message: Message) -> PlainReply:
     return PlainReply(text=customer_texts.HELP)
 
 
-async def new_conversation(message: Message, job: JobContext, chat_service: ChatPort) -> PlainReply:
+async def new_conversation(
+    message: Message, job: JobContext, chat_service: ChatService
+) -> PlainReply:
     """Archive the conversation and start a fresh one."""
     try:
         await chat_service.reset(telegram_conversation(message.chat.id), token=job.token)

@@ -10,7 +10,7 @@ from aiogram import Router
 from aiogram.types import ErrorEvent
 
 from bot import customer_texts
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, PlainReply
 
 logger = logging.getLogger(__name__)

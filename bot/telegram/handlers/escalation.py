@@ -15,9 +15,9 @@ from aiogram.types import CallbackQuery, Message
 
 from bot import customer_texts
 from bot.handoff.service import HandoffService
-from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.jobs import CardEdit
+from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
 from bot.telegram.escalation_offer import OfferPress
 

@@ -18,8 +18,8 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.handoff.service import HandoffService
-from bot.handoff.staff_actions import HandoffTurn
 from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
 from bot.telegram.staff_members import MembershipError, StaffMembership

@@ -14,7 +14,7 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.accounts.linking import AccountLinking, SharedContact
-from bot.engine.chat_errors import ChatServiceError
+from bot.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import CommandLike

@@ -7,7 +7,7 @@ from aiogram.enums import ChatMemberStatus
 from aiogram.types import ChatMemberUpdated
 
 from bot.ops.log_context import chat_label
-from bot.telegram.blocked_chats import BlockedChats
+from bot.storage.blocked_chats import BlockedChats
 
 logger = logging.getLogger(__name__)
 

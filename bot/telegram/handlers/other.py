@@ -13,8 +13,8 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.handoff.service import HandoffService
-from bot.handoff.staff_actions import StaffAction
 from bot.queue.job_results import JobContext, PlainReply
+from bot.queue.staff_actions import StaffAction
 from bot.telegram.filters import forwarded_from_channel
 
 _REPLIES: dict[str, str] = {

@@ -13,16 +13,16 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.accounts.linking import AccountLinking
+from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
-from bot.handoff.staff_actions import StaffAction
 from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.staff_actions import StaffAction
 from bot.storage.keys import telegram_conversation
 from bot.telegram.albums import Album, Albums
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import question_text
 from bot.telegram.handlers.chat import run_turn
 from bot.telegram.photos import PhotoRefusal, Photos, is_image
-from bot.telegram.ports import ChatPort, PhotoKeeper
 from turn import ImagePart, TurnInput
 
 
@@ -38,14 +38,14 @@ async def photo_message(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatPort,
+    chat_service: ChatService,
     *,
     photos: Photos,
     albums: Albums,
     handoff: HandoffService | None = None,
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
-    photo_keeper: PhotoKeeper | None = None,
+    photo_keeper: ChatService | None = None,
 ) -> JobResult:
     """Answer the photo (an album: all its photos at once) with the model's eyes, or say why not.
 

@@ -13,12 +13,12 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.accounts.linking import AccountLinking
+from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
-from bot.handoff.staff_actions import StaffAction
 from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.staff_actions import StaffAction
 from bot.telegram.drafts import Drafts
 from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, run_turn
-from bot.telegram.ports import ChatPort
 from bot.telegram.typing_indicator import TypingIndicator
 from bot.telegram.voice import VoiceMessages, VoiceRefusal
 
@@ -46,7 +46,7 @@ async def voice_message(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatPort,
+    chat_service: ChatService,
     *,
     voice: VoiceMessages,
     handoff: HandoffService | None = None,

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bot.actions.pending import PendingAction, new_action_id
+from bot.sessions.pending import PendingAction, new_action_id
 from tools.execution import (
     CallTimer,
     ToolExecutionRecord,

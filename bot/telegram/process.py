@@ -37,13 +37,13 @@ from bot.app import Application, build_application
 from bot.llm.types import ToolCallingClient
 from bot.ops import event_loop
 from bot.ops.log_context import chat_namer, name_chats
-from bot.ops.proxies import ProxyURLError, proxy_for
-from bot.ops.redaction import redacted_url
 from bot.ops.startup import StartupError, configure_logging, load_settings
 from bot.ops.supervision import SupervisionPolicy, TaskSupervisor
+from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.storage.connection import describe_target
+from bot.storage.redaction import redacted_url
 from bot.telegram.assembly import build_telegram_side
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.dispatcher import TelegramFrontEnd

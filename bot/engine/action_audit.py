@@ -2,8 +2,8 @@
 
 from datetime import datetime
 
-from bot.actions.pending import PendingAction
 from bot.audit.actions import ActionAuditEntry, ActionEvent
+from bot.sessions.pending import PendingAction
 
 
 def action_fields(

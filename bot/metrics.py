@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bot.analysis.model import DEFAULT_CATEGORIES, SENTIMENTS
+from bot.analysis.model import SENTIMENTS
 from bot.audit.analysis import ANALYSED, ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.schema import (
     TOOL_NAME,
@@ -29,7 +29,6 @@ from bot.audit.schema import (
     read_entry,
 )
 from bot.audit.sink import AuditSink
-from bot.handoff.staff_actions import Trigger
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
@@ -46,6 +45,8 @@ from bot.llm.types import (
     ToolChoice,
     ToolDefinition,
 )
+from bot.queue.staff_actions import Trigger
+from bot.settings import DEFAULT_CATEGORIES
 from turn import TurnOutcome
 
 ANALYSIS_OUTCOMES = ("contained", "handed_off", "unresolved")

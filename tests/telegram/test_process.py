@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 
 from bot.settings import RedisSettings
-from bot.telegram.runner import main, run_bot
+from bot.telegram.process import main, run_bot
 from bot.telegram.startup_checks import Mode, settings_problems
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
@@ -372,7 +372,7 @@ async def test_a_poller_and_a_worker_on_one_host_both_serve_health_with_the_defa
         REDIS_KEY_PREFIX="healthports",
     )
     assert "port" not in settings.health.model_fields_set
-    caplog.set_level(logging.INFO, logger="bot.telegram.runner")
+    caplog.set_level(logging.INFO, logger="bot.telegram.process")
     poller = PollingBot(settings, telegram)
     await poller.start(within=60)
     stop = asyncio.Event()

@@ -9,7 +9,7 @@ States (:data:`bot.sessions.models.HandoffState`):
   to the topic and the staff's to the customer.
 
 The table, as :data:`TRANSITIONS` holds it (``staff``: the steps the worker runs in the
-staff chat after the commit, :class:`bot.handoff.staff_actions.StaffAction` kinds; ``audit``: the
+staff chat after the commit, :class:`bot.queue.staff_actions.StaffAction` kinds; ``audit``: the
 ``type=handoff`` events written):
 
 =======  ===============  =======  ==========================  ======================

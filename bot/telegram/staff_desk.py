@@ -20,10 +20,10 @@ from bot.analysis.model import RequestAnalysis
 from bot.analysis.render import render_analysis
 from bot.analysis.schedule import idle_of
 from bot.analysis.service import ConversationAnalysis
-from bot.handoff.staff_actions import StaffAction
 from bot.handoff.topics import TopicDirectory
 from bot.ops.log_context import chat_label
 from bot.queue.jobs import OutboxEntry
+from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.keys import telegram_chat_id
