@@ -47,10 +47,10 @@ class Acquire(LuaScript):
     """
 
     SOURCE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- A free lease (the usual case) is taken in one command; a held one is read after.
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[1])} end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
 end
 local stored = redis.call('HMGET', KEYS[2], 'v', 'd')
 return {1, stored[1] or '', stored[2] or ''}
@@ -82,7 +82,7 @@ if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then
   if redis.call('HGET', KEYS[1], 'c') == ARGV[1] then return 2 end
   return -1
 end
-local stored = redis.call('HMGET', KEYS[1], 'v', 'd', 'c')
+local stored = redis.call('HMGET', KEYS[1], 'v', 'd', 'c', 'h')
 if stored[1] == ARGV[3] and stored[2] == ARGV[4] and stored[3] == ARGV[1] then return 2 end
 local ours = redis.call('GET', KEYS[2]) == ARGV[1]
 if ARGV[10] == '1' and not ours then return -1 end
@@ -94,7 +94,7 @@ if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4], 'c', ARGV[1])
 if ARGV[12] ~= '' then
   redis.call('HSET', KEYS[1], 'h', ARGV[12])
-else
+elseif stored[4] then
   redis.call('HDEL', KEYS[1], 'h')
 end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
@@ -194,11 +194,10 @@ class Take(LuaScript):
     SOURCE = (
         _ATTEMPT
         + """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
+-- A free lease (the usual case) is taken in one command; a held one is read after.
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0}
 end
 local head = redis.call('LINDEX', KEYS[2], 0) or ''
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
