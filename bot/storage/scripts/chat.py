@@ -23,8 +23,9 @@ local function attempt(key, head, token, ttl)
   local seen = redis.call('HMGET', key, id, id .. ':by', id .. ':error')
   local count = tonumber(seen[1]) or 0
   if seen[2] ~= token then
-    count = redis.call('HINCRBY', key, id, 1)
-    redis.call('HSET', key, id .. ':by', token)
+    -- The count was read just above: one HSET writes it and the token together.
+    count = count + 1
+    redis.call('HSET', key, id, count, id .. ':by', token)
     redis.call('EXPIRE', key, ttl)
   end
   return {count, seen[3] or ''}
@@ -287,11 +288,15 @@ class Delivered(LuaScript):
     SOURCE = (
         _ATTEMPT
         + """
-if ARGV[2] ~= '' then
-  redis.call('HDEL', KEYS[3], ARGV[2])
-  redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
+-- The delivered job's attempts go too; on a release the whole hash goes (no HDEL first).
+local function forget_attempts()
+  if ARGV[2] ~= '' then
+    redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
+  end
 end
+if ARGV[2] ~= '' then redis.call('HDEL', KEYS[3], ARGV[2]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  forget_attempts()
   if ARGV[3] ~= '1' and redis.call('GET', KEYS[7]) == ARGV[1] then return {1} end
   return {0}
 end
@@ -308,6 +313,7 @@ if not head then
   end
   head = ''
 end
+forget_attempts()
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
 local tried = attempt(KEYS[6], head, ARGV[1], ARGV[4])
 return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5]), outbox,
