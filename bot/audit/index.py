@@ -17,10 +17,12 @@ entries and, in the same call and the same cluster slot, records (see
 
 Nothing in it holds text or arguments: ids, names, categories and numbers.
 The script marks the turn first (``SET NX``), so a repeated write changes
-neither the stream nor the index. After appending it trims the index with the
-stream: turns whose newest entry is older than the stream's first entry, and
-minutes before it, are removed (a few hundred at most per write, so the cost
-of a write stays bounded).
+neither the stream nor the index. A turn's rollups are gathered per minute in
+the script and written with one read and one write of the minute's hash. After
+appending it trims the index with the stream: turns whose newest entry is older
+than the stream's first entry are removed, and, by a write that opens a minute
+or removes turns, minutes before it (a few hundred at most per write, so the
+cost of a write stays bounded).
 """
 
 import math
