@@ -28,8 +28,10 @@ from tests.queue.echo_pool import wait_until_redis
 
 PREFIX = "cost"
 CHAT = 731_904_552
-TELEGRAM_TURN_MOST_COMMANDS = 62
-"""Measured after issue 36's changes (95 before); the goal of 40 is not met (bench/README.md)."""
+TELEGRAM_TURN_MOST_COMMANDS = 60
+"""Measured after issue 36's changes (92 before); the goal of 40 is not met (bench/README.md)."""
+MINUTE_OPENING = 5
+"""A turn whose audit opens a minute of the index also notes it and trims the index."""
 TELEGRAM_TURN_SCRIPTS = 6
 """Intake, signal, take, commit, audit, delivered."""
 ANSWER = "Заказ 8041 в пути. Мы работаем ежедневно."
@@ -64,12 +66,14 @@ class TurnCommands:
         self.inside_scripts: list[str] = []
         self.acknowledged = asyncio.Event()
         self._counting = False
+        self.opened_minute = False
 
     def see(self, event: dict[str, Any]) -> None:
         command = str(event.get("command", ""))
         if event.get("client_type") == "lua":
             if self._counting:
                 self.inside_scripts.append(command.split(" ", 1)[0].upper())
+                self.opened_minute |= command.startswith("ZADD") and ":index:minutes" in command
             return
         name = command.split(" ", 1)[0].upper()
         ours = str(CHAT) in command or f"{PREFIX}:audit" in command or name == "XACK"
@@ -84,7 +88,7 @@ class TurnCommands:
         return len(self.top_level) + len(self.inside_scripts)
 
 
-async def test_a_two_tool_telegram_turn_in_an_idle_chat_runs_at_most_62_commands(
+async def test_a_two_tool_telegram_turn_in_an_idle_chat_runs_at_most_60_commands(
     running: PollingBot, telegram: FakeTelegramServer, own_redis_server: RedisServer
 ) -> None:
     # Two turns first: the scripts are cached, the audit index, the minute and the chat exist.
@@ -113,7 +117,8 @@ async def test_a_two_tool_telegram_turn_in_an_idle_chat_runs_at_most_62_commands
         await client.aclose()
 
     assert seen.top_level.count("EVALSHA") == TELEGRAM_TURN_SCRIPTS, seen.top_level
-    assert seen.total <= TELEGRAM_TURN_MOST_COMMANDS, (seen.top_level, seen.inside_scripts)
+    most = TELEGRAM_TURN_MOST_COMMANDS + (MINUTE_OPENING if seen.opened_minute else 0)
+    assert seen.total <= most, (seen.top_level, seen.inside_scripts)
     # The audit's rollups are gathered per minute: no HINCRBY per entry and field.
     assert "HINCRBY" not in seen.inside_scripts
 

@@ -39,7 +39,8 @@ local last_ms = 0
 -- and one write of the minute's hash however many entries and fields the turn has.
 local minutes, order = {}, {}
 local names, named = {}, false
-local i = 9
+local every = tonumber(ARGV[9])
+local i = 10
 for _ = 1, tonumber(ARGV[3]) do
   local count = tonumber(ARGV[i])
   i = i + 1
@@ -80,7 +81,10 @@ for _ = 1, tonumber(ARGV[3]) do
     end
   end
 end
-local opened = false
+-- The trim runs when a minute opens, and when the minute's count of entries passes a
+-- multiple of 'every': at most 'every' turns between two trims (each drops up to a
+-- batch), never a look at the stream's head on every write.
+local opened, due = false, false
 for _, minute in ipairs(order) do
   local m = minutes[minute]
   local mkey = prefix .. minute
@@ -94,8 +98,12 @@ for _, minute in ipairs(order) do
       local now = tonumber(current[n])
       if current[n] then fresh = false end
       if m.add[f] ~= nil then
+        local after = (now or 0) + m.add[f]
+        if f == 'entries' and math.floor((now or 0) / every) ~= math.floor(after / every) then
+          due = true
+        end
         write[#write + 1] = f
-        write[#write + 1] = string.format('%d', (now or 0) + m.add[f])
+        write[#write + 1] = string.format('%d', after)
       elseif not now or tonumber(m.max[f]) > now then
         write[#write + 1] = f
         write[#write + 1] = m.max[f]
@@ -125,7 +133,8 @@ end
 -- The index's first entry is the first write's, which opened a minute: a write
 -- inside a minute already indexed never needs to look.
 if opened then redis.call('SET', KEYS[8], ids[1], 'NX') end
-local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+local first = nil
+if opened or due then first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1] end
 if first then
   local first_ms, first_seq = string.match(first[1], '^(%d+)-(%d+)')
   first_ms, first_seq = tonumber(first_ms), tonumber(first_seq)
@@ -197,6 +206,8 @@ return 1
     # The most index entries trimmed in one write.
     trim_batch: int
     entries: tuple[AuditEntryArgs, ...]
+    # Entries of a minute between two trims (1: every write trims).
+    trim_every: int = 1
 
     def keys(self) -> list[str]:
         index = self.index
@@ -221,6 +232,7 @@ return 1
             self.chats_kept,
             self.index.minute_prefix,
             self.trim_batch,
+            self.trim_every,
         ]
         for entry in self.entries:
             # Each list as its length, then its (name, value) pairs flattened.
