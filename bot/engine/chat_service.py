@@ -261,7 +261,8 @@ class ChatService:
             job_raw=held.job_raw,
             job_id=job.job_id,
             outbox_entry=entry.model_dump_json(),
-            answered=True,
+            # Only handoff records failed turns: without it there is no streak to end.
+            answered=self.handoff_idle is not None,
         )
         await self.store.commit(
             locked, updated, completion=completion, release=held.release_on_commit

@@ -28,8 +28,9 @@ from tests.queue.echo_pool import wait_until_redis
 
 PREFIX = "cost"
 CHAT = 731_904_552
-TELEGRAM_TURN_MOST_COMMANDS = 60
-"""Measured after issue 36's changes (92 before); the goal of 40 is not met (bench/README.md)."""
+TELEGRAM_TURN_MOST_COMMANDS = 59
+"""Measured after issue 36's changes (92 before), handoff off (with a staff chat the commit
+also ends the failed-turn streak: one more); the goal of 40 is not met (bench/README.md)."""
 MINUTE_OPENING = 5
 """A turn whose audit opens a minute of the index also notes it and trims the index."""
 TELEGRAM_TURN_SCRIPTS = 6
@@ -88,7 +89,7 @@ class TurnCommands:
         return len(self.top_level) + len(self.inside_scripts)
 
 
-async def test_a_two_tool_telegram_turn_in_an_idle_chat_runs_at_most_60_commands(
+async def test_a_two_tool_telegram_turn_in_an_idle_chat_runs_at_most_59_commands(
     running: PollingBot, telegram: FakeTelegramServer, own_redis_server: RedisServer
 ) -> None:
     # Two turns first: the scripts are cached, the audit index, the minute and the chat exist.
