@@ -17,10 +17,14 @@ entries and, in the same call and the same cluster slot, records (see
 
 Nothing in it holds text or arguments: ids, names, categories and numbers.
 The script marks the turn first (``SET NX``), so a repeated write changes
-neither the stream nor the index. After appending it trims the index with the
-stream: turns whose newest entry is older than the stream's first entry, and
-minutes before it, are removed (a few hundred at most per write, so the cost
-of a write stays bounded).
+neither the stream nor the index. A turn's rollups are gathered per minute in
+the script and written with one read and one write of the minute's hash. After
+appending it trims the index with the stream: turns whose newest entry is older
+than the stream's first entry are removed, and, by a write that opens a minute
+or removes turns, minutes before it (a few hundred at most per write, so the
+cost of a write stays bounded). The trim runs when a minute opens and every
+:data:`TRIM_EVERY_ENTRIES` entries of a minute, not on every write: the index
+names turns the stream lost for a few writes at most (lookups find them gone).
 """
 
 import math
@@ -52,6 +56,9 @@ BUCKET_GROWTH = 1.1
 """Each histogram bucket's upper bound is this much above the previous one's."""
 
 _TRIM_BATCH = 500
+TRIM_EVERY_ENTRIES = 32
+"""A minute's entries between two trims of the index: at most this many turns are
+written between two trims, each of which can drop :data:`_TRIM_BATCH` turns."""
 SEARCH_TOOL = "search_help_center"
 MAX_PREFIX = "max|"
 HLL_PREFIX = "hll|"
@@ -129,6 +136,7 @@ def write_once(
     *,
     maxlen: int,
     done_ttl_seconds: int,
+    trim_every: int = TRIM_EVERY_ENTRIES,
 ) -> WriteOnce:
     """The :class:`~bot.storage.scripts.audit.WriteOnce` call of one turn's ``rows``."""
     first = rows[0]
@@ -142,6 +150,7 @@ def write_once(
         chat=first.get(CHAT_ID, ""),
         chats_kept=CHAT_TURNS_KEPT,
         trim_batch=_TRIM_BATCH,
+        trim_every=trim_every,
         entries=tuple(
             AuditEntryArgs(fields=tuple(row.items()), rollups=tuple(rollups(row))) for row in rows
         ),

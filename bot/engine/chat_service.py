@@ -133,6 +133,8 @@ class ChatService:
     _instruction: str = field(init=False)
     _locks: KeyedLocks = field(init=False, default_factory=KeyedLocks)
     _summaries_in_background: BackgroundSummaries = field(init=False)
+    # Tokens of held leases a turn's commit already handed back (see ``hold``).
+    _released: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         # Rendered once, here: a prompt that cannot render fails at start, not in a turn.
@@ -259,9 +261,14 @@ class ChatService:
             job_raw=held.job_raw,
             job_id=job.job_id,
             outbox_entry=entry.model_dump_json(),
-            answered=True,
+            # Only handoff records failed turns: without it there is no streak to end.
+            answered=self.handoff_idle is not None,
         )
-        await self.store.commit(locked, updated, completion=completion, release=False)
+        await self.store.commit(
+            locked, updated, completion=completion, release=held.release_on_commit
+        )
+        if held.release_on_commit:
+            self._released.add(held.token)
         return ChatReply(
             text=result.text,
             turn_id=context.turn_id,
@@ -328,9 +335,14 @@ class ChatService:
                     queue_ms=None,
                     session_version=locked.version,
                     session_data=locked.session.model_dump_json() if locked.session else "",
+                    release_on_commit=True,
                 )
             finally:
-                await self._release_quietly(locked)
+                # A committed turn released the lease in its commit: one script less.
+                if locked.token in self._released:
+                    self._released.discard(locked.token)
+                else:
+                    await self._release_quietly(locked)
 
     async def _run(
         self,

@@ -30,6 +30,9 @@ class JobContext:
     queue_ms: float | None
     session_version: str
     session_data: str
+    # The console's: the turn's commit hands the lease back in the same script (no
+    # queued job follows), so the hold has nothing left to release.
+    release_on_commit: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from bot.audit.index import CHAT_TURNS_KEPT, write_once
+from bot.audit.index import CHAT_TURNS_KEPT, TRIM_EVERY_ENTRIES, write_once
 from bot.audit.schema import HandoffAuditEntry
 from bot.storage.keys import RedisKeys
 from bot.support_audit.cli import main
@@ -195,9 +195,16 @@ def test_the_index_forgets_what_the_stream_no_longer_holds(
     sync_redis.xtrim(STREAM, minid=kept_id, approximate=False)
 
     _turn(sync_redis, "NEXTTURN01", chat="3")
+    # The index is trimmed when a minute opens and every TRIM_EVERY_ENTRIES entries of one.
+    for number in range(TRIM_EVERY_ENTRIES):
+        if not sync_redis.hexists(INDEX.turns, "OLDTURN001"):
+            break
+        _turn(sync_redis, f"FILL{number:06d}", chat="3")
 
-    assert sorted(sync_redis.hkeys(INDEX.turns)) == ["KEPTTURN01", "NEXTTURN01"]
-    assert sync_redis.zrange(INDEX.order, 0, -1) == ["KEPTTURN01", "NEXTTURN01"]
+    turns = set(sync_redis.hkeys(INDEX.turns))
+    assert {"OLDTURN001", "OLDTURN002"}.isdisjoint(turns)
+    assert {"KEPTTURN01", "NEXTTURN01"} <= turns
+    assert sync_redis.zrange(INDEX.order, 0, 1) == ["KEPTTURN01", "NEXTTURN01"]
     assert sync_redis.hget(INDEX.chats, "1") is None
     assert sync_redis.hget(INDEX.chats, "2") == "KEPTTURN01"
     assert sync_redis.exists(INDEX.minute(1)) == 0

@@ -35,7 +35,12 @@ if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
 local prefix = ARGV[7]
 local ids = {}
 local last_ms = 0
-local i = 9
+-- The rollups of every entry, gathered per minute and written per minute: one read
+-- and one write of the minute's hash however many entries and fields the turn has.
+local minutes, order = {}, {}
+local names, named = {}, false
+local every = tonumber(ARGV[9])
+local i = 10
 for _ = 1, tonumber(ARGV[3]) do
   local count = tonumber(ARGV[i])
   i = i + 1
@@ -49,26 +54,67 @@ for _ = 1, tonumber(ARGV[3]) do
   local ms_text = string.match(id, '^(%d+)')
   last_ms = tonumber(ms_text)
   local minute = tostring(math.floor(last_ms / 60000))
-  local mkey = prefix .. minute
   local rollups = tonumber(ARGV[i])
   i = i + 1
-  if rollups > 0 then redis.call('ZADD', KEYS[7], minute, minute) end
+  local m = minutes[minute]
+  if rollups > 0 and not m then
+    m = {add = {}, max = {}, fields = {}, chats = {}}
+    minutes[minute] = m
+    order[#order + 1] = minute
+  end
   for _ = 1, rollups do
     local f, v = ARGV[i], ARGV[i + 1]
     i = i + 2
     local kind = string.sub(f, 1, 4)
     if kind == 'max|' then
-      local current = tonumber(redis.call('HGET', mkey, f))
-      if not current or tonumber(v) > current then redis.call('HSET', mkey, f, v) end
+      if m.max[f] == nil and m.add[f] == nil then m.fields[#m.fields + 1] = f end
+      if m.max[f] == nil or tonumber(v) > tonumber(m.max[f]) then m.max[f] = v end
     elseif kind == 'hll|' then
-      redis.call('PFADD', mkey .. ':c', v)
+      m.chats[#m.chats + 1] = v
     elseif kind == 'name' then
-      redis.call('HSET', KEYS[6], v, ms_text)
+      names[#names + 1] = v
+      names[#names + 1] = ms_text
+      named = true
     else
-      redis.call('HINCRBY', mkey, f, v)
+      if m.add[f] == nil and m.max[f] == nil then m.fields[#m.fields + 1] = f end
+      m.add[f] = (m.add[f] or 0) + tonumber(v)
     end
   end
 end
+-- The trim runs when a minute opens, and when the minute's count of entries passes a
+-- multiple of 'every': at most 'every' turns between two trims (each drops up to a
+-- batch), never a look at the stream's head on every write.
+local opened, due = false, false
+for _, minute in ipairs(order) do
+  local m = minutes[minute]
+  local mkey = prefix .. minute
+  -- Every entry counts in 'entries': a minute whose hash has none of the fields is new
+  -- (or was trimmed), the only case its ZADD can change anything.
+  local fresh = true
+  if #m.fields > 0 then
+    local current = redis.call('HMGET', mkey, unpack(m.fields))
+    local write = {'HSET', mkey}
+    for n, f in ipairs(m.fields) do
+      local now = tonumber(current[n])
+      if current[n] then fresh = false end
+      if m.add[f] ~= nil then
+        local after = (now or 0) + m.add[f]
+        if f == 'entries' and math.floor((now or 0) / every) ~= math.floor(after / every) then
+          due = true
+        end
+        write[#write + 1] = f
+        write[#write + 1] = string.format('%d', after)
+      elseif not now or tonumber(m.max[f]) > now then
+        write[#write + 1] = f
+        write[#write + 1] = m.max[f]
+      end
+    end
+    if #write > 2 then redis.call(unpack(write)) end
+  end
+  if fresh and redis.call('ZADD', KEYS[7], minute, minute) == 1 then opened = true end
+  if #m.chats > 0 then redis.call('PFADD', mkey .. ':c', unpack(m.chats)) end
+end
+if named then redis.call('HSET', KEYS[6], unpack(names)) end
 local turn, chat, kept = ARGV[4], ARGV[5], tonumber(ARGV[6])
 if turn ~= '' and #ids > 0 then
   redis.call('HSET', KEYS[3], turn, chat .. '|' .. table.concat(ids, ','))
@@ -84,15 +130,20 @@ if turn ~= '' and #ids > 0 then
     redis.call('HSET', KEYS[5], chat, table.concat(list, ','))
   end
 end
-if #ids > 0 then redis.call('SET', KEYS[8], ids[1], 'NX') end
-local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+-- The index's first entry is the first write's, which opened a minute: a write
+-- inside a minute already indexed never needs to look.
+if opened then redis.call('SET', KEYS[8], ids[1], 'NX') end
+local first = nil
+if opened or due then first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1] end
 if first then
   local first_ms, first_seq = string.match(first[1], '^(%d+)-(%d+)')
   first_ms, first_seq = tonumber(first_ms), tonumber(first_seq)
   local batch = tonumber(ARGV[8])
-  -- Scores are milliseconds: a turn of the first entry's millisecond is gone only
-  -- if its newest entry id is below the first one.
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', first_ms,
+  local dropped = false
+  -- Scores are milliseconds: turns whose newest entry is of a millisecond before the
+  -- first entry's are gone. Those of the first entry's own millisecond are left for
+  -- a later write (the first entry's turn is always among them: not read each time).
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. first_ms,
       'LIMIT', 0, batch)) do
     local value = redis.call('HGET', KEYS[3], gone)
     local newest_ms, newest_seq = string.match(value or '', '(%d+)-(%d+)$')
@@ -114,21 +165,28 @@ if first then
       end
       redis.call('HDEL', KEYS[3], gone)
       redis.call('ZREM', KEYS[4], gone)
+      dropped = true
     end
   end
-  local first_minute = math.floor(first_ms / 60000)
-  local trimmed = false
-  for _, minute in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. first_minute,
-      'LIMIT', 0, batch)) do
-    redis.call('DEL', prefix .. minute, prefix .. minute .. ':c')
-    redis.call('ZREM', KEYS[7], minute)
-    trimmed = true
-  end
-  -- Names last seen before the stream's first entry (a few dozen names: once a minute).
-  if trimmed then
-    local names = redis.call('HGETALL', KEYS[6])
-    for n = 1, #names, 2 do
-      if tonumber(names[n + 1]) < first_ms then redis.call('HDEL', KEYS[6], names[n]) end
+  -- Minutes fall out of the stream only as turns do, at most about one a minute:
+  -- looked for by a write that opens a minute or drops turns, not by every write.
+  if opened or dropped then
+    local first_minute = math.floor(first_ms / 60000)
+    local trimmed = false
+    for _, minute in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. first_minute,
+        'LIMIT', 0, batch)) do
+      redis.call('DEL', prefix .. minute, prefix .. minute .. ':c')
+      redis.call('ZREM', KEYS[7], minute)
+      trimmed = true
+    end
+    -- Names last seen before the stream's first entry (a few dozen names).
+    if trimmed then
+      local names_seen = redis.call('HGETALL', KEYS[6])
+      for n = 1, #names_seen, 2 do
+        if tonumber(names_seen[n + 1]) < first_ms then
+          redis.call('HDEL', KEYS[6], names_seen[n])
+        end
+      end
     end
   end
 end
@@ -148,6 +206,8 @@ return 1
     # The most index entries trimmed in one write.
     trim_batch: int
     entries: tuple[AuditEntryArgs, ...]
+    # Entries of a minute between two trims (1: every write trims).
+    trim_every: int = 1
 
     def keys(self) -> list[str]:
         index = self.index
@@ -172,6 +232,7 @@ return 1
             self.chats_kept,
             self.index.minute_prefix,
             self.trim_batch,
+            self.trim_every,
         ]
         for entry in self.entries:
             # Each list as its length, then its (name, value) pairs flattened.

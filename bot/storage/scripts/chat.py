@@ -23,8 +23,9 @@ local function attempt(key, head, token, ttl)
   local seen = redis.call('HMGET', key, id, id .. ':by', id .. ':error')
   local count = tonumber(seen[1]) or 0
   if seen[2] ~= token then
-    count = redis.call('HINCRBY', key, id, 1)
-    redis.call('HSET', key, id .. ':by', token)
+    -- The count was read just above: one HSET writes it and the token together.
+    count = count + 1
+    redis.call('HSET', key, id, count, id .. ':by', token)
     redis.call('EXPIRE', key, ttl)
   end
   return {count, seen[3] or ''}
@@ -47,10 +48,10 @@ class Acquire(LuaScript):
     """
 
     SOURCE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- A free lease (the usual case) is taken in one command; a held one is read after.
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[1])} end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
 end
 local stored = redis.call('HMGET', KEYS[2], 'v', 'd')
 return {1, stored[1] or '', stored[2] or ''}
@@ -82,7 +83,7 @@ if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then
   if redis.call('HGET', KEYS[1], 'c') == ARGV[1] then return 2 end
   return -1
 end
-local stored = redis.call('HMGET', KEYS[1], 'v', 'd', 'c')
+local stored = redis.call('HMGET', KEYS[1], 'v', 'd', 'c', 'h')
 if stored[1] == ARGV[3] and stored[2] == ARGV[4] and stored[3] == ARGV[1] then return 2 end
 local ours = redis.call('GET', KEYS[2]) == ARGV[1]
 if ARGV[10] == '1' and not ours then return -1 end
@@ -94,7 +95,7 @@ if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4], 'c', ARGV[1])
 if ARGV[12] ~= '' then
   redis.call('HSET', KEYS[1], 'h', ARGV[12])
-else
+elseif stored[4] then
   redis.call('HDEL', KEYS[1], 'h')
 end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
@@ -194,11 +195,10 @@ class Take(LuaScript):
     SOURCE = (
         _ATTEMPT
         + """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
+-- A free lease (the usual case) is taken in one command; a held one is read after.
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0}
 end
 local head = redis.call('LINDEX', KEYS[2], 0) or ''
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
@@ -288,11 +288,15 @@ class Delivered(LuaScript):
     SOURCE = (
         _ATTEMPT
         + """
-if ARGV[2] ~= '' then
-  redis.call('HDEL', KEYS[3], ARGV[2])
-  redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
+-- The delivered job's attempts go too; on a release the whole hash goes (no HDEL first).
+local function forget_attempts()
+  if ARGV[2] ~= '' then
+    redis.call('HDEL', KEYS[6], ARGV[2], ARGV[2] .. ':by', ARGV[2] .. ':error')
+  end
 end
+if ARGV[2] ~= '' then redis.call('HDEL', KEYS[3], ARGV[2]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  forget_attempts()
   if ARGV[3] ~= '1' and redis.call('GET', KEYS[7]) == ARGV[1] then return {1} end
   return {0}
 end
@@ -309,6 +313,7 @@ if not head then
   end
   head = ''
 end
+forget_attempts()
 local stored = redis.call('HMGET', KEYS[4], 'v', 'd')
 local tried = attempt(KEYS[6], head, ARGV[1], ARGV[4])
 return {2, head, stored[1] or '', stored[2] or '', redis.call('EXISTS', KEYS[5]), outbox,

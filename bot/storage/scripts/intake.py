@@ -65,8 +65,10 @@ class Accept(LuaScript):
     SOURCE = (
         _BUCKET_LUA
         + """
-local function needs_signal()
-  if redis.call('LLEN', KEYS[2]) > 0 and redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
+-- queued: the queue's length when the caller knows it (RPUSH answers it), else nil.
+local function needs_signal(queued)
+  queued = queued or redis.call('LLEN', KEYS[2])
+  if queued > 0 and redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
   return 0
 end
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
@@ -74,12 +76,12 @@ if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
 end
 local cap = tonumber(ARGV[11])
 if cap > 0 then
-  if redis.call('LLEN', KEYS[2]) >= cap then
+  local queued = redis.call('LLEN', KEYS[2])
+  if queued >= cap then
     if ARGV[12] ~= '' and redis.call('SET', KEYS[7], '1', 'NX', 'EX', ARGV[13]) then
-      redis.call('RPUSH', KEYS[2], ARGV[12])
-      return {'full_warn', needs_signal()}
+      return {'full_warn', needs_signal(redis.call('RPUSH', KEYS[2], ARGV[12]))}
     end
-    return {'full_quiet', needs_signal()}
+    return {'full_quiet', needs_signal(queued)}
   end
   redis.call('DEL', KEYS[7])
 end
@@ -99,14 +101,15 @@ if ARGV[5] == '1' then
     end
   end
 end
+local queued = nil
 if verdict == 'ok' then
-  redis.call('RPUSH', KEYS[2], ARGV[2])
+  queued = redis.call('RPUSH', KEYS[2], ARGV[2])
 elseif verdict == 'rate_warn' then
-  redis.call('RPUSH', KEYS[2], ARGV[3])
+  queued = redis.call('RPUSH', KEYS[2], ARGV[3])
 elseif verdict == 'daily_warn' then
-  redis.call('RPUSH', KEYS[2], ARGV[4])
+  queued = redis.call('RPUSH', KEYS[2], ARGV[4])
 end
-return {verdict, needs_signal()}
+return {verdict, needs_signal(queued)}
 """
     )
 
