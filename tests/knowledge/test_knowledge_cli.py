@@ -61,13 +61,13 @@ def test_search_shows_what_the_bot_would_find_with_scores(tmp_path: Path) -> Non
     done = _run("search", "как вернуть деньги")
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
-    assert first.startswith("1. refunds  score ")
+    assert first.startswith("1. refunds [ru]  score ")
     assert "«Когда вернутся деньги»" in first
     assert "https://help.shop.example/returns/refunds" in first
 
     write_article(tmp_path, "rent.md", "# Аренда кофемашин\n\nКофемашину можно взять в аренду.")
     done = _run("search", "аренда кофемашины", "--dir", str(tmp_path), "--top", "1")
-    assert done.stdout.splitlines()[0].startswith("1. rent  score ")
+    assert done.stdout.splitlines()[0].startswith("1. rent [ru]  score ")
 
     done = _run("search", "рецепт борща")
     assert done.returncode == 0
