@@ -29,7 +29,9 @@ from tools.store import ShopStore
 
 PREFIX = "phrasings"
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-URLS = {a.article_id: a.url for a in read_articles(DEFAULT_KNOWLEDGE_DIR).articles}
+URLS = {
+    a.article_id: a.url for a in read_articles(DEFAULT_KNOWLEDGE_DIR).articles if a.lang == "ru"
+}
 
 
 @dataclass(frozen=True, slots=True)

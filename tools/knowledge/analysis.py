@@ -41,7 +41,7 @@ _STOP_WORDS_TEXT = """
     about am any as at be been by could did didn don doesn from get got has have hello hey hi
     if im isn just me much many need please should so some t s tell thanks there this that
     those these us was we were which who why will would want know your yours our
-    usually long take takes
+    usually
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 

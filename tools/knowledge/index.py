@@ -10,9 +10,10 @@ known terms one edit away (a typo: «доставкa», «вазврат») or t
 Each language has its own index (its own vocabulary and idf: an English word
 is rare among Russian articles, which says nothing about English ones). A
 search prefers one language, the one asked for or else the question's own
-(its script), and falls back to the others only when the preferred one finds
-nothing. Translations of one article share its id, so the results name each
-topic once, in the preferred language when the topic has it.
+(its script), and falls back to the others when the preferred one finds
+nothing (or covers less of the question than another does). Translations of
+one article share its id, so the results name each topic once, in the
+preferred language when the topic has it.
 
 A hit must cover enough of the query (the idf-weighted share of its terms
 that the passage contains): a question about the weather that shares one word
@@ -283,20 +284,25 @@ class SearchIndex:
 
         ``language`` is the customer's (``"en"``, ``"en-US"``); without it, or when
         the help center does not know it, the question's own language counts. That
-        language's articles are searched first; the others only when it finds nothing.
+        language's articles are searched first; the others only when it finds nothing
+        or covers only part of the question, and they win only by covering more.
         """
         preferred = preferred_language(query, language)
         order = (preferred, *(other for other in LANGUAGES if other != preferred))
+        best: list[tuple[_Entry, float, float]] = []
         for searched in order:
             index = self._indexes.get(searched)
             if index is None:
                 continue
             found = index.search(query, top_k)
-            if found:
-                return [
-                    self._hit(entry, score, coverage, preferred) for entry, score, coverage in found
-                ]
-        return []
+            # Another language only when it covers more of the question: a partial match
+            # in the customer's language («headphones» in a warranty article) must not
+            # hide the article that answers in the other one.
+            if found and (not best or found[0][2] > best[0][2]):
+                best = found
+            if best and best[0][2] >= 1.0:
+                break
+        return [self._hit(entry, score, coverage, preferred) for entry, score, coverage in best]
 
     def _hit(self, entry: _Entry, score: float, coverage: float, preferred: str) -> Hit:
         article, heading, text = entry.article, entry.heading, entry.text
