@@ -10,6 +10,7 @@ language; without it the question's own).
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,9 +51,12 @@ def check(directory: Path) -> int:
     for problem in found.problems:
         print(f"{directory / problem.source}: {problem.problem}")
     passages = sum(len(article.passages) for article in found.articles)
+    languages = Counter(article.lang for article in found.articles)
+    by_language = ", ".join(f"{lang} {count}" for lang, count in sorted(languages.items()))
     summary = (
         f"{len(found.articles)} articles, {passages} passages, "
         f"{len(found.problems)} problem(s) in {directory}"
+        + (f" (by language: {by_language})" if by_language else "")
     )
     print(summary, file=sys.stderr)
     return 1 if found.problems else 0
