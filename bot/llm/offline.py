@@ -48,10 +48,10 @@ OFFLINE_MODEL_DESCRIPTION = (
 )
 """What this model is, in one line: for a front end's banner (the console's)."""
 
-# Order numbers of the demo shop are four digits; «заказ на 4000», «4000 ₽», "an order
-# for 4000 rub" are sums.
+# Order numbers of the demo shop are four digits; «заказ на 4000», «4000 ₽», "4000 rub",
+# "$4000" are sums.
 _ORDER_NUMBER = re.compile(
-    r"(?<!\d)(?<!на )(?<!сумму )(?<!for )(\d{4})(?!\d)(?!\s*(?:₽|р\.|руб|rub|\$))"
+    r"(?<!\d)(?<!на )(?<!сумму )(?<!\$)(\d{4})(?!\d)(?!\s*(?:₽|р\.|руб|rub|\$))"
 )
 _WORD = re.compile(r"[a-zа-яё0-9]+")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")

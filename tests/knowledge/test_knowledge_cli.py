@@ -79,3 +79,17 @@ def test_bad_knowledge_settings_are_one_line_and_exit_2() -> None:
     done = _run("check", env={"KNOWLEDGE_TOP_K": "0"})
     assert done.returncode == 2
     assert done.stderr.startswith("error: KNOWLEDGE_TOP_K")
+
+
+def test_search_takes_the_customer_s_language() -> None:
+    """An English question, as an English and as a Russian-speaking customer gets it."""
+    english = _run("search", "when will I get my refund", "--top", "1")
+    russian = _run("search", "when will I get my refund", "--top", "1", "--lang", "ru")
+    unknown = _run("search", "refund", "--lang", "de")
+
+    assert english.stdout.splitlines()[0].startswith("1. refunds [en]  score ")
+    assert "https://help.shop.example/en/returns/refunds" in english.stdout
+    assert russian.stdout.splitlines()[0].startswith("1. refunds [ru]  score ")
+    assert "«Когда вернутся деньги»" in russian.stdout
+    assert unknown.returncode == 2
+    assert "invalid choice: 'de'" in unknown.stderr

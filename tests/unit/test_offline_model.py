@@ -313,6 +313,9 @@ async def test_the_returned_product_is_one_the_shop_names_never_a_generic_word(
         ("почему доставка платная если у меня заказ на 4000", None),
         ("доставка от 3000 ₽ бесплатная?", None),
         ("заказ на сумму 5000 руб не оплачивается", None),
+        ("what's the status for 8041", "8041"),
+        ("is delivery free from 3000 rub", None),
+        ("my order of $4000 was not paid", None),
     ],
 )
 async def test_four_digits_are_an_order_number_unless_they_are_a_sum(
