@@ -26,6 +26,8 @@ class HelpCenterArticle(BaseModel):
     title: str
     url: str | None
     snippet: str
+    # The article's language: the customer's, or another when the topic has no article in it.
+    lang: str
 
 
 class SearchHelpCenterResult(BaseModel):
@@ -40,10 +42,16 @@ def build_search_help_center_tool(
     """The help-center search tool over ``center`` (its current index at each call)."""
 
     def search_help_center(arguments: SearchHelpCenterArguments) -> SearchHelpCenterResult:
+        # The language preferred is the question's own (its script): the model writes the
+        # query in the customer's words.
         return SearchHelpCenterResult(
             results=[
                 HelpCenterArticle(
-                    article_id=hit.article_id, title=hit.title, url=hit.url, snippet=hit.snippet
+                    article_id=hit.article_id,
+                    title=hit.title,
+                    url=hit.url,
+                    snippet=hit.snippet,
+                    lang=hit.lang,
                 )
                 for hit in center.search(arguments.query)
             ]

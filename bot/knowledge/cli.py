@@ -4,18 +4,20 @@
 ``--dir``): one line per broken file (no title, duplicate id, empty, too
 long, broken front matter, unreadable), exit status 1 when there is any.
 ``search`` shows what the bot would find for a question, with scores, so a
-new article can be tried before the bot uses it.
+new article can be tried before the bot uses it (``--lang`` as the customer's
+language; without it the question's own).
 """
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from bot.settings import ToolSettings, describe_settings_error
-from tools.knowledge.articles import ArticleSet, read_articles
+from tools.knowledge.articles import LANGUAGES, ArticleSet, read_articles
 from tools.knowledge.index import SearchIndex
 
 _SNIPPET_PREVIEW = 160
@@ -49,28 +51,32 @@ def check(directory: Path) -> int:
     for problem in found.problems:
         print(f"{directory / problem.source}: {problem.problem}")
     passages = sum(len(article.passages) for article in found.articles)
+    languages = Counter(article.lang for article in found.articles)
+    by_language = ", ".join(f"{lang} {count}" for lang, count in sorted(languages.items()))
     summary = (
         f"{len(found.articles)} articles, {passages} passages, "
         f"{len(found.problems)} problem(s) in {directory}"
+        + (f" (by language: {by_language})" if by_language else "")
     )
     print(summary, file=sys.stderr)
     return 1 if found.problems else 0
 
 
-def search(directory: Path, query: str, top_k: int) -> int:
+def search(directory: Path, query: str, top_k: int, language: str | None = None) -> int:
     """Print what the bot would find for ``query`` in ``directory``, with scores."""
     found = _articles(directory)
     if found is None:
         return 1
     for problem in found.problems:
         print(f"skipped {problem.source}: {problem.problem}", file=sys.stderr)
-    hits = SearchIndex.build(found.articles).search(query, top_k)
+    hits = SearchIndex.build(found.articles).search(query, top_k, language=language)
     if not hits:
         print("Nothing relevant found: the bot would say so and offer a person.")
         return 0
     for rank, hit in enumerate(hits, start=1):
         print(
-            f"{rank}. {hit.article_id}  score {hit.score:.2f}  coverage {hit.coverage:.0%}  "
+            f"{rank}. {hit.article_id} [{hit.lang}]  score {hit.score:.2f}  "
+            f"coverage {hit.coverage:.0%}  "
             f"«{hit.title}»" + (f"  {hit.url}" if hit.url else "")
         )
         preview = " ".join(hit.snippet.split())
@@ -92,10 +98,13 @@ def main(argv: Sequence[str]) -> int:
     find.add_argument("query", help="a question as a customer would write it")
     find.add_argument("--dir", help="directory of articles (default: KNOWLEDGE_DIR)")
     find.add_argument("--top", type=int, help="how many articles (default: KNOWLEDGE_TOP_K)")
+    find.add_argument(
+        "--lang", choices=LANGUAGES, help="the customer's language (default: the question's)"
+    )
     args = parser.parse_args(argv)
     directory, top_k = _directory(args.dir)
     if directory is None:
         return top_k
     if args.command == "check":
         return check(directory)
-    return search(directory, args.query, args.top or top_k)
+    return search(directory, args.query, args.top or top_k, args.lang)

@@ -3,9 +3,11 @@
 It reads the customer's words, asks for the tool a real model would pick (an
 order number, a product, a question about hours or the catalogue, a question
 for the help center), asks for what is missing (an order number) instead of
-guessing, and after the tool results writes a short Russian answer from their
-JSON. Its model name is ``offline-demo`` so that nobody mistakes it for a real
-model; :data:`OFFLINE_MODEL_DESCRIPTION` says what it is in one line.
+guessing, and after the tool results writes a short answer from their JSON. It
+speaks Russian and, to a customer who writes English, English: the same rules
+over each language's words (:data:`LEXICONS`). Its model name is
+``offline-demo`` so that nobody mistakes it for a real model;
+:data:`OFFLINE_MODEL_DESCRIPTION` says what it is in one line.
 
 It learns the tools from the registry's names (:meth:`OfflineDemoKnowledge.learn`):
 a shipped tool named in :data:`DEMO_TOOL_ROLES` gets its rules; any other
@@ -18,7 +20,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -26,7 +28,7 @@ from bot.llm.streaming import tell_text
 from bot.llm.tokens import estimate_messages_tokens, estimate_text_tokens
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
-from tools.knowledge.analysis import STOP_WORDS
+from tools.knowledge.analysis import STOP_WORDS, query_language
 from tools.order_actions import (
     CANCEL_ORDER_TOOL_NAME,
     CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
@@ -46,54 +48,288 @@ OFFLINE_MODEL_DESCRIPTION = (
 )
 """What this model is, in one line: for a front end's banner (the console's)."""
 
-# Order numbers of the demo shop are four digits; «заказ на 4000», «4000 ₽» are sums.
-_ORDER_NUMBER = re.compile(r"(?<!\d)(?<!на )(?<!сумму )(\d{4})(?!\d)(?!\s*(?:₽|р\.|руб))")
-_HOURS_WORDS = re.compile(
-    r"час[аы]? работы|график|режим работы|когда (?:вы )?работа|открыт|выходн"
-    r"|(?:до|во) ?скольк\w* (?:вы )?(?:работа|открыва)|работа\w* ли (?:вы|поддержк)"
-    r"|(?:вы|поддержка|операторы?) работа"
+# Order numbers of the demo shop are four digits; «заказ на 4000», «4000 ₽», "4000 rub",
+# "$4000" are sums.
+_ORDER_NUMBER = re.compile(
+    r"(?<!\d)(?<!на )(?<!сумму )(?<!\$)(\d{4})(?!\d)(?!\s*(?:₽|р\.|руб|rub|\$))"
 )
-_PERSON_WORDS = re.compile(r"оператор|человек|сотрудник|менеджер|живой")
-_ORDER_WORDS = re.compile(r"заказ|посылк")
-# «Где мой заказ?» without a number: the order's state is asked for, and the number is missing.
-_TRACKING_WORDS = re.compile(r"отсле[дж]|трек")
-_ORDER_STATE_WORDS = re.compile(
-    r"(?:где|что с)\s+(?:\w+\s+)?(?:заказ|посылк)|статус"
-    r"|(?:когда|када|кагда)\b.*\b(?:привез|доставят|придет|приедет|получу|будет|отправ)"
-)
-_SEARCH_WORDS = re.compile(
-    r"сколько стоит|цен[аыу]|наличи|найд|найти|подобрать|купить|каталог|ищу|посоветуй|выбрать"
-)
-_RETURN_WORDS = re.compile(r"верну|возвра|сдать|сдам")
-_CANCEL_WORDS = re.compile(r"отмен")
-_ADDRESS_WORDS = re.compile(r"адрес")
-_CHANGE_WORDS = re.compile(r"измен|помен|смен|исправ|друг|нов")
-_WANT_WORDS = re.compile(r"хочу|оформ|прошу|нужно|надо")
-_NEW_ADDRESS = re.compile(r"адрес[а-яё]*\b.*?\sна\s+(.{5,300})$", re.IGNORECASE | re.DOTALL)
-_CONFIRM_WORDS = re.compile(r"^\s*(да|подтверждаю|согласен|согласна|ок|окей)\b")
-_GREETING = re.compile(r"^(здравствуй|привет|добр|hello|hi)")
-_THANKS = re.compile(r"спасибо|благодар")
 _WORD = re.compile(r"[a-zа-яё0-9]+")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
 # The summary request's material starts so (bot.engine.summary); a turn's last step
 # has no tools too.
 _SUMMARY_MATERIAL_START = "<previous_summary>"
 
-ASK_ORDER_NUMBER = "Подскажите, пожалуйста, номер заказа: четыре цифры, например 8041."
-ASK_ORDER_NUMBER_TO_CANCEL = (
-    "Чтобы отменить заказ, напишите, пожалуйста, номер заказа: четыре цифры, например 8042."
+
+def _words(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Lexicon:
+    """One language's words the rules look for (in normalised text) and the texts it writes.
+
+    The rules are the same in every language (:meth:`OfflineChatModel._plan`); only
+    the words that trigger them and the words of the answer differ.
+    """
+
+    hours: re.Pattern[str]
+    person: re.Pattern[str]
+    order: re.Pattern[str]
+    # «Где мой заказ?» without a number: the order's state is asked for, the number missing.
+    tracking: re.Pattern[str]
+    order_state: re.Pattern[str]
+    search: re.Pattern[str]
+    returns: re.Pattern[str]
+    cancel: re.Pattern[str]
+    address: re.Pattern[str]
+    change: re.Pattern[str]
+    want: re.Pattern[str]
+    # Matched in the customer's own text (not normalised): the new address keeps its case.
+    new_address: re.Pattern[str]
+    confirm: re.Pattern[str]
+    greeting: re.Pattern[str]
+    thanks: re.Pattern[str]
+    ask_order_number: str
+    ask_order_number_to_cancel: str
+    ask_order_number_and_address: str
+    nothing_mapped: str
+    press_the_button: str
+    hello: str
+    bot_cannot_call_a_person: str
+    cancel_reason: str
+    return_reason: str
+    check_the_card: str
+    done: str
+    result: str
+    unreadable: str
+    service_failed: str
+    order_line: str
+    estimate: str
+    # The order's state by its status code; a code not here is told in the shop's words.
+    order_states: Mapping[str, str]
+    no_policy: str
+    policy: str
+    nothing_in_catalogue: str
+    in_catalogue: str
+    in_stock: str
+    out_of_stock: str
+    no_article: str
+    article: str
+    open_now: str
+    closed_now: str
+    schedule: str
+    day_off: str
+    # The shop's weekday names (Russian) in this language.
+    days: Mapping[str, str]
+    # Product words of this language as the shop's catalogue names them (Russian).
+    products: tuple[tuple[re.Pattern[str], str], ...]
+    # The shop's product words (its return policies) in this language.
+    product_names: Mapping[str, str]
+
+
+RUSSIAN = _Lexicon(
+    hours=_words(
+        r"час[аы]? работы|график|режим работы|когда (?:вы )?работа|открыт|выходн"
+        r"|(?:до|во) ?скольк\w* (?:вы )?(?:работа|открыва)|работа\w* ли (?:вы|поддержк)"
+        r"|(?:вы|поддержка|операторы?) работа"
+    ),
+    person=_words(r"оператор|человек|сотрудник|менеджер|живой"),
+    order=_words(r"заказ|посылк"),
+    tracking=_words(r"отсле[дж]|трек"),
+    order_state=_words(
+        r"(?:где|что с)\s+(?:\w+\s+)?(?:заказ|посылк)|статус"
+        r"|(?:когда|када|кагда)\b.*\b(?:привез|доставят|придет|приедет|получу|будет|отправ)"
+    ),
+    search=_words(
+        r"сколько стоит|цен[аыу]|наличи|найд|найти|подобрать|купить|каталог|ищу|посоветуй|выбрать"
+    ),
+    returns=_words(r"верну|возвра|сдать|сдам"),
+    cancel=_words(r"отмен"),
+    address=_words(r"адрес"),
+    change=_words(r"измен|помен|смен|исправ|друг|нов"),
+    want=_words(r"хочу|оформ|прошу|нужно|надо"),
+    new_address=re.compile(r"адрес[а-яё]*\b.*?\sна\s+(.{5,300})$", re.IGNORECASE | re.DOTALL),
+    confirm=_words(r"^\s*(да|подтверждаю|согласен|согласна|ок|окей)\b"),
+    greeting=_words(r"^(здравствуй|привет|добр|hello|hi)"),
+    thanks=_words(r"спасибо|благодар"),
+    ask_order_number="Подскажите, пожалуйста, номер заказа: четыре цифры, например 8041.",
+    ask_order_number_to_cancel=(
+        "Чтобы отменить заказ, напишите, пожалуйста, номер заказа: четыре цифры, например 8042."
+    ),
+    ask_order_number_and_address=(
+        "Чтобы изменить адрес доставки, напишите, пожалуйста, номер заказа и новый адрес, "
+        "например: «поменяйте адрес доставки заказа 8042 на ул. Ленина, 5»."
+    ),
+    nothing_mapped=(
+        "Это демо-режим: я отвечаю по ключевым словам, без языковой модели. Могу подсказать "
+        "статус заказа (напишите номер из четырёх цифр), условия возврата, доставки и оплаты, "
+        "найти товар в каталоге или назвать часы работы поддержки."
+    ),
+    press_the_button="Чтобы подтвердить действие, нажмите кнопку «Подтвердить» на карточке выше.",
+    hello="Здравствуйте! Чем могу помочь?",
+    bot_cannot_call_a_person=(
+        "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи в часы работы."
+    ),
+    cancel_reason="клиент попросил отменить заказ",
+    return_reason="клиент хочет вернуть товар",
+    check_the_card="Проверьте, пожалуйста, карточку ниже и нажмите «Подтвердить», если всё верно.",
+    done="Готово.",
+    result="Результат: ",
+    unreadable="Не удалось прочитать ответ сервиса.",
+    service_failed="Сервис не смог ответить на этот вопрос.",
+    order_line="Заказ {order_id}: {state}.",
+    estimate=" Ожидаемая дата доставки: {date}.",
+    order_states={},
+    no_policy=(
+        "Для товара «{product}» отдельных условий возврата нет: "
+        "уточните их у сотрудников поддержки в часы работы."
+    ),
+    policy="Товар «{product}» можно вернуть в течение {days} дней. {conditions}",
+    nothing_in_catalogue="В каталоге ничего не нашлось.",
+    in_catalogue="Нашлось в каталоге:\n",
+    in_stock="в наличии",
+    out_of_stock="нет в наличии",
+    no_article=(
+        "В справочном центре нет статьи об этом, и гадать я не буду. Сотрудники "
+        "поддержки ответят на этот вопрос в этом чате в рабочие часы."
+    ),
+    article="Вот что сказано в статье {source}:\n{snippet}",
+    open_now="Сейчас поддержка работает.",
+    closed_now="Сейчас поддержка закрыта.",
+    schedule="{state} График ({timezone}): {days}.",
+    day_off="выходной",
+    days={},
+    products=(),
+    product_names={},
 )
-ASK_ORDER_NUMBER_AND_ADDRESS = (
-    "Чтобы изменить адрес доставки, напишите, пожалуйста, номер заказа и новый адрес, "
-    "например: «поменяйте адрес доставки заказа 8042 на ул. Ленина, 5»."
+"""The Russian words and texts: the demo shop's own language."""
+
+ENGLISH = _Lexicon(
+    hours=_words(
+        r"(?:opening|working|business|support|office) hours|\bhours\b|are you open"
+        r"|(?:you|support|operators?) (?:open|work)|what time do you|\bopen (?:on|today|now)"
+        r"|\bweekends?\b"
+    ),
+    person=_words(r"\boperator|\bhuman\b|\bperson\b|\bagent\b|\bmanager\b|\bstaff\b|live chat"),
+    order=_words(r"\border|\bparcel|\bpackage|\bshipment"),
+    tracking=_words(r"\btrack"),
+    order_state=_words(
+        r"(?:where|what about|what's up with|what happened to)\s+(?:is\s+|are\s+)?(?:\w+\s+)?"
+        r"(?:order|parcel|package|shipment)|status"
+        r"|\bwhen\b.*\b(?:arriv|deliver|come|get it|get my order|ship|be here)"
+    ),
+    search=_words(
+        r"how much (?:is|are|does|do)|\bprice|\bcost|in stock|\bavailable|\bfind|looking for"
+        r"|\bbuy\b|catalog|recommend|\bchoose|do you (?:have|sell)"
+    ),
+    returns=_words(r"\breturn|send (?:\w+ )?back|\brefund"),
+    cancel=_words(r"\bcancel"),
+    address=_words(r"\baddress"),
+    change=_words(r"\bchang|\bupdat|\bedit\b|\bcorrect|\bnew\b|different|another|\bfix"),
+    want=_words(r"\bwant\b|would like|i'd like|\bplease\b|\bneed\b|\bstart\b|\blike to\b"),
+    new_address=re.compile(r"address\b.*?\s(?:to)\s+(.{5,300})$", re.IGNORECASE | re.DOTALL),
+    confirm=_words(r"^\s*(yes|yep|confirm|confirmed|ok|okay|sure|agreed?)\b"),
+    greeting=_words(r"^(hello|hi|hey|good (?:morning|afternoon|evening))\b"),
+    thanks=_words(r"\bthank|\bthx\b|\bcheers\b"),
+    ask_order_number="Please tell me the order number: four digits, for example 8041.",
+    ask_order_number_to_cancel=(
+        "To cancel an order, please write the order number: four digits, for example 8042."
+    ),
+    ask_order_number_and_address=(
+        "To change the delivery address, please write the order number and the new address, "
+        'for example: "change the delivery address of order 8042 to 5 Lenin St".'
+    ),
+    nothing_mapped=(
+        "This is demo mode: I answer by keywords, without a language model. I can tell you "
+        "an order's status (write its four-digit number), the terms of returns, delivery and "
+        "payment, find a product in the catalogue or give you the support hours."
+    ),
+    press_the_button="To confirm the action, press the confirm button on the card above.",
+    hello="Hello! How can I help?",
+    bot_cannot_call_a_person=(
+        "I'm a bot and cannot call an operator myself, but support staff are available "
+        "during working hours."
+    ),
+    cancel_reason="the customer asked to cancel the order",
+    return_reason="the customer wants to return the item",
+    check_the_card=(
+        "Please check the card below and press the confirm button if everything is right."
+    ),
+    done="Done.",
+    result="Result: ",
+    unreadable="I could not read the service's answer.",
+    service_failed="The service could not answer this question.",
+    order_line="Order {order_id}: {state}.",
+    estimate=" Expected delivery date: {date}.",
+    order_states={
+        "processing": "being packed at the warehouse",
+        "in_transit": "handed over to the delivery service",
+        "ready_for_pickup": "waiting at the pick-up point",
+        "delivered": "delivered",
+        "cancelled": "cancelled",
+        "return_requested": "a return has been requested",
+    },
+    no_policy=(
+        'The "{product}" has no return terms of its own: please ask support staff '
+        "during working hours."
+    ),
+    policy='The "{product}" can be returned within {days} days. {conditions}',
+    nothing_in_catalogue="Nothing was found in the catalogue.",
+    in_catalogue="Found in the catalogue:\n",
+    in_stock="in stock",
+    out_of_stock="out of stock",
+    no_article=(
+        "The help center has no article about this, and I won't guess. Support staff "
+        "will answer this question in this chat during working hours."
+    ),
+    article="Here is what the article {source} says:\n{snippet}",
+    open_now="Support is open now.",
+    closed_now="Support is closed now.",
+    schedule="{state} Schedule ({timezone}): {days}.",
+    day_off="closed",
+    days={
+        "понедельник": "Monday",
+        "вторник": "Tuesday",
+        "среда": "Wednesday",
+        "четверг": "Thursday",
+        "пятница": "Friday",
+        "суббота": "Saturday",
+        "воскресенье": "Sunday",
+    },
+    products=(
+        (_words(r"\b(?:coffee (?:machine|maker)|espresso machine)s?\b"), "кофемашина"),
+        (_words(r"\b(?:headphones?|earphones?|headsets?|earbuds?)\b"), "наушники"),
+        (_words(r"\bkeyboards?\b"), "клавиатура"),
+        (_words(r"\bkettles?\b"), "чайник"),
+    ),
+    product_names={
+        "кофемашина": "coffee machine",
+        "наушники": "headphones",
+        "клавиатура": "keyboard",
+        "чайник": "kettle",
+        "электрический чайник": "electric kettle",
+    },
 )
-_ASKS = (ASK_ORDER_NUMBER, ASK_ORDER_NUMBER_TO_CANCEL, ASK_ORDER_NUMBER_AND_ADDRESS)
-NOTHING_MAPPED = (
-    "Это демо-режим: я отвечаю по ключевым словам, без языковой модели. Могу подсказать "
-    "статус заказа (напишите номер из четырёх цифр), условия возврата, доставки и оплаты, "
-    "найти товар в каталоге или назвать часы работы поддержки."
+"""The English words and texts: a customer who writes English is answered in English.
+
+The demo shop's data (product names, return conditions, tool errors) stays in
+its own language, Russian; English product words are put into the catalogue's
+words first, as a real model would when it calls a Russian shop's tools.
+"""
+
+LEXICONS: Mapping[str, _Lexicon] = {"ru": RUSSIAN, "en": ENGLISH}
+"""The languages the demo model speaks, by code; another language is answered in Russian."""
+
+# What it may have asked for: a number sent in reply completes that request.
+_ASKS = frozenset(
+    text
+    for lexicon in LEXICONS.values()
+    for text in (
+        lexicon.ask_order_number,
+        lexicon.ask_order_number_to_cancel,
+        lexicon.ask_order_number_and_address,
+    )
 )
-PRESS_THE_BUTTON = "Чтобы подтвердить действие, нажмите кнопку «Подтвердить» на карточке выше."
 
 
 def _normalise(text: str) -> str:
@@ -117,69 +353,73 @@ class Role(StrEnum):
     CHANGE_ADDRESS = "change_address"
 
 
-def _describe_data(data: dict[str, Any]) -> str:
+Describe = Callable[[dict[str, Any], _Lexicon], str]
+
+
+def _describe_data(data: dict[str, Any], words: _Lexicon) -> str:
     """A tool the demo has no words for: its result's data as JSON."""
-    return "Результат: " + json.dumps(data, ensure_ascii=False)[:1500]
+    return words.result + json.dumps(data, ensure_ascii=False)[:1500]
 
 
-def _describe_proposal(data: dict[str, Any]) -> str:
+def _describe_proposal(data: dict[str, Any], words: _Lexicon) -> str:
     if data.get("status") == "awaiting_confirmation":
-        return "Проверьте, пожалуйста, карточку ниже и нажмите «Подтвердить», если всё верно."
-    return "Готово."
+        return words.check_the_card
+    return words.done
 
 
-def _describe_order(data: dict[str, Any]) -> str:
-    line = f"Заказ {data['order_id']}: {data['status_text']}."
+def _describe_order(data: dict[str, Any], words: _Lexicon) -> str:
+    state = words.order_states.get(str(data.get("status")), data["status_text"])
+    line = words.order_line.format(order_id=data["order_id"], state=state)
     if data.get("delivery_estimate"):
-        line += f" Ожидаемая дата доставки: {data['delivery_estimate']}."
+        line += words.estimate.format(date=data["delivery_estimate"])
     return line
 
 
-def _describe_return_policy(data: dict[str, Any]) -> str:
+def _describe_return_policy(data: dict[str, Any], words: _Lexicon) -> str:
+    product = _product_in(words, data["product"])
     if not data.get("found"):
-        return (
-            f"Для товара «{data['product']}» отдельных условий возврата нет: "
-            "уточните их у сотрудников поддержки в часы работы."
-        )
-    return (
-        f"Товар «{data['product']}» можно вернуть в течение {data['return_days']} дней. "
-        f"{data['conditions']}"
+        return words.no_policy.format(product=product)
+    return words.policy.format(
+        product=product, days=data["return_days"], conditions=data["conditions"]
     )
 
 
-def _describe_products(data: dict[str, Any]) -> str:
+def _product_in(words: _Lexicon, product: str) -> str:
+    """The shop's product word in the customer's language, when the model knows it."""
+    return words.product_names.get(product, product)
+
+
+def _describe_products(data: dict[str, Any], words: _Lexicon) -> str:
     items = data.get("items") or []
     if not items:
-        return "В каталоге ничего не нашлось."
+        return words.nothing_in_catalogue
     lines = [
         f"• {item['name']} — {item['price_rub']} ₽, "
-        + ("в наличии" if item["in_stock"] else "нет в наличии")
+        + (words.in_stock if item["in_stock"] else words.out_of_stock)
         for item in items[:3]
     ]
-    return "Нашлось в каталоге:\n" + "\n".join(lines)
+    return words.in_catalogue + "\n".join(lines)
 
 
-def _describe_articles(data: dict[str, Any]) -> str:
+def _describe_articles(data: dict[str, Any], words: _Lexicon) -> str:
     results = data.get("results") or []
     if not results:
-        return (
-            "В справочном центре нет статьи об этом, и гадать я не буду. Сотрудники "
-            "поддержки ответят на этот вопрос в этом чате в рабочие часы."
-        )
+        return words.no_article
     top = results[0]
-    source = f"«{top['title']}»" + (f" ({top['url']})" if top.get("url") else "")
-    return f"Вот что сказано в статье {source}:\n{top['snippet']}"
+    title = f"«{top['title']}»" if top.get("lang", "ru") == "ru" else f'"{top["title"]}"'
+    source = title + (f" ({top['url']})" if top.get("url") else "")
+    return words.article.format(source=source, snippet=top["snippet"])
 
 
-def _describe_hours(data: dict[str, Any]) -> str:
+def _describe_hours(data: dict[str, Any], words: _Lexicon) -> str:
     days = [
-        f"{day['day']}: {day['opens']}–{day['closes']}"
+        f"{words.days.get(day['day'], day['day'])}: {day['opens']}–{day['closes']}"
         if day["opens"]
-        else f"{day['day']}: выходной"
+        else f"{words.days.get(day['day'], day['day'])}: {words.day_off}"
         for day in data.get("schedule", [])
     ]
-    state = "Сейчас поддержка работает." if data.get("open_now") else "Сейчас поддержка закрыта."
-    return f"{state} График ({data.get('timezone')}): " + "; ".join(days) + "."
+    state = words.open_now if data.get("open_now") else words.closed_now
+    return words.schedule.format(state=state, timezone=data.get("timezone"), days="; ".join(days))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,7 +427,7 @@ class DemoToolRole:
     """A shipped tool the demo model has rules for: its role and how it retells a result."""
 
     role: Role
-    describe: Callable[[dict[str, Any]], str]
+    describe: Describe
 
 
 DEMO_TOOL_ROLES: Mapping[str, DemoToolRole] = {
@@ -208,7 +448,8 @@ DEMO_TOOL_ROLES: Mapping[str, DemoToolRole] = {
 """The one table of the shipped tools the demo model has rules for: tool name -> its role.
 
 A registered tool not named here needs no entry: the model calls it when the
-customer's message names it (see the module's docstring).
+customer's message names it (see the module's docstring). Nothing else keeps
+a copy of it: the tool of a role and the retelling of a result are looked up here.
 """
 
 
@@ -217,17 +458,16 @@ class OfflineDemoKnowledge:
     """What the demo model knows of the shop, handed over by the composition root.
 
     The tools it may ask for (``tools``, as registered; ``write_tools`` among them
-    are the ones the customer confirms), the shipped tool in each role, the
-    products that have a return policy, and the catalogue's texts (names and
-    categories) it recognises in a question. With a help-center tool, a question
-    no rule covers goes to the help center. Build it with :meth:`learn`.
+    are the ones the customer confirms), the products that have a return policy,
+    and the catalogue's texts (names and categories) it recognises in a question.
+    With a help-center tool, a question no rule covers goes to the help center.
+    Build it with :meth:`learn`.
     """
 
     return_policy_products: tuple[str, ...]
     catalogue_texts: tuple[str, ...]
     tools: tuple[str, ...] = ()
     write_tools: frozenset[str] = frozenset()
-    roles: Mapping[Role, str] = field(default_factory=dict)
 
     @classmethod
     def learn(
@@ -239,22 +479,35 @@ class OfflineDemoKnowledge:
         catalogue_texts: tuple[str, ...],
     ) -> "OfflineDemoKnowledge":
         """The knowledge of a registry's tools: each shipped one in its role, the rest by name."""
-        names = tuple(tool_names)
         return cls(
             return_policy_products=return_policy_products,
             catalogue_texts=catalogue_texts,
-            tools=names,
+            tools=tuple(tool_names),
             write_tools=frozenset(write_tools),
-            roles={DEMO_TOOL_ROLES[name].role: name for name in names if name in DEMO_TOOL_ROLES},
         )
 
     def tool(self, role: Role) -> str | None:
-        """The registered tool playing ``role``, if any."""
-        return self.roles.get(role)
+        """The registered tool playing ``role``, if any (the first, in registry order)."""
+        return next(
+            (
+                name
+                for name in self.tools
+                if (shipped := DEMO_TOOL_ROLES.get(name)) is not None and shipped.role == role
+            ),
+            None,
+        )
 
     def unknown_tools(self) -> tuple[str, ...]:
         """The tools it has no rule for: called only when the customer's message names them."""
         return tuple(name for name in self.tools if name not in DEMO_TOOL_ROLES)
+
+    def describer(self, name: str) -> Describe | None:
+        """How a result of the registered tool ``name`` is retold (``None``: not registered)."""
+        if name not in self.tools:
+            return None
+        if (shipped := DEMO_TOOL_ROLES.get(name)) is not None:
+            return shipped.describe
+        return _describe_proposal if name in self.write_tools else _describe_data
 
 
 _Call = tuple[str, dict[str, Any]]
@@ -281,12 +534,6 @@ class OfflineChatModel:
             if len(word) >= 4
         )
         self._unknown = frozenset(knowledge.unknown_tools())
-        self._describers: dict[str, Callable[[dict[str, Any]], str]] = {
-            name: _describe_proposal if name in knowledge.write_tools else _describe_data
-            for name in self._unknown
-        }
-        for name in knowledge.roles.values():
-            self._describers[name] = DEMO_TOOL_ROLES[name].describe
         self._ids = itertools.count(1)
 
     @property
@@ -324,10 +571,11 @@ class OfflineChatModel:
         user_text, called, results = _current_turn(messages)
         if not tools and user_text.startswith(_SUMMARY_MATERIAL_START):
             return self._result(messages, text=_summarise(messages), tool_calls=())
+        words = _customer_language(messages)
         offered = {tool["function"]["name"] for tool in tools}
         if tool_choice == "auto" and offered:
             request = _answered_request(messages, user_text)
-            plan = self._named_plan(user_text, tools) or self._plan(request, offered)
+            plan = self._named_plan(user_text, tools) or self._plan(request, offered, words)
             for name, arguments in plan.calls:
                 if name in offered and name not in called:
                     call = ToolCall(
@@ -338,16 +586,21 @@ class OfflineChatModel:
                     return self._result(messages, text=None, tool_calls=(call,))
             if plan.ask is not None and not results:
                 return self._result(messages, text=plan.ask, tool_calls=())
-        if not results and _CONFIRM_WORDS.search(user_text.lower()) and _awaits_button(messages):
+        if not results and words.confirm.search(user_text.lower()) and _awaits_button(messages):
             # A typed «да» executes nothing: the application said a card waits for its button.
-            return self._result(messages, text=PRESS_THE_BUTTON, tool_calls=())
+            return self._result(messages, text=words.press_the_button, tool_calls=())
         return self._result(
-            messages, text=_answer(user_text, results, self._describers), tool_calls=()
+            messages, text=_answer(user_text, results, self._tools, words), tool_calls=()
         )
 
-    def _plan(self, user_text: str, offered: Collection[str]) -> _Plan:
-        text = _normalise(user_text)
-        write = self._write_plan(text, user_text)
+    def _plan(self, user_text: str, offered: Collection[str], words: _Lexicon) -> _Plan:
+        asked = _normalise(user_text)
+        # Product words in the shop's own (the catalogue's) words: «coffee machine» is
+        # «кофемашина» to the demo shop.
+        text = asked
+        for pattern, shop_word in words.products:
+            text = pattern.sub(shop_word, text)
+        write = self._write_plan(text, user_text, words)
         if write is not None and write[0] in offered:
             # One action at a time, and nothing else in that turn.
             return _Plan((write,))
@@ -357,49 +610,58 @@ class OfflineChatModel:
         if order is not None and (status_tool := tool(Role.ORDER_STATUS)):
             calls.append((status_tool, {"order_id": order.group(1)}))
         product = self._product(text)
-        if _RETURN_WORDS.search(text) and product and (policy_tool := tool(Role.RETURN_POLICY)):
+        if words.returns.search(text) and product and (policy_tool := tool(Role.RETURN_POLICY)):
             calls.append((policy_tool, {"product": product}))
-        if (_HOURS_WORDS.search(text) or _PERSON_WORDS.search(text)) and (
+        if (words.hours.search(text) or words.person.search(text)) and (
             hours_tool := tool(Role.SUPPORT_HOURS)
         ):
             calls.append((hours_tool, {}))
-        words = _WORD.findall(text)
-        significant = [word for word in words if len(word) >= 4 and word not in STOP_WORDS]
+        found = _WORD.findall(text)
+        significant = [word for word in found if len(word) >= 4 and word not in STOP_WORDS]
         mentioned = [_stem(word) for word in significant if _stem(word) in self._catalogue_words]
         help_center = tool(Role.HELP_CENTER)
         # The catalogue for a question about buying, or for product names alone; a question
         # about a product's warranty or care is one for the help center.
-        wants_catalogue = _SEARCH_WORDS.search(text) is not None or (
+        wants_catalogue = words.search.search(text) is not None or (
             not calls and (len(mentioned) == len(significant) or help_center is None)
         )
         if mentioned and wants_catalogue and (search_tool := tool(Role.PRODUCT_SEARCH)):
             calls.append((search_tool, {"query": " ".join(dict.fromkeys(mentioned))}))
         if calls:
             return _Plan(tuple(calls))
-        if order is None and (ask := self._missing_order_number(text, offered)) is not None:
+        if order is None and (ask := self._missing_order_number(text, offered, words)) is not None:
             return _Plan(ask=ask)
-        question = [word for word in words if len(word) >= 3]
-        small_talk = (_GREETING.search(text) or _THANKS.search(text)) and len(question) <= 3
+        question = [word for word in found if len(word) >= 3]
+        small_talk = (words.greeting.search(text) or words.thanks.search(text)) and len(
+            question
+        ) <= 3
         if help_center is not None and len(question) >= 2 and not small_talk:
-            # No rule fits: what the shop's own articles say (policies, how-to questions).
-            return _Plan(((help_center, {"query": text[:300]}),))
+            # No rule fits: what the shop's own articles say (policies, how-to questions),
+            # asked in the customer's words and language.
+            return _Plan(((help_center, {"query": asked[:300]}),))
         return _Plan()
 
-    def _missing_order_number(self, text: str, offered: Collection[str]) -> str | None:
+    def _missing_order_number(
+        self, text: str, offered: Collection[str], words: _Lexicon
+    ) -> str | None:
         """What to ask for when the customer wants something of an order but gave no number."""
         tool = self._tools.tool
-        if _CANCEL_WORDS.search(text) and tool(Role.CANCEL_ORDER) in offered:
-            return ASK_ORDER_NUMBER_TO_CANCEL
+        if words.cancel.search(text) and tool(Role.CANCEL_ORDER) in offered:
+            return words.ask_order_number_to_cancel
         if (
-            _ADDRESS_WORDS.search(text)
-            and _CHANGE_WORDS.search(text)
+            words.address.search(text)
+            and words.change.search(text)
             and tool(Role.CHANGE_ADDRESS) in offered
         ):
-            return ASK_ORDER_NUMBER_AND_ADDRESS
-        about_an_order = _ORDER_WORDS.search(text) and _ORDER_STATE_WORDS.search(text)
-        if (about_an_order or _TRACKING_WORDS.search(text)) and tool(Role.ORDER_STATUS) in offered:
-            return ASK_ORDER_NUMBER
+            return words.ask_order_number_and_address
+        about_an_order = words.order.search(text) and words.order_state.search(text)
+        if (about_an_order or words.tracking.search(text)) and tool(Role.ORDER_STATUS) in offered:
+            return words.ask_order_number
         return None
+
+    def _policy_product(self, text: str) -> str | None:
+        """A product with a return policy that ``text`` names."""
+        return next((p for p in self._policy_products if _stem(p) in text), None)
 
     def _product(self, text: str) -> str | None:
         """The product the customer names: one with a policy, else words of the catalogue.
@@ -407,7 +669,7 @@ class OfflineChatModel:
         Never a generic word («товар», «деньги»): only what the shop's catalogue or its
         return policies name, as the customer wrote it («электрический чайник»).
         """
-        policy = next((p for p in self._policy_products if _stem(p) in text), None)
+        policy = self._policy_product(text)
         if policy is not None:
             return policy
         run: list[str] = []
@@ -429,31 +691,28 @@ class OfflineChatModel:
                 return _Plan(((name, _arguments_from_text(schema, rest)),))
         return None
 
-    def _write_plan(self, text: str, user_text: str) -> _Call | None:
+    def _write_plan(self, text: str, user_text: str, words: _Lexicon) -> _Call | None:
         """A plain request to cancel, return or re-address an order, as its write tool's call."""
         order = _ORDER_NUMBER.search(text)
         if order is None:
             return None
         order_id = order.group(1)
         tool = self._tools.tool
-        address = _NEW_ADDRESS.search(user_text)
+        address = words.new_address.search(user_text)
         if address is not None and (change_tool := tool(Role.CHANGE_ADDRESS)) is not None:
             return (change_tool, {"order_id": order_id, "address": address.group(1).strip(" .")})
-        if _CANCEL_WORDS.search(text) and (cancel_tool := tool(Role.CANCEL_ORDER)) is not None:
-            return (
-                cancel_tool,
-                {"order_id": order_id, "reason": "клиент попросил отменить заказ"},
-            )
-        product = next((p for p in self._policy_products if _stem(p) in text), None)
+        if words.cancel.search(text) and (cancel_tool := tool(Role.CANCEL_ORDER)) is not None:
+            return (cancel_tool, {"order_id": order_id, "reason": words.cancel_reason})
+        product = self._policy_product(text)
         if (
-            _RETURN_WORDS.search(text)
-            and _WANT_WORDS.search(text)
+            words.returns.search(text)
+            and words.want.search(text)
             and product is not None
             and (return_tool := tool(Role.REQUEST_RETURN)) is not None
         ):
             return (
                 return_tool,
-                {"order_id": order_id, "items": [product], "reason": "клиент хочет вернуть товар"},
+                {"order_id": order_id, "items": [product], "reason": words.return_reason},
             )
         return None
 
@@ -480,6 +739,20 @@ class OfflineChatModel:
 
     async def close(self) -> None:
         """Nothing to release."""
+
+
+def _customer_language(messages: Sequence[Message]) -> _Lexicon:
+    """The words of the language the customer writes: their last message with letters.
+
+    A message without letters («8041») keeps the language of the one before it.
+    """
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, str):
+            continue
+        if (language := query_language(content)) is not None:
+            return LEXICONS.get(language, RUSSIAN)
+    return RUSSIAN
 
 
 def _awaits_button(messages: Sequence[Message]) -> bool:
@@ -533,34 +806,31 @@ def _current_turn(messages: Sequence[Message]) -> tuple[str, set[str], list[tupl
 def _answer(
     user_text: str,
     results: list[tuple[str, Any]],
-    describers: dict[str, Callable[[dict[str, Any]], str]],
+    knowledge: OfflineDemoKnowledge,
+    words: _Lexicon,
 ) -> str:
     text = _normalise(user_text)
     if not results:
-        if _GREETING.search(text):
-            return "Здравствуйте! Чем могу помочь?"
-        if _ORDER_WORDS.search(text):
-            return ASK_ORDER_NUMBER
+        if words.greeting.search(text):
+            return words.hello
+        if words.order.search(text):
+            return words.ask_order_number
         # The one answer that says what this model is: it could not map the message.
-        return NOTHING_MAPPED
-    parts = [_describe(describers.get(name), payload) for name, payload in results]
-    if _PERSON_WORDS.search(text):
+        return words.nothing_mapped
+    parts = [_describe(knowledge.describer(name), payload, words) for name, payload in results]
+    if words.person.search(text):
         # The customer asked for a person: say when people answer, not just the timetable.
-        parts.insert(
-            0,
-            "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи "
-            "в часы работы.",
-        )
+        parts.insert(0, words.bot_cannot_call_a_person)
     return "\n\n".join(part for part in parts if part)
 
 
-def _describe(describe: Callable[[dict[str, Any]], str] | None, payload: Any) -> str:
+def _describe(describe: Describe | None, payload: Any, words: _Lexicon) -> str:
     if not isinstance(payload, dict):
-        return "Не удалось прочитать ответ сервиса."
+        return words.unreadable
     if not payload.get("ok"):
         message = (payload.get("error") or {}).get("message")
-        return str(message or "Сервис не смог ответить на этот вопрос.")
-    return describe(payload.get("data") or {}) if describe else "Готово."
+        return str(message or words.service_failed)
+    return describe(payload.get("data") or {}, words) if describe else words.done
 
 
 def _arguments_from_text(schema: Mapping[str, Any], text: str) -> dict[str, Any]:

@@ -52,6 +52,21 @@ def test_the_console_answers_with_tools_and_keeps_the_session_in_redis(redis_ser
     client.close()
 
 
+def test_the_console_answers_an_english_customer_in_english(redis_server: RedisServer):
+    """The same requests in English: the same tools, the demo model's words in English."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    result = run_console(
+        redis_server.url, "Where is order 8041?\nHow long does delivery take?\n/exit\n"
+    )
+    client.close()
+    assert result.returncode == 0, result.stderr
+    assert "Order 8041: handed over to the delivery service." in result.stdout
+    assert "model=offline-demo steps=2 tools=get_order_status" in result.stdout
+    assert "https://help.shop.example/en/delivery/times" in result.stdout
+    assert "tools=search_help_center" in result.stdout
+
+
 def test_the_console_says_in_one_line_that_redis_is_unreachable():
     result = run_console(f"redis://127.0.0.1:{free_port()}/0", "")
     assert result.returncode == 1

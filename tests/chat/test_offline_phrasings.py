@@ -29,7 +29,9 @@ from tools.store import ShopStore
 
 PREFIX = "phrasings"
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-URLS = {a.article_id: a.url for a in read_articles(DEFAULT_KNOWLEDGE_DIR).articles}
+_DEMO_ARTICLES = read_articles(DEFAULT_KNOWLEDGE_DIR).articles
+URLS = {a.article_id: a.url for a in _DEMO_ARTICLES if a.lang == "ru"}
+ENGLISH_URLS = {a.article_id: a.url for a in _DEMO_ARTICLES if a.lang == "en"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,54 @@ AS_CUSTOMERS_WRITE: list[tuple[str, Expected]] = [
 ]
 
 
+def english_order(number: str) -> Call:
+    return Call("get_order_status", f"Order {number}:")
+
+
+def english_policy(product: str) -> Call:
+    return Call("get_return_policy", f'"{product}"')
+
+
+ENGLISH_HOURS = Call("get_support_hours", "Schedule (Europe/Moscow)")
+
+# The same requests in English (issue 39): the same tools, answers in English, and articles
+# in English where the help center has them («account-delete» is Russian only).
+ENGLISH: list[tuple[str, Expected]] = [
+    ("What is your return policy?", Article("returns-how")),
+    ("How long does delivery take?", Article("delivery-times")),
+    ("Where is my order?", ASKS),
+    ("Can I return an item if it doesn't fit?", Article("returns-how")),
+    ("When will I get my refund?", Article("refunds")),
+    ("Where is order 8041?", english_order("8041")),
+    ("What's the status of order 8042?", english_order("8042")),
+    ("When will my order arrive?", ASKS),
+    ("Can I return the coffee machine?", english_policy("coffee machine")),
+    ("How many days do I have to return headphones?", english_policy("headphones")),
+    ("I want to return the keyboard from order 8043", Proposal("request_return", "8043")),
+    ("How much is delivery?", Article("delivery-cost")),
+    ("Do you deliver to Kazakhstan?", Article("delivery-regions")),
+    ("Can I collect my order at a pick-up point?", Article("delivery-pickup")),
+    ("What payment methods do you accept?", Article("payment-methods")),
+    ("Can I pay in installments?", Article("payment-installments")),
+    ("My card payment failed, what should I do?", Article("payment-failed")),
+    ("What is the warranty on the coffee machine?", Article("warranty")),
+    ("How do I delete my account?", Article("account-delete")),
+    ("When are you open?", ENGLISH_HOURS),
+    ("Is support working on Sunday?", ENGLISH_HOURS),
+    ("I want to talk to a human", ENGLISH_HOURS),
+    ("Cancel order 8042", Proposal("cancel_order", "8042")),
+    ("I want to cancel my order", ASKS),
+    (
+        "Change the delivery address of order 8042 to 5 Lenin St, apt 12",
+        Proposal("change_delivery_address", "8042"),
+    ),
+    ("How do I change my delivery address?", ASKS),
+    ("How much is the coffee machine?", Call("search_products", "Found in the catalogue:\n•")),
+    ("is the kettle in stock", Call("search_products", "Электрический чайник HeatUp")),
+    ("track my order", ASKS),
+]
+
+
 @pytest.fixture
 async def redis_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
     """One standalone server is enough: the claim is about the model, not the storage."""
@@ -251,3 +301,59 @@ async def test_a_message_it_cannot_map_says_what_the_model_is(harness: ChatHarne
     assert reply.tool_names == ()
     assert "демо-режим" in reply.text
     assert "без языковой модели" in reply.text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), ENGLISH, ids=[f"english-{n:02d}" for n in range(1, len(ENGLISH) + 1)]
+)
+async def test_the_same_request_in_english_gets_the_same_tool_and_an_english_answer(
+    harness: ChatHarness, text: str, expected: Expected
+) -> None:
+    reply = await harness.ask("customer", text, user_id=100)
+
+    match expected:
+        case Call(tool=tool, shown=shown):
+            assert reply.tool_names == (tool,), reply.text
+            assert shown in reply.text
+        case Article(article_id=article_id):
+            assert reply.tool_names == ("search_help_center",), reply.text
+            assert reply.text.startswith("Here is what the article "), reply.text
+            # The English article where the help center has one, else the Russian.
+            url = ENGLISH_URLS.get(article_id, URLS[article_id])
+            assert f"({url})" in reply.text.split("\n", 1)[0], reply.text
+        case Proposal(tool=tool, card=card):
+            assert reply.tool_names == (tool,), reply.text
+            assert reply.card is not None
+            assert card in reply.card.text
+            assert "press the confirm button" in reply.text
+        case _:
+            assert reply.tool_names == (), reply.text
+            assert "order number" in reply.text
+            assert reply.card is None
+    # The model's own words are English: nothing of its Russian texts.
+    for russian in ("Заказ ", "Вот что сказано", "График", "номер заказа", "Нашлось"):
+        assert russian not in reply.text
+
+
+async def test_a_number_after_an_english_question_completes_it_in_english(
+    harness: ChatHarness,
+) -> None:
+    asked = await harness.ask("customer", "I want to cancel my order", user_id=100)
+    answered = await harness.ask("customer", "8042", user_id=100)
+
+    assert "order number" in asked.text
+    assert answered.tool_names == ("cancel_order",)
+    assert answered.card is not None
+    assert "press the confirm button" in answered.text
+
+
+async def test_english_small_talk_and_the_unmapped_are_answered_in_english(
+    harness: ChatHarness,
+) -> None:
+    hello = await harness.ask("customer", "Hello", user_id=100)
+    unmapped = await harness.ask("customer", "hm", user_id=100)
+
+    assert (hello.tool_names, hello.text) == ((), "Hello! How can I help?")
+    assert unmapped.tool_names == ()
+    assert "demo mode" in unmapped.text
+    assert "without a language model" in unmapped.text

@@ -45,7 +45,8 @@ async def test_the_tool_returns_articles_with_title_url_and_a_short_snippet(
     assert payload["ok"] is True
     results = payload["data"]["results"]
     assert 1 <= len(results) <= 3
-    assert set(results[0]) == {"article_id", "title", "url", "snippet"}
+    assert set(results[0]) == {"article_id", "title", "url", "snippet", "lang"}
+    assert results[0]["lang"] == "ru"
     assert results[0]["article_id"] == "refunds"
     assert results[0]["url"] == "https://help.shop.example/returns/refunds"
     assert all(len(result["snippet"]) <= 600 for result in results)

@@ -26,7 +26,8 @@ def test_check_passes_the_shipped_demo_help_center() -> None:
     done = _run("check")
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert "30 articles" in done.stderr
+    assert "40 articles" in done.stderr
+    assert "(by language: en 10, ru 30)" in done.stderr
 
 
 def test_check_prints_one_line_per_problem_and_exits_1(tmp_path: Path) -> None:
@@ -61,13 +62,13 @@ def test_search_shows_what_the_bot_would_find_with_scores(tmp_path: Path) -> Non
     done = _run("search", "как вернуть деньги")
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
-    assert first.startswith("1. refunds  score ")
+    assert first.startswith("1. refunds [ru]  score ")
     assert "«Когда вернутся деньги»" in first
     assert "https://help.shop.example/returns/refunds" in first
 
     write_article(tmp_path, "rent.md", "# Аренда кофемашин\n\nКофемашину можно взять в аренду.")
     done = _run("search", "аренда кофемашины", "--dir", str(tmp_path), "--top", "1")
-    assert done.stdout.splitlines()[0].startswith("1. rent  score ")
+    assert done.stdout.splitlines()[0].startswith("1. rent [ru]  score ")
 
     done = _run("search", "рецепт борща")
     assert done.returncode == 0
@@ -78,3 +79,17 @@ def test_bad_knowledge_settings_are_one_line_and_exit_2() -> None:
     done = _run("check", env={"KNOWLEDGE_TOP_K": "0"})
     assert done.returncode == 2
     assert done.stderr.startswith("error: KNOWLEDGE_TOP_K")
+
+
+def test_search_takes_the_customer_s_language() -> None:
+    """An English question, as an English and as a Russian-speaking customer gets it."""
+    english = _run("search", "when will I get my refund", "--top", "1")
+    russian = _run("search", "when will I get my refund", "--top", "1", "--lang", "ru")
+    unknown = _run("search", "refund", "--lang", "de")
+
+    assert english.stdout.splitlines()[0].startswith("1. refunds [en]  score ")
+    assert "https://help.shop.example/en/returns/refunds" in english.stdout
+    assert russian.stdout.splitlines()[0].startswith("1. refunds [ru]  score ")
+    assert "«Когда вернутся деньги»" in russian.stdout
+    assert unknown.returncode == 2
+    assert "invalid choice: 'de'" in unknown.stderr

@@ -231,7 +231,8 @@ async def test_a_tool_registered_in_the_registry_is_known_without_editing_bot(
     assert "test_parcel_weight" in model.knowledge.unknown_tools()
     # Named in the message: called with its arguments filled from the rest of it.
     assert named.tool_names == ("test_parcel_weight",)
-    assert named.text == 'Результат: {"parcel": "AB-17", "weight_kg": 1.5}'
+    # Written in Latin letters only: answered in English.
+    assert named.text == 'Result: {"parcel": "AB-17", "weight_kg": 1.5}'
     # The shipped tools keep their rules.
     assert shipped.tool_names == ("get_order_status",)
 
@@ -312,6 +313,9 @@ async def test_the_returned_product_is_one_the_shop_names_never_a_generic_word(
         ("почему доставка платная если у меня заказ на 4000", None),
         ("доставка от 3000 ₽ бесплатная?", None),
         ("заказ на сумму 5000 руб не оплачивается", None),
+        ("what's the status for 8041", "8041"),
+        ("is delivery free from 3000 rub", None),
+        ("my order of $4000 was not paid", None),
     ],
 )
 async def test_four_digits_are_an_order_number_unless_they_are_a_sum(
@@ -326,3 +330,27 @@ async def test_four_digits_are_an_order_number_unless_they_are_a_sum(
         assert "get_order_status" not in [name for name, _ in calls]
     else:
         assert calls == [("get_order_status", {"order_id": order_id})]
+
+
+async def test_an_english_customer_gets_the_same_tools_and_an_english_answer(
+    store: ShopStore,
+    default_registry: ToolRegistry,
+    default_executor: ToolExecutor,
+    context: TurnContext,
+) -> None:
+    loop = BoundedToolLoop(
+        build_offline_model(store, default_registry), default_registry, default_executor, 3
+    )
+
+    result = await loop.run(
+        conversation("Where is order 8041 and can I return the coffee machine?"), context
+    )
+    hours = await loop.run(conversation("What are your opening hours?"), context)
+
+    assert result.tool_names == ("get_order_status", "get_return_policy")
+    assert "Order 8041: handed over to the delivery service." in result.text
+    assert "Expected delivery date: 2026-12-05." in result.text
+    assert 'The "coffee machine" can be returned within 14 days.' in result.text
+    assert hours.tool_names == ("get_support_hours",)
+    assert "Schedule (Europe/Moscow): Monday: 09:00–21:00" in hours.text
+    assert "Sunday: closed" in hours.text

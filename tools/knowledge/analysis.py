@@ -3,7 +3,11 @@
 Russian words are stemmed with the Snowball Russian stemmer and Latin words
 with the English one (PyStemmer, the Snowball project's own binding), so
 «вернуть товары» and «Возврат товара» share «товар», and «refunds» finds a
-``refund`` tag. Numbers stay as they are.
+``refund`` tag. Numbers stay as they are. A word is stemmed by the stemmer of
+its script whatever the article's language: a Latin brand name in a Russian
+article («BrewMaster») is English to the stemmer, which is what it would do
+with the same word in an English article. :func:`query_language` tells which
+language a question is written in (its script).
 """
 
 import re
@@ -13,6 +17,8 @@ import Stemmer
 
 _WORD = re.compile(r"[a-zа-яё0-9]+")
 _CYRILLIC = re.compile(r"[а-я]")
+_CYRILLIC_LETTER = re.compile(r"[а-яё]", re.IGNORECASE)
+_LATIN_LETTER = re.compile(r"[a-z]", re.IGNORECASE)
 
 # Words that say nothing about which article answers: customers write them in every
 # question. Kept short on purpose; BM25's idf already discounts what is common. The
@@ -32,8 +38,25 @@ _STOP_WORDS_TEXT = """
     обычно примерно вообще условия условие условиях правила правило идет идут долго
     узнать интересует расскажите подробнее вопрос случае делать сделать
     a an and are can do does for how i in is it my of on or the to what when where with you
+    about am any as at be been by could did didn don doesn from get got has have hello hey hi
+    if im isn just me much many need please should so some t s tell thanks there this that
+    those these us was we were which who why will would want know your yours our
+    usually
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+
+def query_language(text: str) -> str | None:
+    """``"ru"`` for text mostly in Cyrillic letters, ``"en"`` for Latin, ``None`` without letters.
+
+    By letters, not words: «где мой order» is Russian, «refund for заказ 8041» English;
+    a tie (as many letters of each) goes to Russian, the help center's default.
+    """
+    cyrillic = len(_CYRILLIC_LETTER.findall(text))
+    latin = len(_LATIN_LETTER.findall(text))
+    if not cyrillic and not latin:
+        return None
+    return "en" if latin > cyrillic else "ru"
 
 
 class Analyzer:

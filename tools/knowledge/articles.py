@@ -2,9 +2,15 @@
 
 An article is one ``.md`` file. Its first ``#`` heading is the title. An
 optional front matter block between two ``---`` lines gives ``id`` (default:
-the file name without ``.md``), ``url`` and ``tags`` (comma-separated). The
-body is split into passages at its ``##`` and ``###`` headings, so that a
-search names the part of a long article that answers.
+the file name without ``.md`` and without a language suffix), ``lang`` (one of
+:data:`LANGUAGES`; default: the file name's language suffix, else
+:data:`DEFAULT_LANGUAGE`), ``url`` and ``tags`` (comma-separated). The body is
+split into passages at its ``##`` and ``###`` headings, so that a search names
+the part of a long article that answers.
+
+Translations of one article share its ``id``: ``returns-how.md`` (Russian) and
+``returns-how.en.md`` (``lang: en``) are one topic in two languages, and a
+search returns one of them.
 
 The front matter is parsed by the few lines below (``key: value`` per line):
 the format needs nothing of YAML, and a parser of ours can say exactly which
@@ -26,7 +32,12 @@ MAX_ARTICLE_CHARS = 20_000
 MAX_ARTICLE_BYTES = MAX_ARTICLE_CHARS * 4
 # Ids appear in URLs, the audit and the model's citations: keep them plain.
 _ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,79}")
-_FRONT_MATTER_KEYS = frozenset({"id", "url", "tags"})
+_FRONT_MATTER_KEYS = frozenset({"id", "lang", "url", "tags"})
+# The languages the search can analyse (a Snowball stemmer each).
+LANGUAGES = ("ru", "en")
+# An article that does not say its language: the help center was Russian before
+# languages existed, so existing and third-party articles keep working.
+DEFAULT_LANGUAGE = "ru"
 _HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*#*\s*$")
 _FENCE = "---"
 
@@ -42,6 +53,7 @@ class Passage:
     article_id: str
     heading: str
     text: str
+    lang: str = DEFAULT_LANGUAGE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +66,7 @@ class Article:
     tags: tuple[str, ...]
     passages: tuple[Passage, ...]
     source: str
+    lang: str = DEFAULT_LANGUAGE
 
 
 def parse_article(text: str, *, source: str) -> Article:
@@ -64,7 +77,15 @@ def parse_article(text: str, *, source: str) -> Article:
         )
     lines = text.lstrip("\ufeff").splitlines()
     meta, body_start = _front_matter(lines)
-    article_id = meta.get("id", Path(source).stem)
+    stem, suffix_lang = _name_parts(source)
+    lang = meta.get("lang", suffix_lang or DEFAULT_LANGUAGE)
+    if lang not in LANGUAGES:
+        raise ArticleError(f"lang {lang!r} must be one of: {', '.join(LANGUAGES)}")
+    if suffix_lang is not None and lang != suffix_lang:
+        raise ArticleError(
+            f"lang {lang!r} contradicts the file name's '.{suffix_lang}{ARTICLE_SUFFIX}'"
+        )
+    article_id = meta.get("id", stem)
     if _ID.fullmatch(article_id) is None:
         raise ArticleError(
             f"id {article_id!r} must be lower-case latin letters, digits, '-' or '_'"
@@ -73,7 +94,7 @@ def parse_article(text: str, *, source: str) -> Article:
     if url is not None and not url.startswith(("https://", "http://")):
         raise ArticleError(f"url {url!r} must start with https:// or http://")
     tags = tuple(tag.strip() for tag in meta.get("tags", "").split(",") if tag.strip())
-    title, passages = _passages(article_id, lines[body_start:])
+    title, passages = _passages(article_id, lang, lines[body_start:])
     return Article(
         article_id=article_id,
         title=title,
@@ -81,7 +102,21 @@ def parse_article(text: str, *, source: str) -> Article:
         tags=tags,
         passages=passages,
         source=source,
+        lang=lang,
     )
+
+
+def _name_parts(source: str) -> tuple[str, str | None]:
+    """The file name without ``.md`` and its language suffix, and that suffix if any.
+
+    ``returns-how.en.md`` is ``("returns-how", "en")``; ``returns-how.md`` is
+    ``("returns-how", None)``.
+    """
+    stem = Path(source).stem
+    base, dot, suffix = stem.rpartition(".")
+    if dot and suffix in LANGUAGES:
+        return base, suffix
+    return stem, None
 
 
 def _front_matter(lines: list[str]) -> tuple[dict[str, str], int]:
@@ -104,7 +139,7 @@ def _front_matter(lines: list[str]) -> tuple[dict[str, str], int]:
         key = key.strip().lower()
         if not colon or key not in _FRONT_MATTER_KEYS:
             raise ArticleError(
-                f"front matter line {number + 1}: expected 'id:', 'url:' or 'tags:', "
+                f"front matter line {number + 1}: expected 'id:', 'lang:', 'url:' or 'tags:', "
                 f"got {line[:40]!r}"
             )
         if key in meta:
@@ -113,7 +148,7 @@ def _front_matter(lines: list[str]) -> tuple[dict[str, str], int]:
     raise ArticleError("front matter is not closed by a '---' line")
 
 
-def _passages(article_id: str, lines: list[str]) -> tuple[str, tuple[Passage, ...]]:
+def _passages(article_id: str, lang: str, lines: list[str]) -> tuple[str, tuple[Passage, ...]]:
     title = ""
     heading = ""
     current: list[str] = []
@@ -122,7 +157,7 @@ def _passages(article_id: str, lines: list[str]) -> tuple[str, tuple[Passage, ..
     def close() -> None:
         body = "\n".join(current).strip()
         if body:
-            passages.append(Passage(article_id=article_id, heading=heading, text=body))
+            passages.append(Passage(article_id=article_id, heading=heading, text=body, lang=lang))
         current.clear()
 
     for line in lines:
@@ -172,7 +207,7 @@ def article_files(directory: Path) -> list[Path]:
 def read_articles(directory: Path) -> ArticleSet:
     """Parse every article of ``directory``; a broken one is skipped and reported.
 
-    Of two files with the same id the first by name is kept. Raises ``OSError``
+    Of two files with the same id and language the first by name is kept. Raises ``OSError``
     only when the directory itself cannot be listed.
     """
     if not directory.is_dir():
@@ -257,8 +292,8 @@ def _read_bounded(path: Path) -> str | None:
 
 
 def collect_articles(texts: Iterable[tuple[str, str | ArticleProblem]]) -> ArticleSet:
-    """Parse ``(source, text)`` pairs in order; duplicates of an id are problems."""
-    articles: dict[str, Article] = {}
+    """Parse ``(source, text)`` pairs in order; duplicates of an id in one language are problems."""
+    articles: dict[tuple[str, str], Article] = {}
     problems: list[ArticleProblem] = []
     for source, text in texts:
         if isinstance(text, ArticleProblem):
@@ -269,13 +304,15 @@ def collect_articles(texts: Iterable[tuple[str, str | ArticleProblem]]) -> Artic
         except ArticleError as error:
             problems.append(ArticleProblem(source=source, problem=str(error)))
             continue
-        if (first := articles.get(article.article_id)) is not None:
+        key = (article.article_id, article.lang)
+        if (first := articles.get(key)) is not None:
             problems.append(
                 ArticleProblem(
                     source=source,
-                    problem=f"duplicate id {article.article_id!r} (also in {first.source})",
+                    problem=f"duplicate id {article.article_id!r} in lang {article.lang!r} "
+                    f"(also in {first.source})",
                 )
             )
             continue
-        articles[article.article_id] = article
+        articles[key] = article
     return ArticleSet(articles=tuple(articles.values()), problems=tuple(problems))

@@ -7,6 +7,14 @@ are distinct articles. A query word the index does not know is matched to
 known terms one edit away (a typo: «доставкa», «вазврат») or that it begins
 («верн» → «вернут»), at a lower weight.
 
+Each language has its own index (its own vocabulary and idf: an English word
+is rare among Russian articles, which says nothing about English ones). A
+search prefers one language, the one asked for or else the question's own
+(its script), and falls back to the others when the preferred one finds
+nothing (or covers less of the question than another does). Translations of
+one article share its id, so the results name each topic once, in the
+preferred language when the topic has it.
+
 A hit must cover enough of the query (the idf-weighted share of its terms
 that the passage contains): a question about the weather that shares one word
 with an article finds nothing rather than a wrong article. The choice of this
@@ -18,11 +26,11 @@ import re
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tools.knowledge.analysis import Analyzer
-from tools.knowledge.articles import Article
+from tools.knowledge.analysis import Analyzer, query_language
+from tools.knowledge.articles import DEFAULT_LANGUAGE, LANGUAGES, Article
 
 # BM25F constants: the usual k1 and b; title, tags and headings are short, so only the
 # passage text is normalised by its length.
@@ -46,7 +54,11 @@ _BLANK_LINES = re.compile(r"\n\s*\n+")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hit:
-    """One result: the best passage of an article, with its score and query coverage."""
+    """One result: the best passage of an article, with its score and query coverage.
+
+    ``lang`` is the article's language: the preferred one, or another when the topic
+    has no article in the preferred language.
+    """
 
     article_id: str
     title: str
@@ -55,6 +67,7 @@ class Hit:
     snippet: str
     score: float
     coverage: float
+    lang: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +75,8 @@ class _Entry:
     article: Article
     heading: str
     text: str
+    # The passage's place in its article: a translation's passage at the same place.
+    position: int
 
 
 _FIELDS = tuple(FIELD_WEIGHTS)
@@ -83,16 +98,16 @@ class _Builder:
         title = self.analyzer.terms(article.title)
         tags = self.analyzer.terms(" ".join(article.tags))
         seen: set[str] = set()
-        for passage in article.passages:
+        for position, passage in enumerate(article.passages):
             number = len(self.entries)
-            self.entries.append(_Entry(article, passage.heading, passage.text))
+            self.entries.append(_Entry(article, passage.heading, passage.text, position))
             text = self.analyzer.terms(passage.text)
             self.text_lengths.append(len(text))
             counts: dict[str, list[int]] = {}
             fields = (title, tags, self.analyzer.terms(passage.heading), text)
-            for position, terms in enumerate(fields):
+            for field_number, terms in enumerate(fields):
                 for term in terms:
-                    counts.setdefault(term, [0, 0, 0, 0])[position] += 1
+                    counts.setdefault(term, [0, 0, 0, 0])[field_number] += 1
             for term, tfs in counts.items():
                 numbers, packed = self.frequencies.setdefault(term, (array("I"), array("I")))
                 numbers.append(number)
@@ -101,12 +116,8 @@ class _Builder:
         self.document_frequency.update(seen)
 
 
-class SearchIndex:
-    """An immutable index of articles; build it with :meth:`build`, query it with :meth:`search`.
-
-    Searching only reads, so one index serves any number of concurrent turns;
-    a changed directory gets a new index, swapped in whole.
-    """
+class _LanguageIndex:
+    """The index of one language's articles."""
 
     def __init__(
         self,
@@ -125,15 +136,12 @@ class SearchIndex:
         self._vocabulary = sorted(postings)
         self._neighbours = _deletion_neighbourhoods(self._vocabulary)
         self.article_count = article_count
-        # What the model may cite: every indexed article's URL (citations are checked).
-        self.article_urls = frozenset(
-            entry.article.url for entry in self._entries if entry.article.url is not None
-        )
+        self.articles = {entry.article.article_id: entry.article for entry in self._entries}
 
     @classmethod
-    def build(cls, articles: Iterable[Article], analyzer: Analyzer | None = None) -> "SearchIndex":
+    def build(cls, articles: Iterable[Article], analyzer: Analyzer) -> "_LanguageIndex":
         """Index ``articles`` (their ids are assumed distinct)."""
-        builder = _Builder(analyzer or Analyzer())
+        builder = _Builder(analyzer)
         count = 0
         for article in articles:
             builder.add(article)
@@ -171,8 +179,8 @@ class SearchIndex:
         """How many passages the index holds."""
         return len(self._entries)
 
-    def search(self, query: str, top_k: int = 3) -> list[Hit]:
-        """The best ``top_k`` articles for ``query``, best first; ``[]`` if nothing is relevant."""
+    def search(self, query: str, top_k: int) -> list[tuple[_Entry, float, float]]:
+        """The best ``top_k`` passages of distinct articles: (passage, score, coverage)."""
         words = list(dict.fromkeys(self._analyzer.words(query)))
         if not words or top_k <= 0:
             return []
@@ -205,7 +213,8 @@ class SearchIndex:
                 best[article_id] = (score, number)
         ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]))[:top_k]
         return [
-            self._hit(number, score, covered[number] / total_weight) for score, number in ranked
+            (self._entries[number], score, covered[number] / total_weight)
+            for score, number in ranked
         ]
 
     def _matches(self, term: str) -> list[tuple[str, float]]:
@@ -231,17 +240,106 @@ class SearchIndex:
             found.add(candidate)
         return [(candidate, FUZZY_WEIGHT) for candidate in sorted(found)]
 
-    def _hit(self, number: int, score: float, coverage: float) -> Hit:
-        entry = self._entries[number]
+
+class SearchIndex:
+    """An immutable index of articles; build it with :meth:`build`, query it with :meth:`search`.
+
+    Searching only reads, so one index serves any number of concurrent turns;
+    a changed directory gets a new index, swapped in whole.
+    """
+
+    def __init__(self, indexes: Mapping[str, _LanguageIndex]) -> None:
+        self._indexes = dict(indexes)
+        self.article_count = sum(index.article_count for index in self._indexes.values())
+        self.passage_count = sum(index.passage_count for index in self._indexes.values())
+        # What the model may cite: every indexed article's URL (citations are checked).
+        self.article_urls = frozenset(
+            article.url
+            for index in self._indexes.values()
+            for article in index.articles.values()
+            if article.url is not None
+        )
+
+    @classmethod
+    def build(cls, articles: Iterable[Article], analyzer: Analyzer | None = None) -> "SearchIndex":
+        """Index ``articles``, each language apart (ids are assumed distinct in a language)."""
+        by_language: dict[str, list[Article]] = defaultdict(list)
+        for article in articles:
+            by_language[article.lang].append(article)
+        shared = analyzer or Analyzer()
+        return cls(
+            {
+                language: _LanguageIndex.build(found, shared)
+                for language, found in by_language.items()
+            }
+        )
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The languages that have articles."""
+        return tuple(sorted(self._indexes))
+
+    def search(self, query: str, top_k: int = 3, *, language: str | None = None) -> list[Hit]:
+        """The best ``top_k`` articles for ``query``, best first; ``[]`` if nothing is relevant.
+
+        ``language`` is the customer's (``"en"``, ``"en-US"``); without it, or when
+        the help center does not know it, the question's own language counts. That
+        language's articles are searched first; the others only when it finds nothing
+        or covers only part of the question, and they win only by covering more.
+        """
+        preferred = preferred_language(query, language)
+        order = (preferred, *(other for other in LANGUAGES if other != preferred))
+        best: list[tuple[_Entry, float, float]] = []
+        for searched in order:
+            index = self._indexes.get(searched)
+            if index is None:
+                continue
+            found = index.search(query, top_k)
+            # Another language only when it covers more of the question: a partial match
+            # in the customer's language («headphones» in a warranty article) must not
+            # hide the article that answers in the other one.
+            if found and (not best or found[0][2] > best[0][2]):
+                best = found
+            if best and best[0][2] >= 1.0:
+                break
+        return [self._hit(entry, score, coverage, preferred) for entry, score, coverage in best]
+
+    def _hit(self, entry: _Entry, score: float, coverage: float, preferred: str) -> Hit:
+        article, heading, text = entry.article, entry.heading, entry.text
+        translated = self._translation(article.article_id, preferred)
+        if translated is not None and translated is not article:
+            # Found in another language, written in the customer's too: theirs. Translations
+            # keep the original's headings, so the passage at the same place says the same.
+            same_place = len(translated.passages) == len(article.passages)
+            passage = translated.passages[entry.position if same_place else 0]
+            article, heading, text = translated, passage.heading, passage.text
         return Hit(
-            article_id=entry.article.article_id,
-            title=entry.article.title,
-            url=entry.article.url,
-            heading=entry.heading,
-            snippet=snippet(entry.heading, entry.text),
+            article_id=article.article_id,
+            title=article.title,
+            url=article.url,
+            heading=heading,
+            snippet=snippet(heading, text),
             score=round(score, 3),
             coverage=round(coverage, 3),
+            lang=article.lang,
         )
+
+    def _translation(self, article_id: str, language: str) -> Article | None:
+        index = self._indexes.get(language)
+        return None if index is None else index.articles.get(article_id)
+
+
+def preferred_language(query: str, language: str | None = None) -> str:
+    """The language a search prefers: ``language`` if the help center knows it, else the query's.
+
+    ``language`` may be a Telegram ``language_code`` (``"en"``, ``"pt-br"``): its
+    first part counts. A query without letters prefers the default language.
+    """
+    if language is not None:
+        base = language.split("-", 1)[0].strip().lower()
+        if base in LANGUAGES:
+            return base
+    return query_language(query) or DEFAULT_LANGUAGE
 
 
 def snippet(heading: str, text: str, limit: int = SNIPPET_CHARS) -> str:

@@ -101,10 +101,18 @@ class HelpCenter:
         """Have ``observer`` told the result count and duration of every search."""
         self._observers.append(observer)
 
-    def search(self, query: str, top_k: int | None = None) -> list[Hit]:
-        """The best articles for ``query`` in the current index (``[]``: none is relevant)."""
+    def search(
+        self, query: str, top_k: int | None = None, *, language: str | None = None
+    ) -> list[Hit]:
+        """The best articles for ``query`` in the current index (``[]``: none is relevant).
+
+        ``language`` is the customer's; without it the question's own language is
+        preferred (:meth:`SearchIndex.search`).
+        """
         started = perf_counter()
-        hits = self._snapshot.index.search(query, self.top_k if top_k is None else top_k)
+        hits = self._snapshot.index.search(
+            query, self.top_k if top_k is None else top_k, language=language
+        )
         elapsed = perf_counter() - started
         for observer in self._observers:
             observer(len(hits), elapsed)
