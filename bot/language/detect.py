@@ -1,0 +1,64 @@
+"""Which language a conversation is in: the customer's own words first, then Telegram's.
+
+Decided per message without any extra Redis read: the stored language and whether
+the customer chose it come with the session the worker read with its job.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Letters of a script that name one enabled language each (ru and en: Cyrillic and Latin).
+# A script shared by several enabled languages (uk and ru) cannot tell them apart: the
+# stored language or Telegram's then decides.
+_SCRIPT_OF = {"ru": "cyrillic", "uk": "cyrillic", "kk": "cyrillic", "be": "cyrillic"}
+# Fewer letters than this say nothing about the language ("ok", "1234").
+MIN_LETTERS = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LanguagePolicy:
+    """The enabled languages (``LANGUAGES``) and the default (``DEFAULT_LANGUAGE``)."""
+
+    languages: tuple[str, ...]
+    default: str
+
+    def decide(
+        self,
+        *,
+        stored: str | None,
+        chosen: bool,
+        text: str | None,
+        telegram_code: str | None,
+    ) -> str:
+        """The conversation's language for this message.
+
+        Chosen with ``/language``: kept. Otherwise the message's own script when it names
+        exactly one enabled language (a customer with an English Telegram who writes in
+        Russian gets Russian); else the stored language; else Telegram's
+        ``language_code`` when enabled; else the default.
+        """
+        if chosen and stored in self.languages:
+            return stored
+        written = self.of_text(text or "")
+        if written is not None:
+            return written
+        if stored in self.languages:
+            return stored
+        code = (telegram_code or "").split("-")[0].lower()
+        if code in self.languages:
+            return code
+        return self.default
+
+    def of_text(self, text: str) -> str | None:
+        """The one enabled language the text's letters are written in, if they say so."""
+        cyrillic = sum(1 for char in text if "\u0400" <= char <= "\u04ff")
+        latin = sum(1 for char in text if char.isascii() and char.isalpha())
+        if cyrillic + latin < MIN_LETTERS:
+            return None
+        script = "cyrillic" if cyrillic > latin else "latin"
+        return _only(self.languages, script)
+
+
+def _only(languages: Sequence[str], script: str) -> str | None:
+    matching = [code for code in languages if _SCRIPT_OF.get(code, "latin") == script]
+    return matching[0] if len(matching) == 1 else None
