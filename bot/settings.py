@@ -681,7 +681,7 @@ class PromptSettings(BaseSettings):
     model_config = _ENV
 
     support_chat_version: str = Field(
-        default="1.5.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
+        default="1.7.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
     analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
