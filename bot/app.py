@@ -40,6 +40,7 @@ from bot.knowledge.watcher import (
     open_help_center,
 )
 from bot.language.catalogs import CatalogError, Catalogs, language_name
+from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
@@ -116,8 +117,7 @@ class Application:
     health_redis: AsyncRedisClient
     health: RedisHealthProbe
     # The customer's texts per language (LANGUAGES), and how a conversation's is decided.
-    catalogs: Catalogs
-    languages: LanguagePolicy
+    languages: ConversationLanguages
     # Human handoff; None while STAFF_CHAT_ID is unset.
     handoff: HandoffService | None = None
     # Rebuilds the help center's index when KNOWLEDGE_DIR changes.
@@ -665,9 +665,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         blocked=BlockedChats(redis, keys),
         health_redis=health_redis,
         health=health,
-        catalogs=catalogs,
-        languages=LanguagePolicy(
-            languages=settings.language.codes, default=settings.language.default_language
+        languages=ConversationLanguages(
+            catalogs=catalogs,
+            policy=LanguagePolicy(
+                languages=settings.language.codes, default=settings.language.default_language
+            ),
         ),
         handoff=handoff,
         knowledge=knowledge,

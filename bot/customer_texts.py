@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Final
 
 from bot.engine.chat_errors import ChatServiceError
+from bot.language.catalogs import Texts
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME
 from tools.order_actions import (
@@ -51,6 +52,16 @@ Translate = Callable[[str], str]
 
 def _as_is(message: str) -> str:
     return message
+
+
+def shown(texts: Texts | None, message: str) -> str:
+    """``message`` as the customer reads it: in ``texts``' language (``None``: the source's)."""
+    return texts.gettext(message) if texts is not None else message
+
+
+def gettext_of(texts: Texts | None) -> Translate:
+    """``texts``' ``gettext``; the source texts as they are without a catalog."""
+    return texts.gettext if texts is not None else _as_is
 
 
 GREETING = N_(

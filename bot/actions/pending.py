@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
+from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL, Translate
 
 ACTION_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 _ACTION_ID_LENGTH = 16
@@ -60,12 +60,15 @@ class ActionCard(BaseModel):
 
     action_id: str
     text: str
+    # The conversation's language when the card was made: its buttons are labelled in it.
+    language: str | None = None
 
-    def buttons(self) -> tuple[tuple[str, str], ...]:
-        """(label, callback data) of the buttons, confirm first."""
+    def buttons(self, gettext: Translate | None = None) -> tuple[tuple[str, str], ...]:
+        """(label, callback data) of the buttons, confirm first (labels through ``gettext``)."""
+        shown = gettext or (lambda message: message)
         return (
-            (CONFIRM_LABEL, callback_data(self.action_id, "yes")),
-            (DECLINE_LABEL, callback_data(self.action_id, "no")),
+            (shown(CONFIRM_LABEL), callback_data(self.action_id, "yes")),
+            (shown(DECLINE_LABEL), callback_data(self.action_id, "no")),
         )
 
 

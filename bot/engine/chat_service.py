@@ -238,7 +238,7 @@ class ChatService:
         prepared, result, updated = await self._run(
             locked, question, context, recorder, stream, turn_input=turn_input
         )
-        card = _card_of(result)
+        card = _card_of(result, context.language)
         action_audit = _action_audit(locked.session, result, context)
         updated, staff, handoff_audit, note = self._handoff_steps(
             locked.session, updated, result, context, customer
@@ -700,11 +700,11 @@ def _superseded(before: ConversationSession | None, result: ToolLoopResult) -> s
     return pending.action_id if pending is not None and result.proposal is not None else None
 
 
-def _card_of(result: ToolLoopResult) -> ActionCard | None:
+def _card_of(result: ToolLoopResult, language: str | None) -> ActionCard | None:
     proposal = result.proposal
     if proposal is None:
         return None
-    return ActionCard(action_id=proposal.action_id, text=proposal.description)
+    return ActionCard(action_id=proposal.action_id, text=proposal.description, language=language)
 
 
 def _now() -> datetime:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 # A script shared by several enabled languages (uk and ru) cannot tell them apart: the
 # stored language or Telegram's then decides.
 _SCRIPT_OF = {"ru": "cyrillic", "uk": "cyrillic", "kk": "cyrillic", "be": "cyrillic"}
+# Words that are no language's: commands, mentions, links.
+_NOT_WORDS = ("/", "@", "http://", "https://", "www.")
 # Fewer letters than this say nothing about the language ("ok", "1234").
 MIN_LETTERS = 3
 
@@ -50,7 +52,11 @@ class LanguagePolicy:
         return self.default
 
     def of_text(self, text: str) -> str | None:
-        """The one enabled language the text's letters are written in, if they say so."""
+        """The one enabled language the text's letters are written in, if they say so.
+
+        Commands, mentions and links are no one's language ("/start", "@shop_bot").
+        """
+        text = " ".join(word for word in text.split() if not word.startswith(_NOT_WORDS))
         cyrillic = sum(1 for char in text if "\u0400" <= char <= "\u04ff")
         latin = sum(1 for char in text if char.isascii() and char.isalpha())
         if cyrillic + latin < MIN_LETTERS:

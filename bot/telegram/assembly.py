@@ -93,6 +93,7 @@ def build_telegram_side(
             redis=app.redis,
             keys=app.keys,
             actions=app.actions,
+            languages=app.languages,
         ),
         vision=vision_on(app.settings),
     )
@@ -168,6 +169,7 @@ def _workers(
         analysis=app.analysis.schedule if app.analysis is not None else None,
         actions=app.actions,
         withdrawal=CardWithdrawal(sessions=app.sessions),
+        languages=app.languages,
     )
     return WorkerPool(
         stream=app.work,

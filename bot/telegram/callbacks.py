@@ -22,6 +22,7 @@ from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press
 from bot.actions.pending import parse_callback
 from bot.csat.callback import parse_callback as parse_feedback
 from bot.csat.schedule import press_state
+from bot.language.choice import ConversationLanguages
 from bot.queue.intake import IncomingUpdate
 from bot.sessions.models import session_of
 from bot.storage.connection import AsyncRedisClient, text_of
@@ -68,10 +69,16 @@ class PressAnswers:
     redis: "AsyncRedisClient | None" = None
     keys: RedisKeys | None = None
     actions: ActionConfirmations | None = None
+    # The short answers' languages: at intake no session is read for them (a card's press
+    # reads one for its verdict), so the presser's Telegram language decides.
+    languages: ConversationLanguages | None = None
 
     async def answer(self, callback: CallbackQuery, queued: bool) -> None:
         """Stop the button's spinner (never raises: the press is queued either way)."""
         text = await self._predict(callback) if queued else customer_texts.BUTTON_FORGED_ANSWER
+        if text is not None and self.languages is not None:
+            code = self.languages.decide(None, telegram_code=callback.from_user.language_code)
+            text = self.languages.texts(code).gettext(text)
 
         async def send() -> bool:
             return await self.bot.answer_callback_query(callback.id, text=text)

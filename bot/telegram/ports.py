@@ -1,11 +1,14 @@
 """What the Telegram front end needs from the engine (a seam, so handlers import no engine)."""
 
+from collections.abc import Callable
 from typing import Protocol
 
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
 from bot.handoff.staff_actions import HandoffTurn, StaffAction
 from bot.queue.job_results import JobContext, JobDone
+from bot.queue.jobs import OutboxEntry
+from bot.sessions.models import ConversationSession
 from turn import TEXT_INPUT, TurnContext, TurnInput
 
 
@@ -51,4 +54,18 @@ class PhotoKeeper(Protocol):
         staff: tuple[StaffAction, ...] = (),
     ) -> JobDone:
         """Add the photo to the history; no model turn, no answer."""
+        ...
+
+
+class SessionKeeper(Protocol):
+    """Where a session changes outside a model turn (the chat service): ``/language``."""
+
+    async def commit_without_turn(
+        self,
+        conversation_key: str,
+        held: JobContext,
+        change: Callable[[ConversationSession], ConversationSession],
+        entry: OutboxEntry,
+    ) -> JobDone:
+        """Change the session and pop the job with ``entry``, in one commit."""
         ...

@@ -9,6 +9,7 @@ from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.actions.pending import parse_callback
 from bot.engine.chat_errors import ChatServiceError
+from bot.language.catalogs import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.storage.keys import telegram_conversation
 
@@ -16,7 +17,10 @@ logger = logging.getLogger(__name__)
 
 
 async def on_press(
-    callback: CallbackQuery, job: JobContext, actions: ActionConfirmations | None = None
+    callback: CallbackQuery,
+    job: JobContext,
+    actions: ActionConfirmations | None = None,
+    texts: Texts | None = None,
 ) -> JobDone | PlainReply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
 
@@ -26,11 +30,20 @@ async def on_press(
     if actions is None or press is None:
         return None
     try:
-        return await actions.press(telegram_conversation(int(press.chat_id)), job, press)
+        return await actions.press(
+            telegram_conversation(int(press.chat_id)),
+            job,
+            press,
+            gettext=customer_texts.gettext_of(texts),
+        )
     except ChatServiceError as error:
         # Not saved: the job runs again (the handler's key keeps the shop's change single).
         logger.warning("Press on action %s not saved: %s", press.action_id, error.kind)
-        return PlainReply(text=customer_texts.failure_message(error, job.job.turn_id))
+        return PlainReply(
+            text=customer_texts.failure_message(
+                error, job.job.turn_id, customer_texts.gettext_of(texts)
+            )
+        )
 
 
 def card_press(callback: CallbackQuery) -> Press | None:

@@ -12,24 +12,20 @@ from typing import Any
 from aiogram.types import CallbackQuery, Message, TelegramObject
 from aiogram.utils.i18n import I18nMiddleware
 
-from bot.language.catalogs import Catalogs
-from bot.language.detect import LanguagePolicy
+from bot.language.choice import ConversationLanguages
 from bot.queue.job_results import JobContext
-from bot.sessions.models import session_of
 
 
 class ConversationLanguageMiddleware(I18nMiddleware):
     """Decides the language per event from the job's session, the text and Telegram's code."""
 
-    def __init__(self, catalogs: Catalogs, policy: LanguagePolicy) -> None:
-        super().__init__(catalogs)
-        self.catalogs = catalogs
-        self.policy = policy
+    def __init__(self, languages: ConversationLanguages) -> None:
+        super().__init__(languages.catalogs)
+        self.languages = languages
 
     async def get_locale(self, event: TelegramObject, data: dict[str, Any]) -> str:
         """The language code; also puts ``language`` and ``texts`` into the handler's data."""
         job = data.get("job")
-        session = session_of(job.session_data) if isinstance(job, JobContext) else None
         text = None
         user = None
         if isinstance(event, Message):
@@ -37,12 +33,11 @@ class ConversationLanguageMiddleware(I18nMiddleware):
             user = event.from_user
         elif isinstance(event, CallbackQuery):
             user = event.from_user
-        language = self.policy.decide(
-            stored=session.language if session is not None else None,
-            chosen=session.language_chosen if session is not None else False,
+        language = self.languages.decide(
+            job if isinstance(job, JobContext) else None,
             text=text,
             telegram_code=user.language_code if user is not None else None,
         )
         data["language"] = language
-        data["texts"] = self.catalogs.texts(language)
+        data["texts"] = self.languages.texts(language)
         return language
