@@ -531,6 +531,9 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         help_center=help_center,
         shop=shop_backend,
         demo_shop=settings.mcp.demo_tools_on(),
+        localize=lambda language, message: catalogs.texts(
+            language or settings.language.default_language
+        ).gettext(message),
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())

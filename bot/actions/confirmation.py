@@ -189,7 +189,7 @@ class ActionConfirmations:
             return resolved
         tool, arguments = resolved
         if verdict is Verdict.DECLINE:
-            text = tool.declined(arguments)
+            text = tool.declined(arguments, customer)
             return ActionResult.not_done("declined", text, f"{text}.")
         if verdict is Verdict.CONFIRM and given_up is None:
             return await _run(tool, arguments, customer, pending.action_id)
@@ -244,7 +244,12 @@ class ActionConfirmations:
             logger.info("Press on action %s: %s, nothing changed", press.action_id, verdict.value)
             return None
         pending = session.pending_action
-        customer = Customer(user_id=press.presser_id, chat_id=press.chat_id, photos=pending.photos)
+        customer = Customer(
+            user_id=press.presser_id,
+            chat_id=press.chat_id,
+            photos=pending.photos,
+            language=session.language,
+        )
         # The customer decided when they pressed, not when a worker got to it.
         decided = arrived_at(job)
         started = perf_counter()
