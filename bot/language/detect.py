@@ -4,6 +4,7 @@ Decided per message without any extra Redis read: the stored language and whethe
 the customer chose it come with the session the worker read with its job.
 """
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,8 +12,12 @@ from dataclasses import dataclass
 # A script shared by several enabled languages (uk and ru) cannot tell them apart: the
 # stored language or Telegram's then decides.
 _SCRIPT_OF = {"ru": "cyrillic", "uk": "cyrillic", "kk": "cyrillic", "be": "cyrillic"}
+_CYRILLIC = re.compile("[\u0400-\u04ff]")
+_LATIN = re.compile("[A-Za-z]")
 # Words that are no language's: commands, mentions, links.
 _NOT_WORDS = ("/", "@", "http://", "https://", "www.")
+# A message's first characters that decide (a long message costs what a short one does).
+SAMPLE_CHARS = 300
 # Fewer letters than this say nothing about the language ("ok", "1234").
 MIN_LETTERS = 3
 
@@ -54,11 +59,14 @@ class LanguagePolicy:
     def of_text(self, text: str) -> str | None:
         """The one enabled language the text's letters are written in, if they say so.
 
-        Commands, mentions and links are no one's language ("/start", "@shop_bot").
+        Commands, mentions and links are no one's language ("/start", "@shop_bot"). The
+        first :data:`SAMPLE_CHARS` characters are enough to tell, and bound the cost.
         """
-        text = " ".join(word for word in text.split() if not word.startswith(_NOT_WORDS))
-        cyrillic = sum(1 for char in text if "\u0400" <= char <= "\u04ff")
-        latin = sum(1 for char in text if char.isascii() and char.isalpha())
+        sample = text[:SAMPLE_CHARS].split()
+        text = " ".join(word for word in sample if not word.startswith(_NOT_WORDS))
+        # Regular expressions count in C: a 4,000-character message costs microseconds.
+        cyrillic = len(_CYRILLIC.findall(text))
+        latin = len(_LATIN.findall(text))
         if cyrillic + latin < MIN_LETTERS:
             return None
         script = "cyrillic" if cyrillic > latin else "latin"
