@@ -58,6 +58,7 @@ from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question
 from bot.telegram.handlers.actions import card_press
 from bot.telegram.link_keyboard import reply_keyboard
+from bot.telegram.middlewares.language import stored_language
 from bot.telegram.ports import ChatPort
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from turn import TurnOutcome, Usage
@@ -108,7 +109,9 @@ class TelegramJobRunner:
         return self.languages.texts(language) if self.languages is not None else None
 
     def _job_texts(self, context: JobContext) -> Texts | None:
-        return self.languages.of_job(context) if self.languages is not None else None
+        if self.languages is None:
+            return None
+        return self.languages.texts(self.languages.decide(stored_language(context)))
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -300,7 +303,11 @@ class TelegramJobRunner:
             text="",
             audit=(asked.to_fields(),),
             question=FeedbackQuestion(question_id=question.question_id),
-            language=self.languages.decide(context) if self.languages is not None else None,
+            language=(
+                self.languages.decide(stored_language(context))
+                if self.languages is not None
+                else None
+            ),
         )
         await self.queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
         return JobDone(reply=entry)

@@ -12,8 +12,17 @@ from typing import Any
 from aiogram.types import CallbackQuery, Message, TelegramObject
 from aiogram.utils.i18n import I18nMiddleware
 
-from bot.language.choice import ConversationLanguages
+from bot.language.choice import ConversationLanguages, StoredLanguage
 from bot.queue.job_results import JobContext
+from bot.sessions.models import session_of
+
+
+def stored_language(job: JobContext | None) -> StoredLanguage:
+    """The language the session read with ``job`` keeps (nothing for a new conversation)."""
+    session = session_of(job.session_data) if job is not None else None
+    if session is None:
+        return StoredLanguage()
+    return StoredLanguage(language=session.language, chosen=session.language_chosen)
 
 
 class ConversationLanguageMiddleware(I18nMiddleware):
@@ -34,7 +43,7 @@ class ConversationLanguageMiddleware(I18nMiddleware):
         elif isinstance(event, CallbackQuery):
             user = event.from_user
         language = self.languages.decide(
-            job if isinstance(job, JobContext) else None,
+            stored_language(job if isinstance(job, JobContext) else None),
             text=text,
             telegram_code=user.language_code if user is not None else None,
         )
