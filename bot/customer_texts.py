@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Final
 
 from bot.engine.chat_errors import ChatServiceError
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME
 from tools.order_actions import (

@@ -14,7 +14,6 @@ texts written there; every other language is a translation.
 
 import gettext
 import io
-from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Final
@@ -24,6 +23,8 @@ from babel import Locale, UnknownLocaleError
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 
+from bot.language.texts import Texts
+
 DOMAIN: Final = "messages"
 DEFAULT_LOCALES_DIR: Final = Path(str(files("bot").joinpath("locales")))
 """Where the shipped catalogs are (package data of the wheel)."""
@@ -31,28 +32,6 @@ DEFAULT_LOCALES_DIR: Final = Path(str(files("bot").joinpath("locales")))
 
 class CatalogError(ValueError):
     """A language is enabled without a catalog, or a catalog cannot be read."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Texts:
-    """The customer's texts in one language: ``gettext`` of a message of ``customer_texts``.
-
-    ``name`` is the language's own name ("English", "русский") and ``name_ru`` its
-    name in Russian, the prompt's language ("английский").
-    """
-
-    language: str
-    name: str
-    name_ru: str
-    translations: gettext.NullTranslations
-
-    def gettext(self, message: str) -> str:
-        """``message`` (a msgid of ``customer_texts``) in this language."""
-        return self.translations.gettext(message)
-
-    def format(self, message: str, **values: object) -> str:
-        """``message`` in this language with its ``{placeholders}`` filled."""
-        return self.gettext(message).format(**values)
 
 
 class Catalogs(I18n):

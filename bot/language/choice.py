@@ -2,8 +2,9 @@
 
 from dataclasses import dataclass
 
-from bot.language.catalogs import Catalogs, Texts
+from bot.language.catalogs import Catalogs
 from bot.language.detect import LanguagePolicy
+from bot.language.texts import Texts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

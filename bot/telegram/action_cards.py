@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from bot.actions.pending import ActionCard, PendingAction
 from bot.customer_texts import gettext_of
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.queue.jobs import CardEdit
 from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.connection import AsyncRedisClient

@@ -8,7 +8,7 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import customer_texts
 from bot.csat.callback import callback_data
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 SCORES = (1, 2, 3, 4, 5)

@@ -45,8 +45,8 @@ from bot.csat.schedule import CsatSchedule, claimed_score
 from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.desk import StaffDesk
 from bot.handoff.service import HandoffService
-from bot.language.catalogs import Texts
 from bot.language.choice import ConversationLanguages
+from bot.language.texts import Texts
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, JobDone, PlainReply

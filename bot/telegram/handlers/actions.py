@@ -9,7 +9,7 @@ from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.actions.pending import parse_callback
 from bot.engine.chat_errors import ChatServiceError
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.storage.keys import telegram_conversation
 

@@ -13,7 +13,7 @@ from bot.analysis.offline import looks_upset
 from bot.analysis.schedule import AnalysisSchedule
 from bot.engine.chat_errors import ChatServiceError
 from bot.handoff.service import HandoffService
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.ops.log_context import bind_turn
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
 from bot.sessions.models import session_of

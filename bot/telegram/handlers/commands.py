@@ -6,8 +6,8 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.engine.chat_errors import ChatServiceError
-from bot.language.catalogs import Texts
 from bot.language.choice import ConversationLanguages
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.jobs import OutboxEntry
 from bot.storage.keys import telegram_conversation

@@ -16,7 +16,7 @@ from aiogram.types import CallbackQuery, Message
 from bot import customer_texts
 from bot.handoff.service import HandoffService
 from bot.handoff.staff_actions import HandoffTurn
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.storage.keys import telegram_conversation

@@ -12,7 +12,7 @@ from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.csat.callback import parse_callback
 from bot.csat.schedule import CsatSchedule
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.storage.keys import telegram_conversation

@@ -19,7 +19,7 @@ from aiogram.types import Message
 from bot import customer_texts
 from bot.handoff.service import HandoffService
 from bot.handoff.staff_actions import HandoffTurn
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command

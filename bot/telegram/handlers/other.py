@@ -14,7 +14,7 @@ from aiogram.types import Message
 from bot import customer_texts
 from bot.handoff.service import HandoffService
 from bot.handoff.staff_actions import StaffAction
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, PlainReply
 from bot.telegram.filters import forwarded_from_channel
 

@@ -15,7 +15,7 @@ from bot import customer_texts
 from bot.accounts.linking import AccountLinking
 from bot.handoff.service import HandoffService
 from bot.handoff.staff_actions import StaffAction
-from bot.language.catalogs import Texts
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.telegram.drafts import Drafts
 from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, run_turn
