@@ -290,9 +290,9 @@ ACTION_EXPIRED_MESSAGE = N_(
 """The message after a press on an expired card."""
 ACTION_FAILED_TEXT = N_("Не удалось выполнить действие: ничего не изменено. Попробуйте позже.")
 """The card's text and the message when the action could not run (nothing changed)."""
-ACTION_CHECKING_TEXT = "⏳ Проверяем, выполнено ли действие"
+ACTION_CHECKING_TEXT = N_("⏳ Проверяем, выполнено ли действие")
 """The card's text when a shop's tool may have run but its answer was lost."""
-ACTION_CHECKING_MESSAGE = (
+ACTION_CHECKING_MESSAGE = N_(
     "Не удалось сразу узнать, выполнено ли действие. Мы проверим и напишем вам; "
     "нажимать кнопку ещё раз не нужно."
 )
@@ -305,7 +305,7 @@ BUTTON_FORGED_ANSWER = N_("Кнопка больше не действует")
 """The press's short answer when its callback data names no action of this bot."""
 CARD_SUPERSEDED_TEXT = N_("Предложение заменено новым: смотрите карточку ниже")
 """An older card's new text when a newer proposal replaced it."""
-CARD_NOT_DELIVERED = (
+CARD_NOT_DELIVERED = N_(
     "Не получилось показать кнопки подтверждения, поэтому действие не выполнено и ничего "
     "не изменено. Если это ещё нужно, напишите мне ещё раз."
 )

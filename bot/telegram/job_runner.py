@@ -519,7 +519,7 @@ class TelegramJobRunner:
         """
         if self.withdrawal is None:
             return ()
-        text = customer_texts.CARD_NOT_DELIVERED
+        text = customer_texts.shown(self._texts(card.language), customer_texts.CARD_NOT_DELIVERED)
         withdrawn = await self.withdrawal.withdraw(
             lease.conversation_key, lease.token, card.action_id, reply.turn_id, text
         )
