@@ -38,6 +38,9 @@ from bot.knowledge.watcher import (
     KnowledgeWatcher,
     open_help_center,
 )
+from bot.language.catalogs import CatalogError, Catalogs, language_name
+from bot.language.choice import ConversationLanguages
+from bot.language.detect import LanguagePolicy
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
@@ -113,6 +116,8 @@ class Application:
     # The health check's own small client: /healthz never queues behind turns for a connection.
     health_redis: AsyncRedisClient
     health: RedisHealthProbe
+    # The customer's texts per language (LANGUAGES), and how a conversation's is decided.
+    languages: ConversationLanguages
     # Human handoff; None while STAFF_CHAT_ID is unset.
     handoff: HandoffService | None = None
     # Rebuilds the help center's index when KNOWLEDGE_DIR changes.
@@ -291,6 +296,16 @@ def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
         raise StartupError(str(error)) from error
 
 
+def open_catalogs(settings: Settings) -> Catalogs:
+    """The customer's texts' catalogs; a language of ``LANGUAGES`` without one stops the start."""
+    try:
+        catalogs = Catalogs(default_locale=settings.language.default_language)
+        catalogs.require(settings.language.codes)
+    except CatalogError as error:
+        raise StartupError(str(error)) from error
+    return catalogs
+
+
 def _analysis_prompt(settings: Settings) -> PromptTemplate:
     try:
         return build_default_prompt_registry().get(
@@ -378,6 +393,7 @@ def build_chat_service(
     build their chat service here, so a test exercises what production runs.
     """
     support_prompt, summary_prompt = _prompts(settings)
+    language = settings.language
     loop = BoundedToolLoop(
         llm,
         registry,
@@ -403,6 +419,9 @@ def build_chat_service(
         if settings.handoff.staff_chat_id is not None
         else None,
         citations=CitationCheck(help_center.article_urls) if help_center is not None else None,
+        # Named in Russian, the prompt's language ("английский").
+        languages={code: language_name(code, "ru") for code in language.codes},
+        default_language=language.default_language,
     )
 
 
@@ -484,6 +503,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         ) from error
     # Before anything connects: an unknown lookup stops the start with one line.
     _check_link_tool(settings)
+    catalogs = open_catalogs(settings)
     try:
         help_center = open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
@@ -511,6 +531,9 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         help_center=help_center,
         shop=shop_backend,
         demo_shop=settings.mcp.demo_tools_on(),
+        localize=lambda language, message: catalogs.texts(
+            language or settings.language.default_language
+        ).gettext(message),
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
@@ -645,6 +668,12 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         blocked=BlockedChats(redis, keys),
         health_redis=health_redis,
         health=health,
+        languages=ConversationLanguages(
+            catalogs=catalogs,
+            policy=LanguagePolicy(
+                languages=settings.language.codes, default=settings.language.default_language
+            ),
+        ),
         handoff=handoff,
         knowledge=knowledge,
         actions=ActionConfirmations(

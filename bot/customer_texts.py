@@ -1,5 +1,11 @@
 """Every text the customer sees from the bot itself (not the model's answers), in Russian.
 
+Russian is the source language of the catalogs: a text wrapped in :func:`N_` is a
+msgid that ``scripts/i18n`` extracts into ``bot/locales/<lang>/LC_MESSAGES/messages.po``,
+and the front ends show it through the conversation's
+:class:`~bot.language.catalogs.Texts` (``texts.gettext(GREETING)``). Texts not
+wrapped yet are shown in Russian to everyone.
+
 One module so the texts can be reviewed together and a second language added in
 one place: Telegram's greeting, help and notices, failure texts, the handoff's
 messages, the confirmation cards' buttons and verdicts, the drafts' labels while
@@ -16,9 +22,11 @@ message chosen by the failure's ``kind`` and the incident code (the turn id)
 that support staff look up in the audit stream.
 """
 
+from collections.abc import Callable
 from typing import Final
 
 from bot.chat_errors import ChatServiceError
+from bot.language.texts import Texts
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME
 from tools.order_actions import (
@@ -32,7 +40,31 @@ from tools.return_policy import GET_RETURN_POLICY_TOOL_NAME
 from tools.support_hours import GET_SUPPORT_HOURS_TOOL_NAME
 from turn import TurnOutcome
 
-GREETING = (
+
+def N_(message: str) -> str:
+    """Marks ``message`` for the catalogs (pybabel's ``-k N_``); translated where shown."""
+    return message
+
+
+Translate = Callable[[str], str]
+"""A catalog's ``gettext`` (:meth:`bot.language.catalogs.Texts.gettext`)."""
+
+
+def _as_is(message: str) -> str:
+    return message
+
+
+def shown(texts: Texts | None, message: str) -> str:
+    """``message`` as the customer reads it: in ``texts``' language (``None``: the source's)."""
+    return texts.gettext(message) if texts is not None else message
+
+
+def gettext_of(texts: Texts | None) -> Translate:
+    """``texts``' ``gettext``; the source texts as they are without a catalog."""
+    return texts.gettext if texts is not None else _as_is
+
+
+GREETING = N_(
     "Здравствуйте! Я бот поддержки магазина.\n\n"
     "Я могу:\n"
     "• подсказать статус заказа по его номеру;\n"
@@ -42,30 +74,40 @@ GREETING = (
     "Просто напишите свой вопрос, например: «Где мой заказ 1234?»"
 )
 
-HELP = (
+HELP = N_(
     "Команды:\n"
     "/start — что умеет бот\n"
     "/help — эта справка\n"
     "/new — начать новый разговор (бот забудет предыдущую переписку)\n"
-    "/operator — позвать сотрудника поддержки\n\n"
+    "/operator — позвать сотрудника поддержки\n"
+    "/language — язык бота (Language)\n\n"
     "Вопросы пишите обычным текстом."
 )
 
-NEW_CONVERSATION = "Начинаем новый разговор. Предыдущую переписку я больше не учитываю."
+NEW_CONVERSATION = N_("Начинаем новый разговор. Предыдущую переписку я больше не учитываю.")
 
-NON_TEXT = "Пока я понимаю только текстовые сообщения. Пожалуйста, напишите вопрос текстом."
+NON_TEXT = N_("Пока я понимаю только текстовые сообщения. Пожалуйста, напишите вопрос текстом.")
+
+LANGUAGE_CHANGED = N_("Хорошо, дальше я пишу по-русски.")
+"""``/language ru``: the confirmation, in the language chosen (each catalog says its own)."""
+LANGUAGE_CHOICES = N_("Выберите язык бота:\n{choices}")
+"""``/language`` alone: one ``/language <code> — <name>`` line per enabled language."""
+LANGUAGE_UNKNOWN = N_("Такого языка у бота нет. Выберите один из этих:\n{choices}")
+"""``/language xx`` for a language that is not enabled."""
 
 # What the bot answers to a message it does not read (``bot/telegram/handlers/other.py``):
 # one short line fitting what was sent, never a failed turn.
-STICKER = "Спасибо! 🙂 Напишите, пожалуйста, текстом, чем я могу помочь."
-LOCATION = (
+STICKER = N_("Спасибо! 🙂 Напишите, пожалуйста, текстом, чем я могу помочь.")
+LOCATION = N_(
     "Геоточку я не обрабатываю. Если вопрос о доставке, напишите адрес и номер заказа текстом."
 )
-CONTACT = "Контакты я не сохраняю. Напишите, пожалуйста, ваш вопрос текстом."
-POLL = "Опросы я не читаю. Напишите, пожалуйста, ваш вопрос текстом."
-DOCUMENT = "Файлы я не открываю. Опишите, пожалуйста, вопрос текстом: номер заказа и что случилось."
-VIDEO = "Видео я не смотрю. Опишите, пожалуйста, словами, что случилось, и номер заказа."
-FORWARDED_POST = (
+CONTACT = N_("Контакты я не сохраняю. Напишите, пожалуйста, ваш вопрос текстом.")
+POLL = N_("Опросы я не читаю. Напишите, пожалуйста, ваш вопрос текстом.")
+DOCUMENT = N_(
+    "Файлы я не открываю. Опишите, пожалуйста, вопрос текстом: номер заказа и что случилось."
+)
+VIDEO = N_("Видео я не смотрю. Опишите, пожалуйста, словами, что случилось, и номер заказа.")
+FORWARDED_POST = N_(
     "Вижу пересланный пост из канала, но читать его я не буду. "
     "Напишите, пожалуйста, что вы хотите узнать."
 )
@@ -103,20 +145,20 @@ PHOTO_NOT_SEEN = (
     "или опишите вопрос текстом."
 )
 
-RATE_LIMITED = (
+RATE_LIMITED = N_(
     "Вы пишете слишком часто. Пожалуйста, подождите несколько секунд и отправьте сообщение ещё раз."
 )
 
-DAILY_LIMIT = (
+DAILY_LIMIT = N_(
     "На сегодня лимит вопросов исчерпан. Пожалуйста, напишите завтра, мы обязательно ответим."
 )
 
-QUEUE_FULL = (
+QUEUE_FULL = N_(
     "Я ещё не ответил на ваши предыдущие сообщения. Пожалуйста, дождитесь ответа "
     "и потом напишите снова."
 )
 
-UNREADABLE = (
+UNREADABLE = N_(
     "Не получилось прочитать это сообщение. Пожалуйста, отправьте его ещё раз обычным текстом."
 )
 
@@ -130,71 +172,76 @@ LINK_COMMAND: tuple[str, str] = ("link", "Привязать аккаунт ма
 """In the menu too while account linking is on (``ACCOUNT_LINK_TOOL``)."""
 
 _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
-    TurnOutcome.BAD_INPUT: (
+    TurnOutcome.BAD_INPUT: N_(
         "Не получилось разобрать сообщение. Попробуйте сформулировать вопрос иначе."
     ),
-    TurnOutcome.EMPTY_MESSAGE: "Сообщение пустое. Напишите, пожалуйста, ваш вопрос текстом.",
-    TurnOutcome.MESSAGE_TOO_LONG: (
+    TurnOutcome.EMPTY_MESSAGE: N_("Сообщение пустое. Напишите, пожалуйста, ваш вопрос текстом."),
+    TurnOutcome.MESSAGE_TOO_LONG: N_(
         "Сообщение слишком длинное. Пожалуйста, сократите его и отправьте ещё раз."
     ),
-    TurnOutcome.MODEL_UNAVAILABLE: (
+    TurnOutcome.MODEL_UNAVAILABLE: N_(
         "Сейчас я перегружен и не успел ответить. Пожалуйста, повторите вопрос через минуту."
     ),
-    TurnOutcome.BAD_REQUEST: (
+    TurnOutcome.BAD_REQUEST: N_(
         "Запрос получился слишком длинным для обработки. Сократите вопрос "
         "или начните новый разговор командой /new."
     ),
-    TurnOutcome.MODEL_ERROR: (
+    TurnOutcome.MODEL_ERROR: N_(
         "Не получилось подготовить ответ. Пожалуйста, переформулируйте вопрос "
         "или попробуйте ещё раз."
     ),
-    TurnOutcome.TOOL_FAILURE: (
+    TurnOutcome.TOOL_FAILURE: N_(
         "Не удалось получить нужные данные. Пожалуйста, попробуйте ещё раз чуть позже."
     ),
-    TurnOutcome.LIMIT: (
+    TurnOutcome.LIMIT: N_(
         "Вопрос оказался слишком сложным для одного ответа. "
         "Попробуйте разбить его на несколько простых вопросов."
     ),
-    TurnOutcome.DEADLINE: (
+    TurnOutcome.DEADLINE: N_(
         "Ответ готовился слишком долго, и я его прервал. Пожалуйста, повторите вопрос через минуту."
     ),
-    TurnOutcome.STORAGE_UNAVAILABLE: (
+    TurnOutcome.STORAGE_UNAVAILABLE: N_(
         "Сервис временно недоступен. Пожалуйста, попробуйте ещё раз через несколько минут."
     ),
-    TurnOutcome.BUSY: (
+    TurnOutcome.BUSY: N_(
         "Я ещё отвечаю на ваше предыдущее сообщение. Пожалуйста, подождите немного "
         "и повторите вопрос."
     ),
 }
 
-_UNEXPECTED = "Что-то пошло не так. Пожалуйста, попробуйте ещё раз чуть позже."
+_UNEXPECTED = N_("Что-то пошло не так. Пожалуйста, попробуйте ещё раз чуть позже.")
 
 
-def with_incident_code(text: str, code: str) -> str:
+INCIDENT_CODE = N_("Код обращения: {code}. Назовите его поддержке, если проблема повторится.")
+
+
+def with_incident_code(text: str, code: str, gettext: Translate = _as_is) -> str:
     """``text`` followed by the incident code the customer can quote to support."""
-    return f"{text}\n\nКод обращения: {code}. Назовите его поддержке, если проблема повторится."
+    return f"{text}\n\n{gettext(INCIDENT_CODE).format(code=code)}"
 
 
-def failure_message(error: ChatServiceError, incident_code: str) -> str:
+def failure_message(
+    error: ChatServiceError, incident_code: str, gettext: Translate = _as_is
+) -> str:
     """The message for ``error``'s kind (else its nearest class's known kind) with the code."""
     classes = type(error).__mro__
     for kind in (error.kind, *(getattr(cls, "default_kind", None) for cls in classes)):
         text = _FAILURE_BY_KIND.get(kind) if isinstance(kind, TurnOutcome) else None
         if text is not None:
-            return with_incident_code(text, incident_code)
-    return with_incident_code(_UNEXPECTED, incident_code)
+            return with_incident_code(gettext(text), incident_code, gettext)
+    return with_incident_code(gettext(_UNEXPECTED), incident_code, gettext)
 
 
-def unexpected_failure_message(incident_code: str) -> str:
+def unexpected_failure_message(incident_code: str, gettext: Translate = _as_is) -> str:
     """The message for a failure nobody foresaw (a bug): still kind, still with the code."""
-    return with_incident_code(_UNEXPECTED, incident_code)
+    return with_incident_code(gettext(_UNEXPECTED), incident_code, gettext)
 
 
-OPERATOR_WAITING = (
+OPERATOR_WAITING = N_(
     "Я позвал сотрудника поддержки: он ответит здесь, в этом чате. "
     "Пока можно продолжать писать мне."
 )
-OPERATOR_ALREADY = "Сотрудник поддержки уже подключён к разговору и ответит здесь."
+OPERATOR_ALREADY = N_("Сотрудник поддержки уже подключён к разговору и ответит здесь.")
 OPERATOR_OFF = (
     "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи в часы работы."
 )
@@ -207,8 +254,8 @@ def operator_off(hours: str) -> str:
     return f"{OPERATOR_OFF}\n\n{hours}"
 
 
-FAILED_HANDOFF = "Я позвал сотрудника поддержки: он ответит здесь, в этом чате."
-HANDOFF_IDLE_NOTE = "Разговор с сотрудником завершён, дальше вам снова отвечает бот."
+FAILED_HANDOFF = N_("Я позвал сотрудника поддержки: он ответит здесь, в этом чате.")
+HANDOFF_IDLE_NOTE = N_("Разговор с сотрудником завершён, дальше вам снова отвечает бот.")
 """When a handoff ends because nobody wrote for ``HANDOFF_IDLE_MINUTES``."""
 
 ESCALATION_OFFER = (
@@ -220,45 +267,45 @@ ESCALATION_BUTTON = "Позвать сотрудника"
 """The offer's one button."""
 ESCALATION_PRESSED = "Вы попросили позвать сотрудника."
 """The offer's text once its button was pressed (the button removed)."""
-CSAT_QUESTION = "Помогли ли мы вам? Оцените, пожалуйста, от 1 до 5"
+CSAT_QUESTION = N_("Помогли ли мы вам? Оцените, пожалуйста, от 1 до 5")
 """The satisfaction question, under buttons 1 to 5."""
-CSAT_THANKS = "Спасибо за оценку!"
+CSAT_THANKS = N_("Спасибо за оценку!")
 """What the question becomes once answered (and the press's short answer)."""
-CSAT_ALREADY = "Вы уже оценили, спасибо!"
+CSAT_ALREADY = N_("Вы уже оценили, спасибо!")
 """A second press's short answer: nothing changes."""
-CSAT_CLOSED = "Этот опрос уже закрыт. Спасибо, что заглянули!"
+CSAT_CLOSED = N_("Этот опрос уже закрыт. Спасибо, что заглянули!")
 """A press on an expired or replaced question."""
 
 # Confirmation cards (bot/actions, bot/telegram/action_cards.py, bot/telegram/callbacks.py).
 
-CONFIRM_LABEL = "Подтвердить"
+CONFIRM_LABEL = N_("Подтвердить")
 """The card's first button."""
-DECLINE_LABEL = "Не нужно"
+DECLINE_LABEL = N_("Не нужно")
 """The card's second button."""
-ACTION_EXPIRED_TEXT = "Срок подтверждения истёк"
+ACTION_EXPIRED_TEXT = N_("Срок подтверждения истёк")
 """The card's new text (and the press's short answer) once the confirmation expired."""
-ACTION_EXPIRED_MESSAGE = (
+ACTION_EXPIRED_MESSAGE = N_(
     "Срок подтверждения истёк, ничего не изменено. Если это ещё нужно, напишите мне."
 )
 """The message after a press on an expired card."""
-ACTION_FAILED_TEXT = "Не удалось выполнить действие: ничего не изменено. Попробуйте позже."
+ACTION_FAILED_TEXT = N_("Не удалось выполнить действие: ничего не изменено. Попробуйте позже.")
 """The card's text and the message when the action could not run (nothing changed)."""
-ACTION_CHECKING_TEXT = "⏳ Проверяем, выполнено ли действие"
+ACTION_CHECKING_TEXT = N_("⏳ Проверяем, выполнено ли действие")
 """The card's text when a shop's tool may have run but its answer was lost."""
-ACTION_CHECKING_MESSAGE = (
+ACTION_CHECKING_MESSAGE = N_(
     "Не удалось сразу узнать, выполнено ли действие. Мы проверим и напишем вам; "
     "нажимать кнопку ещё раз не нужно."
 )
 """The message when the outcome is being checked (staff see the action as a dead letter)."""
-ACTION_STALE_ANSWER = "Уже выполнено или больше не действует"
+ACTION_STALE_ANSWER = N_("Уже выполнено или больше не действует")
 """The press's short answer when the action is done, declined or superseded."""
-ACTION_FOREIGN_ANSWER = "Эта кнопка не для вас"
+ACTION_FOREIGN_ANSWER = N_("Эта кнопка не для вас")
 """The press's short answer when someone else pressed the customer's card."""
-BUTTON_FORGED_ANSWER = "Кнопка больше не действует"
+BUTTON_FORGED_ANSWER = N_("Кнопка больше не действует")
 """The press's short answer when its callback data names no action of this bot."""
-CARD_SUPERSEDED_TEXT = "Предложение заменено новым: смотрите карточку ниже"
+CARD_SUPERSEDED_TEXT = N_("Предложение заменено новым: смотрите карточку ниже")
 """An older card's new text when a newer proposal replaced it."""
-CARD_NOT_DELIVERED = (
+CARD_NOT_DELIVERED = N_(
     "Не получилось показать кнопки подтверждения, поэтому действие не выполнено и ничего "
     "не изменено. Если это ещё нужно, напишите мне ещё раз."
 )

@@ -580,6 +580,43 @@ class CsatSettings(BaseSettings):
     )
 
 
+class LanguageSettings(BaseSettings):
+    """The customer's languages: each needs a catalog under ``locales/`` (checked at start)."""
+
+    model_config = _ENV
+
+    # Comma-separated language codes (ISO 639-1), the order /language lists them in.
+    languages: str = Field(default="ru,en", validation_alias=_env("LANGUAGES"))
+    # A conversation's language until the customer's own words or Telegram say otherwise.
+    default_language: str = Field(default="ru", validation_alias=_env("DEFAULT_LANGUAGE"))
+
+    @field_validator("languages")
+    @classmethod
+    def _codes(cls, value: str) -> str:
+        codes = [code.strip().lower() for code in value.split(",") if code.strip()]
+        if not codes:
+            raise ValueError("LANGUAGES: name at least one language code, such as ru,en")
+        bad = [code for code in codes if not code.isascii() or not code.isalpha()]
+        if bad:
+            raise ValueError(f"LANGUAGES: {', '.join(bad)} is not a language code such as ru or en")
+        return ",".join(dict.fromkeys(codes))
+
+    @model_validator(mode="after")
+    def _default_enabled(self) -> "LanguageSettings":
+        self.default_language = self.default_language.strip().lower()
+        if self.default_language not in self.codes:
+            raise ValueError(
+                f"DEFAULT_LANGUAGE: {self.default_language!r} "
+                f"is not among LANGUAGES ({self.languages})"
+            )
+        return self
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The enabled language codes, in the order given."""
+        return tuple(self.languages.split(","))
+
+
 class MediaSettings(BaseSettings):
     """Voice messages (transcribed) and photos (shown to a model that reads images)."""
 
@@ -660,7 +697,7 @@ class PromptSettings(BaseSettings):
     model_config = _ENV
 
     support_chat_version: str = Field(
-        default="1.5.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
+        default="1.7.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
     analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
@@ -708,6 +745,7 @@ class Settings(BaseModel):
     analysis: AnalysisSettings = Field(default_factory=lambda: AnalysisSettings(_env_file=None))
     mcp: McpSettings = Field(default_factory=lambda: McpSettings(_env_file=None))
     media: MediaSettings = Field(default_factory=lambda: MediaSettings(_env_file=None))
+    language: LanguageSettings = Field(default_factory=lambda: LanguageSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -798,5 +836,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "analysis": AnalysisSettings,
     "mcp": McpSettings,
     "media": MediaSettings,
+    "language": LanguageSettings,
     "log": _LogSettings,
 }

@@ -13,12 +13,21 @@ ANALYSIS_PROMPT_ID = "request_analysis"
 # wheel) and the versions shipped. Sessions and audit entries name the version that
 # wrote them, so a shipped body is never edited: a change is a new version.
 _SHIPPED: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    SUPPORT_CHAT_PROMPT_ID: ("prompts.support_chat", ("1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0")),
+    SUPPORT_CHAT_PROMPT_ID: (
+        "prompts.support_chat",
+        ("1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0", "1.7.0", "1.8.0"),
+    ),
     SUMMARY_PROMPT_ID: ("prompts.summary", ("1.0.0", "1.1.0")),
     ANALYSIS_PROMPT_ID: ("prompts.analysis", ("1.0.0",)),
 }
 # Variables a prompt's bodies take (``${name}``), per prompt id.
 _VARIABLES: Mapping[str, frozenset[str]] = {ANALYSIS_PROMPT_ID: frozenset({"categories"})}
+# Per prompt id and version, where they differ from the id's: the customer's language
+# (its name, filled in per turn) from support chat 1.7.0 on.
+_VERSION_VARIABLES: Mapping[tuple[str, str], frozenset[str]] = {
+    (SUPPORT_CHAT_PROMPT_ID, "1.7.0"): frozenset({"language"}),
+    (SUPPORT_CHAT_PROMPT_ID, "1.8.0"): frozenset({"language"}),
+}
 
 
 class UnknownPromptError(LookupError):
@@ -65,7 +74,9 @@ def build_default_prompt_registry() -> PromptRegistry:
                     prompt_id=prompt_id,
                     version=version,
                     body=body.strip(),
-                    required_variables=_VARIABLES.get(prompt_id, frozenset()),
+                    required_variables=_VERSION_VARIABLES.get(
+                        (prompt_id, version), _VARIABLES.get(prompt_id, frozenset())
+                    ),
                 )
             )
     return registry

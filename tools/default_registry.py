@@ -17,6 +17,7 @@ from tools.return_policy import build_return_policy_tool
 from tools.shop_backend import ShopBackend
 from tools.store import ShopStore
 from tools.support_hours import build_support_hours_tool
+from tools.write_tools import Localize, as_written
 
 
 def build_default_tool_registry(
@@ -27,6 +28,7 @@ def build_default_tool_registry(
     shop: ShopBackend | None = None,
     *,
     demo_shop: bool = True,
+    localize: Localize = as_written,
 ) -> ToolRegistry:
     """A new registry with the four read-only support tools over ``store``.
 
@@ -35,7 +37,8 @@ def build_default_tool_registry(
     and the three write tools over it are registered. Without ``demo_shop`` (a shop
     connected its own tools over MCP) the tools over the demo shop's data (orders,
     products, return policies, the write tools) are left out; the support hours and
-    the help center stay.
+    the help center stay. ``localize``: the write tools' cards and outcomes in the
+    customer's language (the application's catalogs).
     """
     registry = ToolRegistry()
     if demo_shop:
@@ -46,7 +49,7 @@ def build_default_tool_registry(
     if help_center is not None:
         registry.register(build_search_help_center_tool(help_center))
     if shop is not None and demo_shop:
-        registry.register_write(build_cancel_order_tool(shop))
-        registry.register_write(build_request_return_tool(shop, store, clock))
-        registry.register_write(build_change_delivery_address_tool(shop))
+        registry.register_write(build_cancel_order_tool(shop, localize))
+        registry.register_write(build_request_return_tool(shop, store, clock, localize))
+        registry.register_write(build_change_delivery_address_tool(shop, localize))
     return registry

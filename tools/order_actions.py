@@ -25,7 +25,7 @@ from tools.shop_backend import (
     order_id_argument,
 )
 from tools.store import ShopStore
-from tools.write_tools import ActionResult, WriteTool, card_value
+from tools.write_tools import N_, ActionResult, Localize, WriteTool, as_written, card_value
 from turn import ToolBusinessError
 
 CANCEL_ORDER_TOOL_NAME = "cancel_order"
@@ -69,20 +69,24 @@ class ChangeDeliveryAddressArguments(_OrderArguments):
 
 
 _RULE_TEXT = {
-    "order_not_found": "заказ не найден",
-    "not_cancellable": "заказ уже передан в доставку или закрыт",
-    "address_not_changeable": "заказ уже передан в доставку или закрыт",
-    "not_returnable": "заказ ещё не доставлен или уже закрыт",
-    "return_exists": "по заказу уже оформлен возврат",
-    "item_not_in_order": "такого товара нет в заказе",
-    "item_quantity_exceeded": "в заказе меньше таких товаров",
-    "return_period_over": "срок возврата истёк",
+    "order_not_found": N_("заказ не найден"),
+    "not_cancellable": N_("заказ уже передан в доставку или закрыт"),
+    "address_not_changeable": N_("заказ уже передан в доставку или закрыт"),
+    "not_returnable": N_("заказ ещё не доставлен или уже закрыт"),
+    "return_exists": N_("по заказу уже оформлен возврат"),
+    "item_not_in_order": N_("такого товара нет в заказе"),
+    "item_quantity_exceeded": N_("в заказе меньше таких товаров"),
+    "return_period_over": N_("срок возврата истёк"),
 }
+_DECLINED = N_("вы отказались")
+
+Translate = Callable[[str], str]
+"""One customer's catalog: a text of this module in their language."""
 
 
 def rule_text(code: str) -> str:
     """The customer's words for a shop rule that refused a change."""
-    return _RULE_TEXT.get(code, "магазин не принял изменение")
+    return _RULE_TEXT.get(code, N_("магазин не принял изменение"))
 
 
 _ArgumentsT = TypeVar("_ArgumentsT", bound=_OrderArguments)
@@ -96,9 +100,9 @@ class CheckedOrder:
     customer: Customer
 
 
-def photos_note(count: int) -> str:
+def photos_note(count: int, tr: Translate = str) -> str:
     """The card's words for the photos a return carries (none: nothing)."""
-    return f" Фото к заявке: {count}." if count else ""
+    return " " + tr(N_("Фото к заявке: {count}.")).format(count=count) if count else ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,19 +119,22 @@ class _OrderChange(Generic[_ArgumentsT]):
     not_allowed_code: str
     not_done: str
     """The outcome's first words when the shop refuses or the customer declines."""
-    describe: Callable[[_ArgumentsT, OrderView, Customer], str]
+    describe: Callable[[_ArgumentsT, OrderView, Customer, Translate], str]
     """The card's text from the arguments, the order and the customer (their photos)."""
     change: Callable[[_ArgumentsT, Customer, str], Awaitable[WriteReceipt]]
     """Ask the shop for the change with the idempotency key."""
-    done: Callable[[_ArgumentsT, WriteReceipt], tuple[str, str]]
+    done: Callable[[_ArgumentsT, WriteReceipt, Translate], tuple[str, str]]
     """The card's text and the customer's message once it is done."""
     also_check: Callable[[_ArgumentsT, OrderView], None] = lambda _arguments, _order: None
     """A further rule (raises :class:`ToolBusinessError`)."""
 
 
 def _write_tool(
-    shop: ShopBackend, action: _OrderChange[_ArgumentsT]
+    shop: ShopBackend, action: _OrderChange[_ArgumentsT], localize: Localize
 ) -> WriteTool[_ArgumentsT, CheckedOrder]:
+    def tr_of(customer: Customer) -> Translate:
+        return lambda message: localize(customer.language, message)
+
     async def check(arguments: _ArgumentsT, customer: Customer) -> CheckedOrder:
         order = await shop.order(customer, arguments.order_id)
         if order is None:
@@ -148,9 +155,10 @@ def _write_tool(
         try:
             receipt = await action.change(arguments, customer, idempotency_key)
         except ShopRuleError as error:
-            text = f"{action.not_done}: {rule_text(error.code)}."
+            tr = tr_of(customer)
+            text = f"{tr(action.not_done)}: {tr(rule_text(error.code))}."
             return ActionResult.not_done(error.code, text)
-        card_text, message = action.done(arguments, receipt)
+        card_text, message = action.done(arguments, receipt, tr_of(customer))
         return ActionResult(done=True, card_text=card_text, message=message)
 
     async def lookup(
@@ -159,8 +167,12 @@ def _write_tool(
         receipt = await shop.receipt(customer, idempotency_key)
         if receipt is None:
             return None
-        card_text, message = action.done(arguments, receipt)
+        card_text, message = action.done(arguments, receipt, tr_of(customer))
         return ActionResult(done=True, card_text=card_text, message=message)
+
+    def declined(_arguments: _ArgumentsT, customer: Customer) -> str:
+        tr = tr_of(customer)
+        return f"{tr(action.not_done)}: {tr(_DECLINED)}"
 
     return WriteTool(
         name=action.name,
@@ -168,22 +180,28 @@ def _write_tool(
         arguments_model=action.arguments_model,
         check=check,
         describe=lambda arguments, checked: action.describe(
-            arguments, checked.order, checked.customer
+            arguments, checked.order, checked.customer, tr_of(checked.customer)
         ),
         handler=handler,
         lookup=lookup,
-        declined=lambda _arguments: f"{action.not_done}: вы отказались",
+        declined=declined,
     )
 
 
-def build_cancel_order_tool(shop: ShopBackend) -> WriteTool[CancelOrderArguments, CheckedOrder]:
+def build_cancel_order_tool(
+    shop: ShopBackend, localize: Localize = as_written
+) -> WriteTool[CancelOrderArguments, CheckedOrder]:
     """``cancel_order`` over ``shop``: orders not yet handed to delivery."""
 
-    def done(arguments: CancelOrderArguments, receipt: WriteReceipt) -> tuple[str, str]:
+    def done(
+        arguments: CancelOrderArguments, receipt: WriteReceipt, tr: Translate
+    ) -> tuple[str, str]:
         order_id = receipt.order.order_id
         return (
-            f"✅ Заказ {order_id} отменён",
-            f"Заказ {order_id} отменён. Деньги вернутся на карту в течение 5 дней.",
+            tr(N_("✅ Заказ {order_id} отменён")).format(order_id=order_id),
+            tr(N_("Заказ {order_id} отменён. Деньги вернутся на карту в течение 5 дней.")).format(
+                order_id=order_id
+            ),
         )
 
     return _write_tool(
@@ -198,21 +216,24 @@ def build_cancel_order_tool(shop: ShopBackend) -> WriteTool[CancelOrderArguments
             statuses=CANCELLABLE_STATUSES,
             not_allowed="Заказ {order_id} нельзя отменить",
             not_allowed_code="not_cancellable",
-            not_done="Отмена не выполнена",
-            describe=lambda arguments, order, _customer: (
-                f"Отменить заказ {order.order_id}: {', '.join(order.items)}. "
-                "Деньги вернутся на карту в течение 5 дней."
-            ),
+            not_done=N_("Отмена не выполнена"),
+            describe=lambda arguments, order, _customer, tr: tr(
+                N_("Отменить заказ {order_id}: {items}. Деньги вернутся на карту в течение 5 дней.")
+            ).format(order_id=order.order_id, items=", ".join(order.items)),
             change=lambda arguments, customer, key: shop.cancel_order(
                 customer, arguments.order_id, arguments.reason, idempotency_key=key
             ),
             done=done,
         ),
+        localize,
     )
 
 
 def build_request_return_tool(
-    shop: ShopBackend, store: ShopStore, clock: Callable[[], datetime]
+    shop: ShopBackend,
+    store: ShopStore,
+    clock: Callable[[], datetime],
+    localize: Localize = as_written,
 ) -> WriteTool[RequestReturnArguments, CheckedOrder]:
     """``request_return`` over ``shop``: delivered items within their return period."""
 
@@ -225,16 +246,23 @@ def build_request_return_tool(
                 code=error.code,
             ) from error
 
-    def done(arguments: RequestReturnArguments, receipt: WriteReceipt) -> tuple[str, str]:
+    def done(
+        arguments: RequestReturnArguments, receipt: WriteReceipt, tr: Translate
+    ) -> tuple[str, str]:
         order_id = receipt.order.order_id
         photos = len(receipt.order.return_photos)
-        return (
-            f"✅ Возврат по заказу {order_id} оформлен: заявка {receipt.return_id}"
-            + (f", фото: {photos}" if photos else ""),
-            f"Заявка на возврат {receipt.return_id} оформлена "
-            f"({', '.join(arguments.items)}, заказ {order_id}). "
-            "Назовите этот номер, когда будете сдавать товар.",
+        card = tr(N_("✅ Возврат по заказу {order_id} оформлен: заявка {return_id}")).format(
+            order_id=order_id, return_id=receipt.return_id
         )
+        if photos:
+            card += tr(N_(", фото: {count}")).format(count=photos)
+        message = tr(
+            N_(
+                "Заявка на возврат {return_id} оформлена ({items}, заказ {order_id}). "
+                "Назовите этот номер, когда будете сдавать товар."
+            )
+        ).format(return_id=receipt.return_id, items=", ".join(arguments.items), order_id=order_id)
+        return card, message
 
     return _write_tool(
         shop,
@@ -248,12 +276,15 @@ def build_request_return_tool(
             statuses=RETURNABLE_STATUSES,
             not_allowed="Возврат по заказу {order_id} сейчас невозможен",
             not_allowed_code="not_returnable",
-            not_done="Возврат не оформлен",
+            not_done=N_("Возврат не оформлен"),
             also_check=items_returnable,
-            describe=lambda arguments, order, customer: (
-                f"Оформить возврат из заказа {order.order_id}: {', '.join(arguments.items)}."
-                f"{photos_note(len(customer.photos))} "
-                "Вы получите номер заявки на возврат."
+            describe=lambda arguments, order, customer, tr: (
+                tr(N_("Оформить возврат из заказа {order_id}: {items}.")).format(
+                    order_id=order.order_id, items=", ".join(arguments.items)
+                )
+                + photos_note(len(customer.photos), tr)
+                + " "
+                + tr(N_("Вы получите номер заявки на возврат."))
             ),
             change=lambda arguments, customer, key: shop.request_return(
                 customer,
@@ -265,20 +296,25 @@ def build_request_return_tool(
             ),
             done=done,
         ),
+        localize,
     )
 
 
 def build_change_delivery_address_tool(
-    shop: ShopBackend,
+    shop: ShopBackend, localize: Localize = as_written
 ) -> WriteTool[ChangeDeliveryAddressArguments, CheckedOrder]:
     """``change_delivery_address`` over ``shop``: orders not yet handed to delivery."""
 
-    def done(arguments: ChangeDeliveryAddressArguments, receipt: WriteReceipt) -> tuple[str, str]:
+    def done(
+        arguments: ChangeDeliveryAddressArguments, receipt: WriteReceipt, tr: Translate
+    ) -> tuple[str, str]:
         order = receipt.order
         address = card_value(order.delivery_address or arguments.address)
         return (
-            f"✅ Адрес доставки заказа {order.order_id} изменён",
-            f"Заказ {order.order_id} доставим по адресу: {address}",
+            tr(N_("✅ Адрес доставки заказа {order_id} изменён")).format(order_id=order.order_id),
+            tr(N_("Заказ {order_id} доставим по адресу: {address}")).format(
+                order_id=order.order_id, address=address
+            ),
         )
 
     return _write_tool(
@@ -293,14 +329,14 @@ def build_change_delivery_address_tool(
             statuses=CANCELLABLE_STATUSES,
             not_allowed="Адрес доставки заказа {order_id} изменить нельзя",
             not_allowed_code="address_not_changeable",
-            not_done="Адрес не изменён",
-            describe=lambda arguments, order, _customer: (
-                f"Изменить адрес доставки заказа {order.order_id} на: "
-                f"{card_value(arguments.address)}"
-            ),
+            not_done=N_("Адрес не изменён"),
+            describe=lambda arguments, order, _customer, tr: tr(
+                N_("Изменить адрес доставки заказа {order_id} на: {address}")
+            ).format(order_id=order.order_id, address=card_value(arguments.address)),
             change=lambda arguments, customer, key: shop.change_delivery_address(
                 customer, arguments.order_id, arguments.address, idempotency_key=key
             ),
             done=done,
         ),
+        localize,
     )

@@ -30,11 +30,18 @@ class Customer:
     chat_id: int | str
     # The photos the customer sent in the conversation (file ids), for a return to carry.
     photos: tuple[str, ...] = ()
+    # The conversation's language (a LANGUAGES code): what a card and an outcome are told in.
+    language: str | None = None
 
     @classmethod
     def of(cls, context: TurnContext) -> "Customer":
         """The customer of a turn (the front end filled the context, not the model)."""
-        return cls(user_id=context.user_id, chat_id=context.chat_id, photos=context.photos)
+        return cls(
+            user_id=context.user_id,
+            chat_id=context.chat_id,
+            photos=context.photos,
+            language=context.language,
+        )
 
     @property
     def key(self) -> str:

@@ -24,6 +24,21 @@ from tools.shop_backend import Customer
 ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
 StateT = TypeVar("StateT")
 
+
+def N_(message: str) -> str:
+    """Marks ``message`` for the catalogs (``scripts/i18n``); translated where shown."""
+    return message
+
+
+Localize = Callable[[str | None, str], str]
+"""The customer's text ``message`` in ``language`` (the application's catalogs)."""
+
+
+def as_written(language: str | None, message: str) -> str:
+    """No catalogs: every text as written (Russian)."""
+    return message
+
+
 CARD_VALUE_MAX_CHARS = 200
 _SPACES = re.compile(r"\s+")
 # Control (Cc), format (Cf: bidi overrides and isolates, zero-width, BOM), separators of
@@ -88,7 +103,7 @@ class WriteTool(Generic[ArgumentsT, StateT]):
     ``describe`` renders the card's text from the arguments and that state;
     ``handler`` applies the change under an idempotency key; ``lookup`` answers
     the outcome of the change applied under a key (``None``: it was not);
-    ``declined`` is the card's text when the customer said no.
+    ``declined`` is the card's text when the customer said no (in their language).
     """
 
     kind: ClassVar[ToolKind] = "write"
@@ -100,7 +115,7 @@ class WriteTool(Generic[ArgumentsT, StateT]):
     describe: Callable[[ArgumentsT, StateT], str]
     handler: Callable[[ArgumentsT, Customer, str], Awaitable[ActionResult]]
     lookup: Callable[[ArgumentsT, Customer, str], Awaitable[ActionResult | None]]
-    declined: Callable[[ArgumentsT], str]
+    declined: Callable[[ArgumentsT, Customer], str]
     timeout_seconds: float = 5.0
 
     def __post_init__(self) -> None:

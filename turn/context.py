@@ -21,3 +21,6 @@ class TurnContext:
     # Telegram's file ids of the photos the customer sent in this conversation, oldest
     # first (never the images): a return may carry them as evidence of damage.
     photos: tuple[str, ...] = ()
+    # The conversation's language (a LANGUAGES code) decided for this message; ``None``:
+    # the front end does not decide one (the default language's prompt).
+    language: str | None = None

@@ -25,6 +25,7 @@ becomes a dead letter of its own kind for staff. Every run has a deadline.
 """
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -48,6 +49,7 @@ from bot.customer_texts import (
     ACTION_FAILED_TEXT,
     ACTION_FOREIGN_ANSWER,
     ACTION_STALE_ANSWER,
+    Translate,
     with_incident_code,
 )
 from bot.engine.action_audit import action_fields
@@ -174,7 +176,7 @@ class ActionConfirmations:
             return resolved
         tool, arguments = resolved
         if verdict is Verdict.DECLINE:
-            text = tool.declined(arguments)
+            text = tool.declined(arguments, customer)
             return ActionResult.not_done("declined", text, f"{text}.")
         if verdict is Verdict.CONFIRM and given_up is None:
             return await _run(tool, arguments, customer, pending.action_id)
@@ -204,13 +206,20 @@ class ActionConfirmations:
             return ActionResult.not_done("invalid_arguments", ACTION_FAILED_TEXT)
 
     async def press(
-        self, conversation_key: str, job: JobContext, press: Press, *, given_up: bool = False
+        self,
+        conversation_key: str,
+        job: JobContext,
+        press: Press,
+        *,
+        given_up: bool = False,
+        gettext: Translate | None = None,
     ) -> JobDone | None:
         """Resolve a press; ``None`` when it changes nothing (the job is then just dropped).
 
         The verdict is by the time the press arrived (the job's intake time).
         ``given_up``: the press is a dead letter; a confirmed action is settled by
         asking the shop (never run again), and its card and pending action closed.
+        ``gettext``: the conversation's catalog; the outcome's texts are told in it.
         """
         session = session_of(job.session_data)
         verdict = self.verdict(session, press, arrived_at(job))
@@ -222,7 +231,12 @@ class ActionConfirmations:
             logger.info("Press on action %s: %s, nothing changed", press.action_id, verdict.value)
             return None
         pending = session.pending_action
-        customer = Customer(user_id=press.presser_id, chat_id=press.chat_id, photos=pending.photos)
+        customer = Customer(
+            user_id=press.presser_id,
+            chat_id=press.chat_id,
+            photos=pending.photos,
+            language=session.language,
+        )
         # The customer decided when they pressed, not when a worker got to it.
         decided = arrived_at(job)
         started = perf_counter()
@@ -234,6 +248,11 @@ class ActionConfirmations:
             given_up=job.job.turn_id if given_up else None,
         )
         crash_point(ACTION_HANDLED)
+        if gettext is not None:
+            # A text of the catalogs is translated; any other (a tool's own) stays as written.
+            result = dataclasses.replace(
+                result, card_text=gettext(result.card_text), message=gettext(result.message)
+            )
         if result.done:
             # The shop applied it (possibly an earlier run under the same key): confirmed.
             verdict = Verdict.CONFIRM

@@ -18,6 +18,8 @@ class TurnAuditRecorder:
     queue_ms: float | None = None
     # What the customer sent: its kind (and a voice message's numbers) go into the turn entry.
     turn_input: TurnInput = TEXT_INPUT
+    # The conversation's language code ("" when the front end decides none).
+    language: str = ""
     tool_entries: list[ToolAuditEntry] = field(default_factory=list)
     responses: list[LLMResult] = field(default_factory=list)
 
@@ -53,5 +55,6 @@ class TurnAuditRecorder:
             input_kind=self.turn_input.kind,
             voice_seconds=self.turn_input.voice_seconds,
             transcription_ms=self.turn_input.transcription_ms,
+            language=self.language,
         )
         return [*self.tool_entries, turn]

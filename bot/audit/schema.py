@@ -59,6 +59,7 @@ QUEUE_MS = "queue_ms"
 PROMPT_ID = "prompt_id"
 PROMPT_VERSION = "prompt_version"
 INPUT_KIND = "input_kind"
+LANGUAGE = "language"
 VOICE_SECONDS = "voice_seconds"
 TRANSCRIPTION_MS = "transcription_ms"
 # Added by the sink to entries Redis took late (when they were first due).
@@ -367,6 +368,12 @@ class TurnAuditEntry(StreamRecord):
             WHOLE_MILLISECONDS,
             written_if=lambda entry: entry.transcription_ms is not None,
         ),
+    )
+    # The conversation's language (a LANGUAGES code, never text); empty in entries written
+    # before languages were recorded, and not written then.
+    language: str = field(
+        default="",
+        metadata=stream_field(LANGUAGE, written_if=lambda entry: bool(entry.language)),
     )
 
 

@@ -3,7 +3,7 @@
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.audit.stream import StreamEntry
 from turn import ToolStatus
@@ -79,6 +79,9 @@ class TurnStats:
     total_tokens: Distribution
     tokens_sum: int
     tokens_unknown: int
+    # Per conversation language (``-``: an entry written before languages were recorded),
+    # the turns' outcomes; the most turns first.
+    by_language: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -89,8 +92,15 @@ class TurnStats:
         total_tokens: Distribution,
         tokens_sum: int,
         tokens_unknown: int,
+        languages: Mapping[str, Mapping[str, int]] | None = None,
     ) -> "TurnStats":
         """The stats of turns counted by outcome (the most frequent outcome first)."""
+        by_language = {
+            language: dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+            for language, counts in sorted(
+                (languages or {}).items(), key=lambda item: (-sum(item[1].values()), item[0])
+            )
+        }
         return cls(
             count=sum(outcomes.values()),
             by_outcome=dict(sorted(outcomes.items(), key=lambda item: (-item[1], item[0]))),
@@ -98,6 +108,7 @@ class TurnStats:
             total_tokens=total_tokens,
             tokens_sum=tokens_sum,
             tokens_unknown=tokens_unknown,
+            by_language=by_language,
         )
 
 
@@ -114,6 +125,7 @@ def compute_stats(entries: Iterable[StreamEntry]) -> AuditStats:
     tool_statuses: dict[str, Counter[str]] = {}
     tool_durations: dict[str, list[float]] = {}
     outcomes: Counter[str] = Counter()
+    languages: dict[str, Counter[str]] = {}
     latencies: list[float] = []
     tokens: list[float] = []
     tokens_unknown = 0
@@ -125,6 +137,7 @@ def compute_stats(entries: Iterable[StreamEntry]) -> AuditStats:
                 tool_durations.setdefault(tool.tool_name, []).append(tool.duration_ms)
         elif turn is not None:
             outcomes[str(turn.outcome)] += 1
+            languages.setdefault(turn.language or "-", Counter())[str(turn.outcome)] += 1
             if turn.latency_ms is not None:
                 latencies.append(turn.latency_ms)
             total = turn.usage.total_tokens
@@ -142,5 +155,6 @@ def compute_stats(entries: Iterable[StreamEntry]) -> AuditStats:
         total_tokens=Distribution.of(tokens),
         tokens_sum=int(sum(tokens)),
         tokens_unknown=tokens_unknown,
+        languages=languages,
     )
     return AuditStats(tools=tools, turns=turns)

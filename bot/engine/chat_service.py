@@ -4,7 +4,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
@@ -130,7 +130,12 @@ class ChatService:
     handoff_idle: IdleRule | None = None
     # Takes invented help-center links out of answers; None: no help center to check.
     citations: CitationCheck | None = None
+    # The enabled languages (LANGUAGES) by code, each named in the prompt's own language;
+    # a prompt with ``${language}`` is rendered once per language, the default's for others.
+    languages: Mapping[str, str] = field(default_factory=lambda: {"ru": "русский"})
+    default_language: str = "ru"
     _instruction: str = field(init=False)
+    _instructions: dict[str, str] = field(init=False, default_factory=dict)
     _locks: KeyedLocks = field(init=False, default_factory=KeyedLocks)
     _summaries_in_background: BackgroundSummaries = field(init=False)
     # Tokens of held leases a turn's commit already handed back (see ``hold``).
@@ -138,7 +143,13 @@ class ChatService:
 
     def __post_init__(self) -> None:
         # Rendered once, here: a prompt that cannot render fails at start, not in a turn.
-        self._instruction = self.prompt.render()
+        if "language" in self.prompt.required_variables:
+            self._instructions = {
+                code: self.prompt.render(language=name) for code, name in self.languages.items()
+            }
+            self._instruction = self._instructions[self.default_language]
+        else:
+            self._instruction = self.prompt.render()
         self._summaries_in_background = BackgroundSummaries(self._summarise_unheld)
 
     async def reply(
@@ -170,6 +181,7 @@ class ChatService:
             model=self.model_name,
             queue_ms=held.queue_ms,
             turn_input=turn_input,
+            language=context.language or "",
         )
         try:
             question = self._question(text, turn_input, context.turn_id)
@@ -228,7 +240,7 @@ class ChatService:
         prepared, result, updated = await self._run(
             locked, question, context, recorder, stream, turn_input=turn_input
         )
-        card = _card_of(result)
+        card = _card_of(result, context.language)
         action_audit = _action_audit(locked.session, result, context)
         updated, staff, handoff_audit, note = self._handoff_steps(
             locked.session, updated, result, context, customer
@@ -357,9 +369,8 @@ class ChatService:
         session = locked.session or ConversationSession.start(
             context.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
         )
-        prepared = self.window.prepare(
-            self._instruction, session.summary, session.messages, question
-        )
+        instruction = self._instructions.get(context.language or "", self._instruction)
+        prepared = self.window.prepare(instruction, session.summary, session.messages, question)
         messages = prepared.messages
         if turn_input.images:
             # The images go to the model in this request only; the history keeps the marker.
@@ -391,6 +402,9 @@ class ChatService:
             turn_id=context.turn_id,
             photos=tuple(image.file_id for image in turn_input.images),
         )
+        if context.language is not None and context.language != session.language:
+            # Written with this turn's commit: no round trip of its own.
+            updated = updated.with_language(context.language)
         if result.proposal is not None:
             # At most one pending action per chat: a new proposal replaces the old one.
             updated = updated.with_pending_action(result.proposal)
@@ -698,11 +712,11 @@ def _superseded(before: ConversationSession | None, result: ToolLoopResult) -> s
     return pending.action_id if pending is not None and result.proposal is not None else None
 
 
-def _card_of(result: ToolLoopResult) -> ActionCard | None:
+def _card_of(result: ToolLoopResult, language: str | None) -> ActionCard | None:
     proposal = result.proposal
     if proposal is None:
         return None
-    return ActionCard(action_id=proposal.action_id, text=proposal.description)
+    return ActionCard(action_id=proposal.action_id, text=proposal.description, language=language)
 
 
 def _now() -> datetime:

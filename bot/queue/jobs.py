@@ -98,6 +98,8 @@ class OutboxEntry(BaseModel):
     # A reply keyboard sent with the text: the button that shares the customer's own
     # contact (account linking), or its removal once linked.
     reply_keyboard: ReplyKeyboardKind | None = None
+    # The conversation's language, for what the worker renders at delivery (the question).
+    language: str | None = None
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

@@ -65,6 +65,10 @@ class ConversationSession(BaseModel):
     # The shop's own id of this customer, found by the phone number of a contact the
     # customer shared themselves (account linking); tools bind it, the model never sees it.
     shop_customer_id: str | None = None
+    # The customer's language (a LANGUAGES code), written with each turn's commit;
+    # ``language_chosen``: set by ``/language``, then the customer's words no longer change it.
+    language: str | None = None
+    language_chosen: bool = False
 
     @classmethod
     def start(
@@ -179,6 +183,12 @@ class ConversationSession(BaseModel):
     def with_shop_customer(self, customer_id: str, now: datetime) -> "ConversationSession":
         """This conversation linked to the shop's customer ``customer_id``."""
         return self.model_copy(update={"shop_customer_id": customer_id, "updated_at": now})
+
+    def with_language(self, language: str, *, chosen: bool = False) -> "ConversationSession":
+        """This conversation in ``language`` (``chosen``: by the customer with ``/language``)."""
+        return self.model_copy(
+            update={"language": language, "language_chosen": chosen or self.language_chosen}
+        )
 
     def with_pending_action(self, action: PendingAction | None) -> "ConversationSession":
         """This session waiting for ``action`` (``None``: waiting for nothing)."""

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from aiogram.filters.callback_data import CallbackData
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
+from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL, Translate
 
 ACTION_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 _ACTION_ID_LENGTH = 16
@@ -62,12 +62,15 @@ class ActionCard(BaseModel):
 
     action_id: str
     text: str
+    # The conversation's language when the card was made: its buttons are labelled in it.
+    language: str | None = None
 
-    def buttons(self) -> tuple[tuple[str, str], ...]:
-        """(label, callback data) of the buttons, confirm first."""
+    def buttons(self, gettext: Translate | None = None) -> tuple[tuple[str, str], ...]:
+        """(label, callback data) of the buttons, confirm first (labels through ``gettext``)."""
+        shown = gettext or (lambda message: message)
         return (
-            (CONFIRM_LABEL, ActionPress.of(self.action_id, "yes").pack()),
-            (DECLINE_LABEL, ActionPress.of(self.action_id, "no").pack()),
+            (shown(CONFIRM_LABEL), ActionPress.of(self.action_id, "yes").pack()),
+            (shown(DECLINE_LABEL), ActionPress.of(self.action_id, "no").pack()),
         )
 
 

@@ -189,6 +189,16 @@ def stats_lines(
     turns = stats.turns
     outcomes = ", ".join(f"{printable(name)} {count}" for name, count in turns.by_outcome.items())
     lines.append(f"turns: {turns.count}" + (f" ({outcomes})" if outcomes else ""))
+    if turns.by_language:
+        lines.append(
+            "languages: "
+            + ", ".join(
+                f"{printable(language)} {sum(counts.values())} ("
+                + ", ".join(f"{printable(name)} {count}" for name, count in counts.items())
+                + ")"
+                for language, counts in turns.by_language.items()
+            )
+        )
     p50, p95, top = _ms_cells(turns.latency_ms)
     lines.append(f"latency:  p50 {p50}  p95 {p95}  max {top}")
     tokens = turns.total_tokens
@@ -359,6 +369,9 @@ def stats_json(stats: AuditStats, since: datetime, entries: int) -> dict[str, ob
         "turns": {
             "count": stats.turns.count,
             "by_outcome": dict(stats.turns.by_outcome),
+            "by_language": {
+                language: dict(counts) for language, counts in stats.turns.by_language.items()
+            },
             "latency_ms": distribution(stats.turns.latency_ms),
             "total_tokens": distribution(stats.turns.total_tokens),
             "tokens_sum": stats.turns.tokens_sum,

@@ -15,6 +15,8 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
+from bot.customer_texts import gettext_of
+from bot.language.texts import Texts
 from bot.queue.jobs import CardEdit
 from bot.sessions.pending import ActionCard, PendingAction
 from bot.sessions.store import SessionStore, SessionStoreError
@@ -25,19 +27,22 @@ from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 logger = logging.getLogger(__name__)
 
 
-def keyboard(card: ActionCard) -> InlineKeyboardMarkup:
-    """One row: «Подтвердить» first, «Не нужно» second."""
+def keyboard(card: ActionCard, texts: Texts | None = None) -> InlineKeyboardMarkup:
+    """One row: «Подтвердить» first, «Не нужно» second (in ``texts``' language)."""
+    buttons = card.buttons(gettext_of(texts))
     return InlineKeyboardMarkup(
         inline_keyboard=[
-            [InlineKeyboardButton(text=label, callback_data=data) for label, data in card.buttons()]
+            [InlineKeyboardButton(text=label, callback_data=data) for label, data in buttons]
         ]
     )
 
 
-async def send_card(replies: ReplySender, bot: Bot, chat_id: int, card: ActionCard) -> int | None:
+async def send_card(
+    replies: ReplySender, bot: Bot, chat_id: int, card: ActionCard, texts: Texts | None = None
+) -> int | None:
     """Send the card (retried as any reply); its message id, or ``None`` when not delivered."""
     try:
-        return await replies.send_with_buttons(bot, chat_id, card.text, keyboard(card))
+        return await replies.send_with_buttons(bot, chat_id, card.text, keyboard(card, texts))
     except (ReplyNotDeliveredError, TelegramAPIError) as error:
         logger.warning("Card of action %s not sent: %s", card.action_id, type(error).__name__)
         return None

@@ -94,6 +94,7 @@ def build_telegram_side(
             keys=app.keys,
             sessions=app.sessions,
             actions=app.actions,
+            languages=app.languages,
         ),
         vision=vision_on(app.settings),
     )
@@ -169,6 +170,7 @@ def _workers(
         analysis=app.analysis.schedule if app.analysis is not None else None,
         actions=app.actions,
         withdrawal=CardWithdrawal(sessions=app.sessions),
+        languages=app.languages,
     )
     return WorkerPool(
         stream=app.work,

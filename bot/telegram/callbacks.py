@@ -32,6 +32,7 @@ from bot import customer_texts
 from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press
 from bot.csat.callback import FeedbackPress
 from bot.csat.schedule import press_state
+from bot.language.choice import ConversationLanguages
 from bot.queue.intake import IncomingUpdate
 from bot.sessions.pending import ActionPress
 from bot.sessions.store import SessionStore, SessionStoreError
@@ -107,6 +108,9 @@ class PressAnswers:
     # Where a card press's pending action is read (with ``actions``, its judge).
     sessions: SessionStore | None = None
     actions: ActionConfirmations | None = None
+    # The short answers' languages: at intake no session is read for them (a card's press
+    # reads one for its verdict), so the presser's Telegram language decides.
+    languages: ConversationLanguages | None = None
 
     async def answer(self, callback: CallbackQuery, press: ButtonPress | None) -> None:
         """Stop the button's spinner (never raises: the press is queued either way).
@@ -118,6 +122,9 @@ class PressAnswers:
             if press is not None
             else customer_texts.BUTTON_FORGED_ANSWER
         )
+        if text is not None and self.languages is not None:
+            code = self.languages.decide(None, telegram_code=callback.from_user.language_code)
+            text = self.languages.texts(code).gettext(text)
 
         async def send() -> bool:
             return await self.bot.answer_callback_query(callback.id, text=text)

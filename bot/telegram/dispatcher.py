@@ -9,8 +9,9 @@ Services reach handlers as workflow data (``chat_service``, ``settings``,
 when off), ``early_analysis`` (the analysis schedule an upset customer's turn
 asks for an early analysis, ``None`` without escalation), ``account_linking``
 (``None`` without ``ACCOUNT_LINK_TOOL``), ``voice`` (voice messages to words),
-``photos`` (images for the model), ``albums``, and
-the worker's ``job``), never through globals.
+``photos`` (images for the model), ``albums``, ``languages`` (the catalogs), and
+the worker's ``job``), never through globals; ``language`` and ``texts`` (the
+conversation's language and its catalog) per event, by the language middleware.
 
 Outer update middlewares: in-flight counting, then the log context (update
 id, chat pseudonym) for every line the update's handling logs.
@@ -33,6 +34,7 @@ from bot.telegram.handlers import escalation as escalation_handlers
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
 from bot.telegram.middlewares.inflight import InFlightMiddleware
+from bot.telegram.middlewares.language import ConversationLanguageMiddleware
 from bot.telegram.middlewares.observability import UpdateLogContextMiddleware
 from bot.telegram.photos import Photos, vision_on
 from bot.telegram.voice import VoiceMessages
@@ -88,10 +90,15 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
         albums=Albums(redis=app.redis, keys=app.keys),
         # An album's photo queued after its album's turn: kept in the history, no answer.
         photo_keeper=app.chat,
+        languages=app.languages,
+        # /language keeps the customer's choice in the session, committed with its reply.
+        session_keeper=app.chat,
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
     dispatcher.update.outer_middleware(UpdateLogContextMiddleware(_chat_namer(settings)))
+    # Every event's language (``language``, ``texts``), from the job's session: no round trip.
+    ConversationLanguageMiddleware(app.languages).setup(dispatcher)
     metrics.observe_in_flight(lambda: in_flight.in_flight)
 
     messages_router = Router(name="messages")

@@ -8,6 +8,7 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import customer_texts
 from bot.csat.callback import FeedbackPress
+from bot.language.texts import Texts
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 SCORES = (1, 2, 3, 4, 5)
@@ -30,14 +31,19 @@ def keyboard(question_id: str) -> InlineKeyboardMarkup:
     )
 
 
-async def send_question(replies: ReplySender, bot: Bot, chat_id: int, question_id: str) -> bool:
+async def send_question(
+    replies: ReplySender, bot: Bot, chat_id: int, question_id: str, texts: Texts | None = None
+) -> bool:
     """Send the question (retried as any reply); ``False`` when Telegram did not take it.
 
     A 403 marks the chat blocked (the sender does, when it knows the blocked chats).
     """
     try:
         await replies.send_with_buttons(
-            bot, chat_id, customer_texts.CSAT_QUESTION, keyboard(question_id)
+            bot,
+            chat_id,
+            customer_texts.shown(texts, customer_texts.CSAT_QUESTION),
+            keyboard(question_id),
         )
     except (ReplyNotDeliveredError, TelegramAPIError) as error:
         logger.warning("CSAT question %s not sent: %s", question_id, type(error).__name__)

@@ -44,6 +44,8 @@ from bot.csat.schedule import CsatSchedule, claimed_score
 from bot.engine.action_audit import action_fields
 from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
+from bot.language.choice import ConversationLanguages
+from bot.language.texts import Texts
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, JobDone, PlainReply
@@ -57,6 +59,7 @@ from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question
 from bot.telegram.handlers.actions import card_press
 from bot.telegram.link_keyboard import reply_keyboard
+from bot.telegram.middlewares.language import stored_language
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 from bot.telegram.staff_desk import StaffDesk
 from turn import TurnOutcome, Usage
@@ -100,6 +103,16 @@ class TelegramJobRunner:
     withdrawal: CardWithdrawal | None = None
     # The idle analysis's schedule (None with ANALYSIS=off): due when the question would be.
     analysis: AnalysisSchedule | None = None
+    # The customer's texts per language; None: the source texts (Russian) as they are.
+    languages: ConversationLanguages | None = None
+
+    def _texts(self, language: str | None) -> Texts | None:
+        return self.languages.texts(language) if self.languages is not None else None
+
+    def _job_texts(self, context: JobContext) -> Texts | None:
+        if self.languages is None:
+            return None
+        return self.languages.texts(self.languages.decide(stored_language(context)))
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         """Run the head job and complete it; returns the reply to deliver."""
@@ -201,8 +214,10 @@ class TelegramJobRunner:
             prompt_version="",
             queue_ms=max(0.0, time.time() * 1000 - job.enqueued_ms),
         )
+        gettext = customer_texts.gettext_of(self._job_texts(context))
         reply = PlainReply(
-            text=customer_texts.unexpected_failure_message(job.turn_id), audit=(audit.to_fields(),)
+            text=customer_texts.unexpected_failure_message(job.turn_id, gettext),
+            audit=(audit.to_fields(),),
         )
         return await self._complete(state, lease, job, reply)
 
@@ -224,7 +239,13 @@ class TelegramJobRunner:
         if press is None:
             return None
         # A commit that fails raises: the job stays, and the next worker settles it.
-        return await self.actions.press(lease.conversation_key, context, press, given_up=True)
+        return await self.actions.press(
+            lease.conversation_key,
+            context,
+            press,
+            given_up=True,
+            gettext=customer_texts.gettext_of(self._job_texts(context)),
+        )
 
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
@@ -237,7 +258,8 @@ class TelegramJobRunner:
             return await self._offer(state, lease, job, context)
         if job.notice is not Notice.HANDOFF_IDLE:
             notice = _NOTICES[job.notice] if job.notice is not None else ""
-            return await self._complete(state, lease, job, PlainReply(text=notice))
+            shown = customer_texts.shown(self._job_texts(context), notice)
+            return await self._complete(state, lease, job, PlainReply(text=shown))
         done = None
         if self.handoff is not None:
             try:
@@ -286,6 +308,11 @@ class TelegramJobRunner:
             text="",
             audit=(asked.to_fields(),),
             question=FeedbackQuestion(question_id=question.question_id),
+            language=(
+                self.languages.decide(stored_language(context))
+                if self.languages is not None
+                else None
+            ),
         )
         await self.queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
         return JobDone(reply=entry)
@@ -442,7 +469,8 @@ class TelegramJobRunner:
         if blocked:
             logger.info("CSAT question %s not sent: the customer blocked the bot", reply.turn_id)
             return
-        if await send_question(self.replies, self.bot, reply.chat_id, question.question_id):
+        texts = self._texts(reply.language)
+        if await send_question(self.replies, self.bot, reply.chat_id, question.question_id, texts):
             await self.audit.write_fields(list(reply.audit))
 
     async def _deliver_offer(self, reply: OutboxEntry, *, blocked: bool) -> None:
@@ -469,9 +497,16 @@ class TelegramJobRunner:
                     self.replies,
                     self.bot,
                     reply.chat_id,
-                    CardEdit(message_id=old, text=customer_texts.CARD_SUPERSEDED_TEXT),
+                    CardEdit(
+                        message_id=old,
+                        text=customer_texts.shown(
+                            self._texts(card.language), customer_texts.CARD_SUPERSEDED_TEXT
+                        ),
+                    ),
                 )
-        message_id = await send_card(self.replies, self.bot, reply.chat_id, card)
+        message_id = await send_card(
+            self.replies, self.bot, reply.chat_id, card, self._texts(card.language)
+        )
         if message_id is None:
             return False
         if self.cards is not None:
@@ -489,7 +524,7 @@ class TelegramJobRunner:
         """
         if self.withdrawal is None:
             return ()
-        text = customer_texts.CARD_NOT_DELIVERED
+        text = customer_texts.shown(self._texts(card.language), customer_texts.CARD_NOT_DELIVERED)
         withdrawn = await self.withdrawal.withdraw(
             lease.conversation_key, lease.token, card.action_id, reply.turn_id, text
         )

@@ -59,9 +59,12 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def _customer(user_id: int) -> dict[str, Any]:
-    """A customer as an update's sender."""
-    return {"id": user_id, "is_bot": False, "first_name": "Покупатель"}
+def _customer(user_id: int, language_code: str | None = None) -> dict[str, Any]:
+    """A customer as an update's sender (``language_code``: their Telegram's language)."""
+    user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": "Покупатель"}
+    if language_code is not None:
+        user["language_code"] = language_code
+    return user
 
 
 def _chat(chat_id: int, chat_type: str) -> dict[str, Any]:
@@ -181,13 +184,14 @@ class FakeTelegramServer:
         update_id: int | None = None,
         chat_type: str = "private",
         extra: dict[str, Any] | None = None,
+        language_code: str | None = None,
     ) -> dict[str, Any]:
         """A ``message`` update from a user (text, or whatever ``extra`` holds)."""
         message: dict[str, Any] = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
             "chat": _chat(chat_id, chat_type),
-            "from": _customer(user_id or chat_id),
+            "from": _customer(user_id or chat_id, language_code),
         }
         return self._message_update(message, text, extra, update_id)
 
@@ -231,6 +235,7 @@ class FakeTelegramServer:
         *,
         user_id: int | None = None,
         chat_type: str = "private",
+        language_code: str | None = None,
     ) -> dict[str, Any]:
         """A ``callback_query`` update: ``user_id`` pressed a button with ``data``.
 
@@ -256,7 +261,7 @@ class FakeTelegramServer:
             "update_id": update_id,
             "callback_query": {
                 "id": f"cb{update_id}",
-                "from": _customer(user_id or chat_id),
+                "from": _customer(user_id or chat_id, language_code),
                 "message": message,
                 "chat_instance": f"ci{chat_id}",
                 "data": data,

@@ -20,4 +20,9 @@
   the account must be linked; the grounding, action and outcome rules are 1.5.0's.
   Not the default (the demo's tools are named in 1.5.0): a shop that connects its
   own tools sets ``PROMPT_SUPPORT_CHAT_VERSION=1.6.0``.
+- 1.7.0: 1.5.0 in the customer's language (the default): the model answers in
+  ``${language}``, the conversation's language named per turn, and retells tool
+  results and help-center articles written in another language in its own words,
+  never quoting them.
+- 1.8.0: the same change made to 1.6.0 (a shop's own tools, ``MCP_SERVERS``).
 """

@@ -130,7 +130,7 @@ async def test_a_confirmed_write_whose_shop_hangs_ends_at_its_deadline() -> None
         describe=lambda _arguments, _state: "",
         handler=hanging,
         lookup=applied_nothing,
-        declined=lambda _arguments: "",
+        declined=lambda _arguments, _customer: "",
         timeout_seconds=0.2,
     )
     registry = ToolRegistry()

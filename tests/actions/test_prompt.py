@@ -45,3 +45,20 @@ def test_the_prompt_for_a_shops_own_tools_names_no_tool_and_keeps_the_rules() ->
     ):
         assert rule in text
     assert "/link" in text
+
+
+def test_1_7_and_1_8_are_1_5_and_1_6_in_the_customers_language() -> None:
+    registry = build_default_prompt_registry()
+    for new, old in (("1.7.0", "1.5.0"), ("1.8.0", "1.6.0")):
+        prompt = registry.get(SUPPORT_CHAT_PROMPT_ID, new)
+        assert prompt.required_variables == frozenset({"language"})
+        english = prompt.render(language="английский")
+        assert "на языке клиента: английский" in english
+        # Tool results and articles in another language are retold, not quoted.
+        assert "не цитируй их дословно" in english
+        before = registry.get(SUPPORT_CHAT_PROMPT_ID, old).render()
+        assert "по-русски" in before
+        assert "по-русски" not in english
+        # Every other rule is the earlier version's.
+        kept = [line for line in before.splitlines() if "по-русски" not in line]
+        assert all(line in english.splitlines() for line in kept)

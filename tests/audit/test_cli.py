@@ -1,5 +1,6 @@
 """``support-audit`` commands against a real redis-server, run in-process with ``main``."""
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -327,6 +328,25 @@ def test_stats_count_statuses_rates_and_percentiles(
         "s",
     ]
     assert "turns: 4 (answered 3, tool_failure 1)" in table
+
+
+def test_stats_split_turns_by_language(
+    sync_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for index, language in enumerate(("en", "en", "ru")):
+        entry = dataclasses.replace(turn_entry(f"LANG{index:06d}"), language=language)
+        append(sync_redis, STREAM, [entry])
+    append(sync_redis, STREAM, [turn_entry("NOLANG0001", outcome=TurnOutcome.TOOL_FAILURE)])
+
+    _, out, _ = _run(capsys, "stats", "--json")
+    _, table, _ = _run(capsys, "stats")
+
+    assert json.loads(out[0])["turns"]["by_language"] == {
+        "en": {"answered": 2},
+        "-": {"tool_failure": 1},
+        "ru": {"answered": 1},
+    }
+    assert "languages: en 2 (answered 2), - 1 (tool_failure 1), ru 1 (answered 1)" in table
 
 
 # ---------------------------------------------------------------- export

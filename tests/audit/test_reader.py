@@ -132,6 +132,22 @@ def test_stats_of_turns_count_outcomes_latency_and_known_tokens() -> None:
     assert turns.tokens_unknown == 1
 
 
+def test_stats_split_turns_by_the_conversations_language() -> None:
+    entries = [
+        _turn("answered", "1000", "800", language="en"),
+        _turn("answered", "1000", "800", language="ru"),
+        _turn("model_unavailable", "1000", "800", language="ru"),
+        _turn("answered", "1000", "800"),
+    ]
+    turns = compute_stats(entries).turns
+    # The most turns first; "-" for entries written before languages were recorded.
+    assert list(turns.by_language.items()) == [
+        ("ru", {"answered": 1, "model_unavailable": 1}),
+        ("-", {"answered": 1}),
+        ("en", {"answered": 1}),
+    ]
+
+
 def test_replies_parse_in_both_protocol_shapes_and_skip_trimmed_ids() -> None:
     items = [("1-0", {"type": "tool"}), ("2-0", None)]
     assert [e.entry_id for e in parse_entries(items)] == ["1-0"]

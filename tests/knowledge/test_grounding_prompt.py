@@ -7,9 +7,10 @@ from prompts.registry import SUPPORT_CHAT_PROMPT_ID, build_default_prompt_regist
 def test_the_grounding_prompt_is_the_default_and_keeps_the_earlier_rules() -> None:
     registry = build_default_prompt_registry()
     default = PromptSettings(_env_file=None).support_chat_version
-    # 1.5.0 (actions the customer confirms) keeps 1.4.0's grounding rules.
-    assert default == "1.5.0"
-    text = registry.get(SUPPORT_CHAT_PROMPT_ID, default).render()
+    # 1.7.0 (1.5.0, actions the customer confirms, in the customer's language) keeps
+    # 1.4.0's grounding rules.
+    assert default == "1.7.0"
+    text = registry.get(SUPPORT_CHAT_PROMPT_ID, default).render(language="русский")
     earlier = registry.get(SUPPORT_CHAT_PROMPT_ID, "1.3.0").render()
     assert "search_help_center" in text
     assert "search_help_center" not in earlier

@@ -54,7 +54,7 @@ async def test_search_help_center_end_to_end_over_http(
     app = await build_application(settings)
     try:
         assert "search_help_center" in app.registry.names()
-        assert app.chat.prompt.version == "1.5.0"
+        assert app.chat.prompt.version == "1.7.0"
 
         # A policy question: the model searches, the article comes back, the answer cites it.
         openai_server.script(

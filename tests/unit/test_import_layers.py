@@ -18,8 +18,10 @@ FLOORS = {"turn": 0, "tools": 1, "prompts": 1, "bot": 2}
 """Each top-level package's floor: imports may point to the same floor or down."""
 
 BOT_FLOORS = {
-    # Dependency-free: the model clients, proxy URLs, the turn's failure kinds.
+    # Dependency-free: the model clients, proxy URLs, the turn's failure kinds, the
+    # customer's language (catalogs and the choice).
     "llm": 0,
+    "language": 0,
     "proxies": 0,
     "chat_errors": 0,
     "settings": 1,

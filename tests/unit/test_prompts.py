@@ -103,7 +103,9 @@ def test_the_default_prompts_state_the_tag_rule_of_the_summary_blocks() -> None:
     """Both active prompts say that tag look-alikes in quoted text are data, not markup."""
     registry = build_default_prompt_registry()
     settings = PromptSettings()
-    support = registry.get(SUPPORT_CHAT_PROMPT_ID, settings.support_chat_version).render()
+    support = registry.get(SUPPORT_CHAT_PROMPT_ID, settings.support_chat_version).render(
+        language="русский"
+    )
     summary = registry.get(SUMMARY_PROMPT_ID, settings.summary_version).render()
 
     assert "[/conversation_summary]" in support

@@ -8,6 +8,7 @@ from aiogram.types import CallbackQuery, Message
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.chat_errors import ChatServiceError
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.sessions.pending import ActionPress
 from bot.storage.keys import telegram_conversation
@@ -20,6 +21,7 @@ async def on_press(
     callback_data: ActionPress,
     job: JobContext,
     actions: ActionConfirmations | None = None,
+    texts: Texts | None = None,
 ) -> JobDone | PlainReply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
 
@@ -30,11 +32,20 @@ async def on_press(
     if actions is None or press is None:
         return None
     try:
-        return await actions.press(telegram_conversation(int(press.chat_id)), job, press)
+        return await actions.press(
+            telegram_conversation(int(press.chat_id)),
+            job,
+            press,
+            gettext=customer_texts.gettext_of(texts),
+        )
     except ChatServiceError as error:
         # Not saved: the job runs again (the handler's key keeps the shop's change single).
         logger.warning("Press on action %s not saved: %s", press.action_id, error.kind)
-        return PlainReply(text=customer_texts.failure_message(error, job.job.turn_id))
+        return PlainReply(
+            text=customer_texts.failure_message(
+                error, job.job.turn_id, customer_texts.gettext_of(texts)
+            )
+        )
 
 
 def card_press(callback: CallbackQuery, pressed: ActionPress) -> Press | None:

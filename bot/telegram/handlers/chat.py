@@ -14,6 +14,7 @@ from bot.analysis.schedule import AnalysisSchedule
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
+from bot.language.texts import Texts
 from bot.ops.log_context import bind_turn
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
 from bot.sessions.models import session_of
@@ -40,6 +41,8 @@ async def answer(
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
     early_analysis: AnalysisSchedule | None = None,
+    language: str | None = None,
+    texts: Texts | None = None,
 ) -> JobResult:
     """Run the turn of a text; its reply is committed, or a kind message with the incident code.
 
@@ -64,6 +67,8 @@ async def answer(
         text=text,
         drafts=drafts,
         account_linking=account_linking,
+        language=language,
+        texts=texts,
     )
     if (
         early_analysis is not None
@@ -89,6 +94,8 @@ async def run_turn(
     turn_input: TurnInput = TEXT_INPUT,
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
+    language: str | None = None,
+    texts: Texts | None = None,
 ) -> JobResult:
     """One model turn for ``message`` whose words are ``text`` (typed, or a voice's transcript).
 
@@ -105,6 +112,7 @@ async def run_turn(
         # Read from the session only where accounts can be linked at all.
         shop_customer_id=shop_customer_id(job) if account_linking is not None else None,
         photos=_photos(job, turn_input),
+        language=language,
     )
     customer = customer_of(message) if handoff is not None else None
     try:
@@ -136,11 +144,12 @@ async def run_turn(
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
         failure = PlainReply(
-            text=customer_texts.failure_message(error, turn_id), audit=error.audit_fields
+            text=customer_texts.failure_message(error, turn_id, customer_texts.gettext_of(texts)),
+            audit=error.audit_fields,
         )
         if handoff is None:
             return failure
-        return await _after_failure(message, job, handoff, failure)
+        return await _after_failure(message, job, handoff, failure, texts)
     return JobDone(reply=reply.delivery, summary_due=reply.summary_updated)
 
 
@@ -157,7 +166,11 @@ def _photos(job: JobContext, turn_input: TurnInput) -> tuple[str, ...]:
 
 
 async def _after_failure(
-    message: Message, job: JobContext, handoff: HandoffService, failure: PlainReply
+    message: Message,
+    job: JobContext,
+    handoff: HandoffService,
+    failure: PlainReply,
+    texts: Texts | None = None,
 ) -> JobResult:
     """Count the failure; enough in a row (and nobody called yet) opens a handoff."""
     key = telegram_conversation(message.chat.id)
@@ -169,7 +182,7 @@ async def _after_failure(
             job,
             customer_of(message),
             trigger="failed_turns",
-            text=f"{failure.text}\n\n{customer_texts.FAILED_HANDOFF}",
+            text=f"{failure.text}\n\n{customer_texts.shown(texts, customer_texts.FAILED_HANDOFF)}",
             audit=failure.audit,
         )
     except (RedisError, ChatServiceError):

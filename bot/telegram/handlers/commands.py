@@ -1,29 +1,32 @@
-"""/start, /help, /new (and any other command: the help)."""
+"""/start, /help, /new, /language (and any other command: the help)."""
 
 from aiogram import Router
-from aiogram.filters import Command, CommandStart
+from aiogram.filters import Command, CommandObject, CommandStart
 from aiogram.types import Message
 
 from bot import customer_texts
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
-from bot.queue.job_results import JobContext, PlainReply
+from bot.language.choice import ConversationLanguages
+from bot.language.texts import Texts
+from bot.queue.job_results import JobContext, JobDone, PlainReply
+from bot.queue.jobs import OutboxEntry
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import CommandLike, HasText
 
 
-async def start(message: Message) -> PlainReply:
+async def start(message: Message, texts: Texts | None = None) -> PlainReply:
     """Greet and say what the bot can help with."""
-    return PlainReply(text=customer_texts.GREETING)
+    return PlainReply(text=customer_texts.shown(texts, customer_texts.GREETING))
 
 
-async def help_command(message: Message) -> PlainReply:
+async def help_command(message: Message, texts: Texts | None = None) -> PlainReply:
     """List the commands."""
-    return PlainReply(text=customer_texts.HELP)
+    return PlainReply(text=customer_texts.shown(texts, customer_texts.HELP))
 
 
 async def new_conversation(
-    message: Message, job: JobContext, chat_service: ChatService
+    message: Message, job: JobContext, chat_service: ChatService, texts: Texts | None = None
 ) -> PlainReply:
     """Archive the conversation and start a fresh one."""
     try:
@@ -32,12 +35,60 @@ async def new_conversation(
         # reset() has no turn of its own; the job's turn id is the incident code.
         error.turn_id = error.turn_id or job.job.turn_id
         raise
-    return PlainReply(text=customer_texts.NEW_CONVERSATION)
+    return PlainReply(text=customer_texts.shown(texts, customer_texts.NEW_CONVERSATION))
 
 
-async def unknown_command(message: Message) -> PlainReply:
+async def language_command(
+    message: Message,
+    command: CommandObject,
+    *,
+    job: JobContext,
+    session_keeper: ChatService,
+    languages: ConversationLanguages,
+    texts: Texts | None = None,
+) -> PlainReply | JobDone:
+    """``/language``: the choices; ``/language en``: the conversation's language from now on.
+
+    The choice is kept in the session (committed with the reply, as a handoff step
+    is) and no longer changes with the language the customer writes in.
+    """
+    codes = languages.policy.languages
+    choices = "\n".join(
+        f"/language {code} — {languages.texts(code).name.capitalize()}" for code in codes
+    )
+    wanted = (command.args or "").strip().lower()
+    if not wanted:
+        return PlainReply(
+            text=customer_texts.shown(texts, customer_texts.LANGUAGE_CHOICES).format(
+                choices=choices
+            )
+        )
+    if wanted not in codes:
+        return PlainReply(
+            text=customer_texts.shown(texts, customer_texts.LANGUAGE_UNKNOWN).format(
+                choices=choices
+            )
+        )
+    chosen = languages.texts(wanted)
+    entry = OutboxEntry(
+        job_id=job.job.job_id,
+        turn_id=job.job.turn_id,
+        chat_id=job.job.chat_id,
+        format="plain",
+        text=chosen.gettext(customer_texts.LANGUAGE_CHANGED),
+    )
+    done: JobDone = await session_keeper.commit_without_turn(
+        telegram_conversation(message.chat.id),
+        job,
+        lambda session: session.with_language(wanted, chosen=True),
+        entry,
+    )
+    return done
+
+
+async def unknown_command(message: Message, texts: Texts | None = None) -> PlainReply:
     """A command the bot does not have: show the ones it has."""
-    return PlainReply(text=customer_texts.HELP)
+    return PlainReply(text=customer_texts.shown(texts, customer_texts.HELP))
 
 
 def build_router() -> Router:
@@ -48,5 +99,6 @@ def build_router() -> Router:
     router.message.register(start, CommandStart())
     router.message.register(help_command, Command("help"))
     router.message.register(new_conversation, Command("new"))
+    router.message.register(language_command, Command("language"))
     router.message.register(unknown_command, HasText())
     return router

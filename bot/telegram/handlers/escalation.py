@@ -15,6 +15,7 @@ from aiogram.types import CallbackQuery, Message
 
 from bot import customer_texts
 from bot.handoff.service import HandoffService
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.queue.staff_actions import HandoffTurn
@@ -29,6 +30,7 @@ async def on_offer_press(
     job: JobContext,
     handoff: HandoffService | None = None,
     operator_unavailable: Callable[[], str] | None = None,
+    texts: Texts | None = None,
 ) -> JobResult | None:
     """Open the handoff and remove the button (its message edited); else change nothing.
 
@@ -46,14 +48,16 @@ async def on_offer_press(
         text = operator_unavailable() if operator_unavailable else customer_texts.OPERATOR_OFF
         return PlainReply(text=text, card_edit=pressed)
     if handoff.state(job) != "bot":
-        return PlainReply(text=customer_texts.OPERATOR_ALREADY, card_edit=pressed)
+        return PlainReply(
+            text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY), card_edit=pressed
+        )
     user = callback.from_user
     return await handoff.open(
         telegram_conversation(offer.chat.id),
         job,
         HandoffTurn(name=user.full_name, username=user.username or "", message_id=offer.message_id),
         trigger="analysis",
-        text=customer_texts.OPERATOR_WAITING,
+        text=customer_texts.shown(texts, customer_texts.OPERATOR_WAITING),
         card_edit=pressed,
     )
 

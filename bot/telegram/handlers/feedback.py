@@ -12,6 +12,7 @@ from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.csat.callback import FeedbackPress
 from bot.csat.schedule import CsatSchedule
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.storage.keys import telegram_conversation
@@ -23,8 +24,10 @@ async def on_feedback(
     callback: CallbackQuery,
     callback_data: FeedbackPress,
     job: JobContext,
+    *,
     feedback: CsatSchedule | None = None,
     analyses: AnalysisSchedule | None = None,
+    texts: Texts | None = None,
 ) -> PlainReply | None:
     """Record the first press of the open question: thank by editing it, audit the score.
 
@@ -59,7 +62,10 @@ async def on_feedback(
     )
     return PlainReply(
         text="",
-        card_edit=CardEdit(message_id=question.message_id, text=customer_texts.CSAT_THANKS),
+        card_edit=CardEdit(
+            message_id=question.message_id,
+            text=customer_texts.shown(texts, customer_texts.CSAT_THANKS),
+        ),
         audit=(answered.to_fields(),),
     )
 

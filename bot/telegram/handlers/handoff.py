@@ -18,6 +18,7 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.handoff.service import HandoffService
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
@@ -43,19 +44,20 @@ async def operator(
     job: JobContext,
     handoff: HandoffService | None = None,
     operator_unavailable: Callable[[], str] | None = None,
+    texts: Texts | None = None,
 ) -> JobResult:
     """The customer asks for a person (without a staff group: the hours, as the demo model says)."""
     if handoff is None:
         text = operator_unavailable() if operator_unavailable else customer_texts.OPERATOR_OFF
         return PlainReply(text=text)
     if handoff.state(job) != "bot":
-        return PlainReply(text=customer_texts.OPERATOR_ALREADY)
+        return PlainReply(text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
     return await handoff.open(
         telegram_conversation(message.chat.id),
         job,
         customer_of(message),
         trigger="command",
-        text=customer_texts.OPERATOR_WAITING,
+        text=customer_texts.shown(texts, customer_texts.OPERATOR_WAITING),
     )
 
 

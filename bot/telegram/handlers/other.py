@@ -13,6 +13,7 @@ from aiogram.types import Message
 
 from bot import customer_texts
 from bot.handoff.service import HandoffService
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.staff_actions import StaffAction
 from bot.telegram.filters import forwarded_from_channel
@@ -50,9 +51,10 @@ async def not_text(
     message: Message,
     job: JobContext,
     handoff: HandoffService | None = None,
+    texts: Texts | None = None,
 ) -> PlainReply:
     """Say what the bot cannot read; while a person is awaited, staff see it too."""
-    text = reply_for(message)
+    text = customer_texts.shown(texts, reply_for(message))
     if handoff is not None and handoff.state(job) == "waiting":
         copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
         return PlainReply(text=text, staff=(copy,))

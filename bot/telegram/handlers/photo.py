@@ -15,6 +15,7 @@ from bot import customer_texts
 from bot.accounts.linking import AccountLinking
 from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import StaffAction
 from bot.storage.keys import telegram_conversation
@@ -46,6 +47,8 @@ async def photo_message(
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
     photo_keeper: ChatService | None = None,
+    language: str | None = None,
+    texts: Texts | None = None,
 ) -> JobResult:
     """Answer the photo (an album: all its photos at once) with the model's eyes, or say why not.
 
@@ -97,6 +100,8 @@ async def photo_message(
         turn_input=TurnInput(kind="photo", images=images),
         drafts=drafts,
         account_linking=account_linking,
+        language=language,
+        texts=texts,
     )
 
 

@@ -15,6 +15,7 @@ from bot import customer_texts
 from bot.accounts.linking import AccountLinking
 from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import StaffAction
 from bot.telegram.drafts import Drafts
@@ -52,6 +53,8 @@ async def voice_message(
     handoff: HandoffService | None = None,
     drafts: Drafts | None = None,
     account_linking: AccountLinking | None = None,
+    language: str | None = None,
+    texts: Texts | None = None,
 ) -> JobResult:
     """Transcribe, then answer as a text; or ask kindly to write instead."""
     async with TypingIndicator(bot, message.chat.id, delay=TYPING_DELAY_SECONDS):
@@ -73,6 +76,8 @@ async def voice_message(
         turn_input=heard.turn_input,
         drafts=drafts,
         account_linking=account_linking,
+        language=language,
+        texts=texts,
     )
 
 

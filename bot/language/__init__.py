@@ -1,0 +1,1 @@
+"""The customer's language: gettext catalogs (Babel) and the choice per conversation."""
