@@ -4,6 +4,7 @@ from pydantic import BaseModel
 
 from tools.knowledge.library import HelpCenter
 from tools.registry import RegisteredTool, ResultSummary, ToolArguments, text_argument
+from turn import TurnContext
 
 SEARCH_HELP_CENTER_TOOL_NAME = "search_help_center"
 
@@ -41,9 +42,11 @@ def build_search_help_center_tool(
 ) -> RegisteredTool[SearchHelpCenterArguments, SearchHelpCenterResult]:
     """The help-center search tool over ``center`` (its current index at each call)."""
 
-    def search_help_center(arguments: SearchHelpCenterArguments) -> SearchHelpCenterResult:
-        # The language preferred is the question's own (its script): the model writes the
-        # query in the customer's words.
+    def search_help_center(
+        arguments: SearchHelpCenterArguments, context: TurnContext
+    ) -> SearchHelpCenterResult:
+        # The conversation's language is preferred; without one (a front end that decides
+        # none), the question's own script decides.
         return SearchHelpCenterResult(
             results=[
                 HelpCenterArticle(
@@ -53,7 +56,7 @@ def build_search_help_center_tool(
                     snippet=hit.snippet,
                     lang=hit.lang,
                 )
-                for hit in center.search(arguments.query)
+                for hit in center.search(arguments.query, language=context.language)
             ]
         )
 
