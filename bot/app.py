@@ -655,7 +655,6 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         knowledge=knowledge,
         actions=ActionConfirmations(
             registry=registry,
-            chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
             runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
             dead_letters=DeadLetters(redis, keys=keys),

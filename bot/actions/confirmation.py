@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -55,7 +55,7 @@ from bot.customer_texts import (
 from bot.handoff.staff_actions import StaffAction
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.dead_letters import DeadLetter, DeadLetters
-from bot.queue.job_results import JobContext, JobDone
+from bot.queue.job_results import JobContext, SessionChange
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.sessions.models import ConversationSession, session_of
 from tools.mcp.tool import McpCallError, McpTool
@@ -123,20 +123,6 @@ def judge(
     return Verdict.CONFIRM if press.choice == "yes" else Verdict.DECLINE
 
 
-class SessionCommitter(Protocol):
-    """The chat service's commit of a session change outside a model turn."""
-
-    async def commit_without_turn(
-        self,
-        conversation_key: str,
-        held: JobContext,
-        change: Callable[[ConversationSession], ConversationSession],
-        entry: OutboxEntry,
-    ) -> JobDone:
-        """Save ``change`` of the held session, pop the job with ``entry`` (one script)."""
-        ...
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionConfirmations:
     """Resolves presses for the Telegram handler and the console, in a job of the chat.
@@ -145,7 +131,6 @@ class ActionConfirmations:
     """
 
     registry: ToolRegistry
-    chat: SessionCommitter
     confirm_seconds: float = DEFAULT_CONFIRM_SECONDS
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     # The executing marks of MCP actions; without them (unit tests) every press is a first.
@@ -218,8 +203,11 @@ class ActionConfirmations:
 
     async def press(
         self, conversation_key: str, job: JobContext, press: Press, *, given_up: bool = False
-    ) -> JobDone | None:
+    ) -> SessionChange | None:
         """Resolve a press; ``None`` when it changes nothing (the job is then just dropped).
+
+        The outcome is returned, not committed: the caller commits the session change
+        with the job's pop and the outbox entry (the card's new text, the outcome).
 
         The verdict is by the time the press arrived (the job's intake time).
         ``given_up``: the press is a dead letter; a confirmed action is settled by
@@ -289,13 +277,11 @@ class ActionConfirmations:
                 else None
             ),
         )
-        return await self.chat.commit_without_turn(
-            conversation_key,
-            job,
-            lambda current: current.with_action_outcome(
+        return SessionChange(
+            change=lambda current: current.with_action_outcome(
                 pending.action_id, result.message, now, job.job.turn_id
             ),
-            entry,
+            entry=entry,
         )
 
     async def _dead_letter(self, pending: PendingAction, job: JobContext) -> None:

@@ -15,11 +15,13 @@ it to the worker, which alone finishes the job from that value
 the worker's deadline has no outcome: the worker counts it as a failed attempt.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.handoff.staff_actions import StaffAction
 from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob, ReplyKeyboardKind
+from bot.sessions.models import ConversationSession
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,7 +70,20 @@ class PlainReply:
     reply_keyboard: ReplyKeyboardKind | None = None
 
 
-JobResult = JobDone | PlainReply
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionChange:
+    """A change of the held session outside a model turn, for the caller to commit.
+
+    What a part that decides without committing returns (a pressed card): the
+    front end commits ``change`` with the job's pop and ``entry`` in one script
+    (``ChatService.commit_without_turn``), and the result is a :class:`JobDone`.
+    """
+
+    change: Callable[[ConversationSession], ConversationSession]
+    entry: OutboxEntry
+
+
+JobResult = JobDone | PlainReply | SessionChange
 """What a handler returns."""
 
 

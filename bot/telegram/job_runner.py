@@ -217,8 +217,13 @@ class TelegramJobRunner:
         press = card_press(update.callback_query) if update.callback_query else None
         if press is None:
             return None
+        settled = await self.actions.press(lease.conversation_key, context, press, given_up=True)
+        if settled is None:
+            return None
         # A commit that fails raises: the job stays, and the next worker settles it.
-        return await self.actions.press(lease.conversation_key, context, press, given_up=True)
+        return await self.chat.commit_without_turn(
+            lease.conversation_key, context, settled.change, settled.entry
+        )
 
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext

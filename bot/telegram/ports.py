@@ -1,11 +1,14 @@
 """What the Telegram front end needs from the engine (a seam, so handlers import no engine)."""
 
+from collections.abc import Callable
 from typing import Protocol
 
 from bot.engine.chat_service import ChatReply
 from bot.engine.reply_stream import ReplyStream
 from bot.handoff.staff_actions import HandoffTurn, StaffAction
 from bot.queue.job_results import JobContext, JobDone
+from bot.queue.jobs import OutboxEntry
+from bot.sessions.models import ConversationSession
 from turn import TEXT_INPUT, TurnContext, TurnInput
 
 
@@ -35,6 +38,16 @@ class ChatPort(Protocol):
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
         """Record that the answer of ``turn_id`` never reached the customer."""
+        ...
+
+    async def commit_without_turn(
+        self,
+        conversation_key: str,
+        held: JobContext,
+        change: Callable[[ConversationSession], ConversationSession],
+        entry: OutboxEntry,
+    ) -> JobDone:
+        """Save ``change`` of the held session, pop the job with ``entry`` (one script)."""
         ...
 
 

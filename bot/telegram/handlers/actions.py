@@ -11,22 +11,31 @@ from bot.actions.pending import parse_callback
 from bot.engine.chat_errors import ChatServiceError
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.storage.keys import telegram_conversation
+from bot.telegram.ports import ChatPort
 
 logger = logging.getLogger(__name__)
 
 
 async def on_press(
-    callback: CallbackQuery, job: JobContext, actions: ActionConfirmations | None = None
+    callback: CallbackQuery,
+    job: JobContext,
+    chat_service: ChatPort,
+    actions: ActionConfirmations | None = None,
 ) -> JobDone | PlainReply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
 
-    Intake answered the callback already (the spinner stopped there).
+    Intake answered the callback already (the spinner stopped there). The actions
+    part decides; the settlement is committed here, with the job's pop.
     """
     press = card_press(callback)
     if actions is None or press is None:
         return None
+    key = telegram_conversation(int(press.chat_id))
     try:
-        return await actions.press(telegram_conversation(int(press.chat_id)), job, press)
+        settled = await actions.press(key, job, press)
+        if settled is None:
+            return None
+        return await chat_service.commit_without_turn(key, job, settled.change, settled.entry)
     except ChatServiceError as error:
         # Not saved: the job runs again (the handler's key keeps the shop's change single).
         logger.warning("Press on action %s not saved: %s", press.action_id, error.kind)
