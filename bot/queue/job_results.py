@@ -83,8 +83,8 @@ class SessionChange:
     entry: OutboxEntry
 
 
-JobResult = JobDone | PlainReply | SessionChange
-"""What a handler returns."""
+JobResult = JobDone | PlainReply
+"""What a handler returns (a handler given a :class:`SessionChange` commits it first)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
