@@ -410,7 +410,7 @@ class WorkerPool:
             # The handler's commit popped the job with the session and the reply.
             return outcome.reply
         if isinstance(outcome, JobDropped):
-            logger.info("Job %s of %s dropped (%s)", job_id, chat_label(key), outcome.reason)
+            logger.debug("Job %s of %s dropped (%s)", job_id, chat_label(key), outcome.reason)
             await self._queue.complete(key, lease.token, state.head_raw, job_id, None)
             return None
         return await self._commit_reply(state, lease, outcome)
