@@ -15,6 +15,7 @@ from bot.accounts.linking import AccountLinking
 from bot.accounts.mcp_directory import McpCustomerDirectory
 from bot.actions.confirmation import ActionConfirmations
 from bot.actions.runs import ActionRuns
+from bot.actions.turns import ActionCards
 from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.escalation import EscalationOffers
 from bot.analysis.offline import OfflineAnalyst
@@ -32,6 +33,7 @@ from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.handoff.service import HandoffPolicy, HandoffService
 from bot.handoff.topics import TopicDirectory
+from bot.handoff.turns import TurnHandoff
 from bot.knowledge.watcher import (
     KnowledgeError,
     KnowledgeMetrics,
@@ -415,9 +417,13 @@ def build_chat_service(
             action_confirm_seconds=settings.tools.action_confirm_seconds,
         ),
         model_name=llm.model_name,
-        handoff_idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)
-        if settings.handoff.staff_chat_id is not None
-        else None,
+        # The handoff policy only with a staff chat; before the cards, as the audit's order.
+        followers=(
+            (TurnHandoff(idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)),)
+            if settings.handoff.staff_chat_id is not None
+            else ()
+        )
+        + (ActionCards(),),
         citations=CitationCheck(help_center.article_urls) if help_center is not None else None,
         # Named in Russian, the prompt's language ("английский").
         languages={code: language_name(code, "ru") for code in language.codes},
@@ -678,7 +684,6 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         knowledge=knowledge,
         actions=ActionConfirmations(
             registry=registry,
-            chat=chat,
             confirm_seconds=settings.tools.action_confirm_seconds,
             runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
             dead_letters=DeadLetters(redis, keys=keys),

@@ -330,6 +330,11 @@ class WorkerSettings(BaseSettings):
     job_max_attempts: int = Field(
         default=3, ge=1, le=100, validation_alias=_env("JOB_MAX_ATTEMPTS")
     )
+    # The longest one job's run may take (a turn with its downloads, a press with its
+    # action); past it the run is cancelled and counts as a failed attempt.
+    job_deadline_seconds: float = Field(
+        default=300.0, gt=0, le=3600, validation_alias=_env("JOB_DEADLINE_SECONDS")
+    )
 
 
 class ToolSettings(BaseSettings):

@@ -53,10 +53,9 @@ from bot.customer_texts import (
     with_incident_code,
 )
 from bot.engine.action_audit import action_fields
-from bot.engine.chat_service import ChatService
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.dead_letters import DeadLetter, DeadLetters
-from bot.queue.job_results import JobContext, JobDone
+from bot.queue.job_results import JobContext, SessionChange
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, session_of
@@ -134,7 +133,6 @@ class ActionConfirmations:
     """
 
     registry: ToolRegistry
-    chat: ChatService
     confirm_seconds: float = DEFAULT_CONFIRM_SECONDS
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     # The executing marks of MCP actions; without them (unit tests) every press is a first.
@@ -213,8 +211,11 @@ class ActionConfirmations:
         *,
         given_up: bool = False,
         gettext: Translate | None = None,
-    ) -> JobDone | None:
+    ) -> SessionChange | None:
         """Resolve a press; ``None`` when it changes nothing (the job is then just dropped).
+
+        The outcome is returned, not committed: the caller commits the session change
+        with the job's pop and the outbox entry (the card's new text, the outcome).
 
         The verdict is by the time the press arrived (the job's intake time).
         ``given_up``: the press is a dead letter; a confirmed action is settled by
@@ -295,13 +296,11 @@ class ActionConfirmations:
                 else None
             ),
         )
-        return await self.chat.commit_without_turn(
-            conversation_key,
-            job,
-            lambda current: current.with_action_outcome(
+        return SessionChange(
+            change=lambda current: current.with_action_outcome(
                 pending.action_id, result.message, now, job.job.turn_id
             ),
-            entry,
+            entry=entry,
         )
 
     async def _dead_letter(self, pending: PendingAction, job: JobContext) -> None:

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
 
-from bot import customer_texts
 from bot.audit.recorder import TurnAuditRecorder
-from bot.audit.schema import AuditEntry, HandoffAuditEntry
+from bot.audit.schema import AuditEntry
 from bot.chat_errors import (
     ChatBusyError,
     ChatServiceError,
@@ -20,22 +19,28 @@ from bot.chat_errors import (
     MessageTooLongError,
     chat_error_for,
 )
-from bot.engine.action_audit import proposal_fields
 from bot.engine.history import HistoryWindow, PreparedContext
 from bot.engine.keyed_locks import KeyedLocks
 from bot.engine.reply_stream import ReplyStream
 from bot.engine.summary import ConversationSummaryService, SummaryError
 from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
+from bot.engine.turn_outcomes import (
+    ActionProposed,
+    Answer,
+    FollowUp,
+    HandoffAsked,
+    TurnEnd,
+    TurnFollower,
+)
 from bot.llm.types import Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import OutboxEntry, QueuedJob
-from bot.queue.staff_actions import HandoffTurn, StaffAction, staff_label, transcript_post
-from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
-from bot.sessions.models import ConversationSession, HandoffState
-from bot.sessions.pending import CARD_MIRROR, ActionCard, expired_note, is_expired, pending_note
+from bot.queue.staff_actions import HandoffTurn, StaffAction
+from bot.sessions.models import ConversationSession
+from bot.sessions.pending import ActionCard, expired_note, is_expired, pending_note
 from bot.sessions.store import (
     JobCompletion,
     LockedSession,
@@ -126,8 +131,9 @@ class ChatService:
     prompt: PromptTemplate
     limits: ChatLimits
     model_name: str
-    # None: handoff is off (no staff chat); the turns then ignore handoff state.
-    handoff_idle: IdleRule | None = None
+    # The parts that own a turn's outcomes (action cards, the handoff policy), in order:
+    # each adds what follows to the commit (bot.engine.turn_outcomes).
+    followers: tuple[TurnFollower, ...] = ()
     # Takes invented help-center links out of answers; None: no help center to check.
     citations: CitationCheck | None = None
     # The enabled languages (LANGUAGES) by code, each named in the prompt's own language;
@@ -240,19 +246,19 @@ class ChatService:
         prepared, result, updated = await self._run(
             locked, question, context, recorder, stream, turn_input=turn_input
         )
-        card = _card_of(result, context.language)
-        action_audit = _action_audit(locked.session, result, context)
-        updated, staff, handoff_audit, note = self._handoff_steps(
-            locked.session, updated, result, context, customer
+        end = _turn_end(
+            locked.session,
+            result,
+            context=context,
+            question=question,
+            turn_input=turn_input,
+            customer=customer,
         )
-        if turn_input.kind == "voice" and any(s.kind == "copy_to_topic" for s in staff):
-            # Staff following a waiting chat read what the voice message said.
-            at = next(i for i, s in enumerate(staff) if s.kind == "copy_to_topic") + 1
-            heard = question.removeprefix(SPEECH_MARK)
-            staff = (*staff[:at], transcript_post(heard), *staff[at:])
-        if card is not None and updated.handoff == "waiting":
-            # Staff following a waiting chat see what the customer is asked to confirm.
-            staff += (StaffAction(kind="post", text=f"{CARD_MIRROR}{card.text}"),)
+        follow = FollowUp(session=updated)
+        for follower in self.followers:
+            follow = follower(end, follow)
+        updated = follow.session
+        note = follow.note
         entry = OutboxEntry(
             job_id=job.job_id,
             turn_id=context.turn_id,
@@ -263,18 +269,17 @@ class ChatService:
                 entry.to_fields()
                 for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
             )
-            + handoff_audit
-            + action_audit,
-            staff=staff,
-            card=card,
-            superseded=_superseded(locked.session, result),
+            + follow.audit,
+            staff=follow.staff,
+            card=follow.card,
+            superseded=follow.superseded,
         )
         completion = JobCompletion(
             job_raw=held.job_raw,
             job_id=job.job_id,
             outbox_entry=entry.model_dump_json(),
             # Only handoff records failed turns: without it there is no streak to end.
-            answered=self.handoff_idle is not None,
+            answered=follow.ends_failed_streak,
         )
         await self.store.commit(
             locked, updated, completion=completion, release=held.release_on_commit
@@ -297,7 +302,7 @@ class ChatService:
             summary_updated=self.window.overflows(updated.messages),
             has_summary=updated.summary is not None,
             delivery=entry,
-            card=card,
+            card=follow.card,
         )
 
     @contextlib.asynccontextmanager
@@ -409,68 +414,6 @@ class ChatService:
             # At most one pending action per chat: a new proposal replaces the old one.
             updated = updated.with_pending_action(result.proposal)
         return prepared, result, updated
-
-    def _handoff_steps(
-        self,
-        before: ConversationSession | None,
-        updated: ConversationSession,
-        result: ToolLoopResult,
-        context: TurnContext,
-        customer: HandoffTurn | None,
-    ) -> tuple[
-        ConversationSession, tuple[StaffAction, ...], tuple[dict[str, str], ...], str | None
-    ]:
-        """A turn's handoff consequences: new state, staff steps, audit, a note for the customer.
-
-        A handoff idle too long ends here (the customer is told); in ``waiting``
-        the question and the answer are mirrored to the topic; the model's
-        ``request_human_agent`` opens a handoff. Only with handoff on and a
-        ``customer`` (a Telegram turn; the console has no staff chat).
-        """
-        if self.handoff_idle is None or customer is None:
-            return updated, (), (), None
-        rule = self.handoff_idle
-        now = rule.now()
-        state: HandoffState = before.handoff if before is not None else "bot"
-        chat = str(context.chat_id)
-        staff: tuple[StaffAction, ...] = ()
-        audit: tuple[dict[str, str], ...] = ()
-        note: str | None = None
-        if before is not None and rule.is_idle(before, now):
-            state = step(state, HandoffEvent.GOES_IDLE).target
-            updated = updated.with_handoff(state, now)
-            staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE), StaffAction(kind="ended"))
-            audit = (closed_entry(before, chat, context.turn_id, "idle", now),)
-            note = customer_texts.HANDOFF_IDLE_NOTE
-        event = HandoffEvent.BOT_ANSWERS if result.handoff is None else HandoffEvent.MODEL_ASKS
-        move = step(state, event)
-        if state == "waiting":
-            updated = updated.with_handoff(move.target, now)
-            staff += (
-                StaffAction(kind="copy_to_topic", message_id=customer.message_id),
-                StaffAction(kind="post_answer"),
-            )
-        if state == "bot" and result.handoff is not None:
-            reason = result.handoff.reason
-            updated = updated.with_handoff(move.target, now)
-            staff += (
-                StaffAction(
-                    kind="open",
-                    name=customer.name,
-                    username=customer.username,
-                    text=staff_label("tool", reason),
-                ),
-            )
-            audit += (
-                HandoffAuditEntry(
-                    chat_id=chat,
-                    turn_id=context.turn_id,
-                    event="opened",
-                    trigger="tool",
-                    reason=reason,
-                ).to_fields(),
-            )
-        return updated, staff, audit, note
 
     async def commit_without_turn(
         self,
@@ -678,47 +621,6 @@ def _unchanged_head(current: ConversationSession, loaded: ConversationSession, f
     )
 
 
-IDLE_TOPIC_NOTE = "Клиент долго не писал: разговор вернулся к боту."
-
-
-def closed_entry(
-    session: ConversationSession, chat_id: str, turn_id: str, closed_by: str, now: datetime
-) -> dict[str, str]:
-    """The audit fields of a handoff ending now (``closed_by``: ``staff`` or ``idle``)."""
-    since = session.handoff_since
-    return HandoffAuditEntry(
-        chat_id=chat_id,
-        turn_id=turn_id,
-        event="closed",
-        closed_by=closed_by,
-        duration_ms=(now - since).total_seconds() * 1000 if since is not None else None,
-    ).to_fields()
-
-
-def _action_audit(
-    before: ConversationSession | None, result: ToolLoopResult, context: TurnContext
-) -> tuple[dict[str, str], ...]:
-    return proposal_fields(
-        before.pending_action if before is not None else None,
-        result.proposal,
-        chat_id=str(context.chat_id),
-        turn_id=context.turn_id,
-        now=_now(),
-    )
-
-
-def _superseded(before: ConversationSession | None, result: ToolLoopResult) -> str | None:
-    pending = before.pending_action if before is not None else None
-    return pending.action_id if pending is not None and result.proposal is not None else None
-
-
-def _card_of(result: ToolLoopResult, language: str | None) -> ActionCard | None:
-    proposal = result.proposal
-    if proposal is None:
-        return None
-    return ActionCard(action_id=proposal.action_id, text=proposal.description, language=language)
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -736,3 +638,31 @@ def _with_images(message: Message, turn_input: TurnInput) -> Message:
         {"type": "image_url", "image_url": {"url": image.data_url}} for image in turn_input.images
     )
     return {**message, "content": parts}
+
+
+def _turn_end(
+    before: ConversationSession | None,
+    result: ToolLoopResult,
+    *,
+    context: TurnContext,
+    question: str,
+    turn_input: TurnInput,
+    customer: HandoffTurn | None,
+) -> TurnEnd:
+    """The loop's result as typed outcomes, for the parts that own them."""
+    proposal = None
+    if result.proposal is not None:
+        proposal = ActionProposed(
+            action=result.proposal,
+            superseded=before.pending_action if before is not None else None,
+        )
+    return TurnEnd(
+        context=context,
+        before=before,
+        question=question,
+        turn_input=turn_input,
+        customer=customer,
+        answer=Answer(text=result.text),
+        proposal=proposal,
+        handoff=HandoffAsked(reason=result.handoff.reason) if result.handoff is not None else None,
+    )

@@ -14,7 +14,7 @@ from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
-from bot.queue.job_results import JobContext, JobDone
+from bot.queue.job_results import JobContext, SessionChange
 from bot.queue.jobs import OutboxEntry
 from turn import TurnContext
 
@@ -48,17 +48,23 @@ class LocalTurns:
         return reply
 
     async def run(
-        self, context: TurnContext, step: Callable[[JobContext], Awaitable[JobDone | None]]
+        self,
+        context: TurnContext,
+        step: Callable[[JobContext], Awaitable[SessionChange | None]],
     ) -> OutboxEntry | None:
-        """Run a committing step other than a turn (a pressed card) as a job of its own.
+        """Run a step other than a turn (a pressed card) as a job of its own; commit its change.
 
-        Returns the reply it committed, its audit written; ``None`` when it
+        Returns the reply committed, its audit written; ``None`` when the step
         changed nothing. Raises a :class:`ChatServiceError` when the lease or
         the save failed (nothing is audited then, as for a worker's).
         """
-        async with self._chat.hold(context.conversation_key, context) as held:
-            done = await step(held)
-        reply = done.reply if done is not None else None
+        key = context.conversation_key
+        async with self._chat.hold(key, context) as held:
+            settled = await step(held)
+            if settled is None:
+                return None
+            done = await self._chat.commit_without_turn(key, held, settled.change, settled.entry)
+        reply = done.reply
         if reply is not None:
             await self._audit.write_fields(list(reply.audit))
         return reply

@@ -88,6 +88,17 @@ class ToolLoopResult:
     handoff: HandoffRequest | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CallOutcome:
+    """One tool call's end: the tool message, its record, and what it asks of the turn."""
+
+    content: str
+    record: ToolExecutionRecord
+    # A write the call proposed (for the customer's button), or the handoff it asked for.
+    proposal: PendingAction | None = None
+    handoff: HandoffRequest | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class BoundedToolLoop:
     """Runs one turn: the model may call registered tools, then must answer.
@@ -164,8 +175,8 @@ class BoundedToolLoop:
         schemas = self.registry.api_schemas()
         llm_results: list[LLMResult] = []
         audit_records: list[ToolExecutionRecord] = []
-        proposals: list[PendingAction] = []
-        handoffs: list[HandoffRequest] = []
+        proposal: PendingAction | None = None
+        handoff: HandoffRequest | None = None
 
         for step in range(1, self.max_steps + 1):
             last_step = step == self.max_steps
@@ -200,26 +211,20 @@ class BoundedToolLoop:
                 if stream is not None:
                     stream.on_tools(tuple(call.name for call in result.tool_calls))
                 for tool_call in result.tool_calls:
-                    content = await self._execute(
-                        tool_call,
-                        context,
-                        step,
-                        audit_records,
-                        observer,
-                        proposals=proposals,
-                        handoffs=handoffs,
+                    call = await self._execute(
+                        tool_call, context, step, observer, proposed=proposal is not None
                     )
+                    audit_records.append(call.record)
+                    # The first of each counts: one card per turn, one handoff.
+                    proposal = proposal or call.proposal
+                    handoff = handoff or call.handoff
                     conversation.append(
-                        {"role": "tool", "tool_call_id": tool_call.id, "content": content}
+                        {"role": "tool", "tool_call_id": tool_call.id, "content": call.content}
                     )
                 continue
             if result.finish_reason == "stop":
                 built = _build_result(_require_text(result), llm_results, audit_records)
-                return replace(
-                    built,
-                    proposal=proposals[0] if proposals else None,
-                    handoff=handoffs[0] if handoffs else None,
-                )
+                return replace(built, proposal=proposal, handoff=handoff)
             raise ToolLoopProtocolError(f"unexpected finish reason {result.finish_reason!r}")
 
         # Unreachable while the last step forbids tools, kept as the loop's contract.
@@ -230,12 +235,16 @@ class BoundedToolLoop:
         tool_call: ToolCall,
         context: TurnContext,
         step: int,
-        audit_records: list[ToolExecutionRecord],
         observer: ToolLoopObserver | None,
         *,
-        proposals: list[PendingAction],
-        handoffs: list[HandoffRequest],
-    ) -> str:
+        proposed: bool,
+    ) -> _CallOutcome:
+        """Run one call; ``proposed``: the turn proposed an action already (a second is refused).
+
+        A call the executor cannot finish raises :class:`ToolLoopExecutionError` (its
+        record went to ``observer``).
+        """
+        action: PendingAction | None = None
         try:
             write = self.registry.write_tool(tool_call.name)
             mcp = self.registry.mcp_tool(tool_call.name)
@@ -244,11 +253,10 @@ class BoundedToolLoop:
                 # (one action at a time, as for the write tools below).
                 proposal = (
                     refuse_second(mcp.name, tool_call, server=mcp.server)
-                    if proposals
+                    if proposed
                     else await propose_mcp(mcp, tool_call, context)
                 )
-                if proposal.action is not None:
-                    proposals.append(proposal.action)
+                action = proposal.action
                 execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
             elif write is None:
                 execution = await self.executor.execute(tool_call, context)
@@ -258,34 +266,36 @@ class BoundedToolLoop:
                 # write is the tool's "no", with a code the model can explain.
                 proposal = (
                     refuse_second(write.name, tool_call)
-                    if proposals
+                    if proposed
                     else await propose(write, tool_call, context)
                 )
-                if proposal.action is not None:
-                    proposals.append(proposal.action)
+                action = proposal.action
                 execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
         except (ToolNotAllowedError, ToolArgumentsError) as error:
             # The model's own mistake: it gets the reason and may try again.
-            audit_records.append(error.audit)
             if observer is not None:
                 observer.on_tool_executed(step, error.audit)
-            return _rejection_content(error, self.registry.names())
+            return _CallOutcome(
+                content=_rejection_content(error, self.registry.names()), record=error.audit
+            )
         except ToolExecutionError as error:
-            audit_records.append(error.audit)
             if observer is not None:
                 observer.on_tool_executed(step, error.audit)
             raise ToolLoopExecutionError(str(error), error.audit) from error
-        audit_records.append(execution.audit)
         if observer is not None:
             observer.on_tool_executed(step, execution.audit)
-        if (
+        hands_off = (
             write is None
             and mcp is None
             and execution.audit.status == ToolStatus.SUCCESS
             and self.registry.get(tool_call.name).hands_off
-        ):
-            handoffs.append(HandoffRequest(reason=execution.audit.category or ""))
-        return execution.content
+        )
+        return _CallOutcome(
+            content=execution.content,
+            record=execution.audit,
+            proposal=action,
+            handoff=HandoffRequest(reason=execution.audit.category or "") if hands_off else None,
+        )
 
 
 def _rejection_content(error: ToolExecutionError, tool_names: Sequence[str]) -> str:

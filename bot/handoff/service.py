@@ -15,8 +15,9 @@ from typing import Literal
 
 from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
-from bot.engine.chat_service import IDLE_TOPIC_NOTE, SPEECH_MARK, ChatService, closed_entry
+from bot.engine.chat_service import SPEECH_MARK, ChatService
 from bot.handoff.topics import TopicDirectory
+from bot.handoff.turns import IDLE_TOPIC_NOTE, closed_entry
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import (

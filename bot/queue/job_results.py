@@ -1,17 +1,27 @@
-"""What a worker (or the console) holds for a job, and what a handler gives back to it.
+"""What a worker (or the console) holds for a job, and what comes back to the worker.
 
 Handlers run inside a worker that holds the chat's lease (:class:`JobContext`
 reaches them as workflow data ``job``, and the chat service's turn takes the
-same value). A handler that commits its reply itself (a chat turn: session,
-pop and outbox in one script; a handoff step; a pressed card) returns
-:class:`JobDone`; every other handler returns :class:`PlainReply`, which the
-worker commits (pop and outbox) before delivering. Never a send.
+same value). A handler that changes the session commits its reply itself,
+because the session, the job's pop and the reply must be one script (a chat
+turn, a handoff step, a pressed card): it returns :class:`JobDone`. Every
+other handler returns :class:`PlainReply`. Never a send.
+
+The front end's job runner turns either into a :class:`JobOutcome` and hands
+it to the worker, which alone finishes the job from that value
+(:mod:`bot.queue.worker`): :class:`JobDone` (committed already: deliver it),
+:class:`JobReply` (pop the job with this reply, then deliver it) or
+:class:`JobDropped` (pop the job, nothing to say). A job whose run overruns
+the worker's deadline has no outcome: the worker counts it as a failed attempt.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob, ReplyKeyboardKind
 from bot.queue.staff_actions import StaffAction
+from bot.sessions.models import ConversationSession
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,4 +73,49 @@ class PlainReply:
     reply_keyboard: ReplyKeyboardKind | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionChange:
+    """A change of the held session outside a model turn, for the caller to commit.
+
+    What a part that decides without committing returns (a pressed card): the
+    front end commits ``change`` with the job's pop and ``entry`` in one script
+    (``ChatService.commit_without_turn``), and the result is a :class:`JobDone`.
+    """
+
+    change: Callable[[ConversationSession], ConversationSession]
+    entry: OutboxEntry
+
+
 JobResult = JobDone | PlainReply
+"""What a handler returns (a handler given a :class:`SessionChange` commits it first)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobReply:
+    """A reply for the worker to commit (pop the job, store ``reply`` in the outbox) and deliver."""
+
+    reply: OutboxEntry
+
+
+class DropReason(StrEnum):
+    """Why a job ends without a word to anyone (the worker logs it)."""
+
+    # The queued job, or its update, cannot be read by this version.
+    UNREADABLE = "unreadable"
+    # No handler took the update (or one returned nothing to say).
+    UNHANDLED = "unhandled"
+    # A check the bot queued for itself found nothing to do (idle handoff, question, offer).
+    NOTHING_DUE = "nothing_due"
+    # The bot's own notice or check given up after its attempts: nobody waits for it.
+    GIVEN_UP_NOTICE = "given_up_notice"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobDropped:
+    """Nothing to say: the worker pops the job, and logs ``reason``."""
+
+    reason: DropReason
+
+
+JobOutcome = JobDone | JobReply | JobDropped
+"""What a front end's job runner tells the worker happened to a job."""

@@ -7,6 +7,14 @@ dies leaves its chats to the others: they claim signals idle for about one
 lease. On a graceful stop a worker stops claiming, lets the chats it drains
 finish their current job within the grace, then hands what is left back
 (release the lease, signal again) instead of waiting to be reclaimed.
+
+The worker alone finishes a job (as arq's ``finish_job``): the front end's
+runner runs it under the job's deadline and says what happened (a
+:class:`~bot.queue.job_results.JobOutcome`); the worker pops it (unless the
+handler's own commit did, with the session), delivers its reply, marks it
+delivered and moves on. A run that overruns the deadline is cancelled and
+counted as a failed attempt: the chat is handed back at once and the job runs
+again, until its attempts are spent and it is given up kindly.
 """
 
 import asyncio
@@ -18,13 +26,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from bot.ops.log_context import chat_label
 from bot.ops.retry import RetryCounter
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
-from bot.queue.job_results import JobDone
+from bot.queue.job_results import JobDone, JobDropped, JobOutcome, JobReply
 from bot.queue.jobs import OutboxEntry
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.queue.sweep import QueueSweep
@@ -33,6 +42,9 @@ from bot.queue.work_stream import Acknowledger, Signal, WorkStream
 logger = logging.getLogger(__name__)
 
 _ACK_FLUSH_SECONDS = 5.0
+
+DEADLINE_EXCEEDED = "JobDeadlineExceeded"
+"""The failure kind noted beside a job whose run overran the worker's deadline."""
 
 
 @dataclass(slots=True)
@@ -46,11 +58,19 @@ class HeldLease:
     unrun_job_id: str = ""
 
 
+class JobOverrunError(RuntimeError):
+    """A job's run took longer than the worker's deadline and was cancelled."""
+
+
 class JobRunner(Protocol):
     """The front end's part of a worker: run a job, deliver a reply, summarise."""
 
-    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
-        """Run the head job of ``state`` and complete it in the queue (pop + outbox)."""
+    async def run(self, state: ChatState, lease: HeldLease) -> JobOutcome:
+        """Run the head job of ``state`` and say what happened; the worker finishes it."""
+        ...
+
+    async def tell(self, reply: OutboxEntry) -> None:
+        """Send ``reply`` and write its audit without the queue: Redis lost its job."""
         ...
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
@@ -77,6 +97,9 @@ class WorkerPoolConfig:
     backlog_log_seconds: float = 60.0
     # How long handing a chat back waits out a Redis outage (REDIS_OUTAGE_WAIT_SECONDS).
     outage_wait_seconds: float = BOOKKEEPING_RETRY_SECONDS
+    # The longest one job's run may take (JOB_DEADLINE_SECONDS); delivery is bounded
+    # by the sender's own attempts.
+    job_deadline_seconds: float = 300.0
 
 
 @dataclass
@@ -303,6 +326,9 @@ class WorkerPool:
             finished = await self._drain_held(state, lease)
         except LeaseLostError:
             logger.warning("Lease of %s lost; another worker takes over", chat_label(key))
+        except JobOverrunError as error:
+            # Handed back below: the next lease counts the next attempt at once.
+            logger.warning("Draining %s stopped: %s", chat_label(key), error)
         except (RedisError, OSError) as error:
             interrupted = True
             logger.warning(
@@ -338,28 +364,122 @@ class WorkerPool:
             if not state.head_raw:
                 next_state = await self._queue.delivered(key, lease.token, "")
                 continue
-            try:
-                done = await self._runner.run(state, lease)
-            except Exception as error:
-                await self._note_failure(key, state, error)
-                raise
-            if done.reply is not None:
-                await self._runner.deliver(done.reply, lease, blocked=state.blocked)
-            job_id = done.reply.job_id if done.reply is not None else ""
+            outcome = await self._run(state, lease)
+            finished = await self._finish_job(state, lease, outcome)
+            if finished is not None:
+                await self._runner.deliver(finished, lease, blocked=state.blocked)
+            summary_due = isinstance(outcome, JobDone) and outcome.summary_due
             next_state = await self._queue.delivered(
-                key, lease.token, job_id, keep=done.summary_due
+                key, lease.token, finished.job_id if finished is not None else "", keep=summary_due
             )
-            if done.summary_due:
+            if summary_due:
                 await self._runner.summarise(lease)
                 next_state = await self._queue.delivered(key, lease.token, "")
         return True
 
-    async def _note_failure(self, key: str, state: ChatState, error: Exception) -> None:
+    async def _run(self, state: ChatState, lease: HeldLease) -> JobOutcome:
+        """The runner's run of the head job, under the job's deadline.
+
+        A run that raises or overruns is an attempt without an outcome: its kind is
+        noted beside the job's count, and the job stays queued for the next lease.
+        """
+        deadline = asyncio.timeout(self._settings.job_deadline_seconds)
+        try:
+            async with deadline:
+                return await self._runner.run(state, lease)
+        except TimeoutError as error:
+            if not deadline.expired():
+                await self._note_failure(lease.conversation_key, state, type(error).__name__)
+                raise
+            job = state.head.job_id if state.head is not None else "?"
+            await self._note_failure(lease.conversation_key, state, DEADLINE_EXCEEDED)
+            raise JobOverrunError(
+                f"job {job} overran its deadline of {self._settings.job_deadline_seconds:g} s"
+            ) from error
+        except Exception as error:
+            await self._note_failure(lease.conversation_key, state, type(error).__name__)
+            raise
+
+    async def _finish_job(
+        self, state: ChatState, lease: HeldLease, outcome: JobOutcome
+    ) -> OutboxEntry | None:
+        """Finish the head job from what the runner says happened; the reply to deliver."""
+        key = lease.conversation_key
+        job_id = state.head.job_id if state.head is not None else ""
+        if isinstance(outcome, JobDone):
+            # The handler's commit popped the job with the session and the reply.
+            return outcome.reply
+        if isinstance(outcome, JobDropped):
+            logger.debug("Job %s of %s dropped (%s)", job_id, chat_label(key), outcome.reason)
+            await self._queue.complete(key, lease.token, state.head_raw, job_id, None)
+            return None
+        return await self._commit_reply(state, lease, outcome)
+
+    async def _commit_reply(
+        self, state: ChatState, lease: HeldLease, outcome: JobReply
+    ) -> OutboxEntry:
+        """Pop the head job with its reply in the outbox; the reply to deliver.
+
+        When the job had been finished before (a turn's commit whose reply was lost
+        to a timeout), the outbox holds its real reply: that one is delivered.
+        """
+        key = lease.conversation_key
+        entry = outcome.reply
+        try:
+            done_now = await self._queue.complete(
+                key, lease.token, state.head_raw, entry.job_id, entry
+            )
+        except RedisConnectionError:
+            await self._outcome_not_stored(state, lease, entry)
+            raise
+        if done_now:
+            return entry
+        fresh = await self._queue.take(key, lease.token)
+        stored = (
+            next((e for e in fresh.outbox if e.job_id == entry.job_id), None) if fresh else None
+        )
+        return stored or entry
+
+    async def _outcome_not_stored(
+        self, state: ChatState, lease: HeldLease, entry: OutboxEntry
+    ) -> None:
+        """Redis went away (refused, reset) before the job's reply was stored.
+
+        A job Redis keeps runs again and is answered then: telling the customer now
+        that it failed (and auditing a failure) would be untrue. Only a job Redis
+        lost (restarted empty) leaves the customer to be told here, directly. Redis
+        away for longer than the wait tells nothing either: the job (if kept) stays
+        queued and is answered, or given up kindly, once Redis is back. Not on a
+        timeout: a stalled Redis may still run the turn's own save, and a saved turn
+        must never be reported as failed.
+        """
+        try:
+            answered = await self._queue.outstanding(
+                lease.conversation_key, state.head_raw, entry.job_id
+            )
+        except (RedisError, OSError):
+            logger.warning(
+                "Turn %s: outcome not stored and Redis still away; the customer is not "
+                "told, the job runs again once Redis is back",
+                entry.turn_id,
+            )
+            return
+        if answered:
+            logger.warning(
+                "Turn %s: outcome not stored (Redis went away); the job runs again", entry.turn_id
+            )
+            return
+        logger.warning(
+            "Turn %s: its job is gone from Redis; telling the customer directly", entry.turn_id
+        )
+        await self._runner.tell(entry)
+
+    async def _note_failure(self, key: str, state: ChatState, kind: str) -> None:
         """Name the failure of this attempt beside the job's count (a dead letter shows it)."""
         if state.head is None:
             return
         try:
-            await self._queue.note_failure(key, state.head.job_id, type(error).__name__)
+            await self._queue.note_failure(key, state.head.job_id, kind)
         except (RedisError, OSError):
             # Only the kind is lost: the attempt is counted already.
             logger.warning("Could not record the failure of job %s", state.head.job_id)

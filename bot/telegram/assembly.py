@@ -149,7 +149,6 @@ def _workers(
     runner = TelegramJobRunner(
         bot=bot,
         dispatcher=front.dispatcher,
-        queue=app.queue,
         replies=replies,
         chat=chat,
         audit=app.turn_audit,
@@ -182,6 +181,7 @@ def _workers(
             lease_seconds=settings.session.lease_seconds,
             shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
             outage_wait_seconds=settings.redis.outage_wait_seconds,
+            job_deadline_seconds=settings.worker.job_deadline_seconds,
             # A blocking read must come back well before the socket timeout fires.
             read_block_ms=max(50, min(1000, int(settings.redis.socket_timeout_seconds * 500))),
         ),

@@ -2,8 +2,10 @@
 
 A job runs through the same aiogram routers as ever (filters, commands,
 handlers per feature); handlers return what to say instead of sending it.
-The reply is committed to the chat's outbox first and sent afterwards, so a
-crash between the two sends it when another worker takes the chat over.
+:meth:`TelegramJobRunner.run` tells the worker what happened to the job (a
+:class:`~bot.queue.job_results.JobOutcome`); the worker finishes it: the reply
+is committed to the chat's outbox first and sent afterwards, so a crash
+between the two sends it when another worker takes the chat over.
 
 The one window that can still send a reply twice: Telegram accepted it and
 the process died before the outbox entry was removed; the next worker then
@@ -21,8 +23,6 @@ from aiogram.dispatcher.event.bases import UNHANDLED
 from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
 from aiogram.types import Update
 from pydantic import ValidationError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations
@@ -46,9 +46,17 @@ from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
 from bot.language.choice import ConversationLanguages
 from bot.language.texts import Texts
-from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.chat_queue import ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
-from bot.queue.job_results import JobContext, JobDone, PlainReply
+from bot.queue.job_results import (
+    DropReason,
+    JobContext,
+    JobDone,
+    JobDropped,
+    JobOutcome,
+    JobReply,
+    PlainReply,
+)
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
@@ -89,7 +97,6 @@ class TelegramJobRunner:
 
     bot: Bot
     dispatcher: Dispatcher
-    queue: ChatQueue
     replies: ReplySender
     chat: ChatService
     audit: AuditSink
@@ -114,14 +121,12 @@ class TelegramJobRunner:
             return None
         return self.languages.texts(self.languages.decide(stored_language(context)))
 
-    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
-        """Run the head job and complete it; returns the reply to deliver."""
+    async def run(self, state: ChatState, lease: HeldLease) -> JobOutcome:
+        """Run the head job; what happened, for the worker to finish it."""
         job = state.head
-        key = lease.conversation_key
         if job is None:
-            # Unreadable: nothing can be answered; drop it so the chat moves on.
-            await self.queue.complete(key, lease.token, state.head_raw, "", None)
-            return JobDone(reply=None)
+            # Unreadable: nothing can be answered; dropped so the chat moves on.
+            return JobDropped(reason=DropReason.UNREADABLE)
         context = JobContext(
             job=job,
             job_raw=state.head_raw,
@@ -138,28 +143,25 @@ class TelegramJobRunner:
 
     async def _feed(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
-    ) -> JobDone:
-        """An update from Telegram: through the dispatcher, and its result completed."""
-        key = lease.conversation_key
+    ) -> JobOutcome:
+        """An update from Telegram: through the dispatcher; what its handler returned."""
         try:
             update = Update.model_validate(job.update, context={"bot": self.bot})
         except ValidationError:
             logger.warning("Queued update %s is not an Update; dropped", job.update_id)
-            await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
-            return JobDone(reply=None)
+            return JobDropped(reason=DropReason.UNREADABLE)
         result = await self.dispatcher.feed_update(self.bot, update, job=context)
         if isinstance(result, JobDone):
             return result
         if isinstance(result, PlainReply):
-            return await self._complete(state, lease, job, result)
+            return _reply_of(job, result)
         if result is not UNHANDLED and result is not None:
             logger.warning("Update %s: a handler returned %s", job.update_id, type(result))
-        await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
-        return JobDone(reply=None)
+        return JobDropped(reason=DropReason.UNHANDLED)
 
     async def _give_up(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
-    ) -> JobDone:
+    ) -> JobOutcome:
         """A job whose every attempt ended without an outcome: a dead letter, a kind answer.
 
         The dead letter first (its own slot, written once), then the chat's step;
@@ -192,10 +194,7 @@ class TelegramJobRunner:
         )
         if job.notice is not None:
             # The bot's own notice or an idle check: nobody waits for an answer to it.
-            await self.queue.complete(
-                lease.conversation_key, lease.token, state.head_raw, job.job_id, None
-            )
-            return JobDone(reply=None)
+            return JobDropped(reason=DropReason.GIVEN_UP_NOTICE)
         settled = await self._settle_given_up_press(lease, job, context)
         if settled is not None:
             return settled
@@ -219,7 +218,7 @@ class TelegramJobRunner:
             text=customer_texts.unexpected_failure_message(job.turn_id, gettext),
             audit=(audit.to_fields(),),
         )
-        return await self._complete(state, lease, job, reply)
+        return _reply_of(job, reply)
 
     async def _settle_given_up_press(
         self, lease: HeldLease, job: QueuedJob, context: JobContext
@@ -238,18 +237,23 @@ class TelegramJobRunner:
         press = card_press(callback, pressed)
         if press is None:
             return None
-        # A commit that fails raises: the job stays, and the next worker settles it.
-        return await self.actions.press(
+        settled = await self.actions.press(
             lease.conversation_key,
             context,
             press,
             given_up=True,
             gettext=customer_texts.gettext_of(self._job_texts(context)),
         )
+        if settled is None:
+            return None
+        # A commit that fails raises: the job stays, and the next worker settles it.
+        return await self.chat.commit_without_turn(
+            lease.conversation_key, context, settled.change, settled.entry
+        )
 
     async def _notice(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
-    ) -> JobDone:
+    ) -> JobOutcome:
         """A job intake decided on: a limit's text, the handoff idle check, the CSAT question,
         the offer of a person."""
         if job.notice is Notice.CSAT:
@@ -259,7 +263,7 @@ class TelegramJobRunner:
         if job.notice is not Notice.HANDOFF_IDLE:
             notice = _NOTICES[job.notice] if job.notice is not None else ""
             shown = customer_texts.shown(self._job_texts(context), notice)
-            return await self._complete(state, lease, job, PlainReply(text=shown))
+            return _reply_of(job, PlainReply(text=shown))
         done = None
         if self.handoff is not None:
             try:
@@ -269,14 +273,11 @@ class TelegramJobRunner:
                 logger.warning("Idle check of update %s not saved", job.update_id)
         if done is not None:
             return JobDone(reply=done.reply)
-        await self.queue.complete(
-            lease.conversation_key, lease.token, state.head_raw, job.job_id, None
-        )
-        return JobDone(reply=None)
+        return JobDropped(reason=DropReason.NOTHING_DUE)
 
     async def _question(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
-    ) -> JobDone:
+    ) -> JobOutcome:
         """The satisfaction question, if still due and allowed (else nothing is sent)."""
         key = lease.conversation_key
         claimed = claimed_score(job.update_id)
@@ -291,8 +292,7 @@ class TelegramJobRunner:
                 blocked=state.blocked,
             )
         if question is None:
-            await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
-            return JobDone(reply=None)
+            return JobDropped(reason=DropReason.NOTHING_DUE)
         asked = FeedbackAuditEntry(
             chat_id=str(job.chat_id),
             turn_id=job.turn_id,
@@ -314,17 +314,14 @@ class TelegramJobRunner:
                 else None
             ),
         )
-        await self.queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
-        return JobDone(reply=entry)
+        return JobReply(reply=entry)
 
     async def _offer(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
-    ) -> JobDone:
+    ) -> JobOutcome:
         """The offer of a person, if the conversation is still the bot's (else nothing)."""
-        key = lease.conversation_key
         if self.handoff is None or state.blocked or self.handoff.state(context) != "bot":
-            await self.queue.complete(key, lease.token, state.head_raw, job.job_id, None)
-            return JobDone(reply=None)
+            return JobDropped(reason=DropReason.NOTHING_DUE)
         offered = AnalysisAuditEntry(
             chat_id=str(job.chat_id), turn_id=job.turn_id, event=ESCALATION_OFFERED
         )
@@ -337,74 +334,12 @@ class TelegramJobRunner:
             audit=(offered.to_fields(),),
             person_offer=True,
         )
-        await self.queue.complete(key, lease.token, state.head_raw, job.job_id, entry)
-        return JobDone(reply=entry)
+        return JobReply(reply=entry)
 
-    async def _complete(
-        self, state: ChatState, lease: HeldLease, job: QueuedJob, reply: PlainReply
-    ) -> JobDone:
-        entry = OutboxEntry(
-            job_id=job.job_id,
-            turn_id=job.turn_id,
-            chat_id=job.chat_id,
-            format="plain" if reply.text else "none",
-            text=reply.text,
-            audit=reply.audit,
-            staff=reply.staff,
-            card_edit=reply.card_edit,
-            reply_keyboard=reply.reply_keyboard,
-        )
-        key = lease.conversation_key
-        try:
-            done_now = await self.queue.complete(
-                key, lease.token, state.head_raw, job.job_id, entry
-            )
-        except RedisConnectionError:
-            # Redis is gone (refused, reset): nothing can be recorded. A job Redis keeps
-            # runs again and is answered then: telling the customer now that it failed
-            # (and auditing a failure) would be untrue. Only a job Redis lost (restarted
-            # empty) leaves the customer to be told here. Redis away for longer than the
-            # worker waits tells nothing either: the job (if kept) stays queued and is
-            # answered, or given up kindly by its dead-letter path, once Redis is back.
-            # Not on a timeout: a stalled Redis may still run the turn's own save, and
-            # a saved turn must never be reported as failed.
-            answered = await self._will_be_answered(key, state, job)
-            if answered is None:
-                logger.warning(
-                    "Turn %s: outcome not stored and Redis still away; the customer is not "
-                    "told, the job runs again once Redis is back",
-                    job.turn_id,
-                )
-                raise
-            if answered:
-                logger.warning(
-                    "Turn %s: outcome not stored (Redis went away); the job runs again",
-                    job.turn_id,
-                )
-                raise
-            logger.warning(
-                "Turn %s: its job is gone from Redis; telling the customer directly", job.turn_id
-            )
-            await self._send(entry)
-            await self.audit.write_fields(list(entry.audit))
-            raise
-        if done_now:
-            return JobDone(reply=entry)
-        # The turn had committed already (its commit's reply was lost to a timeout):
-        # the outbox holds its real answer, not this failure text; deliver that one.
-        fresh = await self.queue.take(key, lease.token)
-        stored = next((e for e in fresh.outbox if e.job_id == job.job_id), None) if fresh else None
-        return JobDone(reply=stored or entry)
-
-    async def _will_be_answered(self, key: str, state: ChatState, job: QueuedJob) -> bool | None:
-        """Once Redis answers again: is the job still queued, or its reply stored?
-
-        ``None`` when Redis did not answer within REDIS_OUTAGE_WAIT_SECONDS: unknown.
-        """
-        try:
-            return await self.queue.outstanding(key, state.head_raw, job.job_id)
-        except (RedisError, OSError):
-            return None
+    async def tell(self, reply: OutboxEntry) -> None:
+        """Send a reply whose job Redis lost, and write its audit: the worker's last resort."""
+        await self._send(reply)
+        await self.audit.write_fields(list(reply.audit))
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         """Send the reply; an undeliverable answer is recorded so; audit the turn once.
@@ -579,3 +514,20 @@ def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:
     if not isinstance(entry, TurnAuditEntry) or entry.outcome != TurnOutcome.ANSWERED:
         return fields
     return with_outcome(fields, TurnOutcome.UNDELIVERED)
+
+
+def _reply_of(job: QueuedJob, reply: PlainReply) -> JobReply:
+    """A handler's plain reply as the outbox entry the worker commits with the job's pop."""
+    return JobReply(
+        reply=OutboxEntry(
+            job_id=job.job_id,
+            turn_id=job.turn_id,
+            chat_id=job.chat_id,
+            format="plain" if reply.text else "none",
+            text=reply.text,
+            audit=reply.audit,
+            staff=reply.staff,
+            card_edit=reply.card_edit,
+            reply_keyboard=reply.reply_keyboard,
+        )
+    )

@@ -89,11 +89,7 @@ async def test_arguments_that_no_longer_validate_fail_kindly(
     shop = RedisDemoShop(redis_client, RedisKeys("judge"), store, clock=lambda: NOW)
     registry = build_default_tool_registry(store, clock=lambda: NOW, shop=shop)
 
-    class NoCommits:
-        async def commit_without_turn(self, *args: object) -> object:
-            raise AssertionError("not used")
-
-    actions = ActionConfirmations(registry=registry, chat=NoCommits(), clock=lambda: NOW)  # type: ignore[arg-type]
+    actions = ActionConfirmations(registry=registry, clock=lambda: NOW)
     result = await actions.settle(
         pending(arguments='{"order_id": "80", "reason": ""}'),
         Verdict.CONFIRM,
@@ -135,7 +131,7 @@ async def test_a_confirmed_write_whose_shop_hangs_ends_at_its_deadline() -> None
     )
     registry = ToolRegistry()
     registry.register_write(tool)
-    actions = ActionConfirmations(registry=registry, chat=None, clock=lambda: NOW)  # type: ignore[arg-type]
+    actions = ActionConfirmations(registry=registry, clock=lambda: NOW)
     loop = asyncio.get_running_loop()
     begun = loop.time()
 

@@ -1,7 +1,7 @@
 """A real worker pool, intake and chat queue around a job runner that echoes, for queue tests.
 
-The runner does what the Telegram runner does to the queue (commit the head
-job with its reply into the outbox, then the pool delivers and marks it
+The runner answers as the Telegram runner does (a reply for the worker to
+commit with the head job's pop; the pool then delivers and marks it
 delivered) without a model or a Bot API: the claims of these tests are about
 leases, signals and fail-over, not about turns.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.intake import FloodLimits, IncomingUpdate, Intake
-from bot.queue.job_results import JobDone
+from bot.queue.job_results import JobReply
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
@@ -33,8 +33,8 @@ class EchoRunner:
     slow: dict[int, float] = field(default_factory=dict)
     sent: list[tuple[int, str]] = field(default_factory=list)
 
-    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
-        """Commit the head job with its reply, as a turn's commit does."""
+    async def run(self, state: ChatState, lease: HeldLease) -> JobReply:
+        """The head job's reply, for the worker to commit with the job's pop."""
         assert state.head is not None
         job = state.head
         pause = self.slow.get(job.chat_id, self.turn_seconds)
@@ -47,10 +47,7 @@ class EchoRunner:
             format="plain",
             text=f"Ответ: {job.update.get('text', '')}",
         )
-        await self.queue.complete(
-            lease.conversation_key, lease.token, state.head_raw, job.job_id, reply
-        )
-        return JobDone(reply=reply)
+        return JobReply(reply=reply)
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         """Record the reply as sent."""
@@ -58,6 +55,9 @@ class EchoRunner:
 
     async def summarise(self, lease: HeldLease) -> None:
         """Nothing to summarise here."""
+
+    async def tell(self, reply: OutboxEntry) -> None:
+        raise AssertionError("Redis never loses a job here")
 
     def texts(self, chat_id: int) -> list[str]:
         """What ``chat_id`` was sent, in order."""

@@ -33,6 +33,9 @@ class _NothingToRun:
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
 
+    async def tell(self, reply: OutboxEntry) -> None:
+        raise AssertionError("Redis never loses a job here")
+
 
 def _dropped(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if "no valid conversation" in r.getMessage()]

@@ -13,7 +13,7 @@ import pytest
 
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import DeadLetter, DeadLetters
-from bot.queue.job_results import JobDone
+from bot.queue.job_results import DropReason, JobDone, JobDropped
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
@@ -126,6 +126,9 @@ class _Crashes:
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
 
+    async def tell(self, reply: OutboxEntry) -> None:
+        raise AssertionError("Redis never loses a job here")
+
 
 async def test_a_run_that_raises_leaves_its_kind_beside_the_count(
     redis_client: AsyncRedisClient,
@@ -159,19 +162,21 @@ class _StopsThePoolMidJob:
         self.pool: WorkerPool | None = None
         self.ran: list[str] = []
 
-    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
+    async def run(self, state: ChatState, lease: HeldLease) -> JobDropped:
         assert state.head is not None
         assert self.pool is not None
         self.ran.append(state.head.job_id)
         self.pool.stop()
-        await self.queue.complete(KEY, lease.token, state.head_raw, state.head.job_id, None)
-        return JobDone(reply=None)
+        return JobDropped(reason=DropReason.UNHANDLED)
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         raise AssertionError("nothing to deliver")
 
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
+
+    async def tell(self, reply: OutboxEntry) -> None:
+        raise AssertionError("Redis never loses a job here")
 
 
 async def test_a_job_handed_back_unrun_at_shutdown_is_not_counted_as_an_attempt(

@@ -12,7 +12,7 @@ import json
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, ChatState
-from bot.queue.job_results import JobDone
+from bot.queue.job_results import JobReply
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
@@ -31,19 +31,18 @@ class _Recording:
         self._queue = queue
         self.sent: list[str] = []
 
-    async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
+    async def run(self, state: ChatState, lease: HeldLease) -> JobReply:
         assert state.head is not None
-        reply = _reply(state.head.job_id, f"ответ {state.head.job_id}")
-        await self._queue.complete(
-            lease.conversation_key, lease.token, state.head_raw, state.head.job_id, reply
-        )
-        return JobDone(reply=reply)
+        return JobReply(reply=_reply(state.head.job_id, f"ответ {state.head.job_id}"))
 
     async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
         self.sent.append(reply.text)
 
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("no summary here")
+
+    async def tell(self, reply: OutboxEntry) -> None:
+        raise AssertionError("Redis never loses a job here")
 
 
 def _reply(job_id: str, text: str) -> OutboxEntry:

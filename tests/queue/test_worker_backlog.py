@@ -26,6 +26,9 @@ class _NeverRuns:
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
 
+    async def tell(self, reply: OutboxEntry) -> None:
+        raise AssertionError("Redis never loses a job here")
+
 
 async def test_the_backlog_is_logged_with_the_oldest_wait(
     redis_client: aioredis.Redis, caplog: pytest.LogCaptureFixture

@@ -36,6 +36,9 @@ class _EmptyChats:
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
 
+    async def tell(self, reply: OutboxEntry) -> None:
+        raise AssertionError("Redis never loses a job here")
+
 
 async def _wait(condition: Callable[[], Awaitable[bool]], what: str, within: float = 20.0) -> None:
     deadline = time.monotonic() + within

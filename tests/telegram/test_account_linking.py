@@ -9,7 +9,7 @@ and given to later turns. A number typed as text never links anything.
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,8 +23,10 @@ from bot.app import Application, build_application
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
 from bot.ops.startup import StartupError
-from bot.queue.job_results import JobContext
+from bot.queue.job_results import JobContext, JobDone
+from bot.queue.jobs import OutboxEntry
 from bot.queue.staff_actions import HandoffTurn
+from bot.sessions.models import ConversationSession
 from bot.settings import Settings
 from bot.support_audit.cli import main as audit_main
 from bot.testing.audit_entries import stream_entries
@@ -74,6 +76,16 @@ class RecordingChat:
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
         await self.inner.mark_undelivered(conversation_key, token, turn_id)
+
+    async def commit_without_turn(
+        self,
+        conversation_key: str,
+        held: JobContext,
+        change: Callable[[ConversationSession], ConversationSession],
+        entry: OutboxEntry,
+    ) -> JobDone:
+        done: JobDone = await self.inner.commit_without_turn(conversation_key, held, change, entry)
+        return done
 
 
 class Stack(TelegramStack):

@@ -10,7 +10,7 @@ turn back or make it fail, so the front end's side can be checked exactly.
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -21,8 +21,10 @@ from bot import chat_errors, customer_texts
 from bot.app import Application
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
-from bot.queue.job_results import JobContext
+from bot.queue.job_results import JobContext, JobDone
+from bot.queue.jobs import OutboxEntry
 from bot.queue.staff_actions import HandoffTurn
+from bot.sessions.models import ConversationSession
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_cluster import RedisClusterProcesses
 from bot.testing.redis_server import RedisServer
@@ -97,6 +99,16 @@ class RecordingChat:
 
     async def mark_undelivered(self, conversation_key: str, token: str, turn_id: str) -> None:
         await self.inner.mark_undelivered(conversation_key, token, turn_id)
+
+    async def commit_without_turn(
+        self,
+        conversation_key: str,
+        held: JobContext,
+        change: Callable[[ConversationSession], ConversationSession],
+        entry: OutboxEntry,
+    ) -> JobDone:
+        done: JobDone = await self.inner.commit_without_turn(conversation_key, held, change, entry)
+        return done
 
 
 class Stack(TelegramStack):

@@ -20,9 +20,9 @@ from redis.asyncio.client import Monitor
 from bot import customer_texts
 from bot.app import Application
 from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
-from bot.engine.chat_service import IDLE_TOPIC_NOTE
 from bot.engine.history import STAFF_NOTE
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
+from bot.handoff.turns import IDLE_TOPIC_NOTE
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.intake import IntakeVerdict

@@ -8,6 +8,7 @@ from aiogram.types import CallbackQuery, Message
 from bot import customer_texts
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.chat_errors import ChatServiceError
+from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.sessions.pending import ActionPress
@@ -20,24 +21,26 @@ async def on_press(
     callback: CallbackQuery,
     callback_data: ActionPress,
     job: JobContext,
+    chat_service: ChatService,
+    *,
     actions: ActionConfirmations | None = None,
     texts: Texts | None = None,
 ) -> JobDone | PlainReply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
 
     ``callback_data`` is the press its router's filter read. Intake answered the
-    callback already (the spinner stopped there).
+    callback already (the spinner stopped there). The actions part decides; the
+    settlement is committed here, with the job's pop.
     """
     press = card_press(callback, callback_data)
     if actions is None or press is None:
         return None
+    key = telegram_conversation(int(press.chat_id))
     try:
-        return await actions.press(
-            telegram_conversation(int(press.chat_id)),
-            job,
-            press,
-            gettext=customer_texts.gettext_of(texts),
-        )
+        settled = await actions.press(key, job, press, gettext=customer_texts.gettext_of(texts))
+        if settled is None:
+            return None
+        return await chat_service.commit_without_turn(key, job, settled.change, settled.entry)
     except ChatServiceError as error:
         # Not saved: the job runs again (the handler's key keeps the shop's change single).
         logger.warning("Press on action %s not saved: %s", press.action_id, error.kind)
