@@ -3,9 +3,10 @@
 Translators work in ``bot/locales/<lang>/LC_MESSAGES/messages.po`` (``scripts/i18n``
 extracts and updates them with pybabel). The catalogs are read here at start,
 with Babel, straight from the ``.po`` files: there is no compiled ``.mo`` to
-build, ship or forget to rebuild after an edit. :class:`Catalogs` is aiogram's
-:class:`~aiogram.utils.i18n.I18n` (so its middleware and ``gettext`` work as
-documented) whose public ``find_locales`` reads ``.po`` instead of ``.mo``.
+build, ship or forget to rebuild after an edit. Nothing here imports aiogram
+(importing any of it loads all its types: seconds of start-up the console and
+the staff CLI do not need); the Telegram front end hands these catalogs to
+aiogram's i18n middleware (``bot.telegram.middlewares.language``).
 
 The source language of the messages (the msgids) is Russian, the shop's own:
 ``bot/customer_texts.py`` holds them, so a Russian customer reads exactly the
@@ -18,7 +19,6 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Final
 
-from aiogram.utils.i18n import I18n
 from babel import Locale, UnknownLocaleError
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
@@ -34,17 +34,20 @@ class CatalogError(ValueError):
     """A language is enabled without a catalog, or a catalog cannot be read."""
 
 
-class Catalogs(I18n):
+class Catalogs:
     """Every catalog under ``path``; :meth:`texts` gives one language's texts.
 
     Built once by the composition root and passed on; nothing module-level.
     """
 
     def __init__(self, *, path: Path = DEFAULT_LOCALES_DIR, default_locale: str = "ru") -> None:
-        super().__init__(path=path, default_locale=default_locale, domain=DOMAIN)
+        self.path = path.resolve()
+        self.domain = DOMAIN
+        self.default_locale = default_locale
+        self.locales = self._read()
         self._texts: dict[str, Texts] = {}
 
-    def find_locales(self) -> dict[str, gettext.GNUTranslations]:
+    def _read(self) -> dict[str, gettext.GNUTranslations]:
         """Every ``<lang>/LC_MESSAGES/messages.po`` under the path, read with Babel."""
         found: dict[str, gettext.GNUTranslations] = {}
         for po_path in sorted(self.path.glob(f"*/LC_MESSAGES/{self.domain}.po")):

@@ -1,6 +1,6 @@
 """One language's customer texts: what handlers and the worker show (no aiogram, no Babel).
 
-Kept apart from the catalogs (:mod:`bot.language.catalogs`, aiogram's ``I18n``) so that
+Kept apart from the catalogs (:mod:`bot.language.catalogs`, which reads them with Babel) so that
 the texts' module and what imports it (the audit CLI among them) load neither.
 """
 

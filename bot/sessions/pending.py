@@ -9,10 +9,7 @@ import secrets
 from datetime import datetime
 from typing import Annotated, Literal
 
-from aiogram.filters.callback_data import CallbackData
 from pydantic import BaseModel, ConfigDict, StringConstraints
-
-from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL, Translate
 
 ACTION_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 _ACTION_ID_LENGTH = 16
@@ -64,37 +61,6 @@ class ActionCard(BaseModel):
     text: str
     # The conversation's language when the card was made: its buttons are labelled in it.
     language: str | None = None
-
-    def buttons(self, gettext: Translate | None = None) -> tuple[tuple[str, str], ...]:
-        """(label, callback data) of the buttons, confirm first (labels through ``gettext``)."""
-        shown = gettext or (lambda message: message)
-        return (
-            (shown(CONFIRM_LABEL), ActionPress.of(self.action_id, "yes").pack()),
-            (shown(DECLINE_LABEL), ActionPress.of(self.action_id, "no").pack()),
-        )
-
-
-class ActionPress(CallbackData, prefix="act"):
-    """What a card's button sends back: the action id and the choice only.
-
-    Packed as ``act:<action id>:y|n`` (25 bytes, the format cards have always
-    carried, so cards sent before still work); anything else does not unpack.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    action_id: ActionId
-    pressed: Literal["y", "n"]
-
-    @classmethod
-    def of(cls, action_id: str, choice: Choice) -> "ActionPress":
-        """The press of ``choice`` on the card of ``action_id``."""
-        return cls(action_id=action_id, pressed="y" if choice == "yes" else "n")
-
-    @property
-    def choice(self) -> Choice:
-        """The customer's choice."""
-        return "yes" if self.pressed == "y" else "no"
 
 
 def pending_note(action: PendingAction) -> dict[str, str]:

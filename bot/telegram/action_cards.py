@@ -15,6 +15,7 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
+from bot.actions.buttons import card_buttons
 from bot.customer_texts import gettext_of
 from bot.language.texts import Texts
 from bot.queue.jobs import CardEdit
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 def keyboard(card: ActionCard, texts: Texts | None = None) -> InlineKeyboardMarkup:
     """One row: «Подтвердить» first, «Не нужно» second (in ``texts``' language)."""
-    buttons = card.buttons(gettext_of(texts))
+    buttons = card_buttons(card, gettext_of(texts))
     return InlineKeyboardMarkup(
         inline_keyboard=[
             [InlineKeyboardButton(text=label, callback_data=data) for label, data in buttons]

@@ -1,7 +1,7 @@
 """Button presses at intake: read once, queued in the chat's FIFO, the callback answered at once.
 
 Each kind of button has its typed data (aiogram ``CallbackData``):
-:class:`~bot.sessions.pending.ActionPress` on a confirmation card,
+:class:`~bot.actions.buttons.ActionPress` on a confirmation card,
 :class:`~bot.csat.callback.FeedbackPress` on the satisfaction question,
 :class:`~bot.telegram.escalation_offer.OfferPress` on the offer of a person.
 Intake reads a press once (:func:`read_press`) and hands the typed value on;
@@ -29,12 +29,12 @@ from aiogram.types import CallbackQuery
 from redis.exceptions import RedisError
 
 from bot import customer_texts
+from bot.actions.buttons import ActionPress
 from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press
 from bot.csat.callback import FeedbackPress
 from bot.csat.schedule import press_state
 from bot.language.choice import ConversationLanguages
 from bot.queue.intake import IncomingUpdate
-from bot.sessions.pending import ActionPress
 from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys, telegram_conversation

@@ -25,6 +25,7 @@ from aiogram.types import Update
 from pydantic import ValidationError
 
 from bot import customer_texts
+from bot.actions.buttons import ActionPress
 from bot.actions.confirmation import ActionConfirmations
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ESCALATION_OFFERED, AnalysisAuditEntry
@@ -60,7 +61,7 @@ from bot.queue.job_results import (
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
-from bot.sessions.pending import ActionCard, ActionPress
+from bot.sessions.pending import ActionCard
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.callbacks import unpack
 from bot.telegram.escalation_offer import send_offer

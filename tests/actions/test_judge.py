@@ -5,9 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.actions.buttons import ActionPress
 from bot.actions.confirmation import ActionConfirmations, Press, Verdict, judge
 from bot.customer_texts import ACTION_FAILED_TEXT
-from bot.sessions.pending import ActionPress, PendingAction, new_action_id
+from bot.sessions.pending import PendingAction, new_action_id
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bot.actions.buttons import ActionPress, card_buttons
 from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
 from bot.llm.types import LLMResult, Message
-from bot.sessions.pending import ActionPress
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
@@ -73,7 +73,7 @@ async def test_a_cancellable_order_becomes_a_pending_action_and_a_card(
         "Отменить заказ 8042: наушники, чехол для наушников. "
         "Деньги вернутся на карту в течение 5 дней."
     )
-    [(confirm, yes), (decline, no)] = card.buttons()
+    [(confirm, yes), (decline, no)] = card_buttons(card)
     assert (confirm, decline) == (CONFIRM_LABEL, DECLINE_LABEL)
     assert ActionPress.unpack(yes) == ActionPress.of(card.action_id, "yes")
     assert ActionPress.unpack(no) == ActionPress.of(card.action_id, "no")

@@ -21,10 +21,11 @@ from aiogram.dispatcher.event.bases import UNHANDLED
 from aiogram.types import CallbackQuery
 
 from bot import customer_texts
+from bot.actions.buttons import ActionPress
 from bot.csat.callback import FeedbackPress
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.job_results import PlainReply
-from bot.sessions.pending import ActionPress, new_action_id
+from bot.sessions.pending import new_action_id
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import read_press
 from bot.telegram.escalation_offer import CALLBACK_DATA, OfferPress

@@ -6,12 +6,12 @@ from aiogram import Router
 from aiogram.types import CallbackQuery, Message
 
 from bot import customer_texts
+from bot.actions.buttons import ActionPress
 from bot.actions.confirmation import ActionConfirmations, Press
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
-from bot.sessions.pending import ActionPress
 from bot.storage.keys import telegram_conversation
 
 logger = logging.getLogger(__name__)

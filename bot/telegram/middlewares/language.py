@@ -7,11 +7,13 @@ Handlers receive ``language`` (the code) and ``texts`` (its catalog); aiogram's
 ``gettext`` helpers see the same locale.
 """
 
+import gettext
 from typing import Any
 
 from aiogram.types import CallbackQuery, Message, TelegramObject
-from aiogram.utils.i18n import I18nMiddleware
+from aiogram.utils.i18n import I18n, I18nMiddleware
 
+from bot.language.catalogs import Catalogs
 from bot.language.choice import ConversationLanguages, StoredLanguage
 from bot.queue.job_results import JobContext
 from bot.sessions.models import session_of
@@ -25,11 +27,29 @@ def stored_language(job: JobContext | None) -> StoredLanguage:
     return StoredLanguage(language=session.language, chosen=session.language_chosen)
 
 
+class CatalogI18n(I18n):
+    """aiogram's i18n over catalogs already read (its ``find_locales`` returns them).
+
+    aiogram's own reads compiled ``.mo`` files; ours are read from ``.po`` at start.
+    """
+
+    def __init__(self, catalogs: Catalogs) -> None:
+        # Set before aiogram's constructor, which calls find_locales.
+        self.catalogs = catalogs
+        super().__init__(
+            path=catalogs.path, default_locale=catalogs.default_locale, domain=catalogs.domain
+        )
+
+    def find_locales(self) -> dict[str, gettext.GNUTranslations]:
+        """The catalogs' translations, by language code."""
+        return dict(self.catalogs.locales)
+
+
 class ConversationLanguageMiddleware(I18nMiddleware):
     """Decides the language per event from the job's session, the text and Telegram's code."""
 
     def __init__(self, languages: ConversationLanguages) -> None:
-        super().__init__(languages.catalogs)
+        super().__init__(CatalogI18n(languages.catalogs))
         self.languages = languages
 
     async def get_locale(self, event: TelegramObject, data: dict[str, Any]) -> str:
