@@ -21,8 +21,8 @@ async def on_press(
     callback: CallbackQuery,
     callback_data: ActionPress,
     job: JobContext,
-    chat_service: ChatService,
     *,
+    chat_service: ChatService | None = None,
     actions: ActionConfirmations | None = None,
     texts: Texts | None = None,
 ) -> JobDone | PlainReply | None:
@@ -33,7 +33,7 @@ async def on_press(
     settlement is committed here, with the job's pop.
     """
     press = card_press(callback, callback_data)
-    if actions is None or press is None:
+    if actions is None or chat_service is None or press is None:
         return None
     key = telegram_conversation(int(press.chat_id))
     try:
