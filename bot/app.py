@@ -51,9 +51,9 @@ from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.redis_startup import connect_redis
 from bot.ops.startup import StartupError
 from bot.proxies import ProxyURLError, proxy_for
+from bot.queue.admission import FloodLimits, Intake
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.dead_letters import DeadLetters
-from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
 from bot.sessions.handoff_machine import IdleRule, utc_now
 from bot.sessions.redis_store import RedisSessionStore

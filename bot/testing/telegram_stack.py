@@ -22,7 +22,7 @@ from bot import customer_texts
 from bot.app import Application, build_application
 from bot.engine.chat_service import ChatService
 from bot.llm.types import ToolCallingClient
-from bot.queue.intake import IntakeVerdict
+from bot.queue.admission import IntakeVerdict
 from bot.sessions.handoff_machine import utc_now
 from bot.settings import Settings
 from bot.storage.connection import every_master

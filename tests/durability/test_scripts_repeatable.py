@@ -37,9 +37,9 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.csat.schedule import CsatPolicy, CsatSchedule
 from bot.csat.sweeper import RETRY_SECONDS
 from bot.handoff.topics import TopicDirectory
+from bot.queue.admission import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
 from bot.queue.dead_letters import REDRIVE_MARK_TTL_SECONDS, DeadLetter, DeadLetters
-from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
 from bot.sessions.models import ConversationSession

@@ -33,7 +33,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.queue.intake import FloodLimits, Intake
+from bot.queue.admission import FloodLimits, Intake
 from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.storage.connection import text_of

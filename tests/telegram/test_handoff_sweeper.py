@@ -15,8 +15,8 @@ import redis.asyncio as aioredis
 
 from bot.handoff.sweeper import HandoffSweeper
 from bot.handoff.topics import TopicDirectory
+from bot.queue.admission import FloodLimits, Intake
 from bot.queue.chat_queue import ChatQueue
-from bot.queue.intake import FloodLimits, Intake
 from bot.queue.jobs import Notice, QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.sessions.handoff_machine import IdleRule

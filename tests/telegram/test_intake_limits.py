@@ -16,7 +16,7 @@ from aiogram.types import Update
 
 from bot import customer_texts
 from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
-from bot.queue.intake import IntakeVerdict
+from bot.queue.admission import IntakeVerdict
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.intake import TelegramIntake
