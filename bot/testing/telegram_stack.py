@@ -28,8 +28,8 @@ from bot.settings import Settings
 from bot.storage.connection import every_master
 from bot.storage.keys import telegram_conversation
 from bot.telegram.assembly import TelegramSide, build_telegram_side
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
+from bot.telegram.update_intake import TelegramIntake
 from bot.testing.pool_stop import stop_pool
 from bot.testing.telegram_server import FakeTelegramServer
 
