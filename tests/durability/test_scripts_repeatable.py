@@ -47,6 +47,7 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import JobCompletion
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.keys import RedisKeys
+from bot.storage.scripts.admission_lua import Accept, StaffFlood
 from bot.storage.scripts.analysis import BeginAnalysis
 from bot.storage.scripts.audit import WriteOnce
 from bot.storage.scripts.base import LuaScript, Scripts
@@ -66,7 +67,6 @@ from bot.storage.scripts.chat import (
 from bot.storage.scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
 from bot.storage.scripts.dead_letters import DropDeadLetter, RecordDeadLetter, Redrive
 from bot.storage.scripts.handoff import Postpone, RecordFailure
-from bot.storage.scripts.intake import Accept, StaffFlood
 from bot.storage.scripts.shop import ApplyShopWrite
 from bot.storage.scripts.work import Forget, Resignal, Signal, Stale
 from tools.shop_backend import Customer
