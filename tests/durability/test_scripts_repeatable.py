@@ -68,7 +68,7 @@ from bot.storage.scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
 from bot.storage.scripts.dead_letters import DropDeadLetter, RecordDeadLetter, Redrive
 from bot.storage.scripts.handoff import Postpone, RecordFailure
 from bot.storage.scripts.shop import ApplyShopWrite
-from bot.storage.scripts.work import Forget, Resignal, Signal, Stale
+from bot.storage.scripts.work import Forget, Resignal, SignalScript, Stale
 from tools.shop_backend import Customer
 from tools.store import ShopStore
 
@@ -548,7 +548,7 @@ CASES: dict[str, Case] = {
     ),
     "intake_staff": Case(script=StaffFlood, prepare=intake_staff_step),
     "signal": Case(
-        script=Signal,
+        script=SignalScript,
         prepare=signal_step,
         replies=lambda first, again: True,
         why="a second signal is harmless; the reply is not read",

@@ -84,7 +84,7 @@ def script_samples(prefix: str, conversation: str, stream: str) -> list[LuaScrip
             burst=5,
             interval_ms=1000.0,
         ),
-        work.Signal(
+        work.SignalScript(
             stream=work_stream,
             index=RedisKeys.work_queued(work_stream),
             conversation_key=conversation,
