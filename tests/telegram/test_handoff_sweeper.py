@@ -2,7 +2,7 @@
 
 Real Redis, the real intake script and chat queue; the sweeper's clock is
 the test's. A worker whose idle check fails (its commit is refused) pops the
-job and leaves the handoff open (:mod:`bot.telegram.job_runner`); the test
+job and leaves the handoff open (:mod:`bot.telegram.update_jobs`); the test
 pops it the same way, through the chat queue.
 """
 
