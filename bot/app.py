@@ -18,8 +18,8 @@ from bot.actions.runs import ActionRuns
 from bot.actions.turns import ActionCards
 from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.escalation import EscalationOffers
+from bot.analysis.idle_analysis import IdleAnalysis
 from bot.analysis.offline import OfflineAnalyst
-from bot.analysis.runner import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.service import ConversationAnalysis
 from bot.audit.pseudonym import ChatPseudonymizer
