@@ -26,8 +26,8 @@ import redis.asyncio as aioredis
 
 from bench.stack import BenchRedis
 from bot.analysis.analyzer import SupportRequestAnalyzer, shaped_for
+from bot.analysis.idle_analysis import IdleAnalysis
 from bot.analysis.offline import OfflineAnalyst
-from bot.analysis.runner import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.sweeper import AnalysisSweeper
 from bot.llm.openai_client import OpenAIChatClient

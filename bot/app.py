@@ -18,8 +18,8 @@ from bot.actions.runs import ActionRuns
 from bot.actions.turns import ActionCards
 from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.escalation import EscalationOffers
+from bot.analysis.idle_analysis import IdleAnalysis
 from bot.analysis.offline import OfflineAnalyst
-from bot.analysis.runner import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.service import ConversationAnalysis
 from bot.audit.pseudonym import ChatPseudonymizer
@@ -51,9 +51,9 @@ from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.redis_startup import connect_redis
 from bot.ops.startup import StartupError
 from bot.proxies import ProxyURLError, proxy_for
+from bot.queue.admission import FloodLimits, Intake
 from bot.queue.chat_queue import ChatQueue
 from bot.queue.dead_letters import DeadLetters
-from bot.queue.intake import FloodLimits, Intake
 from bot.queue.work_stream import WorkStream, consumer_name
 from bot.sessions.handoff_machine import IdleRule, utc_now
 from bot.sessions.redis_store import RedisSessionStore

@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from bot.analysis.model import RequestAnalysis
 from bot.analysis.schedule import AnalysisSchedule
-from bot.queue.intake import Intake
+from bot.queue.admission import Intake
 from bot.queue.jobs import Notice
 from bot.sessions.models import ConversationSession
 from bot.storage.keys import telegram_chat_id

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from bot.analysis.analyzer import SupportRequestAnalyzer
-from bot.analysis.runner import IdleAnalysis
+from bot.analysis.idle_analysis import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
 
 

@@ -4,13 +4,13 @@ It claims conversations due for an early analysis (``{analysis}:soon``, an
 upset customer) and then idle ones (``{analysis}:due``)
 (:meth:`bot.analysis.schedule.AnalysisSchedule.claim`, one script, so of two
 sweepers only one claims a conversation) and analyses
-each outside any chat lease; :class:`~bot.analysis.runner.IdleAnalysis` makes
+each outside any chat lease; :class:`~bot.analysis.idle_analysis.IdleAnalysis` makes
 sure one idle is analysed once even when a claim is retried by another process.
 """
 
 import asyncio
 
-from bot.analysis.runner import IdleAnalysis
+from bot.analysis.idle_analysis import IdleAnalysis
 from bot.analysis.schedule import AnalysisSchedule
 from bot.ops.periodic import Periodic
 from bot.storage.keys import telegram_chat_id

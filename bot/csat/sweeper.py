@@ -11,7 +11,7 @@ delay ahead: the next claim queues it then, with another id.
 
 from bot.csat.schedule import CsatSchedule, question_update_id
 from bot.ops.periodic import Periodic
-from bot.queue.intake import Intake
+from bot.queue.admission import Intake
 from bot.queue.jobs import Notice
 
 RETRY_SECONDS = 30.0

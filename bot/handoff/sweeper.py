@@ -17,7 +17,7 @@ handoff ended and does nothing.
 
 from bot.handoff.topics import TopicDirectory
 from bot.ops.periodic import Periodic
-from bot.queue.intake import Intake
+from bot.queue.admission import Intake
 from bot.queue.jobs import Notice
 from bot.sessions.handoff_machine import IdleRule
 

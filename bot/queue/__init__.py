@@ -2,7 +2,7 @@
 
 One message's way (see docs/durability.md):
 
-1. intake (:mod:`bot.queue.intake`): one idempotent script per update under the
+1. intake (:mod:`bot.queue.admission`): one idempotent script per update under the
    chat's hash tag (de-duplication, flood control, enqueue), then a signal on the
    work stream. Only then is Telegram told the update arrived.
 2. a worker (:mod:`bot.queue.worker`) reads the signal through a consumer group,

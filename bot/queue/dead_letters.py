@@ -38,7 +38,7 @@ from bot.storage.connection import AsyncRedisClient, SyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.storage.scripts.base import Scripts, run_sync
 from bot.storage.scripts.dead_letters import DropDeadLetter, RecordDeadLetter, Redrive
-from bot.storage.scripts.work import Signal
+from bot.storage.scripts.work import SignalScript
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 
@@ -184,7 +184,7 @@ def retry_dead_letter(client: SyncRedisClient, keys: RedisKeys, turn_id: str) ->
     # Signalled even when queued before: the earlier retry may have stopped right here.
     run_sync(
         client,
-        Signal(
+        SignalScript(
             stream=keys.work_stream,
             index=RedisKeys.work_queued(keys.work_stream),
             conversation_key=conversation,

@@ -28,8 +28,7 @@ from redis.exceptions import RedisError, ResponseError
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, is_conversation_key
 from bot.storage.scripts.base import Scripts
-from bot.storage.scripts.work import Forget, Resignal, Stale
-from bot.storage.scripts.work import Signal as SignalScript
+from bot.storage.scripts.work import Forget, Resignal, SignalScript, Stale
 
 logger = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ from bot.queue.worker import WorkerPool, WorkerPoolConfig
 from bot.telegram.action_cards import CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from bot.telegram.intake import TelegramIntake
-from bot.telegram.job_runner import TelegramJobRunner
 from bot.telegram.photos import vision_on
 from bot.telegram.sending import ReplySender
 from bot.telegram.staff_desk import StaffDesk
+from bot.telegram.update_intake import TelegramIntake
+from bot.telegram.update_jobs import TelegramJobRunner
 
 PRESS_ANSWER_MAX_WAIT_SECONDS = 5.0
 """The longest 429 wait an answer to a button press is retried after: past a few seconds

@@ -34,7 +34,7 @@ from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press
 from bot.csat.callback import FeedbackPress
 from bot.csat.schedule import press_state
 from bot.language.choice import ConversationLanguages
-from bot.queue.intake import IncomingUpdate
+from bot.queue.admission import IncomingUpdate
 from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys, telegram_conversation

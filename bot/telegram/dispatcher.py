@@ -29,7 +29,7 @@ from bot.telegram.albums import Albums
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
-from bot.telegram.handlers import chat, commands, errors, link, membership, other, photo, voice
+from bot.telegram.handlers import chat, commands, last_resort, link, membership, other, photo, voice
 from bot.telegram.handlers import escalation as escalation_handlers
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
@@ -118,7 +118,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
         other.build_router(),
     )
     routers = [
-        errors.build_router(),
+        last_resort.build_router(),
         membership.build_router(),
         # Each button router takes its own kind of press only (its CallbackData filter).
         feedback_handlers.build_router(),

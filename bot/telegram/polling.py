@@ -19,8 +19,8 @@ from aiogram.exceptions import TelegramAPIError, TelegramNetworkError, TelegramS
 from aiogram.types import Update
 from redis.exceptions import RedisError
 
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.raw_updates import GetRawUpdates, parse_update, update_id_of
+from bot.telegram.update_intake import TelegramIntake
 
 logger = logging.getLogger(__name__)
 

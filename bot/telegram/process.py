@@ -48,11 +48,11 @@ from bot.telegram.assembly import build_telegram_side
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.dispatcher import TelegramFrontEnd
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from bot.telegram.polling import Poller
 from bot.telegram.preflight import BotIdentity, preflight
 from bot.telegram.startup_checks import Mode, mode_check
+from bot.telegram.update_intake import TelegramIntake
 from bot.telegram.webhook import WebhookReceiver
 
 logger = logging.getLogger(__name__)

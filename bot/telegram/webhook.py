@@ -16,8 +16,8 @@ from aiogram import Bot
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.raw_updates import parse_update
+from bot.telegram.update_intake import TelegramIntake
 
 logger = logging.getLogger(__name__)
 

@@ -22,14 +22,14 @@ from bot import customer_texts
 from bot.app import Application, build_application
 from bot.engine.chat_service import ChatService
 from bot.llm.types import ToolCallingClient
-from bot.queue.intake import IntakeVerdict
+from bot.queue.admission import IntakeVerdict
 from bot.sessions.handoff_machine import utc_now
 from bot.settings import Settings
 from bot.storage.connection import every_master
 from bot.storage.keys import telegram_conversation
 from bot.telegram.assembly import TelegramSide, build_telegram_side
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
+from bot.telegram.update_intake import TelegramIntake
 from bot.testing.pool_stop import stop_pool
 from bot.testing.telegram_server import FakeTelegramServer
 

@@ -15,7 +15,7 @@ from bot.audit.schema import (
 )
 from bot.audit.stream import StreamEntry
 from bot.support_audit.reader import AuditStreamReader
-from bot.telegram.job_runner import _with_delivery
+from bot.telegram.update_jobs import _with_delivery
 from bot.testing.audit_entries import simple_turn
 from tools.execution import ToolExecutionRecord
 from turn import ToolStatus, TurnOutcome, Usage

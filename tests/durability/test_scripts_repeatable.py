@@ -37,9 +37,9 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.csat.schedule import CsatPolicy, CsatSchedule
 from bot.csat.sweeper import RETRY_SECONDS
 from bot.handoff.topics import TopicDirectory
+from bot.queue.admission import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
 from bot.queue.dead_letters import REDRIVE_MARK_TTL_SECONDS, DeadLetter, DeadLetters
-from bot.queue.intake import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
 from bot.sessions.models import ConversationSession
@@ -47,6 +47,7 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import JobCompletion
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.keys import RedisKeys
+from bot.storage.scripts.admission_lua import Accept, StaffFlood
 from bot.storage.scripts.analysis import BeginAnalysis
 from bot.storage.scripts.audit import WriteOnce
 from bot.storage.scripts.base import LuaScript, Scripts
@@ -66,9 +67,8 @@ from bot.storage.scripts.chat import (
 from bot.storage.scripts.csat import Ask, ClaimDue, ForgetDue, RecordPress
 from bot.storage.scripts.dead_letters import DropDeadLetter, RecordDeadLetter, Redrive
 from bot.storage.scripts.handoff import Postpone, RecordFailure
-from bot.storage.scripts.intake import Accept, StaffFlood
 from bot.storage.scripts.shop import ApplyShopWrite
-from bot.storage.scripts.work import Forget, Resignal, Signal, Stale
+from bot.storage.scripts.work import Forget, Resignal, SignalScript, Stale
 from tools.shop_backend import Customer
 from tools.store import ShopStore
 
@@ -548,7 +548,7 @@ CASES: dict[str, Case] = {
     ),
     "intake_staff": Case(script=StaffFlood, prepare=intake_staff_step),
     "signal": Case(
-        script=Signal,
+        script=SignalScript,
         prepare=signal_step,
         replies=lambda first, again: True,
         why="a second signal is harmless; the reply is not read",

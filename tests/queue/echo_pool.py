@@ -11,8 +11,8 @@ import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from bot.queue.admission import FloodLimits, IncomingUpdate, Intake
 from bot.queue.chat_queue import ChatQueue, ChatState
-from bot.queue.intake import FloodLimits, IncomingUpdate, Intake
 from bot.queue.job_results import JobReply
 from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream

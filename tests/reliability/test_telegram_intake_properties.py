@@ -33,15 +33,15 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.queue.intake import FloodLimits, Intake
+from bot.queue.admission import FloodLimits, Intake
 from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.storage.connection import text_of
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.callbacks import PressAnswers
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.polling import Poller
 from bot.telegram.sending import ReplySender
+from bot.telegram.update_intake import TelegramIntake
 from bot.telegram.webhook import SECRET_HEADER, WebhookReceiver
 from bot.testing.redis_server import free_port
 from bot.testing.telegram_server import FakeTelegramServer, utf16_len

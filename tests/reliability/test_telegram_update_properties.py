@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot import customer_texts
-from bot.queue.intake import IntakeVerdict
+from bot.queue.admission import IntakeVerdict
 from bot.sessions.models import ConversationSession
 from bot.storage.keys import telegram_conversation
 from bot.telegram.formatting import markdown_to_entities, split_formatted

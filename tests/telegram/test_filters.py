@@ -9,7 +9,7 @@ import pytest
 from aiogram import Router
 from aiogram.dispatcher.event.handler import CallableObject
 
-from bot.telegram.handlers import chat, commands, errors, membership, other
+from bot.telegram.handlers import chat, commands, last_resort, membership, other
 from bot.telegram.handlers import handoff as handoff_handlers
 
 STAFF_CHAT_ID = -1001234567890
@@ -17,7 +17,7 @@ STAFF_CHAT_ID = -1001234567890
 
 def _routers() -> list[Router]:
     return [
-        errors.build_router(),
+        last_resort.build_router(),
         membership.build_router(),
         handoff_handlers.build_staff_router(STAFF_CHAT_ID),
         handoff_handlers.build_customer_router(),

@@ -17,7 +17,7 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.csat.callback import FeedbackPress
-from bot.queue.intake import IntakeVerdict
+from bot.queue.admission import IntakeVerdict
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.telegram.test_handlers import Stack, _stack

@@ -25,7 +25,7 @@ from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
 from bot.handoff.turns import IDLE_TOPIC_NOTE
 from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.queue.intake import IntakeVerdict
+from bot.queue.admission import IntakeVerdict
 from bot.sessions.handoff_machine import utc_now
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.staff_desk import NOT_DELIVERED

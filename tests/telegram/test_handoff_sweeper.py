@@ -2,7 +2,7 @@
 
 Real Redis, the real intake script and chat queue; the sweeper's clock is
 the test's. A worker whose idle check fails (its commit is refused) pops the
-job and leaves the handoff open (:mod:`bot.telegram.job_runner`); the test
+job and leaves the handoff open (:mod:`bot.telegram.update_jobs`); the test
 pops it the same way, through the chat queue.
 """
 
@@ -15,8 +15,8 @@ import redis.asyncio as aioredis
 
 from bot.handoff.sweeper import HandoffSweeper
 from bot.handoff.topics import TopicDirectory
+from bot.queue.admission import FloodLimits, Intake
 from bot.queue.chat_queue import ChatQueue
-from bot.queue.intake import FloodLimits, Intake
 from bot.queue.jobs import Notice, QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.sessions.handoff_machine import IdleRule

@@ -16,11 +16,11 @@ from aiogram.types import Update
 
 from bot import customer_texts
 from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
-from bot.queue.intake import IntakeVerdict
+from bot.queue.admission import IntakeVerdict
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import PressAnswers
-from bot.telegram.intake import TelegramIntake
 from bot.telegram.sending import ReplySender
+from bot.telegram.update_intake import TelegramIntake
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.telegram.test_handoff import CUSTOMER, STAFF, Desk, _desk

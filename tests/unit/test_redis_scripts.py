@@ -10,13 +10,13 @@ from redis.crc import key_slot
 import bot.storage.scripts
 from bot.storage.keys import RedisKeys
 from bot.storage.scripts import (
+    admission_lua,
     analysis,
     audit,
     chat,
     csat,
     dead_letters,
     handoff,
-    intake,
     shop,
     work,
 )
@@ -58,7 +58,7 @@ def script_samples(prefix: str, conversation: str, stream: str) -> list[LuaScrip
         chat.QuarantineOutbox(chat=conv, job_id="7", entry=b"x", ttl=60),
         chat.NoteFailure(chat=conv, job_id="7", kind="timeout", ttl=60),
         chat.Waiting(chat=conv),
-        intake.Accept(
+        admission_lua.Accept(
             chat=conv,
             update_id=123456789,
             user_id=987654321,
@@ -77,14 +77,14 @@ def script_samples(prefix: str, conversation: str, stream: str) -> list[LuaScrip
             full_notice="",
             full_mark_ttl=60,
         ),
-        intake.StaffFlood(
+        admission_lua.StaffFlood(
             seen=keys.staff_seen(-1001234567890, 7),
             bucket=keys.staff_flood(-1001234567890, 555),
             seen_ttl=60,
             burst=5,
             interval_ms=1000.0,
         ),
-        work.Signal(
+        work.SignalScript(
             stream=work_stream,
             index=RedisKeys.work_queued(work_stream),
             conversation_key=conversation,

@@ -12,7 +12,7 @@ The families, one module each:
 
 * :mod:`~bot.storage.scripts.chat`: one conversation as the worker and the
   session store see it (lease, head job, session, outbox, attempts);
-* :mod:`~bot.storage.scripts.intake`: accepting an update into its chat's
+* :mod:`~bot.storage.scripts.admission_lua`: accepting an update into its chat's
   queue, and a staff member's flood bucket;
 * :mod:`~bot.storage.scripts.work`: the work stream's signals and their index;
 * :mod:`~bot.storage.scripts.handoff`: failed turns and the idle clock of open handoffs;

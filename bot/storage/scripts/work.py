@@ -10,7 +10,7 @@ from bot.storage.scripts.base import Argv, Key, LuaScript
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Signal(LuaScript):
+class SignalScript(LuaScript):
     """The signal, and its chat in the index scored by the signal's time (ms, Redis's clock).
 
     Returns the signal's id. Twice: one extra signal, which is harmless.

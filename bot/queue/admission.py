@@ -26,8 +26,8 @@ from bot.queue.jobs import Notice, QueuedJob, turn_id_for
 from bot.queue.work_stream import WorkStream
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import RedisKeys, telegram_chat_id
+from bot.storage.scripts.admission_lua import Accept, StaffFlood
 from bot.storage.scripts.base import Scripts
-from bot.storage.scripts.intake import Accept, StaffFlood
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 
 from bot.handoff.topics import TopicDirectory
 from bot.ops.surrogates import without_lone_surrogates
-from bot.queue.intake import IncomingUpdate, Intake, IntakeVerdict, StaffSender
+from bot.queue.admission import IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.jobs import Notice
 from bot.storage.keys import telegram_chat_id, telegram_conversation
 from bot.telegram.callbacks import PressAnswers, press_incoming, read_press
