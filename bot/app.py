@@ -85,6 +85,7 @@ from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
 from tools.support_hours import closed_note, describe_hours, support_hours_at
+from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
 
@@ -388,6 +389,7 @@ def build_chat_service(
     executor: ToolExecutor,
     store: SessionStore,
     help_center: HelpCenter | None = None,
+    localize: Localize = as_written,
 ) -> ChatService:
     """The chat service and its tool loop, configured by ``settings``.
 
@@ -419,7 +421,12 @@ def build_chat_service(
         model_name=llm.model_name,
         # The handoff policy only with a staff chat; before the cards, as the audit's order.
         followers=(
-            (TurnHandoff(idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)),)
+            (
+                TurnHandoff(
+                    idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60),
+                    localize=localize,
+                ),
+            )
             if settings.handoff.staff_chat_id is not None
             else ()
         )
@@ -510,6 +517,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     # Before anything connects: an unknown lookup stops the start with one line.
     _check_link_tool(settings)
     catalogs = open_catalogs(settings)
+
+    def localize(language: str | None, message: str) -> str:
+        """A customer text in ``language`` (``None``: the default language)."""
+        return catalogs.texts(language or settings.language.default_language).gettext(message)
+
     try:
         help_center = open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
@@ -537,9 +549,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         help_center=help_center,
         shop=shop_backend,
         demo_shop=settings.mcp.demo_tools_on(),
-        localize=lambda language, message: catalogs.texts(
-            language or settings.language.default_language
-        ).gettext(message),
+        localize=localize,
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
@@ -593,6 +603,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         executor=executor,
         store=sessions,
         help_center=help_center,
+        localize=localize,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
@@ -646,6 +657,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
             closed_note=lambda: closed_note(
                 shop.support_hours, clock(), settings.tools.support_timezone
             ),
+            localize=localize,
         )
         if staff_chat_id is not None
         else None

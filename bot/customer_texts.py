@@ -113,34 +113,36 @@ FORWARDED_POST = N_(
 )
 # Voice messages and photos the bot could not take (``bot/telegram/handlers/voice.py``,
 # ``photo.py``): a short kind request to write instead; no turn.
-VOICE_OFFLINE = "В демо-режиме голосовые сообщения не распознаются. Пожалуйста, напишите текстом."
-VOICE_TOO_LONG = (
+VOICE_OFFLINE = N_(
+    "В демо-режиме голосовые сообщения не распознаются. Пожалуйста, напишите текстом."
+)
+VOICE_TOO_LONG = N_(
     "Это голосовое слишком длинное для меня. Пожалуйста, запишите покороче "
     "или напишите вопрос текстом."
 )
-VOICE_TRANSCRIPT_TOO_LONG = (
+VOICE_TRANSCRIPT_TOO_LONG = N_(
     "В этом голосовом слишком много слов для одного сообщения. Пожалуйста, запишите "
     "покороче или напишите вопрос текстом."
 )
 """A voice message heard, but its words are over ``MESSAGE_MAX_CHARS``: no turn."""
-VOICE_NOT_HEARD = (
+VOICE_NOT_HEARD = N_(
     "Не получилось разобрать голосовое сообщение. Пожалуйста, напишите вопрос текстом."
 )
-PHOTO = "Фотографии я не смотрю. Пожалуйста, опишите словами, что на фото, и номер заказа."
-PHOTO_OPERATOR = (
+PHOTO = N_("Фотографии я не смотрю. Пожалуйста, опишите словами, что на фото, и номер заказа.")
+PHOTO_OPERATOR = N_(
     "Фотографии я не смотрю. Опишите, пожалуйста, словами, что на фото, и номер заказа. "
     "Если фото нужно показать сотруднику поддержки, отправьте /operator."
 )
-PHOTO_CAPTION_TOO_LONG = (
+PHOTO_CAPTION_TOO_LONG = N_(
     "Подпись к фото слишком длинная. Пожалуйста, пришлите фото с короткой подписью, "
     "а подробности напишите отдельным сообщением."
 )
 """A photo whose caption is over ``MESSAGE_MAX_CHARS`` (with ``VISION=on``): no turn."""
-PHOTO_TOO_LARGE = (
+PHOTO_TOO_LARGE = N_(
     "Это изображение слишком большое для меня. Пожалуйста, пришлите его обычным фото "
     "или опишите вопрос текстом."
 )
-PHOTO_NOT_SEEN = (
+PHOTO_NOT_SEEN = N_(
     "Не получилось открыть это изображение. Пожалуйста, пришлите его ещё раз "
     "или опишите вопрос текстом."
 )
@@ -242,7 +244,7 @@ OPERATOR_WAITING = N_(
     "Пока можно продолжать писать мне."
 )
 OPERATOR_ALREADY = N_("Сотрудник поддержки уже подключён к разговору и ответит здесь.")
-OPERATOR_OFF = (
+OPERATOR_OFF = N_(
     "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи в часы работы."
 )
 """Without a staff group: ``/operator`` and the offline demo model's answer to «позовите
@@ -258,14 +260,14 @@ FAILED_HANDOFF = N_("Я позвал сотрудника поддержки: о
 HANDOFF_IDLE_NOTE = N_("Разговор с сотрудником завершён, дальше вам снова отвечает бот.")
 """When a handoff ends because nobody wrote for ``HANDOFF_IDLE_MINUTES``."""
 
-ESCALATION_OFFER = (
+ESCALATION_OFFER = N_(
     "Похоже, что-то пошло не так, и нам очень жаль. "
     "Если хотите, к разговору подключится сотрудник поддержки."
 )
 """The offer of a person to an angry, urgent customer, above one button."""
-ESCALATION_BUTTON = "Позвать сотрудника"
+ESCALATION_BUTTON = N_("Позвать сотрудника")
 """The offer's one button."""
-ESCALATION_PRESSED = "Вы попросили позвать сотрудника."
+ESCALATION_PRESSED = N_("Вы попросили позвать сотрудника.")
 """The offer's text once its button was pressed (the button removed)."""
 CSAT_QUESTION = N_("Помогли ли мы вам? Оцените, пожалуйста, от 1 до 5")
 """The satisfaction question, under buttons 1 to 5."""

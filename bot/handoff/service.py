@@ -29,6 +29,7 @@ from bot.queue.staff_actions import (
 )
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState, session_of
+from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class HandoffService:
     topics: TopicDirectory
     settings: HandoffPolicy
     closed_note: Callable[[], str | None] = lambda: None
+    # The customer's texts in the conversation's language (the catalogs; else as written).
+    localize: Localize = as_written
 
     def waiting_text(self, text: str) -> str:
         """``text`` for a customer who now waits for a person, with the hours when closed."""
@@ -263,7 +266,9 @@ class HandoffService:
             turn_id=job.job.turn_id,
             chat_id=job.job.chat_id,
             format="plain" if open_now else "none",
-            text=customer_texts.HANDOFF_IDLE_NOTE if open_now else "",
+            text=self.localize(before.language, customer_texts.HANDOFF_IDLE_NOTE)
+            if before is not None and open_now
+            else "",
             audit=(closed_entry(before, str(job.job.chat_id), job.job.turn_id, closed_by, now),)
             if before is not None and open_now
             else (),

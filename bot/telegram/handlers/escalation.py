@@ -42,7 +42,10 @@ async def on_offer_press(
     if offer.chat.type != ChatType.PRIVATE or callback.from_user.id != offer.chat.id:
         logger.info("Escalation press by someone other than the customer: nothing done")
         return None
-    pressed = CardEdit(message_id=offer.message_id, text=customer_texts.ESCALATION_PRESSED)
+    pressed = CardEdit(
+        message_id=offer.message_id,
+        text=customer_texts.shown(texts, customer_texts.ESCALATION_PRESSED),
+    )
     if handoff is None:
         # The offer was made while a staff group was configured; nobody to call now.
         text = operator_unavailable() if operator_unavailable else customer_texts.OPERATOR_OFF
