@@ -43,6 +43,7 @@ from bot.knowledge.watcher import (
 from bot.language.catalogs import CatalogError, Catalogs, language_name
 from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
+from bot.language.texts import Texts
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
@@ -140,12 +141,16 @@ class Application:
     # Voice messages to words; None with the offline demo model (or an injected stand-in).
     transcriber: Transcriber | None = None
 
-    def operator_unavailable(self) -> str:
-        """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
+    def operator_unavailable(self, texts: Texts | None = None) -> str:
+        """What ``/operator`` answers without a staff group: nobody to call, and the hours now.
+
+        In ``texts``' language (``None``: as written, Russian).
+        """
         hours = support_hours_at(
             self.shop.support_hours, self.clock(), self.settings.tools.support_timezone
         )
-        return customer_texts.operator_off(describe_hours(hours))
+        gettext = customer_texts.gettext_of(texts)
+        return customer_texts.operator_off(describe_hours(hours, gettext), gettext)
 
     def local_turns(self) -> LocalTurns:
         """Turns of a front end without a queue (the console), audited as a worker's are."""
@@ -654,8 +659,8 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
                 after_failed_turns=settings.handoff.after_failed_turns,
                 idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60),
             ),
-            closed_note=lambda: closed_note(
-                shop.support_hours, clock(), settings.tools.support_timezone
+            closed_note=lambda gettext: closed_note(
+                shop.support_hours, clock(), settings.tools.support_timezone, gettext
             ),
             localize=localize,
         )

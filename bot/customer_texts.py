@@ -251,9 +251,9 @@ OPERATOR_OFF = N_(
 оператора» both start with it and go on with the hours (:func:`operator_off`)."""
 
 
-def operator_off(hours: str) -> str:
+def operator_off(hours: str, gettext: Translate = _as_is) -> str:
     """``/operator`` without a staff group: :data:`OPERATOR_OFF`, then the support hours."""
-    return f"{OPERATOR_OFF}\n\n{hours}"
+    return f"{gettext(OPERATOR_OFF)}\n\n{hours}"
 
 
 FAILED_HANDOFF = N_("Я позвал сотрудника поддержки: он ответит здесь, в этом чате.")

@@ -297,3 +297,11 @@ async def test_an_english_customer_is_offered_a_person_and_told_the_idle_note_in
             assert idle_note.startswith("The conversation with the support agent has ended")
             await telegram.wait_for(lambda: idle_note in telegram.sent_texts(CHAT))
             assert customer_texts.HANDOFF_IDLE_NOTE not in telegram.sent_texts(CHAT)
+
+
+async def test_operator_without_a_staff_group_names_the_hours_in_english(stack: Stack) -> None:
+    en = stack.app.languages.texts("en")
+    answer = await stack.say("/operator")
+    assert answer.startswith(en.gettext(customer_texts.OPERATOR_OFF) + "\n\nSupport is ")
+    assert "Schedule (" in answer
+    assert "Monday: " in answer

@@ -184,6 +184,7 @@ async def _after_failure(
             trigger="failed_turns",
             text=f"{failure.text}\n\n{customer_texts.shown(texts, customer_texts.FAILED_HANDOFF)}",
             audit=failure.audit,
+            texts=texts,
         )
     except (RedisError, ChatServiceError):
         # The failure itself is still told (and audited) the usual way.
