@@ -166,11 +166,11 @@ UNREADABLE = N_(
 
 # Descriptions of the commands for the menu (``set_my_commands``).
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("start", "Что умеет бот"),
-    ("help", "Справка по командам"),
-    ("new", "Начать новый разговор"),
+    ("start", N_("Что умеет бот")),
+    ("help", N_("Справка по командам")),
+    ("new", N_("Начать новый разговор")),
 )
-LINK_COMMAND: tuple[str, str] = ("link", "Привязать аккаунт магазина")
+LINK_COMMAND: tuple[str, str] = ("link", N_("Привязать аккаунт магазина"))
 """In the menu too while account linking is on (``ACCOUNT_LINK_TOOL``)."""
 
 _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
@@ -353,17 +353,17 @@ LINK_PRIVATE_ONLY = "Привязать аккаунт магазина можн
 # Drafts while tools run (bot/telegram/draft_labels.py): the purpose, never the arguments.
 
 DRAFT_TOOL_LABELS: Final[dict[str, str]] = {
-    GET_ORDER_STATUS_TOOL_NAME: "Проверяю заказ…",
-    SEARCH_PRODUCTS_TOOL_NAME: "Ищу в каталоге…",
-    GET_RETURN_POLICY_TOOL_NAME: "Смотрю условия возврата…",
-    GET_SUPPORT_HOURS_TOOL_NAME: "Смотрю часы работы поддержки…",
-    SEARCH_HELP_CENTER_TOOL_NAME: "Ищу в справке…",
-    REQUEST_HUMAN_AGENT_TOOL_NAME: "Зову сотрудника…",
-    CANCEL_ORDER_TOOL_NAME: "Готовлю отмену заказа…",
-    REQUEST_RETURN_TOOL_NAME: "Готовлю возврат…",
-    CHANGE_DELIVERY_ADDRESS_TOOL_NAME: "Готовлю смену адреса…",
+    GET_ORDER_STATUS_TOOL_NAME: N_("Проверяю заказ…"),
+    SEARCH_PRODUCTS_TOOL_NAME: N_("Ищу в каталоге…"),
+    GET_RETURN_POLICY_TOOL_NAME: N_("Смотрю условия возврата…"),
+    GET_SUPPORT_HOURS_TOOL_NAME: N_("Смотрю часы работы поддержки…"),
+    SEARCH_HELP_CENTER_TOOL_NAME: N_("Ищу в справке…"),
+    REQUEST_HUMAN_AGENT_TOOL_NAME: N_("Зову сотрудника…"),
+    CANCEL_ORDER_TOOL_NAME: N_("Готовлю отмену заказа…"),
+    REQUEST_RETURN_TOOL_NAME: N_("Готовлю возврат…"),
+    CHANGE_DELIVERY_ADDRESS_TOOL_NAME: N_("Готовлю смену адреса…"),
 }
-DRAFT_DEFAULT_LABEL: Final = "Проверяю данные…"
+DRAFT_DEFAULT_LABEL: Final = N_("Проверяю данные…")
 """For a tool without its own label (a name the model made up, a new tool)."""
 
 # The terminal console (bot/console.py, bot/console_answer.py).

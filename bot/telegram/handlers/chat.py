@@ -122,7 +122,7 @@ async def run_turn(
             handoff_state=handoff.state(job) if handoff is not None else "bot",
         ):
             # The draft shows the answer as it is written; no "typing" besides it.
-            async with drafts.publisher(bot, chat_id) as publisher:
+            async with drafts.publisher(bot, chat_id, texts) as publisher:
                 try:
                     reply = await chat_service.reply(
                         context,
