@@ -316,38 +316,38 @@ CARD_NOT_DELIVERED = N_(
 # Account linking (bot/accounts/linking.py, bot/telegram/handlers/link.py): the shop's
 # customer is found by the phone number of a contact the customer shared themselves.
 
-LINK_BUTTON = "📱 Поделиться номером"
+LINK_BUTTON = N_("📱 Поделиться номером")
 """The reply keyboard's one button (``request_contact``: Telegram sends the customer's own)."""
-LINK_PLACEHOLDER = "Нажмите кнопку «Поделиться номером»"
+LINK_PLACEHOLDER = N_("Нажмите кнопку «Поделиться номером»")
 """The message box's placeholder while the button is shown."""
-LINK_ASK = (
+LINK_ASK = N_(
     "Чтобы я видел ваши заказы в магазине, поделитесь номером телефона, на который "
-    f"оформлен аккаунт: нажмите кнопку «{LINK_BUTTON}» внизу. "
+    "оформлен аккаунт: нажмите кнопку «📱 Поделиться номером» внизу. "
     "Номер, написанный текстом, для этого не подходит."
 )
 """``/link``: the request for the customer's own contact, with the button."""
-LINK_NEEDED = (
+LINK_NEEDED = N_(
     "Чтобы ответить про ваши заказы, мне нужно найти ваш аккаунт в магазине. "
-    f"Поделитесь, пожалуйста, номером телефона: нажмите кнопку «{LINK_BUTTON}» внизу."
+    "Поделитесь, пожалуйста, номером телефона: нажмите кнопку «📱 Поделиться номером» внизу."
 )
 """When a shop tool needs to know who the customer is and the account is not linked yet."""
-LINK_DONE = "Готово, аккаунт магазина привязан: теперь я вижу ваши заказы."
+LINK_DONE = N_("Готово, аккаунт магазина привязан: теперь я вижу ваши заказы.")
 """The contact was the customer's own and the shop knows the number."""
-LINK_NOT_OWN = (
+LINK_NOT_OWN = N_(
     "Это не ваш номер: привязать можно только свой. "
-    f"Нажмите кнопку «{LINK_BUTTON}» внизу, и Telegram отправит ваш."
+    "Нажмите кнопку «📱 Поделиться номером» внизу, и Telegram отправит ваш."
 )
 """A contact shared that belongs to somebody else: nothing is linked."""
-LINK_NOT_FOUND = (
+LINK_NOT_FOUND = N_(
     "Не нашёл аккаунт магазина с этим номером. Если аккаунт оформлен на другой номер, "
     "напишите об этом здесь, и мы поможем."
 )
 """The shop has no customer with the shared number."""
-LINK_UNAVAILABLE = (
+LINK_UNAVAILABLE = N_(
     "Сейчас не получается проверить номер: магазин не отвечает. Попробуйте, пожалуйста, чуть позже."
 )
 """The shop could not be asked; nothing is linked, the button stays."""
-LINK_PRIVATE_ONLY = "Привязать аккаунт магазина можно только в личном чате с ботом."
+LINK_PRIVATE_ONLY = N_("Привязать аккаунт магазина можно только в личном чате с ботом.")
 """``/link`` or a contact in a group."""
 
 # Drafts while tools run (bot/telegram/draft_labels.py): the purpose, never the arguments.

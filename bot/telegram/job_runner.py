@@ -491,7 +491,7 @@ class TelegramJobRunner:
         await self.chat.summarise(lease.conversation_key, token=lease.token)
 
     async def _send(self, reply: OutboxEntry) -> bool:
-        keyboard = reply_keyboard(reply.reply_keyboard)
+        keyboard = reply_keyboard(reply.reply_keyboard, self._texts(reply.language))
         try:
             if reply.format == "answer":
                 await self.replies.send_answer(
@@ -536,5 +536,6 @@ def _reply_of(job: QueuedJob, reply: PlainReply) -> JobReply:
             staff=reply.staff,
             card_edit=reply.card_edit,
             reply_keyboard=reply.reply_keyboard,
+            language=reply.language,
         )
     )
