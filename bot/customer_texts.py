@@ -3,8 +3,8 @@
 Russian is the source language of the catalogs: a text wrapped in :func:`N_` is a
 msgid that ``scripts/i18n`` extracts into ``bot/locales/<lang>/LC_MESSAGES/messages.po``,
 and the front ends show it through the conversation's
-:class:`~bot.language.catalogs.Texts` (``texts.gettext(GREETING)``). Texts not
-wrapped yet are shown in Russian to everyone.
+:class:`~bot.language.catalogs.Texts` (``texts.gettext(GREETING)``). The console's
+texts are not wrapped yet: it prints them in Russian.
 
 One module so the texts can be reviewed together and a second language added in
 one place: Telegram's greeting, help and notices, failure texts, the handoff's
