@@ -43,6 +43,7 @@ from bot.knowledge.watcher import (
 from bot.language.catalogs import CatalogError, Catalogs, language_name
 from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
+from bot.language.texts import Texts
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
@@ -85,6 +86,7 @@ from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
 from tools.store import ShopStore
 from tools.support_hours import closed_note, describe_hours, support_hours_at
+from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
 
@@ -139,12 +141,16 @@ class Application:
     # Voice messages to words; None with the offline demo model (or an injected stand-in).
     transcriber: Transcriber | None = None
 
-    def operator_unavailable(self) -> str:
-        """What ``/operator`` answers without a staff group: nobody to call, and the hours now."""
+    def operator_unavailable(self, texts: Texts | None = None) -> str:
+        """What ``/operator`` answers without a staff group: nobody to call, and the hours now.
+
+        In ``texts``' language (``None``: as written, Russian).
+        """
         hours = support_hours_at(
             self.shop.support_hours, self.clock(), self.settings.tools.support_timezone
         )
-        return customer_texts.operator_off(describe_hours(hours))
+        gettext = customer_texts.gettext_of(texts)
+        return customer_texts.operator_off(describe_hours(hours, gettext), gettext)
 
     def local_turns(self) -> LocalTurns:
         """Turns of a front end without a queue (the console), audited as a worker's are."""
@@ -388,6 +394,7 @@ def build_chat_service(
     executor: ToolExecutor,
     store: SessionStore,
     help_center: HelpCenter | None = None,
+    localize: Localize = as_written,
 ) -> ChatService:
     """The chat service and its tool loop, configured by ``settings``.
 
@@ -419,7 +426,12 @@ def build_chat_service(
         model_name=llm.model_name,
         # The handoff policy only with a staff chat; before the cards, as the audit's order.
         followers=(
-            (TurnHandoff(idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60)),)
+            (
+                TurnHandoff(
+                    idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60),
+                    localize=localize,
+                ),
+            )
             if settings.handoff.staff_chat_id is not None
             else ()
         )
@@ -510,6 +522,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     # Before anything connects: an unknown lookup stops the start with one line.
     _check_link_tool(settings)
     catalogs = open_catalogs(settings)
+
+    def localize(language: str | None, message: str) -> str:
+        """A customer text in ``language`` (``None``: the default language)."""
+        return catalogs.texts(language or settings.language.default_language).gettext(message)
+
     try:
         help_center = open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
@@ -537,9 +554,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         help_center=help_center,
         shop=shop_backend,
         demo_shop=settings.mcp.demo_tools_on(),
-        localize=lambda language, message: catalogs.texts(
-            language or settings.language.default_language
-        ).gettext(message),
+        localize=localize,
     )
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
@@ -593,6 +608,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         executor=executor,
         store=sessions,
         help_center=help_center,
+        localize=localize,
     )
     logger.info(
         "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
@@ -643,9 +659,10 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
                 after_failed_turns=settings.handoff.after_failed_turns,
                 idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60),
             ),
-            closed_note=lambda: closed_note(
-                shop.support_hours, clock(), settings.tools.support_timezone
+            closed_note=lambda gettext: closed_note(
+                shop.support_hours, clock(), settings.tools.support_timezone, gettext
             ),
+            localize=localize,
         )
         if staff_chat_id is not None
         else None

@@ -3,8 +3,8 @@
 Russian is the source language of the catalogs: a text wrapped in :func:`N_` is a
 msgid that ``scripts/i18n`` extracts into ``bot/locales/<lang>/LC_MESSAGES/messages.po``,
 and the front ends show it through the conversation's
-:class:`~bot.language.catalogs.Texts` (``texts.gettext(GREETING)``). Texts not
-wrapped yet are shown in Russian to everyone.
+:class:`~bot.language.catalogs.Texts` (``texts.gettext(GREETING)``). The console's
+texts are not wrapped yet: it prints them in Russian.
 
 One module so the texts can be reviewed together and a second language added in
 one place: Telegram's greeting, help and notices, failure texts, the handoff's
@@ -113,34 +113,36 @@ FORWARDED_POST = N_(
 )
 # Voice messages and photos the bot could not take (``bot/telegram/handlers/voice.py``,
 # ``photo.py``): a short kind request to write instead; no turn.
-VOICE_OFFLINE = "В демо-режиме голосовые сообщения не распознаются. Пожалуйста, напишите текстом."
-VOICE_TOO_LONG = (
+VOICE_OFFLINE = N_(
+    "В демо-режиме голосовые сообщения не распознаются. Пожалуйста, напишите текстом."
+)
+VOICE_TOO_LONG = N_(
     "Это голосовое слишком длинное для меня. Пожалуйста, запишите покороче "
     "или напишите вопрос текстом."
 )
-VOICE_TRANSCRIPT_TOO_LONG = (
+VOICE_TRANSCRIPT_TOO_LONG = N_(
     "В этом голосовом слишком много слов для одного сообщения. Пожалуйста, запишите "
     "покороче или напишите вопрос текстом."
 )
 """A voice message heard, but its words are over ``MESSAGE_MAX_CHARS``: no turn."""
-VOICE_NOT_HEARD = (
+VOICE_NOT_HEARD = N_(
     "Не получилось разобрать голосовое сообщение. Пожалуйста, напишите вопрос текстом."
 )
-PHOTO = "Фотографии я не смотрю. Пожалуйста, опишите словами, что на фото, и номер заказа."
-PHOTO_OPERATOR = (
+PHOTO = N_("Фотографии я не смотрю. Пожалуйста, опишите словами, что на фото, и номер заказа.")
+PHOTO_OPERATOR = N_(
     "Фотографии я не смотрю. Опишите, пожалуйста, словами, что на фото, и номер заказа. "
     "Если фото нужно показать сотруднику поддержки, отправьте /operator."
 )
-PHOTO_CAPTION_TOO_LONG = (
+PHOTO_CAPTION_TOO_LONG = N_(
     "Подпись к фото слишком длинная. Пожалуйста, пришлите фото с короткой подписью, "
     "а подробности напишите отдельным сообщением."
 )
 """A photo whose caption is over ``MESSAGE_MAX_CHARS`` (with ``VISION=on``): no turn."""
-PHOTO_TOO_LARGE = (
+PHOTO_TOO_LARGE = N_(
     "Это изображение слишком большое для меня. Пожалуйста, пришлите его обычным фото "
     "или опишите вопрос текстом."
 )
-PHOTO_NOT_SEEN = (
+PHOTO_NOT_SEEN = N_(
     "Не получилось открыть это изображение. Пожалуйста, пришлите его ещё раз "
     "или опишите вопрос текстом."
 )
@@ -164,11 +166,11 @@ UNREADABLE = N_(
 
 # Descriptions of the commands for the menu (``set_my_commands``).
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("start", "Что умеет бот"),
-    ("help", "Справка по командам"),
-    ("new", "Начать новый разговор"),
+    ("start", N_("Что умеет бот")),
+    ("help", N_("Справка по командам")),
+    ("new", N_("Начать новый разговор")),
 )
-LINK_COMMAND: tuple[str, str] = ("link", "Привязать аккаунт магазина")
+LINK_COMMAND: tuple[str, str] = ("link", N_("Привязать аккаунт магазина"))
 """In the menu too while account linking is on (``ACCOUNT_LINK_TOOL``)."""
 
 _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
@@ -242,30 +244,30 @@ OPERATOR_WAITING = N_(
     "Пока можно продолжать писать мне."
 )
 OPERATOR_ALREADY = N_("Сотрудник поддержки уже подключён к разговору и ответит здесь.")
-OPERATOR_OFF = (
+OPERATOR_OFF = N_(
     "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи в часы работы."
 )
 """Without a staff group: ``/operator`` and the offline demo model's answer to «позовите
 оператора» both start with it and go on with the hours (:func:`operator_off`)."""
 
 
-def operator_off(hours: str) -> str:
+def operator_off(hours: str, gettext: Translate = _as_is) -> str:
     """``/operator`` without a staff group: :data:`OPERATOR_OFF`, then the support hours."""
-    return f"{OPERATOR_OFF}\n\n{hours}"
+    return f"{gettext(OPERATOR_OFF)}\n\n{hours}"
 
 
 FAILED_HANDOFF = N_("Я позвал сотрудника поддержки: он ответит здесь, в этом чате.")
 HANDOFF_IDLE_NOTE = N_("Разговор с сотрудником завершён, дальше вам снова отвечает бот.")
 """When a handoff ends because nobody wrote for ``HANDOFF_IDLE_MINUTES``."""
 
-ESCALATION_OFFER = (
+ESCALATION_OFFER = N_(
     "Похоже, что-то пошло не так, и нам очень жаль. "
     "Если хотите, к разговору подключится сотрудник поддержки."
 )
 """The offer of a person to an angry, urgent customer, above one button."""
-ESCALATION_BUTTON = "Позвать сотрудника"
+ESCALATION_BUTTON = N_("Позвать сотрудника")
 """The offer's one button."""
-ESCALATION_PRESSED = "Вы попросили позвать сотрудника."
+ESCALATION_PRESSED = N_("Вы попросили позвать сотрудника.")
 """The offer's text once its button was pressed (the button removed)."""
 CSAT_QUESTION = N_("Помогли ли мы вам? Оцените, пожалуйста, от 1 до 5")
 """The satisfaction question, under buttons 1 to 5."""
@@ -314,54 +316,54 @@ CARD_NOT_DELIVERED = N_(
 # Account linking (bot/accounts/linking.py, bot/telegram/handlers/link.py): the shop's
 # customer is found by the phone number of a contact the customer shared themselves.
 
-LINK_BUTTON = "📱 Поделиться номером"
+LINK_BUTTON = N_("📱 Поделиться номером")
 """The reply keyboard's one button (``request_contact``: Telegram sends the customer's own)."""
-LINK_PLACEHOLDER = "Нажмите кнопку «Поделиться номером»"
+LINK_PLACEHOLDER = N_("Нажмите кнопку «Поделиться номером»")
 """The message box's placeholder while the button is shown."""
-LINK_ASK = (
+LINK_ASK = N_(
     "Чтобы я видел ваши заказы в магазине, поделитесь номером телефона, на который "
-    f"оформлен аккаунт: нажмите кнопку «{LINK_BUTTON}» внизу. "
+    "оформлен аккаунт: нажмите кнопку «📱 Поделиться номером» внизу. "
     "Номер, написанный текстом, для этого не подходит."
 )
 """``/link``: the request for the customer's own contact, with the button."""
-LINK_NEEDED = (
+LINK_NEEDED = N_(
     "Чтобы ответить про ваши заказы, мне нужно найти ваш аккаунт в магазине. "
-    f"Поделитесь, пожалуйста, номером телефона: нажмите кнопку «{LINK_BUTTON}» внизу."
+    "Поделитесь, пожалуйста, номером телефона: нажмите кнопку «📱 Поделиться номером» внизу."
 )
 """When a shop tool needs to know who the customer is and the account is not linked yet."""
-LINK_DONE = "Готово, аккаунт магазина привязан: теперь я вижу ваши заказы."
+LINK_DONE = N_("Готово, аккаунт магазина привязан: теперь я вижу ваши заказы.")
 """The contact was the customer's own and the shop knows the number."""
-LINK_NOT_OWN = (
+LINK_NOT_OWN = N_(
     "Это не ваш номер: привязать можно только свой. "
-    f"Нажмите кнопку «{LINK_BUTTON}» внизу, и Telegram отправит ваш."
+    "Нажмите кнопку «📱 Поделиться номером» внизу, и Telegram отправит ваш."
 )
 """A contact shared that belongs to somebody else: nothing is linked."""
-LINK_NOT_FOUND = (
+LINK_NOT_FOUND = N_(
     "Не нашёл аккаунт магазина с этим номером. Если аккаунт оформлен на другой номер, "
     "напишите об этом здесь, и мы поможем."
 )
 """The shop has no customer with the shared number."""
-LINK_UNAVAILABLE = (
+LINK_UNAVAILABLE = N_(
     "Сейчас не получается проверить номер: магазин не отвечает. Попробуйте, пожалуйста, чуть позже."
 )
 """The shop could not be asked; nothing is linked, the button stays."""
-LINK_PRIVATE_ONLY = "Привязать аккаунт магазина можно только в личном чате с ботом."
+LINK_PRIVATE_ONLY = N_("Привязать аккаунт магазина можно только в личном чате с ботом.")
 """``/link`` or a contact in a group."""
 
 # Drafts while tools run (bot/telegram/draft_labels.py): the purpose, never the arguments.
 
 DRAFT_TOOL_LABELS: Final[dict[str, str]] = {
-    GET_ORDER_STATUS_TOOL_NAME: "Проверяю заказ…",
-    SEARCH_PRODUCTS_TOOL_NAME: "Ищу в каталоге…",
-    GET_RETURN_POLICY_TOOL_NAME: "Смотрю условия возврата…",
-    GET_SUPPORT_HOURS_TOOL_NAME: "Смотрю часы работы поддержки…",
-    SEARCH_HELP_CENTER_TOOL_NAME: "Ищу в справке…",
-    REQUEST_HUMAN_AGENT_TOOL_NAME: "Зову сотрудника…",
-    CANCEL_ORDER_TOOL_NAME: "Готовлю отмену заказа…",
-    REQUEST_RETURN_TOOL_NAME: "Готовлю возврат…",
-    CHANGE_DELIVERY_ADDRESS_TOOL_NAME: "Готовлю смену адреса…",
+    GET_ORDER_STATUS_TOOL_NAME: N_("Проверяю заказ…"),
+    SEARCH_PRODUCTS_TOOL_NAME: N_("Ищу в каталоге…"),
+    GET_RETURN_POLICY_TOOL_NAME: N_("Смотрю условия возврата…"),
+    GET_SUPPORT_HOURS_TOOL_NAME: N_("Смотрю часы работы поддержки…"),
+    SEARCH_HELP_CENTER_TOOL_NAME: N_("Ищу в справке…"),
+    REQUEST_HUMAN_AGENT_TOOL_NAME: N_("Зову сотрудника…"),
+    CANCEL_ORDER_TOOL_NAME: N_("Готовлю отмену заказа…"),
+    REQUEST_RETURN_TOOL_NAME: N_("Готовлю возврат…"),
+    CHANGE_DELIVERY_ADDRESS_TOOL_NAME: N_("Готовлю смену адреса…"),
 }
-DRAFT_DEFAULT_LABEL: Final = "Проверяю данные…"
+DRAFT_DEFAULT_LABEL: Final = N_("Проверяю данные…")
 """For a tool without its own label (a name the model made up, a new tool)."""
 
 # The terminal console (bot/console.py, bot/console_answer.py).

@@ -8,17 +8,26 @@ from pydantic import BaseModel
 
 from tools.registry import RegisteredTool, ToolArguments
 from tools.store import WEEKDAYS, ShopStore, SupportHours
+from tools.write_tools import N_
+
+Translate = Callable[[str], str]
+"""A catalog's ``gettext`` for the customer's texts here (the day names too)."""
+
+
+def _as_is(message: str) -> str:
+    return message
+
 
 GET_SUPPORT_HOURS_TOOL_NAME = "get_support_hours"
 
 _DAY_NAMES = {
-    "mon": "понедельник",
-    "tue": "вторник",
-    "wed": "среда",
-    "thu": "четверг",
-    "fri": "пятница",
-    "sat": "суббота",
-    "sun": "воскресенье",
+    "mon": N_("понедельник"),
+    "tue": N_("вторник"),
+    "wed": N_("среда"),
+    "thu": N_("четверг"),
+    "fri": N_("пятница"),
+    "sat": N_("суббота"),
+    "sun": N_("воскресенье"),
 }
 
 
@@ -55,17 +64,28 @@ def open_at(hours: SupportHours, moment: datetime, zone: ZoneInfo | None = None)
     return today is not None and today[0] <= local.time().replace(tzinfo=None) < today[1]
 
 
-def closed_note(hours: SupportHours, moment: datetime, timezone: str | None = None) -> str | None:
-    """For the customer: when support answers, if it is closed at ``moment`` (else ``None``)."""
+def closed_note(
+    hours: SupportHours,
+    moment: datetime,
+    timezone: str | None = None,
+    gettext: Translate = _as_is,
+) -> str | None:
+    """For the customer: when support answers, if it is closed at ``moment`` (else ``None``).
+
+    In ``gettext``'s language (as written, Russian, without one).
+    """
     zone = ZoneInfo(timezone or hours.timezone)
     if open_at(hours, moment, zone):
         return None
     days = ", ".join(
-        f"{_DAY_NAMES[day]} {_hhmm(span[0])}–{_hhmm(span[1])}"
+        f"{gettext(_DAY_NAMES[day])} {_hhmm(span[0])}–{_hhmm(span[1])}"
         for day in WEEKDAYS
         if (span := hours.weekly[day]) is not None
     )
-    return f"Сейчас поддержка не работает; сотрудник ответит в рабочие часы ({zone.key}): {days}."
+    note = N_(
+        "Сейчас поддержка не работает; сотрудник ответит в рабочие часы ({timezone}): {days}."
+    )
+    return gettext(note).format(timezone=zone.key, days=days)
 
 
 def support_hours_at(
@@ -90,18 +110,26 @@ def support_hours_at(
     )
 
 
-def describe_hours(result: SupportHoursResult) -> str:
+def describe_hours(result: SupportHoursResult, gettext: Translate = _as_is) -> str:
     """For the customer, one line: open now or not, then every day's hours.
 
     The same words as the offline demo model's answer about the hours, so that
     ``/operator`` and «позовите оператора» read alike without a staff group.
+    In ``gettext``'s language (as written, Russian, without one): ``day.day`` is
+    one of the day names marked here.
     """
+    closed = gettext(N_("выходной"))
     days = [
-        f"{day.day}: {day.opens}–{day.closes}" if day.opens else f"{day.day}: выходной"
+        f"{gettext(day.day)}: {day.opens}–{day.closes}"
+        if day.opens
+        else f"{gettext(day.day)}: {closed}"
         for day in result.schedule
     ]
-    state = "Сейчас поддержка работает." if result.open_now else "Сейчас поддержка закрыта."
-    return f"{state} График ({result.timezone}): " + "; ".join(days) + "."
+    state = gettext(
+        N_("Сейчас поддержка работает.") if result.open_now else N_("Сейчас поддержка закрыта.")
+    )
+    schedule = N_("{state} График ({timezone}): {days}.")
+    return gettext(schedule).format(state=state, timezone=result.timezone, days="; ".join(days))
 
 
 def build_support_hours_tool(

@@ -19,6 +19,7 @@ from bot import customer_texts
 from bot.accounts.directory import CustomerDirectory, CustomerDirectoryError
 from bot.audit.links import LinkAuditEntry, LinkEvent
 from bot.engine.chat_service import ChatService
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
 from bot.queue.jobs import OutboxEntry, ReplyKeyboardKind
 from bot.sessions.models import session_of
@@ -45,13 +46,17 @@ def shop_customer_id(job: JobContext) -> str | None:
     return session.shop_customer_id if session is not None else None
 
 
-def link_request(text: str = customer_texts.LINK_NEEDED) -> PlainReply:
+def link_request(text: str = customer_texts.LINK_NEEDED, texts: Texts | None = None) -> PlainReply:
     """``text`` with the «share my number» button: for a step that needs the customer's id.
 
     A tool whose bound ``customer_id`` is missing (no account linked yet) ends
-    its turn with this instead of calling the shop.
+    its turn with this instead of calling the shop. Both in ``texts``' language.
     """
-    return PlainReply(text=text, reply_keyboard="contact")
+    return PlainReply(
+        text=customer_texts.shown(texts, text),
+        reply_keyboard="contact",
+        language=texts.language if texts is not None else None,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,14 +67,19 @@ class AccountLinking:
     directory: CustomerDirectory
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
-    def ask(self, *, private_chat: bool) -> PlainReply:
+    def ask(self, *, private_chat: bool, texts: Texts | None = None) -> PlainReply:
         """``/link``: the request for the customer's own contact, with the button."""
         if not private_chat:
-            return PlainReply(text=customer_texts.LINK_PRIVATE_ONLY)
-        return link_request(customer_texts.LINK_ASK)
+            return PlainReply(text=customer_texts.shown(texts, customer_texts.LINK_PRIVATE_ONLY))
+        return link_request(customer_texts.LINK_ASK, texts)
 
     async def link(
-        self, conversation_key: str, job: JobContext, contact: SharedContact
+        self,
+        conversation_key: str,
+        job: JobContext,
+        contact: SharedContact,
+        *,
+        texts: Texts | None = None,
     ) -> JobResult:
         """Link the chat to the shop's customer of ``contact``, if it is the sender's own.
 
@@ -77,23 +87,27 @@ class AccountLinking:
         cannot be saved (nothing is linked then).
         """
         if not contact.private_chat:
-            return PlainReply(text=customer_texts.LINK_PRIVATE_ONLY)
+            return PlainReply(text=customer_texts.shown(texts, customer_texts.LINK_PRIVATE_ONLY))
         # The button again where the customer may try again (a contact shared without
         # /link had none); removed where sharing the number again changes nothing.
         if not contact.own:
-            return self._reply(job, "not_own_contact", customer_texts.LINK_NOT_OWN, "contact")
+            return self._reply(
+                job, "not_own_contact", customer_texts.LINK_NOT_OWN, "contact", texts
+            )
         try:
             account = await self.directory.find_by_phone(contact.phone)
         except CustomerDirectoryError:
-            return self._reply(job, "unavailable", customer_texts.LINK_UNAVAILABLE, "contact")
+            return self._reply(
+                job, "unavailable", customer_texts.LINK_UNAVAILABLE, "contact", texts
+            )
         if account is None:
-            return self._reply(job, "not_found", customer_texts.LINK_NOT_FOUND, "remove")
+            return self._reply(job, "not_found", customer_texts.LINK_NOT_FOUND, "remove", texts)
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=job.job.turn_id,
             chat_id=job.job.chat_id,
             format="plain",
-            text=customer_texts.LINK_DONE,
+            text=customer_texts.shown(texts, customer_texts.LINK_DONE),
             audit=(self._entry(job, "linked").to_fields(),),
             reply_keyboard="remove",
         )
@@ -108,11 +122,19 @@ class AccountLinking:
         return done
 
     def _reply(
-        self, job: JobContext, event: LinkEvent, text: str, keyboard: ReplyKeyboardKind
+        self,
+        job: JobContext,
+        event: LinkEvent,
+        text: str,
+        keyboard: ReplyKeyboardKind,
+        texts: Texts | None,
     ) -> PlainReply:
         """Nothing linked: ``text`` with the button (or its removal), and the audit entry."""
         return PlainReply(
-            text=text, audit=(self._entry(job, event).to_fields(),), reply_keyboard=keyboard
+            text=customer_texts.shown(texts, text),
+            audit=(self._entry(job, event).to_fields(),),
+            reply_keyboard=keyboard,
+            language=texts.language if texts is not None else None,
         )
 
     def _entry(self, job: JobContext, event: LinkEvent) -> LinkAuditEntry:

@@ -15,9 +15,11 @@ from typing import Literal
 
 from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
+from bot.customer_texts import Translate
 from bot.engine.chat_service import SPEECH_MARK, ChatService
 from bot.handoff.topics import TopicDirectory
 from bot.handoff.turns import IDLE_TOPIC_NOTE, closed_entry
+from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import (
@@ -29,6 +31,7 @@ from bot.queue.staff_actions import (
 )
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState, session_of
+from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +60,14 @@ class HandoffService:
     chat: ChatService
     topics: TopicDirectory
     settings: HandoffPolicy
-    closed_note: Callable[[], str | None] = lambda: None
+    closed_note: Callable[[Translate], str | None] = lambda gettext: None
+    # The customer's texts in the conversation's language (the catalogs; else as written).
+    localize: Localize = as_written
 
-    def waiting_text(self, text: str) -> str:
-        """``text`` for a customer who now waits for a person, with the hours when closed."""
-        note = self.closed_note()
+    def waiting_text(self, text: str, texts: Texts | None = None) -> str:
+        """``text`` for a customer who now waits for a person, with the hours when closed
+        (in ``texts``' language)."""
+        note = self.closed_note(customer_texts.gettext_of(texts))
         return f"{text}\n\n{note}" if note else text
 
     @property
@@ -109,6 +115,7 @@ class HandoffService:
         reason: str = "",
         audit: tuple[dict[str, str], ...] = (),
         card_edit: CardEdit | None = None,
+        texts: Texts | None = None,
     ) -> JobDone:
         """Put the conversation in ``waiting``, tell the customer ``text``, open the topic.
 
@@ -116,7 +123,7 @@ class HandoffService:
         ``card_edit``: the bot's message whose button opened it, rewritten without it.
         """
         turn_id = job.job.turn_id
-        text = self.waiting_text(text)
+        text = self.waiting_text(text, texts)
         event = (
             HandoffEvent.TURNS_FAILED if trigger == "failed_turns" else HandoffEvent.CUSTOMER_ASKS
         )
@@ -263,7 +270,9 @@ class HandoffService:
             turn_id=job.job.turn_id,
             chat_id=job.job.chat_id,
             format="plain" if open_now else "none",
-            text=customer_texts.HANDOFF_IDLE_NOTE if open_now else "",
+            text=self.localize(before.language, customer_texts.HANDOFF_IDLE_NOTE)
+            if before is not None and open_now
+            else "",
             audit=(closed_entry(before, str(job.job.chat_id), job.job.turn_id, closed_by, now),)
             if before is not None and open_now
             else (),

@@ -20,6 +20,7 @@ from bot.queue.staff_actions import StaffAction, staff_label, transcript_post
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.pending import CARD_MIRROR
+from tools.write_tools import Localize, as_written
 
 IDLE_TOPIC_NOTE = "Клиент долго не писал: разговор вернулся к боту."
 """Posted in the topic when a handoff ends because the customer went quiet."""
@@ -44,6 +45,8 @@ class TurnHandoff:
     """The handoff part's follower of a turn (handoff on: a staff chat is set)."""
 
     idle: IdleRule
+    # The note before the answer, in the turn's language (the catalogs; else as written).
+    localize: Localize = as_written
 
     def __call__(self, end: TurnEnd, follow: FollowUp) -> FollowUp:
         """``follow`` with the turn's handoff consequences: state, staff steps, audit, note."""
@@ -66,7 +69,7 @@ class TurnHandoff:
             updated = updated.with_handoff(state, now)
             staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE), StaffAction(kind="ended"))
             audit = (closed_entry(before, chat, turn_id, "idle", now),)
-            note = customer_texts.HANDOFF_IDLE_NOTE
+            note = self.localize(end.context.language, customer_texts.HANDOFF_IDLE_NOTE)
         asked = end.handoff
         move = step(state, HandoffEvent.BOT_ANSWERS if asked is None else HandoffEvent.MODEL_ASKS)
         if state == "waiting":

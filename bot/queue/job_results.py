@@ -62,8 +62,9 @@ class PlainReply:
 
     ``staff`` are handoff relay steps the worker runs after delivering it;
     ``card_edit`` a message of the bot's to rewrite first; ``reply_keyboard`` a
-    reply keyboard sent with the text. An empty ``text`` sends nothing (an edit
-    and audit entries only).
+    reply keyboard sent with the text; ``language`` the keyboard's (its button is
+    rendered at delivery). An empty ``text`` sends nothing (an edit and audit
+    entries only).
     """
 
     text: str
@@ -71,6 +72,7 @@ class PlainReply:
     staff: tuple[StaffAction, ...] = ()
     card_edit: CardEdit | None = None
     reply_keyboard: ReplyKeyboardKind | None = None
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,6 +30,7 @@ from typing import Final, Self
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramRetryAfter
 
+from bot.language.texts import Texts
 from bot.metrics import BotMetrics
 from bot.sessions.models import HandoffState
 from bot.settings import Settings
@@ -135,9 +136,10 @@ class Drafts:
             and handoff_state != "human"
         )
 
-    def publisher(self, bot: Bot, chat_id: int) -> "DraftPublisher":
-        """A publisher for one reply to ``chat_id``, with its own draft id."""
-        return DraftPublisher(self, bot, chat_id)
+    def publisher(self, bot: Bot, chat_id: int, texts: Texts | None = None) -> "DraftPublisher":
+        """A publisher for one reply to ``chat_id``, with its own draft id; its labels while
+        tools run in ``texts``' language."""
+        return DraftPublisher(self, bot, chat_id, texts)
 
 
 class DraftPublisher:
@@ -148,8 +150,9 @@ class DraftPublisher:
     the sender at once.
     """
 
-    def __init__(self, drafts: Drafts, bot: Bot, chat_id: int) -> None:
+    def __init__(self, drafts: Drafts, bot: Bot, chat_id: int, texts: Texts | None = None) -> None:
         self._drafts = drafts
+        self._texts = texts
         self._bot = bot
         self._chat_id = chat_id
         self.draft_id = secrets.randbelow(2**31 - 1) + 1
@@ -175,7 +178,7 @@ class DraftPublisher:
     def on_tools(self, names: tuple[str, ...]) -> None:
         """Tools run now: their purpose replaces whatever the step wrote."""
         self._pieces.clear()
-        self._placeholder = tools_label(names)
+        self._placeholder = tools_label(names, self._texts)
         self._wake.set()
 
     # --- lifecycle ------------------------------------------------------------------

@@ -10,6 +10,7 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from pydantic import ConfigDict
 
 from bot import customer_texts
+from bot.language.texts import Texts
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 
@@ -31,18 +32,23 @@ CALLBACK_DATA = OfferPress(whom="person").pack()
 logger = logging.getLogger(__name__)
 
 
-def keyboard() -> InlineKeyboardMarkup:
-    """The offer's one button."""
+def keyboard(texts: Texts | None = None) -> InlineKeyboardMarkup:
+    """The offer's one button, in ``texts``' language."""
     button = InlineKeyboardButton(
-        text=customer_texts.ESCALATION_BUTTON, callback_data=CALLBACK_DATA
+        text=customer_texts.shown(texts, customer_texts.ESCALATION_BUTTON),
+        callback_data=CALLBACK_DATA,
     )
     return InlineKeyboardMarkup(inline_keyboard=[[button]])
 
 
-async def send_offer(replies: ReplySender, bot: Bot, chat_id: int) -> bool:
-    """Send the offer (retried as any reply); ``False`` when Telegram did not take it."""
+async def send_offer(
+    replies: ReplySender, bot: Bot, chat_id: int, texts: Texts | None = None
+) -> bool:
+    """Send the offer (retried as any reply) in ``texts``' language; ``False`` when Telegram
+    did not take it."""
+    text = customer_texts.shown(texts, customer_texts.ESCALATION_OFFER)
     try:
-        await replies.send_with_buttons(bot, chat_id, customer_texts.ESCALATION_OFFER, keyboard())
+        await replies.send_with_buttons(bot, chat_id, text, keyboard(texts))
     except (ReplyNotDeliveredError, TelegramAPIError) as error:
         logger.warning("Escalation offer not sent: %s", type(error).__name__)
         return False

@@ -197,12 +197,18 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIden
     settings = app.settings
     try:
         linking = (customer_texts.LINK_COMMAND,) if app.account_linking is not None else ()
-        await bot.set_my_commands(
-            [
-                BotCommand(command=name, description=text)
-                for name, text in (*customer_texts.COMMANDS, *linking)
-            ]
-        )
+        default = settings.language.default_language
+        # The default language's menu for everyone, then one per other enabled language
+        # for the customers whose Telegram is set to it.
+        for code in (default, *(c for c in settings.language.codes if c != default)):
+            texts = app.languages.texts(code)
+            await bot.set_my_commands(
+                [
+                    BotCommand(command=name, description=texts.gettext(text))
+                    for name, text in (*customer_texts.COMMANDS, *linking)
+                ],
+                language_code=None if code == default else code,
+            )
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
         return False

@@ -334,6 +334,12 @@ class TelegramJobRunner:
             text="",
             audit=(offered.to_fields(),),
             person_offer=True,
+            # Sent later, by the delivery: in the conversation's language as it is now.
+            language=(
+                self.languages.decide(stored_language(context))
+                if self.languages is not None
+                else None
+            ),
         )
         return JobReply(reply=entry)
 
@@ -414,7 +420,7 @@ class TelegramJobRunner:
         if blocked:
             logger.info("Escalation offer %s not sent: the customer blocked the bot", reply.turn_id)
             return
-        if await send_offer(self.replies, self.bot, reply.chat_id):
+        if await send_offer(self.replies, self.bot, reply.chat_id, self._texts(reply.language)):
             await self.audit.write_fields(list(reply.audit))
 
     async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> bool:
@@ -485,7 +491,7 @@ class TelegramJobRunner:
         await self.chat.summarise(lease.conversation_key, token=lease.token)
 
     async def _send(self, reply: OutboxEntry) -> bool:
-        keyboard = reply_keyboard(reply.reply_keyboard)
+        keyboard = reply_keyboard(reply.reply_keyboard, self._texts(reply.language))
         try:
             if reply.format == "answer":
                 await self.replies.send_answer(
@@ -530,5 +536,6 @@ def _reply_of(job: QueuedJob, reply: PlainReply) -> JobReply:
             staff=reply.staff,
             card_edit=reply.card_edit,
             reply_keyboard=reply.reply_keyboard,
+            language=reply.language,
         )
     )

@@ -118,6 +118,8 @@ class FakeTelegramServer:
     bot_username: str = "support_test_bot"
     calls: list[ApiCall] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
+    # The menu per ``language_code`` of setMyCommands ("" for the one without a code).
+    commands_by_language: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     webhook: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -621,7 +623,10 @@ class FakeTelegramServer:
         return self._ok(True)
 
     async def _api_setMyCommands(self, params: dict[str, Any]) -> web.Response:
-        self.commands = list(params.get("commands", []))
+        code = str(params.get("language_code") or "")
+        self.commands_by_language[code] = list(params.get("commands", []))
+        if not code:
+            self.commands = self.commands_by_language[code]
         return self._ok(True)
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> web.Response:

@@ -61,6 +61,12 @@ async def test_start_registers_the_command_menu_and_greets(
     running: PollingBot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
     assert [c["command"] for c in telegram.commands] == ["start", "help", "new"]
+    # The default language's menu without a code, English for Telegram set to English.
+    assert telegram.commands[0]["description"] == customer_texts.COMMANDS[0][1]
+    assert set(telegram.commands_by_language) == {"", "en"}
+    english = telegram.commands_by_language["en"]
+    assert [c["command"] for c in english] == ["start", "help", "new"]
+    assert english[0]["description"] == "What the bot can do"
     assert telegram.calls_of("deleteWebhook")
     await telegram.push_message(10, "/start")
     assert await telegram.wait_for_texts(10, 1) == [customer_texts.GREETING]

@@ -3,12 +3,14 @@ workers, and the model over HTTP (the scripted OpenAI-compatible server).
 
 A customer whose Telegram is English and who writes English reads the bot's own texts in
 English (greeting, a failure with its incident code, a card, its buttons and outcome, the
-satisfaction question and its thanks); writing Russian, the same customer reads Russian;
+satisfaction question and its thanks, the offer of a person and its button, the note when a
+handoff went idle, a voice message refused); writing Russian, the same customer reads Russian;
 ``/language`` fixes the choice. The model's request names the language to answer in.
 """
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,6 +36,7 @@ from bot.testing.telegram_stack import TelegramStack, open_application
 pytestmark = pytest.mark.timeout(90)
 
 CHAT = 8300
+STAFF = -1008300
 PREFIX = "lang"
 ORDER = re.compile(r"\b(\d{4})\b")
 
@@ -218,3 +221,87 @@ async def test_language_command_lists_the_choices_and_fixes_one(stack: Stack) ->
 
     assert await stack.say("/language ru", code="ru") == customer_texts.LANGUAGE_CHANGED
     assert await stack.say("/help", code="en") == customer_texts.HELP
+
+
+async def test_a_voice_message_refused_is_refused_in_english(stack: Stack) -> None:
+    en = stack.app.languages.texts("en")
+    # Over VOICE_MAX_SECONDS: refused before any download, in Telegram's language (no words).
+    recording = {"file_id": "long", "file_unique_id": "u-long", "duration": 3600}
+    update = stack.telegram.message_update(CHAT, language_code="en", extra={"voice": recording})
+    await stack.feed(update)
+    [refusal] = await stack.telegram.wait_for_texts(CHAT, 1)
+    assert refusal == en.gettext(customer_texts.VOICE_TOO_LONG)
+    assert refusal.startswith("This voice message is too long for me.")
+
+
+UPSET_EN = "This is terrible, where is my money? Urgent!"
+ANGRY_EN = {
+    "category": "payment",
+    "sentiment": "negative",
+    "urgency": "high",
+    "language": "en",
+    "resolved": False,
+    "summary": "Клиент возмущён: списали деньги, заказа нет.",
+    "next_step": "Проверить платёж.",
+}
+
+
+def respond_upset(body: Any) -> Reply:
+    """As :func:`respond`; every analysis (a ``response_format`` request) angry and urgent."""
+    if "response_format" in body:
+        return text_answer(json.dumps(ANGRY_EN, ensure_ascii=False))
+    return respond(body)
+
+
+async def test_an_english_customer_is_offered_a_person_and_told_the_idle_note_in_english(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    bot: Bot,
+) -> None:
+    telegram.make_forum(STAFF)
+    openai_server.responder = respond_upset
+    settings = stack_settings(
+        telegram,
+        openai_server,
+        redis_server.url,
+        prefix=PREFIX,
+        STREAMING="off",
+        STAFF_CHAT_ID=STAFF,
+        CSAT="off",
+        # The sweeper ends the handoff once nobody wrote for 0.6 s.
+        HANDOFF_IDLE_MINUTES=0.01,
+        FLOOD_BURST=100,
+    )
+    async with open_application(settings) as app:
+        stack = Stack(app, bot, telegram, openai_server)
+        en = app.languages.texts("en")
+        async with stack.running(sweep=True):
+            assert await stack.say(UPSET_EN) == f"Answer: {UPSET_EN}"
+            await telegram.wait_for(lambda: len(telegram.keyboards(CHAT)) == 1)
+            [(offer_id, offer, keyboard)] = telegram.keyboards(CHAT)
+            assert offer == en.gettext(customer_texts.ESCALATION_OFFER)
+            assert offer.startswith("It looks like something went wrong")
+            [[button]] = keyboard
+            assert button["text"] == "Call a support agent"
+
+            await stack.press(offer_id, button["callback_data"])
+            await telegram.wait_for(lambda: bool(stack.edits(offer_id)))
+            assert stack.edits(offer_id) == ["You asked for a support agent."]
+            waiting = en.gettext(customer_texts.OPERATOR_WAITING)
+            await telegram.wait_for(
+                lambda: any(text.startswith(waiting) for text in telegram.sent_texts(CHAT))
+            )
+
+            idle_note = en.gettext(customer_texts.HANDOFF_IDLE_NOTE)
+            assert idle_note.startswith("The conversation with the support agent has ended")
+            await telegram.wait_for(lambda: idle_note in telegram.sent_texts(CHAT))
+            assert customer_texts.HANDOFF_IDLE_NOTE not in telegram.sent_texts(CHAT)
+
+
+async def test_operator_without_a_staff_group_names_the_hours_in_english(stack: Stack) -> None:
+    en = stack.app.languages.texts("en")
+    answer = await stack.say("/operator")
+    assert answer.startswith(en.gettext(customer_texts.OPERATOR_OFF) + "\n\nSupport is ")
+    assert "Schedule (" in answer
+    assert "Monday: " in answer

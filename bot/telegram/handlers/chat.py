@@ -122,7 +122,7 @@ async def run_turn(
             handoff_state=handoff.state(job) if handoff is not None else "bot",
         ):
             # The draft shows the answer as it is written; no "typing" besides it.
-            async with drafts.publisher(bot, chat_id) as publisher:
+            async with drafts.publisher(bot, chat_id, texts) as publisher:
                 try:
                     reply = await chat_service.reply(
                         context,
@@ -184,6 +184,7 @@ async def _after_failure(
             trigger="failed_turns",
             text=f"{failure.text}\n\n{customer_texts.shown(texts, customer_texts.FAILED_HANDOFF)}",
             audit=failure.audit,
+            texts=texts,
         )
     except (RedisError, ChatServiceError):
         # The failure itself is still told (and audited) the usual way.

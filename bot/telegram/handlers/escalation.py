@@ -29,7 +29,7 @@ async def on_offer_press(
     callback: CallbackQuery,
     job: JobContext,
     handoff: HandoffService | None = None,
-    operator_unavailable: Callable[[], str] | None = None,
+    operator_unavailable: Callable[[Texts | None], str] | None = None,
     texts: Texts | None = None,
 ) -> JobResult | None:
     """Open the handoff and remove the button (its message edited); else change nothing.
@@ -42,10 +42,17 @@ async def on_offer_press(
     if offer.chat.type != ChatType.PRIVATE or callback.from_user.id != offer.chat.id:
         logger.info("Escalation press by someone other than the customer: nothing done")
         return None
-    pressed = CardEdit(message_id=offer.message_id, text=customer_texts.ESCALATION_PRESSED)
+    pressed = CardEdit(
+        message_id=offer.message_id,
+        text=customer_texts.shown(texts, customer_texts.ESCALATION_PRESSED),
+    )
     if handoff is None:
         # The offer was made while a staff group was configured; nobody to call now.
-        text = operator_unavailable() if operator_unavailable else customer_texts.OPERATOR_OFF
+        text = (
+            operator_unavailable(texts)
+            if operator_unavailable
+            else customer_texts.shown(texts, customer_texts.OPERATOR_OFF)
+        )
         return PlainReply(text=text, card_edit=pressed)
     if handoff.state(job) != "bot":
         return PlainReply(
@@ -59,6 +66,7 @@ async def on_offer_press(
         trigger="analysis",
         text=customer_texts.shown(texts, customer_texts.OPERATOR_WAITING),
         card_edit=pressed,
+        texts=texts,
     )
 
 

@@ -43,12 +43,16 @@ async def operator(
     message: Message,
     job: JobContext,
     handoff: HandoffService | None = None,
-    operator_unavailable: Callable[[], str] | None = None,
+    operator_unavailable: Callable[[Texts | None], str] | None = None,
     texts: Texts | None = None,
 ) -> JobResult:
     """The customer asks for a person (without a staff group: the hours, as the demo model says)."""
     if handoff is None:
-        text = operator_unavailable() if operator_unavailable else customer_texts.OPERATOR_OFF
+        text = (
+            operator_unavailable(texts)
+            if operator_unavailable
+            else customer_texts.shown(texts, customer_texts.OPERATOR_OFF)
+        )
         return PlainReply(text=text)
     if handoff.state(job) != "bot":
         return PlainReply(text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
@@ -58,6 +62,7 @@ async def operator(
         customer_of(message),
         trigger="command",
         text=customer_texts.shown(texts, customer_texts.OPERATOR_WAITING),
+        texts=texts,
     )
 
 

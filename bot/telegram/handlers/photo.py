@@ -70,7 +70,8 @@ async def photo_message(
     if photos.caption_refused(text):
         # Said before any download; the turn would refuse it as too long anyway.
         return PlainReply(
-            text=customer_texts.PHOTO_CAPTION_TOO_LONG, staff=(copy,) if waiting else ()
+            text=customer_texts.shown(texts, customer_texts.PHOTO_CAPTION_TOO_LONG),
+            staff=(copy,) if waiting else (),
         )
     if album.late and photo_keeper is not None:
         # The album had its answer: a second one would answer one message twice.
@@ -87,7 +88,7 @@ async def photo_message(
         )
     images, refusal = await _look(photos, bot, album)
     if not images:
-        text = _refusal_text(refusal, staff=handoff is not None)
+        text = customer_texts.shown(texts, _refusal_text(refusal, staff=handoff is not None))
         # Staff following a waiting chat see the photo themselves.
         return PlainReply(text=text, staff=(copy,) if waiting else ())
     return await run_turn(

@@ -60,7 +60,7 @@ async def voice_message(
     async with TypingIndicator(bot, message.chat.id, delay=TYPING_DELAY_SECONDS):
         heard = await voice.hear_for_turn(bot, message)
     if isinstance(heard, VoiceRefusal):
-        text = _REFUSALS[heard]
+        text = customer_texts.shown(texts, _REFUSALS[heard])
         if handoff is not None and handoff.state(job) == "waiting":
             # Staff following a waiting chat hear the voice message themselves.
             copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
