@@ -108,21 +108,8 @@ def _graph(runtime_only: bool = False) -> dict[str, set[str]]:
     return graph
 
 
-def test_no_import_points_up_a_floor() -> None:
-    """Every import goes to the importer's floor or below (``tools`` never imports ``bot``)."""
-    graph = _graph()
-    up = sorted(
-        f"{source} -> {target}"
-        for source, targets in graph.items()
-        for target in targets
-        if FLOORS[target.split(".")[0]] > FLOORS[source.split(".")[0]]
-    )
-    assert up == []
-
-
-def test_no_cycle_between_modules() -> None:
-    """No module imports itself through others at run time (a depth-first search)."""
-    graph = _graph(runtime_only=True)
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first search over ``graph`` meets (empty: none)."""
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
 
@@ -138,7 +125,24 @@ def test_no_cycle_between_modules() -> None:
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_points_up_a_floor() -> None:
+    """Every import goes to the importer's floor or below (``tools`` never imports ``bot``)."""
+    graph = _graph()
+    up = sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if FLOORS[target.split(".")[0]] > FLOORS[source.split(".")[0]]
+    )
+    assert up == []
+
+
+def test_no_cycle_between_modules() -> None:
+    """No module imports itself through others at run time (a depth-first search)."""
+    assert _cycles(_graph(runtime_only=True)) == []
 
 
 def _part(module: str) -> str | None:
@@ -178,23 +182,7 @@ def test_no_import_points_up_a_floor_inside_bot() -> None:
 
 def test_no_cycle_between_parts_of_bot() -> None:
     """No part of ``bot/`` imports itself through other parts at run time."""
-    graph = _bot_parts(runtime_only=True)
-    state: dict[str, int] = {}
-    cycles: list[list[str]] = []
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for target in sorted(graph[node]):
-            if state.get(target) == 1:
-                cycles.append([*path[path.index(target) :], target])
-            elif target not in state:
-                visit(target, [*path, target])
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
-    assert cycles == []
+    assert _cycles(_bot_parts(runtime_only=True)) == []
 
 
 def test_the_composition_root_sits_under_the_front_ends() -> None:
