@@ -158,6 +158,10 @@ class ChatService:
             self._instruction = self.prompt.render()
         self._summaries_in_background = BackgroundSummaries(self._summarise_unheld)
 
+    def instruction(self, language: str | None) -> str:
+        """The system prompt a turn in ``language`` sends (the default language's otherwise)."""
+        return self._instructions.get(language or "", self._instruction)
+
     async def reply(
         self,
         context: TurnContext,
@@ -374,7 +378,7 @@ class ChatService:
         session = locked.session or ConversationSession.start(
             context.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
         )
-        instruction = self._instructions.get(context.language or "", self._instruction)
+        instruction = self.instruction(context.language)
         prepared = self.window.prepare(instruction, session.summary, session.messages, question)
         messages = prepared.messages
         if turn_input.images:
