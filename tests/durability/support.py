@@ -1,8 +1,11 @@
-"""Real ``python -m bot`` processes on a private Redis, for the durability suite.
+"""Real bot processes on a private Redis, for the durability suite.
 
-Every process starts in an empty directory with a clean environment (no
-developer ``.env`` leaks in), logs to a file of the test, and talks to the
-fake Bot API and the scripted model server running in the test's process.
+Each is ``python -m bot <mode>`` forked from a parent that already imported the
+bot (:mod:`bot.testing.warm_process`): what these tests claim happens after the
+imports, which would otherwise cost each start seconds of CPU. Every process
+starts in an empty directory with a clean environment (no developer ``.env``
+leaks in), logs to a file of the test, and talks to the fake Bot API and the
+scripted model server running in the test's process.
 
 Leases are short here (:data:`LEASE_SECONDS`, 3 s instead of the production
 15 s) so that a takeover after a crash costs the suite seconds, not minutes;
@@ -12,7 +15,6 @@ the claim interval follows the lease (a third of it).
 import asyncio
 import contextlib
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from bot.testing.pool_stop import unblock_reads
 from bot.testing.redis_server import free_port
 from bot.testing.settings import child_environment, stack_env
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
+from bot.testing.warm_process import WarmLauncher, WarmProcess
 
 PREFIX = "dur"
 STREAM = f"{PREFIX}:audit"
@@ -60,7 +63,7 @@ class BotProcess:
     name: str
     mode: Mode
     port: int
-    process: asyncio.subprocess.Process
+    process: WarmProcess
     log_path: Path
     log_file: IO[bytes]
 
@@ -123,6 +126,7 @@ class Cluster:
     redis_url: str
     env: dict[str, str] = field(default_factory=dict)
     processes: list[BotProcess] = field(default_factory=list)
+    launcher: WarmLauncher = field(default_factory=WarmLauncher)
 
     def environment(self, port: int, extra: Mapping[str, str]) -> dict[str, str]:
         """The child's whole environment."""
@@ -155,15 +159,8 @@ class Cluster:
         workdir.mkdir()
         log_path = self.tmp_path / f"{name}.log"
         log_file = log_path.open("wb")
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
-            mode,
-            cwd=workdir,
-            env=self.environment(port, extra),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log_file,
+        process = await self.launcher.start(
+            [mode], cwd=workdir, env=self.environment(port, extra), log_path=log_path
         )
         child = BotProcess(name, mode, port, process, log_path, log_file)
         self.processes.append(child)

@@ -30,6 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot import customer_texts
+from bot.language.catalogs import Catalogs
+from bot.language.detect import LanguagePolicy
 from bot.queue.admission import IntakeVerdict
 from bot.sessions.models import ConversationSession
 from bot.storage.keys import telegram_conversation
@@ -105,6 +107,11 @@ def _entities(draw: st.DrawFn, text: str) -> list[dict[str, Any]]:
             max_size=3,
         )
     )
+
+
+# The stack runs the default LANGUAGES and DEFAULT_LANGUAGE.
+LANGUAGES = LanguagePolicy(languages=("ru", "en"), default="ru")
+CATALOGS = Catalogs()
 
 
 @st.composite
@@ -213,14 +220,18 @@ async def test_any_update_is_answered_once_or_ignored_and_the_session_stays_read
         assert len(sent) == 1
         if not text:
             body = update["message"]
-            expected = (
+            message = (
                 customer_texts.PHOTO
                 if "photo" in body
                 else customer_texts.STICKER
                 if "sticker" in body
                 else customer_texts.NON_TEXT
             )
-            assert sent[0].params["text"] == expected
+            # A caption's letters choose the language as a text's do ("AAA": English).
+            language = LANGUAGES.decide(
+                stored=None, chosen=False, text=body.get("caption"), telegram_code=None
+            )
+            assert sent[0].params["text"] == CATALOGS.texts(language).gettext(message)
 
 
 def _corpus() -> list[dict[str, Any]]:
