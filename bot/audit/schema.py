@@ -246,12 +246,25 @@ class StreamRecord:
         return cls(**{name: layout.read(fields) for name, layout in _layouts(cls)})
 
 
-def _layouts(record: StreamRecord | type[StreamRecord]) -> Iterator[tuple[str, _Layout]]:
+def _layouts(record: StreamRecord | type[StreamRecord]) -> tuple[tuple[str, _Layout], ...]:
+    # Per class, once: a turn writes three entries of a dozen fields each.
+    kind = record if isinstance(record, type) else type(record)
+    found = _LAYOUTS.get(kind)
+    if found is None:
+        found = tuple(_layouts_of(kind))
+        _LAYOUTS[kind] = found
+    return found
+
+
+def _layouts_of(record: type[StreamRecord]) -> Iterator[tuple[str, _Layout]]:
     for declared in fields(record):
         layout = declared.metadata.get(_LAYOUT)
         if not isinstance(layout, _Layout):
             raise TypeError(f"{declared.name} of {record} has no stream field metadata")
         yield declared.name, layout
+
+
+_LAYOUTS: dict[type[StreamRecord], tuple[tuple[str, _Layout], ...]] = {}
 
 
 def _searched(entry: "ToolAuditEntry") -> bool:

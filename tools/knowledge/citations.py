@@ -63,14 +63,30 @@ class CitationCheck:
 
     def __init__(self, article_urls: Callable[[], Iterable[str]]) -> None:
         self._article_urls = article_urls
+        # The hosts and pages of the last URLs seen: parsed again only when they change.
+        self._parsed: tuple[tuple[str, ...], frozenset[str], frozenset[str]] = (
+            (),
+            frozenset(),
+            frozenset(),
+        )
+
+    def _hosts_and_pages(self) -> tuple[frozenset[str], frozenset[str]]:
+        urls = tuple(self._article_urls())
+        seen, hosts, known = self._parsed
+        if urls != seen:
+            hosts = frozenset(host for host in map(_host, urls) if host)
+            known = frozenset(_normal(url) for url in urls)
+            self._parsed = (urls, hosts, known)
+        return hosts, known
 
     def __call__(self, text: str) -> CheckedText:
         """``text`` without links to help-center pages that do not exist."""
-        urls = tuple(self._article_urls())
-        hosts = frozenset(host for host in map(_host, urls) if host)
+        # Most answers hold no link at all: nothing to parse.
+        if "://" not in text:
+            return CheckedText(text=text, removed=0)
+        hosts, known = self._hosts_and_pages()
         if not hosts:
             return CheckedText(text=text, removed=0)
-        known = frozenset(_normal(url) for url in urls)
         removed = 0
 
         def invented(url: str) -> bool:

@@ -50,10 +50,21 @@ class LuaScript:
         """``ARGV``, in order."""
         return [_encoded(getattr(self, name)) for name in self._fields_of(_Role.ARGV)]
 
-    def _fields_of(self, role: _Role) -> list[str]:
-        return [
-            field.name for field in fields(self) if role in getattr(field.type, "__metadata__", ())
-        ]
+    def _fields_of(self, role: _Role) -> tuple[str, ...]:
+        # Per class, once: a turn runs a handful of scripts, each call used to walk its fields.
+        script = type(self)
+        names = _FIELD_NAMES.get((script, role))
+        if names is None:
+            names = tuple(
+                field.name
+                for field in fields(self)
+                if role in getattr(field.type, "__metadata__", ())
+            )
+            _FIELD_NAMES[(script, role)] = names
+        return names
+
+
+_FIELD_NAMES: dict[tuple[type[LuaScript], _Role], tuple[str, ...]] = {}
 
 
 class Scripts:
