@@ -8,7 +8,6 @@ JSON logs are read from a real ``python -m bot`` process's stderr.
 import asyncio
 import json
 import signal
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -20,6 +19,7 @@ from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
+from bot.testing.warm_process import WarmLauncher
 from tests.telegram.test_process import child_env
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -117,11 +117,12 @@ async def test_json_logs_parse_carry_the_turn_context_and_no_text(
     answer = "Тайный ответ модели"
     async with ScriptedOpenAIServer() as model:
         model.script(text_answer(answer), error(500))
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
+        # Forked after the imports (bot.testing.warm_process): the claim is about its logs.
+        log_path = tmp_path / "bot.log"
+        process = await WarmLauncher().start(
+            [],
             cwd=tmp_path,
+            log_path=log_path,
             env=child_env(
                 TELEGRAM_BOT_TOKEN=TEST_TOKEN,
                 TELEGRAM_API_BASE_URL=telegram.base_url,
@@ -134,8 +135,6 @@ async def test_json_logs_parse_carry_the_turn_context_and_no_text(
                 AUDIT_HMAC_KEY=key,
                 LOG_FORMAT="json",
             ),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
         )
         try:
             await telegram.wait_for(lambda: telegram.received("getUpdates") > 0, within=60)
@@ -145,13 +144,14 @@ async def test_json_logs_parse_carry_the_turn_context_and_no_text(
             await telegram.wait_for_texts(30, 2, within=30)
             process.send_signal(signal.SIGTERM)
             async with asyncio.timeout(20):
-                _, stderr = await process.communicate()
+                await process.wait()
         finally:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-    assert process.returncode == 0, stderr.decode()
-    lines = [line for line in stderr.decode().splitlines() if line.strip()]
+    log = log_path.read_text(encoding="utf-8")
+    assert process.returncode == 0, log
+    lines = [line for line in log.splitlines() if line.strip()]
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all({"time", "level", "logger", "message"} <= set(record) for record in records)
     assert any("starting (polling)" in record["message"] for record in records)
@@ -161,7 +161,6 @@ async def test_json_logs_parse_carry_the_turn_context_and_no_text(
         assert record["chat"] == chat_pseudonym("30", key.encode())
         assert record["turn_id"]
     assert any(record["level"] == "WARNING" for record in failed)
-    log = stderr.decode()
     for private in (question, answer, "sk-test-do-not-log", TEST_TOKEN.split(":")[1], key):
         assert private not in log
     assert '"chat_id"' not in log

@@ -30,6 +30,7 @@ from bot.testing.pool_stop import until_stopped
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.settings import child_environment, make_settings, stack_env
 from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
+from bot.testing.warm_process import WarmLauncher
 
 
 def child_env(**env: Any) -> dict[str, str]:
@@ -201,17 +202,16 @@ async def test_sigterm_lets_the_turn_in_flight_finish_then_exits_0(
 
     async with ScriptedOpenAIServer() as model:
         model.responder = slow
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
+        # Forked after the imports (bot.testing.warm_process): the claim is about the stop.
+        log_path = tmp_path / "bot.log"
+        process = await WarmLauncher().start(
+            [],
             cwd=tmp_path,
             env=child_env(
                 TELEGRAM_BOT_TOKEN=TEST_TOKEN,
                 **stack_env(telegram, model, redis_server.url, prefix="proc"),
             ),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
+            log_path=log_path,
         )
         try:
             await telegram.wait_for(lambda: telegram.received("getUpdates") > 0, within=60)
@@ -224,16 +224,16 @@ async def test_sigterm_lets_the_turn_in_flight_finish_then_exits_0(
             await asyncio.sleep(0.3)
             release.set()
             assert await telegram.wait_for_texts(30, 1) == ["Ответ после паузы."]
-            exiting = asyncio.ensure_future(process.communicate())
+            exiting = asyncio.ensure_future(process.wait())
             async with asyncio.timeout(20):
                 # The process exits once its worker's blocking read returns: it returns now.
-                _, stderr = await until_stopped(exiting, RedisSettings(REDIS_URL=redis_server.url))
+                await until_stopped(exiting, RedisSettings(REDIS_URL=redis_server.url))
         finally:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-    assert process.returncode == 0, stderr.decode()
-    log = stderr.decode()
+    log = log_path.read_text(encoding="utf-8")
+    assert process.returncode == 0, log
     assert "Bot @support_test_bot starting (polling)" in log
     assert TEST_TOKEN.split(":")[1] not in log
 
