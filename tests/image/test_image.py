@@ -8,7 +8,9 @@ image lacks.
 """
 
 import asyncio
+import fcntl
 import json
+import pickle
 import signal
 import subprocess
 import time
@@ -26,9 +28,24 @@ START_WITHIN_SECONDS = 90.0
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
-    """The image's file set, built once for this module."""
-    return reproduce_image(PROJECT, tmp_path_factory.mktemp("image"))
+def image(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Image:
+    """The image's file set, built once per run: the first of the workers builds, the rest wait.
+
+    Building runs pip (seconds of CPU); the tests only read the files it leaves.
+    """
+    if worker_id == "master":
+        return reproduce_image(PROJECT, tmp_path_factory.mktemp("image"))
+    # The directory of this run that every xdist worker's own temporary directory is in.
+    shared = tmp_path_factory.getbasetemp().parent
+    with (shared / "image.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = shared / "image.pickle"
+        if not built.exists():
+            workspace = shared / "image"
+            workspace.mkdir()
+            built.write_bytes(pickle.dumps(reproduce_image(PROJECT, workspace)))
+        image: Image = pickle.loads(built.read_bytes())  # noqa: S301 - written just above, this run
+    return image
 
 
 def test_the_image_answers_help(image: Image) -> None:
