@@ -62,6 +62,7 @@ from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, Queu
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
 from bot.sessions.pending import ActionCard
+from bot.storage.due_set import schedule_together
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.callbacks import unpack
 from bot.telegram.escalation_offer import send_offer
@@ -395,9 +396,13 @@ class TelegramJobRunner:
         idle = [part for part in (self.feedback, self.analysis) if part is not None]
         if not idle:
             return
-        # Side by side: one round trip's wait for both schedules (neither ever raises).
         if reply.format == "answer":
-            await asyncio.gather(*(part.answered(conversation_key) for part in idle))
+            # Both schedules in one pipeline: one round trip (never raises).
+            due = [
+                self.feedback.due_after_answer(conversation_key) if self.feedback else None,
+                self.analysis.due_after_answer(conversation_key) if self.analysis else None,
+            ]
+            await schedule_together([entry for entry in due if entry is not None])
         elif any(
             fields.get(TYPE) == EntryType.HANDOFF and fields.get("event") == "closed"
             for fields in reply.audit

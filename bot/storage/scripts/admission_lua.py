@@ -71,20 +71,32 @@ local function needs_signal(queued)
   if queued > 0 and redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
   return 0
 end
+-- The queue had room: the "full" mark goes, and the signal is decided. One EXISTS asks for
+-- the lease and the mark together; only when either is there does the mark's DEL follow
+-- (its answer tells the two apart), so an idle chat without the mark pays one command.
+local function had_room(queued)
+  queued = queued or redis.call('LLEN', KEYS[2])
+  local held = redis.call('EXISTS', KEYS[3], KEYS[7])
+  if held > 0 then held = held - redis.call('DEL', KEYS[7]) end
+  if queued > 0 and held == 0 then return 1 end
+  return 0
+end
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   return {'duplicate', needs_signal()}
 end
 local cap = tonumber(ARGV[11])
+local before = nil
 if cap > 0 then
-  local queued = redis.call('LLEN', KEYS[2])
-  if queued >= cap then
+  before = redis.call('LLEN', KEYS[2])
+  if before >= cap then
     if ARGV[12] ~= '' and redis.call('SET', KEYS[7], '1', 'NX', 'EX', ARGV[13]) then
       return {'full_warn', needs_signal(redis.call('RPUSH', KEYS[2], ARGV[12]))}
     end
-    return {'full_quiet', needs_signal(queued)}
+    return {'full_quiet', needs_signal(before)}
   end
-  redis.call('DEL', KEYS[7])
 end
+local signal = needs_signal
+if cap > 0 then signal = had_room end
 local verdict = 'ok'
 if ARGV[5] == '1' then
   local at = message_time(tonumber(ARGV[14]), tonumber(ARGV[15]))
@@ -101,7 +113,8 @@ if ARGV[5] == '1' then
     end
   end
 end
-local queued = nil
+-- Nothing queued: the length read for the cap still holds (the script is atomic).
+local queued = before
 if verdict == 'ok' then
   queued = redis.call('RPUSH', KEYS[2], ARGV[2])
 elseif verdict == 'rate_warn' then
@@ -109,7 +122,7 @@ elseif verdict == 'rate_warn' then
 elseif verdict == 'daily_warn' then
   queued = redis.call('RPUSH', KEYS[2], ARGV[4])
 end
-return {verdict, needs_signal(queued)}
+return {verdict, signal(queued)}
 """
     )
 
