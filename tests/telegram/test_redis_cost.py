@@ -28,7 +28,7 @@ from tests.queue.echo_pool import wait_until_redis
 
 PREFIX = "cost"
 CHAT = 731_904_552
-TELEGRAM_TURN_MOST_COMMANDS = 55
+TELEGRAM_TURN_MOST_COMMANDS = 54
 """Measured after issue 36's changes (92 before them, 58 before the second round), handoff
 off (with a staff chat the commit also ends the failed-turn streak: one more); the goal of
 40 is not met without moving keys between slots (bench/README.md)."""
@@ -95,7 +95,7 @@ class TurnCommands:
         return len(self.top_level) + len(self.inside_scripts)
 
 
-async def test_a_two_tool_telegram_turn_in_an_idle_chat_runs_at_most_55_commands(
+async def test_a_two_tool_telegram_turn_in_an_idle_chat_runs_at_most_54_commands(
     running: PollingBot, telegram: FakeTelegramServer, own_redis_server: RedisServer
 ) -> None:
     # Two turns first: the scripts are cached, the audit index, the minute and the chat exist.
