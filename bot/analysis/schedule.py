@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bot.analysis.model import RequestAnalysis
 from bot.sessions.models import ConversationSession
 from bot.storage.connection import AsyncRedisClient
-from bot.storage.due_set import DueSet
+from bot.storage.due_set import DueEntry, DueSet, schedule_together
 from bot.storage.keys import RedisKeys
 from bot.storage.scripts.analysis import BeginAnalysis
 from bot.storage.scripts.base import Scripts
@@ -87,9 +87,11 @@ class AnalysisSchedule:
 
         Never raises: the answer went out either way.
         """
-        await self._due_set.schedule(
-            conversation_key, self._now_ms() + int(self.idle_seconds * 1000)
-        )
+        await schedule_together([self.due_after_answer(conversation_key)])
+
+    def due_after_answer(self, conversation_key: str) -> DueEntry:
+        """What :meth:`answered` writes, to write it with other schedules in one round trip."""
+        return self._due_set.due(conversation_key, self._now_ms() + int(self.idle_seconds * 1000))
 
     async def handoff_closed(self, conversation_key: str) -> None:
         """A handoff ended: the conversation is idle now. Never raises."""

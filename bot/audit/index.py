@@ -12,8 +12,8 @@ entries and, in the same call and the same cluster slot, records (see
   histogram buckets for every time and token count that ``stats`` gives
   percentiles of (so a percentile is the bucket's upper bound, within
   :data:`BUCKET_GROWTH` of the true value; the maximum is exact);
-- when each tool, status and outcome was last seen (a filter that names none
-  of them finds nothing, at once).
+- when each tool, status and outcome was last seen, to the end of its minute
+  (a filter that names none of them finds nothing, at once).
 
 Nothing in it holds text or arguments: ids, names, categories and numbers.
 The script marks the turn first (``SET NX``), so a repeated write changes

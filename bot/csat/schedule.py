@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from bot.audit.feedback import AnsweredBy
 from bot.sessions.models import ConversationSession
 from bot.storage.connection import AsyncRedisClient, text_of
-from bot.storage.due_set import DueSet
+from bot.storage.due_set import DueEntry, DueSet, schedule_together
 from bot.storage.keys import RedisKeys, telegram_chat_id
 from bot.storage.scripts.base import Scripts
 from bot.storage.scripts.csat import Ask, RecordPress
@@ -112,10 +112,17 @@ class CsatSchedule:
 
         Private Telegram chats only; never raises (the answer went out either way).
         """
+        entry = self.due_after_answer(conversation_key)
+        if entry is not None:
+            await schedule_together([entry])
+
+    def due_after_answer(self, conversation_key: str) -> DueEntry | None:
+        """What :meth:`answered` writes, to write it with other schedules in one round trip
+        (``None``: no question in this conversation)."""
         if not _private(conversation_key):
-            return
+            return None
         due = self._now_ms() + int(self.policy.after_idle_seconds * 1000)
-        await self._due.schedule(conversation_key, due)
+        return self._due.due(conversation_key, due)
 
     async def handoff_closed(self, conversation_key: str) -> None:
         """A handoff ended: a person answered; the question is due now. Never raises."""

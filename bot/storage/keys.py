@@ -356,7 +356,8 @@ class AuditIndexKeys:
 
     @property
     def names(self) -> str:
-        """Hash: ``tool:<name>``, ``status:<status>``, ``outcome:<outcome>`` -> last seen ms."""
+        """Hash: ``tool:<name>``, ``status:<status>``, ``outcome:<outcome>`` -> last seen ms
+        (the end of the minute it was last seen in: written once a minute per name)."""
         return f"{self.base}:names"
 
     @property
@@ -375,7 +376,7 @@ class AuditIndexKeys:
         return f"{self.base}:m:"
 
     def minute(self, minute: int) -> str:
-        """Hash: one minute's counts and histogram buckets."""
+        """Hash: one minute's counts and histogram buckets (``n|<name>``: entries naming it)."""
         return f"{self.minute_prefix}{minute}"
 
     def minute_chats(self, minute: int) -> str:

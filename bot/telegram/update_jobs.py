@@ -62,6 +62,7 @@ from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, Queu
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
 from bot.sessions.pending import ActionCard
+from bot.storage.due_set import schedule_together
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.callbacks import unpack
 from bot.telegram.escalation_offer import send_offer
@@ -380,25 +381,35 @@ class TelegramJobRunner:
                 await self.chat.mark_undelivered(lease.conversation_key, lease.token, reply.turn_id)
             except ChatServiceError:
                 logger.warning("Turn %s: could not mark its answer undelivered", reply.turn_id)
-        if reply.audit or card_audit:
-            await self.audit.write_fields(
+        answered = delivered and not blocked and reply.format == "answer"
+        # The audit and an answer's schedules are independent writes of other slots, and
+        # neither raises: side by side, one round trip's wait for both.
+        await asyncio.gather(
+            self.audit.write_fields(
                 [_with_delivery(fields, delivered) for fields in (*reply.audit, *card_audit)]
             )
+            if reply.audit or card_audit
+            else _nothing(),
+            self._schedule_answered(lease.conversation_key) if answered else _nothing(),
+        )
         if reply.staff and self.desk is not None:
             await self.desk.perform(lease.conversation_key, reply)
-        if delivered and not blocked:
+        if delivered and not blocked and not answered:
             await self._schedule_idle(lease.conversation_key, reply)
 
+    async def _schedule_answered(self, conversation_key: str) -> None:
+        """After the bot's answer the question and the analysis are due after the idle time:
+        both schedules in one pipeline, one round trip (never raises)."""
+        due = [
+            self.feedback.due_after_answer(conversation_key) if self.feedback else None,
+            self.analysis.due_after_answer(conversation_key) if self.analysis else None,
+        ]
+        await schedule_together([entry for entry in due if entry is not None])
+
     async def _schedule_idle(self, conversation_key: str, reply: OutboxEntry) -> None:
-        """After the bot's answer the question and the analysis are due after the idle time;
-        after a closed handoff, now."""
+        """After a closed handoff the question and the analysis are due now."""
         idle = [part for part in (self.feedback, self.analysis) if part is not None]
-        if not idle:
-            return
-        # Side by side: one round trip's wait for both schedules (neither ever raises).
-        if reply.format == "answer":
-            await asyncio.gather(*(part.answered(conversation_key) for part in idle))
-        elif any(
+        if idle and any(
             fields.get(TYPE) == EntryType.HANDOFF and fields.get("event") == "closed"
             for fields in reply.audit
         ):
@@ -539,3 +550,7 @@ def _reply_of(job: QueuedJob, reply: PlainReply) -> JobReply:
             language=reply.language,
         )
     )
+
+
+async def _nothing() -> None:
+    """An awaitable that does nothing (a write not due this time)."""

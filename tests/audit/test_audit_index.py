@@ -185,16 +185,18 @@ def test_the_index_forgets_what_the_stream_no_longer_holds(
 ) -> None:
     _turn(sync_redis, "OLDTURN001", chat="1", tools=("get_return_policy",))
     _turn(sync_redis, "OLDTURN002", chat="2")
-    # Names are kept while last seen at or after the first kept entry's millisecond.
     time.sleep(0.005)
     _turn(sync_redis, "KEPTTURN01", chat="2")
-    # A minute long gone from the stream, as an older write left it.
+    # A minute long gone from the stream, and a name last seen in it, as an older write left them.
     sync_redis.zadd(INDEX.minutes, {"1": 1})
     sync_redis.hset(INDEX.minute(1), "entries", "5")
+    sync_redis.hset(INDEX.names, "tool:gone_tool", "60001")
     kept_id = (sync_redis.xrange(STREAM) or [])[4][0]
     sync_redis.xtrim(STREAM, minid=kept_id, approximate=False)
 
     _turn(sync_redis, "NEXTTURN01", chat="3")
+    # Ordered by millisecond: the next turns come after (a tie would order them by id).
+    time.sleep(0.005)
     # The index is trimmed when a minute opens and every TRIM_EVERY_ENTRIES entries of one.
     for number in range(TRIM_EVERY_ENTRIES):
         if not sync_redis.hexists(INDEX.turns, "OLDTURN001"):
@@ -212,8 +214,14 @@ def test_the_index_forgets_what_the_stream_no_longer_holds(
     assert sync_redis.hget(INDEX.chats, "2") == "KEPTTURN01"
     assert sync_redis.exists(INDEX.minute(1)) == 0
     assert "1" not in sync_redis.zrange(INDEX.minutes, 0, -1)
-    assert sync_redis.hget(INDEX.names, "tool:get_return_policy") is None
+    # Names are kept while last seen (to the end of its minute) at or after the first
+    # kept entry: one of the stream's current minute stays until that minute goes.
+    assert sync_redis.hget(INDEX.names, "tool:gone_tool") is None
     assert sync_redis.hget(INDEX.names, "tool:get_order_status") is not None
+    last_seen = int(sync_redis.hget(INDEX.names, "tool:get_return_policy") or 0)
+    assert last_seen >= int(str(kept_id).split("-")[0])
+    assert last_seen % 60_000 == 59_999
+    # The filter finds nothing all the same (the stream is read, not only the names).
     assert main(["tail", "--tool", "get_return_policy"]) == 1
     assert "nothing found" in capsys.readouterr().err
 

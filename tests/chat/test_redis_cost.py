@@ -23,8 +23,9 @@ from bot.testing.settings import make_settings
 from turn import TurnContext, new_turn_id
 
 PREFIX = "cost"
-ENGINE_TURN_MOST_COMMANDS = 30
-"""Issue 36's goal for a two-tool engine turn (52 before it)."""
+ENGINE_TURN_MOST_COMMANDS = 22
+"""Measured (issue 36's goal for a two-tool engine turn is 30; 52 before it, 23 before the
+audit index wrote a name's last sighting once a minute)."""
 ENGINE_TURN_SCRIPTS = 3
 """Lease and load, commit and release, the audit (4 before: the release was its own)."""
 
@@ -71,7 +72,7 @@ async def app(own_redis_server: RedisServer, openai_server: ScriptedOpenAIServer
     await application.aclose()
 
 
-async def test_a_two_tool_console_turn_runs_at_most_30_commands_in_redis(
+async def test_a_two_tool_console_turn_runs_at_most_22_commands_in_redis(
     app: Application, own_redis_server: RedisServer
 ) -> None:
     stats = aioredis.Redis.from_url(own_redis_server.url)

@@ -71,19 +71,35 @@ local function needs_signal(queued)
   if queued > 0 and redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
   return 0
 end
+-- The queue had room: the "full" mark goes, and the signal is decided. One EXISTS asks for
+-- the lease and the mark together; only when either is there does the mark's DEL follow
+-- (its answer tells the two apart), so an idle chat without the mark pays one command.
+local function had_room(queued)
+  queued = queued or redis.call('LLEN', KEYS[2])
+  local held = redis.call('EXISTS', KEYS[3], KEYS[7])
+  if held > 0 then held = held - redis.call('DEL', KEYS[7]) end
+  if queued > 0 and held == 0 then return 1 end
+  return 0
+end
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   return {'duplicate', needs_signal()}
 end
 local cap = tonumber(ARGV[11])
+local signal = needs_signal
+-- With a cap the job goes in first: RPUSH answers the length, so a queue with room (the
+-- usual case) needs no LLEN, and a full one gives the job back at once, before the flood
+-- bucket or the daily count is touched (the script is atomic: nobody sees it in between).
+local queued = nil
 if cap > 0 then
-  local queued = redis.call('LLEN', KEYS[2])
-  if queued >= cap then
+  signal = had_room
+  queued = redis.call('RPUSH', KEYS[2], ARGV[2])
+  if queued > cap then
+    redis.call('RPOP', KEYS[2])
     if ARGV[12] ~= '' and redis.call('SET', KEYS[7], '1', 'NX', 'EX', ARGV[13]) then
       return {'full_warn', needs_signal(redis.call('RPUSH', KEYS[2], ARGV[12]))}
     end
-    return {'full_quiet', needs_signal(queued)}
+    return {'full_quiet', needs_signal(queued - 1)}
   end
-  redis.call('DEL', KEYS[7])
 end
 local verdict = 'ok'
 if ARGV[5] == '1' then
@@ -101,15 +117,28 @@ if ARGV[5] == '1' then
     end
   end
 end
-local queued = nil
-if verdict == 'ok' then
-  queued = redis.call('RPUSH', KEYS[2], ARGV[2])
-elseif verdict == 'rate_warn' then
-  queued = redis.call('RPUSH', KEYS[2], ARGV[3])
+local notice = nil
+if verdict == 'rate_warn' then
+  notice = ARGV[3]
 elseif verdict == 'daily_warn' then
-  queued = redis.call('RPUSH', KEYS[2], ARGV[4])
+  notice = ARGV[4]
 end
-return {verdict, needs_signal(queued)}
+if queued == nil then
+  -- No cap: the job (or the verdict's notice) goes in now.
+  if verdict == 'ok' then
+    queued = redis.call('RPUSH', KEYS[2], ARGV[2])
+  elseif notice then
+    queued = redis.call('RPUSH', KEYS[2], notice)
+  end
+elseif notice then
+  -- The job taken in first gives its place to the verdict's notice...
+  redis.call('LSET', KEYS[2], -1, notice)
+elseif verdict ~= 'ok' then
+  -- ...or to nothing.
+  redis.call('RPOP', KEYS[2])
+  queued = queued - 1
+end
+return {verdict, signal(queued)}
 """
     )
 

@@ -15,8 +15,9 @@ class AuditEntryArgs:
     """One entry of the write: its stream fields and its rollup updates, in order.
 
     A rollup field ``max|f`` keeps the larger value; ``hll|`` adds the chat to
-    the minute's HyperLogLog; ``name|`` records the value (a name) as seen now;
-    any other is ``HINCRBY``.
+    the minute's HyperLogLog; ``name|`` counts the value (a name) in the minute
+    as ``n|<name>`` and, the first time in that minute, records it as last seen
+    at the minute's end; any other is added to the minute's count.
     """
 
     fields: tuple[tuple[str, str], ...]
@@ -38,7 +39,9 @@ local last_ms = 0
 -- The rollups of every entry, gathered per minute and written per minute: one read
 -- and one write of the minute's hash however many entries and fields the turn has.
 local minutes, order = {}, {}
-local names, named = {}, false
+-- Names first seen in a minute, as last seen at the minute's end: never before an entry
+-- that names them (a filter finds them while the stream holds one), one write a minute.
+local names = {}
 local every = tonumber(ARGV[9])
 local i = 10
 for _ = 1, tonumber(ARGV[3]) do
@@ -72,9 +75,10 @@ for _ = 1, tonumber(ARGV[3]) do
     elseif kind == 'hll|' then
       m.chats[#m.chats + 1] = v
     elseif kind == 'name' then
-      names[#names + 1] = v
-      names[#names + 1] = ms_text
-      named = true
+      -- Counted in the minute as 'n|<name>': a name the minute had before needs no write.
+      local f = 'n|' .. v
+      if m.add[f] == nil then m.fields[#m.fields + 1] = f end
+      m.add[f] = (m.add[f] or 0) + 1
     else
       if m.add[f] == nil and m.max[f] == nil then m.fields[#m.fields + 1] = f end
       m.add[f] = (m.add[f] or 0) + tonumber(v)
@@ -96,7 +100,12 @@ for _, minute in ipairs(order) do
     local write = {'HSET', mkey}
     for n, f in ipairs(m.fields) do
       local now = tonumber(current[n])
-      if current[n] then fresh = false end
+      if current[n] then
+        fresh = false
+      elseif string.sub(f, 1, 2) == 'n|' then
+        names[#names + 1] = string.sub(f, 3)
+        names[#names + 1] = string.format('%d', (tonumber(minute) + 1) * 60000 - 1)
+      end
       if m.add[f] ~= nil then
         local after = (now or 0) + m.add[f]
         if f == 'entries' and math.floor((now or 0) / every) ~= math.floor(after / every) then
@@ -114,7 +123,7 @@ for _, minute in ipairs(order) do
   if fresh and redis.call('ZADD', KEYS[7], minute, minute) == 1 then opened = true end
   if #m.chats > 0 then redis.call('PFADD', mkey .. ':c', unpack(m.chats)) end
 end
-if named then redis.call('HSET', KEYS[6], unpack(names)) end
+if #names > 0 then redis.call('HSET', KEYS[6], unpack(names)) end
 local turn, chat, kept = ARGV[4], ARGV[5], tonumber(ARGV[6])
 if turn ~= '' and #ids > 0 then
   redis.call('HSET', KEYS[3], turn, chat .. '|' .. table.concat(ids, ','))

@@ -79,19 +79,30 @@ class Commit(LuaScript):
     """
 
     SOURCE = """
-if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then
-  if redis.call('HGET', KEYS[1], 'c') == ARGV[1] then return 2 end
-  return -1
-end
 local stored = redis.call('HMGET', KEYS[1], 'v', 'd', 'c', 'h')
 if stored[1] == ARGV[3] and stored[2] == ARGV[4] and stored[3] == ARGV[1] then return 2 end
+-- The job's outbox entry already there: saved before by this token (2), else another
+-- worker's answer (-1); 'otherwise' when it is not there. Asked only on the way out of
+-- a commit that cannot save: the entry is written with the job's pop, so while the job
+-- is at the head, the version loaded and the lease ours, it cannot be there.
+local function answered_before(otherwise)
+  if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1 then
+    if stored[3] == ARGV[1] then return 2 end
+    return -1
+  end
+  return otherwise
+end
 local ours = redis.call('GET', KEYS[2]) == ARGV[1]
-if ARGV[10] == '1' and not ours then return -1 end
+if ARGV[10] == '1' and not ours then return answered_before(-1) end
 if (stored[1] or '') ~= ARGV[2] then
+  local before = answered_before(nil)
+  if before then return before end
   if ours and ARGV[9] == '1' then redis.call('DEL', KEYS[2]) end
   return 0
 end
-if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then return -2 end
+if ARGV[6] ~= '' and redis.call('LINDEX', KEYS[3], 0) ~= ARGV[6] then
+  return answered_before(-2)
+end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'd', ARGV[4], 'c', ARGV[1])
 if ARGV[12] ~= '' then
   redis.call('HSET', KEYS[1], 'h', ARGV[12])
