@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -288,13 +289,15 @@ async def customers(
     *,
     floor: bool = False,
     bot_env: dict[str, str] | None = None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """Seconds until ``count`` customers, all writing at once, have their answer.
 
     ``warmup`` other customers are answered first (as the Bot API scenarios do), so the
     burst meets running processes rather than ones still making their first connections.
     ``floor``: one :mod:`bench.floor_bot` process answers instead of ``processes`` bots;
-    ``bot_env``: more settings for the bots (``STREAMING=off``).
+    ``bot_env``: more settings for the bots (``STREAMING=off``); ``profile``: a
+    directory where py-spy records each bot process during the burst (collapsed stacks).
     """
     redis_server = RedisServer()
     redis_server.start()
@@ -332,6 +335,8 @@ async def customers(
             updates = [
                 telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
             ]
+            name = f"{count}-{'floor_bot' if floor else 'bot'}-{int(time.time())}"
+            spies = [] if profile is None else await _start_py_spy(bots, profile, name)
             cpu_before = await _cpu_by_process(bots, model, url)
             started = time.monotonic()
             await telegram.push(*updates)
@@ -340,6 +345,9 @@ async def customers(
             )
             elapsed = time.monotonic() - started
             cpu_after = await _cpu_by_process(bots, model, url)
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)
+                await spy.wait()
             methods = Counter(call.method for call in telegram.calls if call.at >= started)
             replies = sorted(
                 call.at - started
@@ -379,7 +387,9 @@ async def customers_vs_floor(
     runs: int,
     concurrency: int | None,
     warmup: int,
+    *,
     bot_env: dict[str, str] | None = None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """Each burst (customers, bot processes) against one floor bot, alternating.
 
@@ -405,6 +415,7 @@ async def customers_vs_floor(
                     warmup,
                     floor=side == "floor_bot",
                     bot_env=bot_env,
+                    profile=profile,
                 )
                 result["loadavg_1m_start_end"] = [round(load, 2), round(os.getloadavg()[0], 2)]
                 raw[key][side].append(result)
@@ -429,6 +440,33 @@ async def customers_vs_floor(
             ],
         }
     return {"summary": summary, "runs": raw}
+
+
+async def _start_py_spy(
+    bots: list[asyncio.subprocess.Process], directory: Path, name: str
+) -> list[asyncio.subprocess.Process]:
+    """``py-spy record`` (``PY_SPY``, else on ``PATH``) on each bot, collapsed stacks."""
+    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+    spies = [
+        await asyncio.create_subprocess_exec(
+            os.environ.get("PY_SPY", "py-spy"),
+            "record",
+            "--pid",
+            str(bot.pid),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--output",
+            str(directory / f"{name}-{n}.txt"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        for n, bot in enumerate(bots)
+    ]
+    await asyncio.sleep(1.0)  # attached before the burst
+    return spies
 
 
 async def _cpu_by_process(
@@ -463,7 +501,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if "customers_vs_floor" in args.only:
         bursts = [(int(c), int(p)) for c, p in (b.split(":") for b in args.bursts)]
         results["customers_vs_floor"] = await customers_vs_floor(
-            bursts, args.runs, args.concurrency, args.warmup, bot_env
+            bursts,
+            args.runs,
+            args.concurrency,
+            args.warmup,
+            bot_env=bot_env,
+            profile=args.profile,
         )
         print(json.dumps(results["customers_vs_floor"]["summary"], indent=1), flush=True)
     if "customers" in args.only:
@@ -498,6 +541,12 @@ def main(argv: list[str] | None = None) -> int:
         help="customers, customers_vs_floor: settings for the bot processes (e.g. STREAMING=off)",
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where the results go (JSON)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="customers_vs_floor: py-spy records each bot process's burst into this directory",
+    )
     parser.add_argument(
         "--only",
         nargs="+",
