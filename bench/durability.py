@@ -15,6 +15,11 @@ API (in this process) and the scripted model (:mod:`bench.model_script`).
   by default), time until every customer has an answer: one
   ``polling`` process, then one ``polling`` plus one ``worker`` process.
   ``WORKER_CONCURRENCY`` is the default (512) unless ``--concurrency`` is given.
+* ``customers_vs_floor``: each of ``--bursts`` (customers:bot processes, by default
+  300 with one process and 1,000 with poller + worker) taken by the bots and by one
+  :mod:`bench.floor_bot` process in turn, ``--runs`` times, the order reversed every
+  run; the bot's time to all answered over the floor bot's. ``--bot-env`` passes
+  settings to the bots, ``--profile DIR`` records each bot process with py-spy.
 """
 
 import argparse
