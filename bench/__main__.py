@@ -28,11 +28,17 @@ RESULTS = Path(__file__).with_name("results")
 Scenario = Callable[[str], Awaitable[dict[str, Any]]]
 
 
+_ONLY_WHEN_ASKED = ("agents_sdk_two_tools",)
+"""Scenarios left out of a run without ``--only``: they need the bench extra."""
+
+
 def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
     table: dict[str, Scenario] = {
         "overhead_direct": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=False),
         "overhead_two_tools": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=True),
         "floor_two_tools": lambda url: scenarios.floor_two_tools(url, turns=args.turns),
+        # Needs the bench extra (requirements-bench.lock): run only when asked for.
+        "agents_sdk_two_tools": lambda url: scenarios.agents_sdk_two_tools(url, turns=args.turns),
         "redis_parser_two_tools": lambda url: scenarios.redis_parser_two_tools(
             url, turns=args.turns
         ),
@@ -52,7 +58,7 @@ def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
         ),
         "tg_saturation": lambda url: telegram_scenarios.saturation(url, turns=args.tg_turns),
     }
-    chosen = args.only or list(table)
+    chosen = args.only or [name for name in table if name not in _ONLY_WHEN_ASKED]
     return {name: table[name] for name in chosen if name not in (args.skip or [])}
 
 
@@ -186,6 +192,11 @@ _SUMMARY_LINES: tuple[_SummaryLine, ...] = (
         "{floor[overhead][p50_ms]} ms, p99 {floor[overhead][p99_ms]} ms, CPU "
         "{floor[cpu_ms_per_turn]} ms/turn, {floor[redis_round_trips_per_turn]} round trips; "
         "engine/floor p50 {ratio_p50}x, CPU {ratio_cpu}x (load {loadavg_1m_start_end})",
+    ),
+    _pair(
+        "agents_sdk_two_tools",
+        ("engine", "engine"),
+        ("agents_sdk", "Agents SDK + RedisSession"),
     ),
     _pair("redis_parser_two_tools", ("hiredis", "hiredis"), ("python", "pure Python")),
     _pair(

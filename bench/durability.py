@@ -15,12 +15,19 @@ API (in this process) and the scripted model (:mod:`bench.model_script`).
   by default), time until every customer has an answer: one
   ``polling`` process, then one ``polling`` plus one ``worker`` process.
   ``WORKER_CONCURRENCY`` is the default (512) unless ``--concurrency`` is given.
+* ``customers_vs_floor``: each of ``--bursts`` (customers:bot processes, by default
+  300 with one process and 1,000 with poller + worker) taken by the bots and by one
+  :mod:`bench.floor_bot` process in turn, ``--runs`` times, the order reversed every
+  run; the bot's time to all answered over the floor bot's. ``--bot-env`` passes
+  settings to the bots, ``--profile DIR`` records each bot process with py-spy.
 """
 
 import argparse
 import asyncio
 import json
 import os
+import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +39,7 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 
+from bench import floor_bot
 from bench.model_script import TWO_TOOLS, bench_responder
 from bench.stack import ModelServerProcess, process_cpu_seconds
 from bot.settings import WorkerSettings
@@ -77,15 +85,39 @@ async def start_bot(
         HEALTH_PORT="0",
         **extra,
     )
+    return await _start(["-m", "bot", mode], env, workdir, mode, _READY[mode])
+
+
+async def start_floor_bot(
+    redis_url: str, telegram_url: str, model_url: str, workdir: Path
+) -> asyncio.subprocess.Process:
+    """``python -m bench.floor_bot`` against the same servers; returns once it polls."""
+    env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
+    env["PYTHONPATH"] = _ROOT
+    arguments = ["--telegram", telegram_url, "--token", TEST_TOKEN, "--model", model_url]
+    return await _start(
+        ["-m", "bench.floor_bot", *arguments, "--redis", redis_url],
+        env,
+        workdir,
+        "floor_bot",
+        floor_bot.READY,
+    )
+
+
+async def _start(
+    arguments: list[str], env: dict[str, str], workdir: Path, name: str, ready: str
+) -> asyncio.subprocess.Process:
+    """``python <arguments>``, stderr in ``<name>.log``; returns once it logs ``ready``."""
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-    log = (workdir / f"{mode}.log").open("wb")
+    log_path = workdir / f"{name}.log"
+    log = log_path.open("wb")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", mode, cwd=workdir, env=env, stderr=log
+        sys.executable, *arguments, cwd=workdir, env=env, stderr=log
     )
     deadline = time.monotonic() + 120
-    while _READY[mode] not in (workdir / f"{mode}.log").read_text(errors="replace"):
+    while ready not in log_path.read_text(errors="replace"):
         if process.returncode is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{mode} did not start: {(workdir / f'{mode}.log').read_text()}")
+            raise RuntimeError(f"{name} did not start: {log_path.read_text()}")
         await asyncio.sleep(0.1)
     return process
 
@@ -255,38 +287,52 @@ async def _turn_cpu_in(mode: str, turns: int) -> dict[str, Any]:
 
 
 async def customers(
-    count: int, processes: int, concurrency: int | None, warmup: int
+    count: int,
+    processes: int,
+    concurrency: int | None,
+    warmup: int,
+    *,
+    floor: bool = False,
+    bot_env: dict[str, str] | None = None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """Seconds until ``count`` customers, all writing at once, have their answer.
 
     ``warmup`` other customers are answered first (as the Bot API scenarios do), so the
     burst meets running processes rather than ones still making their first connections.
+    ``floor``: one :mod:`bench.floor_bot` process answers instead of ``processes`` bots;
+    ``bot_env``: more settings for the bots (``STREAMING=off``); ``profile``: a
+    directory where py-spy records each bot process during the burst (collapsed stacks).
     """
     redis_server = RedisServer()
     redis_server.start()
     telegram = FakeTelegramServer()
     await telegram.start()
     extra = {"WORKER_CONCURRENCY": str(concurrency)} if concurrency else {}
+    extra.update(bot_env or {})
     bots: list[asyncio.subprocess.Process] = []
     try:
         with ModelServerProcess(1.0) as model, tempfile.TemporaryDirectory() as tmp:
             url = redis_server.url
             modes = ["polling"] + ["worker"] * (processes - 1)
-            bots = list(
-                await asyncio.gather(
-                    *(
-                        start_bot(
-                            mode,
-                            url,
-                            telegram.base_url,
-                            model.base_url,
-                            Path(tmp) / f"{mode}-{n}",
-                            **extra,
+            if floor:
+                bots = [await start_floor_bot(url, telegram.base_url, model.base_url, Path(tmp))]
+            else:
+                bots = list(
+                    await asyncio.gather(
+                        *(
+                            start_bot(
+                                mode,
+                                url,
+                                telegram.base_url,
+                                model.base_url,
+                                Path(tmp) / f"{mode}-{n}",
+                                **extra,
+                            )
+                            for n, mode in enumerate(modes)
                         )
-                        for n, mode in enumerate(modes)
                     )
                 )
-            )
             await telegram.push(
                 *(telegram.message_update(600_000 + n, "разминка") for n in range(warmup))
             )
@@ -294,6 +340,8 @@ async def customers(
             updates = [
                 telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
             ]
+            name = f"{count}-{'floor_bot' if floor else 'bot'}-{int(time.time())}"
+            spies = [] if profile is None else await _start_py_spy(bots, profile, name)
             cpu_before = await _cpu_by_process(bots, model, url)
             started = time.monotonic()
             await telegram.push(*updates)
@@ -302,6 +350,9 @@ async def customers(
             )
             elapsed = time.monotonic() - started
             cpu_after = await _cpu_by_process(bots, model, url)
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)
+                await spy.wait()
             methods = Counter(call.method for call in telegram.calls if call.at >= started)
             replies = sorted(
                 call.at - started
@@ -316,8 +367,12 @@ async def customers(
     return {
         "customers": count,
         "warmup_customers": warmup,
-        "processes": processes,
-        "worker_concurrency": concurrency or WorkerSettings.model_fields["concurrency"].default,
+        "side": "floor_bot" if floor else "bot",
+        "bot_env": {} if floor else bot_env or {},
+        "processes": 1 if floor else processes,
+        "worker_concurrency": (
+            None if floor else concurrency or WorkerSettings.model_fields["concurrency"].default
+        ),
         "all_answered_seconds": round(elapsed, 2),
         "p50_reply_seconds": round(replies[len(replies) // 2], 2),
         "p99_reply_seconds": round(replies[int(len(replies) * 0.99) - 1], 2),
@@ -330,6 +385,93 @@ async def customers(
             for name in cpu_after
         },
     }
+
+
+async def customers_vs_floor(
+    bursts: list[tuple[int, int]],
+    runs: int,
+    concurrency: int | None,
+    warmup: int,
+    *,
+    bot_env: dict[str, str] | None = None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """Each burst (customers, bot processes) against one floor bot, alternating.
+
+    Per run and burst, the bot and the floor bot take the same burst one after the
+    other (fresh redis-server, fake Bot API and model server each time), the order
+    reversed every run so that a busy neighbour weighs on both. ``ratio`` is the
+    median bot time to all answered over the median floor bot's.
+    """
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {
+        f"{count}_customers_{processes}_process": {"bot": [], "floor_bot": []}
+        for count, processes in bursts
+    }
+    for run in range(runs):
+        for count, processes in bursts:
+            key = f"{count}_customers_{processes}_process"
+            order = ["bot", "floor_bot"] if run % 2 == 0 else ["floor_bot", "bot"]
+            for side in order:
+                load = os.getloadavg()[0]
+                result = await customers(
+                    count,
+                    processes,
+                    concurrency,
+                    warmup,
+                    floor=side == "floor_bot",
+                    bot_env=bot_env,
+                    profile=profile,
+                )
+                result["loadavg_1m_start_end"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+                raw[key][side].append(result)
+                print(
+                    f"run {run + 1}/{runs} {key} {side}: all answered after "
+                    f"{result['all_answered_seconds']} s (load {result['loadavg_1m_start_end']})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    summary: dict[str, Any] = {}
+    for key, sides in raw.items():
+        times = {side: [r["all_answered_seconds"] for r in runs_] for side, runs_ in sides.items()}
+        medians = {side: statistics.median(values) for side, values in times.items()}
+        summary[key] = {
+            "bot_all_answered_seconds": times["bot"],
+            "floor_bot_all_answered_seconds": times["floor_bot"],
+            "median_bot_seconds": medians["bot"],
+            "median_floor_bot_seconds": medians["floor_bot"],
+            "ratio_bot_over_floor": round(medians["bot"] / medians["floor_bot"], 2),
+            "ratio_per_run": [
+                round(b / f, 2) for b, f in zip(times["bot"], times["floor_bot"], strict=True)
+            ],
+        }
+    return {"summary": summary, "runs": raw}
+
+
+async def _start_py_spy(
+    bots: list[asyncio.subprocess.Process], directory: Path, name: str
+) -> list[asyncio.subprocess.Process]:
+    """``py-spy record`` (``PY_SPY``, else on ``PATH``) on each bot, collapsed stacks."""
+    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+    spies = [
+        await asyncio.create_subprocess_exec(
+            os.environ.get("PY_SPY", "py-spy"),
+            "record",
+            "--pid",
+            str(bot.pid),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--output",
+            str(directory / f"{name}-{n}.txt"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        for n, bot in enumerate(bots)
+    ]
+    await asyncio.sleep(1.0)  # attached before the burst
+    return spies
 
 
 async def _cpu_by_process(
@@ -354,16 +496,30 @@ async def _cpu_by_process(
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     """Run the chosen scenarios."""
     results: dict[str, Any] = {}
+    bot_env = dict(pair.split("=", 1) for pair in args.bot_env)
     if "round_trips" in args.only:
         results["round_trips"] = await round_trips(args.turns)
         print(json.dumps(results["round_trips"], ensure_ascii=False, indent=1), flush=True)
     if "turn_cpu" in args.only:
         results["turn_cpu"] = await turn_cpu(args.turns)
         print(json.dumps(results["turn_cpu"], indent=1), flush=True)
+    if "customers_vs_floor" in args.only:
+        bursts = [(int(c), int(p)) for c, p in (b.split(":") for b in args.bursts)]
+        results["customers_vs_floor"] = await customers_vs_floor(
+            bursts,
+            args.runs,
+            args.concurrency,
+            args.warmup,
+            bot_env=bot_env,
+            profile=args.profile,
+        )
+        print(json.dumps(results["customers_vs_floor"]["summary"], indent=1), flush=True)
     if "customers" in args.only:
         for processes in (1, 2):
             key = f"customers_{processes}_process"
-            results[key] = await customers(args.customers, processes, args.concurrency, args.warmup)
+            results[key] = await customers(
+                args.customers, processes, args.concurrency, args.warmup, bot_env=bot_env
+            )
             print(json.dumps(results[key], indent=1), flush=True)
     return results
 
@@ -376,15 +532,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=0, help="customers answered first")
     parser.add_argument(
+        "--bursts",
+        nargs="+",
+        default=["300:1", "1000:2"],
+        help="customers_vs_floor: CUSTOMERS:BOT_PROCESSES per burst",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="customers_vs_floor: runs per side")
+    parser.add_argument(
+        "--bot-env",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="customers, customers_vs_floor: settings for the bot processes (e.g. STREAMING=off)",
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS, help="where the results go (JSON)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="customers_vs_floor: py-spy records each bot process's burst into this directory",
+    )
+    parser.add_argument(
         "--only",
         nargs="+",
         default=["round_trips", "turn_cpu", "customers"],
-        choices=["round_trips", "turn_cpu", "customers"],
+        choices=["round_trips", "turn_cpu", "customers", "customers_vs_floor"],
     )
     args = parser.parse_args(argv)
     results = asyncio.run(main_async(args))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n")
+    args.output.parent.mkdir(exist_ok=True)
+    args.output.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n")
     return 0
 
 

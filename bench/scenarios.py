@@ -13,11 +13,13 @@ from typing import Any
 
 import aiohttp
 import httpx2
+import redis.asyncio as aioredis
 from openai import AsyncOpenAI
 
 from bench.floor import FloorTurn
 from bench.model_script import TWO_TOOLS, is_summary_request
 from bench.stack import (
+    CountingConnection,
     ModelServerProcess,
     RedisCounters,
     RedisStats,
@@ -133,6 +135,59 @@ async def floor_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> di
                 await app.aclose()
                 await RedisStats(redis_url).flush_and_close()
     return _with_ratios(result, "engine", "floor")
+
+
+async def agents_sdk_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+    """The engine's two-tool turn against the OpenAI Agents SDK's (:mod:`bench.agents_sdk`).
+
+    Interleaved as in :func:`floor_two_tools`, against the same zero-latency scripted
+    model (a child process) and the same redis-server: ``Runner.run`` with a
+    ``RedisSession`` on a redis-py client of its own (counting round trips like the
+    engine's). ``ratio_p50`` and ``ratio_cpu`` are engine/agents_sdk. Needs the bench
+    extra (``requirements-bench.lock``).
+    """
+    # Here, not at the top: the other scenarios run without the bench extra.
+    from bench.agents_sdk import AgentsSdkTurn  # noqa: PLC0415
+
+    text = f"{QUESTION} {TWO_TOOLS}"
+    agents_counters = RedisCounters()
+    agents_redis = aioredis.Redis(
+        connection_pool=aioredis.ConnectionPool.from_url(
+            redis_url, connection_class=CountingConnection, counters=agents_counters
+        )
+    )
+    with ModelServerProcess(0.0) as model:
+        async with aiohttp.ClientSession() as http:
+            settings = bench_settings(redis_url, model.base_url)
+            app, counters = await open_engine(settings)
+            sdk = AgentsSdkTurn(
+                redis=agents_redis,
+                base_url=model.base_url,
+                api_key="sk-bench",
+                model=settings.llm.model,
+                instruction=app.chat.instruction(None),
+                registry=app.registry,
+                key_prefix=settings.redis.key_prefix,
+            )
+
+            async def sdk_turn(key: str, user_id: int) -> str:
+                context = TurnContext(
+                    conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id()
+                )
+                return await sdk.reply(key, text, context)
+
+            runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
+                "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
+                "agents_sdk": (sdk_turn, agents_counters),
+            }
+            try:
+                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+            finally:
+                await sdk.aclose()
+                await agents_redis.aclose()
+                await app.aclose()
+                await RedisStats(redis_url).flush_and_close()
+    return _with_ratios(result, "engine", "agents_sdk")
 
 
 async def redis_parser_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
@@ -258,6 +313,7 @@ async def _interleaved(
     samples: dict[str, list[float]] = {name: [] for name in runners}
     cpu = dict.fromkeys(runners, 0.0)
     trips = dict.fromkeys(runners, 0)
+    requests = dict.fromkeys(runners, 0)
     loads = [os.getloadavg()[0]]
     for name, (run, _) in runners.items():  # warm-up
         for i in range(50):
@@ -277,6 +333,8 @@ async def _interleaved(
             cpu[name] += process_time() - cpu_before
             trips[name] += counters.round_trips - trips_before
             spans = await model_spans()
+            # The same work on each side: three model requests per two-tool turn.
+            requests[name] += sum(1 for a, _ in spans if windows[0][0] <= a <= windows[-1][1])
             samples[name].extend(
                 (end - start) - _inside(spans, start, end) for start, end in windows
             )
@@ -288,6 +346,7 @@ async def _interleaved(
             "overhead": latency_summary_ms(samples[name]),
             "cpu_ms_per_turn": round(cpu[name] / measured * 1000, 3),
             "redis_round_trips_per_turn": round(trips[name] / measured, 2),
+            "model_requests_per_turn": round(requests[name] / measured, 2),
         }
     return result
 
