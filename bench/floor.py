@@ -23,6 +23,25 @@ HISTORY_MESSAGES = 40
 """History kept and sent (the engine's window is in tokens; five turns fit either way)."""
 
 
+async def tool_message(
+    registry: ToolRegistry, call: dict[str, Any], context: TurnContext
+) -> dict[str, str]:
+    """Run one tool call as the floor does (arguments validated, result dumped); its message."""
+    tool = registry.get(call["function"]["name"])
+    arguments = tool.arguments_model.model_validate_json(call["function"]["arguments"])
+    handler: Any = tool.handler
+    result = handler(arguments, context) if tool.takes_context else handler(arguments)
+    if tool.is_async:
+        # The order status tool reads the shop backend, which is async.
+        result = await result
+    content = {"ok": True, "data": result.model_dump(mode="json")}
+    return {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "content": json.dumps(content, ensure_ascii=False),
+    }
+
+
 class FloorTurn:
     """One turn as a minimal script would write it (see the module docstring)."""
 
@@ -88,22 +107,8 @@ class FloorTurn:
                 {"role": "assistant", "content": message["content"], "tool_calls": calls}
             )
             for call in calls:
-                tool = self._registry.get(call["function"]["name"])
-                arguments = tool.arguments_model.model_validate_json(call["function"]["arguments"])
-                handler: Any = tool.handler
-                result = handler(arguments, context) if tool.takes_context else handler(arguments)
-                if tool.is_async:
-                    # The order status tool reads the shop backend, which is async.
-                    result = await result
-                content = {"ok": True, "data": result.model_dump(mode="json")}
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "content": json.dumps(content, ensure_ascii=False),
-                    }
-                )
-                tools_called.append(tool.name)
+                messages.append(await tool_message(self._registry, call, context))
+                tools_called.append(call["function"]["name"])
         history += [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hset(

@@ -23,6 +23,7 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from bench.control import wait_for_termination
+from bench.floor import tool_message
 from bench.stack import bench_settings
 from bot.app import Application, build_application
 from bot.ops import event_loop
@@ -159,21 +160,8 @@ class FloorBot:
                 {"role": "assistant", "content": message["content"], "tool_calls": calls}
             )
             for call in calls:
-                tool = self._app.registry.get(call["function"]["name"])
-                arguments = tool.arguments_model.model_validate_json(call["function"]["arguments"])
-                handler: Any = tool.handler
-                result = handler(arguments, context) if tool.takes_context else handler(arguments)
-                if tool.is_async:
-                    result = await result
-                content = {"ok": True, "data": result.model_dump(mode="json")}
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "content": json.dumps(content, ensure_ascii=False),
-                    }
-                )
-                tools_called.append(tool.name)
+                messages.append(await tool_message(self._app.registry, call, context))
+                tools_called.append(call["function"]["name"])
         return "", tools_called
 
 
