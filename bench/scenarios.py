@@ -9,7 +9,7 @@ import os
 from collections.abc import Awaitable, Callable
 from functools import partial
 from time import monotonic, perf_counter, process_time
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import httpx2
@@ -119,15 +119,9 @@ async def floor_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> di
                 stream=settings.audit.stream,
             )
 
-            async def floor_turn(key: str, user_id: int) -> str:
-                context = TurnContext(
-                    conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id()
-                )
-                return await floor.reply(key, text, context)
-
             runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
                 "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
-                "floor": (floor_turn, counters),
+                "floor": (_replier(floor, text), counters),
             }
             try:
                 result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
@@ -170,15 +164,9 @@ async def agents_sdk_two_tools(redis_url: str, *, turns: int, rounds: int = 50) 
                 key_prefix=settings.redis.key_prefix,
             )
 
-            async def sdk_turn(key: str, user_id: int) -> str:
-                context = TurnContext(
-                    conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id()
-                )
-                return await sdk.reply(key, text, context)
-
             runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
                 "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
-                "agents_sdk": (sdk_turn, agents_counters),
+                "agents_sdk": (_replier(sdk, text), agents_counters),
             }
             try:
                 result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
@@ -279,6 +267,22 @@ async def _engines_interleaved(
         for app, _ in apps.values():
             await app.aclose()
         await RedisStats(redis_url).flush_and_close()
+
+
+class _Replier(Protocol):
+    async def reply(self, key: str, text: str, context: TurnContext) -> str: ...
+
+
+def _replier(side: _Replier, text: str) -> TurnRunner:
+    """The runner of a compared side (the floor, the Agents SDK): ``text`` in a new turn."""
+
+    async def turn(key: str, user_id: int) -> str:
+        context = TurnContext(
+            conversation_key=key, chat_id=key, user_id=user_id, turn_id=new_turn_id()
+        )
+        return await side.reply(key, text, context)
+
+    return turn
 
 
 def _asker(app: Application, text: str) -> TurnRunner:
