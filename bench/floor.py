@@ -21,6 +21,8 @@ from turn import TurnContext
 
 HISTORY_MESSAGES = 40
 """History kept and sent (the engine's window is in tokens; five turns fit either way)."""
+MODEL_STEPS = 3
+"""Model requests at most per turn (the last one without tools), as the engine's default."""
 
 
 async def tool_message(
@@ -42,6 +44,66 @@ async def tool_message(
     }
 
 
+class FloorModel:
+    """The floor's model loop: up to three requests, the tools called in between."""
+
+    def __init__(
+        self,
+        *,
+        http: aiohttp.ClientSession,
+        base_url: str,
+        api_key: str,
+        model: str,
+        instruction: str,
+        registry: ToolRegistry,
+    ) -> None:
+        self._http = http
+        self._url = f"{base_url.rstrip('/')}/chat/completions"
+        self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        self.model = model
+        self._instruction = instruction
+        self._registry = registry
+        self._schemas = list(registry.api_schemas())
+
+    def messages(self, history: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+        """The first request's messages: the prompt, the history, the question."""
+        return [
+            {"role": "developer", "content": self._instruction},
+            *history,
+            {"role": "user", "content": text},
+        ]
+
+    async def answer(
+        self, messages: list[dict[str, Any]], context: TurnContext
+    ) -> tuple[str, list[str]]:
+        """The final text and the tools called, ``messages`` grown by the turn's steps."""
+        tools_called: list[str] = []
+        for step in range(MODEL_STEPS):
+            body = {
+                "model": self.model,
+                "messages": messages,
+                "tools": self._schemas,
+                "tool_choice": "auto" if step < MODEL_STEPS - 1 else "none",
+                "parallel_tool_calls": False,
+            }
+            async with self._http.post(
+                self._url, data=json.dumps(body, ensure_ascii=False), headers=self._headers
+            ) as response:
+                response.raise_for_status()
+                completion = json.loads(await response.read())
+            message = completion["choices"][0]["message"]
+            calls = message.get("tool_calls")
+            if not calls:
+                return str(message["content"]), tools_called
+            messages.append(
+                {"role": "assistant", "content": message["content"], "tool_calls": calls}
+            )
+            for call in calls:
+                messages.append(await tool_message(self._registry, call, context))
+                tools_called.append(call["function"]["name"])
+        return "", tools_called
+
+
 class FloorTurn:
     """One turn as a minimal script would write it (see the module docstring)."""
 
@@ -59,13 +121,14 @@ class FloorTurn:
         stream: str,
     ) -> None:
         self._redis = redis
-        self._http = http
-        self._url = f"{base_url.rstrip('/')}/chat/completions"
-        self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        self._model = model
-        self._instruction = instruction
-        self._registry = registry
-        self._schemas = list(registry.api_schemas())
+        self._model = FloorModel(
+            http=http,
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            instruction=instruction,
+            registry=registry,
+        )
         self._prefix = key_prefix
         self._stream = stream
 
@@ -78,37 +141,8 @@ class FloorTurn:
             pipe.hmget(session, "v", "d")
             _, (version, data) = await pipe.execute()
         history: list[dict[str, Any]] = json.loads(data) if data else []
-        messages: list[dict[str, Any]] = [
-            {"role": "developer", "content": self._instruction},
-            *history[-HISTORY_MESSAGES:],
-            {"role": "user", "content": text},
-        ]
-        tools_called: list[str] = []
-        answer = ""
-        for step in range(3):
-            body = {
-                "model": self._model,
-                "messages": messages,
-                "tools": self._schemas,
-                "tool_choice": "auto" if step < 2 else "none",
-                "parallel_tool_calls": False,
-            }
-            async with self._http.post(
-                self._url, data=json.dumps(body, ensure_ascii=False), headers=self._headers
-            ) as response:
-                response.raise_for_status()
-                completion = json.loads(await response.read())
-            message = completion["choices"][0]["message"]
-            calls = message.get("tool_calls")
-            if not calls:
-                answer = message["content"]
-                break
-            messages.append(
-                {"role": "assistant", "content": message["content"], "tool_calls": calls}
-            )
-            for call in calls:
-                messages.append(await tool_message(self._registry, call, context))
-                tools_called.append(call["function"]["name"])
+        messages = self._model.messages(history[-HISTORY_MESSAGES:], text)
+        answer, tools_called = await self._model.answer(messages, context)
         history += [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hset(
@@ -125,7 +159,7 @@ class FloorTurn:
                 "chat_id": str(context.chat_id),
                 "turn_id": context.turn_id,
                 "outcome": "answered",
-                "model": self._model,
+                "model": self._model.model,
                 "tool_names": ",".join(tools_called),
             },
             maxlen=100_000,

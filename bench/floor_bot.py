@@ -23,7 +23,7 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from bench.control import wait_for_termination
-from bench.floor import tool_message
+from bench.floor import FloorModel
 from bench.stack import bench_settings
 from bot.app import Application, build_application
 from bot.ops import event_loop
@@ -34,7 +34,6 @@ HISTORY_MESSAGES = 40
 """History kept and sent, as :mod:`bench.floor` keeps it."""
 HISTORY_TTL_SECONDS = 86_400
 POLL_TIMEOUT_SECONDS = 30
-MAX_MODEL_STEPS = 3
 
 log = logging.getLogger("bench.floor_bot")
 
@@ -57,11 +56,14 @@ class FloorBot:
         self._redis = redis
         self._http = http
         self._api = f"{telegram_url.rstrip('/')}/bot{token}"
-        self._completions = f"{model_url.rstrip('/')}/chat/completions"
-        self._headers = {"Authorization": "Bearer sk-bench", "Content-Type": "application/json"}
-        self._model = app.settings.llm.model
-        self._instruction = app.chat.instruction(None)
-        self._schemas = list(app.registry.api_schemas())
+        self._model = FloorModel(
+            http=http,
+            base_url=model_url,
+            api_key="sk-bench",
+            model=app.settings.llm.model,
+            instruction=app.chat.instruction(None),
+            registry=app.registry,
+        )
         self._prefix = prefix
         self._stream = f"{prefix}:audit"
         self._tasks: set[asyncio.Task[None]] = set()
@@ -104,7 +106,9 @@ class FloorBot:
             user_id=int(message["from"]["id"]),
             turn_id=new_turn_id(),
         )
-        answer, tools_called = await self._model_loop(history, text, context)
+        answer, tools_called = await self._model.answer(
+            self._model.messages(history, text), context
+        )
         history += [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.set(
@@ -119,7 +123,7 @@ class FloorBot:
                     "chat_id": str(chat),
                     "turn_id": context.turn_id,
                     "outcome": "answered",
-                    "model": self._model,
+                    "model": self._model.model,
                     "tool_names": ",".join(tools_called),
                 },
                 maxlen=100_000,
@@ -129,40 +133,6 @@ class FloorBot:
         form = {"chat_id": chat, "text": answer}
         async with self._http.post(f"{self._api}/sendMessage", data=form) as response:
             response.raise_for_status()
-
-    async def _model_loop(
-        self, history: list[dict[str, Any]], text: str, context: TurnContext
-    ) -> tuple[str, list[str]]:
-        messages: list[dict[str, Any]] = [
-            {"role": "developer", "content": self._instruction},
-            *history,
-            {"role": "user", "content": text},
-        ]
-        tools_called: list[str] = []
-        for step in range(MAX_MODEL_STEPS):
-            body = {
-                "model": self._model,
-                "messages": messages,
-                "tools": self._schemas,
-                "tool_choice": "auto" if step < MAX_MODEL_STEPS - 1 else "none",
-                "parallel_tool_calls": False,
-            }
-            async with self._http.post(
-                self._completions, data=json.dumps(body, ensure_ascii=False), headers=self._headers
-            ) as response:
-                response.raise_for_status()
-                completion = json.loads(await response.read())
-            message = completion["choices"][0]["message"]
-            calls = message.get("tool_calls")
-            if not calls:
-                return str(message["content"]), tools_called
-            messages.append(
-                {"role": "assistant", "content": message["content"], "tool_calls": calls}
-            )
-            for call in calls:
-                messages.append(await tool_message(self._app.registry, call, context))
-                tools_called.append(call["function"]["name"])
-        return "", tools_called
 
 
 async def serve(args: argparse.Namespace) -> None:
