@@ -118,10 +118,14 @@ class TelegramJobRunner:
     def _texts(self, language: str | None) -> Texts | None:
         return self.languages.texts(language) if self.languages is not None else None
 
-    def _job_texts(self, context: JobContext) -> Texts | None:
+    def _job_language(self, context: JobContext) -> str | None:
+        # The conversation's language as its session keeps it now (None: source texts).
         if self.languages is None:
             return None
-        return self.languages.texts(self.languages.decide(stored_language(context)))
+        return self.languages.decide(stored_language(context))
+
+    def _job_texts(self, context: JobContext) -> Texts | None:
+        return self._texts(self._job_language(context))
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobOutcome:
         """Run the head job; what happened, for the worker to finish it."""
@@ -310,11 +314,7 @@ class TelegramJobRunner:
             text="",
             audit=(asked.to_fields(),),
             question=FeedbackQuestion(question_id=question.question_id),
-            language=(
-                self.languages.decide(stored_language(context))
-                if self.languages is not None
-                else None
-            ),
+            language=self._job_language(context),
         )
         return JobReply(reply=entry)
 
@@ -336,11 +336,7 @@ class TelegramJobRunner:
             audit=(offered.to_fields(),),
             person_offer=True,
             # Sent later, by the delivery: in the conversation's language as it is now.
-            language=(
-                self.languages.decide(stored_language(context))
-                if self.languages is not None
-                else None
-            ),
+            language=self._job_language(context),
         )
         return JobReply(reply=entry)
 
