@@ -6,7 +6,8 @@ process), uses the run's redis-server, and returns a JSON-able dict.
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from time import monotonic, perf_counter, process_time
 from typing import Any, Protocol
@@ -102,33 +103,7 @@ async def floor_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> di
     not counted here) and the same Redis client. ``ratio_p50`` and ``ratio_cpu``
     are engine/floor.
     """
-    text = f"{QUESTION} {TWO_TOOLS}"
-    with ModelServerProcess(0.0) as model:
-        async with aiohttp.ClientSession() as http:
-            settings = bench_settings(redis_url, model.base_url)
-            app, counters = await open_engine(settings)
-            floor = FloorTurn(
-                redis=app.redis,
-                http=http,
-                base_url=model.base_url,
-                api_key="sk-bench",
-                model=settings.llm.model,
-                instruction=app.chat.instruction(None),
-                registry=app.registry,
-                key_prefix=settings.redis.key_prefix,
-                stream=settings.audit.stream,
-            )
-
-            runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
-                "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
-                "floor": (_replier(floor, text), counters),
-            }
-            try:
-                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
-            finally:
-                await app.aclose()
-                await RedisStats(redis_url).flush_and_close()
-    return _with_ratios(result, "engine", "floor")
+    return await _engine_against(redis_url, "floor", _floor, turns=turns, rounds=rounds)
 
 
 async def agents_sdk_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
@@ -140,42 +115,89 @@ async def agents_sdk_two_tools(redis_url: str, *, turns: int, rounds: int = 50) 
     engine's). ``ratio_p50`` and ``ratio_cpu`` are engine/agents_sdk. Needs the bench
     extra (``requirements-bench.lock``).
     """
+    side = partial(_agents_sdk, redis_url)
+    return await _engine_against(redis_url, "agents_sdk", side, turns=turns, rounds=rounds)
+
+
+class _Replier(Protocol):
+    async def reply(self, key: str, text: str, context: TurnContext) -> str: ...
+
+
+ComparedSide = Callable[
+    [Application, aiohttp.ClientSession, str],
+    AbstractAsyncContextManager[tuple[_Replier, RedisCounters | None]],
+]
+"""Builds the side compared with the engine (its own Redis counters, or ``None``: the engine's)."""
+
+
+async def _engine_against(
+    redis_url: str, name: str, side: ComparedSide, *, turns: int, rounds: int
+) -> dict[str, Any]:
+    text = f"{QUESTION} {TWO_TOOLS}"
+    with ModelServerProcess(0.0) as model:
+        async with aiohttp.ClientSession() as http:
+            app, counters = await open_engine(bench_settings(redis_url, model.base_url))
+            try:
+                async with side(app, http, model.base_url) as (other, other_counters):
+                    runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
+                        "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
+                        name: (_replier(other, text), other_counters or counters),
+                    }
+                    result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+            finally:
+                await app.aclose()
+                await RedisStats(redis_url).flush_and_close()
+    return _with_ratios(result, "engine", name)
+
+
+@asynccontextmanager
+async def _floor(
+    app: Application, http: aiohttp.ClientSession, base_url: str
+) -> AsyncIterator[tuple[_Replier, RedisCounters | None]]:
+    settings = app.settings
+    yield (
+        FloorTurn(
+            redis=app.redis,
+            http=http,
+            base_url=base_url,
+            api_key="sk-bench",
+            model=settings.llm.model,
+            instruction=app.chat.instruction(None),
+            registry=app.registry,
+            key_prefix=settings.redis.key_prefix,
+            stream=settings.audit.stream,
+        ),
+        None,
+    )
+
+
+@asynccontextmanager
+async def _agents_sdk(
+    redis_url: str, app: Application, http: aiohttp.ClientSession, base_url: str
+) -> AsyncIterator[tuple[_Replier, RedisCounters | None]]:
     # Here, not at the top: the other scenarios run without the bench extra.
     from bench.agents_sdk import AgentsSdkTurn  # noqa: PLC0415
 
-    text = f"{QUESTION} {TWO_TOOLS}"
-    agents_counters = RedisCounters()
-    agents_redis = aioredis.Redis(
+    counters = RedisCounters()
+    redis = aioredis.Redis(
         connection_pool=aioredis.ConnectionPool.from_url(
-            redis_url, connection_class=CountingConnection, counters=agents_counters
+            redis_url, connection_class=CountingConnection, counters=counters
         )
     )
-    with ModelServerProcess(0.0) as model:
-        async with aiohttp.ClientSession() as http:
-            settings = bench_settings(redis_url, model.base_url)
-            app, counters = await open_engine(settings)
-            sdk = AgentsSdkTurn(
-                redis=agents_redis,
-                base_url=model.base_url,
-                api_key="sk-bench",
-                model=settings.llm.model,
-                instruction=app.chat.instruction(None),
-                registry=app.registry,
-                key_prefix=settings.redis.key_prefix,
-            )
-
-            runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
-                "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
-                "agents_sdk": (_replier(sdk, text), agents_counters),
-            }
-            try:
-                result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
-            finally:
-                await sdk.aclose()
-                await agents_redis.aclose()
-                await app.aclose()
-                await RedisStats(redis_url).flush_and_close()
-    return _with_ratios(result, "engine", "agents_sdk")
+    sdk = AgentsSdkTurn(
+        redis=redis,
+        base_url=base_url,
+        api_key="sk-bench",
+        model=app.settings.llm.model,
+        instruction=app.chat.instruction(None),
+        registry=app.registry,
+        key_prefix=app.settings.redis.key_prefix,
+    )
+    try:
+        yield sdk, counters
+    finally:
+        await sdk.aclose()
+        await redis.aclose()
 
 
 async def redis_parser_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
@@ -267,10 +289,6 @@ async def _engines_interleaved(
         for app, _ in apps.values():
             await app.aclose()
         await RedisStats(redis_url).flush_and_close()
-
-
-class _Replier(Protocol):
-    async def reply(self, key: str, text: str, context: TurnContext) -> str: ...
 
 
 def _replier(side: _Replier, text: str) -> TurnRunner:
