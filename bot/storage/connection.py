@@ -20,6 +20,7 @@ import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import parse_url
+from redis.driver_info import DriverInfo
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry as SyncRetry
 
@@ -198,6 +199,10 @@ class _Common:
     def client_options(self, timeout: float, decode_responses: bool) -> dict[str, Any]:
         """Keyword arguments every client takes alike, asyncio or synchronous."""
         return {
+            # What CLIENT SETINFO tells the server, resolved once per client: left to
+            # the pool, every new connection reads redis-py's version from its package
+            # metadata on disk (a burst opens hundreds of connections).
+            "driver_info": DriverInfo(),
             "username": self.username,
             "password": self.password,
             "socket_timeout": timeout,

@@ -36,6 +36,7 @@ from bot import customer_texts
 from bot.app import Application, build_application
 from bot.llm.types import ToolCallingClient
 from bot.ops import event_loop
+from bot.ops.heap import settle_start_up_heap
 from bot.ops.log_context import chat_namer, name_chats
 from bot.ops.startup import StartupError, configure_logging, load_settings
 from bot.ops.supervision import SupervisionPolicy, TaskSupervisor
@@ -92,11 +93,15 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
     *,
     llm: ToolCallingClient | None = None,
     identity: BotIdentity | None = None,
+    settle_heap: bool = False,
 ) -> int:
     """Run until ``stop`` is set, then shut down gracefully; returns the exit code.
 
     ``identity`` is what :func:`bot.telegram.preflight.preflight` found before this
     module was imported; without it (an in-process bot) the same checks run here.
+    ``settle_heap``: once ready, set start-up's objects aside from garbage collection
+    (:func:`bot.ops.heap.settle_start_up_heap`); a process of its own does, a bot run
+    inside another program (a test) leaves that program's heap alone.
     """
     # Log text names chats by the pseudonym the ``chat`` field carries, never by id.
     key = settings.audit.hmac_key
@@ -120,6 +125,8 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         front, intake, workers = side.front, side.intake, side.workers
         if not await _prepare_bot(bot, app, mode, identity):
             return 1
+        if settle_heap:
+            settle_start_up_heap()
         working = asyncio.create_task(workers.run(), name="workers")
         named = (
             ("handoff-sweeper", side.handoff_sweeper),
@@ -439,7 +446,7 @@ async def _run_until_signalled(settings: Settings, mode: Mode, identity: BotIden
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        return await run_bot(settings, mode, stop, identity=identity)
+        return await run_bot(settings, mode, stop, identity=identity, settle_heap=True)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -155,6 +155,10 @@ async def test_json_logs_parse_carry_the_turn_context_and_no_text(
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all({"time", "level", "logger", "message"} <= set(record) for record in records)
     assert any("starting (polling)" in record["message"] for record in records)
+    # A process of its own sets start-up's objects aside from garbage collection.
+    settled = [record for record in records if record["logger"] == "bot.ops.heap"]
+    assert len(settled) == 1
+    assert int(settled[0]["message"].rsplit(": ", 1)[1]) > 100_000
     failed = [record for record in records if record.get("update_id") == failed_update]
     assert failed, "the failed turn logged nothing"
     for record in failed:
