@@ -437,6 +437,13 @@ class FakeTelegramServer:
         """Every recorded call of ``method``, in order."""
         return [call for call in self.calls if call.method == method]
 
+    def unconfirmed(self) -> int:
+        """Updates pushed that the bot has not confirmed yet (no ``getUpdates`` offset past them).
+
+        A poller confirms a batch by asking for the next one, after it queued the batch.
+        """
+        return len(self._pending)
+
     def received(self, method: str) -> int:
         """How many calls of ``method`` arrived (a long poll counts before it is answered)."""
         return self._received.get(method, 0)

@@ -105,7 +105,7 @@ class IntakeStack:
         return bool(await self.redis.exists(key))
 
     async def poll_batch(self, batch: list[dict[str, Any]]) -> None:
-        """``batch`` then a canary through ``getUpdates``; returns once the canary is queued."""
+        """``batch`` then a canary through ``getUpdates``; returns once all of it is queued."""
         canary = _canary()
         await self.telegram.push(*batch, canary)
         async with asyncio.timeout(20):
@@ -116,6 +116,9 @@ class IntakeStack:
                     self.polling.result()
                     pytest.fail("the poller stopped")
                 await asyncio.sleep(0.01)
+        # The chats of a batch are queued side by side: the canary's may come first.
+        # The batch is wholly queued once the poller asks for the next one.
+        await self.telegram.wait_for(lambda: self.telegram.unconfirmed() == 0, within=20)
         await self.accepted_once()
 
     async def accepted_once(self) -> None:
