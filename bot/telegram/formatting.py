@@ -8,13 +8,14 @@ the text goes as it is, without formatting.
 """
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
 import telegramify_markdown
 from aiogram.types import MessageEntity
 
-from bot.telegram.text_split import TELEGRAM_TEXT_LIMIT, split_spans, utf16_units
+from bot.telegram.text_split import TELEGRAM_TEXT_LIMIT, split_spans, utf16_length, utf16_units
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,12 @@ def split_formatted(
     spans = split_spans(text, limit)
     if not formatted.entities:
         return [FormattedText(text[start:end]) for start, end in spans]
-    offsets = [0, *accumulate(utf16_units(char) for char in text)]
+    offsets: Mapping[int, int] | Sequence[int]
+    if spans == [(0, len(text))]:
+        # One piece, the whole text (the usual answer): its bounds need no walk.
+        offsets = {0: 0, len(text): utf16_length(text)}
+    else:
+        offsets = [0, *accumulate(utf16_units(char) for char in text)]
     pieces = []
     for start, end in spans:
         low, high = offsets[start], offsets[end]

@@ -9,6 +9,7 @@ from bot.telegram.text_split import (
     split_spans,
     split_text,
     utf16_length,
+    utf16_units,
 )
 
 _FRAGMENTS = st.sampled_from([*"абвгд xyz.!?\n\t,", "😀", "ё", "  ", "\n\n", ". ", "слово "])
@@ -32,6 +33,12 @@ def _assert_valid(text: str, limit: int) -> None:
 def test_pieces_fit_keep_order_and_lose_only_whitespace(text: str, limit: int) -> None:
     """Every piece fits, pieces are in order, and only whitespace falls between them."""
     _assert_valid(text, limit)
+
+
+@given(text=st.text(st.characters(codec=None, exclude_categories=())))
+def test_length_counts_units_as_telegram_does_lone_surrogates_included(text: str) -> None:
+    """The codec's count (what the splitter uses) is the per-character count."""
+    assert utf16_length(text) == sum(utf16_units(char) for char in text)
 
 
 def test_short_text_is_one_piece_and_blank_text_none() -> None:
