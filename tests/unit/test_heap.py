@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.ops.heap import settle_start_up_heap
+from bot.ops.heap import YOUNG_THRESHOLD, settle_start_up_heap
 
 
 class _Node:
@@ -18,13 +18,15 @@ class _Node:
 
 @pytest.fixture
 def unfreeze_after() -> Iterator[None]:
-    """The test process's heap is given back to the collector afterwards."""
+    """The test process's heap and thresholds are given back to the collector afterwards."""
+    thresholds = gc.get_threshold()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 @pytest.mark.usefixtures("unfreeze_after")
-def test_objects_alive_at_start_up_are_set_aside_and_later_garbage_is_still_collected() -> None:
+def test_start_up_objects_set_aside_young_ones_collected_less_often_garbage_freed() -> None:
     start_up_cycle = _Node()
     start_up_cycle.other = start_up_cycle
     start_up_garbage = _Node()
@@ -37,6 +39,7 @@ def test_objects_alive_at_start_up_are_set_aside_and_later_garbage_is_still_coll
     # Garbage left by start-up is collected first, not kept for the life of the process.
     assert garbage_ref() is None
     assert frozen == gc.get_freeze_count() > 0
+    assert gc.get_threshold()[0] == YOUNG_THRESHOLD
     assert not any(obj is start_up_cycle for gen in range(3) for obj in gc.get_objects(gen))
 
     turn_cycle = _Node()
