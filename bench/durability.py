@@ -354,6 +354,8 @@ async def customers(
                 spy.send_signal(signal.SIGINT)
                 await spy.wait()
             methods = Counter(call.method for call in telegram.calls if call.at >= started)
+            # Requests the model answered before the burst were fetched with the CPU above.
+            model_starts = [span[0] for span in await _model_spans(model) if span[0] >= started]
             replies = sorted(
                 call.at - started
                 for call in telegram.calls_of("sendMessage")
@@ -378,6 +380,17 @@ async def customers(
         "p99_reply_seconds": round(replies[int(len(replies) * 0.99) - 1], 2),
         "bot_api_calls_per_customer": {
             method: round(calls / count, 2) for method, calls in sorted(methods.items())
+        },
+        # When the model's requests began and the answers went, per quarter second from
+        # the burst's start: a burst taken in whole starts every request in its first
+        # second; waves show where intake or the workers held customers back.
+        "timeline_per_quarter_second": {
+            "model_requests_started": _per_quarter(model_starts, started, elapsed),
+            "sendMessage": _per_quarter(
+                [call.at for call in telegram.calls_of("sendMessage") if call.at >= started],
+                started,
+                elapsed,
+            ),
         },
         # CPU each process used during the burst, per customer (ms): where the cores went.
         "cpu_ms_per_customer": {
@@ -445,6 +458,24 @@ async def customers_vs_floor(
             ],
         }
     return {"summary": summary, "runs": raw}
+
+
+async def _model_spans(model: ModelServerProcess) -> list[tuple[float, float]]:
+    """The model server's request spans since it was last asked (``GET /timings``)."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{model.control_url}/timings") as response,
+    ):
+        body = await response.json()
+    return [(float(start), float(end)) for start, end in body["intervals"]]
+
+
+def _per_quarter(times: list[float], started: float, elapsed: float) -> list[int]:
+    """How many of ``times`` fell in each quarter second from ``started`` to the end."""
+    counts = [0] * (int(elapsed * 4) + 1)
+    for at in times:
+        counts[min(int((at - started) * 4), len(counts) - 1)] += 1
+    return counts
 
 
 async def _start_py_spy(
