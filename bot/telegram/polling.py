@@ -5,7 +5,8 @@ The next offset is asked for only once the batch's updates are queued; if
 Redis is down, the same batch is queued again when it is back (intake is
 idempotent), so a crash or an outage never loses an update Telegram let go.
 Each update is parsed on its own (:mod:`bot.telegram.raw_updates`): one that
-aiogram cannot read is dropped and the rest of its batch goes on.
+aiogram cannot read is dropped and the rest of its batch goes on. A batch's
+chats are queued a few at a time, each chat's updates in their order.
 """
 
 import asyncio
@@ -26,6 +27,10 @@ from bot.telegram.update_intake import TelegramIntake
 logger = logging.getLogger(__name__)
 
 POLL_TIMEOUT_SECONDS = 25
+INTAKE_CHATS_AT_ONCE = 8
+"""Chats of one batch queued at once. One at a time, a burst waits for its next batch
+behind the turns already taken; all at once, they flood the event loop those turns
+share and start in a clump (bench/README.md, issue 36, has both measured)."""
 _BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
 
@@ -100,7 +105,7 @@ class Poller:
     async def _accept_batch(
         self, chats: dict[int | None, list[tuple[Update, dict[str, Any]]]]
     ) -> bool:
-        """Queue a batch: each chat's updates in order, the chats side by side.
+        """Queue a batch: each chat's updates in order, ``INTAKE_CHATS_AT_ONCE`` chats at a time.
 
         One after another, a batch of a hundred waited for two hundred Redis round
         trips, each behind every turn the process runs meanwhile: in a burst the
@@ -110,8 +115,14 @@ class Poller:
         """
         if len(chats) == 1:
             return await self._accept_in_order(next(iter(chats.values())))
+        slots = asyncio.Semaphore(INTAKE_CHATS_AT_ONCE)
+
+        async def in_turn(updates: list[tuple[Update, dict[str, Any]]]) -> bool:
+            async with slots:
+                return await self._accept_in_order(updates)
+
         async with asyncio.TaskGroup() as group:
-            chains = [group.create_task(self._accept_in_order(chat)) for chat in chats.values()]
+            chains = [group.create_task(in_turn(chat)) for chat in chats.values()]
         return all(chain.result() for chain in chains)
 
     async def _accept_in_order(self, updates: list[tuple[Update, dict[str, Any]]]) -> bool:
