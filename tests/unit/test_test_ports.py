@@ -63,3 +63,19 @@ def test_waiting_on_a_process_that_exits_says_so() -> None:
     process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     with pytest.raises(RuntimeError, match="exit code 3"):
         wait_for_http(free_port(), process, within=20, name="the server")
+
+
+def test_free_ports_lie_below_the_range_outgoing_connections_take_theirs_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once picked, no client socket of the suite can take the port before its server does."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as ranges:
+        ephemeral_low = int(ranges.read().split()[0])
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    second = {free_port() for _ in range(50)}
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")
+    third = {free_port() for _ in range(50)}
+    assert all(port < ephemeral_low for port in second | third)
+    # Each xdist worker picks from a slice of its own: two workers never share a port.
+    assert max(second) < min(third)
