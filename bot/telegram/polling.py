@@ -70,9 +70,9 @@ class Poller:
             chats: dict[int | None, list[tuple[Update, dict[str, Any]]]] = {}
             for raw in updates:
                 update_id = update_id_of(raw)
-                # Not an update at all (no id): nothing to confirm it by, nothing to queue.
                 update = parse_update(raw, self.bot, source="getUpdates item")
                 if update_id is None:
+                    # Not an update at all: nothing to confirm it by, nothing to queue.
                     continue
                 if update is not None:
                     chats.setdefault(_chat_of(update), []).append((update, raw))

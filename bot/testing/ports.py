@@ -16,6 +16,7 @@ from pathlib import Path
 
 _POOL_SIZE = 12_000
 """Ports below the kernel's ephemeral range that the suite picks from."""
+_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def free_port() -> int:
@@ -53,9 +54,6 @@ def _pool() -> tuple[int, int]:
     index = int(worker) if worker.isdigit() else 0
     size = (ephemeral_low - low) // max(workers, 1)
     return low + index * size, low + (index + 1) * size
-
-
-_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def answers_http(port: int, *, timeout: float = 0.5) -> bool:
