@@ -113,47 +113,42 @@ class Poller:
         (its queue is that order); between chats Telegram promises none (a webhook
         gets them on parallel connections too). ``False`` if stopped first.
         """
+        outage = _Outage()
         if len(chats) == 1:
-            return await self._accept_in_order(next(iter(chats.values())))
+            return await self._accept_in_order(next(iter(chats.values())), outage)
         slots = asyncio.Semaphore(INTAKE_CHATS_AT_ONCE)
 
         async def in_turn(updates: list[tuple[Update, dict[str, Any]]]) -> bool:
             async with slots:
-                return await self._accept_in_order(updates)
+                return await self._accept_in_order(updates, outage)
 
         async with asyncio.TaskGroup() as group:
             chains = [group.create_task(in_turn(chat)) for chat in chats.values()]
         return all(chain.result() for chain in chains)
 
-    async def _accept_in_order(self, updates: list[tuple[Update, dict[str, Any]]]) -> bool:
+    async def _accept_in_order(
+        self, updates: list[tuple[Update, dict[str, Any]]], outage: "_Outage"
+    ) -> bool:
         """Queue one chat's updates one after another; ``False`` if stopped first."""
         for update, raw in updates:
-            if not await self._accept(update, raw):
+            if not await self._accept(update, raw, outage):
                 return False
         return True
 
-    async def _accept(self, update: Update, raw: dict[str, Any]) -> bool:
-        """Queue one update, retrying while Redis is down; ``False`` if stopped first.
-
-        The outage is logged once, and its end once, not every retry.
-        """
+    async def _accept(self, update: Update, raw: dict[str, Any], outage: "_Outage") -> bool:
+        """Queue one update, retrying while Redis is down; ``False`` if stopped first."""
         failures = 0
         while True:
             try:
                 await self.intake.accept(update, raw)
             except (RedisError, OSError) as error:
                 failures += 1
-                if failures == 1:
-                    logger.warning(
-                        "Update %s not queued: Redis unavailable (%s); retrying",
-                        update.update_id,
-                        type(error).__name__,
-                    )
+                outage.failed(update.update_id, error)
                 if not await self._pause(failures):
                     return False
                 continue
             if failures:
-                logger.info("Update %s queued after %d attempt(s)", update.update_id, failures + 1)
+                outage.queued(update.update_id, failures + 1)
             return True
 
     async def _pause(self, failures: int) -> bool:
@@ -163,6 +158,32 @@ class Poller:
             async with asyncio.timeout(delay):
                 await self._stop.wait()
         return not self._stop.is_set()
+
+
+@dataclass
+class _Outage:
+    """A Redis outage as one batch meets it: logged when it begins and when it ends.
+
+    The batch's chats retry side by side; each would otherwise log the same outage.
+    """
+
+    failing: bool = False
+
+    def failed(self, update_id: int, error: Exception) -> None:
+        """An update could not be queued."""
+        if not self.failing:
+            self.failing = True
+            logger.warning(
+                "Update %s not queued: Redis unavailable (%s); retrying",
+                update_id,
+                type(error).__name__,
+            )
+
+    def queued(self, update_id: int, attempts: int) -> None:
+        """An update that had failed is queued now."""
+        if self.failing:
+            self.failing = False
+            logger.info("Update %s queued after %d attempt(s)", update_id, attempts)
 
 
 def _chat_of(update: Update) -> int | None:
