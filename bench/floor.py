@@ -14,6 +14,7 @@ import secrets
 from typing import Any
 
 import aiohttp
+from redis.typing import EncodableT, FieldT
 
 from bot.storage.connection import AsyncRedisClient
 from tools.registry import ToolRegistry
@@ -21,6 +22,8 @@ from turn import TurnContext
 
 HISTORY_MESSAGES = 40
 """History kept and sent (the engine's window is in tokens; five turns fit either way)."""
+AUDIT_MAXLEN = 100_000
+"""The audit stream's approximate length cap, as the engine's default."""
 MODEL_STEPS = 3
 """Model requests at most per turn (the last one without tools), as the engine's default."""
 
@@ -103,32 +106,28 @@ class FloorModel:
                 tools_called.append(call["function"]["name"])
         return "", tools_called
 
+    def audit_entry(
+        self, context: TurnContext, tools_called: list[str]
+    ) -> dict[FieldT, EncodableT]:
+        """The one audit stream entry a floor turn writes."""
+        return {
+            "type": "turn",
+            "chat_id": str(context.chat_id),
+            "turn_id": context.turn_id,
+            "outcome": "answered",
+            "model": self.model,
+            "tool_names": ",".join(tools_called),
+        }
+
 
 class FloorTurn:
     """One turn as a minimal script would write it (see the module docstring)."""
 
     def __init__(
-        self,
-        *,
-        redis: AsyncRedisClient,
-        http: aiohttp.ClientSession,
-        base_url: str,
-        api_key: str,
-        model: str,
-        instruction: str,
-        registry: ToolRegistry,
-        key_prefix: str,
-        stream: str,
+        self, *, redis: AsyncRedisClient, model: FloorModel, key_prefix: str, stream: str
     ) -> None:
         self._redis = redis
-        self._model = FloorModel(
-            http=http,
-            base_url=base_url,
-            api_key=api_key,
-            model=model,
-            instruction=instruction,
-            registry=registry,
-        )
+        self._model = model
         self._prefix = key_prefix
         self._stream = stream
 
@@ -154,15 +153,8 @@ class FloorTurn:
             await pipe.execute()
         await self._redis.xadd(
             self._stream,
-            {
-                "type": "turn",
-                "chat_id": str(context.chat_id),
-                "turn_id": context.turn_id,
-                "outcome": "answered",
-                "model": self._model.model,
-                "tool_names": ",".join(tools_called),
-            },
-            maxlen=100_000,
+            self._model.audit_entry(context, tools_called),
+            maxlen=AUDIT_MAXLEN,
             approximate=True,
         )
         return str(answer)

@@ -23,7 +23,7 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from bench.control import wait_for_termination
-from bench.floor import FloorModel
+from bench.floor import AUDIT_MAXLEN, FloorModel
 from bench.stack import bench_settings
 from bot.app import Application, build_application
 from bot.ops import event_loop
@@ -118,15 +118,8 @@ class FloorBot:
             )
             pipe.xadd(
                 self._stream,
-                {
-                    "type": "turn",
-                    "chat_id": str(chat),
-                    "turn_id": context.turn_id,
-                    "outcome": "answered",
-                    "model": self._model.model,
-                    "tool_names": ",".join(tools_called),
-                },
-                maxlen=100_000,
+                self._model.audit_entry(context, tools_called),
+                maxlen=AUDIT_MAXLEN,
                 approximate=True,
             )
             await pipe.execute()

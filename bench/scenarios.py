@@ -17,7 +17,7 @@ import httpx2
 import redis.asyncio as aioredis
 from openai import AsyncOpenAI
 
-from bench.floor import FloorTurn
+from bench.floor import FloorModel, FloorTurn
 from bench.model_script import TWO_TOOLS, is_summary_request
 from bench.stack import (
     CountingConnection,
@@ -158,12 +158,14 @@ async def _floor(
     yield (
         FloorTurn(
             redis=app.redis,
-            http=http,
-            base_url=base_url,
-            api_key="sk-bench",
-            model=settings.llm.model,
-            instruction=app.chat.instruction(None),
-            registry=app.registry,
+            model=FloorModel(
+                http=http,
+                base_url=base_url,
+                api_key="sk-bench",
+                model=settings.llm.model,
+                instruction=app.chat.instruction(None),
+                registry=app.registry,
+            ),
             key_prefix=settings.redis.key_prefix,
             stream=settings.audit.stream,
         ),
