@@ -16,6 +16,7 @@ after the removal) sends it once or re-runs the turn that never committed.
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from aiogram import Bot, Dispatcher
@@ -378,20 +379,30 @@ class TelegramJobRunner:
             except ChatServiceError:
                 logger.warning("Turn %s: could not mark its answer undelivered", reply.turn_id)
         answered = delivered and not blocked and reply.format == "answer"
-        # The audit and an answer's schedules are independent writes of other slots, and
-        # neither raises: side by side, one round trip's wait for both.
-        await asyncio.gather(
-            self.audit.write_fields(
-                [_with_delivery(fields, delivered) for fields in (*reply.audit, *card_audit)]
-            )
-            if reply.audit or card_audit
-            else _nothing(),
-            self._schedule_answered(lease.conversation_key) if answered else _nothing(),
+        await self._record(
+            lease.conversation_key,
+            [_with_delivery(fields, delivered) for fields in (*reply.audit, *card_audit)],
+            answered=answered,
         )
         if reply.staff and self.desk is not None:
             await self.desk.perform(lease.conversation_key, reply)
         if delivered and not blocked and not answered:
             await self._schedule_idle(lease.conversation_key, reply)
+
+    async def _record(
+        self, conversation_key: str, audit: list[dict[str, str]], *, answered: bool
+    ) -> None:
+        """The reply's audit and, after an answer, its schedules.
+
+        Independent writes of other slots, neither ever raises: side by side, one
+        round trip's wait for both.
+        """
+        writes: list[Awaitable[None]] = []
+        if audit:
+            writes.append(self.audit.write_fields(audit))
+        if answered:
+            writes.append(self._schedule_answered(conversation_key))
+        await asyncio.gather(*writes)
 
     async def _schedule_answered(self, conversation_key: str) -> None:
         """After the bot's answer the question and the analysis are due after the idle time:
@@ -546,7 +557,3 @@ def _reply_of(job: QueuedJob, reply: PlainReply) -> JobReply:
             language=reply.language,
         )
     )
-
-
-async def _nothing() -> None:
-    """An awaitable that does nothing (a write not due this time)."""
