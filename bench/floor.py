@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 from redis.typing import EncodableT, FieldT
 
+from bot.app import Application
 from bot.storage.connection import AsyncRedisClient
 from tools.registry import ToolRegistry
 from turn import TurnContext
@@ -67,6 +68,18 @@ class FloorModel:
         self._instruction = instruction
         self._registry = registry
         self._schemas = list(registry.api_schemas())
+
+    @classmethod
+    def of(cls, app: Application, http: aiohttp.ClientSession, base_url: str) -> "FloorModel":
+        """The floor's model loop with ``app``'s model name, default prompt and tools."""
+        return cls(
+            http=http,
+            base_url=base_url,
+            api_key="sk-bench",
+            model=app.settings.llm.model,
+            instruction=app.chat.instruction(None),
+            registry=app.registry,
+        )
 
     def messages(self, history: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
         """The first request's messages: the prompt, the history, the question."""

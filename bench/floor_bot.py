@@ -56,14 +56,7 @@ class FloorBot:
         self._redis = redis
         self._http = http
         self._api = f"{telegram_url.rstrip('/')}/bot{token}"
-        self._model = FloorModel(
-            http=http,
-            base_url=model_url,
-            api_key="sk-bench",
-            model=app.settings.llm.model,
-            instruction=app.chat.instruction(None),
-            registry=app.registry,
-        )
+        self._model = FloorModel.of(app, http, model_url)
         self._prefix = prefix
         self._stream = f"{prefix}:audit"
         self._tasks: set[asyncio.Task[None]] = set()

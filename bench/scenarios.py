@@ -158,14 +158,7 @@ async def _floor(
     yield (
         FloorTurn(
             redis=app.redis,
-            model=FloorModel(
-                http=http,
-                base_url=base_url,
-                api_key="sk-bench",
-                model=settings.llm.model,
-                instruction=app.chat.instruction(None),
-                registry=app.registry,
-            ),
+            model=FloorModel.of(app, http, base_url),
             key_prefix=settings.redis.key_prefix,
             stream=settings.audit.stream,
         ),
