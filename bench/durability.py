@@ -41,7 +41,7 @@ import redis.asyncio as aioredis
 
 from bench import floor_bot
 from bench.model_script import TWO_TOOLS, bench_responder
-from bench.stack import ModelServerProcess, process_cpu_seconds
+from bench.stack import ModelServerProcess, peak_rss_bytes, process_cpu_seconds
 from bot.settings import WorkerSettings
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import ScriptedOpenAIServer
@@ -336,7 +336,7 @@ async def customers(
             await telegram.push(
                 *(telegram.message_update(600_000 + n, "разминка") for n in range(warmup))
             )
-            await telegram.wait_for(lambda: len(telegram.sent_texts()) >= warmup, within=120)
+            await telegram.wait_for(lambda: telegram.accepted("sendMessage") >= warmup, within=120)
             updates = [
                 telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
             ]
@@ -346,10 +346,11 @@ async def customers(
             started = time.monotonic()
             await telegram.push(*updates)
             await telegram.wait_for(
-                lambda: len(telegram.sent_texts()) >= warmup + count, within=600
+                lambda: telegram.accepted("sendMessage") >= warmup + count, within=600
             )
             elapsed = time.monotonic() - started
             cpu_after = await _cpu_by_process(bots, model, url)
+            peak_rss = {f"bot_{n}": peak_rss_bytes(bot.pid) >> 20 for n, bot in enumerate(bots)}
             for spy in spies:
                 spy.send_signal(signal.SIGINT)
                 await spy.wait()
@@ -391,7 +392,15 @@ async def customers(
                 started,
                 elapsed,
             ),
+            # A batch is confirmed by the next ``getUpdates``: how fast intake took the burst.
+            "getUpdates": _per_quarter(
+                [call.at for call in telegram.calls_of("getUpdates") if call.at >= started],
+                started,
+                elapsed,
+            ),
         },
+        # The most memory each bot process held, warm-up and burst included (MiB).
+        "peak_rss_mib": peak_rss,
         # CPU each process used during the burst, per customer (ms): where the cores went.
         "cpu_ms_per_customer": {
             name: round((cpu_after[name] - cpu_before[name]) * 1000 / count, 2)

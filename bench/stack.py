@@ -276,6 +276,15 @@ def rss_bytes() -> int:
     return 0
 
 
+def peak_rss_bytes(pid: int) -> int:
+    """The most memory process ``pid`` has held resident since it started (``VmHWM``)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 async def settle() -> None:
     """Let callbacks scheduled by the last turn run before the next measurement."""
     await asyncio.sleep(0)

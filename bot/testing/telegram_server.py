@@ -133,6 +133,7 @@ class FakeTelegramServer:
         self._port = 0
         self._closing = False
         self._received: dict[str, int] = {}
+        self._accepted: dict[str, int] = {}
         self._held_chats: set[int] = set()
         self.holding = 0
         self.discarded: list[dict[str, Any]] = []
@@ -448,6 +449,15 @@ class FakeTelegramServer:
         """How many calls of ``method`` arrived (a long poll counts before it is answered)."""
         return self._received.get(method, 0)
 
+    def accepted(self, method: str) -> int:
+        """How many calls of ``method`` the fake answered with success.
+
+        Kept as calls come, so a wait on it costs the same at the thousandth call as
+        at the first (``calls_of`` walks every call: a wait on it, woken by each call,
+        is quadratic in a burst).
+        """
+        return self._accepted.get(method, 0)
+
     def topic_texts(self, chat_id: int, thread_id: int) -> list[str]:
         """Texts the bot posted into one forum topic, in order."""
         return [
@@ -531,6 +541,8 @@ class FakeTelegramServer:
             result_id = int(body.get("result", {}).get("message_id", 0))
         async with self._changed:
             self.calls.append(ApiCall(method, params, response.status, time.monotonic(), result_id))
+            if response.status == 200:
+                self._accepted[method] = self._accepted.get(method, 0) + 1
             self._changed.notify_all()
         return response
 
