@@ -322,8 +322,12 @@ class WorkerSettings(BaseSettings):
 
     model_config = _ENV
 
+    # As many as the model's connections (LLM_MAX_CONNECTIONS): a chat in hand past them
+    # only queues for one. A lower bound split bursts badly between a poller and a
+    # worker: the worker, whose loop does no intake, read first, filled its slots, and
+    # the rest fell to the poller (bench/README.md, "Fifth round"). About 0.1 MiB a chat.
     concurrency: int = Field(
-        default=512, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
+        default=1000, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
     )
     # A job whose runs kill their worker (or fail before an outcome) this often is given
     # up: a dead letter for staff, a kind failure message for the customer.

@@ -32,11 +32,15 @@ class EchoRunner:
     # Chats whose turns take this long instead.
     slow: dict[int, float] = field(default_factory=dict)
     sent: list[tuple[int, str]] = field(default_factory=list)
+    # When set, every turn waits for it first, as a turn waits for the model.
+    gate: asyncio.Event | None = None
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobReply:
         """The head job's reply, for the worker to commit with the job's pop."""
         assert state.head is not None
         job = state.head
+        if self.gate is not None:
+            await self.gate.wait()
         pause = self.slow.get(job.chat_id, self.turn_seconds)
         if pause:
             await asyncio.sleep(pause)
