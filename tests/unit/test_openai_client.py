@@ -254,6 +254,48 @@ async def test_request_without_tools_carries_no_tool_fields(
     assert not {"tools", "tool_choice", "parallel_tool_calls"} & body.keys()
 
 
+async def test_what_the_fast_encoder_refuses_is_still_sent_as_json_writes_it(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    # A shop's MCP tool may bound a number past 64 bits; orjson refuses such integers.
+    huge = 2**70
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "reserve_stock",
+            "description": "Резервирует товар «на складе» 📦",
+            "parameters": {
+                "type": "object",
+                "properties": {"quantity": {"type": "integer", "maximum": huge}},
+            },
+        },
+    }
+    messages: list[Message] = [*MESSAGES, {"role": "user", "content": 'Кавычки " и \\ 😀\n'}]
+    openai_server.script(text_answer("Готово."))
+    client = await make_client()
+
+    await client.generate_with_tools(messages, [tool], "auto")
+
+    body = openai_server.requests[0].body
+    assert body["tools"] == [tool]
+    assert body["tools"][0]["function"]["parameters"]["properties"]["quantity"]["maximum"] == huge
+    assert body["messages"] == messages
+
+
+async def test_a_lone_surrogate_fails_the_request_before_it_is_sent(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    # Text that is not UTF-8 cannot be sent; the turn fails with the client's own error.
+    client = await make_client()
+
+    with pytest.raises(LLMBadResponseError):
+        await client.generate_with_tools(
+            [*MESSAGES, {"role": "user", "content": "\ud800"}], [], "auto"
+        )
+
+    assert openai_server.requests == []
+
+
 @pytest.mark.parametrize(
     ("role", "sent", "expected"),
     [("system", "developer", "system"), ("developer", "system", "developer")],
