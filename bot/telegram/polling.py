@@ -27,10 +27,6 @@ from bot.telegram.update_intake import TelegramIntake
 logger = logging.getLogger(__name__)
 
 POLL_TIMEOUT_SECONDS = 25
-INTAKE_CHATS_AT_ONCE = 8
-"""Chats of one batch queued at once. One at a time, a burst waits for its next batch
-behind the turns already taken; all at once, they flood the event loop those turns
-share and start in a clump (bench/README.md, issue 36, has both measured)."""
 _BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
 
@@ -105,25 +101,26 @@ class Poller:
     async def _accept_batch(
         self, chats: dict[int | None, list[tuple[Update, dict[str, Any]]]]
     ) -> bool:
-        """Queue a batch: each chat's updates in order, ``INTAKE_CHATS_AT_ONCE`` chats at a time.
+        """Queue a batch: all its chats side by side, each chat's updates in order.
 
-        One after another, a batch of a hundred waited for two hundred Redis round
-        trips, each behind every turn the process runs meanwhile: in a burst the
-        next ``getUpdates`` came seconds late. A chat's own updates keep their order
-        (its queue is that order); between chats Telegram promises none (a webhook
-        gets them on parallel connections too). ``False`` if stopped first.
+        Every Redis round trip of intake waits behind the turns the process runs
+        meanwhile, so the batch takes as many of those waits as its longest chain:
+        one update after another, a batch of a hundred took two hundred and the next
+        ``getUpdates`` came seconds late in a burst; eight chats at a time, still 26,
+        and the last batches of a 1,000-customer burst a second late (bench/README.md,
+        issue 36, fifth round). A batch holds at most 100 updates (``getUpdates``'s
+        limit), so at most 100 chains. A chat's own updates keep their order (its
+        queue is that order); between chats Telegram promises none (a webhook gets
+        them on parallel connections too). ``False`` if stopped first.
         """
         outage = _Outage()
         if len(chats) == 1:
             return await self._accept_in_order(next(iter(chats.values())), outage)
-        slots = asyncio.Semaphore(INTAKE_CHATS_AT_ONCE)
-
-        async def in_turn(updates: list[tuple[Update, dict[str, Any]]]) -> bool:
-            async with slots:
-                return await self._accept_in_order(updates, outage)
-
         async with asyncio.TaskGroup() as group:
-            chains = [group.create_task(in_turn(chat)) for chat in chats.values()]
+            chains = [
+                group.create_task(self._accept_in_order(updates, outage))
+                for updates in chats.values()
+            ]
         return all(chain.result() for chain in chains)
 
     async def _accept_in_order(

@@ -2,10 +2,10 @@
 
 The real :class:`Poller` reads the fake Bot API and queues through the production
 intake into a real redis-server. In the first test the intake is the production
-one holding back the first update of one chat until another chat's update is
-queued: a poller that queued a batch one update after another would never get
-to that other chat (the test's bound fails it). In the second, Redis is down
-while a batch of several chats comes, then back.
+one holding back the first update of nine chats until a tenth chat's update is
+queued: a poller that queued a batch one update after another, or a few chats at
+a time (it was eight), would never get to that tenth chat (the test's bound fails
+it). In the second, Redis is down while a batch of several chats comes, then back.
 """
 
 import asyncio
@@ -31,7 +31,8 @@ from bot.testing.telegram_server import FakeTelegramServer
 
 PREFIX = "pbatch"
 IntakeT = TypeVar("IntakeT", bound=TelegramIntake)
-SLOW_CHAT, OTHER_CHAT = 7001, 7002
+# More slow chats than the eight a batch was once queued at a time.
+SLOW_CHATS, OTHER_CHAT = tuple(range(7001, 7010)), 7050
 
 
 def _intake(kind: type[IntakeT], bot: Bot, redis: aioredis.Redis) -> IntakeT:
@@ -52,10 +53,10 @@ def _intake(kind: type[IntakeT], bot: Bot, redis: aioredis.Redis) -> IntakeT:
 
 
 class HoldingIntake(TelegramIntake):
-    """The production intake; ``SLOW_CHAT``'s first update waits until ``OTHER_CHAT`` is queued."""
+    """The production intake; each slow chat's first update waits until ``OTHER_CHAT`` is queued."""
 
     other_queued: asyncio.Event
-    held_once: bool
+    held: set[int]
     gave_up_waiting: bool
 
     async def accept(
@@ -63,13 +64,13 @@ class HoldingIntake(TelegramIntake):
     ) -> IntakeVerdict | None:
         """Queue ``update`` as production does, after the hold described above."""
         chat = update.message.chat.id if update.message is not None else None
-        if chat == SLOW_CHAT and not self.held_once:
-            self.held_once = True
+        if chat in SLOW_CHATS and chat not in self.held:
+            self.held.add(chat)
             try:
                 async with asyncio.timeout(5):
                     await self.other_queued.wait()
             except TimeoutError:
-                # Sequential queueing: the other chat never came while this one waited.
+                # Queued a few at a time: the other chat never came while these waited.
                 self.gave_up_waiting = True
         verdict = await super().accept(update, raw)
         if chat == OTHER_CHAT:
@@ -84,7 +85,7 @@ async def polling(
     """The poller running on the holding intake."""
     intake = _intake(HoldingIntake, bot, redis_client)
     intake.other_queued = asyncio.Event()
-    intake.held_once = False
+    intake.held = set()
     intake.gave_up_waiting = False
     poller = Poller(bot=bot, intake=intake, allowed_updates=[])
     task = asyncio.create_task(poller.run())
@@ -97,14 +98,17 @@ async def polling(
 async def test_a_batch_is_queued_chat_by_chat_side_by_side_and_in_order_within_a_chat(
     polling: HoldingIntake, telegram: FakeTelegramServer, redis_client: aioredis.Redis
 ) -> None:
-    slow = [telegram.message_update(SLOW_CHAT, f"вопрос {n}") for n in range(3)]
+    slow = {
+        chat: [telegram.message_update(chat, f"вопрос {n}") for n in range(3)]
+        for chat in SLOW_CHATS
+    }
     other = telegram.message_update(OTHER_CHAT, "другой вопрос")
-    # One getUpdates batch: the slow chat's three updates first, the other chat's last.
-    await telegram.push(*slow, other)
+    # One getUpdates batch: the slow chats' three updates each first, the other chat's last.
+    await telegram.push(*(update for updates in slow.values() for update in updates), other)
     # The batch is confirmed (the next getUpdates asks past it) only once all of it is queued.
     await telegram.wait_for(lambda: telegram.unconfirmed() == 0, within=15)
-    assert polling.held_once
-    assert not polling.gave_up_waiting, "the other chat was queued only after the slow one"
+    assert polling.held == set(SLOW_CHATS)
+    assert not polling.gave_up_waiting, "the other chat was queued only after slow ones"
 
     async def queued(chat: int) -> list[int]:
         key = RedisKeys(PREFIX).conversation(telegram_conversation(chat)).queue
@@ -113,7 +117,8 @@ async def test_a_batch_is_queued_chat_by_chat_side_by_side_and_in_order_within_a
             for job in await redis_client.lrange(key, 0, -1)
         ]
 
-    assert await queued(SLOW_CHAT) == [update["update_id"] for update in slow]
+    for chat, updates in slow.items():
+        assert await queued(chat) == [update["update_id"] for update in updates]
     assert await queued(OTHER_CHAT) == [other["update_id"]]
 
 
