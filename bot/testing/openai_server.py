@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.testing.openai_stream import DEFAULT_STREAM_CHUNK_CHARS, completion_events
+from bot.testing.ports import LISTEN_BACKLOG
 
 DEFAULT_MODEL = "scripted-model"
 DEFAULT_USAGE = (12, 5)
@@ -352,7 +353,8 @@ class ScriptedOpenAIServer:
         # a short shutdown timeout keeps teardown quick.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        # As the fake Bot API: a burst's connections must not overflow the accept queue.
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=LISTEN_BACKLOG)
         await site.start()
         self._port = self._runner.addresses[0][1]
 

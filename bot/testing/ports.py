@@ -14,6 +14,11 @@ import subprocess
 import time
 from pathlib import Path
 
+LISTEN_BACKLOG = 4096
+"""Connections a fake server's socket holds before it accepts them (Linux caps it at
+``net.core.somaxconn``, 4096 by default): a burst of 1,000 customers opens hundreds at
+once, and past the queue the kernel drops them, each client retrying a second later."""
+
 _POOL_SIZE = 12_000
 """Ports below the kernel's ephemeral range that the suite picks from."""
 _EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"

@@ -37,6 +37,8 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.testing.ports import LISTEN_BACKLOG
+
 TEST_TOKEN = "123456789:AAH-test-token-for-the-fake-server-0001"  # noqa: S105 - fake
 TEXT_LIMIT = 4096
 _INT_FIELDS = {
@@ -158,7 +160,10 @@ class FakeTelegramServer:
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        # A burst opens hundreds of connections at once; past aiohttp's default backlog
+        # (128) the kernel drops them and each client retries its SYN a second later,
+        # which no real Bot API makes a bot wait.
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=LISTEN_BACKLOG)
         await site.start()
         self._port = int(self._runner.addresses[0][1])
 
