@@ -289,8 +289,8 @@ def _known_tools(settings: Settings, registry: ToolRegistry) -> tuple[str, ...]:
 
 
 def _proposed_on_a_card(registry: ToolRegistry, name: str) -> bool:
-    mcp = registry.mcp_tool(name)
-    return registry.write_tool(name) is not None or (mcp is not None and mcp.confirm)
+    tool = registry.find(name)
+    return tool is not None and tool.approval == "card"
 
 
 def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
