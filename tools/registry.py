@@ -15,9 +15,8 @@ from turn import ToolCall, TurnContext
 if TYPE_CHECKING:
     from tools.execution import CallTimer, ToolExecutionResult
     from tools.mcp.tool import McpTool
-    from tools.write_tools import WriteTool
     from tools.shop_backend import Customer
-    from tools.write_tools import ActionResult
+    from tools.write_tools import ActionResult, WriteTool
 
 ArgumentsT = TypeVar("ArgumentsT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
