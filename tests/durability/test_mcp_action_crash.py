@@ -75,7 +75,7 @@ async def test_sigkill_after_the_shop_received_the_call_never_calls_it_again(
     await telegram.push_message(CHAT, "отмените заказ 8042")
     await telegram.wait_for(lambda: bool(telegram.keyboards(CHAT)), within=30)
     [(card_id, card_text, keyboard)] = telegram.keyboards(CHAT)
-    assert "order_id: 8042" in card_text
+    assert "order_id: «8042»" in card_text
     yes = keyboard[0][0]["callback_data"]
     action_id = yes.split(":")[1]
 

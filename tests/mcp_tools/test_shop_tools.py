@@ -292,8 +292,8 @@ async def test_a_write_runs_once_after_the_customers_press(
     message_id, card_text, buttons = await stack.card("отмените заказ 8042")
 
     assert card_text.startswith("Отмена заказа?")
-    assert "order_id: 8042" in card_text
-    assert "reason: передумал" in card_text
+    assert "order_id: «8042»" in card_text
+    assert "reason: «передумал»" in card_text
     assert len(shop.calls("cancel_order")) == before  # nothing called before the press
     outcome = await stack.press(message_id, buttons[0])
     assert "Заказ 8042 отменён" in outcome
