@@ -731,6 +731,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         actions=ActionConfirmations(
             registry=registry,
             confirm_seconds=settings.tools.action_confirm_seconds,
+            tool_wait_seconds=settings.tools.action_tool_wait_seconds,
             runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
             dead_letters=DeadLetters(redis, keys=keys),
             alert_staff=staff_chat_id is not None,

@@ -195,6 +195,8 @@ async def open_stack(
     telegram: FakeTelegramServer,
     bot: Bot,
     servers: list[dict[str, Any]],
+    *,
+    flush: bool = True,
     **env: Any,
 ) -> AsyncIterator[Stack]:
     values: dict[str, Any] = {
@@ -208,7 +210,7 @@ async def open_stack(
     }
     settings = make_settings(**{**values, **env})
     model = ScriptedClient(shop_model)
-    async with open_application(settings, llm=model) as app:
+    async with open_application(settings, llm=model, flush=flush) as app:
         stack = Stack(app, bot, telegram, model)
         async with stack.running():
             yield stack

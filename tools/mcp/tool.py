@@ -42,6 +42,11 @@ BoundSource = Literal["user_id", "chat_id", "shop_customer_id"]
 
 ACCOUNT_NOT_LINKED = "account_not_linked"
 TOOL_ERROR = "tool_error"
+UNREADABLE_RESULT = "unreadable_result"
+UNREADABLE_MESSAGE = (
+    "Ответ инструмента магазина не удалось прочитать. Скажи клиенту, что эти данные сейчас "
+    "недоступны, и не выдумывай их."
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,11 +63,13 @@ class McpCallError(RuntimeError):
 
     ``reached=False`` only when the request certainly never got to the server (no
     connection, connection refused): then the call may be sent again.
+    ``unreadable``: the server answered, but its answer could not be read.
     """
 
-    def __init__(self, message: str, *, reached: bool) -> None:
+    def __init__(self, message: str, *, reached: bool, unreadable: bool = False) -> None:
         super().__init__(message)
         self.reached = reached
+        self.unreadable = unreadable
 
 
 McpCaller = Callable[[str, dict[str, Any], float, bool], Awaitable[McpCallOutcome]]
@@ -195,6 +202,16 @@ class McpTool:
                 raise timeout_error(self.name, self.timeout_seconds, timer) from error
             raise technical_error(self.name, timer) from error
         except McpCallError as error:
+            if error.unreadable:
+                # One unreadable answer of a read is the tool's failure, not the turn's:
+                # the model hears it and answers without it.
+                logger.warning("Tool %s: %s", self.name, error)
+                return ToolExecutionResult(
+                    content=business_error_content(
+                        ToolBusinessError(UNREADABLE_MESSAGE, code=UNREADABLE_RESULT)
+                    ),
+                    audit=timer.record(ToolStatus.TECHNICAL_ERROR, UNREADABLE_RESULT),
+                )
             raise technical_error(self.name, timer) from error
         if outcome.is_error:
             refusal = business_error(outcome, self.result_max_chars)
