@@ -597,6 +597,7 @@ async def test_staff_see_an_action_of_unknown_outcome_in_the_customers_topic(
 
         await telegram.wait_for(lambda: bool(telegram.topics(staff_chat)))
         [thread] = telegram.topics(staff_chat)
+
         def notes() -> list[str]:
             texts = telegram.topic_texts(staff_chat, thread)
             return [text for text in texts if text.startswith(f"Проверьте действие {action_id}")]
@@ -604,7 +605,7 @@ async def test_staff_see_an_action_of_unknown_outcome_in_the_customers_topic(
         await telegram.wait_for(lambda: bool(notes()))
         [note] = notes()
         # What the customer confirmed, as their card said it, on one line.
-        assert "клиент подтвердил «Отмена заказа? • order_id: \"8042\"" in note
+        assert 'клиент подтвердил «Отмена заказа? • order_id: "8042"' in note
 
 
 async def test_a_trusted_idempotent_tool_is_called_again_after_a_crash(
