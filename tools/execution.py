@@ -5,7 +5,7 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tools.registry import ArgumentsT, HandlerRunner, RegisteredTool, ToolRegistry
+from tools.registry import ArgumentsT, RegisteredTool, ToolRegistry
 from turn import ToolBusinessError, ToolCall, ToolExecutionRecord, ToolStatus, TurnContext
 
 __all__ = [
@@ -185,11 +185,11 @@ class ToolExecutor:
             )
         return await tool.execute(tool_call, context, self)
 
-    async def run_handler(
-        self, tool: RegisteredTool[Any, Any], arguments: BaseModel, context: TurnContext
-    ) -> object:
-        """Call ``tool``'s handler (a thread for a blocking one) within its deadline."""
-        return await self._run_handler(tool, arguments, context)
+    async def run_registered(
+        self, tool: RegisteredTool[Any, Any], tool_call: ToolCall, context: TurnContext
+    ) -> ToolExecutionResult:
+        """Validate ``tool_call`` and run ``tool``'s handler (a thread for a blocking one)."""
+        return await execute_registered(tool, tool_call, context, self._run_handler)
 
     async def _run_handler(
         self, tool: RegisteredTool[Any, Any], arguments: BaseModel, context: TurnContext
@@ -242,14 +242,19 @@ def _call_on_loop(
 
 
 async def execute_registered(
-    tool: RegisteredTool[Any, Any], tool_call: ToolCall, context: TurnContext, runner: HandlerRunner
+    tool: RegisteredTool[Any, Any],
+    tool_call: ToolCall,
+    context: TurnContext,
+    run_handler: Callable[
+        [RegisteredTool[Any, Any], BaseModel, TurnContext], Coroutine[Any, Any, object]
+    ],
 ) -> ToolExecutionResult:
     """Run an application tool that needs no approval: validate, run, record."""
     timer = CallTimer(tool_call)
     audit = timer.record
     arguments = validated_arguments(tool.arguments_model, tool.name, tool_call, timer)
     try:
-        result = await runner.run_handler(tool, arguments, context)
+        result = await run_handler(tool, arguments, context)
     except TimeoutError as error:
         raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
     except ToolBusinessError as error:

@@ -6,7 +6,17 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NoReturn, Protocol, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    NoReturn,
+    Protocol,
+    TypeVar,
+    cast,
+)
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -271,12 +281,12 @@ class Tool(Protocol):
 
 
 class HandlerRunner(Protocol):
-    """Runs a plain or async handler within a deadline (the executor's thread pool)."""
+    """Runs an application tool's handler (the executor, with its thread pool)."""
 
-    async def run_handler(
-        self, tool: "RegisteredTool[Any, Any]", arguments: BaseModel, context: TurnContext
-    ) -> object:
-        """Call ``tool``'s handler; ``TimeoutError`` past its deadline."""
+    async def run_registered(
+        self, tool: "RegisteredTool[Any, Any]", tool_call: ToolCall, context: TurnContext
+    ) -> "ToolExecutionResult":
+        """Validate ``tool_call`` and run ``tool``'s handler within its deadline."""
 
 
 def _no_approval(name: str) -> NoReturn:
@@ -341,10 +351,7 @@ class RegisteredTool(Generic[ArgumentsT, ResultT]):
         self, tool_call: ToolCall, context: TurnContext, runner: HandlerRunner
     ) -> "ToolExecutionResult":
         """Validate, run the handler through ``runner``, make the audit record."""
-        # Here, not at the top: tools.execution builds on this module.
-        from tools.execution import execute_registered  # noqa: PLC0415
-
-        return await execute_registered(self, tool_call, context, runner)
+        return await runner.run_registered(self, tool_call, context)
 
     async def prepare(
         self, tool_call: ToolCall, context: TurnContext, timer: "CallTimer"
@@ -404,6 +411,10 @@ class DuplicateToolError(ToolRegistryError):
 
 class ToolNotRegisteredError(ToolRegistryError):
     """No tool with that name is registered."""
+
+
+def _built_as(tool: Tool | None, kind: ToolKind) -> bool:
+    return tool is not None and getattr(tool, "kind", None) == kind
 
 
 class ToolRegistry:
@@ -473,17 +484,14 @@ class ToolRegistry:
 
     def write_tool(self, name: str) -> "WriteTool[Any, Any] | None":
         """The application's write tool under ``name``, as built (for tests and benchmarks)."""
-        from tools.write_tools import WriteTool  # noqa: PLC0415 - it builds on this module
-
         tool = self._tools.get(name)
-        return tool if isinstance(tool, WriteTool) else None
+        # The builders' own mark (the classes build on this module, so no isinstance here).
+        return cast("WriteTool[Any, Any]", tool) if _built_as(tool, "write") else None
 
     def mcp_tool(self, name: str) -> "McpTool | None":
         """The shop's MCP tool under ``name``, as built (for tests and benchmarks)."""
-        from tools.mcp.tool import McpTool  # noqa: PLC0415 - it builds on this module
-
         tool = self._tools.get(name)
-        return tool if isinstance(tool, McpTool) else None
+        return cast("McpTool", tool) if _built_as(tool, "mcp") else None
 
     def _rebuild_schemas(self) -> None:
         # Schemas are built when tools change, not on every model request, and frozen, so

@@ -16,10 +16,17 @@ import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from tools.execution import (
+    CallTimer,
+    ToolExecutionResult,
+    technical_error,
+    timeout_error,
+    validated_arguments,
+)
 from tools.registry import (
     Approval,
     Effect,
@@ -31,9 +38,6 @@ from tools.registry import (
 )
 from tools.shop_backend import Customer
 from turn import ToolBusinessError, ToolCall, TurnContext
-
-if TYPE_CHECKING:
-    from tools.execution import CallTimer, ToolExecutionResult
 
 logger = logging.getLogger(__name__)
 
@@ -198,21 +202,14 @@ class WriteTool(Generic[ArgumentsT, StateT]):
 
     async def execute(
         self, tool_call: ToolCall, context: TurnContext, runner: HandlerRunner
-    ) -> "ToolExecutionResult":
+    ) -> ToolExecutionResult:
         """Never run at once: it needs the customer's yes."""
         raise TypeError(f"tool {self.name!r} needs the customer's approval")
 
     async def prepare(
-        self, tool_call: ToolCall, context: TurnContext, timer: "CallTimer"
+        self, tool_call: ToolCall, context: TurnContext, timer: CallTimer
     ) -> PreparedAction:
         """Validate, check the preconditions within the deadline, render the card."""
-        # Here, not at the top: tools.execution builds on tools.registry as this module does.
-        from tools.execution import (  # noqa: PLC0415
-            technical_error,
-            timeout_error,
-            validated_arguments,
-        )
-
         arguments = validated_arguments(self.arguments_model, self.name, tool_call, timer)
         deadline = asyncio.timeout(self.timeout_seconds)
         try:
