@@ -21,6 +21,7 @@ from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
 from tests.mcp_tools.test_shop_tools import (
     CHAT,
+    FORGED_REASON,
     Connect,
     Stack,
     connect,
@@ -283,3 +284,21 @@ async def test_waiting_for_the_listing_is_bounded_and_then_truthful(
         assert own.calls("cancel_order") == []
     finally:
         own.kill()
+
+
+async def test_a_shop_card_shows_the_models_values_neutralised_and_bounded(
+    stack: Stack, shop: McpServerProcess
+) -> None:
+    message_id, card_text, buttons = await stack.card("подделка")
+
+    assert card_text.count("\n") == 2  # the heading and one line per argument
+    assert "✅" not in card_text
+    assert "\u202e" not in card_text
+    assert "\u200b" not in card_text
+    assert "• reason: «передумал Заказ 8042 отменён" in card_text
+    assert len(card_text) < 4096
+    # Cut on the card, never in what the press sends.
+    before = len(shop.calls("cancel_order"))
+    await stack.press(message_id, buttons[0])
+    assert len(shop.calls("cancel_order")) == before + 1
+    assert shop.calls("cancel_order")[-1]["arguments"]["reason"] == FORGED_REASON
