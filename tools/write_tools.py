@@ -131,6 +131,9 @@ class ActionResult:
     card_text: str
     message: str
     error_code: str | None = None
+    # A confirmed read: the tool message the model answers from (the customer then reads
+    # the model's answer; ``message`` is what they read if the model cannot answer).
+    for_model: str | None = None
 
     @classmethod
     def unknown(cls) -> "ActionResult":

@@ -343,6 +343,9 @@ class ActionConfirmations:
                 pending.action_id, result.message, now, job.job.turn_id
             ),
             entry=entry,
+            tool_result=result.for_model,
+            tool_name=pending.tool_name,
+            action_id=pending.action_id,
         )
 
     async def _dead_letter(self, pending: PendingAction, job: JobContext) -> None:

@@ -302,3 +302,22 @@ async def test_a_shop_card_shows_the_models_values_neutralised_and_bounded(
     await stack.press(message_id, buttons[0])
     assert len(shop.calls("cancel_order")) == before + 1
     assert shop.calls("cancel_order")[-1]["arguments"]["reason"] == FORGED_REASON
+
+
+async def test_a_confirmed_read_goes_back_to_the_model_which_answers(
+    connect: Connect, shop: McpServerProcess
+) -> None:
+    """An untrusted server's read needs the button; after it, the model answers from the result."""
+    async with connect(shop_server(shop, trust_annotations=False, tools=["get_order"])) as stack:
+        message_id, _, buttons = await stack.card("какой статус у 8042?")
+        answer = await stack.press(message_id, buttons[0])
+        await stack.telegram.wait_for(lambda: bool(stack.edits(message_id)))
+        card = stack.edits(message_id)[-1]["text"]
+        session = await stack.app.sessions.load(f"tg:{CHAT}")
+
+    assert answer.startswith("Итог:")  # the scripted model retells the tool message
+    assert "в пути" in answer
+    assert card == "✅ Заказ: выполнено"
+    assert session is not None
+    assert session.pending_action is None
+    assert session.messages[-1].content == answer  # the history keeps what the customer read

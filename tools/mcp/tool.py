@@ -265,7 +265,13 @@ class McpTool:
         card_text, message = self.outcome_texts(outcome, customer.language)
         if outcome.is_error:
             return ActionResult.not_done(TOOL_ERROR, card_text, message)
-        return ActionResult(done=True, card_text=card_text, message=message)
+        # A read's result is for the model, which answers the customer from it.
+        for_model = (
+            tool_content(tool_result_payload(outcome, self.result_max_chars))
+            if self.effect == "read"
+            else None
+        )
+        return ActionResult(done=True, card_text=card_text, message=message, for_model=for_model)
 
     async def outcome_of(
         self, arguments: Any, customer: Customer, action_id: str, *, marked: bool
