@@ -709,7 +709,7 @@ class PromptSettings(BaseSettings):
         default="1.7.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
-    analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
+    analysis_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
 
 
 class _ModelChoice(BaseSettings):

@@ -44,6 +44,9 @@ def analysed_entry(chat_id: str, outcome: AnalysisOutcome) -> AnalysisAuditEntry
         turns=outcome.turns,
         person=int(outcome.person),
         total_tokens=outcome.usage.total_tokens,
+        quality=outcome.quality.score if outcome.quality is not None else None,
+        failed_criteria=tuple(outcome.quality.failed) if outcome.quality is not None else (),
+        turn_codes=outcome.turn_codes if outcome.quality is not None else (),
     )
 
 

@@ -26,6 +26,7 @@ from bot.queue.staff_actions import (
     HandoffTurn,
     StaffAction,
     Trigger,
+    reason_of,
     staff_label,
     transcript_post,
 )
@@ -129,6 +130,7 @@ class HandoffService:
         )
         target = step(self.state(job), event).target
         now = self._now()
+        why = reason_of(trigger, reason)
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=turn_id,
@@ -145,6 +147,7 @@ class HandoffService:
                     event="opened",
                     trigger=trigger,
                     reason=reason,
+                    handoff_reason=why,
                 ).to_fields(),
             ),
             staff=(
@@ -153,6 +156,7 @@ class HandoffService:
                     name=customer.name,
                     username=customer.username,
                     text=staff_label(trigger, reason),
+                    handoff_reason=why,
                 ),
             ),
         )
@@ -215,7 +219,11 @@ class HandoffService:
         if state == "bot":
             audit.append(
                 HandoffAuditEntry(
-                    chat_id=chat, turn_id=turn_id, event="opened", trigger="staff"
+                    chat_id=chat,
+                    turn_id=turn_id,
+                    event="opened",
+                    trigger="staff",
+                    handoff_reason=reason_of("staff"),
                 ).to_fields()
             )
         if state == "bot" or before is None or before.staff_replied_at is None:

@@ -16,7 +16,7 @@ from bot import customer_texts
 from bot.audit.schema import HandoffAuditEntry
 from bot.engine.chat_service import SPEECH_MARK
 from bot.engine.turn_outcomes import FollowUp, TurnEnd
-from bot.queue.staff_actions import StaffAction, staff_label, transcript_post
+from bot.queue.staff_actions import StaffAction, reason_of, staff_label, transcript_post
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.pending import CARD_MIRROR
@@ -93,6 +93,7 @@ class TurnHandoff:
                     name=customer.name,
                     username=customer.username,
                     text=staff_label("tool", asked.reason),
+                    handoff_reason=reason_of("tool", asked.reason),
                 ),
             )
             audit += (
@@ -102,6 +103,7 @@ class TurnHandoff:
                     event="opened",
                     trigger="tool",
                     reason=asked.reason,
+                    handoff_reason=reason_of("tool", asked.reason),
                 ).to_fields(),
             )
         if end.proposal is not None and updated.handoff == "waiting":
