@@ -174,8 +174,7 @@ class SupportRequestAnalyzer:
             quality=value.quality,
         )
         person = (
-            any(message.role == "staff" for message in session.messages)
-            or session.handoff != "bot"
+            any(message.role == "staff" for message in session.messages) or session.handoff != "bot"
         )
         return AnalysisOutcome(
             analysis=trimmed,

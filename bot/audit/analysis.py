@@ -63,7 +63,9 @@ class AnalysisAuditEntry(StreamRecord):
     # failed (names) and its newest turn codes; none of them written otherwise.
     quality: int | None = field(
         default=None,
-        metadata=stream_field("quality", INTEGER, written_if=lambda entry: entry.quality is not None),
+        metadata=stream_field(
+            "quality", INTEGER, written_if=lambda entry: entry.quality is not None
+        ),
     )
     failed_criteria: tuple[str, ...] = field(
         default=(),
@@ -73,7 +75,9 @@ class AnalysisAuditEntry(StreamRecord):
     )
     turn_codes: tuple[str, ...] = field(
         default=(),
-        metadata=stream_field("turn_codes", CODE_LIST, written_if=lambda entry: bool(entry.turn_codes)),
+        metadata=stream_field(
+            "turn_codes", CODE_LIST, written_if=lambda entry: bool(entry.turn_codes)
+        ),
     )
 
 

@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.audit.schema import CHAT_ID, TOOL_NAME, TURN_ID, TYPE, EntryType, StreamRecord, stream_field
+from bot.audit.schema import (
+    CHAT_ID,
+    TOOL_NAME,
+    TURN_ID,
+    TYPE,
+    EntryType,
+    StreamRecord,
+    stream_field,
+)
 from bot.audit.stream import StreamEntry
 
 AssistEvent = Literal[

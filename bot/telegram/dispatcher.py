@@ -93,6 +93,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
         languages=app.languages,
         # /language keeps the customer's choice in the session, committed with its reply.
         session_keeper=app.chat,
+        assist=app.assist,
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
