@@ -465,7 +465,42 @@ def analysis_lines(stats: AnalysisStats, *, width: int | None) -> list[str]:
     if stats.failed:
         shown = ", ".join(f"{key} {n}" for key, n in sorted(stats.failed.items()))
         lines.append(f"analysis failed: {shown}")
+    if stats.quality:
+        scored = sum(stats.quality.values())
+        shown = "  ".join(f"{score}: {stats.quality.get(score, 0)}" for score in range(1, 6))
+        lines.append(f"quality of {scored} bot-alone conversations (1-5): {shown}")
+    resolved = stats.resolved_by_bot + stats.resolved_by_staff
+    if resolved:
+        bot_share = stats.resolved_by_bot / resolved * 100
+        lines.append(
+            f"resolved: by the bot alone {stats.resolved_by_bot} ({bot_share:.0f}%), "
+            f"with staff {stats.resolved_by_staff} ({100 - bot_share:.0f}%)"
+        )
     return lines
+
+
+def quality_lines(
+    entries: Sequence[StreamEntry], zone: tzinfo | None, *, width: int | None
+) -> list[str]:
+    """``quality``: one row per scored conversation, worst first (never text)."""
+    columns = (
+        _TIME,
+        _CHAT,
+        Column(title="SCORE", priority=9, right=True, keep=True),
+        Column(title="FAILED", priority=7),
+        Column(title="TURN CODES", priority=8, short="TURNS", key=True),
+    )
+    rows = [
+        (
+            _local_time(stream_id_time(entry.entry_id), zone),
+            printable(entry.fields.get("chat_id", "")),
+            printable(entry.fields.get("quality", "")),
+            printable(entry.fields.get("failed_criteria", "")) or "-",
+            printable(entry.fields.get("turn_codes", "")) or "-",
+        )
+        for entry in entries
+    ]
+    return render(columns, rows, width=width)
 
 
 def analysed_lines(
