@@ -9,6 +9,7 @@ angry, urgent customer (its button delivered). The summary and the next step
 are text: they stay with the conversation for staff, never here.
 """
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -18,7 +19,7 @@ from bot.audit.feedback import rollup_fields as feedback_rollups
 from bot.audit.schema import (
     CHAT_ID,
     INTEGER,
-    TOOL_NAME_LIST,
+    Codec,
     TOTAL_TOKENS,
     TURN_ID,
     TYPE,
@@ -28,8 +29,12 @@ from bot.audit.schema import (
 )
 from bot.audit.stream import StreamEntry
 
-CODE_LIST = TOOL_NAME_LIST
-"""Names or codes, comma-separated; anything not shaped like a name is not written as is."""
+_CODE = re.compile(r"[A-Za-z0-9_]{1,64}")
+CODE_LIST: Codec[tuple[str, ...]] = Codec(
+    encode=lambda codes: ",".join(code for code in codes if _CODE.fullmatch(code)),
+    decode=lambda text: tuple(text.split(",")) if text else (),
+)
+"""Criteria names or turn codes, comma-separated; anything else is left out (never text)."""
 
 AnalysisEvent = Literal["analysed", "analysis_failed", "escalation_offered"]
 ANALYSED: AnalysisEvent = "analysed"
