@@ -19,10 +19,10 @@ from bot.audit.feedback import rollup_fields as feedback_rollups
 from bot.audit.schema import (
     CHAT_ID,
     INTEGER,
-    Codec,
     TOTAL_TOKENS,
     TURN_ID,
     TYPE,
+    Codec,
     EntryType,
     StreamRecord,
     stream_field,

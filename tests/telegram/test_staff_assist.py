@@ -212,7 +212,9 @@ async def test_a_suggestion_follows_the_relay_and_staff_send_it_as_is(stack: Sta
         if c.ok and c.params.get("message_thread_id") == thread
     ]
     posted = [c.at for c in telegram.calls_of("sendMessage") if c.result_id == message_id]
-    assert relays and posted and relays[-1] <= posted[0]
+    assert relays
+    assert posted
+    assert relays[-1] <= posted[0]
     assert SUGGESTED in text
     [[send]] = keyboard
     assert send["text"] == staff_texts.SUGGESTION_SEND
@@ -346,6 +348,7 @@ async def test_idle_conversations_are_scored_and_stats_show_it(
     telegram: FakeTelegramServer,
     openai_server: ScriptedOpenAIServer,
     bot: Bot,
+    *,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -356,31 +359,30 @@ async def test_idle_conversations_are_scored_and_stats_show_it(
         bot,
         CSAT_AFTER_IDLE_MINUTES=0.001,
         QUALITY_REVIEW_BELOW=3,
-    ) as stack:
-        async with stack.running(work=False, sweep=True):
-            await stack.customer("Где мой заказ 8041? Секрет-слово-клиента")
-            await telegram.wait_for(
-                lambda: any(t.startswith("Ответ бота") for t in telegram.sent_texts(CUSTOMER))
-            )
+    ) as stack, stack.running(work=False, sweep=True):
+        await stack.customer("Где мой заказ 8041? Секрет-слово-клиента")
+        await telegram.wait_for(
+            lambda: any(t.startswith("Ответ бота") for t in telegram.sent_texts(CUSTOMER))
+        )
 
-            async def scored() -> list[dict[str, str]]:
-                return [
-                    e for e in await stack.audit() if e["type"] == "analysis" and e.get("quality")
-                ]
+        async def scored() -> list[dict[str, str]]:
+            return [
+                e for e in await stack.audit() if e["type"] == "analysis" and e.get("quality")
+            ]
 
-            await stack.audit_until(
-                lambda found: any(e["type"] == "analysis" and e.get("quality") for e in found)
-            )
-            [entry] = await scored()
-            assert entry["quality"] == "2"
-            assert entry["failed_criteria"] == "resolved,tone"
-            assert re.fullmatch(r"[A-Z0-9]+", entry["turn_codes"].split(",")[0])
-            # A score below QUALITY_REVIEW_BELOW opens a review topic.
-            review = staff_texts.QUALITY_REVIEW_HEADER.split("{")[0]
-            await telegram.wait_for(
-                lambda: any(t.startswith(review) for t in telegram.sent_texts(STAFF))
-            )
-            assert not any(customer_texts.OPERATOR_WAITING in t for t in telegram.sent_texts())
+        await stack.audit_until(
+            lambda found: any(e["type"] == "analysis" and e.get("quality") for e in found)
+        )
+        [entry] = await scored()
+        assert entry["quality"] == "2"
+        assert entry["failed_criteria"] == "resolved,tone"
+        assert re.fullmatch(r"[A-Z0-9]+", entry["turn_codes"].split(",")[0])
+        # A score below QUALITY_REVIEW_BELOW opens a review topic.
+        review = staff_texts.QUALITY_REVIEW_HEADER.split("{")[0]
+        await telegram.wait_for(
+            lambda: any(t.startswith(review) for t in telegram.sent_texts(STAFF))
+        )
+        assert not any(customer_texts.OPERATOR_WAITING in t for t in telegram.sent_texts())
 
     monkeypatch.setenv("REDIS_URL", redis_server.url)
     monkeypatch.setenv("AUDIT_STREAM", f"{PREFIX}:audit")
