@@ -460,16 +460,8 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     lines.append(
         f"handoffs: {handoff.opened} opened in {handoff.chats} chats ({rate}); "
         f"first staff reply: p50 {_seconds(wait.p50)}  p95 {_seconds(wait.p95)}  "
-        f"max {_seconds(wait.max)}"
+        f"max {_seconds(wait.max)}" + _reasons(handoff.reasons)
     )
-    if handoff.reasons:
-        shown = ", ".join(
-            f"{reason} {count}"
-            for reason, count in sorted(
-                handoff.reasons.items(), key=lambda item: (-item[1], item[0])
-            )
-        )
-        lines.append(f"handoff reasons: {shown}")
     lines.extend(assist_stats_lines(assist))
     lines.extend(action_stats_lines(actions))
     lines.extend(feedback_stats_lines(feedback))
@@ -598,6 +590,14 @@ def _report(
         for line in lines():
             print(line, file=context.out)
     return EXIT_OK
+
+
+def _reasons(reasons: Mapping[str, int]) -> str:
+    """``; by reason: customer_asked 3, ...`` (the most first), or nothing without any."""
+    if not reasons:
+        return ""
+    ordered = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    return "; by reason: " + ", ".join(f"{reason} {count}" for reason, count in ordered)
 
 
 def _seconds(value_ms: float | None) -> str:

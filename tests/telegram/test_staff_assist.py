@@ -185,6 +185,22 @@ async def _stack(
             yield stack
 
 
+def audit_cli(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str, *argv: str
+) -> str:
+    """``support-audit ARGV`` over the test's stream, in 80 columns; what it printed."""
+    for name, value in {
+        "REDIS_URL": url,
+        "AUDIT_STREAM": f"{PREFIX}:audit",
+        "AUDIT_PSEUDONYMIZE_CHAT_IDS": "false",
+        "COLUMNS": "80",
+    }.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    assert support_audit(list(argv)) == 0
+    return capsys.readouterr().out
+
+
 @pytest.fixture
 async def stack(
     redis_server: RedisServer,
@@ -196,7 +212,12 @@ async def stack(
         yield built
 
 
-async def test_a_suggestion_follows_the_relay_and_staff_send_it_as_is(stack: Stack) -> None:
+async def test_a_suggestion_follows_the_relay_and_staff_send_it_as_is(
+    stack: Stack,
+    redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     telegram = stack.telegram
     thread = await stack.hand_off()
     header = telegram.topic_texts(STAFF, thread)[0]
@@ -244,6 +265,15 @@ async def test_a_suggestion_follows_the_relay_and_staff_send_it_as_is(stack: Sta
     flat = json.dumps(entries, ensure_ascii=False)
     assert "Секрет-слово-клиента" not in flat
     assert SUGGESTED not in flat
+
+    report = json.loads(audit_cli(monkeypatch, capsys, redis_server.url, "stats", "--json"))
+    assert report["assist"]["acceptance"] == 1.0
+    assert report["assist"]["events"]["sent"] == 1
+    assert report["handoffs"]["reasons"] == {"customer_asked": 1}
+    text = audit_cli(monkeypatch, capsys, redis_server.url, "stats")
+    assert "acceptance 100.0%" in text
+    assert "customer_asked 1" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
 
 
 async def test_a_newer_message_replaces_an_unsent_suggestion(stack: Stack) -> None:
@@ -352,23 +382,24 @@ async def test_idle_conversations_are_scored_and_stats_show_it(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    async with _stack(
-        redis_server,
-        telegram,
-        openai_server,
-        bot,
-        CSAT_AFTER_IDLE_MINUTES=0.001,
-        QUALITY_REVIEW_BELOW=3,
-    ) as stack, stack.running(work=False, sweep=True):
+    async with (
+        _stack(
+            redis_server,
+            telegram,
+            openai_server,
+            bot,
+            CSAT_AFTER_IDLE_MINUTES=0.001,
+            QUALITY_REVIEW_BELOW=3,
+        ) as stack,
+        stack.running(work=False, sweep=True),
+    ):
         await stack.customer("Где мой заказ 8041? Секрет-слово-клиента")
         await telegram.wait_for(
             lambda: any(t.startswith("Ответ бота") for t in telegram.sent_texts(CUSTOMER))
         )
 
         async def scored() -> list[dict[str, str]]:
-            return [
-                e for e in await stack.audit() if e["type"] == "analysis" and e.get("quality")
-            ]
+            return [e for e in await stack.audit() if e["type"] == "analysis" and e.get("quality")]
 
         await stack.audit_until(
             lambda found: any(e["type"] == "analysis" and e.get("quality") for e in found)
@@ -384,14 +415,13 @@ async def test_idle_conversations_are_scored_and_stats_show_it(
         )
         assert not any(customer_texts.OPERATOR_WAITING in t for t in telegram.sent_texts())
 
-    monkeypatch.setenv("REDIS_URL", redis_server.url)
-    monkeypatch.setenv("AUDIT_STREAM", f"{PREFIX}:audit")
-    monkeypatch.setenv("AUDIT_PSEUDONYMIZE_CHAT_IDS", "false")
-    capsys.readouterr()
-    assert support_audit(["stats", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(audit_cli(monkeypatch, capsys, redis_server.url, "stats", "--json"))
     assert report["analysis"]["quality"] == {"2": 1}
-    assert support_audit(["quality", "--worst", "5"]) == 0
-    table = capsys.readouterr().out
+    assert report["analysis"]["resolved"] == {"by_bot": 1, "by_staff": 0}
+    text = audit_cli(monkeypatch, capsys, redis_server.url, "stats")
+    assert "quality of 1 bot-alone conversations (1-5): 1: 0  2: 1" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    table = audit_cli(monkeypatch, capsys, redis_server.url, "quality", "--worst", "5")
     assert entry["turn_codes"].split(",")[0] in table
+    assert "resolved,tone" in table
     assert all(len(line) <= 80 for line in table.splitlines())
