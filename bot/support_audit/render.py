@@ -479,27 +479,44 @@ def analysis_lines(stats: AnalysisStats, *, width: int | None) -> list[str]:
     return lines
 
 
+_CRITERIA_SHORT = {
+    "resolved": "res",
+    "facts_from_tools": "facts",
+    "actions_with_press": "press",
+    "customer_language": "lang",
+    "tone": "tone",
+}
+_QUALITY_TURNS_SHOWN = 2
+
+
 def quality_lines(
     entries: Sequence[StreamEntry], zone: tzinfo | None, *, width: int | None
 ) -> list[str]:
-    """``quality``: one row per scored conversation, worst first (never text)."""
+    """``quality``: one row per scored conversation, worst first (never text).
+
+    The failed criteria in short (``res facts press lang tone``) and the two newest
+    turn codes, so a row fits 80 columns; ``--json`` has them all.
+    """
     columns = (
         _TIME,
         _CHAT,
         Column(title="SCORE", priority=9, right=True, keep=True),
         Column(title="FAILED", priority=7),
-        Column(title="TURN CODES", priority=8, short="TURNS", key=True),
+        Column(title="NEWEST TURNS", priority=8, short="TURNS", key=True),
     )
-    rows = [
-        (
-            _local_time(stream_id_time(entry.entry_id), zone),
-            printable(entry.fields.get("chat_id", "")),
-            printable(entry.fields.get("quality", "")),
-            printable(entry.fields.get("failed_criteria", "")) or "-",
-            printable(entry.fields.get("turn_codes", "")) or "-",
+    rows = []
+    for entry in entries:
+        failed = [name for name in entry.fields.get("failed_criteria", "").split(",") if name]
+        codes = [code for code in entry.fields.get("turn_codes", "").split(",") if code]
+        rows.append(
+            (
+                _local_time(stream_id_time(entry.entry_id), zone),
+                printable(entry.fields.get("chat_id", "")),
+                printable(entry.fields.get("quality", "")),
+                printable(",".join(_CRITERIA_SHORT.get(name, name) for name in failed)) or "-",
+                printable(",".join(codes[-_QUALITY_TURNS_SHOWN:])) or "-",
+            )
         )
-        for entry in entries
-    ]
     return render(columns, rows, width=width)
 
 
