@@ -98,7 +98,10 @@ class HandoffService:
         if session is None or session.handoff == "bot" or self.state(job) != "bot":
             return ()
         now = self._now()
-        return (closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", now),)
+        return (
+            closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", now),
+            *self._suggestion_ended(job, "unused"),
+        )
 
     async def record_failure(self, conversation_key: str, turn_id: str) -> bool:
         """Remember a failed turn; ``True`` when enough failed in a row to call a person.
@@ -229,7 +232,8 @@ class HandoffService:
             content,
             send=None,
             staff=(StaffAction(kind="copy_to_customer", message_id=message_id),),
-            audit=self._suggestion_ended(job, "own"),
+            # A handoff that went idle unnoticed ended its suggestion already ("unused").
+            audit=self._suggestion_ended(job, "own") if self.state(job) != "bot" else (),
         )
 
     async def staff_text(

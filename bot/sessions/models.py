@@ -143,12 +143,15 @@ class ConversationSession(BaseModel):
         )
 
     def with_handoff(self, state: HandoffState, now: datetime) -> "ConversationSession":
-        """This session in handoff ``state`` (``bot`` clears the handoff's times)."""
+        """This session in handoff ``state`` (``bot`` clears the handoff's times and any
+        suggested reply)."""
         if state == "bot":
-            times: dict[str, datetime | None] = {
+            times: dict[str, object] = {
                 "handoff_since": None,
                 "staff_replied_at": None,
                 "handoff_activity": None,
+                # A suggested reply is for the person in charge: none once the bot is.
+                "suggestion": None,
             }
         else:
             times = {"handoff_since": self.handoff_since or now, "handoff_activity": now}

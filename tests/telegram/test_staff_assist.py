@@ -425,3 +425,20 @@ async def test_idle_conversations_are_scored_and_stats_show_it(
     assert entry["turn_codes"].split(",")[0] in table
     assert "res,tone" in table
     assert all(len(line) <= 80 for line in table.splitlines())
+
+
+async def test_a_suggestion_left_when_staff_close_is_unused_and_out_of_date(stack: Stack) -> None:
+    telegram = stack.telegram
+    thread = await stack.hand_off()
+    await stack.customer(WHERE)
+    await telegram.wait_for(lambda: len(stack.suggestions()) == 1)
+    [(message_id, _text, [[send]])] = stack.suggestions()
+    await stack.staff(thread, "/close")
+    await stack.drained()
+    await stack.press_staff(message_id, send["callback_data"])
+    await stack.drained()
+    assert SUGGESTED not in telegram.sent_texts(CUSTOMER)
+    answer = telegram.calls_of("answerCallbackQuery")[-1]
+    assert answer.params.get("text") == staff_texts.SUGGESTION_OUT_OF_DATE
+    events = [e["event"] for e in await stack.audit() if e["type"] == "assist"]
+    assert events == ["suggested", "unused"]
