@@ -36,7 +36,7 @@ SUGGESTION_CARD_SENT = N_("📨 Клиенту отправлена карточ
 SUGGESTION_CARD_REFUSED = N_("Карточку действия отправить не удалось: {code}.")
 SUGGESTION_FAILED = N_("Подсказка ответа не получилась ({kind}); напишите ответ сами.")
 SUGGESTION_OUT_OF_DATE = N_("Подсказка устарела")
-SUGGESTION_NOT_SAVED = N_("Нажатие не сохранено (Redis недоступен); нажмите ещё раз.")
+SUGGESTION_NOT_SAVED = N_("Нажатие не сработало; нажмите ещё раз.")
 
 QUALITY_REVIEW_HEADER = N_(
     "Проверка качества: разговор бота получил оценку {score} из 5 (порог {threshold})."

@@ -63,6 +63,7 @@ from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, Queu
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
 from bot.sessions.pending import ActionCard
+from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.service import StaffAssist
 from bot.storage.due_set import schedule_together
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
@@ -202,8 +203,9 @@ class TelegramJobRunner:
             kind,
             job.turn_id,
         )
-        if job.notice is not None:
-            # The bot's own notice or an idle check: nobody waits for an answer to it.
+        if job.notice is not None or _suggestion_press(job):
+            # The bot's own notice or an idle check, or staff's press on a suggestion:
+            # no customer waits for an answer to it.
             return JobDropped(reason=DropReason.GIVEN_UP_NOTICE)
         settled = await self._settle_given_up_press(lease, job, context)
         if settled is not None:
@@ -547,6 +549,13 @@ class TelegramJobRunner:
             logger.warning("Turn %s not delivered: %s", reply.turn_id, type(error).__name__)
             return False
         return True
+
+
+def _suggestion_press(job: QueuedJob) -> bool:
+    """Whether ``job`` is staff's press on a suggested reply (never told the customer)."""
+    callback = job.update.get("callback_query")
+    data = callback.get("data") if isinstance(callback, dict) else None
+    return unpack(SuggestionPress, data if isinstance(data, str) else None) is not None
 
 
 def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:

@@ -20,6 +20,7 @@ from aiogram import Bot
 
 from bot import customer_texts, staff_texts
 from bot.app import Application
+from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.keys import telegram_conversation
 from bot.support_audit.cli import main as support_audit
 from bot.testing.audit_entries import stream_entries
@@ -34,6 +35,8 @@ from bot.testing.redis_server import RedisServer
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
+from tools.shop_backend import Customer
+from tools.store import ShopStore
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -442,3 +445,25 @@ async def test_a_suggestion_left_when_staff_close_is_unused_and_out_of_date(stac
     assert answer.params.get("text") == staff_texts.SUGGESTION_OUT_OF_DATE
     events = [e["event"] for e in await stack.audit() if e["type"] == "assist"]
     assert events == ["suggested", "unused"]
+
+
+async def test_a_card_is_checked_again_on_staffs_press(stack: Stack) -> None:
+    """The order changed after the draft: staff are told, the customer gets no card."""
+    telegram = stack.telegram
+    thread = await stack.hand_off()
+    await stack.customer(CANCEL)
+    await telegram.wait_for(lambda: len(stack.suggestions()) == 1)
+    [(message_id, _text, [[_send], [card_button]])] = stack.suggestions()
+    shop = RedisDemoShop(stack.app.redis, stack.app.keys, ShopStore.load())
+    await shop.cancel_order(
+        Customer(user_id=CUSTOMER, chat_id=CUSTOMER), "8042", "-", idempotency_key="meanwhile"
+    )
+
+    await stack.press_staff(message_id, card_button["callback_data"])
+    refused = staff_texts.SUGGESTION_CARD_REFUSED.split("{")[0]
+    await telegram.wait_for(
+        lambda: any(t.startswith(refused) for t in telegram.topic_texts(STAFF, thread))
+    )
+    await stack.drained()
+    assert telegram.keyboards(CUSTOMER) == []
+    assert not any(e["type"] == "action" for e in await stack.audit())

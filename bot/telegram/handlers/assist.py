@@ -49,10 +49,12 @@ async def on_suggestion_press(
         )
     except ChatServiceError as error:
         logger.warning("Suggestion press not saved: %s", error.kind)
-        return PlainReply(
-            text="",
-            staff=(StaffAction(kind="post", text=assist.staff_texts(SUGGESTION_NOT_SAVED)),),
-        )
+    except Exception:  # staff's press: a failure goes to the topic, never to the customer
+        logger.exception("Suggestion press %s failed", job.job.job_id)
+    return PlainReply(
+        text="",
+        staff=(StaffAction(kind="post", text=assist.staff_texts(SUGGESTION_NOT_SAVED)),),
+    )
 
 
 async def _from_staff_in_topic(  # noqa: PLR0917 - every part of the press is checked
