@@ -32,7 +32,7 @@ from bot.testing.openai_server import (
     tool_call_answer,
 )
 from bot.testing.redis_server import RedisServer
-from bot.testing.settings import stack_settings
+from bot.testing.settings import make_settings, stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
 from tools.shop_backend import Customer
@@ -467,3 +467,33 @@ async def test_a_card_is_checked_again_on_staffs_press(stack: Stack) -> None:
     await stack.drained()
     assert telegram.keyboards(CUSTOMER) == []
     assert not any(e["type"] == "action" for e in await stack.audit())
+
+
+async def test_the_offline_demo_model_drafts_suggestions_too(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    bot: Bot,
+) -> None:
+    """The try-out (LLM_BACKEND=offline) shows suggestions without a key or a network."""
+    telegram.make_forum(STAFF)
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX=PREFIX,
+        AUDIT_STREAM=f"{PREFIX}:audit",
+        SESSION_LEASE_SECONDS=3,
+        STAFF_CHAT_ID=STAFF,
+        CSAT="off",
+        STREAMING="off",
+    )
+    async with open_application(settings) as app:
+        stack = Stack(app, bot, telegram, openai_server)
+        async with stack.running():
+            await stack.hand_off()
+            await stack.customer("Где мой заказ 8041?")
+            await telegram.wait_for(lambda: len(stack.suggestions()) == 1)
+            [(_id, text, [[send]])] = stack.suggestions()
+            assert "8041" in text
+            assert send["text"] == staff_texts.SUGGESTION_SEND
+            assert openai_server.requests == []
