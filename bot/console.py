@@ -29,7 +29,7 @@ from turn import TurnContext, TurnOutcome, new_turn_id
 OPERATOR_NOTE = (
     "console: no staff group here, so /operator answers as Telegram does without one. "
     "In Telegram with STAFF_CHAT_ID set, it opens a topic for staff and the bot stays "
-    "silent until staff /close it (README, Human handoff)."
+    "silent until staff /close it (docs/features.md, Human handoff)."
 )
 
 
