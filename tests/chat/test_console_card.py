@@ -40,9 +40,11 @@ class Chat:
     pending: bool
 
 
-async def chat(redis_server: RedisServer, lines: str, **env: str) -> Chat:
-    """Run the console over ``lines`` (a conversation of its own) until ``/exit``."""
-    prefix = f"console-card-{next(_prefixes)}"
+async def chat(
+    redis_server: RedisServer, lines: str, *, prefix: str | None = None, **env: str
+) -> Chat:
+    """Run the console over ``lines`` (a conversation of its own unless ``prefix``)."""
+    prefix = prefix or f"console-card-{next(_prefixes)}"
     settings = make_settings(
         REDIS_URL=redis_server.url,
         REDIS_KEY_PREFIX=prefix,
@@ -183,3 +185,16 @@ async def test_the_console_speaks_the_default_language_from_the_start(
     assert "Чат поддержки" not in result.out
     assert "Вы: " not in result.out
     assert result.out.count("Commands: /new") == 2
+
+
+async def test_a_card_left_waiting_is_shown_again_when_the_console_comes_back(
+    redis_server: RedisServer,
+) -> None:
+    prefix = f"console-card-{next(_prefixes)}"
+    left = await chat(redis_server, "отмените заказ 8042\n/exit\n", prefix=prefix)
+    assert left.pending
+    back = await chat(redis_server, "да\n/exit\n", prefix=prefix)
+    assert back.out.count(CANCEL_8042_CARD) == 1
+    assert f"Бот: {CANCELLED_8042}" in back.out
+    assert back.events == ["proposed", "confirmed", "executed"]
+    assert back.turns == 1  # the first console's request only
