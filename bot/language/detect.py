@@ -76,9 +76,12 @@ class LanguagePolicy:
         Each word counts for the script most of its letters are in. A message with
         words in two scripts («Где мой заказ с AirPods Pro Max?») names two languages,
         so it decides nothing: the stored language (or Telegram's) stays. Commands,
-        mentions and links are no one's language ("/start", "@shop_bot"). The first
+        mentions and links are no one's language ("/start", "@shop_bot"), nor are a
+        command's arguments ("/language de-DE", "/start promo_spring"). The first
         :data:`SAMPLE_CHARS` characters are enough to tell, and bound the cost.
         """
+        if text.lstrip().startswith("/"):
+            return None
         scripts: set[str] = set()
         letters = 0
         for word in text[:SAMPLE_CHARS].split():

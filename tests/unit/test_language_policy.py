@@ -96,3 +96,9 @@ def test_a_language_code_with_a_region_names_its_language() -> None:
     assert POLICY.code_of("de-DE") is None
     assert POLICY.code_of("") is None
     assert POLICY.code_of("english") is None
+
+
+def test_a_commands_arguments_are_not_the_customers_words() -> None:
+    # «/language de-DE» from a Russian conversation: refused in Russian, not in English.
+    assert decide("/language de-DE", stored="ru", code="ru") == "ru"
+    assert decide("/start promo_spring", code="ru") == "ru"
