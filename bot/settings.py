@@ -359,7 +359,7 @@ class ToolSettings(BaseSettings):
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
     # The shop's lookup of a customer by phone number; set, /link and shared contacts link
-    # the chat to the shop's customer (README, "Connect your shop"). Unset: no linking.
+    # the chat to the shop's customer (docs/shop.md). Unset: no linking.
     account_link_tool: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9_.:-]{1,128}$",

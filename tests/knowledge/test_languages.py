@@ -12,7 +12,7 @@ from tools.knowledge.articles import (
 )
 from tools.knowledge.index import SearchIndex, preferred_language
 
-# The ten most asked topics that ship in English too (docs: README, the help center).
+# The ten most asked topics that ship in English too (docs/features.md, the help center).
 ENGLISH_TOPICS = {
     "returns-how",
     "refunds",
