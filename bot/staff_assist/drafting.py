@@ -72,7 +72,7 @@ class SuggestionDrafter:
             raise DraftError("unavailable") from error
 
     async def _draft(self, session: ConversationSession, context: TurnContext) -> Draft:
-        language = context.language or session.language or "ru"
+        language = context.language or session.language or "ru"  # the service fills it
         messages: list[Message] = [
             {
                 "role": "system",
@@ -80,6 +80,10 @@ class SuggestionDrafter:
             },
             {"role": "user", "content": self._transcript(session)},
         ]
+        newest = session.messages[-1] if session.messages else None
+        if newest is not None and newest.role == "user":
+            # The message to answer, on its own (as on the customer's own turn).
+            messages.append({"role": "user", "content": newest.content})
         schemas = list(self.tools.schemas())
         action: SuggestedAction | None = None
         for step in range(1, self.max_steps + 1):

@@ -88,6 +88,8 @@ class StaffAssist:
     tools: AssistTools
     staff_texts: Translate = lambda message: message
     review_below: int | None = None
+    # A conversation's language until its session records one (DEFAULT_LANGUAGE).
+    default_language: str = "ru"
 
     async def request(self, conversation_key: str, turn_id: str) -> None:
         """Queue the drafting of a suggestion after relay ``turn_id``; never raises."""
@@ -113,7 +115,7 @@ class StaffAssist:
         if session.suggestion is not None and session.suggestion.for_turn == newest.turn_id:
             return JobDropped(reason=DropReason.NOTHING_DUE)
         chat = str(job.job.chat_id)
-        language = session.language or "ru"
+        language = session.language or self.default_language
         try:
             drafted = await self.drafter.draft(session, self._context(session, job))
         except DraftError as error:
@@ -303,7 +305,7 @@ class StaffAssist:
             turn_id=job.job.turn_id,
             shop_customer_id=session.shop_customer_id,
             photos=tuple(photo for message in session.messages for photo in message.photos),
-            language=session.language,
+            language=session.language or self.default_language,
         )
 
     @staticmethod

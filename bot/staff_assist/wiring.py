@@ -47,4 +47,5 @@ def build_staff_assist(
         ),
         staff_texts=default.gettext,
         review_below=settings.handoff.quality_review_below,
+        default_language=settings.language.default_language,
     )

@@ -72,8 +72,7 @@ def respond(body: Any) -> Reply:
     messages = body["messages"]
     last = messages[-1]
     if suggesting(body):
-        transcript = str(messages[1]["content"])
-        newest = transcript.splitlines()[-1]
+        newest = str(messages[2]["content"])
         if BROKEN in newest:
             return error(500, headers={"x-should-retry": "false"})
         if last["role"] == "tool":
