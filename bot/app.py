@@ -84,6 +84,7 @@ from tools.human_agent import build_request_human_agent_tool
 from tools.knowledge.citations import CitationCheck
 from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
+from tools.shop_backend import ShopBackend
 from tools.store import ShopStore
 from tools.support_hours import closed_note, describe_hours, support_hours_at
 from tools.write_tools import Localize, as_written
@@ -495,12 +496,14 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     *,
     environ: Mapping[str, str] | None = None,
     clock: Callable[[], datetime] = utc_now,
+    wrap_shop: Callable[[ShopBackend], ShopBackend] | None = None,
 ) -> Application:
     """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
 
     ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
     ``clock`` is what the support-hours code reads as now (whether support is open, the
-    hours tool, the return window); tests fix it.
+    hours tool, the return window); tests fix it. ``wrap_shop`` wraps the demo shop the
+    order tools use (``python -m bot eval`` records the writes that reach it).
     """
     # An unknown prompt version fails before anything connects.
     _prompts(settings)
@@ -546,7 +549,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
     # The demo shop's orders in Redis: the write tools change them, every process sees it.
-    shop_backend = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), shop)
+    shop_backend: ShopBackend = RedisDemoShop(
+        redis, RedisKeys(settings.redis.key_prefix), shop, clock=clock
+    )
+    if wrap_shop is not None:
+        shop_backend = wrap_shop(shop_backend)
     registry = build_default_tool_registry(
         shop,
         timezone=settings.tools.support_timezone,

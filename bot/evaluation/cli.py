@@ -1,0 +1,243 @@
+"""``python -m bot eval PATH... [--trials K] [--only NAME] [--json FILE]`` (docs/eval.md).
+
+Exit codes: 0 every scenario passed, 1 any failed (or the run could not go on:
+Redis, the model), 2 a malformed scenario or a bad setting (one line each).
+"""
+
+import argparse
+import secrets
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from bot.evaluation.customers import CustomerPlayer, ScriptedCustomer, SimulatedCustomer
+from bot.evaluation.report import EvalReport, ScenarioScore, score_of, table_lines
+from bot.evaluation.scenario import ScenarioError, ScenarioFile, load_scenarios
+from bot.llm.types import ToolCallingClient
+from bot.ops import event_loop
+from bot.ops.local_redis import LocalRedisError, redis_or_private
+from bot.ops.startup import StartupError, configure_logging, load_settings
+from bot.settings import Settings, offline_by_default
+
+Progress = Callable[[str], None]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m bot eval``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bot eval",
+        description="Run scenario files through the bot's real turn path and judge them "
+        "(docs/eval.md).",
+    )
+    parser.add_argument("paths", nargs="*", type=Path, help="scenario files or directories")
+    parser.add_argument("--trials", type=int, default=1, metavar="K", help="trials per scenario")
+    parser.add_argument("--only", metavar="NAME", help="run only the scenario of this name")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
+    parser.add_argument(
+        "--tau2", metavar="DOMAIN", help="run tau2-bench's tasks of DOMAIN (retail) instead"
+    )
+    parser.add_argument(
+        "--tasks", type=int, metavar="N", help="with --tau2: the first N tasks only"
+    )
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the command; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    if args.trials < 1:
+        print("error: --trials: give 1 or more", file=sys.stderr)
+        return 2
+    if args.tau2 is not None:
+        from bot.evaluation.tau2 import main as tau2_main  # noqa: PLC0415 - an optional extra
+
+        return tau2_main(args.tau2, tasks=args.tasks, trials=args.trials, json_path=args.json)
+    if not args.paths:
+        print("error: give scenario files or directories, e.g. evals/", file=sys.stderr)
+        return 2
+    try:
+        files = load_scenarios(args.paths, args.only)
+    except ScenarioError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    offline = offline_by_default()
+    settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
+    if settings is None:
+        return 2
+    simulated = any(
+        f.scenario.customer.instructions is not None and f.scenario.skip is None for f in files
+    )
+    problem = customer_model_problem(settings) if simulated else None
+    if problem is not None:
+        print(f"configuration error: {problem}", file=sys.stderr)
+        return 2
+    # The engine's INFO lines (one "Engine ready" per trial) would bury the progress line.
+    level = "WARNING" if settings.log_level == "INFO" else settings.log_level
+    configure_logging(level, settings.log_format)
+    try:
+        with redis_or_private(settings.redis) as (redis_settings, _server):
+            settings = settings.model_copy(update={"redis": redis_settings})
+            report = event_loop.run(_run(files, settings, args.trials))
+    except LocalRedisError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except StartupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    for line in table_lines(report):
+        print(line)
+    if args.json is not None:
+        report.write_json(args.json)
+    return 0 if report.all_passed else 1
+
+
+async def _run(files: Sequence[ScenarioFile], settings: Settings, trials: int) -> EvalReport:
+    from bot.ops.redis_startup import check_redis  # noqa: PLC0415 - after the settings
+
+    await check_redis(settings)
+    customer_client = _customer_client(settings) if _needs_customer(files) else None
+    try:
+        return await run_scenarios(
+            files,
+            settings,
+            trials=trials,
+            customer_model=customer_client,
+            progress=ProgressLine(sys.stderr),
+        )
+    finally:
+        if customer_client is not None:
+            await customer_client.close()
+
+
+def _needs_customer(files: Sequence[ScenarioFile]) -> bool:
+    return any(
+        f.scenario.customer.instructions is not None and f.scenario.skip is None for f in files
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomerModel:
+    """Where the simulated customer's model is: ``EVAL_CUSTOMER_*``, else the bot's."""
+
+    model: str
+    base_url: str | None
+    api_key: str
+
+
+def customer_model(settings: Settings) -> CustomerModel | None:
+    """The simulated customer's model, or ``None`` when none can be named."""
+    chosen = settings.evaluation
+    key = chosen.customer_api_key or settings.llm.api_key
+    model = chosen.customer_model or (
+        settings.llm.model if settings.llm.backend == "openai" else None
+    )
+    if key is None or not key.get_secret_value().strip() or model is None:
+        return None
+    return CustomerModel(
+        model=model,
+        base_url=chosen.customer_base_url or settings.llm.base_url,
+        api_key=key.get_secret_value(),
+    )
+
+
+def customer_model_problem(settings: Settings) -> str | None:
+    """Why a simulated customer cannot be played, or ``None``."""
+    if customer_model(settings) is not None:
+        return None
+    return (
+        "EVAL_CUSTOMER_MODEL: a scenario with instructions: needs a model to play the "
+        "customer; set EVAL_CUSTOMER_MODEL and EVAL_CUSTOMER_API_KEY (or OPENAI_API_KEY)"
+    )
+
+
+def _customer_client(settings: Settings) -> ToolCallingClient:
+    from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415 - only when needed
+
+    chosen = customer_model(settings)
+    if chosen is None:
+        raise StartupError(customer_model_problem(settings) or "no customer model")
+    return OpenAIChatClient.create(
+        api_key=chosen.api_key,
+        base_url=chosen.base_url,
+        model=chosen.model,
+        timeout_seconds=settings.llm.timeout_seconds,
+        max_retries=settings.llm.max_retries,
+        instructions_role="system",
+    )
+
+
+class ProgressLine:
+    """One line on stderr, rewritten in place on a terminal (one line per trial elsewhere)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._width = 0
+
+    def __call__(self, text: str) -> None:
+        """Show ``text`` (empty: clear the line)."""
+        if self._tty:
+            line = text[:79]
+            self._stream.write("\r" + line.ljust(self._width) + ("" if text else "\r"))
+            self._width = len(line)
+        elif text:
+            self._stream.write(text + "\n")
+        self._stream.flush()
+
+
+async def run_scenarios(
+    files: Sequence[ScenarioFile],
+    settings: Settings,
+    *,
+    trials: int = 1,
+    llm: ToolCallingClient | None = None,
+    customer_model: ToolCallingClient | None = None,
+    progress: Progress | None = None,
+) -> EvalReport:
+    """Run each scenario ``trials`` times, each trial fresh; the report.
+
+    ``llm`` replaces the bot's configured model (tests); ``customer_model`` plays
+    the simulated customers. Skipped scenarios are reported, not run.
+    """
+    from bot.evaluation.trial import Trial  # noqa: PLC0415 - builds the whole engine
+
+    run_id = secrets.token_hex(3)
+    scores: list[ScenarioScore] = []
+    number = 0
+    total = sum(trials for f in files if f.scenario.skip is None)
+    for file in files:
+        scenario = file.scenario
+        if scenario.skip is not None:
+            scores.append(
+                ScenarioScore(name=scenario.name, trials=0, passes=0, skipped=scenario.skip)
+            )
+            continue
+        outcomes: list[tuple[str, ...]] = []
+        for trial in range(1, trials + 1):
+            number += 1
+            if progress is not None:
+                progress(f"eval {number}/{total}: {scenario.name} (trial {trial}/{trials})")
+            player: CustomerPlayer
+            if scenario.customer.script is not None:
+                player = ScriptedCustomer(scenario.customer.script)
+            else:
+                if customer_model is None:
+                    raise StartupError(customer_model_problem(settings) or "no customer model")
+                player = SimulatedCustomer(customer_model, scenario.customer, scenario.language)
+            result = await Trial(
+                scenario,
+                settings,
+                prefix=f"ev{run_id}-{number}",
+                customer=player,
+                llm=llm,
+            ).run()
+            outcomes.append(result.reasons)
+        scores.append(score_of(scenario.name, outcomes))
+    if progress is not None:
+        progress("")
+    return EvalReport(k=trials, scores=tuple(scores))
