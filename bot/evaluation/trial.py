@@ -215,7 +215,8 @@ class Trial:
         if card is None or actions is None:
             seen.problems.append(f"press {move.kind}: no card was shown to press")
             return
-        seen.card = None
+        # The card stays the last one shown: a second press (a double tap) is pressed on it
+        # again, and must change nothing.
         session = await self._stored(app)
         pending = session.pending_action if session is not None else None
         if pending is not None and pending.action_id == card.action_id:
