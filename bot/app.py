@@ -497,6 +497,7 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     environ: Mapping[str, str] | None = None,
     clock: Callable[[], datetime] = utc_now,
     wrap_shop: Callable[[ShopBackend], ShopBackend] | None = None,
+    help_center: HelpCenter | None = None,
 ) -> Application:
     """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
 
@@ -504,6 +505,8 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     ``clock`` is what the support-hours code reads as now (whether support is open, the
     hours tool, the return window); tests fix it. ``wrap_shop`` wraps the demo shop the
     order tools use (``python -m bot eval`` records the writes that reach it).
+    ``help_center``: one already open from ``KNOWLEDGE_DIR`` (the eval's trials share one
+    instead of indexing the articles again; its searches are not counted in these metrics).
     """
     # An unknown prompt version fails before anything connects.
     _prompts(settings)
@@ -530,8 +533,9 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         """A customer text in ``language`` (``None``: the default language)."""
         return catalogs.texts(language or settings.language.default_language).gettext(message)
 
+    shared_help_center = help_center is not None
     try:
-        help_center = open_help_center(
+        help_center = help_center or open_help_center(
             settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
         )
     except KnowledgeError as error:
@@ -580,7 +584,8 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         known_tools=_known_tools(settings, registry),
         known_categories=settings.analysis.category_names,
     )
-    help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
+    if not shared_help_center:
+        help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
     client = MeteredChatModel(base_client, metrics)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
     audit_settings = settings.audit

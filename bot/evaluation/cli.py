@@ -46,8 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     """Run the command; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(list(argv))
+    args = build_parser().parse_args(list(argv))
     if args.trials < 1:
         print("error: --trials: give 1 or more", file=sys.stderr)
         return 2
@@ -55,45 +54,64 @@ def main(argv: Sequence[str]) -> int:
         from bot.evaluation.tau2 import main as tau2_main  # noqa: PLC0415 - an optional extra
 
         return tau2_main(args.tau2, tasks=args.tasks, trials=args.trials, json_path=args.json)
-    if not args.paths:
-        print("error: give scenario files or directories, e.g. evals/", file=sys.stderr)
+    files = _scenarios(args.paths, args.only)
+    settings = eval_settings(needs_customer=_needs_customer(files)) if files else None
+    if files is None or settings is None:
         return 2
-    try:
-        files = load_scenarios(args.paths, args.only)
-    except ScenarioError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    offline = offline_by_default()
-    settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
-    if settings is None:
-        return 2
-    simulated = any(
-        f.scenario.customer.instructions is not None and f.scenario.skip is None for f in files
-    )
-    problem = customer_model_problem(settings) if simulated else None
-    if problem is not None:
-        print(f"configuration error: {problem}", file=sys.stderr)
-        return 2
-    # The engine's INFO lines (one "Engine ready" per trial) would bury the progress line.
-    level = "WARNING" if settings.log_level == "INFO" else settings.log_level
-    configure_logging(level, settings.log_format)
-    try:
-        with redis_or_private(settings.redis) as (redis_settings, _server):
-            settings = settings.model_copy(update={"redis": redis_settings})
-            report = event_loop.run(_run(files, settings, args.trials))
-    except LocalRedisError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except StartupError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    report = _run_on_redis(files, settings, args.trials)
+    if isinstance(report, int):
+        return report
     for line in table_lines(report):
         print(line)
     if args.json is not None:
         report.write_json(args.json)
     return 0 if report.all_passed else 1
+
+
+def _scenarios(paths: Sequence[Path], only: str | None) -> list[ScenarioFile] | None:
+    """The scenarios to run; ``None`` after the one line saying what is wrong."""
+    if not paths:
+        print("error: give scenario files or directories, e.g. evals/", file=sys.stderr)
+        return None
+    try:
+        return load_scenarios(paths, only)
+    except ScenarioError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None
+
+
+def eval_settings(*, needs_customer: bool) -> Settings | None:
+    """The bot's settings (the try-out defaults when nothing is set), logging set up.
+
+    ``None`` after the lines saying what is wrong. Logs show warnings and worse unless
+    ``LOG_LEVEL`` asks for more than INFO: the engine's INFO lines would bury the progress.
+    """
+    offline = offline_by_default()
+    settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
+    if settings is None:
+        return None
+    problem = customer_model_problem(settings) if needs_customer else None
+    if problem is not None:
+        print(f"configuration error: {problem}", file=sys.stderr)
+        return None
+    level = "WARNING" if settings.log_level == "INFO" else settings.log_level
+    configure_logging(level, settings.log_format)
+    return settings
+
+
+def _run_on_redis(
+    files: Sequence[ScenarioFile], settings: Settings, trials: int
+) -> EvalReport | int:
+    """The report, on Redis (a private one when ``REDIS_URL`` is unset); else the exit code."""
+    try:
+        with redis_or_private(settings.redis) as (redis_settings, _server):
+            settings = settings.model_copy(update={"redis": redis_settings})
+            return event_loop.run(_run(files, settings, trials))
+    except (LocalRedisError, StartupError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 async def _run(files: Sequence[ScenarioFile], settings: Settings, trials: int) -> EvalReport:
@@ -205,7 +223,15 @@ async def run_scenarios(
     the simulated customers. Skipped scenarios are reported, not run.
     """
     from bot.evaluation.trial import Trial  # noqa: PLC0415 - builds the whole engine
+    from bot.knowledge.watcher import KnowledgeError, open_help_center  # noqa: PLC0415
 
+    try:
+        # Indexed once for the run: every trial's application searches the same articles.
+        help_center = open_help_center(
+            settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
+        )
+    except KnowledgeError as error:
+        raise StartupError(str(error)) from error
     run_id = secrets.token_hex(3)
     scores: list[ScenarioScore] = []
     number = 0
@@ -235,6 +261,7 @@ async def run_scenarios(
                 prefix=f"ev{run_id}-{number}",
                 customer=player,
                 llm=llm,
+                help_center=help_center,
             ).run()
             outcomes.append(result.reasons)
         scores.append(score_of(scenario.name, outcomes))

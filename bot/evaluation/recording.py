@@ -49,9 +49,7 @@ class RecordingShop:
             "cancel_order",
             arguments,
             idempotency_key,
-            self.inner.cancel_order(
-                customer, order_id, reason, idempotency_key=idempotency_key
-            ),
+            self.inner.cancel_order(customer, order_id, reason, idempotency_key=idempotency_key),
         )
 
     async def request_return(

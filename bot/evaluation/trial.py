@@ -34,11 +34,12 @@ from bot.language.texts import Texts
 from bot.llm.types import ToolCallingClient
 from bot.queue.staff_actions import HandoffTurn
 from bot.sessions.models import ConversationSession
-from bot.sessions.pending import ActionCard
+from bot.sessions.pending import ActionCard, Choice
 from bot.settings import Settings
 from bot.storage.connection import text_of
 from bot.storage.keys import telegram_conversation
 from tools.execution import ToolExecutionError
+from tools.knowledge.library import HelpCenter
 from tools.shop_backend import ShopBackend
 from turn import ToolCall, TurnContext, new_turn_id
 
@@ -99,11 +100,13 @@ class Trial:
         prefix: str,
         customer: CustomerPlayer,
         llm: ToolCallingClient | None = None,
+        help_center: HelpCenter | None = None,
     ) -> None:
         self._scenario = scenario
         self._settings = trial_settings(settings, prefix)
         self._customer = customer
         self._llm = llm
+        self._help_center = help_center
         user_id = scenario.customer.user_id
         self._user_id = user_id
         # A private chat: Telegram's chat id is the user's id.
@@ -114,7 +117,11 @@ class Trial:
     async def run(self) -> TrialResult:
         """Build the application, play the conversation, judge it, close everything."""
         app = await build_application(
-            self._settings, self._llm, clock=self._clock(), wrap_shop=self._wrap
+            self._settings,
+            self._llm,
+            clock=self._clock(),
+            wrap_shop=self._wrap,
+            help_center=self._help_center,
         )
         seen = _Conversation()
         try:
@@ -148,7 +155,9 @@ class Trial:
         return self._shop
 
     async def _converse(self, app: Application, seen: _Conversation) -> None:
-        limit = self._scenario.customer.max_turns if self._scenario.customer.script is None else None
+        limit = (
+            self._scenario.customer.max_turns if self._scenario.customer.script is None else None
+        )
         moves = 0
         while limit is None or moves < limit:
             move = await self._customer.next_move(tuple(seen.transcript))
@@ -163,7 +172,9 @@ class Trial:
     async def _stored(self, app: Application) -> ConversationSession | None:
         return await app.sessions.load(self._key)
 
-    def _language(self, app: Application, session: ConversationSession | None, text: str | None) -> str:
+    def _language(
+        self, app: Application, session: ConversationSession | None, text: str | None
+    ) -> str:
         stored = (
             StoredLanguage(language=session.language, chosen=session.language_chosen)
             if session is not None
@@ -208,7 +219,7 @@ class Trial:
             seen.bot(reply.card.text, "card")
 
     async def _press(self, app: Application, seen: _Conversation, move: Move) -> None:
-        choice = "yes" if move.kind == "confirm" else "no"
+        choice: Choice = "yes" if move.kind == "confirm" else "no"
         seen.transcript.append(Line(speaker="press", text=move.kind))
         card = seen.card
         actions = app.actions
@@ -249,13 +260,7 @@ class Trial:
 
     async def _observe(self, app: Application, seen: _Conversation) -> Observation:
         await app.audit.flush()
-        raw = await app.redis.xrange(self._settings.audit.stream)
-        entries = parse_entries(
-            [
-                (text_of(entry_id), {text_of(k): text_of(v) for k, v in fields.items()})
-                for entry_id, fields in raw
-            ]
-        )
+        entries = await _audit_entries(app, self._settings.audit.stream)
         writes = {w.idempotency_key: w for w in self._shop.writes} if self._shop else {}
         executed: list[ExecutedAction] = []
         confirmed: set[str] = set()
@@ -298,9 +303,7 @@ class Trial:
             checks=checks,
         )
 
-    async def _check(
-        self, app: Application, check: CheckExpectation, language: str
-    ) -> CheckResult:
+    async def _check(self, app: Application, check: CheckExpectation, language: str) -> CheckResult:
         """Call a read tool as the model would, for this customer, after the conversation."""
         mcp = app.registry.mcp_tool(check.tool)
         if app.registry.write_tool(check.tool) is not None or (mcp is not None and mcp.confirm):
@@ -332,3 +335,13 @@ def _handoff_opened(entry: StreamEntry) -> bool:
     step = entry.read_as(HandoffAuditEntry)
     return step is not None and step.event == "opened"
 
+
+async def _audit_entries(app: Application, stream: str) -> list[StreamEntry]:
+    """The trial's audit stream, oldest first (fields as text whatever the client decodes)."""
+    raw: Any = await app.redis.xrange(stream)
+    return parse_entries(
+        [
+            (text_of(entry_id), {text_of(k): text_of(v) for k, v in (fields or {}).items()})
+            for entry_id, fields in raw or ()
+        ]
+    )

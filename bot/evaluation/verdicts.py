@@ -97,18 +97,25 @@ def _actions(
 ) -> list[str]:
     if not expected:
         return [f"actions: expected none, executed {describe_action(found[0])}"] if found else []
-    if exclusive:
-        for number, (want, got) in enumerate(zip(expected, found, strict=False), start=1):
-            problem = _action_mismatch(want, got)
-            if problem is not None:
-                return [f"actions[{number}]: {problem}"]
-        if len(found) < len(expected):
-            missing = expected[len(found)]
-            return [f"actions[{len(found) + 1}]: {missing.tool} was not executed"]
-        if len(found) > len(expected):
-            return [f"no_other_actions: also executed {describe_action(found[len(expected)])}"]
-        return []
-    # In order, others allowed between them.
+    return _exactly(expected, found) if exclusive else _in_order(expected, found)
+
+
+def _exactly(expected: Sequence[ActionExpectation], found: Sequence[ExecutedAction]) -> list[str]:
+    """These actions and no other, in this order."""
+    for number, (want, got) in enumerate(zip(expected, found, strict=False), start=1):
+        problem = _action_mismatch(want, got)
+        if problem is not None:
+            return [f"actions[{number}]: {problem}"]
+    if len(found) < len(expected):
+        missing = expected[len(found)]
+        return [f"actions[{len(found) + 1}]: {missing.tool} was not executed"]
+    if len(found) > len(expected):
+        return [f"no_other_actions: also executed {describe_action(found[len(expected)])}"]
+    return []
+
+
+def _in_order(expected: Sequence[ActionExpectation], found: Sequence[ExecutedAction]) -> list[str]:
+    """These actions in this order, others allowed between them."""
     position = 0
     for number, want in enumerate(expected, start=1):
         while position < len(found) and _action_mismatch(want, found[position]) is not None:
@@ -154,7 +161,8 @@ def text_script(text: str) -> str | None:
 
 
 def _check(check: CheckExpectation, result: CheckResult) -> list[str]:
-    call = f"check {check.tool}({', '.join(f'{k}={_short(v)}' for k, v in check.arguments.items())})"
+    arguments = ", ".join(f"{k}={_short(v)}" for k, v in check.arguments.items())
+    call = f"check {check.tool}({arguments})"
     if check.error is not None:
         if result.ok:
             return [f"{call}: expected error {check.error}, it answered"]
@@ -173,32 +181,48 @@ def _check(check: CheckExpectation, result: CheckResult) -> list[str]:
 def mismatch(expected: Any, actual: Any, path: str) -> str | None:
     """Where ``actual`` does not hold ``expected`` (mappings as subsets), or ``None``."""
     if isinstance(expected, Mapping):
-        if not isinstance(actual, Mapping):
-            return f"{path} is {_short(actual)}, expected a mapping"
-        for key, value in expected.items():
-            if key not in actual:
-                return f"{path}.{key} is missing"
-            problem = mismatch(value, actual[key], f"{path}.{key}")
-            if problem is not None:
-                return problem
-        return None
+        return _mapping_mismatch(expected, actual, path)
     if isinstance(expected, list):
-        if not isinstance(actual, list | tuple) or len(actual) != len(expected):
-            return f"{path} is {_short(actual)}, expected {_short(expected)}"
-        for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
-            problem = mismatch(want, got, f"{path}[{index}]")
-            if problem is not None:
-                return problem
-        return None
-    if expected == actual or (
-        not isinstance(expected, bool)
-        and not isinstance(actual, bool)
-        and expected is not None
-        and actual is not None
-        and str(expected) == str(actual)
-    ):
+        return _list_mismatch(expected, actual, path)
+    if _same(expected, actual):
         return None
     return f"{path} is {_short(actual)}, expected {_short(expected)}"
+
+
+def _mapping_mismatch(expected: Mapping[str, Any], actual: Any, path: str) -> str | None:
+    if not isinstance(actual, Mapping):
+        return f"{path} is {_short(actual)}, expected a mapping"
+    for key, value in expected.items():
+        if key not in actual:
+            return f"{path}.{key} is missing"
+        problem = mismatch(value, actual[key], f"{path}.{key}")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _list_mismatch(expected: list[Any], actual: Any, path: str) -> str | None:
+    if not isinstance(actual, list | tuple) or len(actual) != len(expected):
+        return f"{path} is {_short(actual)}, expected {_short(expected)}"
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        problem = mismatch(want, got, f"{path}[{index}]")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    """Equal, or the same scalar written differently (``8042`` and ``"8042"``)."""
+    if expected == actual:
+        return True
+    scalars = (str, int, float)
+    return (
+        isinstance(expected, scalars)
+        and isinstance(actual, scalars)
+        and not isinstance(expected, bool)
+        and not isinstance(actual, bool)
+        and str(expected) == str(actual)
+    )
 
 
 def _short(value: Any) -> str:
