@@ -7,10 +7,10 @@ Redis, the model), 2 a malformed scenario or a bad setting (one line each).
 import argparse
 import secrets
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from bot.evaluation.customers import CustomerPlayer, ScriptedCustomer, SimulatedCustomer
 from bot.evaluation.report import EvalReport, ScenarioScore, score_of, table_lines
@@ -22,6 +22,7 @@ from bot.ops.startup import StartupError, configure_logging, load_settings
 from bot.settings import Settings, offline_by_default
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +59,7 @@ def main(argv: Sequence[str]) -> int:
     settings = eval_settings(needs_customer=_needs_customer(files)) if files else None
     if files is None or settings is None:
         return 2
-    report = _run_on_redis(files, settings, args.trials)
+    report = run_on_redis(settings, lambda ready: _run(files, ready, args.trials))
     if isinstance(report, int):
         return report
     for line in table_lines(report):
@@ -99,14 +100,19 @@ def eval_settings(*, needs_customer: bool) -> Settings | None:
     return settings
 
 
-def _run_on_redis(
-    files: Sequence[ScenarioFile], settings: Settings, trials: int
-) -> EvalReport | int:
-    """The report, on Redis (a private one when ``REDIS_URL`` is unset); else the exit code."""
+def run_on_redis(settings: Settings, work: Callable[[Settings], Awaitable[T]]) -> T | int:
+    """``work``'s result on Redis (a private one when ``REDIS_URL`` is unset), checked first;
+    else the exit code after one line (1: Redis or the engine could not start)."""
+
+    async def checked(ready: Settings) -> T:
+        from bot.ops.redis_startup import check_redis  # noqa: PLC0415 - after the settings
+
+        await check_redis(ready)
+        return await work(ready)
+
     try:
         with redis_or_private(settings.redis) as (redis_settings, _server):
-            settings = settings.model_copy(update={"redis": redis_settings})
-            return event_loop.run(_run(files, settings, trials))
+            return event_loop.run(checked(settings.model_copy(update={"redis": redis_settings})))
     except (LocalRedisError, StartupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -115,21 +121,18 @@ def _run_on_redis(
 
 
 async def _run(files: Sequence[ScenarioFile], settings: Settings, trials: int) -> EvalReport:
-    from bot.ops.redis_startup import check_redis  # noqa: PLC0415 - after the settings
-
-    await check_redis(settings)
-    customer_client = _customer_client(settings) if _needs_customer(files) else None
+    client = customer_client(settings) if _needs_customer(files) else None
     try:
         return await run_scenarios(
             files,
             settings,
             trials=trials,
-            customer_model=customer_client,
+            customer_model=client,
             progress=ProgressLine(sys.stderr),
         )
     finally:
-        if customer_client is not None:
-            await customer_client.close()
+        if client is not None:
+            await client.close()
 
 
 def _needs_customer(files: Sequence[ScenarioFile]) -> bool:
@@ -173,7 +176,8 @@ def customer_model_problem(settings: Settings) -> str | None:
     )
 
 
-def _customer_client(settings: Settings) -> ToolCallingClient:
+def customer_client(settings: Settings) -> ToolCallingClient:
+    """The simulated customer's model client (``EVAL_CUSTOMER_*``, else the bot's)."""
     from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415 - only when needed
 
     chosen = customer_model(settings)

@@ -54,6 +54,10 @@ class TrialResult:
 
     reasons: tuple[str, ...]
     transcript: tuple[Line, ...]
+    # What the verdict was given (the bot's texts, the actions executed at the shop...).
+    observation: Observation
+    # The customer said it was done (else the turns ran out).
+    finished: bool = True
 
     @property
     def passed(self) -> bool:
@@ -82,6 +86,7 @@ class _Conversation:
     proposed: dict[str, dict[str, Any]] = field(default_factory=dict)
     card: ActionCard | None = None
     messages: int = 0
+    finished: bool = False
 
     def bot(self, text: str, speaker: str = "bot") -> None:
         if text:
@@ -133,7 +138,12 @@ class Trial:
             finally:
                 await app.aclose()
         reasons = verdict(self._scenario.expect, observation)
-        return TrialResult(reasons=tuple(reasons), transcript=tuple(seen.transcript))
+        return TrialResult(
+            reasons=tuple(reasons),
+            transcript=tuple(seen.transcript),
+            observation=observation,
+            finished=seen.finished,
+        )
 
     async def _forget(self, app: Application) -> None:
         """Delete the trial's keys and audit stream (its prefix is its own)."""
@@ -162,6 +172,7 @@ class Trial:
         while limit is None or moves < limit:
             move = await self._customer.next_move(tuple(seen.transcript))
             if move.kind == "done":
+                seen.finished = True
                 return
             moves += 1
             if move.kind == "say":
