@@ -81,7 +81,9 @@ def _scenarios(paths: Sequence[Path], only: str | None) -> list[ScenarioFile] | 
         return None
 
 
-def eval_settings(*, needs_customer: bool) -> Settings | None:
+def eval_settings(
+    *, needs_customer: bool, customer_for: str = "a scenario with instructions:"
+) -> Settings | None:
     """The bot's settings (the try-out defaults when nothing is set), logging set up.
 
     ``None`` after the lines saying what is wrong. Logs show warnings and worse unless
@@ -91,7 +93,7 @@ def eval_settings(*, needs_customer: bool) -> Settings | None:
     settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
     if settings is None:
         return None
-    problem = customer_model_problem(settings) if needs_customer else None
+    problem = customer_model_problem(settings, customer_for) if needs_customer else None
     if problem is not None:
         print(f"configuration error: {problem}", file=sys.stderr)
         return None
@@ -166,13 +168,15 @@ def customer_model(settings: Settings) -> CustomerModel | None:
     )
 
 
-def customer_model_problem(settings: Settings) -> str | None:
+def customer_model_problem(
+    settings: Settings, needed_by: str = "a scenario with instructions:"
+) -> str | None:
     """Why a simulated customer cannot be played, or ``None``."""
     if customer_model(settings) is not None:
         return None
     return (
-        "EVAL_CUSTOMER_MODEL: a scenario with instructions: needs a model to play the "
-        "customer; set EVAL_CUSTOMER_MODEL and EVAL_CUSTOMER_API_KEY (or OPENAI_API_KEY)"
+        f"EVAL_CUSTOMER_MODEL: {needed_by} needs a model to play the customer; set "
+        "EVAL_CUSTOMER_MODEL and EVAL_CUSTOMER_API_KEY (or OPENAI_API_KEY)"
     )
 
 

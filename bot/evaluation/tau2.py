@@ -378,7 +378,7 @@ def main(domain: str, *, tasks: int | None, trials: int, json_path: Path | None)
     except Tau2UnavailableError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    settings = eval_settings(needs_customer=True)
+    settings = eval_settings(needs_customer=True, customer_for="tau2-bench's customers")
     if settings is None:
         return 2
 
