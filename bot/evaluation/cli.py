@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="*", type=Path, help="scenario files or directories")
     parser.add_argument("--trials", type=int, default=1, metavar="K", help="trials per scenario")
-    parser.add_argument("--only", metavar="NAME", help="run only the scenario of this name")
+    parser.add_argument(
+        "--only", metavar="NAME", help="run only the scenario of this name (--tau2: task id)"
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
     parser.add_argument(
         "--tau2", metavar="DOMAIN", help="run tau2-bench's tasks of DOMAIN (retail) instead"
@@ -54,7 +56,9 @@ def main(argv: Sequence[str]) -> int:
     if args.tau2 is not None:
         from bot.evaluation.tau2 import main as tau2_main  # noqa: PLC0415 - an optional extra
 
-        return tau2_main(args.tau2, tasks=args.tasks, trials=args.trials, json_path=args.json)
+        return tau2_main(
+            args.tau2, tasks=args.tasks, trials=args.trials, json_path=args.json, only=args.only
+        )
     files = _scenarios(args.paths, args.only)
     settings = eval_settings(needs_customer=_needs_customer(files)) if files else None
     if files is None or settings is None:

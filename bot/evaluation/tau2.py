@@ -313,9 +313,13 @@ async def run_tau2(
     trials: int,
     customer_model: ToolCallingClient,
     llm: ToolCallingClient | None = None,
+    only: str | None = None,
 ) -> tuple[EvalReport, int]:
-    """Every chosen task ``trials`` times; the report and the writes made without a press."""
-    chosen = tau2.tasks("retail")[: tasks or None]
+    """Every chosen task ``trials`` times; the report and the writes made without a press.
+
+    ``tasks``: the first N of tau2's base split (114 tasks); ``only``: the task of that id.
+    """
+    chosen = [t for t in tau2.tasks("retail") if only is None or t.id == only][: tasks or None]
     run_id = secrets.token_hex(3)
     scores: list[ScenarioScore] = []
     unpressed = 0

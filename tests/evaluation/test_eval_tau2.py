@@ -6,6 +6,7 @@ confirm on every card. The retail database is served over MCP and scored by
 tau2's own evaluators. Skipped unless the extra is installed (./scripts/bootstrap-tau2).
 """
 
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,15 @@ import pytest
 from bot.evaluation.cli import main
 from bot.evaluation.customers import ScriptedCustomer
 from bot.evaluation.scenario import ScriptStep
-from bot.evaluation.tau2 import Tau2, Tau2UnavailableError, load_tau2, play_task
+from bot.evaluation.tau2 import (
+    Tau2,
+    Tau2UnavailableError,
+    leaderboard_lines,
+    load_tau2,
+    play_task,
+    run_tau2,
+)
+from bot.llm.openai_client import OpenAIChatClient
 from bot.settings import Settings
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer, tool_calls_answer
 from bot.testing.settings import make_settings
@@ -146,3 +155,45 @@ def test_without_the_extra_the_command_says_how_to_install_it(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: tau2-bench is not installed")
     assert "./scripts/bootstrap-tau2" in line
+
+
+async def test_a_run_reports_pass_k_beside_the_leaderboard_and_counts_unpressed_writes(
+    tau2: Tau2, writes: frozenset[str], redis_server: Any, openai_server: ScriptedOpenAIServer
+):
+    """``run_tau2`` with a model customer: the bot's and the customer's requests answered
+    from two scripts (by the model each names), the task replayed and scored."""
+    (task,) = _tasks_with_writes(tau2, writes, 1)
+    bot_steps, script = _replay(task, writes, press="confirm")
+    bot = deque(bot_steps)
+    customer = deque(
+        text_answer(f"[{step.press}]" if step.press else step.say or "") for step in script
+    )
+    customer.append(text_answer("Thanks, that is all. [done]"))
+    openai_server.responder = lambda body: (
+        customer if body["model"] == "customer-model" else bot
+    ).popleft()
+    client = OpenAIChatClient.create(
+        api_key="sk-test",
+        base_url=openai_server.base_url,
+        model="customer-model",
+        timeout_seconds=5,
+        max_retries=0,
+        instructions_role="system",
+    )
+    try:
+        report, unpressed = await run_tau2(
+            tau2,
+            _settings(redis_server.url, openai_server),
+            tasks=None,
+            only=task.id,
+            trials=1,
+            customer_model=client,
+        )
+    finally:
+        await client.close()
+    assert (report.pass_k(1), unpressed) == (1.0, 0)
+    assert not bot
+    assert not customer
+    lines = leaderboard_lines(report, unpressed)
+    assert lines[0].startswith("tau2-bench retail leaderboard (best verified): pass^1 0.844")
+    assert lines[-1] == "writes without a press: 0 (must be 0)"
