@@ -389,7 +389,9 @@ def main(domain: str, *, tasks: int | None, trials: int, json_path: Path | None)
     async def run(prepared: Settings) -> tuple[EvalReport, int]:
         client = customer_client(prepared)
         try:
-            return await run_tau2(tau2, prepared, tasks=tasks, trials=trials, customer_model=client)
+            return await run_tau2(
+                tau2, prepared, tasks=tasks, trials=trials, customer_model=client, only=only
+            )
         finally:
             await client.close()
 
