@@ -365,7 +365,14 @@ def leaderboard_lines(report: EvalReport, unpressed: int) -> list[str]:
     return lines
 
 
-def main(domain: str, *, tasks: int | None, trials: int, json_path: Path | None) -> int:
+def main(
+    domain: str,
+    *,
+    tasks: int | None,
+    trials: int,
+    json_path: Path | None,
+    only: str | None = None,
+) -> int:
     """``--tau2 DOMAIN``: 0 when every task passed every trial and nothing was written
     without a press, 1 otherwise, 2 when the extra or a setting is missing."""
     from bot.evaluation.cli import (  # noqa: PLC0415 - the CLI imports this module lazily
