@@ -139,4 +139,4 @@ def _clip(text: str, width: int) -> str:
 
 
 def _fit(line: str) -> str:
-    return _clip(" ".join(line.split("\n")), WIDTH)
+    return _clip(" ".join(line.split("\n")), WIDTH).rstrip()
