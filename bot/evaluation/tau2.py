@@ -48,6 +48,7 @@ from mcp.server.lowlevel import Server
 
 from bot.evaluation.customers import CustomerPlayer, SimulatedCustomer
 from bot.evaluation.report import EvalReport, ScenarioScore, table_lines
+from bot.evaluation.running import customer_client, eval_settings, run_on_redis
 from bot.evaluation.scenario import CustomerSpec, Scenario
 from bot.evaluation.trial import Trial
 from bot.llm.types import ToolCallingClient
@@ -375,12 +376,6 @@ def main(
 ) -> int:
     """``--tau2 DOMAIN``: 0 when every task passed every trial and nothing was written
     without a press, 1 otherwise, 2 when the extra or a setting is missing."""
-    from bot.evaluation.cli import (  # noqa: PLC0415 - the CLI imports this module lazily
-        customer_client,
-        eval_settings,
-        run_on_redis,
-    )
-
     if domain not in DOMAINS:
         print(f"error: --tau2 {domain}: this adapter knows {', '.join(DOMAINS)}", file=sys.stderr)
         return 2

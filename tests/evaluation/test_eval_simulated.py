@@ -3,8 +3,9 @@
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.evaluation.cli import customer_model, run_scenarios
+from bot.evaluation.cli import run_scenarios
 from bot.evaluation.customers import parse_move
+from bot.evaluation.running import customer_model
 from bot.evaluation.scenario import load_scenarios
 from bot.llm.openai_client import OpenAIChatClient
 from bot.settings import Settings
