@@ -33,6 +33,7 @@ from bot.language.choice import StoredLanguage
 from bot.language.texts import Texts
 from bot.llm.types import ToolCallingClient
 from bot.queue.staff_actions import HandoffTurn
+from bot.sessions.handoff_machine import utc_now
 from bot.sessions.models import ConversationSession
 from bot.sessions.pending import ActionCard, Choice
 from bot.settings import Settings
@@ -155,8 +156,6 @@ class Trial:
     def _clock(self) -> Callable[[], datetime]:
         now = self._scenario.now
         if now is None:
-            from bot.sessions.handoff_machine import utc_now  # noqa: PLC0415 - only without now:
-
             return utc_now
         return lambda: now
 
