@@ -534,12 +534,13 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         return catalogs.texts(language or settings.language.default_language).gettext(message)
 
     shared_help_center = help_center is not None
-    try:
-        help_center = help_center or open_help_center(
-            settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
-        )
-    except KnowledgeError as error:
-        raise StartupError(str(error)) from error
+    if help_center is None:
+        try:
+            help_center = open_help_center(
+                settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
+            )
+        except KnowledgeError as error:
+            raise StartupError(str(error)) from error
     redis = await connect_redis(settings)
     health_redis = async_client(
         settings.redis,
