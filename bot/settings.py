@@ -712,6 +712,22 @@ class PromptSettings(BaseSettings):
     analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
 
 
+class EvalSettings(BaseSettings):
+    """``python -m bot eval``'s simulated customer: a model of its own, the bot's by default."""
+
+    model_config = _ENV
+
+    customer_model: str | None = Field(
+        default=None, min_length=1, validation_alias=_env("EVAL_CUSTOMER_MODEL")
+    )
+    customer_base_url: str | None = Field(
+        default=None, validation_alias=_env("EVAL_CUSTOMER_BASE_URL")
+    )
+    customer_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_env("EVAL_CUSTOMER_API_KEY")
+    )
+
+
 class _ModelChoice(BaseSettings):
     """Whether ``LLM_BACKEND`` and ``OPENAI_API_KEY`` are set, read as the sections read them."""
 
@@ -755,6 +771,7 @@ class Settings(BaseModel):
     mcp: McpSettings = Field(default_factory=lambda: McpSettings(_env_file=None))
     media: MediaSettings = Field(default_factory=lambda: MediaSettings(_env_file=None))
     language: LanguageSettings = Field(default_factory=lambda: LanguageSettings(_env_file=None))
+    evaluation: EvalSettings = Field(default_factory=lambda: EvalSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -846,5 +863,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "mcp": McpSettings,
     "media": MediaSettings,
     "language": LanguageSettings,
+    "evaluation": EvalSettings,
     "log": _LogSettings,
 }
