@@ -280,6 +280,28 @@ async def test_an_album_of_three_photos_is_one_turn(
     assert telegram.sent_texts(CHAT) == ["Вижу три фото, оформим возврат.", customer_texts.HELP]
 
 
+async def test_every_caption_of_an_album_reaches_the_model_in_order(
+    vision: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Captions after the first are the customer's words too (issue 46)."""
+    for index in range(3):
+        telegram.add_file(f"a-{index}", f"image-{index}".encode())
+    openai_server.script(text_answer("Вижу коробку и чек."))
+    captions = {0: "Коробка пришла мятой", 2: "а вот чек, заказ 8041"}
+    for index in range(3):
+        await vision.feed(
+            telegram.message_update(CHAT, extra=album_item(index, captions.get(index)))
+        )
+
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Вижу коробку и чек."]
+    (request,) = openai_server.requests
+    expected = f"{PHOTO_MARK} Коробка пришла мятой\nа вот чек, заказ 8041"
+    assert request.messages[-1]["content"][0]["text"] == expected
+    session = await vision.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert [m.content for m in session.messages if m.role == "user"] == [expected]
+
+
 async def test_without_vision_an_album_gets_one_line(
     blind: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:

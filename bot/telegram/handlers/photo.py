@@ -61,12 +61,14 @@ async def photo_message(
     if album is None:
         # Answered with its album; staff following a waiting chat still see every photo.
         return PlainReply(text="", staff=(copy,) if waiting else ())
-    # Telegram puts an album's caption on one of its photos.
-    text = question_text(
-        next((item for item in album.messages if item.caption), message),
-        (await bot.me()).username,
-        caption=True,
+    # Telegram puts an album's caption on one of its photos, or several on several:
+    # every one is the customer's words, in the album's order.
+    username = (await bot.me()).username
+    captions = (
+        question_text(item, username, caption=True)
+        for item in sorted(album.messages, key=lambda item: item.message_id)
     )
+    text = "\n".join(caption for caption in captions if caption)
     if photos.caption_refused(text):
         # Said before any download; the turn would refuse it as too long anyway.
         return PlainReply(
