@@ -147,6 +147,19 @@ PHOTO_TOO_LARGE = N_(
     "Это изображение слишком большое для меня. Пожалуйста, пришлите его обычным фото "
     "или опишите вопрос текстом."
 )
+# Read by the model (not the customer) after an album's images, in the conversation's
+# language, when the turn's total (``IMAGE_TURN_MAX_BYTES``) left some out or took them smaller:
+# the model's answer says so (``bot/telegram/handlers/photo.py``).
+IMAGES_LEFT_OUT = N_(
+    "(Вы видите {shown} из {sent} изображений, которые прислал покупатель: остальные "
+    "не поместились в одно сообщение. Скажите покупателю об этом и попросите прислать "
+    "остальные отдельным сообщением.)"
+)
+IMAGES_REDUCED = N_(
+    "({reduced} из этих изображений показаны уменьшенными, чтобы все поместились в одно "
+    "сообщение. Если мелкие детали не видны, попросите покупателя прислать нужное фото "
+    "отдельно.)"
+)
 PHOTO_NOT_SEEN = N_(
     "Не получилось открыть это изображение. Пожалуйста, пришлите его ещё раз "
     "или опишите вопрос текстом."

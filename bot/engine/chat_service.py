@@ -641,6 +641,8 @@ def _with_images(message: Message, turn_input: TurnInput) -> Message:
     parts.extend(
         {"type": "image_url", "image_url": {"url": image.data_url}} for image in turn_input.images
     )
+    if turn_input.images_note:
+        parts.append({"type": "text", "text": turn_input.images_note})
     return {**message, "content": parts}
 
 
