@@ -14,6 +14,7 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.engine.chat_service import PHOTO_MARK
+from bot.queue.admission import IntakeVerdict
 from bot.shop.redis_demo import RedisDemoShop
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import (
@@ -324,8 +325,6 @@ async def budgeted(
         bot,
         VISION="on",
         IMAGE_TURN_MAX_BYTES=TURN_LIMIT,
-        # An album's ten updates are charged one by one by the flood limit (burst 5).
-        FLOOD_BURST=20,
     ):
         yield built
 
@@ -427,6 +426,30 @@ async def test_an_albums_photos_are_taken_smaller_to_fit_the_turns_budget(
     note = request.messages[-1]["content"][-1]
     assert note == {"type": "text", "text": customer_texts.IMAGES_REDUCED.format(reduced=2)}
     assert budgeted.metric("images_to_model_total") == 4
+
+
+async def test_an_album_of_ten_is_charged_once_by_the_flood_limit(
+    vision: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Ten photos sent as one album are one message: none is refused as "too often".
+
+    Before issue 46 each photo was charged (``FLOOD_BURST`` 5): the sixth and later
+    were refused and the customer told to slow down for sending one album.
+    """
+    for index in range(10):
+        telegram.add_file(f"a-{index}", f"image-{index}".encode())
+    openai_server.script(text_answer("Вижу десять фото."))
+    verdicts = [
+        await vision.feed(telegram.message_update(CHAT, extra=album_item(index)))
+        for index in range(10)
+    ]
+    assert verdicts == [IntakeVerdict.QUEUED] * 10
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Вижу десять фото."]
+    (request,) = openai_server.requests
+    assert len(image_urls(request.body)) == 10
+    # The album cost one token of the burst: messages after it are limited as before.
+    texts = [await vision.feed(telegram.message_update(CHAT, f"вопрос {n}")) for n in range(8)]
+    assert IntakeVerdict.RATE_WARN in texts
 
 
 async def test_without_vision_an_album_gets_one_line(
