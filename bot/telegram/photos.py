@@ -114,6 +114,7 @@ class Photos:
         plan = _plan(candidates, self.max_bytes, self.max_turn_bytes)
         images: list[ImagePart] = []
         left_out = sum(1 for chosen in plan if chosen is None)
+        reduced = 0
         spent = 0
         reserved = sum(
             _cost(sizes[chosen], self.max_bytes)
@@ -135,33 +136,24 @@ class Photos:
             else:
                 spent += len(content)
                 images.append(_image_part(image, content))
-        for refusal in refusals:
-            self.metrics.record_media_refusal("photo", refusal.value)
-        for _ in range(left_out):
-            self.metrics.record_media_refusal("photo", PhotoRefusal.OVER_TURN_BUDGET.value)
-        self.metrics.images_to_model.inc(len(images))
-        reduced = sum(
-            1
-            for sizes, chosen in zip(candidates, plan, strict=True)
-            if chosen is not None and chosen < len(sizes) - 1
-        )
+                if chosen < len(sizes) - 1:
+                    reduced += 1
+        self._count(refusals, left_out=left_out, shown=len(images))
         if left_out and not refusals:
             refusals.append(PhotoRefusal.TOO_LARGE)
         return AlbumImages(
             images=tuple(images),
             refusal=refusals[0] if refusals else PhotoRefusal.UNREADABLE,
             left_out=left_out,
-            reduced=min(reduced, len(images)),
+            reduced=reduced,
         )
 
-    async def look(self, bot: Bot, message: Message) -> ImagePart | PhotoRefusal:
-        """The image of ``message`` as the model will see it, or why not (counted)."""
-        result = await self._look(bot, message)
-        if isinstance(result, PhotoRefusal):
-            self.metrics.record_media_refusal("photo", result.value)
-        else:
-            self.metrics.images_to_model.inc()
-        return result
+    def _count(self, refusals: Sequence[PhotoRefusal], *, left_out: int, shown: int) -> None:
+        for refusal in refusals:
+            self.metrics.record_media_refusal("photo", refusal.value)
+        for _ in range(left_out):
+            self.metrics.record_media_refusal("photo", PhotoRefusal.OVER_TURN_BUDGET.value)
+        self.metrics.images_to_model.inc(shown)
 
     def file_id_for_history(self, message: Message) -> str | None:
         """The file id a turn would keep for ``message`` (the size chosen), or ``None``."""
@@ -177,17 +169,6 @@ class Photos:
             return False
         self.metrics.record_media_refusal("photo", PhotoRefusal.CAPTION_TOO_LONG.value)
         return True
-
-    async def _look(self, bot: Bot, message: Message) -> ImagePart | PhotoRefusal:
-        if not self.vision:
-            return PhotoRefusal.VISION_OFF
-        image = self._choose(message)
-        if isinstance(image, PhotoRefusal):
-            return image
-        content = await self._download(bot, image, self.max_bytes)
-        if isinstance(content, PhotoRefusal):
-            return content
-        return _image_part(image, content)
 
     def _candidates(self, message: Message) -> list[_Image] | PhotoRefusal:
         """The sizes of ``message``'s image within the per-image cap, the smallest first."""
