@@ -654,6 +654,14 @@ class MediaSettings(BaseSettings):
         le=20 * 1024 * 1024,
         validation_alias=_env("IMAGE_MAX_BYTES"),
     )
+    # The images of one turn (an album) together at most: past it photos are taken in smaller
+    # sizes, and what still does not fit is left out; the model reads how many, to say so.
+    image_turn_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=10_000,
+        le=50 * 1024 * 1024,
+        validation_alias=_env("IMAGE_TURN_MAX_BYTES"),
+    )
 
 
 class AnalysisSettings(BaseSettings):
