@@ -120,6 +120,11 @@ VOICE_TOO_LONG = N_(
     "Это голосовое слишком длинное для меня. Пожалуйста, запишите покороче "
     "или напишите вопрос текстом."
 )
+VOICE_TOO_LARGE = N_(
+    "Этот файл слишком большой для меня. Пожалуйста, запишите короткое голосовое "
+    "или напишите вопрос текстом."
+)
+"""A recording larger than its length could make it, or over the download limit: no turn."""
 VOICE_TRANSCRIPT_TOO_LONG = N_(
     "В этом голосовом слишком много слов для одного сообщения. Пожалуйста, запишите "
     "покороче или напишите вопрос текстом."
@@ -141,6 +146,19 @@ PHOTO_CAPTION_TOO_LONG = N_(
 PHOTO_TOO_LARGE = N_(
     "Это изображение слишком большое для меня. Пожалуйста, пришлите его обычным фото "
     "или опишите вопрос текстом."
+)
+# Read by the model (not the customer) after an album's images, in the conversation's
+# language, when the turn's total (``IMAGE_TURN_MAX_BYTES``) left some out or took them smaller:
+# the model's answer says so (``bot/telegram/handlers/photo.py``).
+IMAGES_LEFT_OUT = N_(
+    "(Вы видите {shown} из {sent} изображений, которые прислал покупатель: остальные "
+    "не поместились в одно сообщение. Скажите покупателю об этом и попросите прислать "
+    "остальные отдельным сообщением.)"
+)
+IMAGES_REDUCED = N_(
+    "({reduced} из этих изображений показаны уменьшенными, чтобы все поместились в одно "
+    "сообщение. Если мелкие детали не видны, попросите покупателя прислать нужное фото "
+    "отдельно.)"
 )
 PHOTO_NOT_SEEN = N_(
     "Не получилось открыть это изображение. Пожалуйста, пришлите его ещё раз "

@@ -54,6 +54,8 @@ BOT_FLOORS = {
     "console": 12,
     # The console's answer printer: it names ConsoleScreen in an annotation only.
     "console_answer": 12,
+    # python -m bot eval: scenarios through the application's turn path, like the console.
+    "evaluation": 12,
     "__main__": 13,
 }
 """Each part of ``bot/``'s floor (``bot.testing`` holds the test doubles and is not a part)."""
