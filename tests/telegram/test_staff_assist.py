@@ -409,7 +409,7 @@ async def test_idle_conversations_are_scored_and_stats_show_it(
         [entry] = await scored()
         flat = json.dumps(await stack.audit(), ensure_ascii=False)
         assert "Секрет-слово-клиента" not in flat
-        assert ANALYSIS["summary"] not in flat
+        assert str(ANALYSIS["summary"]) not in flat
         assert entry["quality"] == "2"
         assert entry["failed_criteria"] == "resolved,tone"
         assert re.fullmatch(r"[A-Z0-9]+", entry["turn_codes"].split(",")[0])
