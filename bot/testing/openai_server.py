@@ -315,6 +315,9 @@ class ScriptedOpenAIServer:
         self.responder: Responder | None = None
         self.latency_seconds = 0.0
         self.stream_chunk_chars = DEFAULT_STREAM_CHUNK_CHARS
+        # Streams the client went away from before their end (and before stop()): a turn
+        # cut by its deadline leaves one here while the server was still sending.
+        self.streams_cut = 0
         self._steps: deque[Reply] = deque()
         # Transcriptions: recorded, answered from their own script (unscripted: 500).
         self.transcriptions: list[TranscriptionRequest] = []
@@ -444,6 +447,20 @@ class ScriptedOpenAIServer:
             status=200, headers={"Content-Type": "text/event-stream", **step.headers}
         )
         await response.prepare(request)
+        try:
+            return await self._send_events(response, events, step, request)
+        except (asyncio.CancelledError, ConnectionResetError):
+            if not self._closing.is_set():
+                self.streams_cut += 1
+            raise
+
+    async def _send_events(
+        self,
+        response: web.StreamResponse,
+        events: list[bytes],
+        step: Reply,
+        request: web.Request,
+    ) -> web.StreamResponse:
         if step.keep_alive_seconds:
             # Comments only, never an event: every read gets bytes, no answer ever comes.
             while not self._closing.is_set():
