@@ -54,7 +54,7 @@ def run_with_stepped_clock(main: Callable[[SteppedClockLoop], Awaitable[T]]) -> 
     """Run ``main(loop)`` to its end on a new :class:`SteppedClockLoop` (a sync test's body)."""
     with asyncio.Runner(loop_factory=SteppedClockLoop) as runner:
         loop = runner.get_loop()
-        assert isinstance(loop, SteppedClockLoop)  # noqa: S101 - narrows the type for mypy
+        assert isinstance(loop, SteppedClockLoop)  # narrows the type for mypy
 
         async def body() -> T:
             return await main(loop)

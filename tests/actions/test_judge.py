@@ -156,7 +156,8 @@ def test_a_confirmed_write_whose_shop_hangs_ends_at_its_deadline() -> None:
         await started.wait()
         # A minute before the deadline the shop is still waited for.
         await clock.spend(deadline - 60)
-        assert not (settling.done() or cut.is_set())
+        assert not settling.done()
+        assert not cut.is_set()
         await clock.spend(61)
         result = await settling
 
