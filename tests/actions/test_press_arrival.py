@@ -102,8 +102,8 @@ async def test_a_press_in_time_queued_behind_a_long_turn_executes(
     steps = await stack.wait_for_step(yes.split(":")[1], "executed")
     assert [step["event"] for step in steps] == ["proposed", "confirmed", "executed"]
     # The customer decided when they pressed, not when the worker got to it.
-    # (Within a millisecond: the intake keeps whole milliseconds.)
-    assert abs(float(steps[1]["decide_ms"]) - CONFIRM_SECONDS * 1000 / 2) < 1
+    # (Within two milliseconds: the intake and the audit each keep whole milliseconds.)
+    assert abs(float(steps[1]["decide_ms"]) - CONFIRM_SECONDS * 1000 / 2) <= 2
 
 
 async def test_a_press_that_arrived_late_still_expires(
