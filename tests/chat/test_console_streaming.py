@@ -48,6 +48,7 @@ async def test_the_answer_appears_piece_by_piece_and_once(
     )
     assert process.stdin is not None
     assert process.stdout is not None
+    stdout = process.stdout
     process.stdin.write("Где заказ 8041?\n".encode())
     await process.stdin.drain()
     output = ""
@@ -58,7 +59,7 @@ async def test_the_answer_appears_piece_by_piece_and_once(
         nonlocal output
         async with asyncio.timeout(60):
             while text not in output:
-                data = await process.stdout.read(64)
+                data = await stdout.read(64)
                 assert data, output
                 output += decoder.decode(data)
         return output
