@@ -20,6 +20,7 @@ from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.escalation import EscalationOffers
 from bot.analysis.idle_analysis import IdleAnalysis
 from bot.analysis.offline import OfflineAnalyst
+from bot.analysis.review import QualityReviews
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.service import ConversationAnalysis
 from bot.audit.pseudonym import ChatPseudonymizer
@@ -61,6 +62,8 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings
 from bot.shop.redis_demo import RedisDemoShop
+from bot.staff_assist.service import StaffAssist
+from bot.staff_assist.wiring import build_staff_assist
 from bot.storage.blocked_chats import BlockedChats
 from bot.storage.connection import (
     AsyncRedisClient,
@@ -141,6 +144,8 @@ class Application:
     account_linking: AccountLinking | None = None
     # Voice messages to words; None with the offline demo model (or an injected stand-in).
     transcriber: Transcriber | None = None
+    # Staff assist (suggested replies, quality reviews); None while STAFF_CHAT_ID is unset.
+    assist: StaffAssist | None = None
 
     def operator_unavailable(self, texts: Texts | None = None) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now.
@@ -372,6 +377,12 @@ def build_analysis(
         if intake is not None and settings.analysis.escalation == "on"
         else None
     )
+    below = settings.handoff.quality_review_below
+    reviews = (
+        QualityReviews(intake=intake, below=below)
+        if intake is not None and below is not None
+        else None
+    )
     return ConversationAnalysis(
         analyzer=analyzer,
         schedule=schedule,
@@ -382,6 +393,7 @@ def build_analysis(
             audit=audit,
             timeout_seconds=settings.analysis.timeout_seconds,
             escalation=escalation,
+            reviews=reviews,
         ),
         escalation=escalation is not None,
     )
@@ -676,8 +688,23 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
                 shop.support_hours, clock(), settings.tools.support_timezone, gettext
             ),
             localize=localize,
+            suggest=settings.handoff.suggestions == "on",
         )
         if staff_chat_id is not None
+        else None
+    )
+    # Staff assist: suggested replies in the topics, quality reviews (docs/staff-assist.md).
+    assist = (
+        build_staff_assist(
+            settings,
+            handoff=handoff,
+            intake=intake,
+            llm=client,
+            registry=registry,
+            executor=executor,
+            catalogs=catalogs,
+        )
+        if handoff is not None
         else None
     )
     knowledge = KnowledgeWatcher(
@@ -745,4 +772,5 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         if directory is not None
         else None,
         transcriber=_transcriber(settings, base_client),
+        assist=assist,
     )

@@ -577,6 +577,18 @@ class HandoffSettings(BaseSettings):
     idle_minutes: float = Field(
         default=60.0, gt=0, le=7 * 24 * 60, validation_alias=_env("HANDOFF_IDLE_MINUTES")
     )
+    # Staff assist: a suggested reply after each customer message a person answers.
+    suggestions: Literal["on", "off"] = Field(
+        default="on", validation_alias=_env("STAFF_SUGGESTIONS")
+    )
+    # The most one suggestion's drafting may take (model calls and tools together).
+    suggestion_timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, validation_alias=_env("STAFF_SUGGESTION_TIMEOUT_SECONDS")
+    )
+    # A conversation the bot handled alone scored below this (2-5) is posted for review.
+    quality_review_below: int | None = Field(
+        default=None, ge=2, le=5, validation_alias=_env("QUALITY_REVIEW_BELOW")
+    )
 
     @field_validator("staff_chat_id")
     @classmethod
@@ -730,7 +742,7 @@ class PromptSettings(BaseSettings):
         default="1.7.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
-    analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
+    analysis_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
 
 
 class EvalSettings(BaseSettings):

@@ -72,7 +72,13 @@ class TelegramIntake:
     ) -> IntakeVerdict | None:
         """Queue a press of one of the bot's buttons, read once; answer its callback either way."""
         press = read_press(callback.data)
-        incoming = press_incoming(update.update_id, callback, press, _payload(update, raw))
+        incoming = press_incoming(
+            update.update_id,
+            callback,
+            press,
+            _payload(update, raw),
+            staff_chat_id=self.topics.staff_chat_id if self.topics is not None else None,
+        )
         if incoming is None:
             await self.presses.answer(callback, None)
             return None

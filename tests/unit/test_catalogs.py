@@ -17,7 +17,12 @@ from bot.testing.settings import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where scripts/i18n extracts from (keep in step with its SOURCES).
-SOURCES = ("bot/customer_texts.py", "tools/order_actions.py", "tools/support_hours.py")
+SOURCES = (
+    "bot/customer_texts.py",
+    "bot/staff_texts.py",
+    "tools/order_actions.py",
+    "tools/support_hours.py",
+)
 
 
 def _marked() -> set[str]:

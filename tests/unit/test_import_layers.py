@@ -26,6 +26,8 @@ BOT_FLOORS = {
     "chat_errors": 0,
     "settings": 1,
     "customer_texts": 1,
+    # Staff assist's texts for staff, catalogued like the customer's.
+    "staff_texts": 1,
     # Redis: the connection, the keys, the scripts; then what is written through it.
     "storage": 2,
     "audit": 3,
@@ -48,6 +50,8 @@ BOT_FLOORS = {
     "metrics": 10,
     "shop": 10,
     "support_audit": 10,
+    # Staff assist: suggested replies (through the handoff service), quality reviews.
+    "staff_assist": 10,
     # The composition root, under the front ends that run what it builds.
     "app": 11,
     "telegram": 12,
