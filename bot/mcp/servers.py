@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from bot.llm.tokens import estimate_text_tokens
 from bot.mcp.connection import McpConnection
-from bot.settings import McpServerSettings, McpSettings
+from bot.settings import McpServerSettings, McpSettings, header_value_problem
 from tools.mcp.schema import ArgumentsSchema, McpSchemaError
 from tools.mcp.tool import McpTool
 from tools.registry import ToolRegistry, validate_tool_name
@@ -31,7 +31,11 @@ class McpSetupError(RuntimeError):
 
 
 def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> dict[str, SecretStr]:
-    """The server's secret headers read from the environment variables it names."""
+    """The server's secret headers read from the environment variables it names.
+
+    The entry points check them with the settings (exit 2); this is the same check
+    for an application built in process.
+    """
     headers: dict[str, SecretStr] = {}
     for header, variable in server.headers_from_env.items():
         value = environ.get(variable)
@@ -39,6 +43,11 @@ def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> di
             raise McpSetupError(
                 f"MCP server {server.name}: header {header} needs the environment variable "
                 f"{variable}, which is not set"
+            )
+        problem = header_value_problem(value)
+        if problem is not None:
+            raise McpSetupError(
+                f"MCP server {server.name}: header {header}: the value of {variable} {problem}"
             )
         headers[header] = SecretStr(value)
     return headers

@@ -1,6 +1,7 @@
 """What every entry point does first: read settings, set up logging."""
 
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 
@@ -8,7 +9,13 @@ from pydantic_settings import BaseSettings
 from pythonjsonlogger.json import JsonFormatter
 
 from bot.ops.log_context import LogContextFilter
-from bot.settings import SETTINGS_SECTIONS, Settings, SettingsError
+from bot.settings import (
+    SETTINGS_SECTIONS,
+    McpSettings,
+    Settings,
+    SettingsError,
+    mcp_header_problems,
+)
 
 
 class StartupError(RuntimeError):
@@ -29,6 +36,8 @@ def load_settings(
     (variable names as in ``.env``) take precedence over the environment.
     """
     settings: Settings | None = None
+    # Every mode connects MCP_SERVERS: their secret headers are checked with the settings.
+    check = _with_mcp_headers(check)
     try:
         settings = Settings.from_env(values)
         problems: list[str] = []
@@ -43,6 +52,19 @@ def load_settings(
     for line in problems:
         print(f"configuration error: {line}", file=sys.stderr)
     return None if problems else settings
+
+
+def _with_mcp_headers(check: SectionCheck | None) -> SectionCheck:
+    """``check`` and the check of the MCP servers' secret headers in the environment."""
+
+    def checked(sections: Mapping[str, BaseSettings]) -> list[str]:
+        problems = check(sections) if check is not None else []
+        mcp = sections.get("mcp")
+        if isinstance(mcp, McpSettings):
+            problems.extend(mcp_header_problems(mcp, os.environ))
+        return problems
+
+    return checked
 
 
 class ContextTextFormatter(logging.Formatter):
