@@ -127,6 +127,8 @@ class McpServers:
     registry: ToolRegistry
     environ: Mapping[str, str]
     connections: list[McpConnection] = field(default_factory=list)
+    # Per server, the allowlisted tools its last listing lacked (warned once per change).
+    _unlisted: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         for server in self.settings.servers:
@@ -135,6 +137,7 @@ class McpServers:
 
     def _listed(self, server_name: str, listed: list[mcp_types.Tool]) -> None:
         connection = next(c for c in self.connections if c.name == server_name)
+        self._warn_unlisted(connection.settings, listed)
         tools = build_tools(
             connection.settings,
             listed,
@@ -148,6 +151,19 @@ class McpServers:
                 server_name,
                 ",".join(left_out),
             )
+
+    def _warn_unlisted(self, server: McpServerSettings, listed: list[mcp_types.Tool]) -> None:
+        """One warning naming the allowlisted tools the server does not list (once per change)."""
+        names = {tool.name for tool in listed}
+        missing = tuple(name for name in server.tools or () if name not in names)
+        if missing and missing != self._unlisted.get(server.name):
+            logger.warning(
+                "MCP server %s does not list %s, named in its tools allowlist: "
+                "check the spelling (the server's own names) or the server's version",
+                server.name,
+                ", ".join(missing),
+            )
+        self._unlisted[server.name] = missing
 
     async def start(self) -> None:
         """Connect every server; wait for each up to ``MCP_CONNECT_TIMEOUT_SECONDS``.
@@ -165,13 +181,23 @@ class McpServers:
             except TimeoutError:
                 pass
         for connection in self.connections:
-            if not connection.up:
+            if connection.up:
+                continue
+            if connection.credentials_rejected:
                 logger.warning(
-                    "MCP server %s is down at start-up (%s): its tools are not offered, "
-                    "the bot starts without them and keeps retrying",
+                    "MCP server %s %s; its tools are not offered, the bot starts without "
+                    "them and asks again with growing pauses (at most every %.0f s)",
                     connection.name,
                     connection.down_reason,
+                    connection.longest_pause_seconds,
                 )
+                continue
+            logger.warning(
+                "MCP server %s is down at start-up (%s): its tools are not offered, "
+                "the bot starts without them and keeps retrying",
+                connection.name,
+                connection.down_reason,
+            )
 
     def connection(self, server_name: str) -> McpConnection | None:
         """The session of server ``server_name`` (``None`` when MCP_SERVERS has none)."""

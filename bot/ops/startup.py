@@ -3,12 +3,14 @@
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 from pythonjsonlogger.json import JsonFormatter
 
 from bot.ops.log_context import LogContextFilter
+from bot.ops.secrets import SecretLogFilter, SecretMask
 from bot.settings import (
     SETTINGS_SECTIONS,
     McpSettings,
@@ -67,6 +69,38 @@ def _with_mcp_headers(check: SectionCheck | None) -> SectionCheck:
     return checked
 
 
+def configured_secrets(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """Every secret the settings hold: the values of their ``SecretStr`` fields, the MCP
+    servers' header values (from ``environ``), and the passwords in URLs (not the URLs).
+    """
+    secrets: list[str] = []
+    for name in SETTINGS_SECTIONS:
+        section = getattr(settings, name, None)
+        if not isinstance(section, BaseSettings):
+            continue
+        for value in section.__dict__.values():
+            if isinstance(value, SecretStr):
+                text = value.get_secret_value()
+                password = url_password(text)
+                secrets.append(password if "://" in text else text)
+    for server in settings.mcp.servers:
+        secrets.extend(
+            environ[variable]
+            for variable in server.headers_from_env.values()
+            if variable in environ
+        )
+    return [secret for secret in secrets if secret]
+
+
+def url_password(url: str) -> str:
+    """The password of ``scheme://user:password@host...`` (empty without one)."""
+    _, separator, rest = url.partition("://")
+    userinfo, at, _ = rest.rpartition("@")
+    if not separator or not at or ":" not in userinfo:
+        return ""
+    return userinfo.split(":", 1)[1]
+
+
 class ContextTextFormatter(logging.Formatter):
     """One plain line; the update, chat and turn it belongs to, when known, at the end."""
 
@@ -100,12 +134,16 @@ def log_formatter(log_format: str) -> logging.Formatter:
     return ContextTextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def configure_logging(level: str, log_format: str = "text") -> None:
-    """One record per line on stderr, as text or JSON, with the turn's identifiers."""
+def configure_logging(level: str, log_format: str = "text", secrets: Iterable[str] = ()) -> None:
+    """One record per line on stderr, as text or JSON, with the turn's identifiers.
+
+    ``secrets`` (:func:`configured_secrets`) are masked in every record, a library's too.
+    """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(log_formatter(log_format))
     # On the handler, so that records of every logger (aiogram's too) get the context.
     handler.addFilter(LogContextFilter())
+    handler.addFilter(SecretLogFilter(SecretMask(secrets)))
     logging.basicConfig(level=level, handlers=[handler])
     # The HTTP clients log every request at INFO; that is noise for an operator.
     for noisy in ("httpx", "httpx2", "openai", "aiogram.event"):

@@ -38,7 +38,12 @@ from bot.llm.types import ToolCallingClient
 from bot.ops import event_loop
 from bot.ops.heap import settle_start_up_heap
 from bot.ops.log_context import chat_namer, name_chats
-from bot.ops.startup import StartupError, configure_logging, load_settings
+from bot.ops.startup import (
+    StartupError,
+    configure_logging,
+    configured_secrets,
+    load_settings,
+)
 from bot.ops.supervision import SupervisionPolicy, TaskSupervisor
 from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.work_stream import BacklogGauge, WorkStream
@@ -465,5 +470,7 @@ def start(settings: Settings, mode: Mode, identity: BotIdentity | None = None) -
 
     ``identity``: the preflight already ran (``python -m bot``); else it runs first.
     """
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(
+        settings.log_level, settings.log_format, configured_secrets(settings, os.environ)
+    )
     return event_loop.run(_run_until_signalled(settings, mode, identity))
