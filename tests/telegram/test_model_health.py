@@ -4,8 +4,6 @@ The real polling runner against the fake Bot API, the scripted OpenAI-compatible
 server and a real redis-server; ``/healthz`` and ``/metrics`` over HTTP.
 """
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -16,6 +14,7 @@ from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer, free_port
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
+from tests.queue.echo_pool import wait_until_redis
 from tests.telegram.test_observability import scrape, value
 
 pytestmark = pytest.mark.timeout(120)
@@ -66,7 +65,7 @@ async def test_a_model_not_found_is_degraded_with_its_reason_and_customers_read_
                 latest.update(body, http_status=status)
                 return body.get("model") == "misconfigured"
 
-            await wait_until_async(degraded, 20)
+            await wait_until_redis(degraded, 20, "/healthz says the model is misconfigured")
             assert latest["status"] == "degraded"
             assert latest["http_status"] == 200  # the bot still serves
             assert "404" in latest["model_detail"]
@@ -87,15 +86,9 @@ async def test_a_model_not_found_is_degraded_with_its_reason_and_customers_read_
                 _, body = await healthz(port)
                 return body["status"] == "ok" and "model" not in body
 
-            await wait_until_async(recovered, 30)
+            await wait_until_redis(recovered, 30, "/healthz says ok again")
             samples = await scrape(port)
             assert value(samples, "support_model_state", state="ok") == 1
         finally:
             assert await bot.stop() == 0
     assert model.unscripted == []
-
-
-async def wait_until_async(condition: Callable[[], Awaitable[bool]], within: float) -> None:
-    async with asyncio.timeout(within):
-        while not await condition():
-            await asyncio.sleep(0.1)

@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 from bot.llm.health import ModelHealth
+from tests.queue.echo_pool import wait_until
 
 from bot.llm.errors import (
     LLMConfigurationError,
@@ -32,9 +33,7 @@ class Provider:
 
 
 async def settled(health: ModelHealth, state: str) -> None:
-    async with asyncio.timeout(10):
-        while health.reading().state != state:
-            await asyncio.sleep(0.01)
+    await wait_until(lambda: health.reading().state == state, 10, f"the model {state}")
 
 
 async def test_a_misconfigured_model_is_degraded_until_it_answers() -> None:
