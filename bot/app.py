@@ -3,7 +3,7 @@
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry
@@ -44,6 +44,7 @@ from bot.language.catalogs import CatalogError, Catalogs, language_name
 from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
 from bot.language.texts import Texts
+from bot.llm.health import ModelHealth
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
@@ -140,6 +141,8 @@ class Application:
     account_linking: AccountLinking | None = None
     # Voice messages to words; None with the offline demo model (or an injected stand-in).
     transcriber: Transcriber | None = None
+    # Whether the chat model answers (probed by the Telegram modes: model_health.start()).
+    model_health: ModelHealth = field(default_factory=lambda: ModelHealth(None))
 
     def operator_unavailable(self, texts: Texts | None = None) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now.
@@ -164,6 +167,7 @@ class Application:
         # Audit entries Redis missed get a last chance (they are in the log either way).
         await self.audit.flush()
         self.executor.close()
+        await self.model_health.aclose()
         await self.llm.close()
         if self.mcp is not None:
             await self.mcp.aclose()
@@ -225,6 +229,26 @@ def _transcriber(settings: Settings, client: ToolCallingClient) -> Transcriber |
         return None
     media = settings.media
     return client.transcriber(media.transcription_model, language=media.transcription_language)
+
+
+def build_model_health(settings: Settings, client: ToolCallingClient) -> ModelHealth:
+    """The chat model's health, probed through ``client`` (``LLM_PROBE_SECONDS``).
+
+    The offline demo model and a test's stand-in are not probed: they always answer.
+    """
+    probe_seconds = settings.llm.probe_seconds
+    if settings.llm.backend == "offline" or not probe_seconds:
+        return ModelHealth(None)
+    # Here, not at the top: the offline backend never imports the SDK.
+    from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+    if not isinstance(client, OpenAIChatClient):
+        return ModelHealth(None)
+    return ModelHealth(
+        client.probe,
+        first_pause_seconds=probe_seconds,
+        timeout_seconds=settings.llm.timeout_seconds,
+    )
 
 
 def _check_link_tool(settings: Settings) -> None:
@@ -574,7 +598,9 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         known_categories=settings.analysis.category_names,
     )
     help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
-    client = MeteredChatModel(base_client, metrics)
+    model_health = build_model_health(settings, base_client)
+    metrics.observe_model_state(lambda: model_health.reading().state)
+    client = MeteredChatModel(base_client, metrics, model_health)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
     audit_settings = settings.audit
     pseudonymizer = (
@@ -732,4 +758,5 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         if directory is not None
         else None,
         transcriber=_transcriber(settings, base_client),
+        model_health=model_health,
     )

@@ -134,6 +134,12 @@ class LLMSettings(BaseSettings):
         default="developer", validation_alias=_env("LLM_INSTRUCTIONS_ROLE")
     )
     proxy: SecretStr | None = Field(default=None, validation_alias=_env("LLM_PROXY"))
+    # The model is asked one short question at start-up (a few tokens); while it does not
+    # answer, again after this many seconds, then twice as long each time (at most 60 s).
+    # 0: never (then only turns find a wrong key or model).
+    probe_seconds: float = Field(
+        default=5.0, ge=0, le=3600, validation_alias=_env("LLM_PROBE_SECONDS")
+    )
 
     @field_validator("proxy")
     @classmethod

@@ -13,6 +13,8 @@ class TurnOutcome(StrEnum):
     MESSAGE_TOO_LONG = "message_too_long"
     BAD_INPUT = "bad_input"
     MODEL_UNAVAILABLE = "model_unavailable"
+    # The provider refused the key or does not know the model: a configuration fault.
+    MODEL_MISCONFIGURED = "model_misconfigured"
     BAD_REQUEST = "bad_request"
     MODEL_ERROR = "model_error"
     TOOL_FAILURE = "tool_failure"

@@ -205,8 +205,13 @@ async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:
 
 
 async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIdentity) -> bool:
-    """Register the command menu (the token and the staff group were checked by the preflight)."""
+    """Register the command menu (the token and the staff group were checked by the preflight).
+
+    The model is probed meanwhile: a wrong key or model is found now, without failing
+    the start (``/healthz`` says degraded and why).
+    """
     settings = app.settings
+    app.model_health.start()
     try:
         linking = (customer_texts.LINK_COMMAND,) if app.account_linking is not None else ()
         default = settings.language.default_language
@@ -393,6 +398,7 @@ def _observability_app(
             ),
             tasks=tasks,
             mcp_down=app.mcp.degraded if app.mcp is not None else lambda: (),
+            model=app.model_health.reading,
         ).handle,
     )
     depth = BacklogGauge(app.work)

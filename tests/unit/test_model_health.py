@@ -3,8 +3,6 @@
 import asyncio
 
 import pytest
-from bot.llm.health import ModelHealth
-from tests.queue.echo_pool import wait_until
 
 from bot.llm.errors import (
     LLMConfigurationError,
@@ -13,6 +11,8 @@ from bot.llm.errors import (
     LLMUnavailableError,
     LLMUnreachableError,
 )
+from bot.llm.health import ModelHealth
+from tests.queue.echo_pool import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
