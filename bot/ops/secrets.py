@@ -26,7 +26,11 @@ class SecretMask:
         for secret in secrets:
             for form in (secret, secret.strip()):
                 pieces.update({form, repr(form)[1:-1]})
-            pieces.update(secret.split())
+            words = secret.split()
+            # "Bearer <token>": the token is the secret, not the scheme's name.
+            if len(words) > 1 and words[0].isalpha():
+                words = words[1:]
+            pieces.update(words)
         self._pieces = sorted(
             (piece for piece in pieces if len(piece) >= MIN_SECRET_CHARS), key=len, reverse=True
         )

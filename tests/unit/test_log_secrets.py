@@ -83,3 +83,9 @@ def test_the_configured_secrets_are_the_secret_values_and_url_passwords_only() -
 def test_short_values_are_not_masked_on_their_own() -> None:
     mask = SecretMask(["ab", "Bearer x"])
     assert mask("ab Bearer x") == "ab ***"
+
+
+def test_the_scheme_of_an_authorization_value_stays_readable() -> None:
+    mask = SecretMask(["Bearer token-value-123"])
+    assert mask("Bearer token-value-123 / token-value-123") == "*** / ***"
+    assert mask("the Bearer scheme") == "the Bearer scheme"
