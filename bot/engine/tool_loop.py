@@ -16,6 +16,7 @@ from bot.llm.errors import (
     LLMClientError,
     LLMConfigurationError,
     LLMRequestError,
+    LLMUnreachableError,
 )
 from bot.llm.types import LLMResult, Message, ToolCallingClient
 from bot.sessions.pending import PendingAction
@@ -386,6 +387,8 @@ def _model_failure_kind(error: LLMClientError) -> TurnOutcome:
         return TurnOutcome.MODEL_ERROR
     if isinstance(error, LLMConfigurationError):
         return TurnOutcome.MODEL_MISCONFIGURED
+    if isinstance(error, LLMUnreachableError):
+        return TurnOutcome.MODEL_UNREACHABLE
     if isinstance(error, LLMRequestError):
         return TurnOutcome.BAD_REQUEST
     return TurnOutcome.MODEL_UNAVAILABLE

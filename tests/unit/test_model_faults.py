@@ -119,7 +119,7 @@ async def test_an_unreachable_provider_is_told_apart_from_a_busy_one() -> None:
     try:
         with pytest.raises(LLMUnreachableError):
             await nobody.probe(timeout_seconds=2.0)
-        with pytest.raises(LLMUnavailableError):
+        with pytest.raises(LLMUnreachableError):
             await nobody.generate_with_tools(MESSAGES, [])
     finally:
         await nobody.close()
@@ -142,3 +142,18 @@ def test_customers_read_a_configuration_fault_as_such_and_load_as_before(languag
         assert misconfigured.startswith("I can't answer right now because of an error in the bot's")
         assert "перегружен" not in busy
     assert "T1" in misconfigured
+
+
+@pytest.mark.parametrize("language", ["ru", "en"])
+def test_customers_read_an_unreachable_model_as_such(language: str) -> None:
+    gettext = Catalogs().texts(language).gettext
+    unreachable = customer_texts.failure_message(
+        ChatServiceError("refused", "T3", TurnOutcome.MODEL_UNREACHABLE), "T3", gettext
+    )
+
+    if language == "ru":
+        assert unreachable.startswith("Сейчас я не могу связаться с сервисом, который готовит")
+    else:
+        assert unreachable.startswith("I can't reach the service that prepares my answers")
+    assert "перегружен" not in unreachable
+    assert "overloaded" not in unreachable
