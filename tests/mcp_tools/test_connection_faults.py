@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiohttp
 import pytest
 from pydantic import SecretStr
 
@@ -19,7 +20,11 @@ from bot.mcp.connection import McpConnection, next_pause
 from bot.mcp.servers import McpServers
 from bot.settings import McpServerSettings
 from bot.testing.mcp_process import McpServerProcess
-from bot.testing.settings import make_settings
+from bot.testing.openai_server import ScriptedOpenAIServer
+from bot.testing.polling_bot import PollingBot
+from bot.testing.redis_server import RedisServer, free_port
+from bot.testing.settings import make_settings, stack_settings
+from bot.testing.telegram_server import FakeTelegramServer
 from tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.timeout(120)
@@ -164,3 +169,45 @@ async def test_a_secret_is_never_in_a_reason_or_a_log_line(
     # (tests/unit/test_log_secrets.py).
     own = [record.getMessage() for record in caplog.records if record.name.startswith("bot.")]
     assert not any("shop-secret" in line for line in own)
+
+
+async def test_healthz_names_the_server_and_says_it_rejected_the_credentials(
+    guarded_shop: McpServerProcess,
+    telegram: FakeTelegramServer,
+    redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real polling runner: /healthz as process.py wires it, over HTTP."""
+    monkeypatch.setenv("SHOP_AUTH", WRONG)
+    server = {
+        "name": "shop",
+        "url": guarded_shop.url,
+        "headers_from_env": {"Authorization": "SHOP_AUTH"},
+    }
+    port = free_port()
+    async with ScriptedOpenAIServer() as model:
+        settings = stack_settings(
+            telegram,
+            model,
+            redis_server.url,
+            prefix="mcpcreds",
+            HEALTH_PORT=port,
+            MCP_SERVERS=json.dumps([server]),
+            MCP_CONNECT_TIMEOUT_SECONDS=10,
+        )
+        bot = PollingBot(settings, telegram)
+        await bot.start()
+        try:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{port}/healthz") as response,
+            ):
+                status, body = response.status, await response.json()
+        finally:
+            assert await bot.stop() == 0
+
+    assert status == 200
+    assert body["status"] == "degraded"
+    assert body["mcp_servers_down"] == ["shop"]
+    assert body["mcp_detail"]["shop"].startswith("rejected the credentials (HTTP 401)")
+    assert "wrong-token" not in json.dumps(body)
