@@ -207,6 +207,10 @@ class McpServers:
         """The servers without an open session now (for ``/healthz``)."""
         return tuple(c.name for c in self.connections if not c.up)
 
+    def down_reasons(self) -> dict[str, str]:
+        """Why each server of :meth:`degraded` is down, one line each (secrets masked)."""
+        return {c.name: c.down_reason or "not connected" for c in self.connections if not c.up}
+
     async def aclose(self) -> None:
         """Close the sessions in reverse order of opening."""
         for connection in reversed(self.connections):

@@ -2,7 +2,7 @@
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -57,6 +57,8 @@ class HealthEndpoint:
     # The shop MCP servers without a session now: named, the answer stays 200 (the bot
     # still serves; only those servers' tools are missing), its status says degraded.
     mcp_down: Callable[[], tuple[str, ...]] = lambda: ()
+    # Why each of them is down (a refused connection, rejected credentials), by name.
+    mcp_detail: Callable[[], Mapping[str, str]] = lambda: {}
     # The chat model's reading: a known fault (a wrong key or model, an outage) keeps the
     # answer 200 (the bot still serves, and tells customers the truth) and says degraded.
     model: Callable[[], ModelReading] = lambda: ModelReading(state="ok")
@@ -108,6 +110,8 @@ class HealthEndpoint:
             body["tasks"] = self.tasks.states()
         if mcp_down:
             body["mcp_servers_down"] = list(mcp_down)
+            detail = self.mcp_detail()
+            body["mcp_detail"] = {name: detail[name] for name in mcp_down if name in detail}
         if model.state != "ok":
             body["model"] = model.state
             if model.reason:

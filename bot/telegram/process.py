@@ -398,6 +398,7 @@ def _observability_app(
             ),
             tasks=tasks,
             mcp_down=app.mcp.degraded if app.mcp is not None else lambda: (),
+            mcp_detail=app.mcp.down_reasons if app.mcp is not None else lambda: {},
             model=app.model_health.reading,
         ).handle,
     )
