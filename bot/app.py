@@ -85,6 +85,7 @@ from tools.human_agent import build_request_human_agent_tool
 from tools.knowledge.citations import CitationCheck
 from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
+from tools.shop_backend import ShopBackend
 from tools.store import ShopStore
 from tools.support_hours import closed_note, describe_hours, support_hours_at
 from tools.write_tools import Localize, as_written
@@ -519,12 +520,17 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     *,
     environ: Mapping[str, str] | None = None,
     clock: Callable[[], datetime] = utc_now,
+    wrap_shop: Callable[[ShopBackend], ShopBackend] | None = None,
+    help_center: HelpCenter | None = None,
 ) -> Application:
     """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
 
     ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
     ``clock`` is what the support-hours code reads as now (whether support is open, the
-    hours tool, the return window); tests fix it.
+    hours tool, the return window); tests fix it. ``wrap_shop`` wraps the demo shop the
+    order tools use (``python -m bot eval`` records the writes that reach it).
+    ``help_center``: one already open from ``KNOWLEDGE_DIR`` (the eval's trials share one
+    instead of indexing the articles again; its searches are not counted in these metrics).
     """
     # An unknown prompt version fails before anything connects.
     _prompts(settings)
@@ -551,12 +557,14 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         """A customer text in ``language`` (``None``: the default language)."""
         return catalogs.texts(language or settings.language.default_language).gettext(message)
 
-    try:
-        help_center = open_help_center(
-            settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
-        )
-    except KnowledgeError as error:
-        raise StartupError(str(error)) from error
+    shared_help_center = help_center is not None
+    if help_center is None:
+        try:
+            help_center = open_help_center(
+                settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
+            )
+        except KnowledgeError as error:
+            raise StartupError(str(error)) from error
     redis = await connect_redis(settings)
     health_redis = async_client(
         settings.redis,
@@ -570,7 +578,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
     # The demo shop's orders in Redis: the write tools change them, every process sees it.
-    shop_backend = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), shop)
+    shop_backend: ShopBackend = RedisDemoShop(
+        redis, RedisKeys(settings.redis.key_prefix), shop, clock=clock
+    )
+    if wrap_shop is not None:
+        shop_backend = wrap_shop(shop_backend)
     registry = build_default_tool_registry(
         shop,
         timezone=settings.tools.support_timezone,
@@ -597,7 +609,8 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         known_tools=_known_tools(settings, registry),
         known_categories=settings.analysis.category_names,
     )
-    help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
+    if not shared_help_center:
+        help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
     model_health = build_model_health(settings, base_client)
     metrics.observe_model_state(lambda: model_health.reading().state)
     client = MeteredChatModel(base_client, metrics, model_health)

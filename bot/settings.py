@@ -367,7 +367,7 @@ class ToolSettings(BaseSettings):
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
     # The shop's lookup of a customer by phone number; set, /link and shared contacts link
-    # the chat to the shop's customer (README, "Connect your shop"). Unset: no linking.
+    # the chat to the shop's customer (docs/shop.md). Unset: no linking.
     account_link_tool: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9_.:-]{1,128}$",
@@ -731,6 +731,14 @@ class MediaSettings(BaseSettings):
         le=20 * 1024 * 1024,
         validation_alias=_env("IMAGE_MAX_BYTES"),
     )
+    # The images of one turn (an album) together at most: past it photos are taken in smaller
+    # sizes, and what still does not fit is left out; the model reads how many, to say so.
+    image_turn_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=10_000,
+        le=50 * 1024 * 1024,
+        validation_alias=_env("IMAGE_TURN_MAX_BYTES"),
+    )
 
 
 class AnalysisSettings(BaseSettings):
@@ -789,6 +797,22 @@ class PromptSettings(BaseSettings):
     analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
 
 
+class EvalSettings(BaseSettings):
+    """``python -m bot eval``'s simulated customer: a model of its own, the bot's by default."""
+
+    model_config = _ENV
+
+    customer_model: str | None = Field(
+        default=None, min_length=1, validation_alias=_env("EVAL_CUSTOMER_MODEL")
+    )
+    customer_base_url: str | None = Field(
+        default=None, validation_alias=_env("EVAL_CUSTOMER_BASE_URL")
+    )
+    customer_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_env("EVAL_CUSTOMER_API_KEY")
+    )
+
+
 class _ModelChoice(BaseSettings):
     """Whether ``LLM_BACKEND`` and ``OPENAI_API_KEY`` are set, read as the sections read them."""
 
@@ -832,6 +856,7 @@ class Settings(BaseModel):
     mcp: McpSettings = Field(default_factory=lambda: McpSettings(_env_file=None))
     media: MediaSettings = Field(default_factory=lambda: MediaSettings(_env_file=None))
     language: LanguageSettings = Field(default_factory=lambda: LanguageSettings(_env_file=None))
+    evaluation: EvalSettings = Field(default_factory=lambda: EvalSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -944,5 +969,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "mcp": McpSettings,
     "media": MediaSettings,
     "language": LanguageSettings,
+    "evaluation": EvalSettings,
     "log": _LogSettings,
 }

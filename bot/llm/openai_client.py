@@ -28,6 +28,7 @@ from bot.llm.parsing import parse_chunk, parse_completion, usage_of
 from bot.llm.streaming import StreamAssembler, sse_data
 from bot.llm.types import (
     MODEL_PROBE_TEXT,
+    EncodedPart,
     LLMResult,
     Message,
     StructuredResult,
@@ -470,10 +471,26 @@ def _dumps(value: object) -> bytes:
     surrogate) goes through ``json``, which encodes it or fails as before.
     """
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=_fragment)
     except orjson.JSONEncodeError:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain
+        )
         return text.encode()
+
+
+def _fragment(value: object) -> orjson.Fragment:
+    """An :class:`EncodedPart`'s bytes as they are (encoded once a turn, not once a call)."""
+    if isinstance(value, EncodedPart):
+        return orjson.Fragment(value.json)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _plain(value: object) -> object:
+    """An :class:`EncodedPart` for ``json``, which cannot take encoded bytes as they are."""
+    if isinstance(value, EncodedPart):
+        return value.as_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _to_result(completion: ChatCompletion) -> LLMResult:

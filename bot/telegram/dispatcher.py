@@ -84,6 +84,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
         photos=Photos(
             vision=vision_on(settings),
             max_bytes=settings.media.image_max_bytes,
+            max_turn_bytes=settings.media.image_turn_max_bytes,
             max_caption_chars=settings.session.message_max_chars,
             metrics=metrics,
         ),

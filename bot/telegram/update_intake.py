@@ -151,6 +151,7 @@ class TelegramIntake:
             counts_turn=_counts_turn(message, vision=self.vision),
             payload=_payload(update, raw),
             sent_ms=_sent_ms(message),
+            media_group_id=message.media_group_id,
         )
 
     async def _staff(
