@@ -319,6 +319,10 @@ class SessionSettings(BaseSettings):
     )
 
 
+MAX_WORKER_CONCURRENCY = 10_000
+"""The most chats one process may hold at once (``WORKER_CONCURRENCY``'s upper bound)."""
+
+
 class WorkerSettings(BaseSettings):
     """Workers: how many chats one process drains at once.
 
@@ -330,12 +334,9 @@ class WorkerSettings(BaseSettings):
 
     model_config = _ENV
 
-    # As many as the model's connections (LLM_MAX_CONNECTIONS): a chat in hand past them
-    # only queues for one. A lower bound split bursts badly between a poller and a
-    # worker: the worker, whose loop does no intake, read first, filled its slots, and
-    # the rest fell to the poller (bench/README.md, "Fifth round"). About 0.1 MiB a chat.
-    concurrency: int = Field(
-        default=1000, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
+    # Unset: as many as the model's connections (LLM_MAX_CONNECTIONS), see chats_in_hand.
+    concurrency: int | None = Field(
+        default=None, ge=1, le=MAX_WORKER_CONCURRENCY, validation_alias=_env("WORKER_CONCURRENCY")
     )
     # A job whose runs kill their worker (or fail before an outcome) this often is given
     # up: a dead letter for staff, a kind failure message for the customer.
@@ -347,6 +348,18 @@ class WorkerSettings(BaseSettings):
     job_deadline_seconds: float = Field(
         default=300.0, gt=0, le=3600, validation_alias=_env("JOB_DEADLINE_SECONDS")
     )
+
+    def chats_in_hand(self, model_connections: int) -> int:
+        """Chats one process drains at once: ``WORKER_CONCURRENCY``, else ``model_connections``.
+
+        A chat in hand past the model's connections (``LLM_MAX_CONNECTIONS``) only queues
+        for one. A lower bound split bursts badly between a poller and a worker: the
+        worker, whose loop does no intake, read first, filled its slots, and the rest fell
+        to the poller (bench/README.md, "Fifth round"). About 0.1 MiB a chat.
+        """
+        if self.concurrency is not None:
+            return self.concurrency
+        return min(model_connections, MAX_WORKER_CONCURRENCY)
 
 
 class ToolSettings(BaseSettings):

@@ -177,7 +177,7 @@ def _workers(
         runner=runner,
         retries=app.metrics,
         settings=WorkerPoolConfig(
-            concurrency=settings.worker.concurrency,
+            concurrency=settings.worker.chats_in_hand(settings.llm.max_connections),
             lease_seconds=settings.session.lease_seconds,
             shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
             outage_wait_seconds=settings.redis.outage_wait_seconds,

@@ -30,7 +30,7 @@ from bot.testing.openai_server import (
     tool_call_answer,
     tool_calls_answer,
 )
-from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
+from tests.support.corpus import RECORDED_COMPLETIONS, absent, load_corpus
 from tools.registry import ToolRegistry
 from turn import Usage
 
@@ -373,8 +373,7 @@ async def test_instructions_role_renames_the_instruction_message(
 def _recorded_bodies() -> list[Any]:
     bodies = load_corpus(RECORDED_COMPLETIONS)
     if not bodies:
-        reason = f"{RECORDED_COMPLETIONS.parent} is absent"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=absent(RECORDED_COMPLETIONS)))]
     return [pytest.param(body, id=f"{index}-{body['id']}") for index, body in enumerate(bodies)]
 
 
