@@ -8,13 +8,14 @@ heavy imports, so a start-up failure is one line in about a second.
 """
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
 
 from bot.ops import event_loop
 from bot.ops.local_redis import LocalRedisError, LocalRedisServer, redis_or_private
-from bot.ops.startup import StartupError, configure_logging, load_settings
+from bot.ops.startup import StartupError, configure_logging, configured_secrets, load_settings
 from bot.settings import Settings, offline_by_default
 from bot.telegram.startup_checks import Mode, mode_check
 
@@ -53,7 +54,9 @@ def console_main(conversation: str | None) -> int:
     settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
     if settings is None:
         return 2
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(
+        settings.log_level, settings.log_format, configured_secrets(settings, os.environ)
+    )
     notes = [console_model_note(settings, chosen_for_tryout=offline)]
     try:
         with redis_or_private(settings.redis) as (redis_settings, server):

@@ -3,7 +3,7 @@
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry
@@ -45,6 +45,7 @@ from bot.language.catalogs import CatalogError, Catalogs, language_name
 from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
 from bot.language.texts import Texts
+from bot.llm.health import ModelHealth
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
@@ -146,6 +147,8 @@ class Application:
     transcriber: Transcriber | None = None
     # Staff assist (suggested replies, quality reviews); None while STAFF_CHAT_ID is unset.
     assist: StaffAssist | None = None
+    # Whether the chat model answers (probed by the Telegram modes: model_health.start()).
+    model_health: ModelHealth = field(default_factory=lambda: ModelHealth(None))
 
     def operator_unavailable(self, texts: Texts | None = None) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now.
@@ -170,6 +173,7 @@ class Application:
         # Audit entries Redis missed get a last chance (they are in the log either way).
         await self.audit.flush()
         self.executor.close()
+        await self.model_health.aclose()
         await self.llm.close()
         if self.mcp is not None:
             await self.mcp.aclose()
@@ -231,6 +235,26 @@ def _transcriber(settings: Settings, client: ToolCallingClient) -> Transcriber |
         return None
     media = settings.media
     return client.transcriber(media.transcription_model, language=media.transcription_language)
+
+
+def build_model_health(settings: Settings, client: ToolCallingClient) -> ModelHealth:
+    """The chat model's health, probed through ``client`` (``LLM_PROBE_SECONDS``).
+
+    The offline demo model and a test's stand-in are not probed: they always answer.
+    """
+    probe_seconds = settings.llm.probe_seconds
+    if settings.llm.backend == "offline" or not probe_seconds:
+        return ModelHealth(None)
+    # Here, not at the top: the offline backend never imports the SDK.
+    from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+    if not isinstance(client, OpenAIChatClient):
+        return ModelHealth(None)
+    return ModelHealth(
+        client.probe,
+        first_pause_seconds=probe_seconds,
+        timeout_seconds=settings.llm.timeout_seconds,
+    )
 
 
 def _check_link_tool(settings: Settings) -> None:
@@ -599,7 +623,9 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     )
     if not shared_help_center:
         help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
-    client = MeteredChatModel(base_client, metrics)
+    model_health = build_model_health(settings, base_client)
+    metrics.observe_model_state(lambda: model_health.reading().state)
+    client = MeteredChatModel(base_client, metrics, model_health)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
     audit_settings = settings.audit
     pseudonymizer = (
@@ -773,4 +799,5 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         else None,
         transcriber=_transcriber(settings, base_client),
         assist=assist,
+        model_health=model_health,
     )

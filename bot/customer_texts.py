@@ -202,6 +202,15 @@ _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
     TurnOutcome.MODEL_UNAVAILABLE: N_(
         "Сейчас я перегружен и не успел ответить. Пожалуйста, повторите вопрос через минуту."
     ),
+    # Not "overloaded": a wrong key or model is fixed by the shop, not by waiting a minute.
+    TurnOutcome.MODEL_MISCONFIGURED: N_(
+        "Сейчас я не могу ответить из-за ошибки в настройках бота. Пожалуйста, напишите позже."
+    ),
+    # Not "overloaded" either: nothing answered at all (an outage, or a wrong address).
+    TurnOutcome.MODEL_UNREACHABLE: N_(
+        "Сейчас я не могу связаться с сервисом, который готовит ответы. "
+        "Пожалуйста, повторите вопрос через несколько минут."
+    ),
     TurnOutcome.BAD_REQUEST: N_(
         "Запрос получился слишком длинным для обработки. Сократите вопрос "
         "или начните новый разговор командой /new."

@@ -4,8 +4,9 @@ import json
 import re
 import string
 from collections.abc import Mapping
+from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -18,7 +19,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 from bot.proxies import ProxyURLError, normalise_proxy_url
 from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
@@ -132,6 +134,12 @@ class LLMSettings(BaseSettings):
         default="developer", validation_alias=_env("LLM_INSTRUCTIONS_ROLE")
     )
     proxy: SecretStr | None = Field(default=None, validation_alias=_env("LLM_PROXY"))
+    # The model is asked one short question at start-up (a few tokens); while it does not
+    # answer, again after this many seconds, then twice as long each time (at most 60 s).
+    # 0: never (then only turns find a wrong key or model).
+    probe_seconds: float = Field(
+        default=5.0, ge=0, le=3600, validation_alias=_env("LLM_PROBE_SECONDS")
+    )
 
     @field_validator("proxy")
     @classmethod
@@ -466,7 +474,11 @@ class McpSettings(BaseSettings):
 
     model_config = _ENV
 
-    servers: tuple[McpServerSettings, ...] = Field(default=(), validation_alias=_env("MCP_SERVERS"))
+    # NoDecode: the text reaches _json_array below, which names MCP_SERVERS in its one line
+    # (the sources' own decoding raised a traceback that never named it).
+    servers: Annotated[tuple[McpServerSettings, ...], NoDecode] = Field(
+        default=(), validation_alias=_env("MCP_SERVERS")
+    )
     # auto: the demo shop's tools are offered only while no MCP server is configured.
     demo_shop_tools: Literal["auto", "on", "off"] = Field(
         default="auto", validation_alias=_env("DEMO_SHOP_TOOLS")
@@ -487,12 +499,15 @@ class McpSettings(BaseSettings):
     @field_validator("servers", mode="before")
     @classmethod
     def _json_array(cls, value: Any) -> Any:
-        # The environment source decodes JSON itself; a value given directly arrives as text.
+        # From the environment, .env or a caller's values the array arrives as text.
         if isinstance(value, str):
             try:
                 return json.loads(value)
             except json.JSONDecodeError as error:
-                raise ValueError(f"MCP_SERVERS is not valid JSON: {error.msg}") from error
+                raise ValueError(
+                    f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno} "
+                    "(a trailing comma? an unquoted name?)"
+                ) from error
         return value
 
     @field_validator("servers")
@@ -508,6 +523,49 @@ class McpSettings(BaseSettings):
         if self.demo_shop_tools == "auto":
             return not self.servers
         return self.demo_shop_tools == "on"
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value (never quoting it), else ``None``.
+
+    A secret mounted from a file usually ends with a newline; the HTTP client would
+    refuse it at every connection and print it whole in its error.
+    """
+    if not value:
+        return "is empty"
+    if value != value.strip():
+        return (
+            "starts or ends with a blank or a line break (a secret read from a file "
+            "keeps its newline): remove it"
+        )
+    if any(ord(character) < 0x20 and character != "\t" for character in value) or "\x7f" in value:
+        return "holds a line break or another control character"
+    if not value.isascii():
+        return "holds characters outside ASCII, which an HTTP header cannot carry"
+    return None
+
+
+def mcp_header_problems(mcp: McpSettings, environ: Mapping[str, str]) -> list[str]:
+    """One line per secret header of ``MCP_SERVERS`` that cannot be sent (never its value).
+
+    The values come from the variables ``headers_from_env`` names, in the process
+    environment (``.env`` holds settings, not these secrets).
+    """
+    problems = []
+    for server in mcp.servers:
+        for header, variable in server.headers_from_env.items():
+            where = f"MCP_SERVERS: server {server.name}: header {header}"
+            value = environ.get(variable)
+            if value is None or not value.strip():
+                problems.append(
+                    f"{where} needs the environment variable {variable}, which is not set "
+                    "(headers_from_env reads the process environment, not .env)"
+                )
+                continue
+            problem = header_value_problem(value)
+            if problem is not None:
+                problems.append(f"{where}: the value of {variable} {problem}")
+    return problems
 
 
 class AuditSettings(BaseSettings):
@@ -614,6 +672,15 @@ class CsatSettings(BaseSettings):
     )
 
 
+LOCALES_DIR = Path(str(files("bot").joinpath("locales")))
+"""Where the customer's texts' catalogs are: ``<lang>/LC_MESSAGES/messages.po``."""
+
+
+def catalog_languages(locales: Path = LOCALES_DIR) -> tuple[str, ...]:
+    """The languages with a catalog under ``locales`` (read at start by bot.language.catalogs)."""
+    return tuple(sorted(po.parent.parent.name for po in locales.glob("*/LC_MESSAGES/messages.po")))
+
+
 class LanguageSettings(BaseSettings):
     """The customer's languages: each needs a catalog under ``locales/`` (checked at start)."""
 
@@ -633,6 +700,16 @@ class LanguageSettings(BaseSettings):
         bad = [code for code in codes if not code.isascii() or not code.isalpha()]
         if bad:
             raise ValueError(f"LANGUAGES: {', '.join(bad)} is not a language code such as ru or en")
+        # Here, not when the catalogs are read: a missing one is a setting (exit 2), found
+        # before Redis and Telegram are contacted.
+        known = catalog_languages()
+        missing = [code for code in codes if code not in known]
+        if missing:
+            raise ValueError(
+                f"LANGUAGES: no catalog for {', '.join(missing)} "
+                f"(catalogs: {', '.join(known) or 'none'}; "
+                "add bot/locales/<lang>/LC_MESSAGES/messages.po)"
+            )
         return ",".join(dict.fromkeys(codes))
 
     @model_validator(mode="after")
@@ -825,6 +902,9 @@ class Settings(BaseModel):
                 sections[name] = section(_env_file=env_file, **given)
             except ValidationError as error:
                 problems.extend(describe_settings_error(error))
+            except SourceError as error:
+                # A source could not read a value at all (JSON it decodes itself).
+                problems.append(describe_source_error(section, error))
         if problems:
             raise SettingsError(problems, sections)
         log = sections.pop("log")
@@ -873,8 +953,26 @@ def describe_settings_error(error: ValidationError) -> list[str]:
     for problem in error.errors(include_input=False, include_url=False):
         name = ".".join(str(part) for part in problem["loc"])
         message = str(problem["msg"]).removeprefix("Value error, ")
-        lines.append(f"{name}: {message}" if name else message)
+        named = not name or message.startswith(f"{name}:")
+        lines.append(message if named else f"{name}: {message}")
     return lines
+
+
+_SOURCE_FIELD = re.compile(r'field "([^"]+)"')
+
+
+def describe_source_error(section: type[BaseSettings], error: SourceError) -> str:
+    """One line for a value a settings source could not read, naming its variable.
+
+    pydantic-settings says which field in its message only; the variable is the
+    field's alias. Never the value (it may hold a secret).
+    """
+    match = _SOURCE_FIELD.search(str(error))
+    field = section.model_fields.get(match.group(1)) if match else None
+    alias = field.validation_alias if field is not None else None
+    if isinstance(alias, AliasChoices):
+        return f"{alias.choices[0]}: cannot be read: not valid JSON"
+    return f"a setting of {section.__name__} cannot be read: {error}"
 
 
 SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {

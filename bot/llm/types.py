@@ -44,6 +44,9 @@ ToolDefinition = dict[str, Any]
 
 ToolChoice = Literal["auto", "none"]
 
+MODEL_PROBE_TEXT = "Health check: reply with the single word ok."
+"""The one question a start-up probe asks the model (a few tokens; never a customer's turn)."""
+
 TextListener = Callable[[str], None]
 """Told each piece of answer text as the model writes it; must return at once (no I/O)."""
 

@@ -7,7 +7,10 @@ Each request to
 ``POST /v1/chat/completions`` is recorded, then answered by the next scripted step,
 else by ``server.responder``; with neither, the request is *unscripted*: it is
 answered 500 (marked not retryable) and kept in ``server.unscripted`` so a test can
-assert that it never happened.
+assert that it never happened. The bot's start-up probe of the model (one question,
+:data:`bot.llm.types.MODEL_PROBE_TEXT`) is apart: kept in ``server.probes``, answered
+by :meth:`ScriptedOpenAIServer.script_probes` steps, else ``server.probe_responder``,
+else "ok", so that the turns' script is the turns' alone.
 
     async with ScriptedOpenAIServer() as server:
         server.script(tool_call_answer("get_order_status", {"order_id": "8041"}),
@@ -26,6 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.llm.types import MODEL_PROBE_TEXT
 from bot.testing.openai_stream import DEFAULT_STREAM_CHUNK_CHARS, completion_events
 from bot.testing.ports import LISTEN_BACKLOG
 
@@ -321,6 +325,10 @@ class ScriptedOpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.unscripted: list[RecordedRequest] = []
         self.responder: Responder | None = None
+        # The start-up probes of the model: recorded and answered apart from the turns.
+        self.probes: list[RecordedRequest] = []
+        self.probe_responder: Responder | None = None
+        self._probe_steps: deque[Reply] = deque()
         self.latency_seconds = 0.0
         self.stream_chunk_chars = DEFAULT_STREAM_CHUNK_CHARS
         # Streams the client went away from before their end (and before stop()): a turn
@@ -351,6 +359,10 @@ class ScriptedOpenAIServer:
     def script(self, *steps: Reply) -> None:
         """Append steps; each request consumes the oldest one."""
         self._steps.extend(steps)
+
+    def script_probes(self, *steps: Reply) -> None:
+        """Append answers for the model probes; each probe takes the oldest (then "ok")."""
+        self._probe_steps.extend(steps)
 
     def script_transcriptions(self, *steps: Reply) -> None:
         """Append answers for ``/v1/audio/transcriptions``; each request takes the oldest."""
@@ -393,6 +405,9 @@ class ScriptedOpenAIServer:
             body = None
         headers = {name.lower(): value for name, value in request.headers.items()}
         recorded = RecordedRequest(path=request.path, headers=headers, body=body)
+        if user_texts(body) == [MODEL_PROBE_TEXT]:
+            self.probes.append(recorded)
+            return await self._answer(request, body, await self._probe_step(body))
         self.requests.append(recorded)
 
         step = await self._next_step(body)
@@ -404,6 +419,9 @@ class ScriptedOpenAIServer:
                 code="unscripted_request",
                 headers={"x-should-retry": "false"},
             )
+        return await self._answer(request, body, step)
+
+    async def _answer(self, request: web.Request, body: Any, step: Reply) -> web.StreamResponse:
         await self._sleep(self.latency_seconds + step.delay_seconds)
         if _streamed(body, step):
             return await self._stream(request, body, step)
@@ -493,6 +511,14 @@ class ScriptedOpenAIServer:
             await response.write(event)
         await response.write_eof()
         return response
+
+    async def _probe_step(self, body: Any) -> Reply:
+        if self._probe_steps:
+            return self._probe_steps.popleft()
+        if self.probe_responder is None:
+            return text_answer("ok")
+        answer = self.probe_responder(body)
+        return await answer if inspect.isawaitable(answer) else answer
 
     def release_streams(self) -> None:
         """Let every held stream (and any held later) send the rest."""
