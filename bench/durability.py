@@ -14,7 +14,8 @@ API (in this process) and the scripted model (:mod:`bench.model_script`).
   1 s (a child process), after ``--warmup`` other customers were answered (none
   by default), time until every customer has an answer: one
   ``polling`` process, then one ``polling`` plus one ``worker`` process.
-  ``WORKER_CONCURRENCY`` is the default (512) unless ``--concurrency`` is given.
+  ``WORKER_CONCURRENCY`` is unset (as many as ``LLM_MAX_CONNECTIONS``) unless
+  ``--concurrency`` is given.
 * ``customers_vs_floor``: each of ``--bursts`` (customers:bot processes, by default
   300 with one process and 1,000 with poller + worker) taken by the bots and by one
   :mod:`bench.floor_bot` process in turn, ``--runs`` times, the order reversed every
@@ -43,7 +44,7 @@ import redis.asyncio as aioredis
 from bench import floor_bot
 from bench.model_script import TWO_TOOLS, bench_responder
 from bench.stack import ModelServerProcess, peak_rss_bytes, process_cpu_seconds
-from bot.settings import WorkerSettings
+from bot.settings import LLMSettings
 from bot.telegram.webhook import SECRET_HEADER
 from bot.testing.openai_server import ScriptedOpenAIServer
 from bot.testing.redis_server import RedisServer, free_port
@@ -382,7 +383,8 @@ async def customers(
         "bot_env": {} if floor else bot_env or {},
         "processes": 1 if floor else processes,
         "worker_concurrency": (
-            None if floor else concurrency or WorkerSettings.model_fields["concurrency"].default
+            # Unset, WORKER_CONCURRENCY follows LLM_MAX_CONNECTIONS (the bench leaves it so).
+            None if floor else concurrency or LLMSettings.model_fields["max_connections"].default
         ),
         "all_answered_seconds": round(elapsed, 2),
         "p50_reply_seconds": round(replies[len(replies) // 2], 2),

@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bot [polling|webhook|worker|console|audit|knowledge|shop-mcp ...]``.
+"""Entry point: ``python -m bot [polling|webhook|worker|console|audit|knowledge|shop-mcp|eval]``.
 
 Each mode imports only what it needs: aiogram alone takes seconds to import,
 which the console and the staff's audit CLI should not pay. Every mode checks
@@ -8,13 +8,14 @@ heavy imports, so a start-up failure is one line in about a second.
 """
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
 
 from bot.ops import event_loop
 from bot.ops.local_redis import LocalRedisError, LocalRedisServer, redis_or_private
-from bot.ops.startup import StartupError, configure_logging, load_settings
+from bot.ops.startup import StartupError, configure_logging, configured_secrets, load_settings
 from bot.settings import Settings, offline_by_default
 from bot.telegram.startup_checks import Mode, mode_check
 
@@ -53,7 +54,9 @@ def console_main(conversation: str | None) -> int:
     settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
     if settings is None:
         return 2
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(
+        settings.log_level, settings.log_format, configured_secrets(settings, os.environ)
+    )
     notes = [console_model_note(settings, chosen_for_tryout=offline)]
     try:
         with redis_or_private(settings.redis) as (redis_settings, server):
@@ -94,6 +97,10 @@ def _delegate(command: str, args: list[str]) -> int:
         from bot.support_audit.cli import main as audit_main  # noqa: PLC0415 - see module docstring
 
         return audit_main(args)
+    if command == "eval":
+        from bot.evaluation.cli import main as eval_main  # noqa: PLC0415 - see module docstring
+
+        return eval_main(args)
     if command == "knowledge":
         from bot.knowledge.cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
 
@@ -106,7 +113,7 @@ def _delegate(command: str, args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the chosen mode; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("audit", "knowledge", "shop-mcp"):
+    if args and args[0] in ("audit", "knowledge", "shop-mcp", "eval"):
         return _delegate(args[0], args[1:])
 
     parser = argparse.ArgumentParser(prog="python -m bot", description="Telegram support bot")
@@ -119,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("audit", help="read the audit stream (see: python -m bot audit --help)")
     sub.add_parser("knowledge", help="check and try the help center (knowledge --help)")
     sub.add_parser("shop-mcp", help="serve the demo shop's tools over MCP (shop-mcp --help)")
+    sub.add_parser("eval", help="run scenario files against the bot (eval --help)")
     parsed = parser.parse_args(args)
     if parsed.mode == "console":
         return console_main(parsed.session)

@@ -3,7 +3,7 @@
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry
@@ -20,6 +20,7 @@ from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.escalation import EscalationOffers
 from bot.analysis.idle_analysis import IdleAnalysis
 from bot.analysis.offline import OfflineAnalyst
+from bot.analysis.review import QualityReviews
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.service import ConversationAnalysis
 from bot.audit.pseudonym import ChatPseudonymizer
@@ -44,6 +45,7 @@ from bot.language.catalogs import CatalogError, Catalogs, language_name
 from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
 from bot.language.texts import Texts
+from bot.llm.health import ModelHealth
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import StructuredOutputClient, ToolCallingClient
@@ -61,6 +63,8 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings
 from bot.shop.redis_demo import RedisDemoShop
+from bot.staff_assist.service import StaffAssist
+from bot.staff_assist.wiring import build_staff_assist
 from bot.storage.blocked_chats import BlockedChats
 from bot.storage.connection import (
     AsyncRedisClient,
@@ -84,6 +88,7 @@ from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME, build_request_human
 from tools.knowledge.citations import CitationCheck
 from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
+from tools.shop_backend import ShopBackend
 from tools.store import ShopStore
 from tools.support_hours import closed_note, describe_hours, support_hours_at
 from tools.write_tools import Localize, as_written
@@ -140,6 +145,10 @@ class Application:
     account_linking: AccountLinking | None = None
     # Voice messages to words; None with the offline demo model (or an injected stand-in).
     transcriber: Transcriber | None = None
+    # Staff assist (suggested replies, quality reviews); None while STAFF_CHAT_ID is unset.
+    assist: StaffAssist | None = None
+    # Whether the chat model answers (probed by the Telegram modes: model_health.start()).
+    model_health: ModelHealth = field(default_factory=lambda: ModelHealth(None))
 
     def operator_unavailable(self, texts: Texts | None = None) -> str:
         """What ``/operator`` answers without a staff group: nobody to call, and the hours now.
@@ -164,6 +173,7 @@ class Application:
         # Audit entries Redis missed get a last chance (they are in the log either way).
         await self.audit.flush()
         self.executor.close()
+        await self.model_health.aclose()
         await self.llm.close()
         if self.mcp is not None:
             await self.mcp.aclose()
@@ -225,6 +235,26 @@ def _transcriber(settings: Settings, client: ToolCallingClient) -> Transcriber |
         return None
     media = settings.media
     return client.transcriber(media.transcription_model, language=media.transcription_language)
+
+
+def build_model_health(settings: Settings, client: ToolCallingClient) -> ModelHealth:
+    """The chat model's health, probed through ``client`` (``LLM_PROBE_SECONDS``).
+
+    The offline demo model and a test's stand-in are not probed: they always answer.
+    """
+    probe_seconds = settings.llm.probe_seconds
+    if settings.llm.backend == "offline" or not probe_seconds:
+        return ModelHealth(None)
+    # Here, not at the top: the offline backend never imports the SDK.
+    from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+    if not isinstance(client, OpenAIChatClient):
+        return ModelHealth(None)
+    return ModelHealth(
+        client.probe,
+        first_pause_seconds=probe_seconds,
+        timeout_seconds=settings.llm.timeout_seconds,
+    )
 
 
 def _check_link_tool(settings: Settings) -> None:
@@ -371,6 +401,12 @@ def build_analysis(
         if intake is not None and settings.analysis.escalation == "on"
         else None
     )
+    below = settings.handoff.quality_review_below
+    reviews = (
+        QualityReviews(intake=intake, below=below)
+        if intake is not None and below is not None
+        else None
+    )
     return ConversationAnalysis(
         analyzer=analyzer,
         schedule=schedule,
@@ -381,6 +417,7 @@ def build_analysis(
             audit=audit,
             timeout_seconds=settings.analysis.timeout_seconds,
             escalation=escalation,
+            reviews=reviews,
         ),
         escalation=escalation is not None,
     )
@@ -517,12 +554,17 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
     *,
     environ: Mapping[str, str] | None = None,
     clock: Callable[[], datetime] = utc_now,
+    wrap_shop: Callable[[ShopBackend], ShopBackend] | None = None,
+    help_center: HelpCenter | None = None,
 ) -> Application:
     """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
 
     ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
     ``clock`` is what the support-hours code reads as now (whether support is open, the
-    hours tool, the return window); tests fix it.
+    hours tool, the return window); tests fix it. ``wrap_shop`` wraps the demo shop the
+    order tools use (``python -m bot eval`` records the writes that reach it).
+    ``help_center``: one already open from ``KNOWLEDGE_DIR`` (the eval's trials share one
+    instead of indexing the articles again; its searches are not counted in these metrics).
     """
     # An unknown prompt version fails before anything connects.
     _prompts(settings)
@@ -549,12 +591,14 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         """A customer text in ``language`` (``None``: the default language)."""
         return catalogs.texts(language or settings.language.default_language).gettext(message)
 
-    try:
-        help_center = open_help_center(
-            settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
-        )
-    except KnowledgeError as error:
-        raise StartupError(str(error)) from error
+    shared_help_center = help_center is not None
+    if help_center is None:
+        try:
+            help_center = open_help_center(
+                settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
+            )
+        except KnowledgeError as error:
+            raise StartupError(str(error)) from error
     redis = await connect_redis(settings)
     health_redis = async_client(
         settings.redis,
@@ -568,7 +612,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
     # The demo shop's orders in Redis: the write tools change them, every process sees it.
-    shop_backend = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), shop)
+    shop_backend: ShopBackend = RedisDemoShop(
+        redis, RedisKeys(settings.redis.key_prefix), shop, clock=clock
+    )
+    if wrap_shop is not None:
+        shop_backend = wrap_shop(shop_backend)
     registry = build_default_tool_registry(
         shop,
         timezone=settings.tools.support_timezone,
@@ -602,8 +650,11 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         known_tools=_known_tools(settings, registry),
         known_categories=settings.analysis.category_names,
     )
-    help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
-    client = MeteredChatModel(base_client, metrics)
+    if not shared_help_center:
+        help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
+    model_health = build_model_health(settings, base_client)
+    metrics.observe_model_state(lambda: model_health.reading().state)
+    client = MeteredChatModel(base_client, metrics, model_health)
     executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
     audit_settings = settings.audit
     pseudonymizer = (
@@ -692,8 +743,23 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
                 shop.support_hours, clock(), settings.tools.support_timezone, gettext
             ),
             localize=localize,
+            suggest=settings.handoff.suggestions == "on",
         )
         if staff_chat_id is not None
+        else None
+    )
+    # Staff assist: suggested replies in the topics, quality reviews (docs/staff-assist.md).
+    assist = (
+        build_staff_assist(
+            settings,
+            handoff=handoff,
+            intake=intake,
+            llm=client,
+            registry=registry,
+            executor=executor,
+            catalogs=catalogs,
+        )
+        if handoff is not None
         else None
     )
     knowledge = KnowledgeWatcher(
@@ -735,6 +801,8 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
             runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
             dead_letters=DeadLetters(redis, keys=keys),
             alert_staff=staff_chat_id is not None,
+            # Staff read their texts in the default language (None: the default).
+            staff_texts=lambda message: localize(None, message),
         ),
         mcp=mcp,
         feedback=CsatSchedule(
@@ -762,4 +830,6 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         if directory is not None
         else None,
         transcriber=_transcriber(settings, base_client),
+        assist=assist,
+        model_health=model_health,
     )

@@ -20,6 +20,9 @@ from bot.app import Application
 from bot.chat_errors import ChatServiceError, ChatStorageError
 from bot.console_answer import ConsoleAnswer
 from bot.engine.chat_service import ChatReply
+from bot.language.choice import StoredLanguage
+from bot.queue.job_results import JobContext, SessionChange
+from bot.queue.jobs import OutboxEntry
 from bot.sessions.pending import ActionCard, Choice
 from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
@@ -29,15 +32,17 @@ from turn import TurnContext, TurnOutcome, new_turn_id
 OPERATOR_NOTE = (
     "console: no staff group here, so /operator answers as Telegram does without one. "
     "In Telegram with STAFF_CHAT_ID set, it opens a topic for staff and the bot stays "
-    "silent until staff /close it (README, Human handoff)."
+    "silent until staff /close it (docs/features.md, Human handoff)."
 )
 
 
 CARD_MESSAGE_ID = 0
 """The console's card, as a message id: one card at a time, printed, never edited."""
 
-_DECISIONS: dict[str, Choice] = {customer_texts.CONSOLE_YES: "yes", customer_texts.CONSOLE_NO: "no"}
-"""The console's buttons: «Подтвердить» [д], «Не нужно» [н]."""
+_YES_WORDS = frozenset({"д", "да", "y", "yes"})
+"""What presses «Подтвердить» while a card waits, whatever the conversation's language."""
+_NO_WORDS = frozenset({"н", "нет", "n", "no"})
+"""What presses «Не нужно»."""
 
 
 def console_conversation_key(name: str | None = None) -> str:
@@ -107,8 +112,10 @@ class ConsoleScreen:
     """
 
     PROMPT = customer_texts.CONSOLE_PROMPT
+    """The prompt until :meth:`set_prompt` gives the conversation's language's."""
 
     def __init__(self, stdin: TextIO, stdout: TextIO, log_stream: TextIO) -> None:
+        self._prompt = self.PROMPT
         self._stdin = stdin
         self._stdout = stdout
         self._lock = threading.RLock()
@@ -126,10 +133,15 @@ class ConsoleScreen:
             self._write(text + "\n")
             self._open_line = False
 
+    def set_prompt(self, prompt: str) -> None:
+        """The prompt from now on (``You: `` once the conversation is in English)."""
+        with self._lock:
+            self._prompt = prompt
+
     def prompt(self) -> None:
         """Show the prompt; the line stays open until :meth:`entered`."""
         with self._lock:
-            self._write(self.PROMPT)
+            self._write(self._prompt)
             self._open_line = True
 
     def entered(self) -> None:
@@ -161,7 +173,7 @@ class ConsoleScreen:
                 self._write("\n")
             yield
             if reopen:
-                self._write(self.PROMPT)
+                self._write(self._prompt)
 
     def _write(self, text: str) -> None:
         self._stdout.write(text)
@@ -207,7 +219,14 @@ def logs_through(screen: ConsoleScreen, stream: TextIO) -> Iterator[None]:
 
 
 class Console:
-    """Reads lines, answers them, prints one dim metadata line after each answer."""
+    """Reads lines, answers them, prints one dim metadata line after each answer.
+
+    A line starting with ``/`` is a command, card or no card (Telegram reads it so
+    too). While a card waits, yes or no (:func:`decision_of`) presses its button;
+    any other line is the next message and the card keeps waiting. The console's
+    own texts are in the conversation's language: ``DEFAULT_LANGUAGE`` until the
+    customer's words or ``/language`` decide another, as in Telegram.
+    """
 
     def __init__(
         self,
@@ -222,21 +241,41 @@ class Console:
         self._actions = app.actions
         self._analysis = app.analysis
         self._sessions = app.sessions
+        self._languages = app.languages
         self._streaming = app.settings.telegram.streaming == "on"
         self._key = conversation_key
         self._stdin = stdin
         self._screen = screen
         self._notes = tuple(notes)
         self._operator_unavailable = app.operator_unavailable
+        self._stored = StoredLanguage()
+        self._texts = app.languages.texts(None)
+        # The card waiting for [д/н]: one at a time, as the session keeps one pending action.
+        self._card: ActionCard | None = None
 
     def _print(self, text: str = "", dim: bool = False) -> None:
         self._screen.print(text, dim=dim)
 
+    def _say(self, message: str) -> None:
+        """A text of the catalogs, said by the bot in the conversation's language."""
+        self._print(self._tr(customer_texts.CONSOLE_BOT) + self._tr(message))
+
+    def _tr(self, message: str) -> str:
+        return self._texts.gettext(message)
+
+    def _speak(self, language: str | None) -> None:
+        """The console's own texts in ``language`` from now on (``None``: the default)."""
+        self._texts = self._languages.texts(language)
+        self._screen.set_prompt(self._tr(customer_texts.CONSOLE_PROMPT))
+
     async def run(self) -> int:
         """Chat until ``/exit`` or end of input; returns the exit code."""
-        self._print(customer_texts.console_greeting(self._key))
+        await self._resume()
+        self._print(customer_texts.console_greeting(self._key, self._tr))
         for note in self._notes:
             self._print(note, dim=True)
+        if self._card is not None:
+            self._show_card(self._card)
         while True:
             self._screen.prompt()
             line = await _read_line(self._stdin)
@@ -245,50 +284,84 @@ class Console:
                 return 0
             self._screen.entered()
             text = line.strip()
-            if text == "/exit":
-                return 0
-            if text == "/help":
-                self._print(customer_texts.CONSOLE_HELP)
+            if not text:
                 continue
-            if text == "/new":
-                await self._reset()
+            if text.startswith("/"):
+                if not await self._command(text):
+                    return 0
                 continue
-            if text == "/analyze":
-                await self._analyze()
+            choice = decision_of(text) if self._card is not None else None
+            if self._card is not None and choice is not None:
+                card, self._card = self._card, None
+                if not await self._decide(card, choice):
+                    self._card = card
                 continue
-            if text == "/operator":
-                self._print(customer_texts.CONSOLE_BOT + self._operator_unavailable())
-                self._print(OPERATOR_NOTE, dim=True)
-                continue
-            if text and not await self._turn(text):
-                return 0
+            await self._turn(text)
 
-    async def _turn(self, text: str) -> bool:
-        """Answer ``text``; while a card waits, ask [д/н] (anything else is the next message).
+    async def _resume(self) -> None:
+        """A conversation kept in Redis: its language, and a card still waiting."""
+        try:
+            session = await self._sessions.load(self._key)
+        except SessionStoreError:
+            # The first turn says so, as Telegram's would.
+            session = None
+        if session is not None:
+            self._stored = StoredLanguage(language=session.language, chosen=session.language_chosen)
+            pending = session.pending_action
+            if pending is not None:
+                self._card = ActionCard(
+                    action_id=pending.action_id, text=pending.description, language=session.language
+                )
+        self._speak(self._stored.language)
 
-        Returns false when the input ended or ``/exit`` was typed at the card's question.
-        """
-        card = await self._answer(text)
-        while card is not None:
-            self._print(customer_texts.CONSOLE_CARD + card.text)
-            self._print(customer_texts.CONSOLE_DECISION, dim=True)
-            self._screen.prompt()
-            line = await _read_line(self._stdin)
-            if not line:
-                self._print()
-                return False
-            self._screen.entered()
-            answer = line.strip()
-            if answer == "/exit":
-                return False
-            if answer.lower() in _DECISIONS:
-                await self._decide(card, _DECISIONS[answer.lower()])
-                return True
-            # Not a decision: the card stays pending, as an unpressed card in Telegram.
-            self._print(customer_texts.CONSOLE_CARD_WAITING, dim=True)
-            if answer:
-                card = await self._answer(answer) or card
+    async def _command(self, text: str) -> bool:
+        """Run a command; ``False`` for ``/exit``. A card waiting is recalled after it."""
+        name, *rest = text.split(maxsplit=1)
+        argument = rest[0] if rest else ""
+        name = name.split("@", 1)[0].lower()
+        if name == "/exit":
+            return False
+        if name == "/new":
+            await self._reset()
+            return True
+        if name == "/analyze":
+            await self._analyze()
+        elif name == "/operator":
+            self._print(
+                self._tr(customer_texts.CONSOLE_BOT) + self._operator_unavailable(self._texts)
+            )
+            self._print(OPERATOR_NOTE, dim=True)
+        elif name == "/language":
+            await self._language(argument.strip())
+        else:
+            # /help, and a command the console does not have (Telegram shows its help too).
+            self._print(self._tr(customer_texts.CONSOLE_HELP))
+        self._remind()
         return True
+
+    def _show_card(self, card: ActionCard) -> None:
+        self._print(self._tr(customer_texts.CONSOLE_CARD) + card.text)
+        self._print(customer_texts.console_decision(self._tr), dim=True)
+
+    def _remind(self) -> None:
+        """One line while a card waits: it is not done, and how to answer it."""
+        if self._card is not None:
+            self._print(
+                f"{self._tr(customer_texts.CONSOLE_CARD_WAITING)} "
+                f"{customer_texts.console_decision(self._tr)}",
+                dim=True,
+            )
+
+    async def _turn(self, text: str) -> None:
+        """Answer ``text`` in the language it decides; a new card replaces a waiting one."""
+        language = self._languages.decide(self._stored, text=text)
+        self._speak(language)
+        card = await self._answer(text, language)
+        if card is not None:
+            self._card = card
+            self._show_card(card)
+        else:
+            self._remind()
 
     async def _analyze(self) -> None:
         """``/analyze``: the conversation so far, analysed now, printed for the developer."""
@@ -301,13 +374,13 @@ class Console:
             self._print(f"! storage_unavailable: {error}")
             return
         if session is None or not session.messages:
-            self._print(customer_texts.CONSOLE_NOTHING_TO_ANALYZE)
+            self._say(customer_texts.CONSOLE_NOTHING_TO_ANALYZE)
             return
         result = await self._analysis.idle.analyse(self._key, self._key, session)
         if isinstance(result, AnalysisError):
             self._print(f"! analysis_failed: {result.kind}: {result}")
             return
-        self._print(customer_texts.CONSOLE_ANALYSIS)
+        self._print(self._tr(customer_texts.CONSOLE_ANALYSIS))
         for line in render_analysis(result.analysis):
             self._print("  " + line)
         tokens = result.usage.total_tokens
@@ -316,45 +389,112 @@ class Console:
             dim=True,
         )
 
+    async def _language(self, argument: str) -> None:
+        """``/language``: the choices; ``/language en`` (or ``en-US``): fixed from now on.
+
+        As Telegram's: the choice is committed to the session, and the customer's
+        words no longer change it.
+        """
+        choices = self._languages.choices()
+        wanted = self._languages.chosen(argument) if argument else None
+        if wanted is None:
+            refusal = (
+                customer_texts.LANGUAGE_UNKNOWN if argument else customer_texts.LANGUAGE_CHOICES
+            )
+            self._print(
+                self._tr(customer_texts.CONSOLE_BOT) + self._texts.format(refusal, choices=choices)
+            )
+            return
+        chosen = self._languages.texts(wanted)
+
+        async def choose(job: JobContext) -> SessionChange:
+            entry = OutboxEntry(
+                job_id=job.job.job_id,
+                turn_id=job.job.turn_id,
+                chat_id=job.job.chat_id,
+                format="plain",
+                text=chosen.gettext(customer_texts.LANGUAGE_CHANGED),
+            )
+            return SessionChange(
+                change=lambda session: session.with_language(wanted, chosen=True), entry=entry
+            )
+
+        try:
+            reply = await self._turns.run(self._context(), choose)
+        except ChatServiceError as error:
+            self._print(f"! {error.kind}: {error}")
+            return
+        self._stored = StoredLanguage(language=wanted, chosen=True)
+        self._speak(wanted)
+        if reply is not None:
+            self._print(self._tr(customer_texts.CONSOLE_BOT) + reply.text)
+
     async def _reset(self) -> None:
+        """``/new``: a card still waiting is declined first (nothing done, audited so)."""
+        card = self._card
+        if card is not None:
+            self._print(self._tr(customer_texts.CONSOLE_CARD_CLOSED), dim=True)
+            if not await self._decide(card, "no"):
+                # Not settled (storage): the conversation stays, with its card.
+                self._remind()
+                return
+            self._card = None
         try:
             await self._turns.reset(self._key)
         except ChatServiceError as error:
             self._print(f"! {error.kind}: {error}")
             return
-        self._print(customer_texts.CONSOLE_NEW_CONVERSATION)
+        # A fresh session keeps no language: the next words (or Telegram's) decide, as there.
+        self._stored = StoredLanguage()
+        self._say(customer_texts.CONSOLE_NEW_CONVERSATION)
 
-    async def _answer(self, text: str) -> ActionCard | None:
-        context = TurnContext(
-            conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
+    def _context(self, language: str | None = None) -> TurnContext:
+        return TurnContext(
+            conversation_key=self._key,
+            chat_id=self._key,
+            user_id=None,
+            turn_id=new_turn_id(),
+            language=language,
         )
+
+    async def _answer(self, text: str, language: str) -> ActionCard | None:
+        context = self._context(language)
         turn_id = context.turn_id
+        bot_label = self._tr(customer_texts.CONSOLE_BOT)
         # The answer is printed as the model writes it (STREAMING=on).
-        stream = ConsoleAnswer(self._screen) if self._streaming else None
+        stream = (
+            ConsoleAnswer(
+                self._screen, label=bot_label, cut=self._tr(customer_texts.CONSOLE_ANSWER_CUT)
+            )
+            if self._streaming
+            else None
+        )
         try:
             reply = await self._turns.answer(context, text, stream=stream)
         except ChatServiceError as error:
             if stream is not None:
                 stream.abandon()
             # What a Telegram customer reads, incident code included.
-            self._print(customer_texts.CONSOLE_BOT + customer_texts.failure_message(error, turn_id))
+            self._print(bot_label + customer_texts.failure_message(error, turn_id, self._tr))
             if error.kind is not TurnOutcome.ERROR:
                 # The detail, dim; a bug's trace is in the log already (the chat goes on).
                 self._print(f"! {error.kind}: {error} turn={turn_id}", dim=True)
             return None
+        # Committed with the turn: the conversation's language from now on.
+        self._stored = StoredLanguage(language=language, chosen=self._stored.chosen)
         if stream is None or not stream.finish():
-            self._print(customer_texts.CONSOLE_BOT + reply.text)
+            self._print(bot_label + reply.text)
         self._print(_metadata(reply), dim=True)
         return reply.card
 
-    async def _decide(self, card: ActionCard, choice: Choice) -> None:
-        """The press of a button: settled at once, as a job of the conversation."""
+    async def _decide(self, card: ActionCard, choice: Choice) -> bool:
+        """The press of a button: settled at once, as a job of the conversation.
+
+        ``False`` when it could not be settled (the card still waits).
+        """
         actions = self._actions
         if actions is None:
-            return
-        context = TurnContext(
-            conversation_key=self._key, chat_id=self._key, user_id=None, turn_id=new_turn_id()
-        )
+            return True
         press = Press(
             action_id=card.action_id,
             choice=choice,
@@ -362,21 +502,39 @@ class Console:
             chat_id=self._key,
             card_message_id=CARD_MESSAGE_ID,
         )
+        gettext = self._tr
         try:
-            reply = await self._turns.run(context, lambda job: actions.press(self._key, job, press))
+            reply = await self._turns.run(
+                self._context(), lambda job: actions.press(self._key, job, press, gettext=gettext)
+            )
         except ChatStorageError as error:
             self._print(f"! storage: {type(error.__cause__).__name__}")
-            return
+            return False
         except ChatServiceError as error:
             self._print(f"! {error.kind}: {error}")
-            return
+            return False
         if reply is None:
-            self._print(customer_texts.CONSOLE_BOT + customer_texts.CONSOLE_ACTION_GONE)
-            return
+            self._say(customer_texts.CONSOLE_ACTION_GONE)
+            return True
         if reply.card_edit is not None:
             # The card's new text, as Telegram edits the card's message.
-            self._print(customer_texts.CONSOLE_CARD + reply.card_edit.text, dim=True)
-        self._print(customer_texts.CONSOLE_BOT + reply.text)
+            self._print(self._tr(customer_texts.CONSOLE_CARD) + reply.card_edit.text, dim=True)
+        self._print(self._tr(customer_texts.CONSOLE_BOT) + reply.text)
+        return True
+
+
+def decision_of(line: str) -> Choice | None:
+    """A card's answer typed at the prompt: yes or no, in Russian or English, in any case.
+
+    «д», «да», "y", "yes" press «Подтвердить»; «н», «нет», "n", "no" press «Не нужно»
+    (a trailing "." or "!" allowed). Anything else is no decision: the next message.
+    """
+    word = line.strip().rstrip(".!").strip().casefold()
+    if word in _YES_WORDS:
+        return "yes"
+    if word in _NO_WORDS:
+        return "no"
+    return None
 
 
 async def run_console(

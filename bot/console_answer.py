@@ -16,8 +16,13 @@ class ConsoleAnswer:
     that turns to tools ends its line; the next step starts a new ``Бот: `` line.
     """
 
-    def __init__(self, screen: "ConsoleScreen") -> None:
+    def __init__(
+        self, screen: "ConsoleScreen", *, label: str = CONSOLE_BOT, cut: str = CONSOLE_ANSWER_CUT
+    ) -> None:
+        # ``label`` and ``cut`` in the conversation's language (the catalogs' ``Бот: ``).
         self._screen = screen
+        self._label = label
+        self._cut = cut
         self._started = False
         self._printed = False
 
@@ -27,7 +32,7 @@ class ConsoleAnswer:
             piece = piece.lstrip()
             if not piece:
                 return
-            self._screen.write_partial(CONSOLE_BOT)
+            self._screen.write_partial(self._label)
             self._started = True
         self._screen.write_partial(piece)
         self._printed = True
@@ -47,5 +52,5 @@ class ConsoleAnswer:
         """The turn failed: what was printed is not an answer, and is said so."""
         self._screen.end_partial()
         if self._started:
-            self._screen.print(CONSOLE_ANSWER_CUT, dim=True)
+            self._screen.print(self._cut, dim=True)
         self._started = False

@@ -3,8 +3,8 @@
 Russian is the source language of the catalogs: a text wrapped in :func:`N_` is a
 msgid that ``scripts/i18n`` extracts into ``bot/locales/<lang>/LC_MESSAGES/messages.po``,
 and the front ends show it through the conversation's
-:class:`~bot.language.catalogs.Texts` (``texts.gettext(GREETING)``). The console's
-texts are not wrapped yet: it prints them in Russian.
+:class:`~bot.language.catalogs.Texts` (``texts.gettext(GREETING)``), the terminal
+console's own texts included.
 
 One module so the texts can be reviewed together and a second language added in
 one place: Telegram's greeting, help and notices, failure texts, the handoff's
@@ -120,6 +120,11 @@ VOICE_TOO_LONG = N_(
     "Это голосовое слишком длинное для меня. Пожалуйста, запишите покороче "
     "или напишите вопрос текстом."
 )
+VOICE_TOO_LARGE = N_(
+    "Этот файл слишком большой для меня. Пожалуйста, запишите короткое голосовое "
+    "или напишите вопрос текстом."
+)
+"""A recording larger than its length could make it, or over the download limit: no turn."""
 VOICE_TRANSCRIPT_TOO_LONG = N_(
     "В этом голосовом слишком много слов для одного сообщения. Пожалуйста, запишите "
     "покороче или напишите вопрос текстом."
@@ -141,6 +146,19 @@ PHOTO_CAPTION_TOO_LONG = N_(
 PHOTO_TOO_LARGE = N_(
     "Это изображение слишком большое для меня. Пожалуйста, пришлите его обычным фото "
     "или опишите вопрос текстом."
+)
+# Read by the model (not the customer) after an album's images, in the conversation's
+# language, when the turn's total (``IMAGE_TURN_MAX_BYTES``) left some out or took them smaller:
+# the model's answer says so (``bot/telegram/handlers/photo.py``).
+IMAGES_LEFT_OUT = N_(
+    "(Вы видите {shown} из {sent} изображений, которые прислал покупатель: остальные "
+    "не поместились в одно сообщение. Скажите покупателю об этом и попросите прислать "
+    "остальные отдельным сообщением.)"
+)
+IMAGES_REDUCED = N_(
+    "({reduced} из этих изображений показаны уменьшенными, чтобы все поместились в одно "
+    "сообщение. Если мелкие детали не видны, попросите покупателя прислать нужное фото "
+    "отдельно.)"
 )
 PHOTO_NOT_SEEN = N_(
     "Не получилось открыть это изображение. Пожалуйста, пришлите его ещё раз "
@@ -183,6 +201,15 @@ _FAILURE_BY_KIND: dict[TurnOutcome, str] = {
     ),
     TurnOutcome.MODEL_UNAVAILABLE: N_(
         "Сейчас я перегружен и не успел ответить. Пожалуйста, повторите вопрос через минуту."
+    ),
+    # Not "overloaded": a wrong key or model is fixed by the shop, not by waiting a minute.
+    TurnOutcome.MODEL_MISCONFIGURED: N_(
+        "Сейчас я не могу ответить из-за ошибки в настройках бота. Пожалуйста, напишите позже."
+    ),
+    # Not "overloaded" either: nothing answered at all (an outage, or a wrong address).
+    TurnOutcome.MODEL_UNREACHABLE: N_(
+        "Сейчас я не могу связаться с сервисом, который готовит ответы. "
+        "Пожалуйста, повторите вопрос через несколько минут."
     ),
     TurnOutcome.BAD_REQUEST: N_(
         "Запрос получился слишком длинным для обработки. Сократите вопрос "
@@ -375,32 +402,44 @@ DRAFT_TOOL_LABELS: Final[dict[str, str]] = {
 DRAFT_DEFAULT_LABEL: Final = N_("Проверяю данные…")
 """For a tool without its own label (a name the model made up, a new tool)."""
 
-# The terminal console (bot/console.py, bot/console_answer.py).
+# The terminal console (bot/console.py, bot/console_answer.py): in the conversation's
+# language (``DEFAULT_LANGUAGE`` until the customer's words or ``/language`` decide).
 
-CONSOLE_HELP = (
+CONSOLE_HELP = N_(
     "Команды: /new — новый диалог, /analyze — анализ обращения, "
-    "/operator — позвать сотрудника, /help — эта подсказка, /exit — выход."
+    "/operator — позвать сотрудника, /language — язык бота, /help — эта подсказка, "
+    "/exit — выход."
 )
-CONSOLE_PROMPT = "Вы: "
+CONSOLE_GREETING = N_("Чат поддержки (диалог {conversation}).")
+"""The console's first line, before :data:`CONSOLE_HELP`."""
+CONSOLE_PROMPT = N_("Вы: ")
 """Before each line the customer types."""
-CONSOLE_BOT = "Бот: "
+CONSOLE_BOT = N_("Бот: ")
 """Before each message of the bot."""
-CONSOLE_CARD = "[Карточка] "
+CONSOLE_CARD = N_("[Карточка] ")
 """Before a confirmation card's text."""
-CONSOLE_YES = "д"
-"""The key for «Подтвердить»."""
-CONSOLE_NO = "н"
-"""The key for «Не нужно»."""
-CONSOLE_DECISION = f"{CONFIRM_LABEL} [{CONSOLE_YES}] / {DECLINE_LABEL} [{CONSOLE_NO}]?"
-CONSOLE_CARD_WAITING = "Карточка ждёт решения; действие не выполнено."
-CONSOLE_NEW_CONVERSATION = "Начат новый диалог."
-CONSOLE_ANALYSIS = "Анализ обращения:"
-CONSOLE_NOTHING_TO_ANALYZE = "Анализировать пока нечего: в диалоге нет сообщений."
-CONSOLE_ACTION_GONE = "Это действие уже не ждёт решения."
-CONSOLE_ANSWER_CUT = "(ответ прерван)"
+CONSOLE_DECISION = N_("{confirm} [д] / {decline} [н]?")
+"""Under a card: its two buttons and their keys (yes and no are read in every language)."""
+CONSOLE_CARD_WAITING = N_("Карточка ждёт решения; действие не выполнено.")
+"""After a message or a command while a card waits, above :data:`CONSOLE_DECISION`."""
+CONSOLE_CARD_CLOSED = N_("Новый диалог: карточка закрыта без подтверждения.")
+"""``/new`` while a card waits: before the press path's outcome (declined: nothing done)."""
+CONSOLE_NEW_CONVERSATION = N_("Начат новый диалог.")
+CONSOLE_ANALYSIS = N_("Анализ обращения:")
+CONSOLE_NOTHING_TO_ANALYZE = N_("Анализировать пока нечего: в диалоге нет сообщений.")
+CONSOLE_ACTION_GONE = N_("Это действие уже не ждёт решения.")
+CONSOLE_ANSWER_CUT = N_("(ответ прерван)")
 """After the part of an answer already printed when its turn failed."""
 
 
-def console_greeting(conversation_key: str) -> str:
+def console_greeting(conversation_key: str, gettext: Translate = _as_is) -> str:
     """The console's first line: which conversation, and the commands."""
-    return f"Чат поддержки (диалог {conversation_key}). {CONSOLE_HELP}"
+    greeting = gettext(CONSOLE_GREETING).format(conversation=conversation_key)
+    return f"{greeting} {gettext(CONSOLE_HELP)}"
+
+
+def console_decision(gettext: Translate = _as_is) -> str:
+    """The question under a card: «Подтвердить [д] / Не нужно [н]?» in the catalog's words."""
+    return gettext(CONSOLE_DECISION).format(
+        confirm=gettext(CONFIRM_LABEL), decline=gettext(DECLINE_LABEL)
+    )

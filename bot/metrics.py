@@ -35,11 +35,13 @@ from bot.audit.sink import AuditSink
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
+    LLMConfigurationError,
     LLMRateLimitError,
     LLMRequestError,
     LLMTimeoutError,
     LLMUnavailableError,
 )
+from bot.llm.health import MODEL_STATES, ModelHealth
 from bot.llm.types import (
     LLMResult,
     Message,
@@ -73,6 +75,7 @@ _ERROR_KINDS: tuple[tuple[type[LLMClientError], str], ...] = (
     (LLMTimeoutError, "timeout"),
     (LLMRateLimitError, "rate_limited"),
     (LLMUnavailableError, "unavailable"),
+    (LLMConfigurationError, "misconfigured"),
     (LLMRequestError, "refused"),
     (LLMBadResponseError, "bad_response"),
 )
@@ -325,9 +328,34 @@ class BotMetrics:
         """Export ``read()`` as the audit entries held in memory until Redis takes them."""
         self._callbacks.reads["audit_entries_pending"] = read
 
+    def observe_model_state(self, read: Callable[[], str]) -> None:
+        """Read the model's state (:class:`bot.llm.health.ModelHealth`) at every scrape."""
+        self.registry.register(_ModelStateCollector(read))
+
     def observe_audit_lost(self, read: Callable[[], int]) -> None:
         """Export ``read()`` (a count that only grows) as the audit entries lost."""
         self._callbacks.reads["audit_entries_lost"] = read
+
+
+class _ModelStateCollector(Collector):
+    """``support_model_state{state}``: 1 for the model's state now, 0 for the others."""
+
+    def __init__(self, read: Callable[[], str]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterable[Metric]:
+        """One sample per state (a closed set)."""
+        now = self._read()
+        family = GaugeMetricFamily(
+            f"{NAMESPACE}_model_state",
+            "The chat model's state as the start-up probe and the turns see it: ok, unknown "
+            "(not probed yet), misconfigured (key, model or base URL refused), unreachable, "
+            "unavailable, rate_limited.",
+            labels=["state"],
+        )
+        for state in MODEL_STATES:
+            family.add_metric([state], 1.0 if state == now else 0.0)
+        yield family
 
 
 class _CallbackCollector(Collector):
@@ -405,9 +433,13 @@ class MetricsAuditSink:
 class MeteredChatModel:
     """A :class:`ToolCallingClient` that times every request and counts its failures."""
 
-    def __init__(self, inner: ToolCallingClient, metrics: BotMetrics) -> None:
+    def __init__(
+        self, inner: ToolCallingClient, metrics: BotMetrics, health: ModelHealth | None = None
+    ) -> None:
         self._inner = inner
         self._metrics = metrics
+        # Told every request's result: a turn finds a fault (or the cure) as a probe would.
+        self._health = health
 
     @property
     def model_name(self) -> str:
@@ -425,14 +457,19 @@ class MeteredChatModel:
         """The wrapped call, timed; a failure is counted by kind and re-raised."""
         started = perf_counter()
         try:
-            return await self._inner.generate_with_tools(
+            result = await self._inner.generate_with_tools(
                 messages, tools, tool_choice, on_text=on_text
             )
         except LLMClientError as error:
             self._metrics.model_errors.labels(kind=model_error_kind(error)).inc()
+            if self._health is not None:
+                self._health.failed(error)
             raise
         finally:
             self._metrics.model_seconds.observe(perf_counter() - started)
+        if self._health is not None:
+            self._health.succeeded()
+        return result
 
     async def close(self) -> None:
         """Close the wrapped client."""

@@ -4,8 +4,9 @@ import json
 import re
 import string
 from collections.abc import Mapping
+from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -18,7 +19,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 from bot.proxies import ProxyURLError, normalise_proxy_url
 from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
@@ -132,6 +134,12 @@ class LLMSettings(BaseSettings):
         default="developer", validation_alias=_env("LLM_INSTRUCTIONS_ROLE")
     )
     proxy: SecretStr | None = Field(default=None, validation_alias=_env("LLM_PROXY"))
+    # The model is asked one short question at start-up (a few tokens); while it does not
+    # answer, again after this many seconds, then twice as long each time (at most 60 s).
+    # 0: never (then only turns find a wrong key or model).
+    probe_seconds: float = Field(
+        default=5.0, ge=0, le=3600, validation_alias=_env("LLM_PROBE_SECONDS")
+    )
 
     @field_validator("proxy")
     @classmethod
@@ -311,6 +319,10 @@ class SessionSettings(BaseSettings):
     )
 
 
+MAX_WORKER_CONCURRENCY = 10_000
+"""The most chats one process may hold at once (``WORKER_CONCURRENCY``'s upper bound)."""
+
+
 class WorkerSettings(BaseSettings):
     """Workers: how many chats one process drains at once.
 
@@ -322,12 +334,9 @@ class WorkerSettings(BaseSettings):
 
     model_config = _ENV
 
-    # As many as the model's connections (LLM_MAX_CONNECTIONS): a chat in hand past them
-    # only queues for one. A lower bound split bursts badly between a poller and a
-    # worker: the worker, whose loop does no intake, read first, filled its slots, and
-    # the rest fell to the poller (bench/README.md, "Fifth round"). About 0.1 MiB a chat.
-    concurrency: int = Field(
-        default=1000, ge=1, le=10_000, validation_alias=_env("WORKER_CONCURRENCY")
+    # Unset: as many as the model's connections (LLM_MAX_CONNECTIONS), see chats_in_hand.
+    concurrency: int | None = Field(
+        default=None, ge=1, le=MAX_WORKER_CONCURRENCY, validation_alias=_env("WORKER_CONCURRENCY")
     )
     # A job whose runs kill their worker (or fail before an outcome) this often is given
     # up: a dead letter for staff, a kind failure message for the customer.
@@ -339,6 +348,18 @@ class WorkerSettings(BaseSettings):
     job_deadline_seconds: float = Field(
         default=300.0, gt=0, le=3600, validation_alias=_env("JOB_DEADLINE_SECONDS")
     )
+
+    def chats_in_hand(self, model_connections: int) -> int:
+        """Chats one process drains at once: ``WORKER_CONCURRENCY``, else ``model_connections``.
+
+        A chat in hand past the model's connections (``LLM_MAX_CONNECTIONS``) only queues
+        for one. A lower bound split bursts badly between a poller and a worker: the
+        worker, whose loop does no intake, read first, filled its slots, and the rest fell
+        to the poller (bench/README.md, "Fifth round"). About 0.1 MiB a chat.
+        """
+        if self.concurrency is not None:
+            return self.concurrency
+        return min(model_connections, MAX_WORKER_CONCURRENCY)
 
 
 class ToolSettings(BaseSettings):
@@ -359,7 +380,7 @@ class ToolSettings(BaseSettings):
     data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
     # The shop's lookup of a customer by phone number; set, /link and shared contacts link
-    # the chat to the shop's customer (README, "Connect your shop"). Unset: no linking.
+    # the chat to the shop's customer (docs/shop.md). Unset: no linking.
     account_link_tool: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9_.:-]{1,128}$",
@@ -458,7 +479,11 @@ class McpSettings(BaseSettings):
 
     model_config = _ENV
 
-    servers: tuple[McpServerSettings, ...] = Field(default=(), validation_alias=_env("MCP_SERVERS"))
+    # NoDecode: the text reaches _json_array below, which names MCP_SERVERS in its one line
+    # (the sources' own decoding raised a traceback that never named it).
+    servers: Annotated[tuple[McpServerSettings, ...], NoDecode] = Field(
+        default=(), validation_alias=_env("MCP_SERVERS")
+    )
     # auto: the demo shop's tools are offered only while no MCP server is configured.
     demo_shop_tools: Literal["auto", "on", "off"] = Field(
         default="auto", validation_alias=_env("DEMO_SHOP_TOOLS")
@@ -479,12 +504,15 @@ class McpSettings(BaseSettings):
     @field_validator("servers", mode="before")
     @classmethod
     def _json_array(cls, value: Any) -> Any:
-        # The environment source decodes JSON itself; a value given directly arrives as text.
+        # From the environment, .env or a caller's values the array arrives as text.
         if isinstance(value, str):
             try:
                 return json.loads(value)
             except json.JSONDecodeError as error:
-                raise ValueError(f"MCP_SERVERS is not valid JSON: {error.msg}") from error
+                raise ValueError(
+                    f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno} "
+                    "(a trailing comma? an unquoted name?)"
+                ) from error
         return value
 
     @field_validator("servers")
@@ -500,6 +528,49 @@ class McpSettings(BaseSettings):
         if self.demo_shop_tools == "auto":
             return not self.servers
         return self.demo_shop_tools == "on"
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value (never quoting it), else ``None``.
+
+    A secret mounted from a file usually ends with a newline; the HTTP client would
+    refuse it at every connection and print it whole in its error.
+    """
+    if not value:
+        return "is empty"
+    if value != value.strip():
+        return (
+            "starts or ends with a blank or a line break (a secret read from a file "
+            "keeps its newline): remove it"
+        )
+    if any(ord(character) < 0x20 and character != "\t" for character in value) or "\x7f" in value:
+        return "holds a line break or another control character"
+    if not value.isascii():
+        return "holds characters outside ASCII, which an HTTP header cannot carry"
+    return None
+
+
+def mcp_header_problems(mcp: McpSettings, environ: Mapping[str, str]) -> list[str]:
+    """One line per secret header of ``MCP_SERVERS`` that cannot be sent (never its value).
+
+    The values come from the variables ``headers_from_env`` names, in the process
+    environment (``.env`` holds settings, not these secrets).
+    """
+    problems = []
+    for server in mcp.servers:
+        for header, variable in server.headers_from_env.items():
+            where = f"MCP_SERVERS: server {server.name}: header {header}"
+            value = environ.get(variable)
+            if value is None or not value.strip():
+                problems.append(
+                    f"{where} needs the environment variable {variable}, which is not set "
+                    "(headers_from_env reads the process environment, not .env)"
+                )
+                continue
+            problem = header_value_problem(value)
+            if problem is not None:
+                problems.append(f"{where}: the value of {variable} {problem}")
+    return problems
 
 
 class AuditSettings(BaseSettings):
@@ -569,6 +640,18 @@ class HandoffSettings(BaseSettings):
     idle_minutes: float = Field(
         default=60.0, gt=0, le=7 * 24 * 60, validation_alias=_env("HANDOFF_IDLE_MINUTES")
     )
+    # Staff assist: a suggested reply after each customer message a person answers.
+    suggestions: Literal["on", "off"] = Field(
+        default="on", validation_alias=_env("STAFF_SUGGESTIONS")
+    )
+    # The most one suggestion's drafting may take (model calls and tools together).
+    suggestion_timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, validation_alias=_env("STAFF_SUGGESTION_TIMEOUT_SECONDS")
+    )
+    # A conversation the bot handled alone scored below this (2-5) is posted for review.
+    quality_review_below: int | None = Field(
+        default=None, ge=2, le=5, validation_alias=_env("QUALITY_REVIEW_BELOW")
+    )
 
     @field_validator("staff_chat_id")
     @classmethod
@@ -594,6 +677,15 @@ class CsatSettings(BaseSettings):
     )
 
 
+LOCALES_DIR = Path(str(files("bot").joinpath("locales")))
+"""Where the customer's texts' catalogs are: ``<lang>/LC_MESSAGES/messages.po``."""
+
+
+def catalog_languages(locales: Path = LOCALES_DIR) -> tuple[str, ...]:
+    """The languages with a catalog under ``locales`` (read at start by bot.language.catalogs)."""
+    return tuple(sorted(po.parent.parent.name for po in locales.glob("*/LC_MESSAGES/messages.po")))
+
+
 class LanguageSettings(BaseSettings):
     """The customer's languages: each needs a catalog under ``locales/`` (checked at start)."""
 
@@ -613,6 +705,16 @@ class LanguageSettings(BaseSettings):
         bad = [code for code in codes if not code.isascii() or not code.isalpha()]
         if bad:
             raise ValueError(f"LANGUAGES: {', '.join(bad)} is not a language code such as ru or en")
+        # Here, not when the catalogs are read: a missing one is a setting (exit 2), found
+        # before Redis and Telegram are contacted.
+        known = catalog_languages()
+        missing = [code for code in codes if code not in known]
+        if missing:
+            raise ValueError(
+                f"LANGUAGES: no catalog for {', '.join(missing)} "
+                f"(catalogs: {', '.join(known) or 'none'}; "
+                "add bot/locales/<lang>/LC_MESSAGES/messages.po)"
+            )
         return ",".join(dict.fromkeys(codes))
 
     @model_validator(mode="after")
@@ -658,6 +760,14 @@ class MediaSettings(BaseSettings):
         ge=10_000,
         le=20 * 1024 * 1024,
         validation_alias=_env("IMAGE_MAX_BYTES"),
+    )
+    # The images of one turn (an album) together at most: past it photos are taken in smaller
+    # sizes, and what still does not fit is left out; the model reads how many, to say so.
+    image_turn_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=10_000,
+        le=50 * 1024 * 1024,
+        validation_alias=_env("IMAGE_TURN_MAX_BYTES"),
     )
 
 
@@ -714,7 +824,23 @@ class PromptSettings(BaseSettings):
         default="1.7.0", validation_alias=_env("PROMPT_SUPPORT_CHAT_VERSION")
     )
     summary_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_SUMMARY_VERSION"))
-    analysis_version: str = Field(default="1.0.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
+    analysis_version: str = Field(default="1.1.0", validation_alias=_env("PROMPT_ANALYSIS_VERSION"))
+
+
+class EvalSettings(BaseSettings):
+    """``python -m bot eval``'s simulated customer: a model of its own, the bot's by default."""
+
+    model_config = _ENV
+
+    customer_model: str | None = Field(
+        default=None, min_length=1, validation_alias=_env("EVAL_CUSTOMER_MODEL")
+    )
+    customer_base_url: str | None = Field(
+        default=None, validation_alias=_env("EVAL_CUSTOMER_BASE_URL")
+    )
+    customer_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_env("EVAL_CUSTOMER_API_KEY")
+    )
 
 
 class _ModelChoice(BaseSettings):
@@ -760,6 +886,7 @@ class Settings(BaseModel):
     mcp: McpSettings = Field(default_factory=lambda: McpSettings(_env_file=None))
     media: MediaSettings = Field(default_factory=lambda: MediaSettings(_env_file=None))
     language: LanguageSettings = Field(default_factory=lambda: LanguageSettings(_env_file=None))
+    evaluation: EvalSettings = Field(default_factory=lambda: EvalSettings(_env_file=None))
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -780,6 +907,9 @@ class Settings(BaseModel):
                 sections[name] = section(_env_file=env_file, **given)
             except ValidationError as error:
                 problems.extend(describe_settings_error(error))
+            except SourceError as error:
+                # A source could not read a value at all (JSON it decodes itself).
+                problems.append(describe_source_error(section, error))
         if problems:
             raise SettingsError(problems, sections)
         log = sections.pop("log")
@@ -828,8 +958,26 @@ def describe_settings_error(error: ValidationError) -> list[str]:
     for problem in error.errors(include_input=False, include_url=False):
         name = ".".join(str(part) for part in problem["loc"])
         message = str(problem["msg"]).removeprefix("Value error, ")
-        lines.append(f"{name}: {message}" if name else message)
+        named = not name or message.startswith(f"{name}:")
+        lines.append(message if named else f"{name}: {message}")
     return lines
+
+
+_SOURCE_FIELD = re.compile(r'field "([^"]+)"')
+
+
+def describe_source_error(section: type[BaseSettings], error: SourceError) -> str:
+    """One line for a value a settings source could not read, naming its variable.
+
+    pydantic-settings says which field in its message only; the variable is the
+    field's alias. Never the value (it may hold a secret).
+    """
+    match = _SOURCE_FIELD.search(str(error))
+    field = section.model_fields.get(match.group(1)) if match else None
+    alias = field.validation_alias if field is not None else None
+    if isinstance(alias, AliasChoices):
+        return f"{alias.choices[0]}: cannot be read: not valid JSON"
+    return f"a setting of {section.__name__} cannot be read: {error}"
 
 
 SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
@@ -851,5 +999,6 @@ SETTINGS_SECTIONS: dict[str, type[BaseSettings]] = {
     "mcp": McpSettings,
     "media": MediaSettings,
     "language": LanguageSettings,
+    "evaluation": EvalSettings,
     "log": _LogSettings,
 }

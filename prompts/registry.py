@@ -8,6 +8,7 @@ from prompts.template import PromptTemplate
 SUPPORT_CHAT_PROMPT_ID = "support_chat"
 SUMMARY_PROMPT_ID = "conversation_summary"
 ANALYSIS_PROMPT_ID = "request_analysis"
+STAFF_SUGGESTION_PROMPT_ID = "staff_suggestion"
 
 # Per prompt id: the package holding its bodies (``<version>.txt``, package data of the
 # wheel) and the versions shipped. Sessions and audit entries name the version that
@@ -18,10 +19,14 @@ _SHIPPED: Mapping[str, tuple[str, tuple[str, ...]]] = {
         ("1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0", "1.7.0", "1.8.0"),
     ),
     SUMMARY_PROMPT_ID: ("prompts.summary", ("1.0.0", "1.1.0")),
-    ANALYSIS_PROMPT_ID: ("prompts.analysis", ("1.0.0",)),
+    ANALYSIS_PROMPT_ID: ("prompts.analysis", ("1.0.0", "1.1.0")),
+    STAFF_SUGGESTION_PROMPT_ID: ("prompts.staff_suggestion", ("1.0.0",)),
 }
 # Variables a prompt's bodies take (``${name}``), per prompt id.
-_VARIABLES: Mapping[str, frozenset[str]] = {ANALYSIS_PROMPT_ID: frozenset({"categories"})}
+_VARIABLES: Mapping[str, frozenset[str]] = {
+    ANALYSIS_PROMPT_ID: frozenset({"categories"}),
+    STAFF_SUGGESTION_PROMPT_ID: frozenset({"language"}),
+}
 # Per prompt id and version, where they differ from the id's: the customer's language
 # (its name, filled in per turn) from support chat 1.7.0 on.
 _VERSION_VARIABLES: Mapping[tuple[str, str], frozenset[str]] = {

@@ -92,6 +92,22 @@ def sentinel_group() -> Iterator[SentinelGroup]:
         group.close()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``standalone_only`` gets no cluster variant (rather than one skipped).
+
+    Runs before pytest parametrizes the fixtures: a test's own ``parametrize`` of
+    ``storage_client`` takes precedence over the fixture's params.
+    """
+    if (
+        "storage_client" in metafunc.fixturenames
+        and metafunc.definition.get_closest_marker("standalone_only") is not None
+    ):
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("storage_client", ["standalone"], indirect=True)
+        )
+
+
 @pytest.fixture(params=["standalone", "cluster"])
 async def storage_client(
     request: pytest.FixtureRequest, redis_server: RedisServer
@@ -104,8 +120,6 @@ async def storage_client(
     if request.param == "standalone":
         settings = RedisSettings(REDIS_URL=redis_server.url)
     else:
-        if request.node.get_closest_marker("standalone_only") is not None:
-            pytest.skip("the claim is about one standalone server")
         cluster: RedisClusterProcesses = request.getfixturevalue("redis_cluster")
         settings = RedisSettings(REDIS_MODE="cluster", REDIS_URL=cluster.url)
     client = async_client(settings, retry=RetryPolicy(retries=0))

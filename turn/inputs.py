@@ -33,6 +33,9 @@ class TurnInput:
     transcription_ms: float | None = None
     # A photo's images (an album's, in order); never audited.
     images: tuple[ImagePart, ...] = field(default=(), repr=False)
+    # For the model after the images (never stored or audited): that some of the album's
+    # images were left out or taken smaller to fit the turn's total, in the customer's language.
+    images_note: str = field(default="", repr=False)
 
 
 TEXT_INPUT = TurnInput()

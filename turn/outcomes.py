@@ -13,6 +13,10 @@ class TurnOutcome(StrEnum):
     MESSAGE_TOO_LONG = "message_too_long"
     BAD_INPUT = "bad_input"
     MODEL_UNAVAILABLE = "model_unavailable"
+    # The provider refused the key or does not know the model: a configuration fault.
+    MODEL_MISCONFIGURED = "model_misconfigured"
+    # No connection to the provider at all (refused, no such host, a proxy that refused).
+    MODEL_UNREACHABLE = "model_unreachable"
     BAD_REQUEST = "bad_request"
     MODEL_ERROR = "model_error"
     TOOL_FAILURE = "tool_failure"

@@ -59,6 +59,7 @@ from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, session_of
 from bot.sessions.pending import OUTCOME_MIRROR, Choice, PendingAction
+from bot.staff_texts import ACTION_CHECK_NOTE
 from tools.registry import Tool, ToolRegistry
 from tools.shop_backend import Customer
 from tools.write_tools import OUTCOME_UNKNOWN, ActionResult, card_value
@@ -71,11 +72,6 @@ GIVEN_UP = "poison_job"
 
 DEFAULT_TOOL_WAIT_SECONDS = 30.0
 """How long a confirmed press waits for its tool's server to list it again (then: not done)."""
-STAFF_CHECK_NOTE = (
-    "Проверьте действие {action_id} ({tool}): клиент подтвердил {description}; магазин мог "
-    "его выполнить, ответ не получен. Клиенту сказано, что итог проверяется."
-)
-"""The staff topic's note on an action whose outcome is unknown (staff texts are Russian)."""
 ACTION_DEAD_LETTER = "action_outcome_unknown"
 """The dead letter kind of such an action (``support-audit dead-letters``)."""
 
@@ -146,6 +142,8 @@ class ActionConfirmations:
     alert_staff: bool = False
     # How long a confirmed press waits for a server that has not listed its tool (yet).
     tool_wait_seconds: float = DEFAULT_TOOL_WAIT_SECONDS
+    # Staff texts (the default language's catalog), as staff assist shows its own.
+    staff_texts: Translate = lambda message: message
 
     def verdict(
         self, session: ConversationSession | None, press: Press, at: datetime | None = None
@@ -308,7 +306,7 @@ class ActionConfirmations:
                 staff = (
                     StaffAction(
                         kind="post",
-                        text=STAFF_CHECK_NOTE.format(
+                        text=self.staff_texts(ACTION_CHECK_NOTE).format(
                             action_id=pending.action_id,
                             tool=pending.tool_name,
                             # The card as the customer saw it, on one line and bounded.

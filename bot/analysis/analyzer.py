@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, create_model
 
-from bot.analysis.model import RequestAnalysis
+from bot.analysis.model import QualityScore, RequestAnalysis
 from bot.llm.errors import LLMBadResponseError, LLMClientError
 from bot.llm.types import Message, StructuredOutputClient
 from bot.sessions.models import ConversationSession
@@ -67,6 +67,13 @@ class AnalysisOutcome:
     person: bool
     model: str
     usage: Usage
+    # The conversation's turn codes, newest last (what ``support-audit quality`` lists).
+    turn_codes: tuple[str, ...] = ()
+
+    @property
+    def quality(self) -> QualityScore | None:
+        """The score of a conversation the bot handled alone; ``None`` with a person."""
+        return None if self.person else self.analysis.quality
 
 
 @functools.cache
@@ -77,6 +84,22 @@ def shaped_for(categories: tuple[str, ...]) -> type[RequestAnalysis]:
         __base__=RequestAnalysis,
         category=(str, Field(json_schema_extra={"enum": list(categories)})),
     )
+
+
+TURN_CODES_KEPT = 5
+"""How many of a conversation's newest turn codes its quality entry names."""
+
+
+def turn_codes(session: ConversationSession) -> tuple[str, ...]:
+    """The newest distinct turn codes of the bot's answers in ``session``, oldest first."""
+    codes: list[str] = []
+    for message in reversed(session.messages):
+        code = message.turn_id
+        if message.role == "assistant" and code and code not in codes:
+            codes.append(code)
+        if len(codes) == TURN_CODES_KEPT:
+            break
+    return tuple(reversed(codes))
 
 
 def transcript(session: ConversationSession, *, max_chars: int) -> str:
@@ -148,12 +171,16 @@ class SupportRequestAnalyzer:
             resolved=value.resolved,
             summary=value.summary.strip()[:SUMMARY_MAX_CHARS],
             next_step=(value.next_step or "").strip()[:NEXT_STEP_MAX_CHARS] or None,
+            quality=value.quality,
+        )
+        person = (
+            any(message.role == "staff" for message in session.messages) or session.handoff != "bot"
         )
         return AnalysisOutcome(
             analysis=trimmed,
             turns=session.turn_count,
-            person=any(message.role == "staff" for message in session.messages)
-            or session.handoff != "bot",
+            person=person,
             model=result.model,
             usage=result.usage,
+            turn_codes=turn_codes(session),
         )

@@ -19,6 +19,7 @@ from bot.analysis.analyzer import (
     SupportRequestAnalyzer,
 )
 from bot.analysis.escalation import EscalationOffers
+from bot.analysis.review import QualityReviews
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ANALYSED, ANALYSIS_FAILED, AnalysisAuditEntry
 from bot.audit.sink import AuditSink
@@ -44,6 +45,9 @@ def analysed_entry(chat_id: str, outcome: AnalysisOutcome) -> AnalysisAuditEntry
         turns=outcome.turns,
         person=int(outcome.person),
         total_tokens=outcome.usage.total_tokens,
+        quality=outcome.quality.score if outcome.quality is not None else None,
+        failed_criteria=tuple(outcome.quality.failed) if outcome.quality is not None else (),
+        turn_codes=outcome.turn_codes if outcome.quality is not None else (),
     )
 
 
@@ -73,6 +77,8 @@ class IdleAnalysis:
     timeout_seconds: float
     # Offers a person after an analysis that escalates (None: no staff group, or off).
     escalation: EscalationOffers | None = None
+    # Shows staff a conversation the bot handled alone that scored low (None: off).
+    reviews: QualityReviews | None = None
     # This process's claims: another process's claim of the same idle is refused.
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -92,6 +98,8 @@ class IdleAnalysis:
             return None
         if self.escalation is not None:
             await self.escalation.consider(conversation_key, session, result.analysis)
+        if self.reviews is not None:
+            await self.reviews.consider(conversation_key, result.quality)
         return result
 
     async def analyse(

@@ -14,6 +14,27 @@ Sentiment = Literal["negative", "neutral", "positive"]
 Urgency = Literal["low", "normal", "high"]
 SENTIMENTS: tuple[Sentiment, ...] = ("negative", "neutral", "positive")
 URGENCIES: tuple[Urgency, ...] = ("low", "normal", "high")
+Criterion = Literal[
+    "resolved", "facts_from_tools", "actions_with_press", "customer_language", "tone"
+]
+"""The quality rubric's criteria (the audit keeps these names, never text)."""
+CRITERIA: tuple[Criterion, ...] = (
+    "resolved",
+    "facts_from_tools",
+    "actions_with_press",
+    "customer_language",
+    "tone",
+)
+Score = Literal[1, 2, 3, 4, 5]
+
+
+class QualityScore(BaseModel):
+    """How well the bot handled a conversation alone: 1-5, and the criteria it failed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    score: Score
+    failed: list[Criterion]
 
 
 class RequestAnalysis(BaseModel):
@@ -35,6 +56,9 @@ class RequestAnalysis(BaseModel):
     resolved: bool
     summary: str
     next_step: str | None
+    # The rubric's score of a conversation the bot handled alone (``None``: a person took
+    # part, or an analysis made before scores existed). Required in the model's schema.
+    quality: QualityScore | None = None
 
     @property
     def escalates(self) -> bool:

@@ -90,15 +90,36 @@ def analyse(transcript: str, categories: Sequence[str]) -> dict[str, Any]:
     summary = f"Клиент обратился по теме «{label}»."
     if number is not None:
         summary += f" Номер заказа: {number.group()}."
+    language = "en" if latin > cyrillic else "ru"
     return {
         "category": category,
         "sentiment": sentiment,
         "urgency": urgency,
-        "language": "en" if latin > cyrillic else "ru",
+        "language": language,
         "resolved": resolved,
         "summary": summary,
         "next_step": None if resolved else f"Ответить клиенту по теме «{label}».",
+        "quality": _quality(transcript, resolved=resolved, negative=negative, language=language),
     }
+
+
+def _quality(transcript: str, *, resolved: bool, negative: bool, language: str) -> dict[str, Any]:
+    """The rubric as the demo reads it: a criterion fails on words, one point each.
+
+    Not resolved, an upset customer (tone), or bot answers in another script than the
+    customer's (language); facts and presses are what the tools enforce, so they pass.
+    """
+    failed = []
+    if not resolved:
+        failed.append("resolved")
+    bot = " ".join(_said(transcript, "assistant")).lower()
+    if bot:
+        cyrillic, latin = len(_CYRILLIC.findall(bot)), len(_LATIN.findall(bot))
+        if ("en" if latin > cyrillic else "ru") != language:
+            failed.append("customer_language")
+    if negative:
+        failed.append("tone")
+    return {"score": max(1, 5 - len(failed)), "failed": failed}
 
 
 class OfflineAnalyst:

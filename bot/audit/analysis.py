@@ -9,6 +9,7 @@ angry, urgent customer (its button delivered). The summary and the next step
 are text: they stay with the conversation for staff, never here.
 """
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -21,11 +22,19 @@ from bot.audit.schema import (
     TOTAL_TOKENS,
     TURN_ID,
     TYPE,
+    Codec,
     EntryType,
     StreamRecord,
     stream_field,
 )
 from bot.audit.stream import StreamEntry
+
+_CODE = re.compile(r"[A-Za-z0-9_]{1,64}")
+CODE_LIST: Codec[tuple[str, ...]] = Codec(
+    encode=lambda codes: ",".join(code for code in codes if _CODE.fullmatch(code)),
+    decode=lambda text: tuple(text.split(",")) if text else (),
+)
+"""Criteria names or turn codes, comma-separated; anything else is left out (never text)."""
 
 AnalysisEvent = Literal["analysed", "analysis_failed", "escalation_offered"]
 ANALYSED: AnalysisEvent = "analysed"
@@ -55,6 +64,26 @@ class AnalysisAuditEntry(StreamRecord):
     person: int | None = field(default=None, metadata=stream_field("person", INTEGER))
     total_tokens: int | None = field(default=None, metadata=stream_field(TOTAL_TOKENS, INTEGER))
     error: str = field(default="", metadata=stream_field("error"))
+    # A conversation the bot handled alone: the rubric's score (1-5), the criteria it
+    # failed (names) and its newest turn codes; none of them written otherwise.
+    quality: int | None = field(
+        default=None,
+        metadata=stream_field(
+            "quality", INTEGER, written_if=lambda entry: entry.quality is not None
+        ),
+    )
+    failed_criteria: tuple[str, ...] = field(
+        default=(),
+        metadata=stream_field(
+            "failed_criteria", CODE_LIST, written_if=lambda entry: entry.quality is not None
+        ),
+    )
+    turn_codes: tuple[str, ...] = field(
+        default=(),
+        metadata=stream_field(
+            "turn_codes", CODE_LIST, written_if=lambda entry: bool(entry.turn_codes)
+        ),
+    )
 
 
 def rollup_fields(fields: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -62,16 +91,19 @@ def rollup_fields(fields: Mapping[str, str]) -> list[tuple[str, str]]:
 
     ``an|<category>|<resolved>|<person>`` for an analysis (1/0 each),
     ``an_sent|<sentiment>`` and ``an_lang|<language>`` beside it;
-    ``an_failed|<error>`` for a failure.
+    ``an_failed|<error>`` for a failure; ``an_q|<score>`` for a scored conversation.
     """
     entry = AnalysisAuditEntry.from_fields(fields)
     if entry.event == ANALYSED and entry.category:
         resolved, person = int(entry.resolved or 0), int(entry.person or 0)
-        return [
+        rolled = [
             (f"an|{entry.category}|{resolved}|{person}", "1"),
             (f"an_sent|{entry.sentiment}", "1"),
             (f"an_lang|{entry.language}", "1"),
         ]
+        if entry.quality is not None:
+            rolled.append((f"an_q|{entry.quality}", "1"))
+        return rolled
     if entry.event == ANALYSIS_FAILED:
         return [(f"an_failed|{entry.error or 'unknown'}", "1")]
     return []
@@ -114,6 +146,15 @@ class AnalysisStats:
     sentiments: Mapping[str, int]
     languages: Mapping[str, int]
     failed: Mapping[str, int]
+    # Conversations the bot handled alone, by quality score (1-5).
+    quality: Mapping[int, int] = field(default_factory=dict)
+    # Resolved conversations a person took part in.
+    resolved_by_staff: int = 0
+
+    @property
+    def resolved_by_bot(self) -> int:
+        """Resolved conversations the bot handled alone."""
+        return sum(category.contained for category in self.categories)
 
     @property
     def conversations(self) -> int:
@@ -144,6 +185,8 @@ def stats_of_counts(counts: Mapping[str, int]) -> AnalysisStats:
     sentiments: dict[str, int] = {}
     languages: dict[str, int] = {}
     failed: dict[str, int] = {}
+    quality: dict[int, int] = {}
+    resolved_by_staff = 0
     for name, count in counts.items():
         kind, _, rest = name.partition("|")
         if kind == "an":
@@ -152,6 +195,9 @@ def stats_of_counts(counts: Mapping[str, int]) -> AnalysisStats:
             row[0] += count
             row[1] += count if resolved == "1" and person == "0" else 0
             row[2] += count if person == "1" else 0
+            resolved_by_staff += count if resolved == "1" and person == "1" else 0
+        elif kind == "an_q" and rest.isdigit():
+            quality[int(rest)] = quality.get(int(rest), 0) + count
         elif kind == "an_sent":
             sentiments[rest] = sentiments.get(rest, 0) + count
         elif kind == "an_lang":
@@ -174,7 +220,12 @@ def stats_of_counts(counts: Mapping[str, int]) -> AnalysisStats:
         for name, row in sorted(per.items(), key=lambda item: (-item[1][0], item[0]))
     )
     return AnalysisStats(
-        categories=categories, sentiments=sentiments, languages=languages, failed=failed
+        categories=categories,
+        sentiments=sentiments,
+        languages=languages,
+        failed=failed,
+        quality=dict(sorted(quality.items())),
+        resolved_by_staff=resolved_by_staff,
     )
 
 
@@ -195,4 +246,6 @@ def stats_json(stats: AnalysisStats) -> dict[str, object]:
         "sentiment": dict(stats.sentiments),
         "language": dict(stats.languages),
         "failed": dict(stats.failed),
+        "quality": {str(score): count for score, count in stats.quality.items()},
+        "resolved": {"by_bot": stats.resolved_by_bot, "by_staff": stats.resolved_by_staff},
     }

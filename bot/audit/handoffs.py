@@ -6,8 +6,8 @@ is recorded as closed on the customer's next message: until then it is
 listed as open.
 """
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from bot.audit.schema import TYPE, EntryType, HandoffAuditEntry
@@ -35,6 +35,8 @@ class HandoffStats:
     chats: int
     rate: float | None
     first_reply_ms: Distribution
+    # Opened handoffs by reason (``unknown``: entries written before reasons were recorded).
+    reasons: Mapping[str, int] = field(default_factory=dict)
 
 
 def open_handoffs(entries: Iterable[StreamEntry], now: datetime) -> list[OpenHandoff]:
@@ -79,6 +81,7 @@ def handoff_stats(entries: Iterable[StreamEntry]) -> HandoffStats:
     opened = 0
     chats: set[str] = set()
     waits: list[float] = []
+    reasons: dict[str, int] = {}
     for entry in entries:
         if entry.fields.get(TYPE) == EntryType.TURN:
             chats.add(entry.fields.get("chat_id", ""))
@@ -88,6 +91,8 @@ def handoff_stats(entries: Iterable[StreamEntry]) -> HandoffStats:
             continue
         if step.event == "opened":
             opened += 1
+            reason = step.handoff_reason or "unknown"
+            reasons[reason] = reasons.get(reason, 0) + 1
         elif step.event == "first_reply" and step.wait_ms is not None:
             waits.append(step.wait_ms)
     return HandoffStats(
@@ -95,4 +100,5 @@ def handoff_stats(entries: Iterable[StreamEntry]) -> HandoffStats:
         chats=len(chats),
         rate=opened / len(chats) if chats else None,
         first_reply_ms=Distribution.of(waits),
+        reasons=reasons,
     )

@@ -31,10 +31,12 @@ import math
 from collections.abc import Mapping, Sequence
 
 from bot.audit.analysis import rollup_fields as analysis_rollups
+from bot.audit.assist import rollup_fields as assist_rollups
 from bot.audit.feedback import rollup_fields as feedback_rollups
 from bot.audit.schema import (
     CHAT_ID,
     DURATION_MS,
+    HANDOFF_REASON,
     LATENCY_MS,
     OUTCOME,
     RESULT_COUNT,
@@ -103,10 +105,7 @@ def rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
         else:
             out += [("tok_sum", str(int(tokens))), *_measure("tok", str(tokens))]
     elif kind == EntryType.HANDOFF:
-        event = fields.get("event", "")
-        out.append((f"handoff|{event}", "1"))
-        if event == "first_reply":
-            out += _measure("wait", fields.get("wait_ms"))
+        out += _handoff_rollups(fields)
     elif kind == EntryType.ACTION:
         name, event = fields.get(TOOL_NAME, ""), fields.get("event", "")
         out.append((f"action|{name}|{event}", "1"))
@@ -114,6 +113,17 @@ def rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
             out += _measure(f"decide|{name}", fields.get("decide_ms"))
     else:
         out += _FEATURE_ROLLUPS.get(kind, _none)(fields)
+    return out
+
+
+def _handoff_rollups(fields: Mapping[str, str]) -> list[tuple[str, str]]:
+    """A handoff step's counts: by event, an opened one by reason, a first reply's wait."""
+    event = fields.get("event", "")
+    out = [(f"handoff|{event}", "1")]
+    if event == "opened":
+        out.append((f"handoff_reason|{fields.get(HANDOFF_REASON) or 'unknown'}", "1"))
+    if event == "first_reply":
+        out += _measure("wait", fields.get("wait_ms"))
     return out
 
 
@@ -125,6 +135,7 @@ def _none(_fields: Mapping[str, str]) -> list[tuple[str, str]]:
 _FEATURE_ROLLUPS = {
     EntryType.FEEDBACK.value: feedback_rollups,
     EntryType.ANALYSIS.value: analysis_rollups,
+    EntryType.ASSIST.value: assist_rollups,
 }
 
 

@@ -62,6 +62,8 @@ INPUT_KIND = "input_kind"
 LANGUAGE = "language"
 VOICE_SECONDS = "voice_seconds"
 TRANSCRIPTION_MS = "transcription_ms"
+# Handoff entries (opened): why the conversation was handed to a person.
+HANDOFF_REASON = "handoff_reason"
 # Added by the sink to entries Redis took late (when they were first due).
 QUEUED_AT = "queued_at"
 
@@ -88,6 +90,8 @@ class EntryType(StrEnum):
     FEEDBACK = "feedback"
     ANALYSIS = "analysis"
     LINK = "link"
+    # Staff assist: a suggested reply's steps (bot/audit/assist.py).
+    ASSIST = "assist"
 
 
 # A registered tool's name always fits this (tools.registry); a name the model made
@@ -394,7 +398,8 @@ class TurnAuditEntry(StreamRecord):
 class HandoffAuditEntry(StreamRecord):
     """A step of a human handoff: ``opened``, ``first_reply`` or ``closed``; never text.
 
-    ``trigger`` and ``reason`` (opened) are closed categories; ``wait_ms`` is the
+    ``trigger`` and ``reason`` (opened) are closed categories, ``handoff_reason`` one of
+    seven (:data:`~bot.queue.staff_actions.HANDOFF_REASONS`); ``wait_ms`` is the
     customer's wait for the first staff reply; ``closed_by`` is ``staff`` or
     ``idle`` and ``duration_ms`` the handoff's length. Readers of turns and tools
     pass these by (``read_entry`` gives ``None``); the handoff commands read them.
@@ -407,6 +412,11 @@ class HandoffAuditEntry(StreamRecord):
     event: str = field(metadata=stream_field("event"))
     trigger: str = field(default="", metadata=stream_field("trigger"))
     reason: str = field(default="", metadata=stream_field("reason"))
+    # Opened only: why, one of seven (empty in entries written before reasons were recorded).
+    handoff_reason: str = field(
+        default="",
+        metadata=stream_field(HANDOFF_REASON, written_if=lambda entry: bool(entry.handoff_reason)),
+    )
     wait_ms: float | None = field(
         default=None, metadata=stream_field("wait_ms", WHOLE_MILLISECONDS)
     )

@@ -33,7 +33,7 @@ from bot.engine.turn_outcomes import (
     TurnEnd,
     TurnFollower,
 )
-from bot.llm.types import Message
+from bot.llm.types import EncodedPart, Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
 from bot.queue.job_results import JobContext, JobDone, SessionChange
@@ -724,11 +724,15 @@ def _translate_store_error(error: SessionStoreError, turn_id: str) -> ChatServic
 
 
 def _with_images(message: Message, turn_input: TurnInput) -> Message:
-    """The customer's ``message`` with its images as image parts after its text."""
-    parts: list[dict[str, object]] = [{"type": "text", "text": message["content"]}]
-    parts.extend(
-        {"type": "image_url", "image_url": {"url": image.data_url}} for image in turn_input.images
-    )
+    """The customer's ``message`` with its images as image parts after its text.
+
+    Built once per turn, before the tool loop: each image is encoded once and the
+    same part goes with every model call of the turn.
+    """
+    parts: list[object] = [{"type": "text", "text": message["content"]}]
+    parts.extend(EncodedPart.image(image.data_url) for image in turn_input.images)
+    if turn_input.images_note:
+        parts.append({"type": "text", "text": turn_input.images_note})
     return {**message, "content": parts}
 
 

@@ -16,6 +16,7 @@ from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
 from bot.queue.job_results import JobContext, SessionChange
 from bot.queue.jobs import OutboxEntry
+from bot.queue.staff_actions import HandoffTurn
 from turn import TurnContext
 
 
@@ -27,17 +28,25 @@ class LocalTurns:
         self._audit = audit
 
     async def answer(
-        self, context: TurnContext, text: str, *, stream: ReplyStream | None = None
+        self,
+        context: TurnContext,
+        text: str,
+        *,
+        stream: ReplyStream | None = None,
+        customer: HandoffTurn | None = None,
     ) -> ChatReply:
         """Answer one message; raises a :class:`ChatServiceError` subtype on failure.
 
         The audit is written before this returns (or raises). A summary due is
         folded in the background: the next message never waits for its model call.
+        ``customer`` (a front end with a staff chat) lets the turn open a handoff.
         """
         key = context.conversation_key
         try:
             async with self._chat.hold(key, context) as held:
-                reply = await self._chat.reply(context, text, held=held, stream=stream)
+                reply = await self._chat.reply(
+                    context, text, held=held, stream=stream, customer=customer
+                )
         except ChatServiceError as error:
             await self._audit.write_fields(list(error.audit_fields))
             raise

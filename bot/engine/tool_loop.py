@@ -11,7 +11,13 @@ from pydantic import ValidationError
 
 from bot.engine.proposals import propose, refuse_second
 from bot.engine.reply_stream import ReplyStream
-from bot.llm.errors import LLMBadResponseError, LLMClientError, LLMRequestError
+from bot.llm.errors import (
+    LLMBadResponseError,
+    LLMClientError,
+    LLMConfigurationError,
+    LLMRequestError,
+    LLMUnreachableError,
+)
 from bot.llm.types import LLMResult, Message, ToolCallingClient
 from bot.sessions.pending import PendingAction
 from tools.execution import (
@@ -365,6 +371,10 @@ def _build_result(
 def _model_failure_kind(error: LLMClientError) -> TurnOutcome:
     if isinstance(error, LLMBadResponseError):
         return TurnOutcome.MODEL_ERROR
+    if isinstance(error, LLMConfigurationError):
+        return TurnOutcome.MODEL_MISCONFIGURED
+    if isinstance(error, LLMUnreachableError):
+        return TurnOutcome.MODEL_UNREACHABLE
     if isinstance(error, LLMRequestError):
         return TurnOutcome.BAD_REQUEST
     return TurnOutcome.MODEL_UNAVAILABLE

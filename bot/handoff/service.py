@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Literal
 
 from bot import customer_texts
+from bot.audit.assist import AssistAuditEntry, AssistEvent
 from bot.audit.schema import HandoffAuditEntry
 from bot.customer_texts import Translate
 from bot.engine.chat_service import SPEECH_MARK, ChatService
@@ -26,6 +27,7 @@ from bot.queue.staff_actions import (
     HandoffTurn,
     StaffAction,
     Trigger,
+    reason_of,
     staff_label,
     transcript_post,
 )
@@ -63,6 +65,8 @@ class HandoffService:
     closed_note: Callable[[Translate], str | None] = lambda gettext: None
     # The customer's texts in the conversation's language (the catalogs; else as written).
     localize: Localize = as_written
+    # Staff assist (STAFF_SUGGESTIONS=on): a suggested reply is drafted after each relay.
+    suggest: bool = False
 
     def waiting_text(self, text: str, texts: Texts | None = None) -> str:
         """``text`` for a customer who now waits for a person, with the hours when closed
@@ -94,7 +98,10 @@ class HandoffService:
         if session is None or session.handoff == "bot" or self.state(job) != "bot":
             return ()
         now = self._now()
-        return (closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", now),)
+        return (
+            closed_entry(session, str(job.job.chat_id), job.job.turn_id, "idle", now),
+            *self._suggestion_ended(job, "unused"),
+        )
 
     async def record_failure(self, conversation_key: str, turn_id: str) -> bool:
         """Remember a failed turn; ``True`` when enough failed in a row to call a person.
@@ -129,6 +136,7 @@ class HandoffService:
         )
         target = step(self.state(job), event).target
         now = self._now()
+        why = reason_of(trigger, reason)
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=turn_id,
@@ -145,6 +153,7 @@ class HandoffService:
                     event="opened",
                     trigger=trigger,
                     reason=reason,
+                    handoff_reason=why,
                 ).to_fields(),
             ),
             staff=(
@@ -153,6 +162,7 @@ class HandoffService:
                     name=customer.name,
                     username=customer.username,
                     text=staff_label(trigger, reason),
+                    handoff_reason=why,
                 ),
             ),
         )
@@ -182,12 +192,17 @@ class HandoffService:
         staff: tuple[StaffAction, ...] = (StaffAction(kind="copy_to_topic", message_id=message_id),)
         if transcript:
             staff += (transcript_post(transcript),)
+        if self.suggest:
+            # After the relay, as its own job: drafting never holds the copy up.
+            staff += (StaffAction(kind="suggest"),)
         entry = OutboxEntry(
             job_id=job.job.job_id,
             turn_id=job.job.turn_id,
             chat_id=job.job.chat_id,
             format="none",
             text="",
+            # A suggestion still unsent answers an older message: the newer one replaces it.
+            audit=self._suggestion_ended(job, "replaced"),
             staff=staff,
         )
         if transcript:
@@ -197,30 +212,78 @@ class HandoffService:
         return await self.chat.commit_without_turn(
             conversation_key,
             job,
-            lambda session: session.with_message("user", content, self._now(), job.job.turn_id),
+            lambda session: session.with_message(
+                "user", content, self._now(), job.job.turn_id
+            ).with_suggestion(None),
             entry,
         )
 
     async def staff_message(
         self, conversation_key: str, job: JobContext, message_id: int, text: str | None
     ) -> JobDone:
-        """A staff message in the customer's topic: ``human`` state, copied to the customer."""
+        """A staff message in the customer's topic: ``human`` state, copied to the customer.
+
+        An open suggestion ends here: staff wrote their own answer.
+        """
+        content = text if text else "[Сотрудник отправил вложение без текста.]"
+        return await self._staff_answer(
+            conversation_key,
+            job,
+            content,
+            send=None,
+            staff=(StaffAction(kind="copy_to_customer", message_id=message_id),),
+            # A handoff that went idle unnoticed ended its suggestion already ("unused").
+            audit=self._suggestion_ended(job, "own") if self.state(job) != "bot" else (),
+        )
+
+    async def staff_text(
+        self,
+        conversation_key: str,
+        job: JobContext,
+        text: str,
+        *,
+        staff: tuple[StaffAction, ...] = (),
+        audit: tuple[dict[str, str], ...] = (),
+    ) -> JobDone:
+        """Staff's answer the application sends for them (a suggestion sent as is).
+
+        The customer gets ``text`` as a plain message, as a copied staff message reads;
+        the session and the audit record it as staff's answer; the suggestion ends.
+        """
+        return await self._staff_answer(
+            conversation_key, job, text, send=text, staff=staff, audit=audit
+        )
+
+    async def _staff_answer(
+        self,
+        conversation_key: str,
+        job: JobContext,
+        content: str,
+        *,
+        send: str | None,
+        staff: tuple[StaffAction, ...],
+        audit: tuple[dict[str, str], ...],
+    ) -> JobDone:
         before = self.session(job)
         state = self.state(job)
         target = step(state, HandoffEvent.STAFF_WRITES).target
         now = self._now()
         chat = str(job.job.chat_id)
         turn_id = job.job.turn_id
-        audit = list(self._ended_idle(job))
+        steps = list(self._ended_idle(job))
         if state == "bot":
-            audit.append(
+            steps.append(
                 HandoffAuditEntry(
-                    chat_id=chat, turn_id=turn_id, event="opened", trigger="staff"
+                    chat_id=chat,
+                    turn_id=turn_id,
+                    event="opened",
+                    trigger="staff",
+                    handoff_reason=reason_of("staff"),
                 ).to_fields()
             )
         if state == "bot" or before is None or before.staff_replied_at is None:
             since = before.handoff_since if before is not None and state != "bot" else None
-            audit.append(
+            steps.append(
                 HandoffAuditEntry(
                     chat_id=chat,
                     turn_id=turn_id,
@@ -232,18 +295,36 @@ class HandoffService:
             job_id=job.job.job_id,
             turn_id=turn_id,
             chat_id=job.job.chat_id,
-            format="none",
-            text="",
-            audit=tuple(audit),
-            staff=(StaffAction(kind="copy_to_customer", message_id=message_id),),
+            format="none" if send is None else "plain",
+            text=send or "",
+            audit=(*steps, *audit),
+            staff=staff,
         )
-        content = text if text else "[Сотрудник отправил вложение без текста.]"
 
         def change(session: ConversationSession) -> ConversationSession:
             base = session if state != "bot" else session.with_handoff("bot", now)
-            return base.with_handoff(target, now).with_message("staff", content, now, turn_id)
+            return (
+                base.with_handoff(target, now)
+                .with_message("staff", content, now, turn_id)
+                .with_suggestion(None)
+            )
 
         return await self.chat.commit_without_turn(conversation_key, job, change, entry)
+
+    def _suggestion_ended(self, job: JobContext, event: AssistEvent) -> tuple[dict[str, str], ...]:
+        """The audit of the open suggestion ending by ``event`` (none open: nothing)."""
+        session = self.session(job)
+        suggestion = session.suggestion if session is not None else None
+        if suggestion is None:
+            return ()
+        return (
+            AssistAuditEntry(
+                chat_id=str(job.job.chat_id),
+                turn_id=job.job.turn_id,
+                event=event,
+                suggestion_id=suggestion.suggestion_id,
+            ).to_fields(),
+        )
 
     async def idle_check(self, conversation_key: str, job: JobContext) -> JobDone | None:
         """The sweeper's check: end the handoff if it is still idle (``None``: nothing to do)."""
@@ -273,7 +354,10 @@ class HandoffService:
             text=self.localize(before.language, customer_texts.HANDOFF_IDLE_NOTE)
             if before is not None and open_now
             else "",
-            audit=(closed_entry(before, str(job.job.chat_id), job.job.turn_id, closed_by, now),)
+            audit=(
+                closed_entry(before, str(job.job.chat_id), job.job.turn_id, closed_by, now),
+                *self._suggestion_ended(job, "unused"),
+            )
             if before is not None and open_now
             else (),
             staff=(
@@ -284,7 +368,7 @@ class HandoffService:
         return await self.chat.commit_without_turn(
             conversation_key,
             job,
-            lambda session: session.with_handoff(target, now),
+            lambda session: session.with_handoff(target, now).with_suggestion(None),
             entry,
         )
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot import customer_texts
+from bot.audit.assist import AssistAuditEntry
 from bot.audit.schema import HandoffAuditEntry
 from bot.engine.chat_service import SPEECH_MARK
 from bot.engine.turn_outcomes import FollowUp, TurnEnd
-from bot.queue.staff_actions import StaffAction, staff_label, transcript_post
+from bot.queue.staff_actions import StaffAction, reason_of, staff_label, transcript_post
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.pending import CARD_MIRROR
@@ -69,6 +70,16 @@ class TurnHandoff:
             updated = updated.with_handoff(state, now)
             staff = (StaffAction(kind="post", text=IDLE_TOPIC_NOTE), StaffAction(kind="ended"))
             audit = (closed_entry(before, chat, turn_id, "idle", now),)
+            if before.suggestion is not None:
+                # The handoff ended with a suggestion nobody sent.
+                audit += (
+                    AssistAuditEntry(
+                        chat_id=chat,
+                        turn_id=turn_id,
+                        event="unused",
+                        suggestion_id=before.suggestion.suggestion_id,
+                    ).to_fields(),
+                )
             note = self.localize(end.context.language, customer_texts.HANDOFF_IDLE_NOTE)
         asked = end.handoff
         move = step(state, HandoffEvent.BOT_ANSWERS if asked is None else HandoffEvent.MODEL_ASKS)
@@ -93,6 +104,7 @@ class TurnHandoff:
                     name=customer.name,
                     username=customer.username,
                     text=staff_label("tool", asked.reason),
+                    handoff_reason=reason_of("tool", asked.reason),
                 ),
             )
             audit += (
@@ -102,6 +114,7 @@ class TurnHandoff:
                     event="opened",
                     trigger="tool",
                     reason=asked.reason,
+                    handoff_reason=reason_of("tool", asked.reason),
                 ).to_fields(),
             )
         if end.proposal is not None and updated.handoff == "waiting":

@@ -38,3 +38,14 @@ class ConversationLanguages:
     def texts(self, language: str | None) -> Texts:
         """The texts in ``language`` (``None``: the default language)."""
         return self.catalogs.texts(language or self.policy.default)
+
+    def choices(self) -> str:
+        """What ``/language`` lists: one ``/language <code> — <name>`` line per enabled language."""
+        return "\n".join(
+            f"/language {code} — {self.texts(code).name.capitalize()}"
+            for code in self.policy.languages
+        )
+
+    def chosen(self, argument: str) -> str | None:
+        """The enabled language ``/language <argument>`` names (``en-US`` names ``en``)."""
+        return self.policy.code_of(argument)

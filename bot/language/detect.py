@@ -39,9 +39,10 @@ class LanguagePolicy:
     ) -> str:
         """The conversation's language for this message.
 
-        Chosen with ``/language``: kept. Otherwise the message's own script when it names
-        exactly one enabled language (a customer with an English Telegram who writes in
-        Russian gets Russian); else the stored language; else Telegram's
+        Chosen with ``/language``: kept. Otherwise the message's own script when all its
+        words are written in it and it names exactly one enabled language (a customer with
+        an English Telegram who writes in Russian gets Russian); else the stored language
+        (a Russian message naming «AirPods Pro Max» stays Russian); else Telegram's
         ``language_code`` when enabled; else the default.
         """
         if chosen and stored in self.languages:
@@ -51,26 +52,51 @@ class LanguagePolicy:
             return written
         if stored in self.languages:
             return stored
-        code = (telegram_code or "").split("-")[0].lower()
-        if code in self.languages:
+        code = self.code_of(telegram_code or "")
+        if code is not None:
             return code
         return self.default
 
-    def of_text(self, text: str) -> str | None:
-        """The one enabled language the text's letters are written in, if they say so.
+    def code_of(self, tag: str) -> str | None:
+        """The enabled language a tag names: ``en``, ``EN``, ``en-US`` and ``en_GB`` name ``en``.
 
-        Commands, mentions and links are no one's language ("/start", "@shop_bot"). The
-        first :data:`SAMPLE_CHARS` characters are enough to tell, and bound the cost.
+        A region or script subtag (Telegram's ``language_code``, what a customer types
+        after ``/language``) narrows a language the bot has one catalog for: the base
+        language's. ``None`` when neither the tag nor its base language is enabled.
         """
-        sample = text[:SAMPLE_CHARS].split()
-        text = " ".join(word for word in sample if not word.startswith(_NOT_WORDS))
-        # Regular expressions count in C: a 4,000-character message costs microseconds.
-        cyrillic = len(_CYRILLIC.findall(text))
-        latin = len(_LATIN.findall(text))
-        if cyrillic + latin < MIN_LETTERS:
+        wanted = tag.strip().lower().replace("_", "-")
+        for code in (wanted, wanted.split("-")[0]):
+            if code and code in self.languages:
+                return code
+        return None
+
+    def of_text(self, text: str) -> str | None:
+        """The one enabled language the text's words are written in, if they say so.
+
+        Each word counts for the script most of its letters are in. A message with
+        words in two scripts («Где мой заказ с AirPods Pro Max?») names two languages,
+        so it decides nothing: the stored language (or Telegram's) stays. Commands,
+        mentions and links are no one's language ("/start", "@shop_bot"), nor are a
+        command's arguments ("/language de-DE", "/start promo_spring"). The first
+        :data:`SAMPLE_CHARS` characters are enough to tell, and bound the cost.
+        """
+        if text.lstrip().startswith("/"):
             return None
-        script = "cyrillic" if cyrillic > latin else "latin"
-        return _only(self.languages, script)
+        scripts: set[str] = set()
+        letters = 0
+        for word in text[:SAMPLE_CHARS].split():
+            if word.startswith(_NOT_WORDS):
+                continue
+            # Regular expressions count in C: a 4,000-character message costs microseconds.
+            cyrillic = len(_CYRILLIC.findall(word))
+            latin = len(_LATIN.findall(word))
+            if cyrillic + latin == 0:
+                continue
+            letters += cyrillic + latin
+            scripts.add("cyrillic" if cyrillic > latin else "latin")
+        if letters < MIN_LETTERS or len(scripts) != 1:
+            return None
+        return _only(self.languages, scripts.pop())
 
 
 def _only(languages: Sequence[str], script: str) -> str | None:

@@ -89,12 +89,16 @@ class _Lexicon:
     confirm: re.Pattern[str]
     greeting: re.Pattern[str]
     thanks: re.Pattern[str]
+    # A message that only says goodbye («пока», "bye"): the whole of it, not a word in it.
+    goodbye: re.Pattern[str]
     ask_order_number: str
     ask_order_number_to_cancel: str
     ask_order_number_and_address: str
     nothing_mapped: str
     press_the_button: str
     hello: str
+    you_are_welcome: str
+    bye: str
     bot_cannot_call_a_person: str
     cancel_reason: str
     return_reason: str
@@ -125,6 +129,11 @@ class _Lexicon:
     products: tuple[tuple[re.Pattern[str], str], ...]
     # The shop's product words (its return policies) in this language.
     product_names: Mapping[str, str]
+    # A tool's refusal by its error code, with the order number asked about; a code not
+    # here is told in the tool's own words (the shop's language).
+    errors: Mapping[str, str]
+    # The shop's return conditions (its own words) in this language.
+    conditions: Mapping[str, str]
 
 
 RUSSIAN = _Lexicon(
@@ -152,6 +161,9 @@ RUSSIAN = _Lexicon(
     confirm=_words(r"^\s*(да|подтверждаю|согласен|согласна|ок|окей)\b"),
     greeting=_words(r"^(здравствуй|привет|добр|hello|hi)"),
     thanks=_words(r"спасибо|благодар"),
+    goodbye=_words(
+        r"^\W*(?:пока(?:[ -]пока)?|до свидания|до встречи|всего (?:доброго|хорошего))\W*$"
+    ),
     ask_order_number="Подскажите, пожалуйста, номер заказа: четыре цифры, например 8041.",
     ask_order_number_to_cancel=(
         "Чтобы отменить заказ, напишите, пожалуйста, номер заказа: четыре цифры, например 8042."
@@ -167,6 +179,8 @@ RUSSIAN = _Lexicon(
     ),
     press_the_button="Чтобы подтвердить действие, нажмите кнопку «Подтвердить» на карточке выше.",
     hello="Здравствуйте! Чем могу помочь?",
+    you_are_welcome="Пожалуйста! Если появятся вопросы, пишите.",
+    bye="До свидания! Если появятся вопросы, пишите.",
     bot_cannot_call_a_person=(
         "Я бот и не могу сам позвать оператора, но сотрудники поддержки на связи в часы работы."
     ),
@@ -201,6 +215,8 @@ RUSSIAN = _Lexicon(
     days={},
     products=(),
     product_names={},
+    errors={},
+    conditions={},
 )
 """The Russian words and texts: the demo shop's own language."""
 
@@ -231,6 +247,9 @@ ENGLISH = _Lexicon(
     confirm=_words(r"^\s*(yes|yep|confirm|confirmed|ok|okay|sure|agreed?)\b"),
     greeting=_words(r"^(hello|hi|hey|good (?:morning|afternoon|evening))\b"),
     thanks=_words(r"\bthank|\bthx\b|\bcheers\b"),
+    goodbye=_words(
+        r"^\W*(?:(?:good ?)?bye(?:[ -]bye)?|see you(?: later| soon)?|have a (?:nice|good) day)\W*$"
+    ),
     ask_order_number="Please tell me the order number: four digits, for example 8041.",
     ask_order_number_to_cancel=(
         "To cancel an order, please write the order number: four digits, for example 8042."
@@ -246,6 +265,8 @@ ENGLISH = _Lexicon(
     ),
     press_the_button="To confirm the action, press the confirm button on the card above.",
     hello="Hello! How can I help?",
+    you_are_welcome="You're welcome! If you have more questions, just write.",
+    bye="Goodbye! If you have more questions, just write.",
     bot_cannot_call_a_person=(
         "I'm a bot and cannot call an operator myself, but support staff are available "
         "during working hours."
@@ -308,6 +329,28 @@ ENGLISH = _Lexicon(
         "клавиатура": "keyboard",
         "чайник": "kettle",
         "электрический чайник": "electric kettle",
+    },
+    errors={
+        "order_not_found": (
+            "Order {order_id} was not found. Please check the number: four digits, "
+            "for example 8041."
+        ),
+        "not_cancellable": "Order {order_id} cannot be cancelled at this stage.",
+        "not_returnable": "A return for order {order_id} is not possible at this stage.",
+        "address_not_changeable": (
+            "The delivery address of order {order_id} can no longer be changed."
+        ),
+    },
+    conditions={
+        "Товар должен сохранить комплектность и не иметь следов использования.": (
+            "The item must be complete, with all its parts, and show no signs of use."
+        ),
+        "Возврат возможен при сохранении упаковки и товарного вида.": (
+            "It can be returned if the packaging and the item's look are kept."
+        ),
+        "Нужны комплектность и отсутствие механических повреждений.": (
+            "It must be complete, with no mechanical damage."
+        ),
     },
 )
 """The English words and texts: a customer who writes English is answered in English.
@@ -379,8 +422,11 @@ def _describe_return_policy(data: dict[str, Any], words: _Lexicon) -> str:
     product = _product_in(words, data["product"])
     if not data.get("found"):
         return words.no_policy.format(product=product)
+    conditions = str(data["conditions"])
     return words.policy.format(
-        product=product, days=data["return_days"], conditions=data["conditions"]
+        product=product,
+        days=data["return_days"],
+        conditions=words.conditions.get(conditions, conditions),
     )
 
 
@@ -632,9 +678,9 @@ class OfflineChatModel:
         if order is None and (ask := self._missing_order_number(text, offered, words)) is not None:
             return _Plan(ask=ask)
         question = [word for word in found if len(word) >= 3]
-        small_talk = (words.greeting.search(text) or words.thanks.search(text)) and len(
-            question
-        ) <= 3
+        small_talk = (
+            words.greeting.search(text) or words.thanks.search(text) or words.goodbye.search(text)
+        ) and len(question) <= 3
         if help_center is not None and len(question) >= 2 and not small_talk:
             # No rule fits: what the shop's own articles say (policies, how-to questions),
             # asked in the customer's words and language.
@@ -783,53 +829,82 @@ def _answered_request(messages: Sequence[Message], user_text: str) -> str:
     return f"{messages[users[-2]].get('content') or ''} {user_text}"
 
 
-def _current_turn(messages: Sequence[Message]) -> tuple[str, set[str], list[tuple[str, Any]]]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ToolResult:
+    """One tool result of the turn: the tool, what it was asked and its decoded content."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    payload: Any
+
+
+def _current_turn(messages: Sequence[Message]) -> tuple[str, set[str], list[_ToolResult]]:
     """The last user text, the tools called since, and their decoded results."""
     last_user = max(
         (i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1
     )
     user_text = str(messages[last_user].get("content") or "") if last_user >= 0 else ""
-    names_by_id: dict[str, str] = {}
-    results: list[tuple[str, Any]] = []
+    calls_by_id: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    results: list[_ToolResult] = []
     for message in messages[last_user + 1 :]:
         for call in message.get("tool_calls") or ():
-            names_by_id[call["id"]] = call["function"]["name"]
+            function = call["function"]
+            calls_by_id[call["id"]] = (function["name"], _decoded(function.get("arguments")))
         if message.get("role") == "tool":
-            name = names_by_id.get(str(message.get("tool_call_id")), "")
+            name, arguments = calls_by_id.get(str(message.get("tool_call_id")), ("", {}))
             try:
-                results.append((name, json.loads(str(message.get("content")))))
+                payload = json.loads(str(message.get("content")))
             except json.JSONDecodeError:
-                results.append((name, None))
-    return user_text, set(names_by_id.values()), results
+                payload = None
+            results.append(_ToolResult(name=name, arguments=arguments, payload=payload))
+    return user_text, {name for name, _ in calls_by_id.values()}, results
+
+
+def _decoded(arguments: object) -> Mapping[str, Any]:
+    try:
+        value = json.loads(str(arguments))
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _answer(
     user_text: str,
-    results: list[tuple[str, Any]],
+    results: list[_ToolResult],
     knowledge: OfflineDemoKnowledge,
     words: _Lexicon,
 ) -> str:
     text = _normalise(user_text)
     if not results:
+        # Small talk is answered as such: the demo's disclaimer is for what it cannot map.
+        if words.thanks.search(text):
+            return words.you_are_welcome
+        if words.goodbye.search(text):
+            return words.bye
         if words.greeting.search(text):
             return words.hello
         if words.order.search(text):
             return words.ask_order_number
         # The one answer that says what this model is: it could not map the message.
         return words.nothing_mapped
-    parts = [_describe(knowledge.describer(name), payload, words) for name, payload in results]
+    parts = [_describe(knowledge.describer(result.name), result, words) for result in results]
     if words.person.search(text):
         # The customer asked for a person: say when people answer, not just the timetable.
         parts.insert(0, words.bot_cannot_call_a_person)
     return "\n\n".join(part for part in parts if part)
 
 
-def _describe(describe: Describe | None, payload: Any, words: _Lexicon) -> str:
+def _describe(describe: Describe | None, result: _ToolResult, words: _Lexicon) -> str:
+    payload = result.payload
     if not isinstance(payload, dict):
         return words.unreadable
     if not payload.get("ok"):
-        message = (payload.get("error") or {}).get("message")
-        return str(message or words.service_failed)
+        error = payload.get("error") or {}
+        refusal = words.errors.get(str(error.get("code")))
+        if refusal is not None:
+            # In the customer's language: the tool's own words are the shop's.
+            return refusal.format(order_id=result.arguments.get("order_id", ""))
+        return str(error.get("message") or words.service_failed)
     return describe(payload.get("data") or {}, words) if describe else words.done
 
 

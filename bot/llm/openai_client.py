@@ -16,15 +16,19 @@ from openai.types.chat import ChatCompletion
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
+    LLMConfigurationError,
     LLMRateLimitError,
     LLMRequestError,
     LLMTimeoutError,
     LLMUnavailableError,
+    LLMUnreachableError,
 )
 from bot.llm.http_client import ChatHttpClient, ChatTransport, EventStream, session_factory
 from bot.llm.parsing import parse_chunk, parse_completion, usage_of
 from bot.llm.streaming import StreamAssembler, sse_data
 from bot.llm.types import (
+    MODEL_PROBE_TEXT,
+    EncodedPart,
     LLMResult,
     Message,
     StructuredResult,
@@ -229,7 +233,7 @@ class OpenAIChatClient:
                 options=_REQUEST_OPTIONS,
             )
         except (openai.OpenAIError, ProxyError, ValueError) as error:
-            raise _llm_error(error) from error
+            raise _llm_error(error, self._model) from error
         try:
             return _to_result(parse_completion(response.content))
         except LLMBadResponseError:
@@ -281,10 +285,32 @@ class OpenAIChatClient:
             finally:
                 await response.aclose()
         except (openai.OpenAIError, ProxyError, httpx2.HTTPError, ValueError) as error:
-            raise _llm_error(error) from error
+            raise _llm_error(error, self._model) from error
         except (AttributeError, TypeError) as error:
             raise LLMBadResponseError("the model provider sent a malformed chunk") from error
         return assembler.result()
+
+    async def probe(self, *, timeout_seconds: float) -> None:
+        """Ask the model one short question, once (no retries); an :class:`LLMClientError`.
+
+        Whether the key, the model and the base URL work, as a turn's request would
+        find them: the same endpoint, the same model, a few tokens.
+        """
+        try:
+            response = await self._client.with_options(max_retries=0, timeout=timeout_seconds).post(
+                self._url,
+                cast_to=httpx2.Response,
+                content=self._body([{"role": "user", "content": MODEL_PROBE_TEXT}], (), "auto"),
+                options=_REQUEST_OPTIONS,
+            )
+        except (openai.OpenAIError, ProxyError, ValueError) as error:
+            raise _llm_error(error, self._model) from error
+        try:
+            _to_result(parse_completion(response.content))
+        except LLMBadResponseError:
+            raise
+        except (AttributeError, TypeError, ValueError) as error:
+            raise LLMBadResponseError("the model provider sent a malformed completion") from error
 
     def _body(
         self,
@@ -370,12 +396,13 @@ def _refuses_json_schema(error: openai.BadRequestError) -> bool:
     return "response_format" in text or "json_schema" in text
 
 
-def _llm_error(error: Exception) -> LLMClientError:
+def _llm_error(error: Exception, model: str = "") -> LLMClientError:
     """The :class:`LLMClientError` for a failure of the SDK (or of what it reads)."""
     status = error.status_code if isinstance(error, openai.APIStatusError) else 0
+    named = f"LLM_MODEL {model}" if model else "the model"
     for kinds, build, message in _ERROR_KINDS:
         if isinstance(error, kinds):
-            text = message.format(status=status) if "{status}" in message else message
+            text = message.format(status=status, model=named)
             if isinstance(error, ProxyError):
                 text = f"{text}: {error}"
             return build(text)
@@ -392,11 +419,27 @@ _ERROR_KINDS: Final[tuple[tuple[Any, type[LLMClientError], str], ...]] = (
     ),
     (openai.RateLimitError, LLMRateLimitError, "the model provider is rate limiting us"),
     (openai.InternalServerError, LLMUnavailableError, "the model provider answered {status}"),
-    (openai.APIConnectionError, LLMUnavailableError, "the model provider cannot be reached"),
+    (openai.APIConnectionError, LLMUnreachableError, "the model provider cannot be reached"),
     # Raised while a stream is read: the SDK retries only until the response's head.
     (httpx2.TransportError, LLMUnavailableError, "the model's stream was cut"),
     # The proxy answered but refused the tunnel (407, 403, 502): not an aiohttp error.
-    (ProxyError, LLMUnavailableError, "the proxy refused the connection"),
+    (ProxyError, LLMUnreachableError, "the proxy refused the connection"),
+    # A wrong key, model or base URL: configuration, not load (no retry helps).
+    (
+        openai.AuthenticationError,
+        LLMConfigurationError,
+        "the model provider rejected OPENAI_API_KEY ({status})",
+    ),
+    (
+        openai.PermissionDeniedError,
+        LLMConfigurationError,
+        "the model provider refused OPENAI_API_KEY access to {model} ({status})",
+    ),
+    (
+        openai.NotFoundError,
+        LLMConfigurationError,
+        "the model provider does not know {model} ({status}): check LLM_MODEL and OPENAI_BASE_URL",
+    ),
     (
         openai.APIResponseValidationError,
         LLMBadResponseError,
@@ -428,10 +471,26 @@ def _dumps(value: object) -> bytes:
     surrogate) goes through ``json``, which encodes it or fails as before.
     """
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=_fragment)
     except orjson.JSONEncodeError:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain
+        )
         return text.encode()
+
+
+def _fragment(value: object) -> orjson.Fragment:
+    """An :class:`EncodedPart`'s bytes as they are (encoded once a turn, not once a call)."""
+    if isinstance(value, EncodedPart):
+        return orjson.Fragment(value.json)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _plain(value: object) -> object:
+    """An :class:`EncodedPart` for ``json``, which cannot take encoded bytes as they are."""
+    if isinstance(value, EncodedPart):
+        return value.as_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _to_result(completion: ChatCompletion) -> LLMResult:

@@ -4,6 +4,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
+import orjson
 from pydantic import BaseModel
 
 from turn import ToolCall, Usage
@@ -11,10 +12,40 @@ from turn import ToolCall, Usage
 Message = dict[str, Any]
 """One chat message in the OpenAI wire shape (role, content, tool_calls, tool_call_id)."""
 
+
+class EncodedPart:
+    """One content part of a message, encoded as JSON once: an image's part (megabytes).
+
+    Every model call of a turn sends the whole conversation again, and a turn with
+    tools makes several. The customer's images are made into these parts once per
+    turn; the OpenAI client copies their bytes into each request body as they are,
+    instead of encoding the images' data URLs again at every step of the tool loop.
+    A client that reads messages rather than sending them sees :meth:`as_dict`.
+    """
+
+    __slots__ = ("json",)
+
+    def __init__(self, encoded: bytes) -> None:
+        self.json = encoded
+
+    @classmethod
+    def image(cls, data_url: str) -> "EncodedPart":
+        """An ``image_url`` part of a user message for ``data_url``."""
+        return cls(orjson.dumps({"type": "image_url", "image_url": {"url": data_url}}))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The part as plain JSON values."""
+        value: dict[str, Any] = orjson.loads(self.json)
+        return value
+
+
 ToolDefinition = dict[str, Any]
 """One function tool in the OpenAI wire shape."""
 
 ToolChoice = Literal["auto", "none"]
+
+MODEL_PROBE_TEXT = "Health check: reply with the single word ok."
+"""The one question a start-up probe asks the model (a few tokens; never a customer's turn)."""
 
 TextListener = Callable[[str], None]
 """Told each piece of answer text as the model writes it; must return at once (no I/O)."""

@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from pydantic import SecretStr
 
+from bot.ops.secrets import SecretMask
 from bot.ops.surrogates import replace_lone_surrogates, without_lone_surrogates
 from bot.settings import McpServerSettings
 from tools.mcp.tool import McpCallError, McpCallOutcome
@@ -41,6 +42,13 @@ _RELIST_PAGE_CAP = 100
 _FIRST_PAUSE_SECONDS = 0.1
 _PAUSE_GROWTH = 1.5
 _MAX_PAUSE_SECONDS = 10.0
+# A server that rejects the credentials (401, 403) will not accept the same ones a second
+# later (they are read once, at start-up): asked again after 5 s, then twice as long each
+# time, at most every 5 minutes, in case the shop adds the key on its side.
+_REJECTED_FIRST_PAUSE_SECONDS = 5.0
+_REJECTED_PAUSE_GROWTH = 2.0
+_REJECTED_MAX_PAUSE_SECONDS = 300.0
+_CREDENTIALS_REJECTED = frozenset({401, 403})
 
 _SESSION_END_WAIT_SECONDS = 1.0
 
@@ -50,6 +58,17 @@ class _SessionLost(Exception):
 
 
 ToolsListener = Callable[[str, list[mcp_types.Tool]], None]
+
+
+def next_pause(pause: float, *, credentials_rejected: bool) -> float:
+    """The pause before the next connection attempt after one of ``pause`` failed.
+
+    Exponential and capped; a rejection of the credentials starts and ends higher.
+    """
+    if credentials_rejected:
+        grown = max(pause * _REJECTED_PAUSE_GROWTH, _REJECTED_FIRST_PAUSE_SECONDS)
+        return min(grown, _REJECTED_MAX_PAUSE_SECONDS)
+    return min(pause * _PAUSE_GROWTH, _MAX_PAUSE_SECONDS)
 
 
 class McpConnection:
@@ -65,6 +84,12 @@ class McpConnection:
         self.settings = settings
         self.name = settings.name
         self._headers = dict(headers)
+        self._mask = SecretMask(value.get_secret_value() for value in headers.values())
+        # The status of the last HTTP answer that refused the credentials, per attempt.
+        self._rejected_status: int | None = None
+        self.credentials_rejected = False
+        # How long the runner waits before its next attempt (grows while attempts fail).
+        self.retry_pause_seconds = _FIRST_PAUSE_SECONDS
         self._on_tools = on_tools
         self._client: Client | None = None
         self._up = asyncio.Event()
@@ -80,6 +105,11 @@ class McpConnection:
         self.listed_once = asyncio.Event()
         # Set once the first attempt ended either way (start-up waits for it, not longer).
         self.first_attempt_done = asyncio.Event()
+
+    @property
+    def longest_pause_seconds(self) -> float:
+        """The longest pause between attempts in the present state (for the operator's line)."""
+        return _REJECTED_MAX_PAUSE_SECONDS if self.credentials_rejected else _MAX_PAUSE_SECONDS
 
     @property
     def up(self) -> bool:
@@ -194,6 +224,7 @@ class McpConnection:
         while not self._closing.is_set():
             generation = self._generation + 1
             refused = False
+            self._rejected_status = None
             try:
                 async with self._connect() as client:
                     tools = await _list_tools(client)
@@ -211,22 +242,25 @@ class McpConnection:
                             else ", its tools are offered now",
                         )
                     self.down_reason = None
+                    self.credentials_rejected = False
                     self.listed_once.set()
                     self.first_attempt_done.set()
                     pause = _FIRST_PAUSE_SECONDS
+                    self.retry_pause_seconds = pause
                     async with self._generation_ended:
                         self._generation_ended.notify_all()
                     await self._watch(client)
             except Exception as error:
                 refused = _refused(error)
-                reason = _reason(error)
+                self.credentials_rejected = self._rejected_status is not None
+                reason = self._mask(self._why(error))
                 # The first failure is start-up's one line (bot/mcp/servers.py); later ones
                 # are logged when their reason changes, not on every retry.
                 if self.first_attempt_done.is_set() and reason != self.down_reason:
                     logger.warning(
-                        "MCP server %s: connection lost: %s; reconnecting in the background",
+                        "MCP server %s: %s; reconnecting in the background",
                         self.name,
-                        reason,
+                        reason if self.credentials_rejected else f"connection lost: {reason}",
                     )
                 self.down_reason = reason
             finally:
@@ -241,9 +275,29 @@ class McpConnection:
                 self._generation_ended.notify_all()
             if self._closing.is_set():
                 break
+            if self.credentials_rejected:
+                pause = max(pause, _REJECTED_FIRST_PAUSE_SECONDS)
+            self.retry_pause_seconds = pause
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), timeout=pause)
-            pause = min(pause * _PAUSE_GROWTH, _MAX_PAUSE_SECONDS)
+            pause = next_pause(pause, credentials_rejected=self.credentials_rejected)
+
+    def _why(self, error: BaseException) -> str:
+        """Why an attempt failed, on one line: a refusal of the credentials said as such."""
+        if self._rejected_status is not None:
+            variables = ", ".join(self.settings.headers_from_env.values())
+            check = (
+                f"check the header variable(s) {variables}"
+                if variables
+                else "the server wants credentials: name them in headers_from_env"
+            )
+            return f"rejected the credentials (HTTP {self._rejected_status}): {check}"
+        return _reason(error)
+
+    async def _saw_response(self, response: httpx2.Response) -> None:
+        """Every HTTP answer of the session: a refusal of the credentials is remembered."""
+        if response.status_code in _CREDENTIALS_REJECTED:
+            self._rejected_status = response.status_code
 
     async def _watch(self, client: Client) -> None:
         """Wait for the end of this session; list the tools again when the server says so."""
@@ -292,7 +346,12 @@ class McpConnection:
             timeout = httpx2.Timeout(settings.timeout_seconds, read=300.0)
             # The secrets leave their SecretStr only here, for the HTTP client's headers.
             headers = {name: value.get_secret_value() for name, value in self._headers.items()}
-            async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+            # The SDK turns a 401 into "Server returned an error response": the status is
+            # read here, from the HTTP client's own hook.
+            hooks = {"response": [self._saw_response]}
+            async with httpx2.AsyncClient(
+                headers=headers, timeout=timeout, event_hooks=hooks
+            ) as http:
                 transport = streamable_http_client(settings.url, http_client=http)
                 async with Client(
                     transport, message_handler=self._message, mode=settings.protocol

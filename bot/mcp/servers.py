@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from bot.llm.tokens import estimate_text_tokens
 from bot.mcp.connection import McpConnection
-from bot.settings import McpServerSettings, McpSettings
+from bot.settings import McpServerSettings, McpSettings, header_value_problem
 from tools.mcp.schema import ArgumentsSchema, McpSchemaError
 from tools.mcp.tool import McpTool
 from tools.registry import ToolRegistry, validate_tool_name
@@ -32,7 +32,11 @@ class McpSetupError(RuntimeError):
 
 
 def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> dict[str, SecretStr]:
-    """The server's secret headers read from the environment variables it names."""
+    """The server's secret headers read from the environment variables it names.
+
+    The entry points check them with the settings (exit 2); this is the same check
+    for an application built in process.
+    """
     headers: dict[str, SecretStr] = {}
     for header, variable in server.headers_from_env.items():
         value = environ.get(variable)
@@ -40,6 +44,11 @@ def resolve_headers(server: McpServerSettings, environ: Mapping[str, str]) -> di
             raise McpSetupError(
                 f"MCP server {server.name}: header {header} needs the environment variable "
                 f"{variable}, which is not set"
+            )
+        problem = header_value_problem(value)
+        if problem is not None:
+            raise McpSetupError(
+                f"MCP server {server.name}: header {header}: the value of {variable} {problem}"
             )
         headers[header] = SecretStr(value)
     return headers
@@ -168,6 +177,8 @@ class McpServers:
     localize: Localize = as_written
     # The tools the application keeps for itself, by server (``None``: every server).
     hidden: Mapping[str | None, frozenset[str]] = field(default_factory=dict)
+    # Per server, the allowlisted tools its last listing lacked (warned once per change).
+    _unlisted: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         for server in self.settings.servers:
@@ -176,6 +187,7 @@ class McpServers:
 
     def _listed(self, server_name: str, listed: list[mcp_types.Tool]) -> None:
         connection = next(c for c in self.connections if c.name == server_name)
+        self._warn_unlisted(connection.settings, listed)
         tools = build_tools(
             connection.settings,
             listed,
@@ -191,6 +203,19 @@ class McpServers:
                 server_name,
                 ",".join(left_out),
             )
+
+    def _warn_unlisted(self, server: McpServerSettings, listed: list[mcp_types.Tool]) -> None:
+        """One warning naming the allowlisted tools the server does not list (once per change)."""
+        names = {tool.name for tool in listed}
+        missing = tuple(name for name in server.tools or () if name not in names)
+        if missing and missing != self._unlisted.get(server.name):
+            logger.warning(
+                "MCP server %s does not list %s, named in its tools allowlist: "
+                "check the spelling (the server's own names) or the server's version",
+                server.name,
+                ", ".join(missing),
+            )
+        self._unlisted[server.name] = missing
 
     async def start(self) -> None:
         """Connect every server; wait for each up to ``MCP_CONNECT_TIMEOUT_SECONDS``.
@@ -208,13 +233,23 @@ class McpServers:
             except TimeoutError:
                 pass
         for connection in self.connections:
-            if not connection.up:
+            if connection.up:
+                continue
+            if connection.credentials_rejected:
                 logger.warning(
-                    "MCP server %s is down at start-up (%s): its tools are not offered, "
-                    "the bot starts without them and keeps retrying",
+                    "MCP server %s %s; its tools are not offered, the bot starts without "
+                    "them and asks again with growing pauses (at most every %.0f s)",
                     connection.name,
                     connection.down_reason,
+                    connection.longest_pause_seconds,
                 )
+                continue
+            logger.warning(
+                "MCP server %s is down at start-up (%s): its tools are not offered, "
+                "the bot starts without them and keeps retrying",
+                connection.name,
+                connection.down_reason,
+            )
 
     def connection(self, server_name: str) -> McpConnection | None:
         """The session of server ``server_name`` (``None`` when MCP_SERVERS has none)."""
@@ -223,6 +258,10 @@ class McpServers:
     def degraded(self) -> tuple[str, ...]:
         """The servers without an open session now (for ``/healthz``)."""
         return tuple(c.name for c in self.connections if not c.up)
+
+    def down_reasons(self) -> dict[str, str]:
+        """Why each server of :meth:`degraded` is down, one line each (secrets masked)."""
+        return {c.name: c.down_reason or "not connected" for c in self.connections if not c.up}
 
     async def aclose(self) -> None:
         """Close the sessions in reverse order of opening."""

@@ -35,6 +35,10 @@ SEEN_TTL_SECONDS = 24 * 3600
 DEFAULT_BACKLOG_SECONDS = 24 * 3600
 """How old a message's date may be and still count (Telegram keeps an update for 24 hours)."""
 _DAY_COUNTER_TTL_SECONDS = 2 * 24 * 3600
+ALBUM_CHARGE_SECONDS = 60
+"""How long an album's one flood charge takes in its other photos (they come within a second)."""
+ALBUM_SIZE = 10
+"""Telegram's most items in an album: one charge takes in no more (a forged id gains little)."""
 
 
 def _now_ms() -> int:
@@ -94,6 +98,9 @@ class IncomingUpdate:
     # When the customer wrote it (Telegram's ``date``, ms): the flood limit is charged
     # then, so a backlog taken in at once is no burst. ``None``: at intake.
     sent_ms: int | None = None
+    # One photo of an album (Telegram's ``media_group_id``): the album is one message to the
+    # flood limit and the daily budget, charged with the first of its photos taken in.
+    media_group_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -170,6 +177,9 @@ class Intake:
                 full_mark_ttl=SEEN_TTL_SECONDS,
                 sent_ms=update.sent_ms or 0,
                 backlog_ms=int(self.limits.backlog_seconds * 1000),
+                media_group_id=update.media_group_id or "",
+                album_ttl=ALBUM_CHARGE_SECONDS if update.media_group_id else 0,
+                album_size=ALBUM_SIZE,
             )
         )
         verdict = IntakeVerdict(text_of(reply[0]))

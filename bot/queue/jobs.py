@@ -31,6 +31,10 @@ class Notice(StrEnum):
     # Not a text: an analysis found the customer angry and in a hurry; the worker offers
     # a person (one button) if the conversation is still the bot's.
     ESCALATION = "escalation"
+    # Not a text: staff assist drafts a suggested reply for the topic, after a relay.
+    SUGGESTION = "suggestion"
+    # Not a text: a conversation the bot handled alone scored low; staff get it to review.
+    QUALITY_REVIEW = "quality_review"
 
 
 class QueuedJob(BaseModel):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.sessions.pending import PendingAction
+from bot.sessions.suggestion import StaffSuggestion
 
 SESSION_SCHEMA_VERSION: Literal[1] = 1
 
@@ -69,6 +70,8 @@ class ConversationSession(BaseModel):
     # ``language_chosen``: set by ``/language``, then the customer's words no longer change it.
     language: str | None = None
     language_chosen: bool = False
+    # Staff assist: the suggested reply waiting in the staff topic (at most one).
+    suggestion: StaffSuggestion | None = None
 
     @classmethod
     def start(
@@ -140,12 +143,15 @@ class ConversationSession(BaseModel):
         )
 
     def with_handoff(self, state: HandoffState, now: datetime) -> "ConversationSession":
-        """This session in handoff ``state`` (``bot`` clears the handoff's times)."""
+        """This session in handoff ``state`` (``bot`` clears the handoff's times and any
+        suggested reply)."""
         if state == "bot":
-            times: dict[str, datetime | None] = {
+            times: dict[str, object] = {
                 "handoff_since": None,
                 "staff_replied_at": None,
                 "handoff_activity": None,
+                # A suggested reply is for the person in charge: none once the bot is.
+                "suggestion": None,
             }
         else:
             times = {"handoff_since": self.handoff_since or now, "handoff_activity": now}
@@ -193,6 +199,10 @@ class ConversationSession(BaseModel):
     def with_pending_action(self, action: PendingAction | None) -> "ConversationSession":
         """This session waiting for ``action`` (``None``: waiting for nothing)."""
         return self.model_copy(update={"pending_action": action})
+
+    def with_suggestion(self, suggestion: StaffSuggestion | None) -> "ConversationSession":
+        """This session with ``suggestion`` waiting in the staff topic (``None``: none)."""
+        return self.model_copy(update={"suggestion": suggestion})
 
     def with_action_outcome(
         self, action_id: str, text: str, now: datetime, turn_id: str

@@ -199,6 +199,10 @@ class ConversationKeys:
         :mod:`bot.analysis.schedule`)."""
         return f"{self.base}:analysis"
 
+    def album_charged(self, media_group_id: str) -> str:
+        """How many photos of album ``media_group_id`` intake took in on one flood charge."""
+        return f"{self.base}:album_charged:{media_group_id}"
+
     def album(self, media_group_id: str) -> str:
         """Which queued photos of album ``media_group_id`` one turn took (JSON: leader, members)."""
         return f"{self.base}:album:{media_group_id}"

@@ -28,6 +28,9 @@ from bot.audit.actions import stats_json as action_stats_json
 from bot.audit.actions import stats_lines as action_stats_lines
 from bot.audit.analysis import analysis_stats
 from bot.audit.analysis import stats_json as analysis_stats_json
+from bot.audit.assist import assist_stats
+from bot.audit.assist import stats_json as assist_stats_json
+from bot.audit.assist import stats_lines as assist_stats_lines
 from bot.audit.feedback import feedback_stats
 from bot.audit.feedback import stats_json as feedback_stats_json
 from bot.audit.feedback import stats_lines as feedback_stats_lines
@@ -63,6 +66,7 @@ from bot.support_audit.render import (
     knowledge_gap_lines,
     print_json_lines,
     printable,
+    quality_lines,
     stats_json,
     stats_lines,
 )
@@ -237,6 +241,12 @@ def _build_parser() -> _Parser:
             "7d",
             _analysis,
         ),
+        (
+            "quality",
+            "conversations the bot handled alone, by quality score (worst first)",
+            "7d",
+            _quality,
+        ),
     )
     for name, help_text, since, run in reports:
         report = commands.add_parser(name, parents=[common], help=help_text)
@@ -246,6 +256,10 @@ def _build_parser() -> _Parser:
         report.add_argument("--json", action="store_true", help=json_help)
         if name == "analysis":
             report.add_argument("--category", help="only this category (e.g. return)")
+        if name == "quality":
+            report.add_argument(
+                "--worst", type=_positive_int, default=20, help="how many (default 20)"
+            )
         report.set_defaults(run=run)
 
     export = commands.add_parser(
@@ -399,6 +413,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         stats, handoff, searches = rolled.stats, rolled.handoffs, rolled.searches
         actions, read = rolled.actions, rolled.entries
         feedback, analysis = rolled.feedback, rolled.analysis
+        assist = rolled.assist
     else:
         counted = _Counting(period.entries())
         entries = list(counted)
@@ -408,6 +423,7 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         actions, read = action_stats(entries), counted.count
         feedback = feedback_stats(entries)
         analysis = analysis_stats(entries)
+        assist = assist_stats(entries)
     if args.json:
         report = stats_json(stats, period.since, read)
         report["knowledge"] = {
@@ -418,10 +434,12 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
         report["actions"] = action_stats_json(actions)
         report["feedback"] = feedback_stats_json(feedback)
         report["analysis"] = analysis_stats_json(analysis)
+        report["assist"] = assist_stats_json(assist)
         report["handoffs"] = {
             "opened": handoff.opened,
             "chats": handoff.chats,
             "rate": handoff.rate,
+            "reasons": dict(handoff.reasons),
             "first_reply_ms": {
                 "p50": handoff.first_reply_ms.p50,
                 "p95": handoff.first_reply_ms.p95,
@@ -442,8 +460,9 @@ def _stats(args: argparse.Namespace, context: _Context) -> int:
     lines.append(
         f"handoffs: {handoff.opened} opened in {handoff.chats} chats ({rate}); "
         f"first staff reply: p50 {_seconds(wait.p50)}  p95 {_seconds(wait.p95)}  "
-        f"max {_seconds(wait.max)}"
+        f"max {_seconds(wait.max)}" + _reasons(handoff.reasons)
     )
+    lines.extend(assist_stats_lines(assist))
     lines.extend(action_stats_lines(actions))
     lines.extend(feedback_stats_lines(feedback))
     for line in wrap_lines(lines, width):
@@ -472,6 +491,32 @@ def _analysis(args: argparse.Namespace, context: _Context) -> int:
         },
         empty="no analyses" + (f" in category {category}" if category else ""),
         lines=lambda: analysed_lines(analysed, context.zone, width=terminal_width(context.out)),
+    )
+
+
+def _quality(args: argparse.Namespace, context: _Context) -> int:
+    scored = [
+        entry
+        for entry in _period(args, context).entries()
+        if entry.fields.get(TYPE) == EntryType.ANALYSIS and entry.fields.get("quality")
+    ]
+    # Worst first; among equal scores the newest first (staff read those first).
+    scored.sort(key=lambda entry: entry.entry_id, reverse=True)
+    scored.sort(key=lambda entry: int(entry.fields.get("quality", "9") or "9"))
+    worst = scored[: args.worst]
+    return _report(
+        args,
+        context,
+        worst,
+        json_row=lambda entry: {
+            "at": stream_id_time(entry.entry_id).isoformat(timespec="milliseconds"),
+            "chat_id": entry.fields.get("chat_id", ""),
+            "quality": int(entry.fields.get("quality", "0") or "0"),
+            "failed_criteria": [c for c in entry.fields.get("failed_criteria", "").split(",") if c],
+            "turn_codes": [c for c in entry.fields.get("turn_codes", "").split(",") if c],
+        },
+        empty="no scored conversations",
+        lines=lambda: quality_lines(worst, context.zone, width=terminal_width(context.out)),
     )
 
 
@@ -545,6 +590,14 @@ def _report(
         for line in lines():
             print(line, file=context.out)
     return EXIT_OK
+
+
+def _reasons(reasons: Mapping[str, int]) -> str:
+    """``; by reason: customer_asked 3, ...`` (the most first), or nothing without any."""
+    if not reasons:
+        return ""
+    ordered = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    return "; by reason: " + ", ".join(f"{reason} {count}" for reason, count in ordered)
 
 
 def _seconds(value_ms: float | None) -> str:

@@ -14,6 +14,8 @@ from datetime import datetime
 from bot.audit.actions import ACTION_EVENTS, ToolActionStats
 from bot.audit.analysis import AnalysisStats
 from bot.audit.analysis import stats_of_counts as analysis_of_counts
+from bot.audit.assist import AssistStats
+from bot.audit.assist import stats_of_counts as assist_of_counts
 from bot.audit.feedback import FeedbackStats
 from bot.audit.feedback import stats_of_counts as feedback_of_counts
 from bot.audit.handoffs import HandoffStats, OpenHandoff
@@ -40,6 +42,7 @@ class IndexedStats:
     actions: list[ToolActionStats]
     feedback: FeedbackStats
     analysis: AnalysisStats
+    assist: AssistStats
 
 
 class AuditIndex:
@@ -277,12 +280,18 @@ def _indexed_stats(rollup: _Rollup, chats: int) -> IndexedStats:
             chats=chats,
             rate=opened / chats if chats else None,
             first_reply_ms=rollup.distribution("wait"),
+            reasons={
+                key.split("|", 1)[1]: n
+                for key, n in counts.items()
+                if key.startswith("handoff_reason|")
+            },
         ),
         actions=actions,
         feedback=feedback_of_counts({key: n for key, n in counts.items() if key.startswith("fb|")}),
         analysis=analysis_of_counts(
             {key: n for key, n in counts.items() if key.startswith(("an", "fbc|"))}
         ),
+        assist=assist_of_counts({key: n for key, n in counts.items() if key.startswith("as|")}),
     )
 
 

@@ -465,7 +465,59 @@ def analysis_lines(stats: AnalysisStats, *, width: int | None) -> list[str]:
     if stats.failed:
         shown = ", ".join(f"{key} {n}" for key, n in sorted(stats.failed.items()))
         lines.append(f"analysis failed: {shown}")
+    if stats.quality:
+        scored = sum(stats.quality.values())
+        shown = "  ".join(f"{score}: {stats.quality.get(score, 0)}" for score in range(1, 6))
+        lines.append(f"quality of {scored} bot-alone conversations (1-5): {shown}")
+    resolved = stats.resolved_by_bot + stats.resolved_by_staff
+    if resolved:
+        bot_share = stats.resolved_by_bot / resolved * 100
+        lines.append(
+            f"resolved: by the bot alone {stats.resolved_by_bot} ({bot_share:.0f}%), "
+            f"with staff {stats.resolved_by_staff} ({100 - bot_share:.0f}%)"
+        )
     return lines
+
+
+_CRITERIA_SHORT = {
+    "resolved": "res",
+    "facts_from_tools": "facts",
+    "actions_with_press": "press",
+    "customer_language": "lang",
+    "tone": "tone",
+}
+_QUALITY_TURNS_SHOWN = 2
+
+
+def quality_lines(
+    entries: Sequence[StreamEntry], zone: tzinfo | None, *, width: int | None
+) -> list[str]:
+    """``quality``: one row per scored conversation, worst first (never text).
+
+    The failed criteria in short (``res facts press lang tone``) and the two newest
+    turn codes, so a row fits 80 columns; ``--json`` has them all.
+    """
+    columns = (
+        _TIME,
+        _CHAT,
+        Column(title="SCORE", priority=9, right=True, keep=True),
+        Column(title="FAILED", priority=7),
+        Column(title="NEWEST TURNS", priority=8, short="TURNS", key=True),
+    )
+    rows = []
+    for entry in entries:
+        failed = [name for name in entry.fields.get("failed_criteria", "").split(",") if name]
+        codes = [code for code in entry.fields.get("turn_codes", "").split(",") if code]
+        rows.append(
+            (
+                _local_time(stream_id_time(entry.entry_id), zone),
+                printable(entry.fields.get("chat_id", "")),
+                printable(entry.fields.get("quality", "")),
+                printable(",".join(_CRITERIA_SHORT.get(name, name) for name in failed)) or "-",
+                printable(",".join(codes[-_QUALITY_TURNS_SHOWN:])) or "-",
+            )
+        )
+    return render(columns, rows, width=width)
 
 
 def analysed_lines(

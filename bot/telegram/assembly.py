@@ -160,6 +160,8 @@ def _workers(
             topics=app.handoff.topics,
             sessions=app.sessions,
             analysis=app.analysis,
+            assist=app.assist,
+            staff_texts=app.assist.staff_texts if app.assist is not None else None,
         )
         if app.handoff is not None
         else None,
@@ -170,6 +172,7 @@ def _workers(
         actions=app.actions,
         withdrawal=CardWithdrawal(sessions=app.sessions),
         languages=app.languages,
+        assist=app.assist,
     )
     return WorkerPool(
         stream=app.work,
@@ -177,7 +180,7 @@ def _workers(
         runner=runner,
         retries=app.metrics,
         settings=WorkerPoolConfig(
-            concurrency=settings.worker.concurrency,
+            concurrency=settings.worker.chats_in_hand(settings.llm.max_connections),
             lease_seconds=settings.session.lease_seconds,
             shutdown_grace_seconds=settings.telegram.shutdown_grace_seconds,
             outage_wait_seconds=settings.redis.outage_wait_seconds,

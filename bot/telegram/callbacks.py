@@ -3,7 +3,10 @@
 Each kind of button has its typed data (aiogram ``CallbackData``):
 :class:`~bot.actions.buttons.ActionPress` on a confirmation card,
 :class:`~bot.csat.callback.FeedbackPress` on the satisfaction question,
-:class:`~bot.telegram.escalation_offer.OfferPress` on the offer of a person.
+:class:`~bot.telegram.escalation_offer.OfferPress` on the offer of a person,
+:class:`~bot.staff_assist.buttons.SuggestionPress` on a suggested reply in a staff topic
+(queued in the customer's chat it names, and only from the staff chat; a press on a
+suggestion no longer open is answered «Подсказка устарела»).
 Intake reads a press once (:func:`read_press`) and hands the typed value on;
 in the worker each kind's router filters with its class's ``.filter()``, so
 the routers' order does not matter.
@@ -36,6 +39,8 @@ from bot.csat.schedule import press_state
 from bot.language.choice import ConversationLanguages
 from bot.queue.admission import IncomingUpdate
 from bot.sessions.store import SessionStore, SessionStoreError
+from bot.staff_assist.buttons import SuggestionPress
+from bot.staff_texts import SUGGESTION_OUT_OF_DATE
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.escalation_offer import OfferPress
@@ -43,13 +48,13 @@ from bot.telegram.sending import ReplySender
 
 logger = logging.getLogger(__name__)
 
-ButtonPress = ActionPress | FeedbackPress | OfferPress
+ButtonPress = ActionPress | FeedbackPress | OfferPress | SuggestionPress
 """A press of one of the bot's buttons, typed."""
 
 _KINDS: dict[str, type[ButtonPress]] = {
-    kind.__prefix__: kind for kind in (ActionPress, FeedbackPress, OfferPress)
+    kind.__prefix__: kind for kind in (ActionPress, FeedbackPress, OfferPress, SuggestionPress)
 }
-"""Each kind by its prefix (all three use aiogram's default separator, ``:``)."""
+"""Each kind by its prefix (all four use aiogram's default separator, ``:``)."""
 
 _Data = TypeVar("_Data", bound=CallbackData)
 
@@ -73,19 +78,30 @@ def read_press(data: str | None) -> ButtonPress | None:
 
 
 def press_incoming(
-    update_id: int, callback: CallbackQuery, press: ButtonPress | None, payload: dict[str, object]
+    update_id: int,
+    callback: CallbackQuery,
+    press: ButtonPress | None,
+    payload: dict[str, object],
+    *,
+    staff_chat_id: int | None = None,
 ) -> IncomingUpdate | None:
     """The press as a queued update of the card's chat; ``None`` for no chat or no known button.
 
-    No chat: a button under an inline message (inline mode) is none of the bot's.
+    No chat: a button under an inline message (inline mode) is none of the bot's. A
+    suggestion's press goes to the customer's chat it names, from ``staff_chat_id`` only.
     """
     message = callback.message
     if message is None or press is None:
         return None
+    chat_id = message.chat.id
+    if isinstance(press, SuggestionPress):
+        if staff_chat_id is None or chat_id != staff_chat_id:
+            return None
+        chat_id = press.chat_id
     return IncomingUpdate(
         update_id=update_id,
-        chat_id=message.chat.id,
-        conversation_key=telegram_conversation(message.chat.id),
+        chat_id=chat_id,
+        conversation_key=telegram_conversation(chat_id),
         # Never a model turn, and not charged to the message flood limit: a press answers
         # the bot's own card or question (six quick scores, a confirm right after five
         # messages). The chat's queue cap bounds them.
@@ -135,7 +151,9 @@ class PressAnswers:
         except TelegramAPIError as error:
             logger.info("Callback not answered: %s", type(error).__name__)
 
-    async def _predict(self, callback: CallbackQuery, press: ButtonPress) -> str | None:
+    async def _predict(  # noqa: PLR0911 - one return per kind of button
+        self, callback: CallbackQuery, press: ButtonPress
+    ) -> str | None:
         message = callback.message
         if message is None:
             return customer_texts.BUTTON_FORGED_ANSWER
@@ -144,6 +162,8 @@ class PressAnswers:
             return None
         if isinstance(press, FeedbackPress):
             return await self._predict_feedback(message.chat.id, press.question_id)
+        if isinstance(press, SuggestionPress):
+            return await self._predict_suggestion(press)
         if self.sessions is None or self.actions is None:
             return None
         try:
@@ -161,6 +181,19 @@ class PressAnswers:
             ),
         )
         return SHORT_ANSWERS.get(verdict)
+
+    async def _predict_suggestion(self, press: SuggestionPress) -> str | None:
+        """«Out of date» for a suggestion no longer open (replaced, sent, answered)."""
+        if self.sessions is None:
+            return None
+        try:
+            session = await self.sessions.load(telegram_conversation(press.chat_id))
+        except SessionStoreError:
+            return None
+        open_now = session.suggestion if session is not None else None
+        if open_now is None or open_now.suggestion_id != press.suggestion_id:
+            return SUGGESTION_OUT_OF_DATE
+        return None
 
     async def _predict_feedback(self, chat_id: int, question_id: str) -> str | None:
         """Thanks for a first press, «already» for a second, «closed» for an old question."""

@@ -29,6 +29,7 @@ from bot.telegram.albums import Albums
 from bot.telegram.drafts import drafts_of
 from bot.telegram.filters import AddressedToBot
 from bot.telegram.handlers import actions as action_handlers
+from bot.telegram.handlers import assist as assist_handlers
 from bot.telegram.handlers import chat, commands, last_resort, link, membership, other, photo, voice
 from bot.telegram.handlers import escalation as escalation_handlers
 from bot.telegram.handlers import feedback as feedback_handlers
@@ -84,6 +85,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
         photos=Photos(
             vision=vision_on(settings),
             max_bytes=settings.media.image_max_bytes,
+            max_turn_bytes=settings.media.image_turn_max_bytes,
             max_caption_chars=settings.session.message_max_chars,
             metrics=metrics,
         ),
@@ -93,6 +95,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
         languages=app.languages,
         # /language keeps the customer's choice in the session, committed with its reply.
         session_keeper=app.chat,
+        assist=app.assist,
     )
     in_flight = InFlightMiddleware()
     dispatcher.update.outer_middleware(in_flight)
@@ -128,6 +131,9 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
     if app.handoff is not None:
         # Before the customer routers: a staff chat message never reaches them.
         routers.append(handoff_handlers.build_staff_router(app.handoff.staff_chat_id))
+    if app.assist is not None:
+        # Staff's presses on suggested replies (queued in the customer's chat).
+        routers.append(assist_handlers.build_router())
     dispatcher.include_routers(*routers, messages_router)
     return TelegramFrontEnd(dispatcher=dispatcher, in_flight=in_flight)
 

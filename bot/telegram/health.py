@@ -2,13 +2,14 @@
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from redis.exceptions import RedisError
 
 from bot.audit.redis_sink import RedisStreamAuditSink
+from bot.llm.health import ModelReading
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.work_stream import WorkStream
 from bot.storage.health import RedisHealth, RedisHealthProbe
@@ -56,6 +57,11 @@ class HealthEndpoint:
     # The shop MCP servers without a session now: named, the answer stays 200 (the bot
     # still serves; only those servers' tools are missing), its status says degraded.
     mcp_down: Callable[[], tuple[str, ...]] = lambda: ()
+    # Why each of them is down (a refused connection, rejected credentials), by name.
+    mcp_detail: Callable[[], Mapping[str, str]] = lambda: {}
+    # The chat model's reading: a known fault (a wrong key or model, an outage) keeps the
+    # answer 200 (the bot still serves, and tells customers the truth) and says degraded.
+    model: Callable[[], ModelReading] = lambda: ModelReading(state="ok")
     _reading: tuple[float, RedisReading] | None = field(default=None, init=False)
     _probing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
@@ -89,8 +95,9 @@ class HealthEndpoint:
         tasks_down = self.tasks.down() if self.tasks is not None else {}
         healthy = health.writable and not tasks_down
         mcp_down = self.mcp_down()
+        model = self.model()
         body: dict[str, object] = {
-            "status": "ok" if healthy and not mcp_down else "degraded",
+            "status": "ok" if healthy and not mcp_down and not model.degraded else "degraded",
             "redis": health.writable,
             "redis_detail": health.detail,
             "in_flight": self.in_flight.in_flight,
@@ -103,4 +110,10 @@ class HealthEndpoint:
             body["tasks"] = self.tasks.states()
         if mcp_down:
             body["mcp_servers_down"] = list(mcp_down)
+            detail = self.mcp_detail()
+            body["mcp_detail"] = {name: detail[name] for name in mcp_down if name in detail}
+        if model.state != "ok":
+            body["model"] = model.state
+            if model.reason:
+                body["model_detail"] = model.reason
         return web.json_response(body, status=200 if healthy else 503)

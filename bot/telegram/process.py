@@ -38,7 +38,12 @@ from bot.llm.types import ToolCallingClient
 from bot.ops import event_loop
 from bot.ops.heap import settle_start_up_heap
 from bot.ops.log_context import chat_namer, name_chats
-from bot.ops.startup import StartupError, configure_logging, load_settings
+from bot.ops.startup import (
+    StartupError,
+    configure_logging,
+    configured_secrets,
+    load_settings,
+)
 from bot.ops.supervision import SupervisionPolicy, TaskSupervisor
 from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.work_stream import BacklogGauge, WorkStream
@@ -200,8 +205,13 @@ async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:
 
 
 async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIdentity) -> bool:
-    """Register the command menu (the token and the staff group were checked by the preflight)."""
+    """Register the command menu (the token and the staff group were checked by the preflight).
+
+    The model is probed meanwhile: a wrong key or model is found now, without failing
+    the start (``/healthz`` says degraded and why).
+    """
     settings = app.settings
+    app.model_health.start()
     try:
         linking = (customer_texts.LINK_COMMAND,) if app.account_linking is not None else ()
         default = settings.language.default_language
@@ -388,6 +398,8 @@ def _observability_app(
             ),
             tasks=tasks,
             mcp_down=app.mcp.degraded if app.mcp is not None else lambda: (),
+            mcp_detail=app.mcp.down_reasons if app.mcp is not None else lambda: {},
+            model=app.model_health.reading,
         ).handle,
     )
     depth = BacklogGauge(app.work)
@@ -465,5 +477,7 @@ def start(settings: Settings, mode: Mode, identity: BotIdentity | None = None) -
 
     ``identity``: the preflight already ran (``python -m bot``); else it runs first.
     """
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(
+        settings.log_level, settings.log_format, configured_secrets(settings, os.environ)
+    )
     return event_loop.run(_run_until_signalled(settings, mode, identity))

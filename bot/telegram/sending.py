@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from aiogram import Bot
@@ -47,6 +48,13 @@ ReplyKeyboard = ReplyKeyboardMarkup | ReplyKeyboardRemove
 
 class ReplyNotDeliveredError(RuntimeError):
     """Telegram did not take a piece of the reply within the allowed attempts."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _NoRetry:
+    """The retry rule's "do not send again": why (``None``: not a transient failure)."""
+
+    reason: str | None
 
 
 class ReplySender:
@@ -167,27 +175,10 @@ class ReplySender:
         """
 
         def decide(error: Exception, attempt: int) -> float:
-            if isinstance(error, TelegramRetryAfter):
-                if error.retry_after > self._max_retry_after:
-                    raise error
-                delay = float(error.retry_after)
-            elif isinstance(error, TelegramServerError) or (
-                isinstance(error, TelegramNetworkError)
-                and (repeatable or isinstance(error.__cause__, ClientConnectorError))
-            ):
-                delay = self._backoff.pause(attempt)
-            else:
+            pause = self._retry_pause(chat_id, error, attempt, repeatable=repeatable)
+            if isinstance(pause, _NoRetry):
                 raise error
-            if attempt >= self._max_attempts:
-                raise error
-            logger.info(
-                "Telegram call for %s failed (%s); retry %d in %.1f s",
-                chat_label(chat_id),
-                type(error).__name__,
-                attempt,
-                delay,
-            )
-            return delay
+            return pause
 
         return await retrying(
             "telegram_send", call, decide=decide, counter=self._retries, sleep=self._sleep
@@ -258,37 +249,55 @@ class ReplySender:
 
         def decide(error: Exception, attempt: int) -> float:
             """The pause before sending again; raises when another send could double it."""
-            if isinstance(error, TelegramRetryAfter):
-                if error.retry_after > self._max_retry_after:
-                    raise ReplyNotDeliveredError(
-                        f"Telegram asked to wait {error.retry_after} s, over the "
-                        f"{self._max_retry_after} s allowed"
-                    ) from error
-                delay = float(error.retry_after)
-            elif isinstance(error, TelegramBadRequest):
+            if isinstance(error, TelegramBadRequest):
                 if bad_request is None or not bad_request(error):
                     raise ReplyNotDeliveredError(refused) from error
                 return 0.0
-            elif isinstance(error, TelegramServerError):
-                delay = self._backoff.pause(attempt)
-            elif isinstance(error, TelegramNetworkError):
-                if not repeatable and not isinstance(error.__cause__, ClientConnectorError):
-                    # The request may have reached Telegram: do not risk a duplicate.
-                    raise ReplyNotDeliveredError("delivery uncertain; not retried") from error
-                delay = self._backoff.pause(attempt)
-            else:
-                raise error
-            if attempt >= self._max_attempts:
-                raise ReplyNotDeliveredError(f"not delivered after {attempt} attempts") from error
-            logger.info(
-                "Sending to %s failed (%s); retry %d in %.1f s",
-                chat_label(chat_id),
-                type(error).__name__,
-                attempt,
-                delay,
-            )
-            return delay
+            pause = self._retry_pause(chat_id, error, attempt, repeatable=repeatable)
+            if isinstance(pause, _NoRetry):
+                if pause.reason is None:
+                    raise error
+                raise ReplyNotDeliveredError(pause.reason) from error
+            return pause
 
         return await retrying(
             "telegram_send", attempt, decide=decide, counter=self._retries, sleep=self._sleep
         )
+
+    def _retry_pause(
+        self, chat_id: int, error: Exception, attempt: int, *, repeatable: bool
+    ) -> float | _NoRetry:
+        """The one retry rule: the pause before another attempt, or why there is none.
+
+        A 429 within the allowed wait, a 5xx and a connection that never opened
+        mean Telegram did not take the call, so it is sent again; a timeout or a
+        dropped connection may mean it did, so only a ``repeatable`` call (one that
+        changes nothing the second time, such as an edit) is. Any other error is
+        not a transient one (``_NoRetry`` without a reason: the caller's to raise).
+        """
+        if isinstance(error, TelegramRetryAfter):
+            if error.retry_after > self._max_retry_after:
+                return _NoRetry(
+                    reason=f"Telegram asked to wait {error.retry_after} s, over the "
+                    f"{self._max_retry_after} s allowed"
+                )
+            pause = float(error.retry_after)
+        elif isinstance(error, TelegramServerError):
+            pause = self._backoff.pause(attempt)
+        elif isinstance(error, TelegramNetworkError):
+            if not repeatable and not isinstance(error.__cause__, ClientConnectorError):
+                # The request may have reached Telegram: do not risk a duplicate.
+                return _NoRetry(reason="delivery uncertain; not retried")
+            pause = self._backoff.pause(attempt)
+        else:
+            return _NoRetry(reason=None)
+        if attempt >= self._max_attempts:
+            return _NoRetry(reason=f"not delivered after {attempt} attempts")
+        logger.info(
+            "Sending to %s failed (%s); retry %d in %.1f s",
+            chat_label(chat_id),
+            type(error).__name__,
+            attempt,
+            pause,
+        )
+        return pause

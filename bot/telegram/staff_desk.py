@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramForbiddenError
+from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
 from bot.analysis.analyzer import AnalysisOutcome
@@ -20,12 +21,23 @@ from bot.analysis.model import RequestAnalysis
 from bot.analysis.render import render_analysis
 from bot.analysis.schedule import idle_of
 from bot.analysis.service import ConversationAnalysis
+from bot.customer_texts import Translate
 from bot.handoff.topics import TopicDirectory
 from bot.ops.log_context import chat_label
 from bot.queue.jobs import OutboxEntry
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore, SessionStoreError
+from bot.staff_assist.buttons import suggestion_buttons
+from bot.staff_assist.service import StaffAssist
+from bot.staff_texts import (
+    HANDOFF_REASON_LINE,
+    SUGGESTION_ACTION,
+    SUGGESTION_HEADER,
+    SUGGESTION_SEND,
+    SUGGESTION_SEND_CARD,
+    reason_label,
+)
 from bot.storage.keys import telegram_chat_id
 from bot.telegram.sending import ReplySender
 
@@ -61,11 +73,21 @@ def build_header(
     label: str,
     incidents: list[str],
     analysis: RequestAnalysis | None = None,
+    handoff_reason: str = "",
+    staff_texts: Translate = lambda message: message,
 ) -> str:
     """What staff read first in a topic: who, why, the analysis (what it is about, how the
-    customer feels, what to do first), summary, last exchanges, incident codes."""
+    customer feels, what to do first), summary, last exchanges, incident codes.
+
+    ``handoff_reason``: one of the seven reasons, shown through ``staff_texts``."""
     lines = [f"Клиент: {name or 'без имени'}" + (f" (@{username})" if username else "")]
     lines.append(f"Метка: {label}")
+    if handoff_reason:
+        lines.append(
+            staff_texts(HANDOFF_REASON_LINE).format(
+                reason=reason_label(handoff_reason, staff_texts)
+            )
+        )
     lines.append(f"Причина: {reason}")
     if analysis is not None:
         lines.append("Анализ обращения:")
@@ -94,6 +116,8 @@ class StaffDesk:
         topics: TopicDirectory,
         sessions: SessionStore,
         analysis: ConversationAnalysis | None = None,
+        assist: StaffAssist | None = None,
+        staff_texts: Translate | None = None,
     ) -> None:
         self._bot = bot
         # Every call goes through it: a 429 or a 5xx is retried, a timeout never (no doubles).
@@ -103,6 +127,9 @@ class StaffDesk:
         self._staff = topics.staff_chat_id
         # ANALYSIS=on: the topic's first message starts from the conversation's analysis.
         self._analysis = analysis
+        # Staff assist: queues the drafting of suggestions; staff texts through the catalogs.
+        self._assist = assist
+        self._texts: Translate = staff_texts or (lambda message: message)
 
     async def perform(self, conversation_key: str, entry: OutboxEntry) -> None:
         """Run ``entry``'s staff steps in order, then note the activity; never raises."""
@@ -134,6 +161,19 @@ class StaffDesk:
     async def _step(self, conversation_key: str, entry: OutboxEntry, action: StaffAction) -> None:
         if action.kind == "open":
             await self._open(conversation_key, action)
+        elif action.kind == "suggest":
+            if self._assist is not None:
+                await self._assist.request(conversation_key, entry.turn_id)
+        elif action.kind == "suggestion":
+            await self._suggestion(conversation_key, entry, action)
+        elif action.kind == "edit_staff" and action.message_id is not None:
+            message_id = action.message_id
+            await self._sender.call(
+                self._staff,
+                lambda: self._bot.edit_message_text(
+                    chat_id=self._staff, message_id=message_id, text=action.text[:_POST_CHARS]
+                ),
+            )
         elif action.kind == "copy_to_customer":
             await self._copy_to_customer(conversation_key, entry, action)
         elif action.kind == "copy_to_topic" and action.message_id is not None:
@@ -154,6 +194,40 @@ class StaffDesk:
             text = (entry.text if action.kind == "post_answer" else action.text)[:_POST_CHARS]
             if text.strip():
                 await self._post(conversation_key, text)
+
+    async def _suggestion(
+        self, conversation_key: str, entry: OutboxEntry, action: StaffAction
+    ) -> None:
+        """Post a suggestion in the topic with its buttons (the card's when it needs a write)."""
+        lines = [
+            self._texts(SUGGESTION_HEADER).format(language=action.language or "—"),
+            "",
+            action.text,
+        ]
+        if action.action:
+            lines += ["", self._texts(SUGGESTION_ACTION).format(action=action.action)]
+        rows = suggestion_buttons(
+            entry.chat_id,
+            action.suggestion_id,
+            send=self._texts(SUGGESTION_SEND),
+            card=self._texts(SUGGESTION_SEND_CARD) if action.action else None,
+        )
+        markup = InlineKeyboardMarkup(
+            inline_keyboard=[
+                [InlineKeyboardButton(text=label, callback_data=data) for label, data in row]
+                for row in rows
+            ]
+        )
+        text = "\n".join(lines)[:_POST_CHARS]
+        await self._in_topic(
+            conversation_key,
+            lambda thread: self._sender.call(
+                self._staff,
+                lambda: self._bot.send_message(
+                    chat_id=self._staff, text=text, message_thread_id=thread, reply_markup=markup
+                ),
+            ),
+        )
 
     async def _post(self, conversation_key: str, text: str) -> None:
         await self._in_topic(conversation_key, lambda thread: self._send_to_topic(text, thread))
@@ -219,6 +293,8 @@ class StaffDesk:
             label=short_pseudonym(conversation_key),
             incidents=await self._topics.recent_failures(conversation_key),
             analysis=await self._analysed(conversation_key, session),
+            handoff_reason=action.handoff_reason,
+            staff_texts=self._texts,
         )
 
     async def _analysed(

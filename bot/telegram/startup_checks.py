@@ -5,13 +5,22 @@ Importing aiogram takes seconds (its Bot API types); a missing token or a bad
 usable configuration pays for the import (see ``bench/README.md``).
 """
 
+import contextlib
+import os
 import re
+import socket
 from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic_settings import BaseSettings
 
-from bot.settings import RedisSettings, Settings, TelegramSettings, WebhookSettings
+from bot.settings import (
+    HealthSettings,
+    RedisSettings,
+    Settings,
+    TelegramSettings,
+    WebhookSettings,
+)
 
 Mode = Literal["polling", "webhook", "worker"]
 
@@ -30,11 +39,55 @@ def token_is_well_formed(token: str) -> bool:
     )
 
 
+def listen_problem(host: str, port: int) -> str | None:
+    """Why nothing could listen on ``host:port`` now (a port taken, an address not ours).
+
+    Bound and released at once, with the address reuse aiohttp's server sets (a
+    port left in TIME_WAIT by a stopped bot is free). The server binds it again
+    later; a port taken in between is still reported then.
+    """
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as error:
+        return f"cannot be resolved: {error}"
+    for family, kind, protocol, _, address in addresses:
+        try:
+            with socket.socket(family, kind, protocol) as probe:
+                if os.name == "posix":
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    with contextlib.suppress(OSError):
+                        probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+                probe.listen()
+        except OSError as error:
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            return f"cannot listen there: {reason}"
+    return None
+
+
+def port_problems(
+    health: HealthSettings | None, webhook: WebhookSettings | None, mode: Mode
+) -> list[str]:
+    """A port the mode's server must take that is taken (checked before any connection)."""
+    if mode == "webhook" and webhook is not None:
+        problem = listen_problem(webhook.host, webhook.port)
+        if problem is not None:
+            return [f"WEBHOOK_HOST:WEBHOOK_PORT {webhook.host}:{webhook.port} {problem}"]
+    # Unset, HEALTH_PORT is the first free one of a range; 0 is any free port.
+    if mode != "webhook" and health is not None and health.port:
+        problem = listen_problem(health.host, health.port)
+        if problem is not None:
+            return [f"HEALTH_HOST:HEALTH_PORT {health.host}:{health.port} {problem}"]
+    return []
+
+
 def section_problems(
     telegram: TelegramSettings | None,
     webhook: WebhookSettings | None,
     mode: Mode,
     redis: RedisSettings | None = None,
+    health: HealthSettings | None = None,
 ) -> list[str]:
     """What makes these sections unusable for ``mode`` (never quoting a secret).
 
@@ -65,7 +118,8 @@ def section_problems(
             )
         if not webhook.path.startswith("/"):
             problems.append("WEBHOOK_PATH must start with /")
-    return problems
+    # A port only once the rest is usable: which one is free is the start's last question.
+    return problems or port_problems(health, webhook, mode)
 
 
 def settings_problems(settings: Settings, mode: Mode) -> list[str]:
@@ -80,11 +134,13 @@ def mode_check(mode: Mode) -> Callable[[Mapping[str, BaseSettings]], list[str]]:
         telegram = sections.get("telegram")
         webhook = sections.get("webhook")
         redis = sections.get("redis")
+        health = sections.get("health")
         return section_problems(
             telegram if isinstance(telegram, TelegramSettings) else None,
             webhook if isinstance(webhook, WebhookSettings) else None,
             mode,
             redis if isinstance(redis, RedisSettings) else None,
+            health if isinstance(health, HealthSettings) else None,
         )
 
     return check

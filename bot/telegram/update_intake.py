@@ -72,7 +72,13 @@ class TelegramIntake:
     ) -> IntakeVerdict | None:
         """Queue a press of one of the bot's buttons, read once; answer its callback either way."""
         press = read_press(callback.data)
-        incoming = press_incoming(update.update_id, callback, press, _payload(update, raw))
+        incoming = press_incoming(
+            update.update_id,
+            callback,
+            press,
+            _payload(update, raw),
+            staff_chat_id=self.topics.staff_chat_id if self.topics is not None else None,
+        )
         if incoming is None:
             await self.presses.answer(callback, None)
             return None
@@ -151,6 +157,7 @@ class TelegramIntake:
             counts_turn=_counts_turn(message, vision=self.vision),
             payload=_payload(update, raw),
             sent_ms=_sent_ms(message),
+            media_group_id=message.media_group_id,
         )
 
     async def _staff(

@@ -63,6 +63,8 @@ from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, Queu
 from bot.queue.worker import HeldLease
 from bot.sessions.models import session_of
 from bot.sessions.pending import ActionCard
+from bot.staff_assist.buttons import SuggestionPress
+from bot.staff_assist.service import StaffAssist
 from bot.storage.due_set import schedule_together
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.callbacks import unpack
@@ -115,6 +117,8 @@ class TelegramJobRunner:
     analysis: AnalysisSchedule | None = None
     # The customer's texts per language; None: the source texts (Russian) as they are.
     languages: ConversationLanguages | None = None
+    # Staff assist (a staff group is set): drafts suggestions, posts quality reviews.
+    assist: StaffAssist | None = None
 
     def _texts(self, language: str | None) -> Texts | None:
         return self.languages.texts(language) if self.languages is not None else None
@@ -199,8 +203,9 @@ class TelegramJobRunner:
             kind,
             job.turn_id,
         )
-        if job.notice is not None:
-            # The bot's own notice or an idle check: nobody waits for an answer to it.
+        if job.notice is not None or _suggestion_press(job):
+            # The bot's own notice or an idle check, or staff's press on a suggestion:
+            # no customer waits for an answer to it.
             return JobDropped(reason=DropReason.GIVEN_UP_NOTICE)
         settled = await self._settle_given_up_press(lease, job, context)
         if settled is not None:
@@ -267,6 +272,8 @@ class TelegramJobRunner:
             return await self._question(state, lease, job, context)
         if job.notice is Notice.ESCALATION:
             return await self._offer(state, lease, job, context)
+        if job.notice is Notice.SUGGESTION or job.notice is Notice.QUALITY_REVIEW:
+            return await self._assist_job(lease, job, context)
         if job.notice is not Notice.HANDOFF_IDLE:
             notice = _NOTICES[job.notice] if job.notice is not None else ""
             shown = customer_texts.shown(self._job_texts(context), notice)
@@ -281,6 +288,19 @@ class TelegramJobRunner:
         if done is not None:
             return JobDone(reply=done.reply)
         return JobDropped(reason=DropReason.NOTHING_DUE)
+
+    async def _assist_job(
+        self, lease: HeldLease, job: QueuedJob, context: JobContext
+    ) -> JobOutcome:
+        """Staff assist's jobs: draft a suggestion, or post a quality review."""
+        if self.assist is None:
+            return JobDropped(reason=DropReason.NOTHING_DUE)
+        if job.notice is Notice.SUGGESTION:
+            return await self.assist.draft(lease.conversation_key, context)
+        stored = await self.analysis.latest(lease.conversation_key) if self.analysis else None
+        return await self.assist.review(
+            context, stored.analysis.quality if stored is not None else None
+        )
 
     async def _question(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
@@ -529,6 +549,13 @@ class TelegramJobRunner:
             logger.warning("Turn %s not delivered: %s", reply.turn_id, type(error).__name__)
             return False
         return True
+
+
+def _suggestion_press(job: QueuedJob) -> bool:
+    """Whether ``job`` is staff's press on a suggested reply (never told the customer)."""
+    callback = job.update.get("callback_query")
+    data = callback.get("data") if isinstance(callback, dict) else None
+    return unpack(SuggestionPress, data if isinstance(data, str) else None) is not None
 
 
 def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:

@@ -4,13 +4,18 @@ Only the update (with the file's ``file_id``) is durable: the worker holding the
 chat downloads the file and transcribes it each time it runs the job, so a crash
 mid-transcription re-runs both and the customer is answered once. Limits are
 checked before anything is downloaded: the message's ``duration`` against
-``VOICE_MAX_SECONDS``, its size against the Bot API's 20 MB download limit.
+``VOICE_MAX_SECONDS``, and its size (as Telegram reports it, in the message or
+from ``getFile``) against what that duration can take at a generous bitrate
+(:func:`size_cap`), never over the Bot API's 20 MB download limit. The duration
+is the sender's claim: a file far larger than its claimed length could be
+(19 MB "of one second") is refused as too large, not downloaded and transcribed.
 """
 
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
 from time import perf_counter
+from typing import Final
 
 from aiogram import Bot
 from aiogram.types import Message
@@ -27,6 +32,13 @@ from bot.telegram.files import (
 from turn import TurnInput
 
 logger = logging.getLogger(__name__)
+
+AUDIO_BYTES_PER_SECOND: Final = 40_000
+"""320 kbit/s, the top of the lossy audio formats (MP3, AAC, Opus): voice messages and audio."""
+VIDEO_NOTE_BYTES_PER_SECOND: Final = 250_000
+"""2 Mbit/s: a video note carries its (small, round) video besides the sound."""
+SIZE_SLACK_BYTES: Final = 256 * 1024
+"""Headers, tags and a cover picture a short file may carry besides its sound."""
 
 
 class VoiceRefusal(StrEnum):
@@ -56,6 +68,7 @@ class _Recording:
     duration: int
     file_size: int | None
     filename: str
+    bytes_per_second: int = AUDIO_BYTES_PER_SECOND
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,15 +148,17 @@ class VoiceMessages:
             return VoiceRefusal.OFFLINE
         if recording.duration > self.max_seconds:
             return VoiceRefusal.TOO_LONG
-        if recording.file_size is not None and recording.file_size > BOT_API_DOWNLOAD_LIMIT_BYTES:
+        if recording.file_size is not None and recording.file_size > size_cap(recording):
             return VoiceRefusal.TOO_LARGE
         return None
 
     async def _download(self, bot: Bot, recording: _Recording) -> bytes | VoiceRefusal:
+        # The cap again: the message may not say the size, getFile does (checked before
+        # the bytes are fetched) and the bytes themselves do.
         got = await download(
             bot,
             recording.file_id,
-            max_bytes=BOT_API_DOWNLOAD_LIMIT_BYTES,
+            max_bytes=size_cap(recording),
             timeout_seconds=self.download_timeout_seconds,
             what="Voice file",
         )
@@ -171,6 +186,7 @@ def recording_of(message: Message) -> _Recording | None:
             duration=note.duration,
             file_size=note.file_size,
             filename="video_note.mp4",
+            bytes_per_second=VIDEO_NOTE_BYTES_PER_SECOND,
         )
     if message.audio is not None:
         audio = message.audio
@@ -181,6 +197,16 @@ def recording_of(message: Message) -> _Recording | None:
             filename=audio.file_name or _audio_name(audio.mime_type),
         )
     return None
+
+
+def size_cap(recording: _Recording) -> int:
+    """The most bytes ``recording`` may be: its claimed length at a generous bitrate.
+
+    Never more than the Bot API lets a bot download. A file over it is larger than
+    the length it claims could make it, so the claim is not believed.
+    """
+    claimed = max(recording.duration, 1) * recording.bytes_per_second + SIZE_SLACK_BYTES
+    return min(claimed, BOT_API_DOWNLOAD_LIMIT_BYTES)
 
 
 def _audio_name(mime_type: str | None) -> str:

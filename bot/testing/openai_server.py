@@ -7,7 +7,10 @@ Each request to
 ``POST /v1/chat/completions`` is recorded, then answered by the next scripted step,
 else by ``server.responder``; with neither, the request is *unscripted*: it is
 answered 500 (marked not retryable) and kept in ``server.unscripted`` so a test can
-assert that it never happened.
+assert that it never happened. The bot's start-up probe of the model (one question,
+:data:`bot.llm.types.MODEL_PROBE_TEXT`) is apart: kept in ``server.probes``, answered
+by :meth:`ScriptedOpenAIServer.script_probes` steps, else ``server.probe_responder``,
+else "ok", so that the turns' script is the turns' alone.
 
     async with ScriptedOpenAIServer() as server:
         server.script(tool_call_answer("get_order_status", {"order_id": "8041"}),
@@ -26,6 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.llm.types import MODEL_PROBE_TEXT
 from bot.testing.openai_stream import DEFAULT_STREAM_CHUNK_CHARS, completion_events
 from bot.testing.ports import LISTEN_BACKLOG
 
@@ -47,7 +51,9 @@ class Reply:
     after that many events, before ``[DONE]``. With ``keep_alive_seconds`` the
     stream sends only SSE comments (``: keep-alive``), that far apart, until the
     client or the server gives up: a provider that holds the stream open and never
-    writes.
+    writes. With ``hold_after_chunks`` the stream stops after that many events until
+    the test calls :meth:`ScriptedOpenAIServer.release_streams`: what the client did
+    with the first pieces is seen while the rest is certainly not sent yet.
     """
 
     status: int = 200
@@ -58,6 +64,7 @@ class Reply:
     chunk_interval_seconds: float = 0.0
     cut_after_chunks: int | None = None
     keep_alive_seconds: float = 0.0
+    hold_after_chunks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +264,11 @@ def cut_stream(step: Reply, *, after_chunks: int) -> Reply:
     return replace(step, cut_after_chunks=after_chunks)
 
 
+def held_stream(step: Reply, *, after_chunks: int) -> Reply:
+    """``step`` streamed, stopping after ``after_chunks`` events until streams are released."""
+    return replace(step, hold_after_chunks=after_chunks)
+
+
 def keep_alive_only(step: Reply, *, interval_seconds: float = 0.1) -> Reply:
     """``step`` asked for as a stream, answered with SSE comments only, this far apart."""
     return replace(step, keep_alive_seconds=interval_seconds)
@@ -313,8 +325,17 @@ class ScriptedOpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.unscripted: list[RecordedRequest] = []
         self.responder: Responder | None = None
+        # The start-up probes of the model: recorded and answered apart from the turns.
+        self.probes: list[RecordedRequest] = []
+        self.probe_responder: Responder | None = None
+        self._probe_steps: deque[Reply] = deque()
         self.latency_seconds = 0.0
         self.stream_chunk_chars = DEFAULT_STREAM_CHUNK_CHARS
+        # Streams the client went away from before their end (and before stop()): a turn
+        # cut by its deadline leaves one here while the server was still sending.
+        self.streams_cut = 0
+        # What lets streams stopped at their hold_after_chunks go on.
+        self._released = asyncio.Event()
         self._steps: deque[Reply] = deque()
         # Transcriptions: recorded, answered from their own script (unscripted: 500).
         self.transcriptions: list[TranscriptionRequest] = []
@@ -338,6 +359,10 @@ class ScriptedOpenAIServer:
     def script(self, *steps: Reply) -> None:
         """Append steps; each request consumes the oldest one."""
         self._steps.extend(steps)
+
+    def script_probes(self, *steps: Reply) -> None:
+        """Append answers for the model probes; each probe takes the oldest (then "ok")."""
+        self._probe_steps.extend(steps)
 
     def script_transcriptions(self, *steps: Reply) -> None:
         """Append answers for ``/v1/audio/transcriptions``; each request takes the oldest."""
@@ -380,6 +405,9 @@ class ScriptedOpenAIServer:
             body = None
         headers = {name.lower(): value for name, value in request.headers.items()}
         recorded = RecordedRequest(path=request.path, headers=headers, body=body)
+        if user_texts(body) == [MODEL_PROBE_TEXT]:
+            self.probes.append(recorded)
+            return await self._answer(request, body, await self._probe_step(body))
         self.requests.append(recorded)
 
         step = await self._next_step(body)
@@ -391,6 +419,9 @@ class ScriptedOpenAIServer:
                 code="unscripted_request",
                 headers={"x-should-retry": "false"},
             )
+        return await self._answer(request, body, step)
+
+    async def _answer(self, request: web.Request, body: Any, step: Reply) -> web.StreamResponse:
         await self._sleep(self.latency_seconds + step.delay_seconds)
         if _streamed(body, step):
             return await self._stream(request, body, step)
@@ -444,6 +475,20 @@ class ScriptedOpenAIServer:
             status=200, headers={"Content-Type": "text/event-stream", **step.headers}
         )
         await response.prepare(request)
+        try:
+            return await self._send_events(response, events, step, request)
+        except (asyncio.CancelledError, ConnectionResetError):
+            if not self._closing.is_set():
+                self.streams_cut += 1
+            raise
+
+    async def _send_events(
+        self,
+        response: web.StreamResponse,
+        events: list[bytes],
+        step: Reply,
+        request: web.Request,
+    ) -> web.StreamResponse:
         if step.keep_alive_seconds:
             # Comments only, never an event: every read gets bytes, no answer ever comes.
             while not self._closing.is_set():
@@ -451,6 +496,8 @@ class ScriptedOpenAIServer:
                 await self._sleep(step.keep_alive_seconds)
             return response
         for number, event in enumerate(events):
+            if number == step.hold_after_chunks:
+                await self._wait_released_or_closing()
             if step.cut_after_chunks is not None and number >= step.cut_after_chunks:
                 # No terminating chunk and no [DONE]: the client sees a stream cut mid-way.
                 if request.transport is not None:
@@ -464,6 +511,27 @@ class ScriptedOpenAIServer:
             await response.write(event)
         await response.write_eof()
         return response
+
+    async def _probe_step(self, body: Any) -> Reply:
+        if self._probe_steps:
+            return self._probe_steps.popleft()
+        if self.probe_responder is None:
+            return text_answer("ok")
+        answer = self.probe_responder(body)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    def release_streams(self) -> None:
+        """Let every held stream (and any held later) send the rest."""
+        self._released.set()
+
+    async def _wait_released_or_closing(self) -> None:
+        released = asyncio.ensure_future(self._released.wait())
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({released, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            released.cancel()
+            closing.cancel()
 
     async def _next_step(self, body: Any) -> Reply | None:
         if self._steps:

@@ -12,6 +12,7 @@ from bot.sessions.pending import PendingAction, new_action_id
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
+from bot.testing.clock import SteppedClockLoop, run_with_stepped_clock
 from tools.default_registry import build_default_tool_registry
 from tools.order_actions import CancelOrderArguments
 from tools.registry import ToolRegistry
@@ -106,42 +107,62 @@ async def test_arguments_that_no_longer_validate_fail_kindly(
     assert order.status == "processing"
 
 
-async def test_a_confirmed_write_whose_shop_hangs_ends_at_its_deadline() -> None:
-    started = asyncio.Event()
+def test_a_confirmed_write_whose_shop_hangs_ends_at_its_deadline() -> None:
+    # The loop's clock is the test's: the shop's hour-long deadline passes when the test says.
+    deadline = 3600.0
 
-    async def hanging(_arguments: object, _customer: Customer, _key: str) -> ActionResult:
-        started.set()
-        await asyncio.Event().wait()  # a shop that never answers
-        raise AssertionError("unreachable")
+    async def main(clock: SteppedClockLoop) -> None:
+        started = asyncio.Event()
+        cut = asyncio.Event()
+        asked_after: list[str] = []
 
-    async def applied_nothing(
-        _arguments: object, _customer: Customer, _key: str
-    ) -> ActionResult | None:
-        return None  # asked afterwards, the shop says nothing was applied under the key
+        async def hanging(_arguments: object, _customer: Customer, key: str) -> ActionResult:
+            started.set()
+            try:
+                await asyncio.Event().wait()  # a shop that never answers
+            except asyncio.CancelledError:
+                cut.set()
+                raise
+            raise AssertionError("unreachable")
 
-    tool: WriteTool[CancelOrderArguments, None] = WriteTool(
-        name="cancel_order",
-        description="Отменяет заказ.",
-        arguments_model=CancelOrderArguments,
-        check=lambda _arguments, _customer: asyncio.sleep(0),
-        describe=lambda _arguments, _state: "",
-        handler=hanging,
-        lookup=applied_nothing,
-        declined=lambda _arguments, _customer: "",
-        timeout_seconds=0.2,
-    )
-    registry = ToolRegistry()
-    registry.register_write(tool)
-    actions = ActionConfirmations(registry=registry, clock=lambda: NOW)
-    loop = asyncio.get_running_loop()
-    begun = loop.time()
+        async def applied_nothing(
+            _arguments: object, _customer: Customer, key: str
+        ) -> ActionResult | None:
+            asked_after.append(key)
+            return None  # asked afterwards, the shop says nothing was applied under the key
 
-    result = await actions.settle(
-        pending(arguments='{"order_id": "8042", "reason": "передумал"}'),
-        Verdict.CONFIRM,
-        Customer(user_id=7, chat_id=7),
-    )
+        tool: WriteTool[CancelOrderArguments, None] = WriteTool(
+            name="cancel_order",
+            description="Отменяет заказ.",
+            arguments_model=CancelOrderArguments,
+            check=lambda _arguments, _customer: asyncio.sleep(0),
+            describe=lambda _arguments, _state: "",
+            handler=hanging,
+            lookup=applied_nothing,
+            declined=lambda _arguments, _customer: "",
+            timeout_seconds=deadline,
+        )
+        registry = ToolRegistry()
+        registry.register_write(tool)
+        actions = ActionConfirmations(registry=registry, clock=lambda: NOW)
 
-    assert started.is_set()
-    assert loop.time() - begun < 2
-    assert (result.done, result.error_code) == (False, "technical_error")
+        settling = asyncio.create_task(
+            actions.settle(
+                pending(arguments='{"order_id": "8042", "reason": "передумал"}'),
+                Verdict.CONFIRM,
+                Customer(user_id=7, chat_id=7),
+            )
+        )
+        await started.wait()
+        # A minute before the deadline the shop is still waited for.
+        await clock.spend(deadline - 60)
+        assert not settling.done()
+        assert not cut.is_set()
+        await clock.spend(61)
+        result = await settling
+
+        assert cut.is_set()
+        assert asked_after == ["a" * 16]
+        assert (result.done, result.error_code) == (False, "technical_error")
+
+    run_with_stepped_clock(main)

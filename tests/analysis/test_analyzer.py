@@ -37,6 +37,7 @@ ANSWER: dict[str, Any] = {
     "resolved": False,
     "summary": "Клиент хочет отменить заказ 8041, заказ уже передан в доставку.",
     "next_step": "Проверить, можно ли вернуть заказ 8041 со склада доставки.",
+    "quality": {"score": 3, "failed": ["resolved", "tone"]},
 }
 
 
@@ -88,6 +89,9 @@ async def test_the_model_answers_through_a_strict_json_schema_naming_the_shops_c
     schema = response_format["json_schema"]["schema"]
     assert schema["properties"]["category"]["enum"] == list(DEFAULT_CATEGORIES)
     assert set(schema["required"]) == set(ANSWER)
+    # The rubric's score is asked in the same call (nullable: a person took part).
+    quality = schema["properties"]["quality"]
+    assert "null" in json.dumps(quality)
     # The transcript is data in a user message; the instruction lists the categories.
     instruction, transcript = request["messages"]
     assert "order_status" in instruction["content"]

@@ -23,7 +23,7 @@ def test_pseudonym_depends_on_the_key_and_the_chat() -> None:
 
 def test_pseudonym_matches_the_published_hmac_sha256() -> None:
     """Staff can reproduce a pseudonym with any HMAC-SHA256 tool."""
-    # Pinned value: hmac.new(KEY, b"42", hashlib.sha256).hexdigest()[:16], as the README shows.
+    # Pinned: hmac.new(KEY, b"42", hashlib.sha256).hexdigest()[:16] (docs/staff-cli.md).
     assert chat_pseudonym("42", KEY) == "h:24e0c29fef8eeb33"
 
 

@@ -13,7 +13,7 @@ from bot.chat_errors import (
     MessageTooLongError,
 )
 from bot.llm.errors import LLMRequestError, LLMTimeoutError
-from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.llm.types import EncodedPart, LLMResult, Message, ToolChoice, ToolDefinition
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import (
@@ -25,7 +25,7 @@ from bot.testing.scripted_client import (
 )
 from tools.order_status import GetOrderStatusArguments
 from tools.registry import RegisteredTool, ToolRegistry
-from turn import TurnOutcome, new_turn_id
+from turn import ImagePart, TurnContext, TurnInput, TurnOutcome, new_turn_id
 
 
 def harness_over(
@@ -351,3 +351,36 @@ async def test_a_crashed_tool_is_logged_with_its_trace_but_never_with_the_custom
     assert "tool_failure" in failures[0].getMessage()
     assert "database exploded" in caplog.text  # the trace, for developers
     assert "мой секретный вопрос" not in caplog.text
+
+
+async def test_a_turns_images_are_encoded_once_and_the_same_part_goes_with_every_model_call(
+    make_harness,
+):
+    """A tool step and the answer: both model calls carry the very same encoded image parts."""
+    results = [tool_result("get_order_status", {"order_id": "8041"}), text_result("В пути.")]
+    client = scripted(*results)
+    harness = make_harness(client)
+    images = (
+        ImagePart(file_id="f-1", data_url="data:image/jpeg;base64,AAAA"),
+        ImagePart(file_id="f-2", data_url="data:image/jpeg;base64,BBBB"),
+    )
+    context = TurnContext(
+        conversation_key="img", chat_id="img", user_id=None, turn_id=new_turn_id()
+    )
+    async with harness.chat.hold("img", context) as held:
+        reply = await harness.chat.reply(
+            context,
+            "Заказ 8041 пришёл таким",
+            held=held,
+            turn_input=TurnInput(kind="photo", images=images),
+        )
+    assert reply.text == "В пути."
+
+    def image_parts(messages: Sequence[Message]) -> list[EncodedPart]:
+        (customer,) = [m for m in messages if m["role"] == "user"]
+        return [part for part in customer["content"] if isinstance(part, EncodedPart)]
+
+    (first, _, _), (second, _, _) = client.requests
+    once = image_parts(first)
+    assert [part.as_dict()["image_url"]["url"] for part in once] == [i.data_url for i in images]
+    assert all(a is b for a, b in zip(image_parts(second), once, strict=True))

@@ -245,11 +245,12 @@ def test_a_failed_turn_shows_the_kind_message_and_the_incident_code_as_telegram_
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     turns = turn_entries(client)
-    assert [fields[b"outcome"] for fields in turns] == [b"message_too_long", b"model_unavailable"]
+    # Nobody listens at the provider's address: unreachable, not "overloaded".
+    assert [fields[b"outcome"] for fields in turns] == [b"message_too_long", b"model_unreachable"]
     too_long, unavailable = (fields[b"turn_id"].decode() for fields in turns)
     # The very texts (and codes) a Telegram customer gets for these failures.
     assert customer_texts.failure_message(MessageTooLongError(""), too_long) in result.stdout
-    model_down = ChatServiceError("", kind=TurnOutcome.MODEL_UNAVAILABLE)
+    model_down = ChatServiceError("", kind=TurnOutcome.MODEL_UNREACHABLE)
     assert customer_texts.failure_message(model_down, unavailable) in result.stdout
     assert f"Код обращения: {unavailable}." in result.stdout
     client.close()
@@ -277,7 +278,7 @@ def test_log_lines_never_land_inside_a_line_of_the_chat(redis_server: RedisServe
     ready = next(i for i, line in enumerate(lines) if "Engine ready" in line)
     assert ready < banner
     # The failed turn logs a warning while it runs: on a line of its own, not after "Вы: ".
-    assert any("WARNING" in line and "failed (model_unavailable)" in line for line in lines)
+    assert any("WARNING" in line and "failed (model_unreachable)" in line for line in lines)
     inside = [line for line in lines if (found := LOG_LINE.search(line)) and found.start() > 0]
     assert inside == []
 

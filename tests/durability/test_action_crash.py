@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.actions.confirmation import DEFAULT_CONFIRM_SECONDS
 from bot.storage.keys import RedisKeys
 from bot.testing.openai_server import (
     Reply,
@@ -101,7 +102,8 @@ async def test_sigkill_between_the_handler_and_the_commit_changes_the_order_once
     assert "Traceback" not in cluster.logs()
 
 
-CONFIRM_SECONDS = 4.0
+# Long enough for a loaded machine to take the press in after its card was shown.
+CONFIRM_SECONDS = 6.0
 
 
 @pytest.mark.parametrize(
@@ -125,18 +127,19 @@ async def test_an_action_applied_before_the_crash_is_told_as_executed(
     first = await cluster.start("polling", "first", BOT_CRASH_POINT="action_handled", **env)
     await telegram.push_message(CHAT, "отмените заказ 8042")
     await telegram.wait_for(lambda: bool(telegram.keyboards(CHAT)), within=30)
-    proposed = time.time()
+    shown = time.time()  # the proposal was made before its card was shown
     [(card_id, _, keyboard)] = telegram.keyboards(CHAT)
     yes = keyboard[0][0]["callback_data"]
     action_id = yes.split(":")[1]
     await telegram.push(telegram.callback_update(CHAT, card_id, yes))
     await wait_until(lambda: not first.alive, 30, "the crash point kills it", cluster.logs)
-    assert time.time() - proposed < CONFIRM_SECONDS, "the press did not arrive in time"
     keys = RedisKeys(PREFIX)
     assert await store.exists(keys.shop_done(f"u{CHAT}", action_id)) == 1
-    await wait_until(
-        lambda: time.time() > proposed + CONFIRM_SECONDS, 10, "the window is over", cluster.logs
-    )
+    if "ACTION_CONFIRM_SECONDS" in env:
+        # The restarted process gets to the press when, by its clock, the window is over.
+        await wait_until(
+            lambda: time.time() > shown + CONFIRM_SECONDS, 20, "the window is over", cluster.logs
+        )
 
     await cluster.start("polling", "restarted", **env)
     await telegram.wait_for(lambda: OUTCOME in telegram.sent_texts(CHAT), within=TAKEOVER_WITHIN)
@@ -158,6 +161,11 @@ async def test_an_action_applied_before_the_crash_is_told_as_executed(
     rows = [fields for _, fields in entries if fields is not None]
     steps = [row.get(b"event") for row in rows if row.get(b"type") == b"action"]
     assert steps == [b"proposed", b"confirmed", b"executed"]
+    # The press arrived in time (by the intake's record, which the verdict used), however
+    # long the crash and the restart took on this machine.
+    [confirmed] = [row for row in rows if row.get(b"event") == b"confirmed"]
+    window = float(env.get("ACTION_CONFIRM_SECONDS", DEFAULT_CONFIRM_SECONDS))
+    assert float(confirmed[b"decide_ms"]) < window * 1000
     # The one failed entry a given-up job leaves would tell another story.
     assert not [row for row in rows if row.get(b"outcome") == b"failed"]
     assert "Traceback" not in cluster.logs()

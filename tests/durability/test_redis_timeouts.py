@@ -18,6 +18,9 @@ from typing import Any
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer
 from bot.testing.telegram_server import FakeTelegramServer
@@ -57,9 +60,24 @@ async def debug_sleep(store: aioredis.Redis, seconds: float) -> "asyncio.Task[No
             await sleeper.aclose()
 
     task = asyncio.create_task(sleep())
-    await asyncio.sleep(0.2)
-    assert not task.done()
+    # Asleep once a PING on a connection of its own gets no answer (not after a guess).
+    async with asyncio.timeout(10):
+        while not await _asleep(where["host"], where["port"]):
+            assert not task.done(), "Redis woke before it was seen asleep"
+            await asyncio.sleep(0.02)
     return task
+
+
+async def _asleep(host: str, port: int) -> bool:
+    """Whether Redis leaves a PING unanswered for a quarter of a second (one try only)."""
+    probe = aioredis.Redis(host=host, port=port, socket_timeout=0.25, retry=Retry(NoBackoff(), 0))
+    try:
+        await probe.ping()
+    except (RedisTimeoutError, TimeoutError):
+        return True
+    finally:
+        await probe.aclose()
+    return False
 
 
 async def assert_answered_once(

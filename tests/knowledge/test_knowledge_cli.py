@@ -26,8 +26,8 @@ def test_check_passes_the_shipped_demo_help_center() -> None:
     done = _run("check")
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert "40 articles" in done.stderr
-    assert "(by language: en 10, ru 30)" in done.stderr
+    assert "43 articles" in done.stderr
+    assert "(by language: en 13, ru 30)" in done.stderr
 
 
 def test_check_prints_one_line_per_problem_and_exits_1(tmp_path: Path) -> None:

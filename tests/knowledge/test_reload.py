@@ -146,13 +146,10 @@ async def test_searches_go_on_during_a_rebuild_of_1000_articles(tmp_path: Path) 
     for number in range(1000):
         body = " ".join(words[(number + i) % len(words)] for i in range(60))
         write_article(directory, f"a{number:04d}.md", f"# Статья {number}\n\n{body}\n")
-    started = time.monotonic()
+    # How long the build takes is bench's (python -m bench.knowledge: about 1 s).
     center = HelpCenter.load(directory)
-    build_seconds = time.monotonic() - started
     assert center.snapshot.index.article_count == 1000
     assert center.snapshot.problems == ()
-    # Generous for a shared 2-core host; bench/README.md has the real figure (about 1 s).
-    assert build_seconds < 30
     assert len(center.search("доставка курьером")) == 3
 
     write_article(directory, "zzz.md", NEW_ARTICLE)

@@ -69,9 +69,10 @@ def test_recall_at_3_and_mrr_stay_above_their_floor(index: SearchIndex) -> None:
         ranks.append(found.index(expected) + 1 if expected in found else None)
     recall = sum(rank is not None for rank in ranks) / len(ranks)
     mrr = sum(1 / rank for rank in ranks if rank) / len(ranks)
-    # Measured 0.933 and 0.882 (bench/README.md); the floor leaves room for new articles.
-    assert recall >= 0.9, recall
-    assert mrr >= 0.84, mrr
+    # Measured 0.933 and 0.882 (bench/README.md); 0.944 and 0.897 on issue 46's larger set
+    # (0.921 and 0.864 before its fixes). The floor leaves room for new articles.
+    assert recall >= 0.92, recall
+    assert mrr >= 0.87, mrr
 
 
 @pytest.mark.parametrize(
@@ -153,3 +154,53 @@ def test_a_hit_carries_title_url_and_a_short_snippet(index: SearchIndex) -> None
     assert hit.url == "https://help.shop.example/returns/refunds"
     assert 0 < len(hit.snippet) <= 600
     assert hit.score > 0
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Сколько идёт доставка в Казань?",
+        "доставка в казань сколько дней",
+        "как долго ждать курьера?",
+        "Доставка в Санкт-Петербург сколько дней?",
+        "сколько ехать заказу до Екатеринбурга",
+        "How long does delivery to Kazan take?",
+    ],
+)
+def test_delivery_to_a_city_finds_delivery_times_first(index: SearchIndex, query: str) -> None:
+    """Issue 46: «Казань» matched «касанием» (one letter off) and found the headphones."""
+    assert _ids(index, query)[0] == "delivery-times"
+
+
+def test_a_short_stem_is_not_taken_for_a_typo_of_another_word(index: SearchIndex) -> None:
+    assert "headphones-pairing" not in _ids(index, "доставка в Казань")
+    # Long words still forgive a letter.
+    assert _ids(index, "вазврат товара")[0] == "returns-how"
+
+
+def test_a_city_alone_is_no_topic(index: SearchIndex) -> None:
+    """The weather in a city the delivery articles name is not a question for them."""
+    assert index.search("какая погода в москве", 3) == []
+    assert index.search("какая погода в казани", 3) == []
+
+
+def test_a_number_no_article_has_does_not_hide_the_question(index: SearchIndex) -> None:
+    assert _ids(index, "почему доставка платная если у меня заказ на 4000")[0] == "delivery-cost"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("My package arrived damaged", "damaged-parcel"),
+        ("The box was crushed when it arrived", "damaged-parcel"),
+        ("I received the wrong item", "missing-item"),
+        ("An item is missing from my order", "missing-item"),
+        ("The item stopped working after a week", "defective-item"),
+    ],
+)
+def test_what_went_wrong_with_a_parcel_finds_its_english_article(
+    index: SearchIndex, query: str, expected: str
+) -> None:
+    """Issue 46: these found the warranty's exclusions and the refunds article."""
+    hit = index.search(query, 3)[0]
+    assert (hit.article_id, hit.lang) == (expected, "en")

@@ -8,21 +8,26 @@ covers: that drain is over as far as Redis knows.
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.work_stream import GROUP
 from tests.queue.echo_pool import echo_stack, wait_until, wait_until_redis
 
-LEASE_SECONDS = 2.0
-RESUME_LATE_SECONDS = 1.0
+# Long enough that no sweep or reclaim (two leases) can rescue a lost signal while the
+# test waits: an answer within the test's wait is the pool's own doing.
+LEASE_SECONDS = 30.0
+ANSWER_WITHIN_SECONDS = 20.0
 
 
 class _ResumesLateAfterRelease(ChatQueue):
-    """The real queue; after the script that releases the chat, the drain resumes 1 s late."""
+    """The real queue; after the script that releases the chat, the drain waits for the test."""
 
     released = asyncio.Event()
+    resume = asyncio.Event()
 
     async def delivered(
         self, conversation_key: str, token: str, job_id: str, *, keep: bool = False
@@ -30,14 +35,21 @@ class _ResumesLateAfterRelease(ChatQueue):
         state = await super().delivered(conversation_key, token, job_id, keep=keep)
         if state is None and not type(self).released.is_set():
             type(self).released.set()
-            await asyncio.sleep(RESUME_LATE_SECONDS)
+            await type(self).resume.wait()
         return state
+
+
+async def _pending_signals(redis: aioredis.Redis, stream: str) -> int:
+    """Signals the pool read and has not acknowledged (a drain keeps its own pending)."""
+    summary: Any = await redis.xpending(stream, GROUP)
+    return int(summary["pending"])
 
 
 async def test_a_message_signalled_while_its_chat_is_being_released_is_answered(
     redis_client: aioredis.Redis,
 ) -> None:
     _ResumesLateAfterRelease.released = asyncio.Event()
+    _ResumesLateAfterRelease.resume = asyncio.Event()
     stack = echo_stack(
         redis_client,
         prefix="race",
@@ -52,17 +64,26 @@ async def test_a_message_signalled_while_its_chat_is_being_released_is_answered(
         # The lease is gone in Redis; the drain has not heard yet.
         assert not await redis_client.exists(stack.keys.conversation("tg:7").lease)
         await stack.send(7, "второе")
-        # Answered once the drain resumes, not a sweep or a customer's next message later.
-        took = await wait_until(
+
+        # The pool read the new signal (the held drain's own is pending too) ...
+        async def signal_read() -> bool:
+            return await _pending_signals(redis_client, stack.keys.work_stream) == 2
+
+        await wait_until_redis(signal_read, 10, "the signal read")
+        # ... and kept it for after the drain: nothing answers it while the drain is held.
+        assert stack.runner.texts(7) == ["Ответ: первое"]
+        _ResumesLateAfterRelease.resume.set()
+        # Answered once the drain resumes, not by a sweep (two leases) or a next message.
+        await wait_until(
             lambda: len(stack.runner.texts(7)) == 2,
-            RESUME_LATE_SECONDS + LEASE_SECONDS / 2,
+            ANSWER_WITHIN_SECONDS,
             "the second message answered",
         )
         assert stack.runner.texts(7) == ["Ответ: первое", "Ответ: второе"]
-        assert took >= RESUME_LATE_SECONDS * 0.8
         await wait_until(lambda: stack.pool.active == 0, 5, "the pool idle")
         assert await redis_client.llen(stack.keys.conversation("tg:7").queue) == 0
     finally:
+        _ResumesLateAfterRelease.resume.set()
         stack.pool.stop()
         with contextlib.suppress(asyncio.CancelledError):
             async with asyncio.timeout(10):

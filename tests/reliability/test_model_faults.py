@@ -25,7 +25,7 @@ from bot.testing.openai_server import (
     tool_call_answer,
     tool_calls_answer,
 )
-from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
+from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus, requires
 from turn import TurnOutcome, new_turn_id
 
 BEFORE = [("user", "было до"), ("assistant", "Ответ до сбоя.")]
@@ -180,9 +180,7 @@ def _recorded_completions() -> list[dict[str, object]]:
     return load_corpus(RECORDED_COMPLETIONS)
 
 
-@pytest.mark.skipif(
-    not _recorded_completions(), reason="../shared/corpus/openai_chat_completions is absent"
-)
+@requires(RECORDED_COMPLETIONS)
 async def test_recorded_real_completions_end_in_an_answer_or_a_typed_error(
     make_engine, openai_server
 ):

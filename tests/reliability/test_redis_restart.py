@@ -11,7 +11,6 @@ again promptly.
 
 import asyncio
 import itertools
-from time import monotonic
 
 import redis.asyncio as aioredis
 
@@ -24,7 +23,7 @@ from tests.reliability.conftest import engine_over_http, stored_sessions
 
 CONVERSATIONS = 20
 TURNS_PER_CONVERSATION = 5
-RECOVERY_SECONDS = 2.0
+RECOVERY_TURNS = 3
 
 
 def echo(body: dict[str, object]) -> Reply:
@@ -75,16 +74,17 @@ async def test_a_redis_crash_mid_burst_loses_no_snapshotted_session_and_corrupts
             await asyncio.sleep(0.1)
             own_redis_server.stop()
             await asyncio.sleep(0.3)
-            own_redis_server.start()
-            returned_at = monotonic()
+            own_redis_server.start()  # returns once the server answers
 
-            # Serving again: a bounded retry loop, allowed to succeed at any try within 2 s.
-            while True:
+            # Serving again as soon as Redis is: within a few turns (the first may meet a
+            # connection the crash broke), counted in turns rather than seconds, which a
+            # loaded machine stretches.
+            for attempt in range(1, RECOVERY_TURNS + 1):
                 try:
                     await engine.ask("probe", "снова работаете?")
                     break
                 except ChatStorageError:
-                    assert monotonic() - returned_at < RECOVERY_SECONDS, "not serving after 2 s"
+                    assert attempt < RECOVERY_TURNS, f"not serving after {attempt} turns"
                     await asyncio.sleep(0.05)
 
             outcomes = [o for batch in await asyncio.gather(*burst) for o in batch]

@@ -45,7 +45,7 @@ from bot.telegram.update_intake import TelegramIntake
 from bot.telegram.webhook import SECRET_HEADER, WebhookReceiver
 from bot.testing.redis_server import free_port
 from bot.testing.telegram_server import FakeTelegramServer, utf16_len
-from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
+from tests.support.corpus import TELEGRAM_UPDATES, load_corpus, requires
 
 PREFIX = "rin"
 SECRET = "webhook-secret-of-this-test"
@@ -238,9 +238,7 @@ _PROPERTY_SETTINGS = settings(
     # One stack per test on purpose (it is costly); each example uses fresh update ids.
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-requires_corpus = pytest.mark.skipif(
-    not _CORPUS, reason="../shared/corpus/telegram_updates is absent"
-)
+requires_corpus = requires(TELEGRAM_UPDATES)
 
 
 def _surrogate_mention(update_id: int, chat_id: int) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer, utf16_len
 from bot.testing.telegram_stack import TelegramStack, open_application
-from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
+from tests.support.corpus import TELEGRAM_UPDATES, load_corpus, requires
 
 PREFIX = "rtg"
 ENTITY_TYPES = ["bold", "italic", "mention", "bot_command", "url", "code", "pre", "hashtag"]
@@ -238,7 +238,7 @@ def _corpus() -> list[dict[str, Any]]:
     return load_corpus(TELEGRAM_UPDATES)
 
 
-@pytest.mark.skipif(not _corpus(), reason="../shared/corpus/telegram_updates is absent")
+@requires(TELEGRAM_UPDATES)
 async def test_real_updates_from_the_corpus_never_raise_and_get_at_most_one_answer(
     stack: Stack, telegram: FakeTelegramServer
 ):

@@ -1,6 +1,6 @@
 """Two real ``python -m bot webhook`` processes on one Redis, messages spread across both.
 
-This is the scale-out the README promises: any number of webhook processes
+This is the scale-out docs/operations.md promises: any number of webhook processes
 behind a load balancer, sharing Redis. The test plays the load balancer and
 posts Telegram updates (JSON, with the secret header) straight to the two
 processes; they answer through the fake Bot API and ask the scripted model

@@ -38,7 +38,7 @@ from bot.testing.scripted_client import ScriptedClient, text_result
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
-from tests.support.corpus import TELEGRAM_UPDATES, load_corpus
+from tests.support.corpus import TELEGRAM_UPDATES, absent, load_corpus
 from turn import new_turn_id
 
 pytestmark = pytest.mark.timeout(60)
@@ -233,7 +233,7 @@ async def test_presses_of_no_known_button_get_a_kind_answer_and_no_stack_trace(
     """Malformed data in the customer's chat and the corpus's press under an inline message."""
     stack, telegram = reversed_stack, reversed_stack.telegram
     if not _CORPUS_PRESSES:
-        pytest.skip("../shared/corpus is not there")
+        pytest.skip(absent(TELEGRAM_UPDATES))
     caplog.set_level(logging.INFO)
     without_data = telegram.callback_update(CHAT, 7, "x")
     del without_data["callback_query"]["data"]

@@ -177,20 +177,23 @@ async def test_a_slow_first_token_shows_the_thinking_draft_instead_of_typing(
 async def test_a_429_on_a_draft_pauses_drafts_and_does_not_delay_the_answer(
     start_bot, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
 ) -> None:
-    telegram.fail_next("sendMessageDraft", 429, "Too Many Requests: retry after 30", retry_after=30)
+    # Ten minutes: an answer that waited for it would never come within the test's waits.
+    telegram.fail_next(
+        "sendMessageDraft", 429, "Too Many Requests: retry after 600", retry_after=600
+    )
     openai_server.script(streamed(), streamed("Второй ответ, тоже по кусочкам, без черновиков."))
     await start_bot()
 
     await telegram.push_message(CHAT, "Где заказ 8041?")
-    await telegram.wait_for_texts(CHAT, 1, within=5)
+    await telegram.wait_for_texts(CHAT, 1, within=60)
     await telegram.push_message(CHAT, "А когда приедет?")
-    await telegram.wait_for_texts(CHAT, 2, within=5)
+    await telegram.wait_for_texts(CHAT, 2, within=60)
 
-    # The refused draft, then nothing for that chat for 30 s: not in this reply, nor the next.
+    # The refused draft, then nothing for that chat: not in this reply, nor the next.
     [refused] = telegram.calls_of("sendMessageDraft")
     assert refused.status == 429
     first, _ = final_sends(telegram)
-    assert first.at - refused.at < 3.0
+    assert first.at > refused.at
     assert telegram.sent_texts(CHAT) == [SHOWN, "Второй ответ, тоже по кусочкам, без черновиков."]
 
 

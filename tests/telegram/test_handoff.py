@@ -303,6 +303,9 @@ async def test_the_model_calling_request_human_agent_hands_off(
     assert "Причина: tool/customer_asked" in telegram.topic_texts(STAFF, thread)[0]
     opened = [e for e in await desk.audit() if e["event"] == "opened"]
     assert [(e["trigger"], e["reason"]) for e in opened] == [("tool", "customer_asked")]
+    # Every handoff has one of the seven reasons: in the topic and the audit.
+    assert [e["handoff_reason"] for e in opened] == ["customer_asked"]
+    assert "Причина передачи: клиент попросил человека" in telegram.topic_texts(STAFF, thread)[0]
 
 
 async def test_a_deleted_topic_is_created_again_on_the_next_handoff(
@@ -423,6 +426,9 @@ async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
     assert hours == (f"\n\n{note}" if note else "")
     header = telegram.topic_texts(STAFF, await desk.topic_of())[0]
     assert "Причина: failed_turns" in header
+    assert "Причина передачи: несколько сбоев подряд" in header
+    opened = [e for e in await desk.audit() if e["event"] == "opened"]
+    assert [e["handoff_reason"] for e in opened] == ["repeated_failures"]
     codes = await desk.handoff.topics.recent_failures(telegram_conversation(CUSTOMER))
     assert len(codes) == 3
     assert all(code in header for code in codes)

@@ -1,9 +1,17 @@
-"""The webhook server's health endpoint, over HTTP: 200 only on a writable master."""
+"""The health endpoint, over HTTP: 200 only on a writable master; a shop's MCP server named.
+
+The MCP test goes through the real runner's wiring (``bot/telegram/process.py``) to
+a real MCP server process.
+"""
 
 import asyncio
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -15,7 +23,11 @@ from bot.storage.connection import AsyncRedisClient, RetryPolicy, async_client
 from bot.storage.health import RedisHealthProbe
 from bot.telegram.health import HEALTH_PATH, HealthEndpoint
 from bot.telegram.middlewares.inflight import InFlightMiddleware
-from bot.testing.redis_server import RedisServer
+from bot.testing.mcp_process import McpServerProcess
+from bot.testing.polling_bot import PollingBot
+from bot.testing.redis_server import RedisServer, free_port
+from bot.testing.settings import make_settings
+from bot.testing.telegram_server import FakeTelegramServer
 
 WORK_STREAM = "h:work"
 
@@ -218,32 +230,58 @@ async def test_redis_detail_names_the_kind_of_error_never_its_text(
     assert (unreachable.writable, unreachable.detail) == (False, "unreachable: ConnectionError")
 
 
+async def _health(port: int) -> tuple[int, dict[str, Any]]:
+    """``/healthz`` of a bot's health port: the status and the body."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}{HEALTH_PATH}") as response,
+    ):
+        return response.status, await response.json()
+
+
+async def _health_until(port: int, wanted: Callable[[dict[str, Any]], bool], what: str) -> int:
+    """Ask ``/healthz`` until its body is ``wanted``; its status then (fails naming ``what``)."""
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                status, body = await _health(port)
+                if wanted(body):
+                    return status
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        raise AssertionError(f"not within 60 s: {what}") from None
+
+
 async def test_a_shop_mcp_server_down_is_named_and_the_answer_stays_200(
-    health_client: AsyncRedisClient, audit_sink: RedisStreamAuditSink, clock: ManualClock
-):
-    probe = RedisHealthProbe(health_client, key_prefix="h", timeout_seconds=1)
-    work = WorkStream(health_client, stream=WORK_STREAM, consumer="health-test")
-    await work.ensure_group()
-    down: tuple[str, ...] = ("shop",)
-    endpoint = HealthEndpoint(
-        probe=probe,
-        audit=audit_sink,
-        in_flight=InFlightMiddleware(),
-        work=work,
-        clock=clock,
-        mcp_down=lambda: down,
+    telegram: FakeTelegramServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The real runner's ``/healthz`` against a real MCP server process, down, then up."""
+    shop = McpServerProcess(tmp_path / "calls.jsonl")  # its port is chosen; not started yet
+    port = free_port()
+    settings = make_settings(
+        TELEGRAM_API_BASE_URL=telegram.base_url,
+        REDIS_URL=redis_server.url,
+        REDIS_KEY_PREFIX="health-mcp",
+        AUDIT_STREAM="health-mcp:audit",
+        HEALTH_PORT=port,
+        MCP_SERVERS=json.dumps([{"name": "shop", "url": shop.url}]),
     )
-    web_app = web.Application()
-    web_app.router.add_get(HEALTH_PATH, endpoint.handle)
-    async with TestClient(TestServer(web_app)) as http:
-        response = await http.get(HEALTH_PATH)
-        body = await response.json()
+    bot = PollingBot(settings, telegram)
+    await bot.start()
+    try:
+        status, body = await _health(port)
         # The bot still serves: only the shop's tools are missing.
-        assert response.status == 200
+        assert status == 200
         assert body["status"] == "degraded"
         assert body["mcp_servers_down"] == ["shop"]
 
-        down = ()
-        body = await (await http.get(HEALTH_PATH)).json()
-        assert body["status"] == "ok"
+        await asyncio.to_thread(shop.start)
+        status = await _health_until(
+            port, lambda body: body["status"] == "ok", "the shop's server found up"
+        )
+        assert status == 200
+        _, body = await _health(port)
         assert "mcp_servers_down" not in body
+    finally:
+        assert await bot.stop() == 0
+        shop.kill()

@@ -305,3 +305,33 @@ async def test_operator_without_a_staff_group_names_the_hours_in_english(stack: 
     assert answer.startswith(en.gettext(customer_texts.OPERATOR_OFF) + "\n\nSupport is ")
     assert "Schedule (" in answer
     assert "Monday: " in answer
+
+
+async def test_a_russian_customer_naming_an_english_product_is_answered_in_russian(
+    stack: Stack,
+) -> None:
+    """Both scripts in one message: the stored language (or Telegram's) stays, not English."""
+    assert await stack.say("Где мой заказ с AirPods Pro Max?", code="ru") == (
+        "Answer: Где мой заказ с AirPods Pro Max?"
+    )
+    assert "на языке клиента: русский" in instruction(stack.model.requests[-1].body)
+    # Without Telegram's code, the language the conversation keeps decides.
+    assert await stack.say("Не работает Samsung Galaxy Watch", code=None) == (
+        "Answer: Не работает Samsung Galaxy Watch"
+    )
+    assert "на языке клиента: русский" in instruction(stack.model.requests[-1].body)
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert session.language == "ru"
+    assert set(await stack.turn_languages()) == {"ru"}
+
+
+async def test_language_command_takes_a_region_subtag(stack: Stack) -> None:
+    assert await stack.say("/language en-US", code="ru") == "OK, from now on I write in English."
+    session = await stack.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert (session.language, session.language_chosen) == ("en", True)
+    # A region of a language the bot does not have is still refused (in the chosen language).
+    assert (await stack.say("/language pt-BR", code="ru")).startswith(
+        "The bot has no such language."
+    )

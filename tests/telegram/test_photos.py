@@ -14,6 +14,7 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.engine.chat_service import PHOTO_MARK
+from bot.queue.admission import IntakeVerdict
 from bot.shop.redis_demo import RedisDemoShop
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import (
@@ -278,6 +279,177 @@ async def test_an_album_of_three_photos_is_one_turn(
     assert [m.photos for m in session.messages if m.role == "user"] == [("a-0", "a-1", "a-2")]
     # Only the answer and the settle barrier's help: nothing for the album's other photos.
     assert telegram.sent_texts(CHAT) == ["Вижу три фото, оформим возврат.", customer_texts.HELP]
+
+
+async def test_every_caption_of_an_album_reaches_the_model_in_order(
+    vision: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Captions after the first are the customer's words too (issue 46)."""
+    for index in range(3):
+        telegram.add_file(f"a-{index}", f"image-{index}".encode())
+    openai_server.script(text_answer("Вижу коробку и чек."))
+    captions = {0: "Коробка пришла мятой", 2: "а вот чек, заказ 8041"}
+    for index in range(3):
+        await vision.feed(
+            telegram.message_update(CHAT, extra=album_item(index, captions.get(index)))
+        )
+
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Вижу коробку и чек."]
+    (request,) = openai_server.requests
+    expected = f"{PHOTO_MARK} Коробка пришла мятой\nа вот чек, заказ 8041"
+    assert request.messages[-1]["content"][0]["text"] == expected
+    session = await vision.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert [m.content for m in session.messages if m.role == "user"] == [expected]
+
+
+TURN_LIMIT = 250_000
+"""The images of one turn at most (``IMAGE_TURN_MAX_BYTES``) in the budget tests."""
+
+
+def encoded(content: bytes, mime: str = "image/jpeg") -> str:
+    return f"data:{mime};base64,{base64.b64encode(content).decode()}"
+
+
+@pytest.fixture
+async def budgeted(
+    telegram: FakeTelegramServer,
+    openai_server: ScriptedOpenAIServer,
+    redis_server: RedisServer,
+    bot: Bot,
+) -> AsyncIterator[PhotoStack]:
+    async for built in _stack(
+        telegram,
+        openai_server,
+        redis_server,
+        bot,
+        VISION="on",
+        IMAGE_TURN_MAX_BYTES=TURN_LIMIT,
+    ):
+        yield built
+
+
+def image_file(index: int, size: int, caption: str | None = None) -> dict[str, Any]:
+    """An image file of album ``F1`` just under the per-image cap (no smaller size to take)."""
+    document = {
+        "file_id": f"f-{index}",
+        "file_unique_id": f"uf{index}",
+        "file_name": f"shot-{index}.jpg",
+        "mime_type": "image/jpeg",
+        "file_size": size,
+    }
+    body: dict[str, Any] = {"document": document, "media_group_id": "F1"}
+    if caption is not None:
+        body["caption"] = caption
+    return body
+
+
+async def test_an_album_over_the_turns_image_budget_stays_within_it_at_every_model_call(
+    budgeted: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Ten image files just under the per-image cap: the turn's images stay within the total.
+
+    Before issue 46 each of the turn's two model requests carried all ten (about
+    1.3 MB here, 69.7 MB with the default caps); now the first two fit, the rest
+    are left out, and the model reads that (in the conversation's language) to tell
+    the customer.
+    """
+    size = LIMIT - 10
+    contents = [bytes([index]) * size for index in range(10)]
+    for index, content in enumerate(contents):
+        telegram.add_file(f"f-{index}", content)
+    openai_server.script(
+        tool_call_answer("get_order_status", {"order_id": "8041"}),
+        text_answer("Вижу первые два снимка; остальные пришлите, пожалуйста, отдельно."),
+    )
+    for index in range(10):
+        caption = "Заказ 8041 пришёл побитым" if index == 0 else None
+        await budgeted.feed(telegram.message_update(CHAT, extra=image_file(index, size, caption)))
+
+    answer = "Вижу первые два снимка; остальные пришлите, пожалуйста, отдельно."
+    await telegram.wait_for(lambda: answer in telegram.sent_texts(CHAT))
+    first, second = openai_server.requests
+    for request in (first, second):
+        # The images (base64: 4/3 of their bytes) plus the conversation's text.
+        assert int(request.headers["content-length"]) < TURN_LIMIT * 4 // 3 + 40_000
+        assert image_urls(request.body) == [encoded(contents[0]), encoded(contents[1])]
+    parts = first.messages[-1]["content"]
+    assert parts[0]["text"] == f"{PHOTO_MARK} Заказ 8041 пришёл побитым"
+    note = parts[-1]
+    assert note["type"] == "text"
+    assert note["text"] == customer_texts.IMAGES_LEFT_OUT.format(shown=2, sent=10)
+    # Only the images the model saw were downloaded.
+    assert len(telegram.downloads) == 2
+    assert budgeted.metric("images_to_model_total") == 2
+    assert budgeted.metric("media_refusals_total", kind="photo", reason="over_turn_budget") == 8
+    # The history keeps the file ids of what the model saw.
+    session = await budgeted.app.sessions.load(f"tg:{CHAT}")
+    assert session is not None
+    assert [m.photos for m in session.messages if m.role == "user"] == [("f-0", "f-1")]
+
+
+async def test_an_albums_photos_are_taken_smaller_to_fit_the_turns_budget(
+    budgeted: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Photos come in several sizes: each is shown, the later ones smaller, within the total."""
+    large, small = 90_000, 20_000
+    for index in range(4):
+        telegram.add_file(f"L{index}", b"L" * large)
+        telegram.add_file(f"S{index}", b"S" * small)
+    openai_server.script(text_answer("Вижу четыре фото."))
+    for index in range(4):
+        sizes = [
+            {
+                "file_id": f"S{index}",
+                "file_unique_id": f"s{index}",
+                "width": 320,
+                "height": 320,
+                "file_size": small,
+            },
+            {
+                "file_id": f"L{index}",
+                "file_unique_id": f"l{index}",
+                "width": 1280,
+                "height": 1280,
+                "file_size": large,
+            },
+        ]
+        extra = {"photo": sizes, "media_group_id": "P1"}
+        await budgeted.feed(telegram.message_update(CHAT, extra=extra))
+
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Вижу четыре фото."]
+    (request,) = openai_server.requests
+    # 90 + 90 + 20 + 20 = 220 kB within 250 kB; a third large one would not fit.
+    expected = [b"L" * large, b"L" * large, b"S" * small, b"S" * small]
+    assert image_urls(request.body) == [encoded(content) for content in expected]
+    assert int(request.headers["content-length"]) < TURN_LIMIT * 4 // 3 + 40_000
+    note = request.messages[-1]["content"][-1]
+    assert note == {"type": "text", "text": customer_texts.IMAGES_REDUCED.format(reduced=2)}
+    assert budgeted.metric("images_to_model_total") == 4
+
+
+async def test_an_album_of_ten_is_charged_once_by_the_flood_limit(
+    vision: PhotoStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Ten photos sent as one album are one message: none is refused as "too often".
+
+    Before issue 46 each photo was charged (``FLOOD_BURST`` 5): the sixth and later
+    were refused and the customer told to slow down for sending one album.
+    """
+    for index in range(10):
+        telegram.add_file(f"a-{index}", f"image-{index}".encode())
+    openai_server.script(text_answer("Вижу десять фото."))
+    verdicts = [
+        await vision.feed(telegram.message_update(CHAT, extra=album_item(index)))
+        for index in range(10)
+    ]
+    assert verdicts == [IntakeVerdict.QUEUED] * 10
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Вижу десять фото."]
+    (request,) = openai_server.requests
+    assert len(image_urls(request.body)) == 10
+    # The album cost one token of the burst: messages after it are limited as before.
+    texts = [await vision.feed(telegram.message_update(CHAT, f"вопрос {n}")) for n in range(8)]
+    assert IntakeVerdict.RATE_WARN in texts
 
 
 async def test_without_vision_an_album_gets_one_line(

@@ -4,7 +4,7 @@ import pytest
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import TelegramBadRequest, TelegramRetryAfter
+from aiogram.exceptions import TelegramBadRequest, TelegramNetworkError, TelegramRetryAfter
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
@@ -173,3 +173,39 @@ async def test_any_call_gets_the_same_retries_and_keeps_telegrams_own_errors(
     with pytest.raises(TelegramRetryAfter):
         await _sender(sleep, attempts=2).call(CHAT, lambda: bot.send_message(CHAT, "Ещё"))
     assert telegram.sent_texts(CHAT) == ["Тема"]
+
+
+async def test_a_timeout_is_retried_only_where_a_second_call_changes_nothing(
+    telegram: FakeTelegramServer, bot: Bot, sleep: RecordingSleep
+) -> None:
+    """One rule for sends and other calls: a call that may have reached Telegram is not repeated.
+
+    The fake holds the sends to the chat, so each request times out on the bot's side.
+    """
+    telegram.hold_sends(CHAT)
+    bot.session.timeout = 0.2
+    sender = _sender(sleep, attempts=2)
+
+    with pytest.raises(ReplyNotDeliveredError, match="delivery uncertain"):
+        await sender.send_plain(bot, CHAT, "Ответ")
+    with pytest.raises(TelegramNetworkError):
+        await sender.call(CHAT, lambda: bot.send_message(CHAT, "Тема"))
+    await telegram.wait_for(lambda: telegram.received("sendMessage") == 2)
+    assert sleep.waits == []
+
+    # Repeatable (an edit-like call): the timeout is retried, within the same bound.
+    with pytest.raises(TelegramNetworkError):
+        await sender.call(CHAT, lambda: bot.send_message(CHAT, "Снова"), repeatable=True)
+    await telegram.wait_for(lambda: telegram.received("sendMessage") == 4)
+    assert sleep.waits == [0.5]
+    await telegram.release_sends(CHAT)
+
+
+async def test_any_call_refuses_a_retry_after_beyond_the_cap_without_waiting(
+    telegram: FakeTelegramServer, bot: Bot, sleep: RecordingSleep
+) -> None:
+    telegram.fail_next("sendMessage", 429, "Too Many Requests", retry_after=3600)
+    with pytest.raises(TelegramRetryAfter):
+        await _sender(sleep).call(CHAT, lambda: bot.send_message(CHAT, "Тема"))
+    assert sleep.waits == []
+    assert telegram.sent_texts(CHAT) == []

@@ -26,6 +26,7 @@ from bot.testing.polling_bot import PollingBot
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
+from tests.queue.echo_pool import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,16 +101,22 @@ async def test_a_stream_that_never_ends_is_cut_at_the_turn_deadline_and_said_so(
 
     sent = time.monotonic()
     await telegram.push_message(CHAT, "Где мой заказ?")
-    [apology] = await telegram.wait_for_texts(CHAT, 1, within=10)
+    # The stream alone would take 36 s (drip) or forever (keep-alive): an answer while
+    # it still runs is one the deadline cut.
+    [apology] = await telegram.wait_for_texts(CHAT, 1, within=30)
     took = time.monotonic() - sent
 
-    # The customer hears, kindly and soon after the deadline, that the answer was cut.
+    # The customer hears, kindly, that the answer was cut.
     assert apology.startswith(APOLOGY), apology
     assert "Код обращения" in apology
     assert "Ж" not in apology
-    assert DEADLINE <= took < DEADLINE + 3, took
-    # The audit tells the same story: one turn, ended by its deadline.
+    # Not before the deadline (a bound no load can break; how soon after is bench/'s).
+    assert took >= DEADLINE, took
+    # The audit tells the same story: one turn, ended by its deadline (not by the per-read
+    # timeout, whose outcome is another).
     assert await wait_outcomes(redis_client, 1) == ["deadline"]
+    # The stream was cut, not waited out: the model server was still sending it.
+    await wait_until(lambda: openai_server.streams_cut == 1, 10, "the stream cut")
 
     # The chat is not stuck behind it: the next message is answered.
     await telegram.push_message(CHAT, "А сейчас?")

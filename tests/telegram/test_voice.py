@@ -154,10 +154,59 @@ async def test_a_file_over_the_bot_apis_download_limit_is_refused_before_the_dow
     telegram.add_file("huge", AUDIO, reported_size=21 * 1024 * 1024)
     await stack.feed(telegram.message_update(CHAT, extra=voice("huge", duration=30)))
 
-    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.VOICE_TOO_LONG]
+    # Too large is what it is: not "too long" (issue 46).
+    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.VOICE_TOO_LARGE]
     assert telegram.downloads == []
     assert openai_server.transcriptions == []
     assert stack.metric("media_refusals_total", kind="voice", reason="too_large") == 1
+
+
+async def test_an_audio_file_larger_than_its_claimed_length_is_refused_before_any_download(
+    stack: VoiceStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """The duration is the client's claim: 19 MB "of one second" is not downloaded (issue 46)."""
+    telegram.add_file("claim", AUDIO)
+    audio = {
+        "file_id": "claim",
+        "file_unique_id": "uc",
+        "duration": 1,
+        "file_name": "talk.mp3",
+        "file_size": 19 * 1024 * 1024,
+    }
+    await stack.feed(telegram.message_update(CHAT, extra={"audio": audio}))
+
+    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.VOICE_TOO_LARGE]
+    assert telegram.calls_of("getFile") == []
+    assert telegram.downloads == []
+    assert openai_server.transcriptions == []
+    assert stack.metric("media_refusals_total", kind="voice", reason="too_large") == 1
+
+
+async def test_a_size_only_getfile_reports_is_checked_against_the_claimed_length_too(
+    stack: VoiceStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Without a size in the message, getFile's size decides before the download."""
+    telegram.add_file("quiet", AUDIO, reported_size=6 * 1024 * 1024)
+    await stack.feed(telegram.message_update(CHAT, extra=voice("quiet", duration=2)))
+
+    assert await telegram.wait_for_texts(CHAT, 1) == [customer_texts.VOICE_TOO_LARGE]
+    assert telegram.downloads == []
+    assert openai_server.transcriptions == []
+
+
+async def test_a_long_voice_message_of_a_plausible_size_is_still_transcribed(
+    stack: VoiceStack, telegram: FakeTelegramServer, openai_server: ScriptedOpenAIServer
+) -> None:
+    """The cap follows the claimed length: a minute of voice at a high bitrate passes."""
+    telegram.add_file("minute", AUDIO)
+    openai_server.script_transcriptions(transcript("длинный вопрос"))
+    openai_server.script(text_answer("Понял."))
+    # 60 s at 256 kbit/s, as Telegram reports it.
+    await stack.feed(
+        telegram.message_update(CHAT, extra=voice("minute", duration=60, file_size=1_920_000))
+    )
+    assert await telegram.wait_for_texts(CHAT, 1) == ["Понял."]
+    assert len(openai_server.transcriptions) == 1
 
 
 async def test_transcription_down_asks_to_write_and_leaves_no_turn(

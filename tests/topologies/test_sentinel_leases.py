@@ -22,12 +22,15 @@ from bot.storage.connection import async_client
 from bot.testing.redis_sentinel import SERVICE, SentinelGroup
 from tests.queue.echo_pool import EchoStack, echo_stack, wait_until
 
-LEASE_SECONDS = 10.0
+# Far longer than the test waits: a chat answered at all was handed back by the live
+# worker, not freed by its lease running out.
+LEASE_SECONDS = 300.0
+ANSWERED_WITHIN_SECONDS = 60.0
 CHATS = list(range(60, 70))
 
 
-async def _promoted(group: SentinelGroup, within: float) -> float:
-    """Wait until a Sentinel names the replica as master; the monotonic time it did."""
+async def _promoted(group: SentinelGroup, within: float) -> None:
+    """Wait until a Sentinel names the replica as master."""
     sentinel = aioredis.Redis(port=group.sentinels[0].port, socket_timeout=1)
     try:
         deadline = time.monotonic() + within
@@ -35,7 +38,7 @@ async def _promoted(group: SentinelGroup, within: float) -> float:
             with contextlib.suppress(RedisError, OSError):
                 address: Any = await sentinel.sentinel_get_master_addr_by_name(SERVICE)
                 if address and int(address[1]) == group.replica.port:
-                    return time.monotonic()
+                    return
             await asyncio.sleep(0.05)
         raise AssertionError("the replica was not promoted")
     finally:
@@ -78,18 +81,15 @@ async def test_chats_a_live_worker_held_are_answered_soon_after_the_promotion(
                 await stack.send(chat, f"сообщение {turn}")
         await wait_until(lambda: stack.pool.active == len(CHATS), 10, "every chat in hand")
         sentinel_group.master.stop()  # SIGKILL, with ten chats in the worker's hands
-        promoted_at = await _promoted(sentinel_group, 30)
+        await _promoted(sentinel_group, 30)
 
         for chat in CHATS:
             await _send_until_accepted(stack, chat, "после", 10)
         await wait_until(
             lambda: all("Ответ: после" in stack.runner.texts(chat) for chat in CHATS),
-            LEASE_SECONDS + 10,
-            "every chat's next message answered",
+            ANSWERED_WITHIN_SECONDS,
+            "every chat's next message answered, long before the held leases ran out",
         )
-        blocked_for = time.monotonic() - promoted_at
-        # About the fail-over's own time, far from the lease the held chats had left.
-        assert blocked_for < LEASE_SECONDS / 2, f"answered {blocked_for:.1f} s after the promotion"
     finally:
         stack.pool.stop()
         with contextlib.suppress(asyncio.CancelledError):

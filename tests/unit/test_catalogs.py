@@ -17,7 +17,12 @@ from bot.testing.settings import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where scripts/i18n extracts from (keep in step with its SOURCES).
-SOURCES = ("bot/customer_texts.py", "tools/order_actions.py", "tools/support_hours.py")
+SOURCES = (
+    "bot/customer_texts.py",
+    "bot/staff_texts.py",
+    "tools/order_actions.py",
+    "tools/support_hours.py",
+)
 
 
 def _marked() -> set[str]:
@@ -82,10 +87,21 @@ def test_english_texts_come_from_the_catalog() -> None:
     assert "Incident code: ABC123." in failure
 
 
-def test_a_language_without_a_catalog_stops_the_start_with_one_line() -> None:
-    settings = make_settings(LANGUAGES="ru,en,kk", DEFAULT_LANGUAGE="ru")
+def test_a_language_without_a_catalog_is_a_settings_problem_of_one_line() -> None:
+    with pytest.raises(SettingsError) as raised:
+        make_settings(LANGUAGES="ru,en,kk", DEFAULT_LANGUAGE="ru")
+    assert len(raised.value.problems) == 1
+    assert raised.value.problems[0].startswith("LANGUAGES: no catalog for kk (catalogs: en, ru;")
+
+
+def test_catalogs_opened_without_one_stop_the_start_with_one_line() -> None:
+    settings = make_settings(LANGUAGES="ru,en", DEFAULT_LANGUAGE="ru")
     with pytest.raises(StartupError) as raised:
-        open_catalogs(settings)
+        open_catalogs(
+            settings.model_copy(
+                update={"language": settings.language.model_copy(update={"languages": "ru,en,kk"})}
+            )
+        )
     message = str(raised.value)
     assert "\n" not in message
     assert "no catalog for kk" in message

@@ -26,6 +26,8 @@ BOT_FLOORS = {
     "chat_errors": 0,
     "settings": 1,
     "customer_texts": 1,
+    # Staff assist's texts for staff, catalogued like the customer's.
+    "staff_texts": 1,
     # Redis: the connection, the keys, the scripts; then what is written through it.
     "storage": 2,
     "audit": 3,
@@ -48,12 +50,16 @@ BOT_FLOORS = {
     "metrics": 10,
     "shop": 10,
     "support_audit": 10,
+    # Staff assist: suggested replies (through the handoff service), quality reviews.
+    "staff_assist": 10,
     # The composition root, under the front ends that run what it builds.
     "app": 11,
     "telegram": 12,
     "console": 12,
     # The console's answer printer: it names ConsoleScreen in an annotation only.
     "console_answer": 12,
+    # python -m bot eval: scenarios through the application's turn path, like the console.
+    "evaluation": 12,
     "__main__": 13,
 }
 """Each part of ``bot/``'s floor (``bot.testing`` holds the test doubles and is not a part)."""
@@ -200,3 +206,24 @@ def test_the_graph_sees_known_edges() -> None:
         target.startswith("tools.") for target in graph["bot.app"]
     )
     assert all(name.split(".")[0] in FLOORS for name in graph)
+
+
+def _drawn_floors() -> dict[str, int]:
+    """The floors docs/architecture.md draws for ``bot/``'s parts: a number, then part names."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    drawing = page.split("### Floors inside `bot/`", 1)[1].split("```", 2)[1]
+    drawn: dict[str, int] = {}
+    for line in drawing.splitlines():
+        words = line.split()
+        if not words or not words[0].isdigit():
+            continue  # a description's second line
+        for word in words[1:]:
+            if word not in BOT_FLOORS:
+                break  # the description starts
+            drawn[word] = int(words[0])
+    return drawn
+
+
+def test_the_architecture_page_draws_every_part_on_its_floor() -> None:
+    """The drawing in docs/architecture.md is the declared floors: no part missing or moved."""
+    assert _drawn_floors() == BOT_FLOORS

@@ -14,7 +14,7 @@ from bot.llm.errors import (
     LLMUnavailableError,
 )
 from bot.llm.openai_client import InstructionsRole, OpenAIChatClient
-from bot.llm.types import Message
+from bot.llm.types import EncodedPart, Message
 from bot.testing.openai_server import (
     Reply,
     ScriptedOpenAIServer,
@@ -30,7 +30,7 @@ from bot.testing.openai_server import (
     tool_call_answer,
     tool_calls_answer,
 )
-from tests.support.corpus import RECORDED_COMPLETIONS, load_corpus
+from tests.support.corpus import RECORDED_COMPLETIONS, absent, load_corpus
 from tools.registry import ToolRegistry
 from turn import Usage
 
@@ -282,6 +282,58 @@ async def test_what_the_fast_encoder_refuses_is_still_sent_as_json_writes_it(
     assert body["messages"] == messages
 
 
+IMAGE_URL = "data:image/png;base64,iVBORw0KGgo="
+
+
+def with_image() -> list[Message]:
+    """The customer's message with an image part encoded once, as a turn builds it."""
+    parts = [{"type": "text", "text": "Вот фото"}, EncodedPart.image(IMAGE_URL)]
+    return [MESSAGES[0], {"role": "user", "content": parts}]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_image_part_encoded_once_goes_into_every_body_as_it_is(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory, streamed: bool
+) -> None:
+    """The same encoded part in two calls (a tool step and the answer): the same image twice."""
+    openai_server.script(text_answer("Вижу."), text_answer("Вижу снова."))
+    client = await make_client()
+    messages = with_image()
+    on_text = (lambda _: None) if streamed else None
+
+    for _ in range(2):
+        await client.generate_with_tools(messages, [], "auto", on_text=on_text)
+
+    for request in openai_server.requests:
+        assert request.messages[-1]["content"] == [
+            {"type": "text", "text": "Вот фото"},
+            {"type": "image_url", "image_url": {"url": IMAGE_URL}},
+        ]
+
+
+async def test_an_image_part_goes_as_json_writes_it_when_the_fast_encoder_refuses(
+    openai_server: ScriptedOpenAIServer, make_client: ClientFactory
+) -> None:
+    huge = 2**70
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "reserve_stock",
+            "parameters": {"type": "object", "properties": {"n": {"maximum": huge}}},
+        },
+    }
+    openai_server.script(text_answer("Готово."))
+    client = await make_client()
+
+    await client.generate_with_tools(with_image(), [tool], "auto")
+
+    (request,) = openai_server.requests
+    assert request.messages[-1]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": IMAGE_URL},
+    }
+
+
 async def test_a_lone_surrogate_fails_the_request_before_it_is_sent(
     openai_server: ScriptedOpenAIServer, make_client: ClientFactory
 ) -> None:
@@ -321,8 +373,7 @@ async def test_instructions_role_renames_the_instruction_message(
 def _recorded_bodies() -> list[Any]:
     bodies = load_corpus(RECORDED_COMPLETIONS)
     if not bodies:
-        reason = f"{RECORDED_COMPLETIONS.parent} is absent"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason))]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=absent(RECORDED_COMPLETIONS)))]
     return [pytest.param(body, id=f"{index}-{body['id']}") for index, body in enumerate(bodies)]
 
 

@@ -4,13 +4,19 @@ import re
 from pathlib import Path
 
 import pytest
-from pydantic import AliasChoices
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 from bot.settings import (
     SETTINGS_SECTIONS,
     LLMSettings,
+    McpSettings,
     Settings,
     SettingsError,
+    describe_source_error,
+    header_value_problem,
+    mcp_header_problems,
     offline_by_default,
 )
 
@@ -180,3 +186,66 @@ def test_the_console_chooses_the_demo_model_only_when_nothing_names_a_model(
     assert offline_by_default()  # empty means not set
     monkeypatch.setenv("LLM_BACKEND", "openai")  # explicit: a missing key stays an error
     assert not offline_by_default()
+
+
+def test_mcp_servers_that_is_not_json_is_one_line_naming_it(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LLM_BACKEND", "offline")
+    monkeypatch.setenv("MCP_SERVERS", '[{"name": "shop", "url": "https://shop.example/mcp"},]')
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(env_file=None)
+    assert raised.value.problems == [
+        "MCP_SERVERS: not valid JSON: Expecting value at line 1 column 54 "
+        "(a trailing comma? an unquoted name?)"
+    ]
+
+
+class _JsonSection(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore")
+
+    mapping: dict[str, str] = Field(default_factory=dict, validation_alias=AliasChoices("SOME_MAP"))
+
+
+def test_a_value_a_source_cannot_decode_is_one_line_naming_its_variable(monkeypatch):
+    """Any JSON-typed setting: pydantic-settings' own error names only the field."""
+    monkeypatch.setenv("SOME_MAP", '{"a": "secret-value",}')
+    with pytest.raises(SourceError) as raised:
+        _JsonSection()
+    line = describe_source_error(_JsonSection, raised.value)
+    assert line == "SOME_MAP: cannot be read: not valid JSON"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("Bearer abc\n", "starts or ends with a blank or a line break"),
+        ("Bearer abc ", "starts or ends with a blank or a line break"),
+        ("Bearer\nabc", "control character"),
+        ("Bearer абв", "outside ASCII"),
+        ("Bearer abc", None),
+        ("Bearer\tabc", None),
+    ],
+)
+def test_header_values_are_checked_and_never_quoted(value, problem):
+    found = header_value_problem(value)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+        assert "abc" not in found
+
+
+def test_mcp_header_problems_name_the_variable_never_its_value():
+    mcp = McpSettings(
+        _env_file=None,
+        MCP_SERVERS='[{"name": "shop", "url": "https://s.example/mcp", '
+        '"headers_from_env": {"Authorization": "SHOP_AUTH", "X-Key": "SHOP_KEY"}}]',
+    )
+    problems = mcp_header_problems(mcp, {"SHOP_AUTH": "Bearer s3cr3t\n"})
+    assert len(problems) == 2
+    assert problems[0].startswith("MCP_SERVERS: server shop: header Authorization: the value of ")
+    assert "SHOP_AUTH" in problems[0]
+    assert "SHOP_KEY, which is not set" in problems[1]
+    assert "s3cr3t" not in "".join(problems)
+    assert mcp_header_problems(mcp, {"SHOP_AUTH": "Bearer s3cr3t", "SHOP_KEY": "k"}) == []

@@ -13,10 +13,12 @@ from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.errors import (
     LLMBadResponseError,
     LLMClientError,
+    LLMConfigurationError,
     LLMRateLimitError,
     LLMRequestError,
     LLMTimeoutError,
     LLMUnavailableError,
+    LLMUnreachableError,
 )
 from bot.llm.types import LLMResult, Message, ToolChoice
 from bot.testing.scripted_client import ScriptedClient, scripted
@@ -407,9 +409,19 @@ async def test_stop_with_tool_calls_still_runs_the_calls(
         (LLMTimeoutError("slow"), TurnOutcome.MODEL_UNAVAILABLE),
         (LLMUnavailableError("502"), TurnOutcome.MODEL_UNAVAILABLE),
         (LLMRequestError("400"), TurnOutcome.BAD_REQUEST),
+        (LLMConfigurationError("404"), TurnOutcome.MODEL_MISCONFIGURED),
+        (LLMUnreachableError("refused"), TurnOutcome.MODEL_UNREACHABLE),
         (LLMBadResponseError("garbage"), TurnOutcome.MODEL_ERROR),
     ],
-    ids=["rate-limit", "timeout", "unavailable", "bad-request", "bad-response"],
+    ids=[
+        "rate-limit",
+        "timeout",
+        "unavailable",
+        "bad-request",
+        "misconfigured",
+        "unreachable",
+        "bad-response",
+    ],
 )
 async def test_model_failure_becomes_a_loop_error_of_its_kind_with_the_cause_chained(
     registry: ToolRegistry, executor: ToolExecutor, failure: LLMClientError, kind: TurnOutcome

@@ -1,13 +1,14 @@
 """The turn's one deadline covers the model calls and the tools between them, all together.
 
 A real registry and executor; the model is an in-process client whose every
-call takes a while. No single wait comes near any timeout of its own: only the
-sum of them passes the deadline.
+call takes a while. No single wait comes near the deadline: only the sum of
+them passes it. The loop's clock is the test's (:mod:`bot.testing.clock`): each
+call spends its seconds at once, so what the deadline cut is certain however
+loaded the machine is, and the test takes no real time.
 """
 
 import asyncio
 import json
-import time
 from collections.abc import Sequence
 
 import pytest
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
+from bot.testing.clock import SteppedClockLoop, run_with_stepped_clock
 from tools.execution import ToolExecutionRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
 from turn import ToolCall, ToolLoopError, TurnContext, TurnOutcome, Usage
@@ -24,8 +26,10 @@ MESSAGES: list[Message] = [
     {"role": "developer", "content": "Инструкция."},
     {"role": "user", "content": "Вопрос клиента"},
 ]
-STEP_SECONDS = 0.4
-DEADLINE = 1.0
+# Each step (model call or tool) spends 25 s of the loop's clock: two fit in the 60 s
+# deadline, the third passes it. The slack (10 s) is real time the machine may take.
+STEP_SECONDS = 25.0
+DEADLINE = 60.0
 
 
 class Arguments(BaseModel):
@@ -43,8 +47,10 @@ class SlowModel:
 
     model_name = "slow"
 
-    def __init__(self) -> None:
+    def __init__(self, clock: SteppedClockLoop | None = None) -> None:
+        self.clock = clock
         self.calls = 0
+        self.cut: list[int] = []
 
     async def generate_with_tools(
         self,
@@ -55,7 +61,11 @@ class SlowModel:
         on_text: TextListener | None = None,
     ) -> LLMResult:
         self.calls += 1
-        await asyncio.sleep(STEP_SECONDS)
+        try:
+            await _spend(self.clock)
+        except asyncio.CancelledError:
+            self.cut.append(self.calls)
+            raise
         calls: tuple[ToolCall, ...] = ()
         if tools and self.calls == 1:
             calls = (ToolCall(id="c1", name="slow", arguments=json.dumps({"text": "x"})),)
@@ -85,9 +95,19 @@ class Seen:
         self.tools.append(record)
 
 
-def _loop(deadline: float | None) -> tuple[BoundedToolLoop, ToolExecutor, SlowModel]:
+async def _spend(clock: SteppedClockLoop | None) -> None:
+    """One step's time: the test's clock moves on by a step (without one: none passes)."""
+    if clock is not None:
+        await clock.spend(STEP_SECONDS)
+    else:
+        await asyncio.sleep(0)
+
+
+def _loop(
+    deadline: float | None, clock: SteppedClockLoop | None = None
+) -> tuple[BoundedToolLoop, ToolExecutor, SlowModel]:
     async def slow(arguments: Arguments) -> Result:
-        await asyncio.sleep(STEP_SECONDS)
+        await _spend(clock)
         return Result(text=arguments.text)
 
     registry = ToolRegistry()
@@ -97,10 +117,12 @@ def _loop(deadline: float | None) -> tuple[BoundedToolLoop, ToolExecutor, SlowMo
             description="Медленный инструмент.",
             arguments_model=Arguments,
             handler=slow,
+            # Its own timeout is no nearer than the deadline's: only the sum may end the turn.
+            timeout_seconds=STEP_SECONDS + 5,
         )
     )
     executor = ToolExecutor(registry)
-    model = SlowModel()
+    model = SlowModel(clock)
     return (
         BoundedToolLoop(model, registry, executor, max_steps=3, deadline_seconds=deadline),
         executor,
@@ -108,26 +130,41 @@ def _loop(deadline: float | None) -> tuple[BoundedToolLoop, ToolExecutor, SlowMo
     )
 
 
-async def test_model_call_tool_model_call_together_pass_the_deadline() -> None:
-    # 3 x 0.4 s: each under any timeout, together over a 1 s deadline.
-    loop, executor, model = _loop(DEADLINE)
-    seen = Seen()
-    started = time.monotonic()
-    try:
-        with pytest.raises(ToolLoopError) as raised:
-            await loop.run(MESSAGES, CONTEXT, observer=seen)
-    finally:
-        executor.close()
-    took = time.monotonic() - started
+def test_model_call_tool_model_call_together_pass_the_deadline() -> None:
+    # 3 x 25 s: each well under the 60 s deadline, together over it.
+    async def main(clock: SteppedClockLoop) -> None:
+        loop, executor, model = _loop(DEADLINE, clock)
+        seen = Seen()
+        try:
+            with pytest.raises(ToolLoopError) as raised:
+                await loop.run(MESSAGES, CONTEXT, observer=seen)
+        finally:
+            executor.close()
 
-    assert raised.value.kind is TurnOutcome.DEADLINE
-    assert "deadline of 1 s" in str(raised.value)
-    # Cut at the deadline, not when the call would have ended (a loaded machine adds a bit).
-    assert DEADLINE <= took < DEADLINE + STEP_SECONDS / 2
-    # What finished before the deadline is reported; the cut call is not.
-    assert seen.steps == [1]
-    assert [record.tool_name for record in seen.tools] == ["slow"]
-    assert model.calls == 2
+        assert raised.value.kind is TurnOutcome.DEADLINE
+        assert "deadline of 60 s" in str(raised.value)
+        # Cut at the deadline, in the middle of the second call, not when it would have ended.
+        assert model.cut == [2]
+        # What finished before the deadline is reported; the cut call is not.
+        assert seen.steps == [1]
+        assert [record.tool_name for record in seen.tools] == ["slow"]
+        assert model.calls == 2
+
+    run_with_stepped_clock(main)
+
+
+def test_the_same_steps_within_a_longer_deadline_answer() -> None:
+    # The control: 3 x 25 s inside a 100 s deadline end in the answer, nothing cut.
+    async def main(clock: SteppedClockLoop) -> None:
+        loop, executor, model = _loop(100.0, clock)
+        try:
+            result = await loop.run(MESSAGES, CONTEXT)
+        finally:
+            executor.close()
+        assert result.text == "Ответ."
+        assert (model.calls, model.cut) == (2, [])
+
+    run_with_stepped_clock(main)
 
 
 async def test_a_turn_within_its_deadline_answers() -> None:

@@ -41,9 +41,32 @@ _STOP_WORDS_TEXT = """
     about am any as at be been by could did didn don doesn from get got has have hello hey hi
     if im isn just me much many need please should so some t s tell thanks there this that
     those these us was we were which who why will would want know your yours our
-    usually
+    usually myself yourself ourselves
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+# Cities a customer names in a question about delivery («сколько идёт доставка в Казань»).
+# The articles say «в других городах» / "in other cities" rather than list them, so a city
+# the index does not know stands for that word (:meth:`Analyzer.place_term`) instead of
+# being an unknown word that outweighs the rest of the question, or a typo of another word
+# (Kazan is not «касанием»). One that an article names (Moscow) is matched as itself.
+_RUSSIAN_PLACES_TEXT = """
+    москва петербург питер спб казань новосибирск екатеринбург новгород самара омск
+    челябинск ростов уфа красноярск пермь воронеж волгоград краснодар саратов тюмень
+    тольятти ижевск барнаул ульяновск иркутск хабаровск ярославль владивосток махачкала
+    томск оренбург кемерово новокузнецк рязань астрахань пенза липецк киров чебоксары
+    калининград тула курск ставрополь сочи тверь магнитогорск иваново брянск белгород
+    сургут архангельск смоленск калуга чита мурманск вологда якутск петрозаводск
+    сыктывкар новороссийск кострома псков севастополь симферополь
+"""
+_ENGLISH_PLACES_TEXT = """
+    moscow petersburg kazan novosibirsk yekaterinburg ekaterinburg novgorod samara omsk
+    chelyabinsk rostov ufa krasnoyarsk perm voronezh volgograd krasnodar saratov tyumen
+    irkutsk khabarovsk yaroslavl vladivostok tomsk kaliningrad sochi murmansk
+"""
+# The articles' own word for any city, per script.
+_RUSSIAN_CITY = "город"
+_ENGLISH_CITY = "city"
 
 
 def query_language(text: str) -> str | None:
@@ -70,6 +93,17 @@ class Analyzer:
         self._russian = Stemmer.Stemmer("russian")
         self._english = Stemmer.Stemmer("english")
         self._lock = threading.Lock()
+        places = {
+            self.stem(place): self.stem(_RUSSIAN_CITY) for place in _RUSSIAN_PLACES_TEXT.split()
+        }
+        places.update(
+            (self.stem(place), self.stem(_ENGLISH_CITY)) for place in _ENGLISH_PLACES_TEXT.split()
+        )
+        self._places = places
+
+    def place_term(self, term: str) -> str | None:
+        """The index term of «город» (or "city") when ``term`` is a city's, else ``None``."""
+        return self._places.get(term)
 
     def words(self, text: str) -> list[str]:
         """The words of ``text`` in order, normalised but not stemmed, stop words out."""

@@ -41,6 +41,9 @@ FIELD_WEIGHTS = {"title": 2.0, "tags": 2.0, "heading": 1.5, "text": 1.0}
 FUZZY_WEIGHT = 0.6
 # Shortest query term tried for typos and prefixes: shorter ones match too much.
 FUZZY_MIN_LENGTH = 4
+# Shortest query term tried for a typo (one edit away): a short stem one letter from another
+# is as often a different word as a misspelt one («казан», Kazan, is not «касан», a touch).
+TYPO_MIN_LENGTH = 6
 # Least idf-weighted share of the query a hit must contain (bench/README.md).
 MIN_COVERAGE = 0.3
 # How strongly the covered share of the query scales the score (0: not at all).
@@ -186,10 +189,18 @@ class _LanguageIndex:
             return []
         scores: dict[int, float] = defaultdict(float)
         covered: dict[int, float] = defaultdict(float)
+        # Passages reached by a word of the question's topic, not only by a city's name.
+        topical: set[int] = set()
         total_weight = 0.0
         for word in words:
             term = self._analyzer.stem(word)
             matches = self._matches(term)
+            if not matches and term.isdigit():
+                # A number no article has is an order number or a sum, not the topic: it
+                # neither finds a passage nor makes the rest of the question count less.
+                continue
+            # A city, named by an article or not, is where, never what: no topic of its own.
+            is_place = self._analyzer.place_term(term) is not None
             best_idf = max((self._idf[t] for t, _ in matches), default=self._unknown_idf)
             total_weight += best_idf
             reached: dict[int, float] = {}
@@ -201,10 +212,13 @@ class _LanguageIndex:
             for number, value in reached.items():
                 scores[number] += value
                 covered[number] += best_idf
+            if not is_place:
+                topical.update(reached)
         best: dict[str, tuple[float, int]] = {}
         for number, raw in scores.items():
             coverage = covered[number] / total_weight
-            if coverage < MIN_COVERAGE:
+            if coverage < MIN_COVERAGE or number not in topical:
+                # «погода в Казани» shares only the city with the delivery articles.
                 continue
             # Lucene's old coordination factor: a passage with more of the query ranks higher.
             score = raw * coverage**COORDINATION
@@ -221,14 +235,21 @@ class _LanguageIndex:
         """Index terms standing for ``term``: itself, or typo and prefix neighbours."""
         if term in self._postings:
             return [(term, 1.0)]
-        if len(term) < FUZZY_MIN_LENGTH:
+        place = self._analyzer.place_term(term)
+        if place is not None:
+            # A city no article names: what the articles say of cities, never a look-alike.
+            return [(place, FUZZY_WEIGHT)] if place in self._postings else []
+        if len(term) < FUZZY_MIN_LENGTH or term.isdigit():
+            # Numbers are exact: 4000 is not 400.
             return []
-        found = {
-            candidate
-            for key in (term, *_deletions(term))
-            for candidate in self._neighbours.get(key, ())
-            if _within_one_edit(term, candidate)
-        }
+        found: set[str] = set()
+        if len(term) >= TYPO_MIN_LENGTH:
+            found.update(
+                candidate
+                for key in (term, *_deletions(term))
+                for candidate in self._neighbours.get(key, ())
+                if _within_one_edit(term, candidate)
+            )
         # A known stem that begins the word: «бракованный» is about «брак».
         found.update(
             term[:end] for end in range(FUZZY_MIN_LENGTH, len(term)) if term[:end] in self._postings

@@ -102,7 +102,17 @@ if cap > 0 then
   end
 end
 local verdict = 'ok'
-if ARGV[5] == '1' then
+-- An album's photos after its first come with it: one charge takes in up to ARGV[17] of them.
+local album_ttl = tonumber(ARGV[16])
+local with_album = false
+if album_ttl > 0 then
+  local taken = tonumber(redis.call('GET', KEYS[8]) or '0')
+  if taken > 0 and taken < tonumber(ARGV[17]) then
+    redis.call('INCR', KEYS[8])
+    with_album = true
+  end
+end
+if ARGV[5] == '1' and not with_album then
   local at = message_time(tonumber(ARGV[14]), tonumber(ARGV[15]))
   verdict = take_token(KEYS[4], tonumber(ARGV[7]), tonumber(ARGV[8]), at)
   -- A message to a person (a handoff) is no model turn: the daily limit skips it.
@@ -115,6 +125,9 @@ if ARGV[5] == '1' then
     elseif used > limit then
       verdict = 'daily_quiet'
     end
+  end
+  if verdict == 'ok' and album_ttl > 0 then
+    redis.call('SET', KEYS[8], '1', 'EX', album_ttl)
   end
 end
 local notice = nil
@@ -167,6 +180,11 @@ return {verdict, signal(queued)}
     # far back such a date is believed (the backlog window, ms).
     sent_ms: Argv[int] = 0
     backlog_ms: Argv[int] = 0
+    # A photo of an album (``media_group_id``, else ''): the album is charged once, with the
+    # first of its photos taken in, for up to ``album_size`` photos within ``album_ttl``.
+    media_group_id: str = ""
+    album_ttl: Argv[int] = 0
+    album_size: Argv[int] = 10
 
     def keys(self) -> list[str]:
         chat = self.chat
@@ -178,6 +196,7 @@ return {verdict, signal(queued)}
             chat.daily_turns(self.user_id, self.day),
             chat.session,
             chat.queue_full,
+            chat.album_charged(self.media_group_id or "-"),
         ]
 
 

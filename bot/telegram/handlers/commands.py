@@ -52,18 +52,17 @@ async def language_command(
     The choice is kept in the session (committed with the reply, as a handoff step
     is) and no longer changes with the language the customer writes in.
     """
-    codes = languages.policy.languages
-    choices = "\n".join(
-        f"/language {code} — {languages.texts(code).name.capitalize()}" for code in codes
-    )
-    wanted = (command.args or "").strip().lower()
-    if not wanted:
+    choices = languages.choices()
+    argument = (command.args or "").strip()
+    if not argument:
         return PlainReply(
             text=customer_texts.shown(texts, customer_texts.LANGUAGE_CHOICES).format(
                 choices=choices
             )
         )
-    if wanted not in codes:
+    # ``en-US`` (as Telegram's own language_code reads) chooses ``en``.
+    wanted = languages.chosen(argument)
+    if wanted is None:
         return PlainReply(
             text=customer_texts.shown(texts, customer_texts.LANGUAGE_UNKNOWN).format(
                 choices=choices

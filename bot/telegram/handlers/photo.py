@@ -19,12 +19,12 @@ from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import StaffAction
 from bot.storage.keys import telegram_conversation
-from bot.telegram.albums import Album, Albums
+from bot.telegram.albums import Albums
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import question_text
 from bot.telegram.handlers.chat import run_turn
-from bot.telegram.photos import PhotoRefusal, Photos, is_image
-from turn import ImagePart, TurnInput
+from bot.telegram.photos import AlbumImages, PhotoRefusal, Photos, is_image
+from turn import TurnInput
 
 
 class HasImage(Filter):
@@ -61,12 +61,14 @@ async def photo_message(
     if album is None:
         # Answered with its album; staff following a waiting chat still see every photo.
         return PlainReply(text="", staff=(copy,) if waiting else ())
-    # Telegram puts an album's caption on one of its photos.
-    text = question_text(
-        next((item for item in album.messages if item.caption), message),
-        (await bot.me()).username,
-        caption=True,
+    # Telegram puts an album's caption on one of its photos, or several on several:
+    # every one is the customer's words, in the album's order.
+    username = (await bot.me()).username
+    captions = (
+        question_text(item, username, caption=True)
+        for item in sorted(album.messages, key=lambda item: item.message_id)
     )
+    text = "\n".join(caption for caption in captions if caption)
     if photos.caption_refused(text):
         # Said before any download; the turn would refuse it as too long anyway.
         return PlainReply(
@@ -86,9 +88,9 @@ async def photo_message(
             file_id,
             staff=(copy,) if waiting else (),
         )
-    images, refusal = await _look(photos, bot, album)
-    if not images:
-        text = customer_texts.shown(texts, _refusal_text(refusal, staff=handoff is not None))
+    seen = await photos.look_all(bot, album.messages)
+    if not seen.images:
+        text = customer_texts.shown(texts, _refusal_text(seen.refusal, staff=handoff is not None))
         # Staff following a waiting chat see the photo themselves.
         return PlainReply(text=text, staff=(copy,) if waiting else ())
     return await run_turn(
@@ -98,7 +100,7 @@ async def photo_message(
         chat_service,
         handoff,
         text=text,
-        turn_input=TurnInput(kind="photo", images=images),
+        turn_input=TurnInput(kind="photo", images=seen.images, images_note=_note(seen, texts)),
         drafts=drafts,
         account_linking=account_linking,
         language=language,
@@ -106,22 +108,22 @@ async def photo_message(
     )
 
 
-async def _look(
-    photos: Photos, bot: Bot, album: Album
-) -> tuple[tuple[ImagePart, ...], PhotoRefusal]:
-    """The album's images the model may see, and the first refusal (for when there are none)."""
-    images: list[ImagePart] = []
-    refusals: list[PhotoRefusal] = []
-    for item in album.messages:
-        seen = await photos.look(bot, item)
-        if isinstance(seen, PhotoRefusal):
-            refusals.append(seen)
-            if seen is PhotoRefusal.VISION_OFF:
-                # Said once for the whole album.
-                break
-        else:
-            images.append(seen)
-    return tuple(images), refusals[0] if refusals else PhotoRefusal.UNREADABLE
+def _note(seen: AlbumImages, texts: Texts | None) -> str:
+    """What the model reads after the images when the turn's total left some out or smaller."""
+    notes = []
+    if seen.left_out:
+        shown = len(seen.images)
+        sent = shown + seen.left_out
+        notes.append(
+            customer_texts.shown(texts, customer_texts.IMAGES_LEFT_OUT).format(
+                shown=shown, sent=sent
+            )
+        )
+    if seen.reduced:
+        notes.append(
+            customer_texts.shown(texts, customer_texts.IMAGES_REDUCED).format(reduced=seen.reduced)
+        )
+    return " ".join(notes)
 
 
 def _refusal_text(refusal: PhotoRefusal, *, staff: bool) -> str:

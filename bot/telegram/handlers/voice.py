@@ -26,7 +26,7 @@ from bot.telegram.voice import VoiceMessages, VoiceRefusal
 _REFUSALS = {
     VoiceRefusal.OFFLINE: customer_texts.VOICE_OFFLINE,
     VoiceRefusal.TOO_LONG: customer_texts.VOICE_TOO_LONG,
-    VoiceRefusal.TOO_LARGE: customer_texts.VOICE_TOO_LONG,
+    VoiceRefusal.TOO_LARGE: customer_texts.VOICE_TOO_LARGE,
     VoiceRefusal.UNREADABLE: customer_texts.VOICE_NOT_HEARD,
     VoiceRefusal.TRANSCRIPTION_FAILED: customer_texts.VOICE_NOT_HEARD,
     VoiceRefusal.TRANSCRIPT_TOO_LONG: customer_texts.VOICE_TRANSCRIPT_TOO_LONG,

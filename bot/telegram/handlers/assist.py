@@ -1,0 +1,94 @@
+"""A press on a suggested reply in a staff topic, run by the worker holding the customer's chat.
+
+Intake queued it in the customer's chat (the press names it), from the staff chat
+only; here it is checked again as staff messages are: in the topic mapped to this
+customer, by a person who is a current member of the staff chat. Anything else is
+dropped silently. The customer never sees a failure of a staff press.
+"""
+
+import logging
+from functools import partial
+
+from aiogram import Bot, Router
+from aiogram.types import CallbackQuery, Message
+
+from bot.chat_errors import ChatServiceError
+from bot.handoff.service import HandoffService
+from bot.queue.job_results import JobContext, JobDone, PlainReply
+from bot.queue.staff_actions import StaffAction
+from bot.staff_assist.buttons import SuggestionPress
+from bot.staff_assist.service import StaffAssist
+from bot.staff_texts import SUGGESTION_NOT_SAVED
+from bot.storage.keys import telegram_conversation
+from bot.telegram.staff_members import MembershipError, StaffMembership
+
+logger = logging.getLogger(__name__)
+
+
+async def on_suggestion_press(
+    callback: CallbackQuery,
+    callback_data: SuggestionPress,
+    bot: Bot,
+    job: JobContext,
+    *,
+    handoff: HandoffService | None = None,
+    assist: StaffAssist | None = None,
+    staff_members: StaffMembership,
+) -> JobDone | PlainReply | None:
+    """Send the suggestion (or its action's card) if a staff member pressed it in its topic."""
+    message = callback.message if isinstance(callback.message, Message) else None
+    if handoff is None or assist is None or message is None:
+        return None
+    if not await _from_staff_in_topic(
+        callback, callback_data, message, bot, job, handoff, staff_members
+    ):
+        return None
+    try:
+        return await assist.press(
+            telegram_conversation(job.job.chat_id), job, callback_data, message.message_id
+        )
+    except ChatServiceError as error:
+        logger.warning("Suggestion press not saved: %s", error.kind)
+    except Exception:  # staff's press: a failure goes to the topic, never to the customer
+        logger.exception("Suggestion press %s failed", job.job.job_id)
+    return PlainReply(
+        text="",
+        staff=(StaffAction(kind="post", text=assist.staff_texts(SUGGESTION_NOT_SAVED)),),
+    )
+
+
+async def _from_staff_in_topic(  # noqa: PLR0917 - every part of the press is checked
+    callback: CallbackQuery,
+    press: SuggestionPress,
+    message: Message,
+    bot: Bot,
+    job: JobContext,
+    handoff: HandoffService,
+    staff_members: StaffMembership,
+) -> bool:
+    """A staff member's press, in the topic mapped to this job's customer."""
+    user = callback.from_user
+    thread = message.message_thread_id
+    if message.chat.id != handoff.staff_chat_id or thread is None or user.is_bot:
+        return False
+    key = telegram_conversation(job.job.chat_id)
+    if press.chat_id != job.job.chat_id or await handoff.topics.conversation_of(thread) != key:
+        logger.warning("Suggestion press %s is not in this customer's topic", job.job.job_id)
+        return False
+    try:
+        member = await staff_members.is_member(bot, handoff.staff_chat_id, user.id)
+    except MembershipError as error:
+        logger.warning("Membership check failed (%s); press dropped", error)
+        return False
+    if not member:
+        logger.warning("Suggestion press %s from a non-member; dropped", job.job.job_id)
+    return member
+
+
+def build_router() -> Router:
+    """A fresh router with the suggestion buttons' handler (their presses only)."""
+    router = Router(name=__name__)
+    router.callback_query.register(
+        partial(on_suggestion_press, staff_members=StaffMembership()), SuggestionPress.filter()
+    )
+    return router
