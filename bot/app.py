@@ -84,7 +84,7 @@ from prompts.registry import (
 from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
-from tools.human_agent import build_request_human_agent_tool
+from tools.human_agent import REQUEST_HUMAN_AGENT_TOOL_NAME, build_request_human_agent_tool
 from tools.knowledge.citations import CitationCheck
 from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
@@ -319,8 +319,8 @@ def _known_tools(settings: Settings, registry: ToolRegistry) -> tuple[str, ...]:
 
 
 def _proposed_on_a_card(registry: ToolRegistry, name: str) -> bool:
-    mcp = registry.mcp_tool(name)
-    return registry.write_tool(name) is not None or (mcp is not None and mcp.confirm)
+    tool = registry.find(name)
+    return tool is not None and tool.approval == "card"
 
 
 def _prompts(settings: Settings) -> tuple[PromptTemplate, PromptTemplate]:
@@ -486,13 +486,15 @@ async def _model_and_shop_tools(
     registry: ToolRegistry,
     llm: ToolCallingClient | None,
     environ: Mapping[str, str],
+    *,
+    localize: Localize = as_written,
 ) -> tuple[ToolCallingClient, McpServers | None]:
     """The shop's MCP servers (if configured), then the model client (``llm`` if given)."""
     mcp: McpServers | None = None
     try:
         if settings.mcp.servers:
             # Before the model client: the offline demo model learns the tools listed by then.
-            mcp = await open_mcp_servers(settings, registry, environ)
+            mcp = await open_mcp_servers(settings, registry, environ, localize)
         # After the registry: the offline demo model learns the registered tools from it.
         return llm or _build_llm(settings, shop, registry, environ), mcp
     except StartupError:
@@ -501,15 +503,35 @@ async def _model_and_shop_tools(
         raise
 
 
+def _link_tools(settings: Settings) -> dict[str | None, frozenset[str]]:
+    """The account link lookup, by server: the application's, never offered to the model."""
+    tool = settings.tools.account_link_tool
+    if tool is None:
+        return {}
+    if tool == DEMO_LOOKUP_TOOL:
+        return {None: frozenset({DEMO_LOOKUP_TOOL})}
+    server, _, remote = tool.partition(":")
+    return {server: frozenset({remote})}
+
+
 async def open_mcp_servers(
-    settings: Settings, registry: ToolRegistry, environ: Mapping[str, str]
+    settings: Settings,
+    registry: ToolRegistry,
+    environ: Mapping[str, str],
+    localize: Localize = as_written,
 ) -> McpServers:
     """Connect ``MCP_SERVERS`` and offer their tools in ``registry`` (down ones retry later).
 
     One warning line when the tool definitions exceed ``MCP_TOOLS_TOKEN_WARNING`` tokens.
     """
     try:
-        servers = McpServers(settings=settings.mcp, registry=registry, environ=environ)
+        servers = McpServers(
+            settings=settings.mcp,
+            registry=registry,
+            environ=environ,
+            localize=localize,
+            hidden=_link_tools(settings),
+        )
     except McpSetupError as error:
         raise StartupError(str(error)) from error
     await servers.start()
@@ -604,11 +626,18 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         demo_shop=settings.mcp.demo_tools_on(),
         localize=localize,
     )
+    # The built-in's name, offered or not: a shop's tool never takes it.
+    registry.reserve(REQUEST_HUMAN_AGENT_TOOL_NAME)
     if settings.handoff.staff_chat_id is not None:
         registry.register(build_request_human_agent_tool())
     try:
         base_client, mcp = await _model_and_shop_tools(
-            settings, shop, registry, llm, os.environ if environ is None else environ
+            settings,
+            shop,
+            registry,
+            llm,
+            os.environ if environ is None else environ,
+            localize=localize,
         )
         directory = _customer_directory(settings, shop, mcp)
     except StartupError:
@@ -768,9 +797,12 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         actions=ActionConfirmations(
             registry=registry,
             confirm_seconds=settings.tools.action_confirm_seconds,
+            tool_wait_seconds=settings.tools.action_tool_wait_seconds,
             runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
             dead_letters=DeadLetters(redis, keys=keys),
             alert_staff=staff_chat_id is not None,
+            # Staff read their texts in the default language (None: the default).
+            staff_texts=lambda message: localize(None, message),
         ),
         mcp=mcp,
         feedback=CsatSchedule(

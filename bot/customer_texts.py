@@ -326,6 +326,15 @@ ACTION_CHECKING_MESSAGE = N_(
     "нажимать кнопку ещё раз не нужно."
 )
 """The message when the outcome is being checked (staff see the action as a dead letter)."""
+ACTION_DECLINED_TEXT = N_("Вы отказались, ничего не изменено.")
+"""The card's text after a no, when its tool is not offered now (its own words otherwise)."""
+ACTION_UNAVAILABLE_TEXT = N_("Не выполнено: магазин сейчас недоступен, ничего не изменено")
+"""The card's text when a confirmed action's tool stayed unlisted (its server down)."""
+ACTION_UNAVAILABLE_MESSAGE = N_(
+    "Не выполнено: магазин сейчас недоступен, ничего не изменено. Попробуйте чуть позже, "
+    "напишите мне ещё раз."
+)
+"""The message then: the call was never sent."""
 ACTION_STALE_ANSWER = N_("Уже выполнено или больше не действует")
 """The press's short answer when the action is done, declined or superseded."""
 ACTION_FOREIGN_ANSWER = N_("Эта кнопка не для вас")

@@ -395,6 +395,11 @@ class ToolSettings(BaseSettings):
     action_confirm_seconds: float = Field(
         default=600.0, gt=0, le=86_400, validation_alias=_env("ACTION_CONFIRM_SECONDS")
     )
+    # How long a confirmed press waits for a shop server that has not listed its tool yet
+    # (at most 120 s: the press holds its chat meanwhile, well within JOB_DEADLINE_SECONDS).
+    action_tool_wait_seconds: float = Field(
+        default=30.0, ge=0, le=120, validation_alias=_env("ACTION_TOOL_WAIT_SECONDS")
+    )
     # How often each process checks the directory for changes; 0: only on SIGHUP.
     knowledge_reload_seconds: float = Field(
         default=30.0, ge=0, le=86_400, validation_alias=_env("KNOWLEDGE_RELOAD_SECONDS")

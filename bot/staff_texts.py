@@ -59,3 +59,11 @@ def reason_label(reason: str, gettext: Translate) -> str:
     """``reason`` as staff read it (an unknown one as it is)."""
     label = HANDOFF_REASON_LABELS.get(reason)
     return gettext(label) if label is not None else reason
+
+
+ACTION_CHECK_NOTE = N_(
+    "Проверьте действие {action_id} ({tool}): клиент подтвердил {description}; магазин мог "
+    "его выполнить, ответ не получен. Клиенту сказано, что итог проверяется."
+)
+"""The topic's note on a confirmed action whose outcome is unknown (what to check, and what
+the customer confirmed: the card's text on one line)."""

@@ -5,7 +5,7 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,9 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tools.mcp.schema import ArgumentsInvalid
-from tools.mcp.tool import McpCallError, McpTool, business_error, tool_result_payload
-from tools.registry import ArgumentsT, RegisteredTool, ToolNotRegisteredError, ToolRegistry
+from tools.registry import ArgumentsT, RegisteredTool, ToolRegistry
 from turn import ToolBusinessError, ToolCall, ToolExecutionRecord, ToolStatus, TurnContext
 
 __all__ = [
@@ -33,6 +31,7 @@ __all__ = [
     "ToolTechnicalError",
     "ToolTimeoutError",
     "business_error_content",
+    "execute_registered",
     "technical_error",
     "timeout_error",
     "tool_content",
@@ -170,49 +169,27 @@ class ToolExecutor:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tool")
 
     async def execute(self, tool_call: ToolCall, context: TurnContext) -> ToolExecutionResult:
-        """Validate and run one tool call; every outcome yields exactly one audit record."""
-        mcp = self._registry.mcp_tool(tool_call.name)
-        if mcp is not None:
-            return await execute_mcp_read(mcp, tool_call, context)
-        timer = CallTimer(tool_call)
-        audit = timer.record
-        try:
-            tool = self._registry.get(tool_call.name)
-        except ToolNotRegisteredError as error:
+        """Validate and run one tool call; every outcome yields exactly one audit record.
+
+        A tool that needs the customer's approval is not run here: the tool loop
+        proposes it (``bot.engine.proposals``); asked here, it is not allowed.
+        """
+        tool = self._registry.find(tool_call.name)
+        if tool is None or tool.approval != "none":
+            timer = CallTimer(tool_call, server=tool.server if tool is not None else None)
             raise ToolNotAllowedError(
-                "the model asked for a tool that is not registered",
-                audit(ToolStatus.REJECTED, "unknown_tool"),
-            ) from error
+                "the model asked for a tool that is not registered"
+                if tool is None
+                else "the tool needs the customer's approval",
+                timer.record(ToolStatus.REJECTED, "unknown_tool"),
+            )
+        return await tool.execute(tool_call, context, self)
 
-        arguments = validated_arguments(tool.arguments_model, tool.name, tool_call, timer)
-        try:
-            result = await self._run_handler(tool, arguments, context)
-        except TimeoutError as error:
-            raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
-        except ToolBusinessError as error:
-            return ToolExecutionResult(
-                content=business_error_content(error),
-                audit=audit(ToolStatus.BUSINESS_ERROR, error.code),
-            )
-        except Exception as error:
-            # The original text may hold internals; it stays in the chain for the logs only.
-            raise technical_error(tool.name, timer) from error
-
-        if not isinstance(result, BaseModel):
-            raise ToolTechnicalError(
-                f"{tool.name} returned {type(result).__name__}, not a pydantic model",
-                audit(ToolStatus.TECHNICAL_ERROR, "invalid_result_type"),
-            )
-        record = audit(ToolStatus.SUCCESS, None, tool.category(result) if tool.category else None)
-        if tool.result_summary is not None:
-            summary = tool.result_summary(result)
-            record = dataclasses.replace(
-                record, result_count=summary.count, top_result_id=summary.top_id
-            )
-        return ToolExecutionResult(
-            content=tool_content({"ok": True, "data": result.model_dump(mode="json")}),
-            audit=record,
-        )
+    async def run_registered(
+        self, tool: RegisteredTool[Any, Any], tool_call: ToolCall, context: TurnContext
+    ) -> ToolExecutionResult:
+        """Validate ``tool_call`` and run ``tool``'s handler (a thread for a blocking one)."""
+        return await execute_registered(tool, tool_call, context, self._run_handler)
 
     async def _run_handler(
         self, tool: RegisteredTool[Any, Any], arguments: BaseModel, context: TurnContext
@@ -264,53 +241,43 @@ def _call_on_loop(
     return result
 
 
-def mcp_arguments(tool: McpTool, tool_call: ToolCall, timer: CallTimer) -> dict[str, Any]:
-    """The model's arguments checked against the server's schema, or :class:`ToolArgumentsError`."""
-    try:
-        return tool.schema.validate(tool_call.arguments)
-    except ArgumentsInvalid as error:
-        raise ToolArgumentsError(
-            f"arguments of {tool.name} failed validation",
-            timer.record(ToolStatus.REJECTED, "invalid_arguments"),
-            problems=tuple(error.problems),
-        ) from error
-
-
-async def execute_mcp_read(
-    tool: McpTool, tool_call: ToolCall, context: TurnContext
+async def execute_registered(
+    tool: RegisteredTool[Any, Any],
+    tool_call: ToolCall,
+    context: TurnContext,
+    run_handler: Callable[
+        [RegisteredTool[Any, Any], BaseModel, TurnContext], Coroutine[Any, Any, object]
+    ],
 ) -> ToolExecutionResult:
-    """Run an MCP tool that needs no button: validate, bind, call within its deadline.
-
-    The deadline is ours (``asyncio.timeout``) around the whole call, reconnect and
-    retry included; ``isError`` is the tool's "no", fed back like a business error.
-    """
-    timer = CallTimer(tool_call, server=tool.server)
-    arguments = mcp_arguments(tool, tool_call, timer)
+    """Run an application tool that needs no approval: validate, run, record."""
+    timer = CallTimer(tool_call)
+    audit = timer.record
+    arguments = validated_arguments(tool.arguments_model, tool.name, tool_call, timer)
     try:
-        bound = tool.bind(arguments, context)
+        result = await run_handler(tool, arguments, context)
+    except TimeoutError as error:
+        raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
     except ToolBusinessError as error:
         return ToolExecutionResult(
             content=business_error_content(error),
-            audit=timer.record(ToolStatus.BUSINESS_ERROR, error.code),
+            audit=audit(ToolStatus.BUSINESS_ERROR, error.code),
         )
-    deadline = asyncio.timeout(tool.timeout_seconds)
-    try:
-        async with deadline:
-            # A tool without a button only reads (trusted readOnlyHint): safe to send again.
-            outcome = await tool.call(tool.remote_name, bound, tool.timeout_seconds, True)
-    except TimeoutError as error:
-        if deadline.expired():
-            raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
+    except Exception as error:
+        # The original text may hold internals; it stays in the chain for the logs only.
         raise technical_error(tool.name, timer) from error
-    except McpCallError as error:
-        raise technical_error(tool.name, timer) from error
-    if outcome.is_error:
-        refusal = business_error(outcome, tool.result_max_chars)
-        return ToolExecutionResult(
-            content=business_error_content(refusal),
-            audit=timer.record(ToolStatus.BUSINESS_ERROR, refusal.code),
+
+    if not isinstance(result, BaseModel):
+        raise ToolTechnicalError(
+            f"{tool.name} returned {type(result).__name__}, not a pydantic model",
+            audit(ToolStatus.TECHNICAL_ERROR, "invalid_result_type"),
+        )
+    record = audit(ToolStatus.SUCCESS, None, tool.category(result) if tool.category else None)
+    if tool.result_summary is not None:
+        summary = tool.result_summary(result)
+        record = dataclasses.replace(
+            record, result_count=summary.count, top_result_id=summary.top_id
         )
     return ToolExecutionResult(
-        content=tool_content(tool_result_payload(outcome, tool.result_max_chars)),
-        audit=timer.record(ToolStatus.SUCCESS, None),
+        content=tool_content({"ok": True, "data": result.model_dump(mode="json")}),
+        audit=record,
     )

@@ -79,6 +79,7 @@ _RULE_TEXT = {
     "return_period_over": N_("срок возврата истёк"),
 }
 _DECLINED = N_("вы отказались")
+_NOT_FOUND = N_("Заказ {order_id} не найден.")
 
 Translate = Callable[[str], str]
 """One customer's catalog: a text of this module in their language."""
@@ -125,7 +126,9 @@ class _OrderChange(Generic[_ArgumentsT]):
     """Ask the shop for the change with the idempotency key."""
     done: Callable[[_ArgumentsT, WriteReceipt, Translate], tuple[str, str]]
     """The card's text and the customer's message once it is done."""
-    also_check: Callable[[_ArgumentsT, OrderView], None] = lambda _arguments, _order: None
+    also_check: Callable[[_ArgumentsT, OrderView, Translate], None] = (
+        lambda _arguments, _order, _tr: None
+    )
     """A further rule (raises :class:`ToolBusinessError`)."""
 
 
@@ -136,17 +139,19 @@ def _write_tool(
         return lambda message: localize(customer.language, message)
 
     async def check(arguments: _ArgumentsT, customer: Customer) -> CheckedOrder:
+        # In the customer's language: a model that retells it (the offline one) says it so.
+        tr = tr_of(customer)
         order = await shop.order(customer, arguments.order_id)
         if order is None:
             raise ToolBusinessError(
-                f"Заказ {arguments.order_id} не найден.", code="order_not_found"
+                tr(_NOT_FOUND).format(order_id=arguments.order_id), code="order_not_found"
             )
         if order.status not in action.statuses:
+            refusal = tr(action.not_allowed).format(order_id=order.order_id)
             raise ToolBusinessError(
-                f"{action.not_allowed.format(order_id=order.order_id)}: {order.status_text}.",
-                code=action.not_allowed_code,
+                f"{refusal}: {order.status_text}.", code=action.not_allowed_code
             )
-        action.also_check(arguments, order)
+        action.also_check(arguments, order, tr)
         return CheckedOrder(order=order, customer=customer)
 
     async def handler(
@@ -214,7 +219,7 @@ def build_cancel_order_tool(
             ),
             arguments_model=CancelOrderArguments,
             statuses=CANCELLABLE_STATUSES,
-            not_allowed="Заказ {order_id} нельзя отменить",
+            not_allowed=N_("Заказ {order_id} нельзя отменить"),
             not_allowed_code="not_cancellable",
             not_done=N_("Отмена не выполнена"),
             describe=lambda arguments, order, _customer, tr: tr(
@@ -237,13 +242,17 @@ def build_request_return_tool(
 ) -> WriteTool[RequestReturnArguments, CheckedOrder]:
     """``request_return`` over ``shop``: delivered items within their return period."""
 
-    def items_returnable(arguments: RequestReturnArguments, order: OrderView) -> None:
+    def items_returnable(
+        arguments: RequestReturnArguments, order: OrderView, tr: Translate
+    ) -> None:
         try:
             check_returnable(order, tuple(arguments.items), store, clock().date())
         except ShopRuleError as error:
+            refusal = tr(N_("Возврат по заказу {order_id} невозможен")).format(
+                order_id=order.order_id
+            )
             raise ToolBusinessError(
-                f"Возврат по заказу {order.order_id} невозможен: {rule_text(error.code)}.",
-                code=error.code,
+                f"{refusal}: {tr(rule_text(error.code))}.", code=error.code
             ) from error
 
     def done(
@@ -274,7 +283,7 @@ def build_request_return_tool(
             ),
             arguments_model=RequestReturnArguments,
             statuses=RETURNABLE_STATUSES,
-            not_allowed="Возврат по заказу {order_id} сейчас невозможен",
+            not_allowed=N_("Возврат по заказу {order_id} сейчас невозможен"),
             not_allowed_code="not_returnable",
             not_done=N_("Возврат не оформлен"),
             also_check=items_returnable,
@@ -327,7 +336,7 @@ def build_change_delivery_address_tool(
             ),
             arguments_model=ChangeDeliveryAddressArguments,
             statuses=CANCELLABLE_STATUSES,
-            not_allowed="Адрес доставки заказа {order_id} изменить нельзя",
+            not_allowed=N_("Адрес доставки заказа {order_id} изменить нельзя"),
             not_allowed_code="address_not_changeable",
             not_done=N_("Адрес не изменён"),
             describe=lambda arguments, order, _customer, tr: tr(

@@ -22,6 +22,10 @@ class CustomerDirectoryError(RuntimeError):
     """The shop could not be asked (unreachable, timed out, an answer that makes no sense)."""
 
 
+CUSTOMER_ID_MAX_CHARS = 128
+"""A linked customer id at most: it is stored with the link and bound into the shop's calls."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShopAccount:
     """The shop's customer a phone number belongs to."""

@@ -9,9 +9,10 @@ answers ``customer_id`` in its structured content; an ``isError`` result naming
 :class:`~bot.accounts.directory.CustomerDirectoryError`.
 """
 
+import json
 from dataclasses import dataclass, field
 
-from bot.accounts.directory import CustomerDirectoryError, ShopAccount
+from bot.accounts.directory import CUSTOMER_ID_MAX_CHARS, CustomerDirectoryError, ShopAccount
 from bot.mcp.connection import McpConnection
 from tools.mcp.tool import McpCallError
 
@@ -38,7 +39,7 @@ class McpCustomerDirectory:
             raise CustomerDirectoryError(
                 f"{self.tool_name}: the shop could not be asked ({type(error).__name__})"
             ) from error
-        structured = outcome.structured if isinstance(outcome.structured, dict) else {}
+        structured = _answer(outcome.structured, outcome.text)
         if outcome.is_error:
             error_field = structured.get("error")
             code = error_field.get("code") if isinstance(error_field, dict) else None
@@ -48,4 +49,24 @@ class McpCustomerDirectory:
         customer_id = structured.get("customer_id")
         if not isinstance(customer_id, str | int) or not str(customer_id).strip():
             raise CustomerDirectoryError(f"{self.tool_name}: the answer names no customer_id")
+        if len(str(customer_id)) > CUSTOMER_ID_MAX_CHARS:
+            # Bound into every later call of the shop's tools: an id this long is no id.
+            raise CustomerDirectoryError(
+                f"{self.tool_name}: the answer's customer_id is longer than "
+                f"{CUSTOMER_ID_MAX_CHARS} characters"
+            )
         return ShopAccount(customer_id=str(customer_id))
+
+
+def _answer(structured: object, text: str) -> dict[str, object]:
+    """The lookup's answer: its structured content, or its text when that is a JSON object.
+
+    A server written without an output schema sends the JSON as text only.
+    """
+    if isinstance(structured, dict):
+        return structured
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

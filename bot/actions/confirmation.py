@@ -24,9 +24,7 @@ idempotent); the customer is told the outcome is being checked, and the action
 becomes a dead letter of its own kind for staff. Every run has a deadline.
 """
 
-import asyncio
 import dataclasses
-import json
 import logging
 import time
 import uuid
@@ -37,18 +35,19 @@ from enum import StrEnum
 from time import perf_counter
 from typing import Any
 
-from pydantic import ValidationError
-
 from bot.actions.runs import ActionRuns
 from bot.audit.actions import ActionEvent
 from bot.customer_texts import (
     ACTION_CHECKING_MESSAGE,
     ACTION_CHECKING_TEXT,
+    ACTION_DECLINED_TEXT,
     ACTION_EXPIRED_MESSAGE,
     ACTION_EXPIRED_TEXT,
     ACTION_FAILED_TEXT,
     ACTION_FOREIGN_ANSWER,
     ACTION_STALE_ANSWER,
+    ACTION_UNAVAILABLE_MESSAGE,
+    ACTION_UNAVAILABLE_TEXT,
     Translate,
     with_incident_code,
 )
@@ -60,10 +59,10 @@ from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, session_of
 from bot.sessions.pending import OUTCOME_MIRROR, Choice, PendingAction
-from tools.mcp.tool import McpCallError, McpTool
-from tools.registry import ToolRegistry
+from bot.staff_texts import ACTION_CHECK_NOTE
+from tools.registry import Tool, ToolRegistry
 from tools.shop_backend import Customer
-from tools.write_tools import ActionResult, WriteTool
+from tools.write_tools import OUTCOME_UNKNOWN, ActionResult, card_value
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +70,8 @@ DEFAULT_CONFIRM_SECONDS = 600.0
 GIVEN_UP = "poison_job"
 """The error code of a confirmed action whose press was given up and that the shop never applied."""
 
-OUTCOME_UNKNOWN = "outcome_unknown"
-"""A confirmed action whose call may have reached the shop without its answer reaching us."""
+DEFAULT_TOOL_WAIT_SECONDS = 30.0
+"""How long a confirmed press waits for its tool's server to list it again (then: not done)."""
 ACTION_DEAD_LETTER = "action_outcome_unknown"
 """The dead letter kind of such an action (``support-audit dead-letters``)."""
 
@@ -141,6 +140,10 @@ class ActionConfirmations:
     dead_letters: DeadLetters | None = None
     # Post an action with an unknown outcome in the customer's staff topic too.
     alert_staff: bool = False
+    # How long a confirmed press waits for a server that has not listed its tool (yet).
+    tool_wait_seconds: float = DEFAULT_TOOL_WAIT_SECONDS
+    # Staff texts (the default language's catalog), as staff assist shows its own.
+    staff_texts: Translate = lambda message: message
 
     def verdict(
         self, session: ConversationSession | None, press: Press, at: datetime | None = None
@@ -160,48 +163,82 @@ class ActionConfirmations:
     ) -> ActionResult:
         """Run (or decline, or expire) ``pending``: the outcome in the customer's words.
 
-        ``given_up`` (the incident code of a press given up as a dead letter): a
-        confirmed action is not run again, only looked up in the shop by its key (a
-        shop's MCP tool, which has no key: by its executing mark).
+        The one settle path of every tool with a card. An executing mark means a run
+        may have reached the shop: its outcome is the tool's to tell
+        (:meth:`~tools.registry.Tool.outcome_of`), and unknown when it cannot, whether
+        or not the tool is listed now. A confirmed action whose tool is not listed
+        now and never started waits up to ``tool_wait_seconds`` for its server, then
+        is told truthfully as not done. ``given_up`` (the incident code of a press
+        given up as a dead letter): a confirmed action is not run again, only settled
+        by what the tool can tell of an earlier run.
         """
-        mcp = self.registry.mcp_tool(pending.tool_name)
-        if mcp is not None:
-            return await self._settle_mcp(
-                mcp, pending, verdict, conversation_key, given_up=given_up
-            )
-        resolved = self._resolved(pending)
-        if isinstance(resolved, ActionResult):
-            return resolved
-        tool, arguments = resolved
+        name = pending.tool_name
         if verdict is Verdict.DECLINE:
+            tool = self.registry.find(name)
+            arguments = _decoded(tool, pending) if tool is not None else None
+            if tool is None or arguments is None:
+                return ActionResult.not_done("declined", ACTION_DECLINED_TEXT)
             text = tool.declined(arguments, customer)
             return ActionResult.not_done("declined", text, f"{text}.")
+        marked = await self._marked(conversation_key, pending.action_id)
         if verdict is Verdict.CONFIRM and given_up is None:
-            return await _run(tool, arguments, customer, pending.action_id)
+            tool = self.registry.find(name)
+            if tool is None and marked:
+                # A run started before a crash; its server is not listed (yet): unknown.
+                return _worded(ActionResult.unknown())
+            if tool is None:
+                tool = await self.registry.listed(name, self.tool_wait_seconds)
+            if tool is None:
+                logger.warning(
+                    "Action %s: its tool %s is not offered (a server down, another version): "
+                    "not run",
+                    pending.action_id,
+                    name,
+                )
+                return ActionResult.not_done(
+                    "tool_unavailable", ACTION_UNAVAILABLE_TEXT, ACTION_UNAVAILABLE_MESSAGE
+                )
+            arguments = _decoded(tool, pending)
+            if arguments is None:
+                return ActionResult.not_done("invalid_arguments", ACTION_FAILED_TEXT)
+            if not await self._begin(conversation_key, pending.action_id) and not tool.rerun_safe:
+                logger.warning(
+                    "Action %s (%s) was taken again after its run started: not run twice, "
+                    "its outcome is unknown",
+                    pending.action_id,
+                    name,
+                )
+                return _worded(ActionResult.unknown())
+            return _worded(await tool.run(arguments, customer, pending.action_id))
         # Expired by its arrival, or given up as a dead letter: yet a run may have begun
-        # (before the process died; another version's window): only the shop can say.
-        done = await _looked_up(tool, arguments, customer, pending.action_id)
+        # (before the process died; another version's window): only the tool can say.
+        tool = self.registry.find(name)
+        arguments = _decoded(tool, pending) if tool is not None else None
+        if tool is not None and arguments is not None:
+            done = await tool.outcome_of(
+                arguments, customer, pending.action_id, marked=bool(marked)
+            )
+        else:
+            done = ActionResult.unknown() if marked else None
         if done is not None:
-            return done
+            return _worded(done)
         if verdict is Verdict.EXPIRED:
             return ActionResult.not_done("expired", ACTION_EXPIRED_TEXT, ACTION_EXPIRED_MESSAGE)
         return ActionResult.not_done(
             GIVEN_UP, ACTION_FAILED_TEXT, with_incident_code(ACTION_FAILED_TEXT, given_up or "")
         )
 
-    def _resolved(self, pending: PendingAction) -> tuple[WriteTool[Any, Any], Any] | ActionResult:
-        """The action's tool and validated arguments, or why it cannot run (nothing changed)."""
-        tool = self.registry.write_tool(pending.tool_name)
-        if tool is None:
-            # A tool of another version (a rolling deploy) or one switched off.
-            return ActionResult.not_done("unknown_tool", ACTION_FAILED_TEXT)
-        try:
-            return tool, tool.arguments_model.model_validate_json(pending.arguments)
-        except ValidationError:
-            # Another version's arguments model (a rolling deploy); the error quotes the
-            # arguments, so only the action is named.
-            logger.warning("Action %s: its stored arguments no longer validate", pending.action_id)
-            return ActionResult.not_done("invalid_arguments", ACTION_FAILED_TEXT)
+    async def _marked(self, conversation_key: str | None, action_id: str) -> bool:
+        """Whether a run of ``action_id`` may have started (its executing mark is there)."""
+        if self.runs is None or conversation_key is None:
+            return False
+        return await self.runs.begun(conversation_key, action_id)
+
+    async def _begin(self, conversation_key: str | None, action_id: str) -> bool:
+        """Mark ``action_id`` as executing; ``False`` when an earlier attempt marked it."""
+        if self.runs is None or conversation_key is None:
+            return True
+        return await self.runs.begin(conversation_key, action_id, uuid.uuid4().hex)
 
     async def press(
         self,
@@ -269,9 +306,12 @@ class ActionConfirmations:
                 staff = (
                     StaffAction(
                         kind="post",
-                        text=f"Проверьте действие {pending.action_id} ({pending.tool_name}): "
-                        "магазин мог его выполнить, ответ не получен. Клиенту сказано, что "
-                        "итог проверяется.",
+                        text=self.staff_texts(ACTION_CHECK_NOTE).format(
+                            action_id=pending.action_id,
+                            tool=pending.tool_name,
+                            # The card as the customer saw it, on one line and bounded.
+                            description=card_value(pending.description, max_chars=600),
+                        ),
                     ),
                 )
         entry = OutboxEntry(
@@ -301,6 +341,9 @@ class ActionConfirmations:
                 pending.action_id, result.message, now, job.job.turn_id
             ),
             entry=entry,
+            tool_result=result.for_model,
+            tool_name=pending.tool_name,
+            action_id=pending.action_id,
         )
 
     async def _dead_letter(self, pending: PendingAction, job: JobContext) -> None:
@@ -308,7 +351,7 @@ class ActionConfirmations:
         if self.dead_letters is None:
             return
         now_ms = int(time.time() * 1000)
-        mcp = self.registry.mcp_tool(pending.tool_name)
+        tool = self.registry.find(pending.tool_name)
         await self.dead_letters.record(
             DeadLetter(
                 turn_id=job.job.turn_id,
@@ -321,125 +364,34 @@ class ActionConfirmations:
                 kind="action",
                 action_id=pending.action_id,
                 tool_name=pending.tool_name,
-                server=mcp.server if mcp is not None else None,
+                server=pending.server or (tool.server if tool is not None else None),
             )
         )
 
-    async def _settle_mcp(
-        self,
-        tool: McpTool,
-        pending: PendingAction,
-        verdict: Verdict,
-        conversation_key: str | None,
-        *,
-        given_up: str | None,
-    ) -> ActionResult:
-        """Run a shop's MCP tool for ``pending``: marked first, called at most once.
 
-        Expired by its arrival, or given up as a dead letter: a call that may have
-        begun (its mark is there) is "being checked", never expired or failed.
-        """
-        try:
-            arguments = json.loads(pending.arguments)
-        except json.JSONDecodeError:
-            arguments = None
-        if not isinstance(arguments, dict):
-            return ActionResult.not_done("invalid_arguments", ACTION_FAILED_TEXT)
-        if verdict is Verdict.DECLINE:
-            text = f"{tool.title}: вы отказались, ничего не сделано"
-            return ActionResult.not_done("declined", text, f"{text}.")
-        if verdict is Verdict.CONFIRM and given_up is None:
-            return await self._call_mcp(tool, pending, arguments, conversation_key)
-        if (
-            self.runs is not None
-            and conversation_key is not None
-            and await self.runs.begun(conversation_key, pending.action_id)
-        ):
-            return _outcome_unknown()
-        if verdict is Verdict.EXPIRED:
-            return ActionResult.not_done("expired", ACTION_EXPIRED_TEXT, ACTION_EXPIRED_MESSAGE)
-        return ActionResult.not_done(
-            GIVEN_UP, ACTION_FAILED_TEXT, with_incident_code(ACTION_FAILED_TEXT, given_up or "")
-        )
-
-    async def _call_mcp(
-        self,
-        tool: McpTool,
-        pending: PendingAction,
-        arguments: dict[str, Any],
-        conversation_key: str | None,
-    ) -> ActionResult:
-        """Mark the action as executing, then call the tool once within its deadline."""
-        if (
-            self.runs is not None
-            and conversation_key is not None
-            and not await self.runs.begin(conversation_key, pending.action_id, uuid.uuid4().hex)
-            and not tool.idempotent
-        ):
-            logger.warning(
-                "Action %s (%s on %s) was taken again after its call started: not called twice, "
-                "its outcome is unknown",
-                pending.action_id,
-                tool.remote_name,
-                tool.server,
-            )
-            return _outcome_unknown()
-        deadline = asyncio.timeout(tool.timeout_seconds)
-        try:
-            async with deadline:
-                outcome = await tool.call(
-                    tool.remote_name, arguments, tool.timeout_seconds, tool.idempotent
-                )
-        except McpCallError as error:
-            logger.warning("Action %s (%s): %s", pending.action_id, tool.name, error)
-            if not error.reached:
-                return ActionResult.not_done("technical_error", ACTION_FAILED_TEXT)
-            return _outcome_unknown()
-        except Exception:
-            # A timeout or a failure after the request left: the shop may have done it.
-            logger.exception("Action %s (%s) got no answer", pending.action_id, tool.name)
-            return _outcome_unknown()
-        card_text, message = tool.outcome_texts(outcome)
-        if outcome.is_error:
-            return ActionResult.not_done("tool_error", card_text, message)
-        return ActionResult(done=True, card_text=card_text, message=message)
+def _worded(result: ActionResult) -> ActionResult:
+    """``result`` with the application's texts where the tool left them to it."""
+    if result.card_text:
+        return result
+    if result.error_code == OUTCOME_UNKNOWN:
+        return ActionResult.not_done(OUTCOME_UNKNOWN, ACTION_CHECKING_TEXT, ACTION_CHECKING_MESSAGE)
+    return ActionResult.not_done(result.error_code or "technical_error", ACTION_FAILED_TEXT)
 
 
-def _outcome_unknown() -> ActionResult:
-    return ActionResult.not_done(OUTCOME_UNKNOWN, ACTION_CHECKING_TEXT, ACTION_CHECKING_MESSAGE)
+def _decoded(tool: Tool, pending: PendingAction) -> Any | None:
+    """The stored arguments as the tool takes them; ``None`` when they no longer fit."""
+    try:
+        return tool.decode(pending.arguments)
+    except ValueError:
+        # Another version's arguments (a rolling deploy); the error may quote them, so
+        # only the action is named.
+        logger.warning("Action %s: its stored arguments no longer validate", pending.action_id)
+        return None
 
 
 def arrived_at(job: JobContext) -> datetime:
     """When the job's update arrived: its intake time (the same on every re-run of it)."""
     return datetime.fromtimestamp(job.job.enqueued_ms / 1000, UTC)
-
-
-async def _run(
-    tool: WriteTool[Any, Any], arguments: Any, customer: Customer, action_id: str
-) -> ActionResult:
-    deadline = asyncio.timeout(tool.timeout_seconds)
-    try:
-        # A hung shop must not hold the chat's lease forever: the run has a deadline.
-        async with deadline:
-            return await tool.handler(arguments, customer, action_id)
-    except Exception:
-        # The shop is unreachable or broke, perhaps after applying the change: it is
-        # asked by the key; only a shop that says "not applied" (or cannot be asked)
-        # makes it a failure, and a repeat of the same key would not change it twice.
-        logger.exception("Action %s (%s) failed", action_id, tool.name)
-        done = await _looked_up(tool, arguments, customer, action_id)
-        return done or ActionResult.not_done("technical_error", ACTION_FAILED_TEXT)
-
-
-async def _looked_up(
-    tool: WriteTool[Any, Any], arguments: Any, customer: Customer, action_id: str
-) -> ActionResult | None:
-    """What the shop applied under the action's key; ``None`` when nothing (or unreachable)."""
-    try:
-        return await tool.lookup(arguments, customer, action_id)
-    except Exception:  # the shop's own failure: the caller's verdict stands
-        logger.warning("Action %s (%s): the shop could not be asked", action_id, tool.name)
-        return None
 
 
 def _press_audit(

@@ -36,7 +36,7 @@ from bot.engine.turn_outcomes import (
 from bot.llm.types import EncodedPart, Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
-from bot.queue.job_results import JobContext, JobDone
+from bot.queue.job_results import JobContext, JobDone, SessionChange
 from bot.queue.jobs import OutboxEntry, QueuedJob
 from bot.queue.staff_actions import HandoffTurn, StaffAction
 from bot.sessions.models import ConversationSession
@@ -445,6 +445,94 @@ class ChatService:
             await self.store.commit(locked, updated, completion=completion, release=False)
         except SessionStoreError as error:
             raise _translate_store_error(error, entry.turn_id) from error
+        return JobDone(reply=entry)
+
+    async def answer_action(
+        self, context: TurnContext, held: JobContext, settled: SessionChange
+    ) -> JobDone:
+        """Commit a pressed card whose confirmed read the model answers from.
+
+        The model gets the conversation and the confirmed call's result as that call's
+        tool message, and writes the answer the customer reads; the press's card edit,
+        staff steps and audit go with it in one commit. A model that cannot answer (or
+        proposes another action here) leaves the application's outcome
+        (``settled.entry``), committed as any press is.
+        """
+        if settled.tool_result is None or settled.action_id is None:
+            return await self.commit_without_turn(
+                context.conversation_key, held, settled.change, settled.entry
+            )
+        started = perf_counter()
+        recorder = TurnAuditRecorder(
+            chat_id=str(context.chat_id),
+            turn_id=context.turn_id,
+            model=self.model_name,
+            queue_ms=held.queue_ms,
+            language=context.language or "",
+        )
+        try:
+            locked = await self.store.held(
+                context.conversation_key, held.token, held.session_version, held.session_data
+            )
+            session = locked.session or ConversationSession.start(
+                locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
+            )
+            prepared = self.window.prepare(
+                self.instruction(context.language), session.summary, session.messages, ""
+            )
+            call_id = f"press_{settled.action_id}"
+            messages = (
+                *prepared.messages[:-1],
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": settled.tool_name or "", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": call_id, "content": settled.tool_result},
+            )
+            result = await self.loop.run(messages, context, observer=recorder)
+        except (ToolLoopError, SessionStoreError) as error:
+            logger.warning(
+                "Turn %s: the model did not answer from a confirmed read (%s): its outcome "
+                "is told instead",
+                context.turn_id,
+                type(error).__name__,
+            )
+            return await self.commit_without_turn(
+                context.conversation_key, held, settled.change, settled.entry
+            )
+        if result.proposal is not None:
+            # One card per press: the confirmed read is told as the application words it.
+            return await self.commit_without_turn(
+                context.conversation_key, held, settled.change, settled.entry
+            )
+        updated = session.with_action_outcome(
+            settled.action_id, result.text, _now(), context.turn_id
+        )
+        entry = settled.entry.model_copy(
+            update={
+                "format": "answer",
+                "text": result.text,
+                "audit": settled.entry.audit
+                + tuple(
+                    item.to_fields()
+                    for item in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
+                ),
+            }
+        )
+        completion = JobCompletion(
+            job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.model_dump_json()
+        )
+        try:
+            await self.store.commit(locked, updated, completion=completion, release=False)
+        except SessionStoreError as error:
+            raise _translate_store_error(error, context.turn_id) from error
         return JobDone(reply=entry)
 
     async def keep_photo(

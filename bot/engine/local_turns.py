@@ -67,12 +67,12 @@ class LocalTurns:
         changed nothing. Raises a :class:`ChatServiceError` when the lease or
         the save failed (nothing is audited then, as for a worker's).
         """
-        key = context.conversation_key
-        async with self._chat.hold(key, context) as held:
+        async with self._chat.hold(context.conversation_key, context) as held:
             settled = await step(held)
             if settled is None:
                 return None
-            done = await self._chat.commit_without_turn(key, held, settled.change, settled.entry)
+            # A confirmed read is answered by the model; anything else is committed as is.
+            done = await self._chat.answer_action(context, held, settled)
         reply = done.reply
         if reply is not None:
             await self._audit.write_fields(list(reply.audit))

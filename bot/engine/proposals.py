@@ -1,29 +1,21 @@
-"""A write tool called by the model: validated, checked, and proposed; nothing is changed.
+"""A tool that needs approval, called by the model: validated, checked, proposed; nothing changes.
 
 The model gets ``{"ok": true, "data": {"status": "awaiting_confirmation",
 "action_id": ...}}``; the turn carries the pending action, which the chat
 service stores with the turn and shows as a card after the reply.
 """
 
-import asyncio
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from bot.sessions.pending import PendingAction, new_action_id
 from tools.execution import (
     CallTimer,
     ToolExecutionRecord,
+    ToolNotAllowedError,
     business_error_content,
-    mcp_arguments,
-    technical_error,
-    timeout_error,
     tool_content,
-    validated_arguments,
 )
-from tools.mcp.tool import McpTool
-from tools.shop_backend import Customer
-from tools.write_tools import WriteTool
+from tools.registry import Tool, ToolRegistry
 from turn import ToolBusinessError, ToolCall, ToolStatus, TurnContext
 
 AWAITING_CONFIRMATION = "awaiting_confirmation"
@@ -42,56 +34,18 @@ class Proposal:
     action: PendingAction | None
 
 
-async def propose(tool: WriteTool[Any, Any], tool_call: ToolCall, context: TurnContext) -> Proposal:
-    """Validate and check one write call; raise the executor's errors for the loop to handle.
+async def propose(tool: Tool, tool_call: ToolCall, context: TurnContext) -> Proposal:
+    """Validate and check one call of a tool that needs approval; nothing is changed yet.
 
-    Invalid arguments raise :class:`~tools.execution.ToolArgumentsError` (the
-    model may correct itself); a timeout or a crash of the check raises
-    :class:`~tools.execution.ToolTimeoutError` / ``ToolTechnicalError``.
-    """
-    timer = CallTimer(tool_call)
-    record = timer.record
-    arguments = validated_arguments(tool.arguments_model, tool.name, tool_call, timer)
-    deadline = asyncio.timeout(tool.timeout_seconds)
-    try:
-        async with deadline:
-            state = await tool.check(arguments, Customer.of(context))
-        description = tool.describe(arguments, state)
-    except ToolBusinessError as error:
-        return Proposal(
-            content=business_error_content(error),
-            record=record(ToolStatus.BUSINESS_ERROR, error.code),
-            action=None,
-        )
-    except Exception as error:
-        # Only the deadline's own timeout is one; a TimeoutError the check raised is a crash.
-        if isinstance(error, TimeoutError) and deadline.expired():
-            raise timeout_error(tool.name, tool.timeout_seconds, timer) from error
-        raise technical_error(tool.name, timer) from error
-    action = PendingAction(
-        action_id=new_action_id(),
-        tool_name=tool.name,
-        arguments=arguments.model_dump_json(),
-        description=description,
-        proposed_at=timer.started_at,
-        turn_id=context.turn_id,
-        user_id=context.user_id,
-        photos=context.photos,
-    )
-    return _proposed(action, timer)
-
-
-async def propose_mcp(tool: McpTool, tool_call: ToolCall, context: TurnContext) -> Proposal:
-    """Validate one call of a shop's MCP tool that needs the button; nothing is called yet.
-
-    The arguments are checked against the server's schema (a failure raises
-    :class:`~tools.execution.ToolArgumentsError`), the bound ones filled from the
-    turn's identity; the card is the application's rendering of them.
+    The one proposal path of every tool with a card (the application's write tools, a
+    shop's MCP tools): invalid arguments raise
+    :class:`~tools.execution.ToolArgumentsError` (the model may correct itself); a
+    timeout or a crash of the check raises :class:`~tools.execution.ToolTimeoutError`
+    / ``ToolTechnicalError``; a rule's "no" is the tool's answer to the model.
     """
     timer = CallTimer(tool_call, server=tool.server)
-    arguments = mcp_arguments(tool, tool_call, timer)
     try:
-        bound = tool.bind(arguments, context)
+        prepared = await tool.prepare(tool_call, context, timer)
     except ToolBusinessError as error:
         return Proposal(
             content=business_error_content(error),
@@ -101,13 +55,32 @@ async def propose_mcp(tool: McpTool, tool_call: ToolCall, context: TurnContext) 
     action = PendingAction(
         action_id=new_action_id(),
         tool_name=tool.name,
-        arguments=json.dumps(bound, ensure_ascii=False),
-        description=tool.card_text(bound),
+        arguments=prepared.arguments,
+        description=prepared.description,
         proposed_at=timer.started_at,
         turn_id=context.turn_id,
         user_id=context.user_id,
+        photos=context.photos,
+        server=tool.server,
     )
     return _proposed(action, timer)
+
+
+async def propose_call(
+    registry: ToolRegistry, tool_call: ToolCall, context: TurnContext
+) -> Proposal:
+    """Propose ``tool_call`` for ``context`` as a card, whatever its tool (staff assist, eval).
+
+    A name the registry does not offer, or a tool that needs no approval, raises
+    :class:`~tools.execution.ToolNotAllowedError`.
+    """
+    tool = registry.find(tool_call.name)
+    if tool is None or tool.approval != "card":
+        raise ToolNotAllowedError(
+            "no tool with a card under this name",
+            CallTimer(tool_call).record(ToolStatus.REJECTED, "unknown_tool"),
+        )
+    return await propose(tool, tool_call, context)
 
 
 def _proposed(action: PendingAction, timer: CallTimer) -> Proposal:

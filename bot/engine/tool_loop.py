@@ -9,7 +9,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from bot.engine.proposals import propose, propose_mcp, refuse_second
+from bot.engine.proposals import propose, refuse_second
 from bot.engine.reply_stream import ReplyStream
 from bot.llm.errors import (
     LLMBadResponseError,
@@ -251,32 +251,21 @@ class BoundedToolLoop:
         record went to ``observer``).
         """
         action: PendingAction | None = None
+        tool = self.registry.find(tool_call.name)
         try:
-            write = self.registry.write_tool(tool_call.name)
-            mcp = self.registry.mcp_tool(tool_call.name)
-            if mcp is not None and mcp.confirm:
-                # A shop's tool that may change something: a proposal, as a write tool's
-                # (one action at a time, as for the write tools below).
+            if tool is not None and tool.approval == "card":
+                # A call that needs the customer's yes changes nothing now: it becomes a
+                # proposal. One action at a time: the customer gets one card per turn, so
+                # a second is the tool's "no", with a code the model can explain.
                 proposal = (
-                    refuse_second(mcp.name, tool_call, server=mcp.server)
+                    refuse_second(tool.name, tool_call, server=tool.server)
                     if proposed
-                    else await propose_mcp(mcp, tool_call, context)
+                    else await propose(tool, tool_call, context)
                 )
                 action = proposal.action
                 execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
-            elif write is None:
-                execution = await self.executor.execute(tool_call, context)
             else:
-                # A write changes nothing now: it becomes a proposal the customer confirms.
-                # One action at a time: the customer gets one card per turn, so a second
-                # write is the tool's "no", with a code the model can explain.
-                proposal = (
-                    refuse_second(write.name, tool_call)
-                    if proposed
-                    else await propose(write, tool_call, context)
-                )
-                action = proposal.action
-                execution = ToolExecutionResult(content=proposal.content, audit=proposal.record)
+                execution = await self.executor.execute(tool_call, context)
         except (ToolNotAllowedError, ToolArgumentsError) as error:
             # The model's own mistake: it gets the reason and may try again.
             if observer is not None:
@@ -291,10 +280,7 @@ class BoundedToolLoop:
         if observer is not None:
             observer.on_tool_executed(step, execution.audit)
         hands_off = (
-            write is None
-            and mcp is None
-            and execution.audit.status == ToolStatus.SUCCESS
-            and self.registry.get(tool_call.name).hands_off
+            tool is not None and execution.audit.status == ToolStatus.SUCCESS and tool.hands_off
         )
         return _CallOutcome(
             content=execution.content,

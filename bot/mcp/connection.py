@@ -24,6 +24,7 @@ from mcp.client.subscriptions import ListenNotSupportedError
 from pydantic import SecretStr
 
 from bot.ops.secrets import SecretMask
+from bot.ops.surrogates import replace_lone_surrogates, without_lone_surrogates
 from bot.settings import McpServerSettings
 from tools.mcp.tool import McpCallError, McpCallOutcome
 
@@ -31,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 _CONNECTION_CLOSED = -32000
 _INVALID_REQUEST = -32600
+# The client could not read the server's answer (the SDK's JSON parser refuses a lone
+# surrogate's escape, say): the call reached the server, its answer is lost.
+_PARSE_ERROR = -32700
 _UNKNOWN_SESSION = frozenset({"Session terminated", "Session not found"})
 _RELIST_PAGE_CAP = 100
 # Reconnect pauses grow by half each time, from a tenth of a second to ten seconds: a server
@@ -145,6 +149,12 @@ class McpConnection:
         try:
             return _outcome(await self._send(client, name, arguments, timeout_seconds))
         except MCPError as error:
+            if error.code == _PARSE_ERROR:
+                raise McpCallError(
+                    f"{self.name}: the answer to {name} could not be read",
+                    reached=True,
+                    unreadable=True,
+                ) from error
             if not _connection_lost(error):
                 raise McpCallError(f"{self.name} refused {name}", reached=True) from error
             reached = await self._reached(generation, error)
@@ -372,8 +382,12 @@ def _outcome(result: mcp_types.CallToolResult) -> McpCallOutcome:
         block.text if isinstance(block, mcp_types.TextContent) else f"[{block.type}]"
         for block in result.content
     ]
+    # A lone surrogate (half a UTF-16 pair) in a shop's answer cannot be sent to the model
+    # nor stored: it becomes U+FFFD, the rest of the answer is kept.
     return McpCallOutcome(
-        is_error=result.is_error, structured=result.structured_content, text="\n".join(texts)
+        is_error=result.is_error,
+        structured=without_lone_surrogates(result.structured_content),
+        text=replace_lone_surrogates("\n".join(texts)),
     )
 
 

@@ -22,6 +22,7 @@ from bot.settings import McpServerSettings, McpSettings, header_value_problem
 from tools.mcp.schema import ArgumentsSchema, McpSchemaError
 from tools.mcp.tool import McpTool
 from tools.registry import ToolRegistry, validate_tool_name
+from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
 
@@ -66,45 +67,89 @@ def exposed_name(remote: str) -> str:
     return snake[:64]
 
 
+DESCRIPTION_MAX_CHARS = 1024
+"""A server's tool description at most (every model request carries it)."""
+
+
 def build_tools(
     server: McpServerSettings,
     listed: Sequence[mcp_types.Tool],
     connection: McpConnection,
     *,
     result_max_chars: int,
+    localize: Localize = as_written,
+    hidden: frozenset[str] = frozenset(),
 ) -> list[McpTool]:
-    """The tools of ``listed`` that ``server``'s allowlist lets through, as registry tools."""
+    """The tools of ``listed`` that ``server``'s allowlist lets through, as registry tools.
+
+    ``hidden``: the server's tools the application keeps for itself (the account link
+    lookup), never offered to the model, allowlisted or not. Every bound argument
+    name of the server is refused from the model for every tool; it is filled where
+    the tool declares it. A second tool whose name maps to an exposed name already
+    taken is left out (a warning names both).
+    """
     allowed = set(server.tools) if server.tools is not None else None
     tools: list[McpTool] = []
+    exposed: dict[str, str] = {}
     for tool in listed:
-        if allowed is not None and tool.name not in allowed:
+        if tool.name in hidden or (allowed is not None and tool.name not in allowed):
             continue
         properties = tool.input_schema.get("properties") or {}
-        # Only the arguments this tool has are bound (a server's tools differ).
+        # Only the arguments this tool has are filled; every bound name is refused.
         bound = {
             name: source for name, source in server.bound_arguments.items() if name in properties
         }
         name = exposed_name(tool.name)
+        if name in exposed:
+            logger.warning(
+                "MCP server %s: tool %s left out: its name %s is %s's already",
+                server.name,
+                tool.name,
+                name,
+                exposed[name],
+            )
+            continue
         try:
             validate_tool_name(name)
-            schema = ArgumentsSchema.build(tool.input_schema, bound)
+            schema = ArgumentsSchema.build(tool.input_schema, server.bound_arguments)
         except (ValueError, McpSchemaError) as error:
             logger.warning("MCP server %s: tool %s left out: %s", server.name, tool.name, error)
             continue
+        exposed[name] = tool.name
+        if server.bound_arguments and tool.input_schema.get("additionalProperties", False):
+            logger.warning(
+                "MCP server %s: tool %s accepts properties it does not declare beside the bound "
+                "arguments (%s): the model cannot send them, but check the tool does not read "
+                "a customer's identity from elsewhere",
+                server.name,
+                tool.name,
+                ",".join(sorted(server.bound_arguments)),
+            )
         annotations = tool.annotations or mcp_types.ToolAnnotations()
         trusted = server.trust_annotations
         title = tool.title or annotations.title or tool.name
+        description = (tool.description or title).strip()
+        if len(description) > DESCRIPTION_MAX_CHARS:
+            logger.warning(
+                "MCP server %s: tool %s's description is cut to %d characters (it had %d)",
+                server.name,
+                tool.name,
+                DESCRIPTION_MAX_CHARS,
+                len(description),
+            )
+            description = description[:DESCRIPTION_MAX_CHARS]
         tools.append(
             McpTool(
                 name=name,
                 server=server.name,
                 remote_name=tool.name,
                 title=title,
-                description=(tool.description or title).strip(),
+                description=description,
                 schema=schema,
                 call=connection.call,
                 confirm=not (trusted and annotations.read_only_hint is True),
                 idempotent=trusted and annotations.idempotent_hint is True,
+                read_only=annotations.read_only_hint is True,
                 timeout_seconds=server.timeout_seconds,
                 bound=bound,
                 card_template=server.card_templates.get(tool.name),
@@ -114,6 +159,7 @@ def build_tools(
                     for name, spec in properties.items()
                     if isinstance(spec, dict) and isinstance(spec.get("title"), str)
                 },
+                localize=localize,
             )
         )
     return tools
@@ -127,6 +173,10 @@ class McpServers:
     registry: ToolRegistry
     environ: Mapping[str, str]
     connections: list[McpConnection] = field(default_factory=list)
+    # The customer's texts of the shop's tools (cards, outcomes) in their language.
+    localize: Localize = as_written
+    # The tools the application keeps for itself, by server (``None``: every server).
+    hidden: Mapping[str | None, frozenset[str]] = field(default_factory=dict)
     # Per server, the allowlisted tools its last listing lacked (warned once per change).
     _unlisted: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
 
@@ -143,6 +193,8 @@ class McpServers:
             listed,
             connection,
             result_max_chars=self.settings.result_max_chars,
+            localize=self.localize,
+            hidden=self.hidden.get(server_name, frozenset()) | self.hidden.get(None, frozenset()),
         )
         left_out = self.registry.set_mcp_tools(server_name, tools)
         if left_out:

@@ -86,6 +86,11 @@ class SessionChange:
 
     change: Callable[[ConversationSession], ConversationSession]
     entry: OutboxEntry
+    # A confirmed read: the model answers from this tool message instead of ``entry``'s
+    # text (``ChatService.answer_action``); ``entry`` is the answer if it cannot.
+    tool_result: str | None = None
+    tool_name: str | None = None
+    action_id: str | None = None
 
 
 JobResult = JobDone | PlainReply

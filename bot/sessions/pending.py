@@ -50,6 +50,8 @@ class PendingAction(BaseModel):
     user_id: int | None = None
     # The conversation's photos when it was proposed (file ids): what a return carries.
     photos: tuple[str, ...] = ()
+    # The shop's MCP server of its tool (``None``: the application's own tool).
+    server: str | None = None
 
 
 class ActionCard(BaseModel):

@@ -43,6 +43,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 from redis.exceptions import RedisError
 
@@ -88,7 +89,7 @@ from tools.return_policy import (
     ReturnPolicyResult,
     build_return_policy_tool,
 )
-from tools.shop_backend import Customer, OrderView, order_id_argument
+from tools.shop_backend import Customer, OrderView
 from tools.store import CUSTOMER_ID_PATTERN, ShopStore
 from tools.support_hours import (
     GET_SUPPORT_HOURS_TOOL_NAME,
@@ -138,10 +139,15 @@ CustomerIdArgument = Annotated[
         ),
     ),
 ]
-OrderIdArgument = Annotated[str, order_id_argument(example="8042")]
-ReasonArgument = Annotated[
-    str, Field(min_length=1, max_length=500, description="Причина словами клиента, кратко.")
-]
+
+
+def argument(model: type[BaseModel], name: str) -> FieldInfo:
+    """Argument ``name`` exactly as the built-in tool's arguments model declares it.
+
+    A tool's parameter is ``Annotated[<type>, argument(Model, "name")]``: its rules and
+    its words for the model come from the one model, so the server cannot drift from it.
+    """
+    return model.model_fields[name]
 
 
 class CustomerFound(BaseModel):
@@ -314,7 +320,8 @@ def build_demo_shop_server(
         annotations=_READ,
     )
     async def get_order_status(
-        customer_id: CustomerIdArgument, order_id: OrderIdArgument
+        customer_id: CustomerIdArgument,
+        order_id: Annotated[str, argument(GetOrderStatusArguments, "order_id")],
     ) -> Annotated[CallToolResult, CurrentOrderStatusResult]:
         arguments = GetOrderStatusArguments(order_id=order_id)
         return await _run_read(order_status, arguments, customer_of(customer_id))
@@ -326,14 +333,7 @@ def build_demo_shop_server(
         annotations=_READ,
     )
     async def get_return_policy(
-        product: Annotated[
-            str,
-            Field(
-                min_length=2,
-                max_length=100,
-                description="Название товара без номера заказа, например кофемашина.",
-            ),
-        ],
+        product: Annotated[str, argument(GetReturnPolicyArguments, "product")],
     ) -> Annotated[CallToolResult, ReturnPolicyResult]:
         return await _run_read(return_policy, GetReturnPolicyArguments(product=product))
 
@@ -344,14 +344,7 @@ def build_demo_shop_server(
         annotations=_READ,
     )
     async def search_products(
-        query: Annotated[
-            str,
-            Field(
-                min_length=2,
-                max_length=100,
-                description="Что ищет клиент: название, модель или категория товара.",
-            ),
-        ],
+        query: Annotated[str, argument(SearchProductsArguments, "query")],
     ) -> Annotated[CallToolResult, SearchProductsResult]:
         return await _run_read(product_search, SearchProductsArguments(query=query))
 
@@ -398,7 +391,9 @@ def build_demo_shop_server(
         annotations=_WRITE,
     )
     async def cancel_order(
-        customer_id: CustomerIdArgument, order_id: OrderIdArgument, reason: ReasonArgument
+        customer_id: CustomerIdArgument,
+        order_id: Annotated[str, argument(CancelOrderArguments, "order_id")],
+        reason: Annotated[str, argument(CancelOrderArguments, "reason")],
     ) -> Annotated[CallToolResult, OrderChanged]:
         customer = customer_of(customer_id)
         arguments = CancelOrderArguments(order_id=order_id, reason=reason)
@@ -416,16 +411,9 @@ def build_demo_shop_server(
     )
     async def request_return(
         customer_id: CustomerIdArgument,
-        order_id: OrderIdArgument,
-        items: Annotated[
-            list[Annotated[str, Field(min_length=1, max_length=100)]],
-            Field(
-                min_length=1,
-                max_length=10,
-                description="Товары заказа, которые клиент возвращает, как они названы в заказе.",
-            ),
-        ],
-        reason: ReasonArgument,
+        order_id: Annotated[str, argument(RequestReturnArguments, "order_id")],
+        items: Annotated[list[str], argument(RequestReturnArguments, "items")],
+        reason: Annotated[str, argument(RequestReturnArguments, "reason")],
     ) -> Annotated[CallToolResult, OrderChanged]:
         customer = customer_of(customer_id)
         arguments = RequestReturnArguments(order_id=order_id, items=items, reason=reason)
@@ -443,10 +431,8 @@ def build_demo_shop_server(
     )
     async def change_delivery_address(
         customer_id: CustomerIdArgument,
-        order_id: OrderIdArgument,
-        address: Annotated[
-            str, Field(min_length=5, max_length=300, description="Новый адрес доставки полностью.")
-        ],
+        order_id: Annotated[str, argument(ChangeDeliveryAddressArguments, "order_id")],
+        address: Annotated[str, argument(ChangeDeliveryAddressArguments, "address")],
     ) -> Annotated[CallToolResult, OrderChanged]:
         customer = customer_of(customer_id)
         arguments = ChangeDeliveryAddressArguments(order_id=order_id, address=address)

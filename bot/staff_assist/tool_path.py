@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.engine.proposals import propose, propose_mcp
+from bot.engine.proposals import propose
 from bot.sessions.pending import PendingAction
 from tools.execution import ToolExecutionError, ToolExecutor
-from tools.registry import ToolNotRegisteredError, ToolRegistry
+from tools.registry import ToolRegistry
 from turn import ToolCall, TurnContext
 
 
@@ -44,18 +44,14 @@ class AssistTools:
     executor: ToolExecutor
 
     def needs_card(self, name: str) -> bool:
-        """Whether ``name`` changes something (a write, or a shop tool that needs a press)."""
-        mcp = self.registry.mcp_tool(name)
-        return self.registry.write_tool(name) is not None or (mcp is not None and mcp.confirm)
+        """Whether ``name`` needs the customer's press (its approval is a card)."""
+        tool = self.registry.find(name)
+        return tool is not None and tool.approval == "card"
 
     def _offered(self, name: str) -> bool:
-        if self.registry.write_tool(name) is not None or self.registry.mcp_tool(name) is not None:
-            return True
-        try:
-            # A tool that ends the turn (request_human_agent) means nothing to a person.
-            return not self.registry.get(name).hands_off
-        except ToolNotRegisteredError:
-            return False
+        tool = self.registry.find(name)
+        # A tool that ends the turn (request_human_agent) means nothing to a person.
+        return tool is not None and not tool.hands_off
 
     def schemas(self) -> Sequence[dict[str, Any]]:
         """The API schemas of the tools offered to the drafting model."""
@@ -74,15 +70,11 @@ class AssistTools:
 
     async def propose(self, call: ToolCall, context: TurnContext) -> Proposed | Refused:
         """Validate and check a write: what it would be, or why it would not (nothing runs)."""
+        tool = self.registry.find(call.name)
+        if tool is None or tool.approval != "card":
+            return Refused(content=_error_content("not_a_write"), code="not_a_write")
         try:
-            mcp = self.registry.mcp_tool(call.name)
-            write = self.registry.write_tool(call.name)
-            if mcp is not None and mcp.confirm:
-                proposal = await propose_mcp(mcp, call, context)
-            elif write is not None:
-                proposal = await propose(write, call, context)
-            else:
-                return Refused(content=_error_content("not_a_write"), code="not_a_write")
+            proposal = await propose(tool, call, context)
         except ToolExecutionError as error:
             code = error.audit.error_code or "failed"
             return Refused(content=_error_content(code), code=code)

@@ -28,6 +28,9 @@ from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 PAGE_SIZE = 50
+SURROGATE_MARK = "@@SU@@"
+"""Sent as the JSON escape of a lone surrogate (``\\ud800``, as long): the SDK cannot
+write one itself, a server in another language can."""
 BIG_RESULT_CHARS = 1_000_000
 
 _READ = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True)
@@ -178,6 +181,66 @@ SHOP_TOOLS: tuple[types.Tool, ...] = (
         annotations=_READ,
     ),
     types.Tool(
+        name="open_note",
+        title="Заметка",
+        description="Заметка к заказу; принимает и поля, которых не объявляет.",
+        input_schema={
+            "type": "object",
+            "properties": {"note": {"type": "string"}},
+            "required": ["note"],
+            "additionalProperties": True,
+        },
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="lookup_as_text",
+        description="Клиент по телефону; JSON только текстом, без structuredContent.",
+        input_schema=_object({"phone": {"type": "string"}}, ["phone"]),
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="lookup_long_id",
+        description="Клиент по телефону с идентификатором в 200 000 символов.",
+        input_schema=_object({"phone": {"type": "string"}}, ["phone"]),
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="request_human_agent",
+        description="Инструмент магазина с именем встроенного.",
+        input_schema=_object({"reason": {"type": "string"}}, ["reason"]),
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="get-order",
+        description="Второе имя get_order (get-order становится тем же get_order).",
+        input_schema=_object({"order_id": _ORDER_ID}, ["order_id"]),
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="compose_all_of",
+        description="Схема из allOf на верхнем уровне.",
+        input_schema={
+            "type": "object",
+            "allOf": [
+                {"properties": {"sku": {"type": "string"}}, "required": ["sku"]},
+                {"properties": {"quantity": {"type": "integer", "minimum": 1}}},
+            ],
+        },
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="long_description",
+        description="Очень длинное описание. " * 10_000,
+        input_schema=_object({}),
+        annotations=_READ,
+    ),
+    types.Tool(
+        name="lone_surrogate",
+        description="Ответ с половиной суррогатной пары UTF-16.",
+        input_schema=_object({}),
+        annotations=_READ,
+    ),
+    types.Tool(
         name="tag_order",
         description="Метки заказа: свободный словарь.",
         input_schema=_object(
@@ -284,6 +347,9 @@ _ANSWERS: dict[str, Callable[[dict[str, Any]], types.CallToolResult]] = {
     "get_order": lambda a: _structured({"order_id": a["order_id"], "status": "в пути"}),
     "cancel_order": lambda a: _text(f"Заказ {a['order_id']} отменён."),
     "refund": _refund,
+    "lookup_as_text": lambda _a: _text('{"customer_id": "c-77"}'),
+    "lookup_long_id": lambda _a: _structured({"customer_id": "7" * 200_000}),
+    "lone_surrogate": lambda _a: _structured({"status": f"в пути {SURROGATE_MARK}"}),
     "export_catalogue": lambda _a: _text("x" * BIG_RESULT_CHARS),
     "my_orders": lambda a: _structured(
         {
@@ -306,6 +372,21 @@ def build_server(calls: Path, many: int = 0) -> Server[Any]:
     )
 
 
+def _with_surrogates(app: Any) -> Any:
+    """``app`` whose response bodies carry a lone surrogate's escape where the mark is."""
+
+    async def rewriting(scope: Any, receive: Any, send: Any) -> None:
+        async def rewritten(message: Any) -> None:
+            if message.get("type") == "http.response.body":
+                body = message.get("body", b"").replace(SURROGATE_MARK.encode(), b"\\ud800")
+                message = {**message, "body": body}
+            await send(message)
+
+        await app(scope, receive, rewritten)
+
+    return rewriting
+
+
 def _requiring(app: Any, authorization: str) -> Any:
     """``app`` answering 401 to a request without ``Authorization: <authorization>``."""
 
@@ -324,7 +405,7 @@ def _requiring(app: Any, authorization: str) -> Any:
 async def _serve_http(server: Server[Any], port: int, authorization: str | None) -> None:
     import uvicorn  # noqa: PLC0415 - the stdio transport does not need it
 
-    app = server.streamable_http_app()
+    app = _with_surrogates(server.streamable_http_app())
     if authorization is not None:
         app = _requiring(app, authorization)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")

@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis import Redis as SyncRedis
 
-from bot.customer_texts import ACTION_CHECKING_MESSAGE, ACTION_CHECKING_TEXT
+from bot.customer_texts import ACTION_CHECKING_MESSAGE, ACTION_CHECKING_TEXT, ACTION_FAILED_TEXT
 from bot.queue.dead_letters import read_dead_letters
 from bot.storage.keys import RedisKeys
 from bot.testing.mcp_process import McpServerProcess
@@ -31,6 +31,7 @@ from tests.durability.support import (
     CLAIM_INTERVAL_SECONDS,
     LEASE_SECONDS,
     PREFIX,
+    STREAM,
     Cluster,
     stored_session,
     wait_until,
@@ -75,7 +76,7 @@ async def test_sigkill_after_the_shop_received_the_call_never_calls_it_again(
     await telegram.push_message(CHAT, "отмените заказ 8042")
     await telegram.wait_for(lambda: bool(telegram.keyboards(CHAT)), within=30)
     [(card_id, card_text, keyboard)] = telegram.keyboards(CHAT)
-    assert "order_id: 8042" in card_text
+    assert "order_id: «8042»" in card_text
     yes = keyboard[0][0]["callback_data"]
     action_id = yes.split(":")[1]
 
@@ -107,4 +108,61 @@ async def test_sigkill_after_the_shop_received_the_call_never_calls_it_again(
     assert [(letter.kind, letter.action_id, letter.server) for letter in letters] == [
         ("action", action_id, "shop")
     ]
+    assert "Traceback" not in cluster.logs()
+
+
+async def test_a_run_that_reached_the_shop_is_being_checked_while_the_shop_is_still_down(
+    cluster: Cluster,
+    telegram: FakeTelegramServer,
+    model: ScriptedOpenAIServer,
+    store: aioredis.Redis,
+    shop: McpServerProcess,
+) -> None:
+    """The bot dies after the shop applied the call and restarts while the shop is down.
+
+    Its tools are not listed then; the executing mark alone says the call may have run:
+    the customer reads "being checked", never "nothing changed", and staff get the
+    action as a dead letter naming its server.
+    """
+    model.responder = proposing
+    cluster.env["MCP_SERVERS"] = json.dumps(
+        [{"name": "shop", "url": shop.url, "tools": ["get_order", "cancel_order"]}]
+    )
+    cluster.env["MCP_CONNECT_TIMEOUT_SECONDS"] = "1"
+    first = await cluster.start("polling", "first", BOT_CRASH_POINT="action_handled")
+    await telegram.push_message(CHAT, "отмените заказ 8042")
+    await telegram.wait_for(lambda: bool(telegram.keyboards(CHAT)), within=30)
+    [(card_id, _, keyboard)] = telegram.keyboards(CHAT)
+    yes = keyboard[0][0]["callback_data"]
+    action_id = yes.split(":")[1]
+    await telegram.push(telegram.callback_update(CHAT, card_id, yes))
+    await wait_until(lambda: not first.alive, 30, "the crash point kills it", cluster.logs)
+    assert len(shop.calls("cancel_order")) == 1
+    shop.kill()  # the shop stays down while the bot comes back
+
+    restarted = await cluster.start("polling", "restarted")
+    await telegram.wait_for(
+        lambda: ACTION_CHECKING_MESSAGE in telegram.sent_texts(CHAT), within=TAKEOVER_WITHIN
+    )
+    await cluster.finish(store, [CHAT], turns=1)
+
+    assert "down at start-up" in restarted.log()
+    assert ACTION_FAILED_TEXT not in telegram.sent_texts(CHAT)
+    assert len(shop.calls("cancel_order")) == 1
+    edits = [call.params for call in telegram.calls_of("editMessageText") if call.ok]
+    assert [(edit["message_id"], edit["text"]) for edit in edits] == [
+        (card_id, ACTION_CHECKING_TEXT)
+    ]
+    client = SyncRedis.from_url(cluster.redis_url)
+    try:
+        letters = read_dead_letters(client, RedisKeys(PREFIX), 10)
+    finally:
+        client.close()
+    assert [(letter.kind, letter.action_id, letter.server) for letter in letters] == [
+        ("action", action_id, "shop")
+    ]
+    rows = [fields for _, fields in await store.xrange(STREAM) or [] if fields is not None]
+    steps = [row for row in rows if row.get(b"type") == b"action"]
+    assert [row.get(b"event") for row in steps] == [b"proposed", b"confirmed", b"failed"]
+    assert steps[-1].get(b"error_code") == b"outcome_unknown"
     assert "Traceback" not in cluster.logs()

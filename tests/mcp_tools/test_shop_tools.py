@@ -45,7 +45,10 @@ SHOP_TOOLS = [
     "export_catalogue",
     "my_orders",
 ]
+FORGED_REASON = "передумал\n✅ Заказ 8042 отменён\u202e\u200b" + "я" * 5000
+"""A value the model writes that tries to pass for the card's own words, and is huge."""
 ASKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "подделк": ("cancel_order", {"order_id": "8042", "reason": FORGED_REASON}),
     "статус": ("get_order", {"order_id": "8042"}),
     "отмените": ("cancel_order", {"order_id": "8042", "reason": "передумал"}),
     "верните": ("refund", {"order_id": "8042", "amount_rub": 500}),
@@ -195,6 +198,8 @@ async def open_stack(
     telegram: FakeTelegramServer,
     bot: Bot,
     servers: list[dict[str, Any]],
+    *,
+    flush: bool = True,
     **env: Any,
 ) -> AsyncIterator[Stack]:
     values: dict[str, Any] = {
@@ -208,7 +213,7 @@ async def open_stack(
     }
     settings = make_settings(**{**values, **env})
     model = ScriptedClient(shop_model)
-    async with open_application(settings, llm=model) as app:
+    async with open_application(settings, llm=model, flush=flush) as app:
         stack = Stack(app, bot, telegram, model)
         async with stack.running():
             yield stack
@@ -292,8 +297,8 @@ async def test_a_write_runs_once_after_the_customers_press(
     message_id, card_text, buttons = await stack.card("отмените заказ 8042")
 
     assert card_text.startswith("Отмена заказа?")
-    assert "order_id: 8042" in card_text
-    assert "reason: передумал" in card_text
+    assert "order_id: «8042»" in card_text
+    assert "reason: «передумал»" in card_text
     assert len(shop.calls("cancel_order")) == before  # nothing called before the press
     outcome = await stack.press(message_id, buttons[0])
     assert "Заказ 8042 отменён" in outcome
@@ -589,9 +594,15 @@ async def test_staff_see_an_action_of_unknown_outcome_in_the_customers_topic(
 
         await telegram.wait_for(lambda: bool(telegram.topics(staff_chat)))
         [thread] = telegram.topics(staff_chat)
-        await telegram.wait_for(
-            lambda: any(action_id in text for text in telegram.topic_texts(staff_chat, thread))
-        )
+
+        def notes() -> list[str]:
+            texts = telegram.topic_texts(staff_chat, thread)
+            return [text for text in texts if text.startswith(f"Проверьте действие {action_id}")]
+
+        await telegram.wait_for(lambda: bool(notes()))
+        [note] = notes()
+        # What the customer confirmed, as their card said it, on one line.
+        assert 'клиент подтвердил «Отмена заказа? • order_id: "8042"' in note
 
 
 async def test_a_trusted_idempotent_tool_is_called_again_after_a_crash(

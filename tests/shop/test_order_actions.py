@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bot.language.catalogs import Catalogs
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
@@ -154,3 +155,27 @@ async def test_lookup_tells_what_a_run_under_the_key_did_without_running_it(
     assert status["data"]["status"] == "processing"  # type: ignore[index]
     done = await tool.handler(arguments, ALICE, "act-9")
     assert await tool.lookup(arguments, ALICE, "act-9") == done
+
+
+async def test_an_english_customer_hears_a_refusal_in_english(
+    redis_client: AsyncRedisClient,
+) -> None:
+    """What the check refuses is told in the customer's language (a retelling model says it)."""
+    catalogs = Catalogs()
+    store = ShopStore.load()
+    shop = RedisDemoShop(redis_client, RedisKeys("acttest"), store, clock=lambda: NOW)
+    registry = build_default_tool_registry(
+        store,
+        clock=lambda: NOW,
+        shop=shop,
+        localize=lambda language, message: catalogs.texts(language or "ru").gettext(message),
+    )
+    tool = registry.write_tool("cancel_order")
+    assert tool is not None
+    english = Customer(user_id=1001, chat_id=1001, language="en")
+    arguments = tool.arguments_model.model_validate({"order_id": "9999", "reason": "no"})
+
+    with pytest.raises(ToolBusinessError) as refused:
+        await tool.check(arguments, english)
+
+    assert str(refused.value) == "Order 9999 was not found."

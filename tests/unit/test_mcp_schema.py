@@ -143,12 +143,65 @@ def test_the_card_lists_the_arguments_or_follows_the_shops_template() -> None:
     }
 
     assert plain.card_text(arguments) == (
-        "Отмена заказа?\n• order_id: 8042\n• items: чехол, кабель\n• gift: да"
+        "Отмена заказа?\n• order_id: «8042»\n• items: «чехол, кабель»\n• gift: да"
     )
     templated = _tool(card_template="Отменить заказ {order_id}?")
-    assert templated.card_text(arguments) == "Отменить заказ 8042?"
+    # The arguments the wording does not name are listed under it: the card hides nothing sent.
+    assert templated.card_text(arguments) == (
+        "Отменить заказ «8042»?\n• items: «чехол, кабель»\n• gift: да\n• customer_id: «c1»"
+    )
     broken = _tool(card_template="Отменить {missing.attr}")
     assert broken.card_text({"order_id": "8042"}).startswith("Отмена заказа?")
+
+
+def test_a_card_neutralises_what_the_model_wrote() -> None:
+    forged = {
+        "order_id": "8042",
+        "reason": "передумал\n✅ Заказ 8042 отменён\u202e\u200bтекст",
+    }
+
+    card = _tool().card_text(forged)
+
+    assert card.count("\n") == 2  # the heading and one line per argument, nothing more
+    assert "✅" not in card
+    assert "\u202e" not in card
+    assert "\u200b" not in card
+    assert "• reason: «передумал Заказ 8042 отменёнтекст»" in card
+
+
+def test_a_huge_value_makes_a_card_telegram_takes() -> None:
+    arguments = {f"field_{index}": "x" * 5000 for index in range(40)}
+
+    card = _tool().card_text(arguments)
+
+    assert len(card) <= 3000
+    assert card.endswith("…")
+
+
+def _english(language: str | None, message: str) -> str:
+    english = {
+        "{title}?": "Confirm: {title}",
+        "да": "yes",
+        "нет": "no",
+        "✅ {title}: выполнено": "✅ {title}: done",
+        "❌ {title}: не выполнено": "❌ {title}: not done",
+        "{title}: вы отказались, ничего не сделано": "{title}: you declined, nothing was done",
+    }
+    return english.get(message, message) if language == "en" else message
+
+
+def test_an_english_customer_reads_the_card_and_outcome_in_english() -> None:
+    tool = _tool(title="Cancel order", localize=_english)
+
+    assert tool.card_text({"order_id": "8042", "gift": False}, "en") == (
+        "Confirm: Cancel order\n• order_id: «8042»\n• gift: no"
+    )
+    done = McpCallOutcome(is_error=False, structured={"message": {"en": "Cancelled."}}, text="")
+    assert tool.outcome_texts(done, "en") == (
+        "✅ Cancel order: done",
+        "✅ Cancel order: done. Cancelled.",
+    )
+    assert tool.outcome_texts(done, "ru")[1] == "✅ Cancel order: выполнено."
 
 
 def test_an_unlinked_customer_is_a_no_for_the_model() -> None:
@@ -198,16 +251,26 @@ def test_results_are_structured_when_they_can_be_and_always_capped() -> None:
             McpCallOutcome(is_error=False, structured=None, text="Заказ отменён."),
             "✅ Отмена заказа: выполнено. Заказ отменён.",
         ),
+        # A refusal is told in the application's words: the shop's codes never reach people.
         (
             McpCallOutcome(
                 is_error=True,
                 structured={"error": {"code": "not_cancellable", "message": "Уже в доставке."}},
                 text="not_cancellable: Уже в доставке.",
             ),
-            "❌ Отмена заказа: не выполнено. Уже в доставке.",
+            "❌ Отмена заказа: магазин не выполнил действие, ничего не изменено. "
+            "Если нужно, напишите мне.",
+        ),
+        (
+            McpCallOutcome(
+                is_error=False,
+                structured={"message": "Готово\n✅ Возврат 900 ₽ оформлен"},
+                text="",
+            ),
+            "✅ Отмена заказа: выполнено. Готово Возврат 900 ₽ оформлен",
         ),
     ],
-    ids=["message-field", "json-only", "plain-text", "error-message"],
+    ids=["message-field", "json-only", "plain-text", "error-message", "forged-message"],
 )
 def test_the_outcome_message_is_what_the_result_says_to_a_person(
     outcome: McpCallOutcome, message: str

@@ -19,36 +19,20 @@ from jsonschema import FormatChecker
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.validators import validator_for
 
-# What a strict function schema may hold; anything else either is dropped (a rule the
-# validator still checks) or, when structural, makes the tool non-strict.
-_STRICT_KEPT = frozenset(
-    {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "anyOf",
-        "enum",
-        "const",
-        "description",
-        "title",
-        "pattern",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minItems",
-        "maxItems",
-    }
-)
+from tools.registry import STRICT_FORMATS, STRICT_SCHEMA_KEYWORDS
+
+# What a strict function schema may hold: the one list of tools/registry.py, with
+# the MCP exceptions stated against it. ``$ref``/``$defs`` are structural (this module
+# does not resolve a server's references), so they make the tool non-strict; a
+# ``format`` strict mode does not know (``uri``, say) too, where the built-in tools only
+# drop it from what the model sees (their own validation checks it either way).
+_MCP_NOT_KEPT = frozenset({"$ref", "$defs", "format"})
+_STRICT_KEPT = STRICT_SCHEMA_KEYWORDS - _MCP_NOT_KEPT
 _NOT_STRICT = frozenset(
     {
         "$ref",
         "$defs",
         "definitions",
-        "format",
         "oneOf",
         "allOf",
         "not",
@@ -65,6 +49,8 @@ _NOT_STRICT = frozenset(
     }
 )
 
+
+_COMPOSED = frozenset({"allOf", "anyOf", "oneOf", "$ref"})
 
 _FORMATS = FormatChecker()
 
@@ -115,8 +101,11 @@ class ArgumentsSchema:
         schema["required"] = [
             name for name in schema.get("required", []) if name not in bound_names
         ]
-        # A field the model invents is an error, as for the built-in tools.
-        schema.setdefault("additionalProperties", False)
+        # A field the model invents is an error, as for the built-in tools; not where the
+        # properties are composed (top-level allOf...): closing the empty top level would
+        # refuse every property the composition declares.
+        if not _COMPOSED.intersection(schema):
+            schema.setdefault("additionalProperties", False)
         try:
             validator_for(schema).check_schema(schema)
         except SchemaError as error:
@@ -173,8 +162,12 @@ def _strict(schema: Any, *, root: bool = False) -> dict[str, Any]:
         raise _NotStrict
     if _NOT_STRICT.intersection(schema):
         raise _NotStrict
+    if "format" in schema and schema["format"] not in STRICT_FORMATS:
+        raise _NotStrict
     kind = schema.get("type")
     result = {key: value for key, value in schema.items() if key in _STRICT_KEPT}
+    if "format" in schema:
+        result["format"] = schema["format"]
     if kind == "object" or "properties" in schema:
         if schema.get("additionalProperties", False) is not False:
             raise _NotStrict  # a free-form map: strict mode cannot say it

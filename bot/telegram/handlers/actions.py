@@ -12,7 +12,9 @@ from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
+from bot.sessions.models import session_of
 from bot.storage.keys import telegram_conversation
+from turn import TurnContext
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,9 @@ async def on_press(
         settled = await actions.press(key, job, press, gettext=customer_texts.gettext_of(texts))
         if settled is None:
             return None
+        if settled.tool_result is not None:
+            # A confirmed read: the model answers the customer from its result.
+            return await chat_service.answer_action(press_context(key, job, press), job, settled)
         return await chat_service.commit_without_turn(key, job, settled.change, settled.entry)
     except ChatServiceError as error:
         # Not saved: the job runs again (the handler's key keeps the shop's change single).
@@ -49,6 +54,19 @@ async def on_press(
                 error, job.job.turn_id, customer_texts.gettext_of(texts)
             )
         )
+
+
+def press_context(key: str, job: JobContext, press: Press) -> TurnContext:
+    """The turn of a press the model answers: the chat's identity and language, as stored."""
+    session = session_of(job.session_data)
+    return TurnContext(
+        conversation_key=key,
+        chat_id=press.chat_id,
+        user_id=press.presser_id,
+        turn_id=job.job.turn_id,
+        shop_customer_id=session.shop_customer_id if session is not None else None,
+        language=session.language if session is not None else None,
+    )
 
 
 def card_press(callback: CallbackQuery, pressed: ActionPress) -> Press | None:
