@@ -302,6 +302,7 @@ class McpConnection:
     async def _watch(self, client: Client) -> None:
         """Wait for the end of this session; list the tools again when the server says so."""
         listener = asyncio.create_task(self._listen(client))
+        pinger = asyncio.create_task(self._ping(client))
         try:
             while True:
                 waits = {
@@ -310,21 +311,41 @@ class McpConnection:
                     asyncio.create_task(self._relist.wait()),
                 }
                 try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait({*waits, pinger}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for waiter in waits:
                         waiter.cancel()
                 if self._closing.is_set():
                     return
+                if pinger.done():
+                    raise _SessionLost(f"the server stopped answering pings ({pinger.result()})")
                 if self._lost.is_set():
                     raise _SessionLost("a call found the connection closed or the session gone")
                 self._relist.clear()
                 self._on_tools(self.name, await _list_tools(client))
                 logger.info("MCP server %s: tool list changed, listed again", self.name)
         finally:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await listener
+            for task in (listener, pinger):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _ping(self, client: Client) -> str:
+        """Ping the server every ``ping_seconds`` while idle; return why one went unanswered.
+
+        A server that dies between calls is otherwise found only by the next call: without
+        the ping ``/healthz`` would call a dead shop up until a customer needed it.
+        """
+        interval = self.settings.ping_seconds
+        if interval <= 0:
+            await asyncio.Event().wait()  # never: pings are off
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with asyncio.timeout(self.settings.timeout_seconds):
+                    await client.send_ping()
+            except Exception as error:  # any failure of the ping ends the session
+                return self._mask(_reason(error)) or type(error).__name__
 
     async def _listen(self, client: Client) -> None:
         """Ask a 2026-era server for tool list changes (older ones send them unasked)."""

@@ -252,10 +252,15 @@ async def _health_until(port: int, wanted: Callable[[dict[str, Any]], bool], wha
         raise AssertionError(f"not within 60 s: {what}") from None
 
 
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
 async def test_a_shop_mcp_server_down_is_named_and_the_answer_stays_200(
-    telegram: FakeTelegramServer, redis_server: RedisServer, tmp_path: Path
+    telegram: FakeTelegramServer, redis_server: RedisServer, tmp_path: Path, protocol: str
 ) -> None:
-    """The real runner's ``/healthz`` against a real MCP server process, down, then up."""
+    """The real runner's ``/healthz`` against a real MCP server process: down, up, killed.
+
+    A legacy session holds no stream open between calls: only the idle session's ping
+    finds its server dead (without it ``/healthz`` said ``ok`` for as long as one waited).
+    """
     shop = McpServerProcess(tmp_path / "calls.jsonl")  # its port is chosen; not started yet
     port = free_port()
     settings = make_settings(
@@ -264,7 +269,9 @@ async def test_a_shop_mcp_server_down_is_named_and_the_answer_stays_200(
         REDIS_KEY_PREFIX="health-mcp",
         AUDIT_STREAM="health-mcp:audit",
         HEALTH_PORT=port,
-        MCP_SERVERS=json.dumps([{"name": "shop", "url": shop.url}]),
+        MCP_SERVERS=json.dumps(
+            [{"name": "shop", "url": shop.url, "ping_seconds": 0.5, "protocol": protocol}]
+        ),
     )
     bot = PollingBot(settings, telegram)
     await bot.start()
@@ -282,6 +289,15 @@ async def test_a_shop_mcp_server_down_is_named_and_the_answer_stays_200(
         assert status == 200
         _, body = await _health(port)
         assert "mcp_servers_down" not in body
+
+        # Killed between calls: the idle session's ping finds it, no customer's call needed.
+        await asyncio.to_thread(shop.kill)
+        status = await _health_until(
+            port,
+            lambda body: body.get("mcp_servers_down") == ["shop"],
+            "the shop's server found down after it died while idle",
+        )
+        assert status == 200
     finally:
         assert await bot.stop() == 0
         shop.kill()
