@@ -61,7 +61,6 @@ from bot.queue.job_results import (
 )
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
-from bot.sessions.models import session_of
 from bot.sessions.pending import ActionCard
 from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.service import StaffAssist
@@ -315,7 +314,7 @@ class TelegramJobRunner:
                 claimed_ms=claimed,
                 # The job's turn id: a re-run of this job asks the same question.
                 question_id=job.turn_id,
-                session=session_of(context.session_data),
+                session=context.session,
                 blocked=state.blocked,
             )
         if question is None:
