@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiogram import Bot
 
+from bot.actions.buttons import ActionPress
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.sessions.models import ConversationSession
 from bot.testing.redis_server import RedisServer
@@ -26,10 +27,19 @@ pytestmark = pytest.mark.timeout(60)
 
 STAFF = -1001234567891
 CUSTOMER = 7_041
+ACTION = "gq9nzjuu9rusv4be"
 PARSES_PER_JOB = 1
 """The worker reads the session once per job, and every reader of the job shares it
 (six before issue 49: the handoff filter and the chat handler's handoff checks,
-the language middleware, the photo check and the store's hold each parsed it)."""
+the language middleware, the photo check and the store's hold each parsed it).
+A commit writes the new session without reading it again: a turn that starts a
+session parses nothing."""
+PRESS_WORKER_PARSES = 2
+"""A press on a card: the job's one parse, and one more by ``ActionConfirmations.press``,
+which still reads ``session_data`` itself (bot/actions/confirmation.py, being rewritten
+by another change; reading ``job.session`` there makes it 1)."""
+PRESS_INTAKE_PARSES = 1
+"""Intake predicts a card press's verdict from the session it loads."""
 
 
 def _responder(
@@ -87,10 +97,26 @@ async def _turn(stack: TelegramStack, telegram: FakeTelegramServer, text: str) -
 async def test_a_text_turn_parses_the_stored_session_once(
     stack: TelegramStack, telegram: FakeTelegramServer, parses: Parses
 ) -> None:
-    # The first turn starts the session: nothing stored to read.
+    # The first turn starts the session: nothing stored to read, and its commit reads nothing.
     await _turn(stack, telegram, "Где мой заказ 12345?")
+    assert parses.count == 0
     before = parses.count
 
     await _turn(stack, telegram, "А когда привезут?")
 
     assert parses.count - before == PARSES_PER_JOB
+
+
+async def test_a_card_press_parses_the_session_once_at_intake_and_twice_in_the_worker(
+    stack: TelegramStack, telegram: FakeTelegramServer, parses: Parses
+) -> None:
+    await _turn(stack, telegram, "Где мой заказ 12345?")
+    before = parses.count
+
+    # A press on a card whose action is not (or no longer) the chat's pending one.
+    await stack.feed(telegram.callback_update(CUSTOMER, 7, ActionPress.of(ACTION, "yes").pack()))
+    at_intake = parses.count - before
+    await stack.drain(CUSTOMER)
+
+    assert at_intake == PRESS_INTAKE_PARSES
+    assert parses.count - before - at_intake == PRESS_WORKER_PARSES
