@@ -22,7 +22,6 @@ from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
 from bot.queue.jobs import OutboxEntry, ReplyKeyboardKind
-from bot.sessions.models import session_of
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,7 +41,7 @@ class SharedContact:
 
 def shop_customer_id(job: JobContext) -> str | None:
     """The shop's customer id the chat's session keeps (``None`` until linked)."""
-    session = session_of(job.session_data)
+    session = job.session
     return session.shop_customer_id if session is not None else None
 
 

@@ -57,7 +57,7 @@ from bot.queue.dead_letters import DeadLetter, DeadLetters
 from bot.queue.job_results import JobContext, SessionChange
 from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import StaffAction
-from bot.sessions.models import ConversationSession, session_of
+from bot.sessions.models import ConversationSession
 from bot.sessions.pending import OUTCOME_MIRROR, Choice, PendingAction
 from bot.staff_texts import ACTION_CHECK_NOTE
 from tools.registry import Tool, ToolRegistry
@@ -259,7 +259,7 @@ class ActionConfirmations:
         asking the shop (never run again), and its card and pending action closed.
         ``gettext``: the conversation's catalog; the outcome's texts are told in it.
         """
-        session = session_of(job.session_data)
+        session = job.session
         verdict = self.verdict(session, press, arrived_at(job))
         if (
             session is None

@@ -245,7 +245,11 @@ class ChatService:
     ) -> ChatReply:
         job = held.job
         locked = await self.store.held(
-            context.conversation_key, held.token, held.session_version, held.session_data
+            context.conversation_key,
+            held.token,
+            held.session_version,
+            held.session_data,
+            parsed=held.session,
         )
         prepared, result, updated = await self._run(
             locked, question, context, recorder, stream, turn_input=turn_input
@@ -433,7 +437,11 @@ class ChatService:
         """
         try:
             locked = await self.store.held(
-                conversation_key, held.token, held.session_version, held.session_data
+                conversation_key,
+                held.token,
+                held.session_version,
+                held.session_data,
+                parsed=held.session,
             )
             session = locked.session or ConversationSession.start(
                 locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version

@@ -32,7 +32,7 @@ from bot.queue.staff_actions import (
     transcript_post,
 )
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
-from bot.sessions.models import ConversationSession, HandoffState, session_of
+from bot.sessions.models import ConversationSession, HandoffState
 from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class HandoffService:
 
     def session(self, job: JobContext) -> ConversationSession | None:
         """The session the worker read with the job (``None`` when new or unreadable)."""
-        return session_of(job.session_data)
+        return job.session
 
     def state(self, job: JobContext) -> HandoffState:
         """Who answers now; a handoff idle too long counts as ended (the next turn ends it)."""

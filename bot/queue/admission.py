@@ -101,6 +101,8 @@ class IncomingUpdate:
     # One photo of an album (Telegram's ``media_group_id``): the album is one message to the
     # flood limit and the daily budget, charged with the first of its photos taken in.
     media_group_id: str | None = None
+    # Intake's decision that the message is meant for the bot (carried in the job).
+    addressed: bool | None = None
 
 
 @dataclass(eq=False)
@@ -147,6 +149,7 @@ class Intake:
             chat_id=update.chat_id,
             update=dict(update.payload),
             notice=update.notice,
+            addressed=update.addressed,
         )
         rate_notice = job.model_copy(update={"notice": Notice.RATE_LIMITED, "update": {}})
         daily_notice = job.model_copy(update={"notice": Notice.DAILY_LIMIT, "update": {}})

@@ -18,20 +18,23 @@ the worker's deadline has no outcome: the worker counts it as a failed attempt.
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 
 from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob, ReplyKeyboardKind
 from bot.queue.staff_actions import StaffAction
-from bot.sessions.models import ConversationSession
+from bot.sessions.models import ConversationSession, session_of
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class JobContext:
     """The job a front end runs, the lease it holds for it, and the session read with it.
 
     A worker's: the queued job at the chat's head (``job_raw`` as stored), its
     time in the queue. The console's (:meth:`bot.engine.chat_service.ChatService.hold`):
     no queued job behind it (``job_raw`` empty, so a commit pops nothing) and no
-    queue time.
+    queue time. :attr:`session` is ``session_data`` read once, on first use, and
+    shared by every part that runs the job (filters, middlewares, handlers, the
+    store's commit): no slots, so the parse is cached on the instance.
     """
 
     job: QueuedJob
@@ -43,6 +46,11 @@ class JobContext:
     # The console's: the turn's commit hands the lease back in the same script (no
     # queued job follows), so the hold has nothing left to release.
     release_on_commit: bool = False
+
+    @cached_property
+    def session(self) -> ConversationSession | None:
+        """The session read with the job (``None`` when new or unreadable), parsed once."""
+        return session_of(self.session_data)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

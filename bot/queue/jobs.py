@@ -50,6 +50,10 @@ class QueuedJob(BaseModel):
     chat_id: int
     notice: Notice | None = None
     update: dict[str, Any] = Field(default_factory=dict)
+    # Intake's decision that a message is meant for the bot (``AddressedToBot``), carried so
+    # the worker's router does not decide again. ``None``: not decided at intake (a staff
+    # topic message, a press, the bot's own notice, or a job an older version queued).
+    addressed: bool | None = None
 
 
 class CardEdit(BaseModel):

@@ -107,19 +107,37 @@ class RedisSessionStore:
         return await self._loaded(conversation_key, token, reply[1], reply[2])
 
     async def held(
-        self, conversation_key: str, token: str, raw_version: str, raw_data: str
+        self,
+        conversation_key: str,
+        token: str,
+        raw_version: str,
+        raw_data: str,
+        *,
+        parsed: ConversationSession | None = None,
     ) -> LockedSession:
-        """A session read by a worker that already holds the lease ``token``."""
-        return await self._loaded(conversation_key, token, raw_version, raw_data)
+        """A session read by a worker that already holds the lease ``token``.
+
+        ``parsed``: ``raw_data`` read already (the job's session), not read again; an
+        unreadable one (``None``) is read here, to be moved to its quarantine.
+        """
+        return await self._loaded(conversation_key, token, raw_version, raw_data, parsed=parsed)
 
     async def _loaded(
-        self, conversation_key: str, token: str, raw_version: bytes | str, raw_data: bytes | str
+        self,
+        conversation_key: str,
+        token: str,
+        raw_version: bytes | str,
+        raw_data: bytes | str,
+        *,
+        parsed: ConversationSession | None = None,
     ) -> LockedSession:
         version = text_of(raw_version)
         if not raw_data:
             return LockedSession(conversation_key, token, None, version)
         try:
-            session = ConversationSession.model_validate_json(raw_data)
+            session = (
+                parsed if parsed is not None else ConversationSession.model_validate_json(raw_data)
+            )
             if not version.isdigit():
                 raise ValueError(f"session version {version!r} is not a number")
         except (ValidationError, ValueError) as error:

@@ -71,9 +71,18 @@ class SessionStore(Protocol):
         ...
 
     async def held(
-        self, conversation_key: str, token: str, raw_version: str, raw_data: str
+        self,
+        conversation_key: str,
+        token: str,
+        raw_version: str,
+        raw_data: str,
+        *,
+        parsed: ConversationSession | None = None,
     ) -> LockedSession:
-        """A session read by a worker that already holds the lease ``token``."""
+        """A session read by a worker that already holds the lease ``token``.
+
+        ``parsed``: ``raw_data`` read already (the job's session), not read again.
+        """
         ...
 
     async def release(self, locked: LockedSession) -> None:

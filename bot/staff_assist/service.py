@@ -39,7 +39,7 @@ from bot.queue.job_results import (
 )
 from bot.queue.jobs import Notice, OutboxEntry
 from bot.queue.staff_actions import StaffAction
-from bot.sessions.models import ConversationSession, session_of
+from bot.sessions.models import ConversationSession
 from bot.sessions.pending import ActionCard
 from bot.sessions.suggestion import StaffSuggestion, new_suggestion_id
 from bot.staff_assist.buttons import SuggestionPress
@@ -105,7 +105,7 @@ class StaffAssist:
 
     async def draft(self, conversation_key: str, job: JobContext) -> JobOutcome:
         """Draft the suggestion for the newest customer message, unless it is answered."""
-        session = session_of(job.session_data)
+        session = job.session
         if session is None or self.handoff.state(job) != "human" or not session.messages:
             return JobDropped(reason=DropReason.NOTHING_DUE)
         newest = session.messages[-1]
@@ -174,7 +174,7 @@ class StaffAssist:
         ``None`` when the suggestion is no longer open (replaced, sent, answered):
         nothing happens, the press's answer said it was out of date.
         """
-        session = session_of(job.session_data)
+        session = job.session
         suggestion = session.suggestion if session is not None else None
         if (
             session is None
@@ -270,7 +270,7 @@ class StaffAssist:
         if threshold is None or quality is None or quality.score >= threshold:
             return JobDropped(reason=DropReason.NOTHING_DUE)
         score, failed = quality.score, tuple(quality.failed)
-        session = session_of(job.session_data)
+        session = job.session
         codes = _turn_codes(session)
         lines = [self.staff_texts(QUALITY_REVIEW_HEADER).format(score=score, threshold=threshold)]
         if failed:

@@ -8,13 +8,16 @@ Each kind of button has its typed data (aiogram ``CallbackData``):
 (queued in the customer's chat it names, and only from the staff chat; a press on a
 suggestion no longer open is answered «Подсказка устарела»).
 Intake reads a press once (:func:`read_press`) and hands the typed value on;
-in the worker each kind's router filters with its class's ``.filter()``, so
-the routers' order does not matter.
+in the worker the job runner reads it once for the job (workflow data
+``button_press``) and each kind's router takes its own kind only
+(:class:`Pressed`), so the routers' order does not matter.
 
 Telegram shows a spinner on the button until the bot answers the callback
 query; intake answers it right after queueing the press, with a short text
 when a read of the session already shows the press will change nothing
-(«Уже выполнено», «Срок подтверждения истёк»; on the satisfaction question
+(«Уже выполнено», «Срок подтверждения истёк»: the worker's own verdict function,
+``ActionConfirmations.verdict``, over the same :func:`card_press` value; on the
+satisfaction question
 «Спасибо за оценку!», «Вы уже оценили» or «опрос уже закрыт»; on the offer of
 a person none: the handoff's own message follows). The worker
 decides for real. A press of no known kind (forged, foreign, from an inline
@@ -23,12 +26,13 @@ message) is not queued and is answered «Кнопка больше не дейс
 
 import logging
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
+from aiogram.filters import Filter
 from aiogram.filters.callback_data import CallbackData
-from aiogram.types import CallbackQuery
+from aiogram.types import CallbackQuery, Message
 from redis.exceptions import RedisError
 
 from bot import customer_texts
@@ -75,6 +79,44 @@ def read_press(data: str | None) -> ButtonPress | None:
     # The prefix picks the one kind to try: unpacking each in turn costs an exception apiece.
     kind = _KINDS.get((data or "").partition(":")[0])
     return unpack(kind, data) if kind is not None else None
+
+
+class Pressed(Filter):
+    """A press of one kind, handed to the handler as ``callback_data`` (aiogram's name).
+
+    The job runner reads the press once for the job (``button_press``); every
+    button router matches it by kind instead of unpacking the data again. Fed
+    without it (a router on its own), the data is read here.
+    """
+
+    def __init__(self, kind: type[ButtonPress]) -> None:
+        self._kind = kind
+
+    async def __call__(
+        self, callback: CallbackQuery, button_press: ButtonPress | None = None
+    ) -> bool | dict[str, Any]:
+        """``{"callback_data": press}`` for a press of this kind; ``False`` for any other."""
+        press = button_press if button_press is not None else read_press(callback.data)
+        if isinstance(press, self._kind):
+            return {"callback_data": press}
+        return False
+
+
+def card_press(callback: CallbackQuery, pressed: ActionPress) -> Press | None:
+    """The press ``pressed`` on the card ``callback`` came from; ``None`` without the card.
+
+    The one value both verdicts are taken on: intake's prediction and the worker's.
+    """
+    card = callback.message if isinstance(callback.message, Message) else None
+    if card is None:
+        return None
+    return Press(
+        action_id=pressed.action_id,
+        choice=pressed.choice,
+        presser_id=callback.from_user.id,
+        chat_id=card.chat.id,
+        card_message_id=card.message_id,
+    )
 
 
 def press_incoming(
@@ -164,23 +206,15 @@ class PressAnswers:
             return await self._predict_feedback(message.chat.id, press.question_id)
         if isinstance(press, SuggestionPress):
             return await self._predict_suggestion(press)
-        if self.sessions is None or self.actions is None:
+        pressed = card_press(callback, press)
+        if self.sessions is None or self.actions is None or pressed is None:
             return None
         try:
             session = await self.sessions.load(telegram_conversation(message.chat.id))
         except SessionStoreError:
             return None
-        verdict = self.actions.verdict(
-            session,
-            Press(
-                action_id=press.action_id,
-                choice=press.choice,
-                presser_id=callback.from_user.id,
-                chat_id=message.chat.id,
-                card_message_id=message.message_id,
-            ),
-        )
-        return SHORT_ANSWERS.get(verdict)
+        # The worker's verdict, over the value its handler builds (at intake's time).
+        return SHORT_ANSWERS.get(self.actions.verdict(session, pressed))
 
     async def _predict_suggestion(self, press: SuggestionPress) -> str | None:
         """«Out of date» for a suggestion no longer open (replaced, sent, answered)."""

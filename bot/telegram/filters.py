@@ -11,16 +11,28 @@ from aiogram.filters import Filter
 from aiogram.types import Message, MessageEntity
 
 from bot.ops.surrogates import replace_lone_surrogates
+from bot.queue.job_results import JobContext
 
 
 class AddressedToBot(Filter):
-    """Private chats always; groups if allowed and the bot is mentioned, replied to or commanded."""
+    """Private chats always; groups if allowed and the bot is mentioned, replied to or commanded.
+
+    Decided once, at intake (:meth:`decide`); the queued job carries the decision
+    (``QueuedJob.addressed``), and the worker's router reads it from there.
+    """
 
     def __init__(self, *, allow_groups: bool) -> None:
         self._allow_groups = allow_groups
 
-    async def __call__(self, message: Message, bot: Bot) -> bool:
-        """Whether ``message`` is for this bot."""
+    async def __call__(self, message: Message, bot: Bot, job: JobContext | None = None) -> bool:
+        """Whether ``message`` is for this bot: intake's decision the job carries, else decided."""
+        carried = job.job.addressed if job is not None else None
+        if carried is not None:
+            return carried
+        return await self.decide(message, bot)
+
+    async def decide(self, message: Message, bot: Bot) -> bool:
+        """Whether ``message`` is for this bot, judged from the message (and the bot's name)."""
         if message.chat.type == ChatType.PRIVATE:
             return True
         if not self._allow_groups or message.chat.type not in (ChatType.GROUP, ChatType.SUPERGROUP):

@@ -146,7 +146,7 @@ class TelegramIntake:
             return None
         if self.topics is not None and message.chat.id == self.topics.staff_chat_id:
             return await self._staff(update, message, raw)
-        if not await self._addressed(message, self.bot):
+        if not await self._addressed.decide(message, self.bot):
             return None
         return IncomingUpdate(
             update_id=update.update_id,
@@ -158,6 +158,8 @@ class TelegramIntake:
             payload=_payload(update, raw),
             sent_ms=_sent_ms(message),
             media_group_id=message.media_group_id,
+            # Decided just above: the worker's router reads it from the job.
+            addressed=True,
         )
 
     async def _staff(

@@ -61,16 +61,14 @@ from bot.queue.job_results import (
 )
 from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
 from bot.queue.worker import HeldLease
-from bot.sessions.models import session_of
 from bot.sessions.pending import ActionCard
 from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.service import StaffAssist
 from bot.storage.due_set import schedule_together
 from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
-from bot.telegram.callbacks import unpack
+from bot.telegram.callbacks import card_press, read_press
 from bot.telegram.escalation_offer import send_offer
 from bot.telegram.feedback_question import send_question
-from bot.telegram.handlers.actions import card_press
 from bot.telegram.link_keyboard import reply_keyboard
 from bot.telegram.middlewares.language import stored_language
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
@@ -161,7 +159,12 @@ class TelegramJobRunner:
         except ValidationError:
             logger.warning("Queued update %s is not an Update; dropped", job.update_id)
             return JobDropped(reason=DropReason.UNREADABLE)
-        result = await self.dispatcher.feed_update(self.bot, update, job=context)
+        callback = update.callback_query
+        # A press is read once for the job: every button router matches this value.
+        press = read_press(callback.data) if callback is not None else None
+        result = await self.dispatcher.feed_update(
+            self.bot, update, job=context, button_press=press
+        )
         if isinstance(result, JobDone):
             return result
         if isinstance(result, PlainReply):
@@ -243,8 +246,8 @@ class TelegramJobRunner:
         except ValidationError:
             return None
         callback = update.callback_query
-        pressed = unpack(ActionPress, callback.data) if callback is not None else None
-        if callback is None or pressed is None:
+        pressed = read_press(callback.data) if callback is not None else None
+        if callback is None or not isinstance(pressed, ActionPress):
             return None
         press = card_press(callback, pressed)
         if press is None:
@@ -315,7 +318,7 @@ class TelegramJobRunner:
                 claimed_ms=claimed,
                 # The job's turn id: a re-run of this job asks the same question.
                 question_id=job.turn_id,
-                session=session_of(context.session_data),
+                session=context.session,
                 blocked=state.blocked,
             )
         if question is None:
@@ -555,7 +558,7 @@ def _suggestion_press(job: QueuedJob) -> bool:
     """Whether ``job`` is staff's press on a suggested reply (never told the customer)."""
     callback = job.update.get("callback_query")
     data = callback.get("data") if isinstance(callback, dict) else None
-    return unpack(SuggestionPress, data if isinstance(data, str) else None) is not None
+    return isinstance(read_press(data if isinstance(data, str) else None), SuggestionPress)
 
 
 def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:

@@ -89,10 +89,18 @@ class InMemorySessionStore:
             self.outbox[completion.job_id] = completion.outbox_entry
 
     async def held(
-        self, conversation_key: str, token: str, raw_version: str, raw_data: str
+        self,
+        conversation_key: str,
+        token: str,
+        raw_version: str,
+        raw_data: str,
+        *,
+        parsed: ConversationSession | None = None,
     ) -> LockedSession:
-        """A session read by a worker that holds the lease ``token``."""
-        session = ConversationSession.model_validate_json(raw_data) if raw_data else None
+        """A session read by a worker that holds the lease ``token`` (``parsed``: read already)."""
+        session = parsed
+        if session is None and raw_data:
+            session = ConversationSession.model_validate_json(raw_data)
         return LockedSession(conversation_key, token, session, raw_version)
 
     async def reload(self, conversation_key: str, token: str) -> LockedSession:

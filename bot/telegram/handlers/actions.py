@@ -3,7 +3,7 @@
 import logging
 
 from aiogram import Router
-from aiogram.types import CallbackQuery, Message
+from aiogram.types import CallbackQuery
 
 from bot import customer_texts
 from bot.actions.buttons import ActionPress
@@ -12,8 +12,8 @@ from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobDone, PlainReply
-from bot.sessions.models import session_of
 from bot.storage.keys import telegram_conversation
+from bot.telegram.callbacks import Pressed, card_press
 from turn import TurnContext
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ async def on_press(
 
 def press_context(key: str, job: JobContext, press: Press) -> TurnContext:
     """The turn of a press the model answers: the chat's identity and language, as stored."""
-    session = session_of(job.session_data)
+    session = job.session
     return TurnContext(
         conversation_key=key,
         chat_id=press.chat_id,
@@ -69,22 +69,8 @@ def press_context(key: str, job: JobContext, press: Press) -> TurnContext:
     )
 
 
-def card_press(callback: CallbackQuery, pressed: ActionPress) -> Press | None:
-    """The press ``pressed`` on the card ``callback`` came from; ``None`` without the card."""
-    card = callback.message if isinstance(callback.message, Message) else None
-    if card is None:
-        return None
-    return Press(
-        action_id=pressed.action_id,
-        choice=pressed.choice,
-        presser_id=callback.from_user.id,
-        chat_id=card.chat.id,
-        card_message_id=card.message_id,
-    )
-
-
 def build_router() -> Router:
     """A fresh router with the confirmation card's button handler (its presses only)."""
     router = Router(name=__name__)
-    router.callback_query.register(on_press, ActionPress.filter())
+    router.callback_query.register(on_press, Pressed(ActionPress))
     return router

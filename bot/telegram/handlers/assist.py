@@ -20,6 +20,7 @@ from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.service import StaffAssist
 from bot.staff_texts import SUGGESTION_NOT_SAVED
 from bot.storage.keys import telegram_conversation
+from bot.telegram.callbacks import Pressed
 from bot.telegram.staff_members import MembershipError, StaffMembership
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,6 @@ def build_router() -> Router:
     """A fresh router with the suggestion buttons' handler (their presses only)."""
     router = Router(name=__name__)
     router.callback_query.register(
-        partial(on_suggestion_press, staff_members=StaffMembership()), SuggestionPress.filter()
+        partial(on_suggestion_press, staff_members=StaffMembership()), Pressed(SuggestionPress)
     )
     return router

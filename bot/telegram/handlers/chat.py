@@ -17,7 +17,6 @@ from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
 from bot.ops.log_context import bind_turn
 from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
-from bot.sessions.models import session_of
 from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
@@ -155,7 +154,7 @@ async def run_turn(
 
 def _photos(job: JobContext, turn_input: TurnInput) -> tuple[str, ...]:
     """The photos of the conversation so far and of this message (file ids, oldest first)."""
-    session = session_of(job.session_data)
+    session = job.session
     earlier = tuple(
         photo
         for stored in (session.messages if session is not None else ())

@@ -20,6 +20,7 @@ from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
+from bot.telegram.callbacks import Pressed
 from bot.telegram.escalation_offer import OfferPress
 
 logger = logging.getLogger(__name__)
@@ -73,5 +74,5 @@ async def on_offer_press(
 def build_router() -> Router:
     """A fresh router with the offer's button handler (its presses only)."""
     router = Router(name=__name__)
-    router.callback_query.register(on_offer_press, OfferPress.filter())
+    router.callback_query.register(on_offer_press, Pressed(OfferPress))
     return router

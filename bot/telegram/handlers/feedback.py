@@ -16,6 +16,7 @@ from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.storage.keys import telegram_conversation
+from bot.telegram.callbacks import Pressed
 
 logger = logging.getLogger(__name__)
 
@@ -84,5 +85,5 @@ async def _category(analyses: AnalysisSchedule | None, conversation_key: str) ->
 def build_router() -> Router:
     """A fresh router with the satisfaction question's button handler (its presses only)."""
     router = Router(name=__name__)
-    router.callback_query.register(on_feedback, FeedbackPress.filter())
+    router.callback_query.register(on_feedback, Pressed(FeedbackPress))
     return router

@@ -16,12 +16,11 @@ from aiogram.utils.i18n import I18n, I18nMiddleware
 from bot.language.catalogs import Catalogs
 from bot.language.choice import ConversationLanguages, StoredLanguage
 from bot.queue.job_results import JobContext
-from bot.sessions.models import session_of
 
 
 def stored_language(job: JobContext | None) -> StoredLanguage:
     """The language the session read with ``job`` keeps (nothing for a new conversation)."""
-    session = session_of(job.session_data) if job is not None else None
+    session = job.session if job is not None else None
     if session is None:
         return StoredLanguage()
     return StoredLanguage(language=session.language, chosen=session.language_chosen)
