@@ -19,6 +19,7 @@ Each runs in the worker holding the customer's chat, as a job of its own:
 import hashlib
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
@@ -42,7 +43,6 @@ from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession
 from bot.sessions.pending import ActionCard
 from bot.sessions.suggestion import StaffSuggestion, new_suggestion_id
-from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.drafting import DraftError, SuggestionDrafter
 from bot.staff_assist.tool_path import AssistTools, Proposed
 from bot.staff_texts import (
@@ -57,6 +57,11 @@ from bot.staff_texts import (
     SUGGESTION_SENT,
 )
 from turn import ToolCall, TurnContext
+
+if TYPE_CHECKING:
+    # aiogram's CallbackData: its import costs a process start seconds (the console never
+    # needs it); the press is only an annotation here.
+    from bot.staff_assist.buttons import SuggestionPress
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +172,7 @@ class StaffAssist:
         )
 
     async def press(
-        self, conversation_key: str, job: JobContext, press: SuggestionPress, message_id: int
+        self, conversation_key: str, job: JobContext, press: "SuggestionPress", message_id: int
     ) -> JobDone | PlainReply | None:
         """Staff pressed a suggestion's button (checked as staff's): send it, or its card.
 

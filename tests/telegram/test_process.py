@@ -150,6 +150,33 @@ def test_the_audit_cli_imports_neither_aiogram_nor_the_sdk(tmp_path: Path) -> No
     assert not imported & {"aiogram", "openai"}
 
 
+def test_the_composition_root_console_and_eval_import_no_aiogram(tmp_path: Path) -> None:
+    """Building the application without Telegram (the console, eval) never pays aiogram's import.
+
+    Its models cost a process about four seconds to build: a feature that imported a
+    button's ``CallbackData`` from its service doubled the console's start.
+    """
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            "import bot.app, bot.console, bot.evaluation.cli",
+        ],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {name.split(".")[0] for name in _imported_modules(result.stderr)}
+    assert "bot" in imported
+    assert "aiogram" not in imported
+
+
 def test_webhook_mode_needs_url_and_secret() -> None:
     problems = settings_problems(make_settings(REDIS_URL="redis://127.0.0.1:1/0"), "webhook")
     assert any("WEBHOOK_URL" in problem for problem in problems)
