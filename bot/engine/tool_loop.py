@@ -213,7 +213,7 @@ class BoundedToolLoop:
                     raise ToolLoopLimitError(
                         f"the turn would exceed {self.max_tool_calls} tool executions"
                     )
-                conversation.append(_assistant_tool_message(result))
+                conversation.append(result.tool_calls_message())
                 if stream is not None:
                     stream.on_tools(tuple(call.name for call in result.tool_calls))
                 for tool_call in result.tool_calls:
@@ -329,21 +329,6 @@ def _describe_validation(cause: BaseException | None) -> str:
             rule = item["type"]
         problems.append(f"{field}: {rule}")
     return "Invalid arguments. " + "; ".join(problems) + ". Fix them and call the tool again."
-
-
-def _assistant_tool_message(result: LLMResult) -> Message:
-    return {
-        "role": "assistant",
-        "content": result.text,
-        "tool_calls": [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in result.tool_calls
-        ],
-    }
 
 
 def _require_text(result: LLMResult) -> str:

@@ -63,6 +63,21 @@ class LLMResult:
     response_id: str
     usage: Usage = field(default_factory=Usage)
 
+    def tool_calls_message(self) -> Message:
+        """The assistant message that asked for these tool calls, for the next request."""
+        return {
+            "role": "assistant",
+            "content": self.text,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ],
+        }
+
 
 class ToolCallingClient(Protocol):
     """The one capability the tool loop and the summary service need from a model."""

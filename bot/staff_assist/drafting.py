@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.llm.errors import LLMClientError
-from bot.llm.types import LLMResult, Message, ToolCallingClient
+from bot.llm.types import Message, ToolCallingClient
 from bot.sessions.models import ConversationSession
 from bot.sessions.suggestion import SuggestedAction
 from bot.staff_assist.tool_path import AssistTools, Proposed
@@ -96,7 +96,7 @@ class SuggestionDrafter:
                 if not text:
                     raise DraftError("empty")
                 return Draft(text=text[:SUGGESTION_MAX_CHARS], action=action)
-            messages.append(_assistant_tool_message(result))
+            messages.append(result.tool_calls_message())
             for call in result.tool_calls:
                 if self.tools.needs_card(call.name):
                     proposed = await self.tools.propose(call, context)
@@ -129,18 +129,3 @@ class SuggestionDrafter:
             kept.append(line[: self.max_transcript_chars])
         head = [f"Резюме начала диалога: {session.summary}"] if session.summary else []
         return "\n".join([*head, *reversed(kept)])
-
-
-def _assistant_tool_message(result: LLMResult) -> Message:
-    return {
-        "role": "assistant",
-        "content": result.text,
-        "tool_calls": [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in result.tool_calls
-        ],
-    }
