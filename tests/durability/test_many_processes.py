@@ -41,10 +41,12 @@ ANSWER_ALL_WITHIN = 180.0
 # process died before removing it from the outbox (the window spans the audit write and
 # the removal, tens of ms on a saturated 2-core machine), at most one per chat the killed
 # process was draining. Each duplicate is checked to straddle the kill and to be its
-# chat's only one; how many chats were mid-delivery at the kill depends on the machine's
-# load (6 was once the most seen; 8 under a full suite beside other work), so the bound
-# is the killed process's share of the chats.
-MAX_DUPLICATES = len(CHATS) // 3
+# chat's only one, which is what bounds them: how many chats were mid-delivery at the kill
+# depends on the machine's load and on how many chats the victim had taken (any process
+# takes any chat), 5 to 13 with other work beside it, 25 once under a full suite on a slow
+# host, where a third of the chats as the bound failed a run whose duplicates were all
+# inside the window.
+MAX_DUPLICATES = len(CHATS)
 IN_FLIGHT_SECONDS = LEASE_SECONDS / 6
 """How late the killed process's last request may reach the fake (well inside a lease)."""
 
@@ -89,7 +91,6 @@ async def assert_all_answered_in_order(
         assert [m.content for m in session.messages if m.role == "user"] == questions(chat_id)
     if duplicates:
         print(f"replies sent twice (the documented window): {duplicates}")
-    assert len(duplicates) <= duplicates_allowed, duplicates
     assert len({chat_id for chat_id, _ in duplicates}) == len(duplicates), "one per chat"
     for chat_id, text in duplicates:
         times = [
@@ -104,6 +105,7 @@ async def assert_all_answered_in_order(
         # the chat over only once the victim's lease has run out.
         across_the_kill = times[0] <= killed_at + IN_FLIGHT_SECONDS < times[1]
         assert across_the_kill, ("sent again only across the kill", times, killed_at)
+    assert len(duplicates) <= duplicates_allowed, duplicates
     assert sent_ok(telegram) == TOTAL + len(duplicates)
 
     turns = await audit_turns(store)
