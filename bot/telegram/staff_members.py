@@ -7,6 +7,7 @@ is kept in process, for a few seconds, for a bounded number of users. A removed
 member may still be relayed for at most that long.
 """
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from aiogram import Bot
 from aiogram.enums import ChatMemberStatus
 from aiogram.exceptions import TelegramAPIError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TTL_SECONDS = 30.0
 DEFAULT_MAX_ENTRIES = 1024
@@ -62,3 +65,15 @@ class StaffMembership:
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
         return answer
+
+    async def admits(self, bot: Bot, chat_id: int, user_id: int, what: str) -> bool:
+        """Whether ``user_id`` may act in ``chat_id``; ``what`` (a message, a press) is
+        logged as dropped when not, or when Telegram cannot tell (never an error)."""
+        try:
+            member = await self.is_member(bot, chat_id, user_id)
+        except MembershipError as error:
+            logger.warning("Membership check failed (%s); %s dropped", error, what)
+            return False
+        if not member:
+            logger.warning("%s from a non-member; dropped", what)
+        return member

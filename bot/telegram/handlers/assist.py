@@ -21,7 +21,7 @@ from bot.staff_assist.service import StaffAssist
 from bot.staff_texts import SUGGESTION_NOT_SAVED
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed
-from bot.telegram.staff_members import MembershipError, StaffMembership
+from bot.telegram.staff_members import StaffMembership
 
 logger = logging.getLogger(__name__)
 
@@ -76,14 +76,9 @@ async def _from_staff_in_topic(  # noqa: PLR0917 - every part of the press is ch
     if press.chat_id != job.job.chat_id or await handoff.topics.conversation_of(thread) != key:
         logger.warning("Suggestion press %s is not in this customer's topic", job.job.job_id)
         return False
-    try:
-        member = await staff_members.is_member(bot, handoff.staff_chat_id, user.id)
-    except MembershipError as error:
-        logger.warning("Membership check failed (%s); press dropped", error)
-        return False
-    if not member:
-        logger.warning("Suggestion press %s from a non-member; dropped", job.job.job_id)
-    return member
+    return await staff_members.admits(
+        bot, handoff.staff_chat_id, user.id, f"Suggestion press {job.job.job_id}"
+    )
 
 
 def build_router() -> Router:

@@ -23,7 +23,7 @@ from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
-from bot.telegram.staff_members import MembershipError, StaffMembership
+from bot.telegram.staff_members import StaffMembership
 from bot.telegram.voice import Heard, VoiceMessages, recording_of
 
 logger = logging.getLogger(__name__)
@@ -149,14 +149,9 @@ async def _from_staff_in_topic(
     if await handoff.topics.conversation_of(thread) != telegram_conversation(job.job.chat_id):
         logger.warning("Staff message %s is not in this customer's topic; dropped", job.job.job_id)
         return False
-    try:
-        member = await staff_members.is_member(bot, handoff.staff_chat_id, user.id)
-    except MembershipError as error:
-        logger.warning("Membership check failed (%s); message dropped", error)
-        return False
-    if not member:
-        logger.warning("Staff message %s from a non-member; dropped", job.job.job_id)
-    return member
+    return await staff_members.admits(
+        bot, handoff.staff_chat_id, user.id, f"Staff message {job.job.job_id}"
+    )
 
 
 def build_staff_router(staff_chat_id: int) -> Router:
