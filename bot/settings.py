@@ -444,8 +444,8 @@ class McpServerSettings(BaseModel):
     # Believe the server's readOnlyHint / idempotentHint (no button for its trusted reads).
     trust_annotations: bool = False
     timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    # Seconds between pings of an idle session (0: none): a server that died between
-    # calls is then found down (``/healthz``) before a customer's call meets it.
+    # Seconds between pings of an idle legacy session (0: none): a server that died
+    # between calls is then found down (``/healthz``) before a customer's call meets it.
     ping_seconds: float = Field(default=15.0, ge=0, le=3600)
     # Argument name -> where the application takes its value from (never the model).
     bound_arguments: dict[str, Literal["user_id", "chat_id", "shop_customer_id"]] = Field(

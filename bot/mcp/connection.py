@@ -331,14 +331,17 @@ class McpConnection:
                     await task
 
     async def _ping(self, client: Client) -> str:
-        """Ping the server every ``ping_seconds`` while idle; return why one went unanswered.
+        """Ping a legacy session every ``ping_seconds``; return why a ping went unanswered.
 
-        A server that dies between calls is otherwise found only by the next call: without
-        the ping ``/healthz`` would call a dead shop up until a customer needed it.
+        A legacy session holds no stream open between calls, so a server that dies
+        between calls is otherwise found only by the next call: without the ping
+        ``/healthz`` would call a dead shop up until a customer needed it. A newer
+        session's change-notification stream ends with its server, and the protocol
+        has no ping any more (the SDK refuses it outside ``mode='legacy'``).
         """
         interval = self.settings.ping_seconds
-        if interval <= 0:
-            await asyncio.Event().wait()  # never: pings are off
+        if interval <= 0 or self.settings.protocol != "legacy":
+            await asyncio.Event().wait()  # never: no pings
         while True:
             await asyncio.sleep(interval)
             try:
