@@ -44,7 +44,7 @@ from bot.llm.health import ModelHealth
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import ToolCallingClient
-from bot.mcp.feature import open_mcp
+from bot.mcp.feature import McpFeature, open_mcp
 from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.features import Feature, Features
 from bot.ops.redis_startup import connect_redis
@@ -447,7 +447,20 @@ def _intake(settings: Settings, redis: AsyncRedisClient, keys: RedisKeys) -> Int
     )
 
 
-async def build_application(  # noqa: PLR0915 - the composition root builds the core here
+@dataclass(frozen=True, kw_only=True)
+class _Engine:
+    """The core parts and what the application keeps beside them, opened by :func:`_open_engine`."""
+
+    core: CoreParts
+    audit: RedisStreamAuditSink
+    metrics: BotMetrics
+    health_redis: AsyncRedisClient
+    model_health: ModelHealth
+    # The shop's MCP servers: opened with the core (their tools are the model's), a feature.
+    mcp: McpFeature | None
+
+
+async def build_application(
     settings: Settings,
     llm: ToolCallingClient | None = None,
     *,
@@ -472,11 +485,6 @@ async def build_application(  # noqa: PLR0915 - the composition root builds the 
     shop = _shop_data(settings)
     check_link_tool(settings)
     catalogs = open_catalogs(settings)
-
-    def localize(language: str | None, message: str) -> str:
-        """A customer text in ``language`` (``None``: the default language)."""
-        return catalogs.texts(language or settings.language.default_language).gettext(message)
-
     shared_help_center = help_center is not None
     if help_center is None:
         try:
@@ -487,105 +495,21 @@ async def build_application(  # noqa: PLR0915 - the composition root builds the 
             raise StartupError(str(error)) from error
     closing = AsyncExitStack()
     try:
-        redis = await connect_redis(settings)
-        closing.push_async_callback(redis.aclose)
-        health_redis = async_client(
-            settings.redis,
-            retry=RetryPolicy(retries=0),
-            max_connections=2,
-            pool_wait_seconds=settings.redis.socket_timeout_seconds,
-        )
-        closing.push_async_callback(health_redis.aclose)
-        keys = RedisKeys(settings.redis.key_prefix)
-        # The demo shop's orders in Redis: the write tools change them, every process sees it.
-        shop_backend: ShopBackend = RedisDemoShop(redis, keys, shop, clock=clock)
-        registry = build_default_tool_registry(
-            shop,
-            timezone=settings.tools.support_timezone,
-            clock=clock,
-            help_center=help_center,
-            shop=shop_backend if wrap_shop is None else wrap_shop(shop_backend),
-            demo_shop=settings.mcp.demo_tools_on(),
-            localize=localize,
-        )
-        # The built-in's name, offered or not: a shop's tool never takes it.
-        registry.reserve(REQUEST_HUMAN_AGENT_TOOL_NAME)
-        if settings.handoff.staff_chat_id is not None:
-            registry.register(build_request_human_agent_tool())
-        # Before the model client: the offline demo model learns the tools listed by then.
-        environ = os.environ if environ is None else environ
-        mcp = await open_mcp(settings, registry, environ, localize, hidden=link_tools(settings))
-        if mcp is not None:
-            closing.push_async_callback(mcp.aclose)
-        base_client = llm or _build_llm(settings, shop, registry, environ)
-        # One registry per application: two in one process (tests, benchmarks) never mix counts.
-        metrics = BotMetrics(
-            CollectorRegistry(),
-            known_tools=_known_tools(settings, registry),
-            known_categories=settings.analysis.category_names,
-        )
-        model_health = build_model_health(settings, base_client)
-        client = MeteredChatModel(base_client, metrics, model_health)
-        closing.push_async_callback(client.close)
-        # Its probes stop before the client they ask is closed.
-        closing.push_async_callback(model_health.aclose)
-        metrics.observe_model_state(lambda: model_health.reading().state)
-        if not shared_help_center:
-            help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
-        executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
-        closing.callback(executor.close)
-        audit = _audit_sink(settings, redis)
-        # Audit entries Redis missed get a last chance (they are in the log either way).
-        closing.push_async_callback(audit.flush)
-        metrics.observe_audit_lost(lambda: audit.lost_entries)
-        metrics.observe_audit_pending(lambda: audit.pending_entries)
-        sessions = RedisSessionStore(
-            redis,
-            keys=keys,
-            ttl_seconds=settings.session.ttl_seconds,
-            archive_ttl_seconds=settings.session.archive_ttl_seconds,
-            retries=metrics,
-        )
-        chat = build_chat_service(
+        engine = await _open_engine(
             settings,
-            llm=client,
-            registry=registry,
-            executor=executor,
-            store=sessions,
-            help_center=help_center,
-            localize=localize,
-        )
-        # In-flight summaries get a short grace.
-        closing.push_async_callback(chat.drain, grace_seconds=5.0)
-        logger.info(
-            "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
-            settings.llm.backend if llm is None else "injected",
-            client.model_name,
-            chat.prompt.prompt_id,
-            chat.prompt.version,
-            describe_target(settings.redis),
-            ",".join(registry.names()),
-        )
-        intake = _intake(settings, redis, keys)
-        core = CoreParts(
-            settings=settings,
-            redis=redis,
-            keys=keys,
-            sessions=sessions,
-            # The audit as workers and the chat service write it: each turn also in metrics.
-            audit=MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries),
-            llm=client,
-            model=base_client,
-            registry=registry,
-            executor=executor,
-            chat=chat,
-            intake=intake,
+            closing,
+            llm=llm,
+            environ=os.environ if environ is None else environ,
             shop=shop,
             catalogs=catalogs,
             help_center=help_center,
             clock=clock,
+            wrap_shop=wrap_shop,
         )
-        features = Features((mcp,) if mcp is not None else ())
+        if not shared_help_center:
+            help_center.observe(KnowledgeMetrics(engine.metrics.registry).record_search)
+        core = engine.core
+        features = Features().added(engine.mcp)
         for build in FEATURES:
             feature = build(core, features)
             if feature is not None:
@@ -597,22 +521,22 @@ async def build_application(  # noqa: PLR0915 - the composition root builds the 
     return Application(
         core=core,
         features=features,
-        audit=audit,
-        metrics=metrics,
-        work=intake.work,
+        audit=engine.audit,
+        metrics=engine.metrics,
+        work=core.intake.work,
         queue=ChatQueue(
-            redis,
-            keys=keys,
+            core.redis,
+            keys=core.keys,
             lease_seconds=settings.session.lease_seconds,
             outbox_ttl_seconds=settings.session.ttl_seconds,
             quarantine_ttl_seconds=settings.session.archive_ttl_seconds,
             bookkeeping_retry_seconds=settings.redis.outage_wait_seconds,
-            retries=metrics,
+            retries=engine.metrics,
         ),
-        blocked=BlockedChats(redis, keys),
-        health_redis=health_redis,
+        blocked=BlockedChats(core.redis, core.keys),
+        health_redis=engine.health_redis,
         health=RedisHealthProbe(
-            health_redis,
+            engine.health_redis,
             key_prefix=settings.redis.key_prefix,
             timeout_seconds=settings.redis.socket_timeout_seconds,
         ),
@@ -622,7 +546,129 @@ async def build_application(  # noqa: PLR0915 - the composition root builds the 
                 languages=settings.language.codes, default=settings.language.default_language
             ),
         ),
-        model_health=model_health,
-        transcriber=_transcriber(settings, base_client),
+        model_health=engine.model_health,
+        transcriber=_transcriber(settings, core.model),
         closing=closing,
+    )
+
+
+async def _open_engine(
+    settings: Settings,
+    closing: AsyncExitStack,
+    *,
+    llm: ToolCallingClient | None,
+    environ: Mapping[str, str],
+    shop: ShopStore,
+    catalogs: Catalogs,
+    help_center: HelpCenter,
+    clock: Callable[[], datetime],
+    wrap_shop: Callable[[ShopBackend], ShopBackend] | None,
+) -> _Engine:
+    """The core parts, in order: each one that needs closing pushed onto ``closing``."""
+
+    def localize(language: str | None, message: str) -> str:
+        """A customer text in ``language`` (``None``: the default language)."""
+        return catalogs.texts(language or settings.language.default_language).gettext(message)
+
+    redis = await connect_redis(settings)
+    closing.push_async_callback(redis.aclose)
+    health_redis = async_client(
+        settings.redis,
+        retry=RetryPolicy(retries=0),
+        max_connections=2,
+        pool_wait_seconds=settings.redis.socket_timeout_seconds,
+    )
+    closing.push_async_callback(health_redis.aclose)
+    keys = RedisKeys(settings.redis.key_prefix)
+    # The demo shop's orders in Redis: the write tools change them, every process sees it.
+    shop_backend: ShopBackend = RedisDemoShop(redis, keys, shop, clock=clock)
+    registry = build_default_tool_registry(
+        shop,
+        timezone=settings.tools.support_timezone,
+        clock=clock,
+        help_center=help_center,
+        shop=shop_backend if wrap_shop is None else wrap_shop(shop_backend),
+        demo_shop=settings.mcp.demo_tools_on(),
+        localize=localize,
+    )
+    # The built-in's name, offered or not: a shop's tool never takes it.
+    registry.reserve(REQUEST_HUMAN_AGENT_TOOL_NAME)
+    if settings.handoff.staff_chat_id is not None:
+        registry.register(build_request_human_agent_tool())
+    # Before the model client: the offline demo model learns the tools listed by then.
+    mcp = await open_mcp(settings, registry, environ, localize, hidden=link_tools(settings))
+    if mcp is not None:
+        closing.push_async_callback(mcp.aclose)
+    base_client = llm or _build_llm(settings, shop, registry, environ)
+    # One registry per application: two in one process (tests, benchmarks) never mix counts.
+    metrics = BotMetrics(
+        CollectorRegistry(),
+        known_tools=_known_tools(settings, registry),
+        known_categories=settings.analysis.category_names,
+    )
+    model_health = build_model_health(settings, base_client)
+    client = MeteredChatModel(base_client, metrics, model_health)
+    closing.push_async_callback(client.close)
+    # Its probes stop before the client they ask is closed.
+    closing.push_async_callback(model_health.aclose)
+    metrics.observe_model_state(lambda: model_health.reading().state)
+    executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
+    closing.callback(executor.close)
+    audit = _audit_sink(settings, redis)
+    # Audit entries Redis missed get a last chance (they are in the log either way).
+    closing.push_async_callback(audit.flush)
+    metrics.observe_audit_lost(lambda: audit.lost_entries)
+    metrics.observe_audit_pending(lambda: audit.pending_entries)
+    sessions = RedisSessionStore(
+        redis,
+        keys=keys,
+        ttl_seconds=settings.session.ttl_seconds,
+        archive_ttl_seconds=settings.session.archive_ttl_seconds,
+        retries=metrics,
+    )
+    chat = build_chat_service(
+        settings,
+        llm=client,
+        registry=registry,
+        executor=executor,
+        store=sessions,
+        help_center=help_center,
+        localize=localize,
+    )
+    # In-flight summaries get a short grace.
+    closing.push_async_callback(chat.drain, grace_seconds=5.0)
+    logger.info(
+        "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
+        settings.llm.backend if llm is None else "injected",
+        client.model_name,
+        chat.prompt.prompt_id,
+        chat.prompt.version,
+        describe_target(settings.redis),
+        ",".join(registry.names()),
+    )
+    core = CoreParts(
+        settings=settings,
+        redis=redis,
+        keys=keys,
+        sessions=sessions,
+        # The audit as workers and the chat service write it: each turn also in metrics.
+        audit=MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries),
+        llm=client,
+        model=base_client,
+        registry=registry,
+        executor=executor,
+        chat=chat,
+        intake=_intake(settings, redis, keys),
+        shop=shop,
+        catalogs=catalogs,
+        help_center=help_center,
+        clock=clock,
+    )
+    return _Engine(
+        core=core,
+        audit=audit,
+        metrics=metrics,
+        health_redis=health_redis,
+        model_health=model_health,
+        mcp=mcp,
     )
