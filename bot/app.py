@@ -4,8 +4,9 @@ The core parts (:class:`bot.core.CoreParts`: Redis, the session store, the audit
 the model, the tools, the chat service, the intake) are built here; each
 feature is built by its own function from them (:data:`FEATURES`), and
 :class:`Application` keeps the core and the features that are on. Adding a
-feature: its folder (``bot/<feature>/feature.py``), its Telegram twin
-(``bot/telegram/feature_routers.py``) and one line in :data:`FEATURES`.
+feature: its folder (``bot/<feature>/feature.py``), one line in :data:`FEATURES`, and
+for Telegram its twin (its handlers module's ``routers``, listed in
+:data:`bot.telegram.dispatcher.TWINS`; see docs/architecture.md, "A feature").
 """
 
 import logging

@@ -175,6 +175,6 @@ def routers(features: Features) -> FeatureRouters:
     handoff = features.get(HandoffFeature)
     return FeatureRouters(
         # Before the customer routers: a staff chat message never reaches them.
-        routers=(build_staff_router(handoff.service.staff_chat_id),) if handoff else (),
+        routers=(build_staff_router(handoff.service.staff_chat_id),) if handoff is not None else (),
         customer=(build_customer_router(),),
     )
