@@ -28,7 +28,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.actions.confirmation import Verdict
+from bot.actions.feature import ActionsFeature
 from bot.app import Application, build_application
+from bot.mcp.feature import McpFeature
 from bot.sessions.pending import PendingAction, new_action_id
 from bot.testing.mcp_process import McpServerProcess, free_port
 from bot.testing.redis_server import RedisServer
@@ -86,7 +88,8 @@ async def _commands(redis: aioredis.Redis) -> int:
 
 
 async def _action(app: Application, shop: McpServerProcess, redis_url: str) -> dict[str, float]:
-    if app.actions is None:
+    actions = app.features.get(ActionsFeature)
+    if actions is None:
         raise RuntimeError("the application has no action confirmations")
     pending = PendingAction(
         action_id=new_action_id(),
@@ -102,7 +105,7 @@ async def _action(app: Application, shop: McpServerProcess, redis_url: str) -> d
         calls_before = len(shop.calls())
         commands_before = await _commands(observer)
         started = time.perf_counter()
-        result = await app.actions.settle(
+        result = await actions.confirmations.settle(
             pending, Verdict.CONFIRM, Customer(user_id=1, chat_id=1), "tg:1"
         )
         seconds = time.perf_counter() - started
@@ -133,7 +136,8 @@ async def _startup(redis_url: str, up: list[McpServerProcess], starts: int) -> f
             _settings(redis_url, servers), llm=ScriptedClient(lambda *_: text_result("ok"))
         )
         times.append(time.perf_counter() - started)
-        degraded = app.mcp.degraded() if app.mcp is not None else None
+        mcp = app.features.get(McpFeature)
+        degraded = mcp.servers.degraded() if mcp is not None else None
         await app.aclose()
         if degraded != ("down",):
             raise RuntimeError(f"expected only the down server degraded, got {degraded}")

@@ -1,46 +1,42 @@
-"""The composition root: builds every component once, closes them in reverse order."""
+"""The composition root: builds the core once, then lists the features; closes in reverse order.
+
+The core parts (:class:`bot.core.CoreParts`: Redis, the session store, the audit,
+the model, the tools, the chat service, the intake) are built here; each
+feature is built by its own function from them (:data:`FEATURES`), and
+:class:`Application` keeps the core and the features that are on. Adding a
+feature: its folder (``bot/<feature>/feature.py``), one line in :data:`FEATURES`, and
+for Telegram its twin (its handlers module's ``routers``, listed in
+:data:`bot.telegram.dispatcher.TWINS`; see docs/architecture.md, "A feature").
+"""
 
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
-from bot import customer_texts
-from bot.accounts.directory import DEMO_LOOKUP_TOOL, CustomerDirectory, DemoCustomerDirectory
-from bot.accounts.linking import AccountLinking
-from bot.accounts.mcp_directory import McpCustomerDirectory
-from bot.actions.confirmation import ActionConfirmations
-from bot.actions.runs import ActionRuns
+from bot.accounts.feature import build_accounts, check_link_tool, link_tools
+from bot.actions.feature import build_actions
 from bot.actions.turns import ActionCards
-from bot.analysis.analyzer import SupportRequestAnalyzer
-from bot.analysis.escalation import EscalationOffers
-from bot.analysis.idle_analysis import IdleAnalysis
-from bot.analysis.offline import OfflineAnalyst
-from bot.analysis.review import QualityReviews
-from bot.analysis.schedule import AnalysisSchedule
-from bot.analysis.service import ConversationAnalysis
+from bot.analysis.feature import analysis_prompt, build_analysis
 from bot.audit.pseudonym import ChatPseudonymizer
 from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.sink import AuditSink
-from bot.csat.schedule import CsatPolicy, CsatSchedule
+from bot.core import CoreParts
+from bot.csat.feature import build_csat
 from bot.engine.chat_service import ChatLimits, ChatService
 from bot.engine.history import HistoryWindow
 from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.handoff.service import HandoffPolicy, HandoffService
-from bot.handoff.topics import TopicDirectory
+from bot.handoff.feature import build_handoff
 from bot.handoff.turns import TurnHandoff
-from bot.knowledge.watcher import (
-    KnowledgeError,
-    KnowledgeMetrics,
-    KnowledgeWatcher,
-    open_help_center,
-)
+from bot.knowledge.feature import watch_knowledge
+from bot.knowledge.watcher import KnowledgeError, KnowledgeMetrics, open_help_center
 from bot.language.catalogs import CatalogError, Catalogs, language_name
 from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
@@ -48,23 +44,22 @@ from bot.language.texts import Texts
 from bot.llm.health import ModelHealth
 from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
-from bot.llm.types import StructuredOutputClient, ToolCallingClient
-from bot.mcp.servers import McpServers, McpSetupError, tool_definition_tokens
+from bot.llm.types import ToolCallingClient
+from bot.mcp.feature import McpFeature, open_mcp
 from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
+from bot.ops.features import Feature, Features
 from bot.ops.redis_startup import connect_redis
 from bot.ops.startup import StartupError
 from bot.proxies import ProxyURLError, proxy_for
 from bot.queue.admission import FloodLimits, Intake
 from bot.queue.chat_queue import ChatQueue
-from bot.queue.dead_letters import DeadLetters
 from bot.queue.work_stream import WorkStream, consumer_name
 from bot.sessions.handoff_machine import IdleRule, utc_now
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings
 from bot.shop.redis_demo import RedisDemoShop
-from bot.staff_assist.service import StaffAssist
-from bot.staff_assist.wiring import build_staff_assist
+from bot.staff_assist.feature import build_staff_assist
 from bot.storage.blocked_chats import BlockedChats
 from bot.storage.connection import (
     AsyncRedisClient,
@@ -75,7 +70,6 @@ from bot.storage.connection import (
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
 from prompts.registry import (
-    ANALYSIS_PROMPT_ID,
     SUMMARY_PROMPT_ID,
     SUPPORT_CHAT_PROMPT_ID,
     UnknownPromptError,
@@ -90,7 +84,6 @@ from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
 from tools.shop_backend import ShopBackend
 from tools.store import ShopStore
-from tools.support_hours import closed_note, describe_hours, support_hours_at
 from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
@@ -101,65 +94,112 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Added to the longest possible turn so that a lease never expires under a live turn.
 LEASE_MARGIN_SECONDS = 30.0
 
+FeatureBuilder = Callable[[CoreParts, Features], Feature | None]
+"""A feature's own function: the feature from the core parts and those built before it
+(``None``: off by its settings)."""
 
-@dataclass(frozen=True)
+FEATURES: tuple[FeatureBuilder, ...] = (
+    build_handoff,
+    build_actions,
+    build_csat,
+    build_analysis,
+    # After the handoff: suggestions are drafted in its topics.
+    build_staff_assist,
+    # After the shop's MCP servers (built with the core): a lookup may be one of their tools.
+    build_accounts,
+    # Last built, first closed: it rebuilds the help center the search tool reads.
+    lambda core, _built: watch_knowledge(core.settings, core.help_center),
+)
+"""The features, in the order they are built (each may use those before it)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Application:
-    """Every long-lived component, built by :func:`build_application`."""
+    """The core parts, the features that are on, and what the front ends run beside them.
 
-    settings: Settings
-    redis: AsyncRedisClient
-    shop: ShopStore
-    llm: ToolCallingClient
-    registry: ToolRegistry
-    executor: ToolExecutor
+    Built by :func:`build_application`; :meth:`aclose` closes everything it opened in
+    reverse order. The core's parts are named here too (``app.redis``, ``app.chat``, ...).
+    """
+
+    core: CoreParts
+    # The features that are on (app.features.get(CsatFeature): None while off).
+    features: Features
+    # The audit stream's writer itself (its losses, its last flush at the end).
     audit: RedisStreamAuditSink
-    sessions: RedisSessionStore
-    chat: ChatService
-    keys: RedisKeys
+    metrics: BotMetrics
     work: WorkStream
     queue: ChatQueue
-    intake: Intake
-    metrics: BotMetrics
-    turn_audit: AuditSink
     blocked: BlockedChats
     # The health check's own small client: /healthz never queues behind turns for a connection.
     health_redis: AsyncRedisClient
     health: RedisHealthProbe
     # The customer's texts per language (LANGUAGES), and how a conversation's is decided.
     languages: ConversationLanguages
-    # Human handoff; None while STAFF_CHAT_ID is unset.
-    handoff: HandoffService | None = None
-    # Rebuilds the help center's index when KNOWLEDGE_DIR changes.
-    knowledge: KnowledgeWatcher | None = None
-    # Settles presses on confirmation cards (the write tools' actions).
-    actions: ActionConfirmations | None = None
-    # The shop's own tools over MCP; None while MCP_SERVERS is empty.
-    mcp: McpServers | None = None
-    # The satisfaction question's schedule; None with CSAT=off.
-    feedback: CsatSchedule | None = None
-    # The request analysis (/analyze, the idle analysis); None with ANALYSIS=off.
-    analysis: ConversationAnalysis | None = None
-    # What the support-hours code reads as now (see build_application).
-    clock: Callable[[], datetime] = utc_now
-    # Links a chat to the shop's customer by a shared contact; None without ACCOUNT_LINK_TOOL.
-    account_linking: AccountLinking | None = None
-    # Voice messages to words; None with the offline demo model (or an injected stand-in).
-    transcriber: Transcriber | None = None
-    # Staff assist (suggested replies, quality reviews); None while STAFF_CHAT_ID is unset.
-    assist: StaffAssist | None = None
     # Whether the chat model answers (probed by the Telegram modes: model_health.start()).
-    model_health: ModelHealth = field(default_factory=lambda: ModelHealth(None))
+    model_health: ModelHealth
+    # Voice messages to words; None with the offline demo model (or an injected stand-in).
+    transcriber: Transcriber | None
+    # Everything opened, closed in reverse order by aclose().
+    closing: AsyncExitStack
+
+    @property
+    def settings(self) -> Settings:
+        """The settings everything was built from."""
+        return self.core.settings
+
+    @property
+    def redis(self) -> AsyncRedisClient:
+        """The application's Redis client."""
+        return self.core.redis
+
+    @property
+    def keys(self) -> RedisKeys:
+        """Every Redis key."""
+        return self.core.keys
+
+    @property
+    def sessions(self) -> RedisSessionStore:
+        """The session store."""
+        return self.core.sessions
+
+    @property
+    def chat(self) -> ChatService:
+        """The chat service (the turn)."""
+        return self.core.chat
+
+    @property
+    def intake(self) -> Intake:
+        """Where updates and the bot's own jobs are queued in their chats."""
+        return self.core.intake
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The model's tools."""
+        return self.core.registry
+
+    @property
+    def executor(self) -> ToolExecutor:
+        """Runs the tools."""
+        return self.core.executor
+
+    @property
+    def llm(self) -> ToolCallingClient:
+        """The chat model, metered."""
+        return self.core.llm
+
+    @property
+    def shop(self) -> ShopStore:
+        """The shop's data."""
+        return self.core.shop
+
+    @property
+    def turn_audit(self) -> AuditSink:
+        """The audit as workers and the chat service write it (each turn counted in metrics)."""
+        return self.core.audit
 
     def operator_unavailable(self, texts: Texts | None = None) -> str:
-        """What ``/operator`` answers without a staff group: nobody to call, and the hours now.
-
-        In ``texts``' language (``None``: as written, Russian).
-        """
-        hours = support_hours_at(
-            self.shop.support_hours, self.clock(), self.settings.tools.support_timezone
-        )
-        gettext = customer_texts.gettext_of(texts)
-        return customer_texts.operator_off(describe_hours(hours, gettext), gettext)
+        """What ``/operator`` answers without a staff group (see :class:`CoreParts`)."""
+        return self.core.operator_unavailable(texts)
 
     def local_turns(self) -> LocalTurns:
         """Turns of a front end without a queue (the console), audited as a worker's are."""
@@ -167,18 +207,7 @@ class Application:
 
     async def aclose(self) -> None:
         """Close in reverse order of construction; in-flight summaries get a short grace."""
-        if self.knowledge is not None:
-            await self.knowledge.aclose()
-        await self.chat.drain(grace_seconds=5.0)
-        # Audit entries Redis missed get a last chance (they are in the log either way).
-        await self.audit.flush()
-        self.executor.close()
-        await self.model_health.aclose()
-        await self.llm.close()
-        if self.mcp is not None:
-            await self.mcp.aclose()
-        await self.health_redis.aclose()
-        await self.redis.aclose()
+        await self.closing.aclose()
 
 
 def turn_lease_seconds(settings: Settings) -> float:
@@ -257,47 +286,6 @@ def build_model_health(settings: Settings, client: ToolCallingClient) -> ModelHe
     )
 
 
-def _check_link_tool(settings: Settings) -> None:
-    """``ACCOUNT_LINK_TOOL`` names the demo lookup or ``<server>:<tool>`` of ``MCP_SERVERS``."""
-    tool = settings.tools.account_link_tool
-    if tool is None or tool == DEMO_LOOKUP_TOOL:
-        return
-    server, colon, remote = tool.partition(":")
-    if not colon or not remote:
-        raise StartupError(
-            f"ACCOUNT_LINK_TOOL={tool}: name the shop's lookup as <server>:<tool> "
-            f"(a server of MCP_SERVERS), or {DEMO_LOOKUP_TOOL} for the demo shop"
-        )
-    if server not in {configured.name for configured in settings.mcp.servers}:
-        raise StartupError(f"ACCOUNT_LINK_TOOL={tool}: MCP_SERVERS has no server named {server}")
-
-
-def _customer_directory(
-    settings: Settings, shop: ShopStore, mcp: McpServers | None
-) -> CustomerDirectory | None:
-    """The shop's customers by phone number for ``ACCOUNT_LINK_TOOL`` (``None`` when unset).
-
-    The demo shop's lookup is answered in process, over the store its MCP server
-    reads too; ``<server>:<tool>`` calls that tool on the shop's MCP server
-    (:mod:`bot.accounts.mcp_directory`). Checked by :func:`_check_link_tool` first.
-    """
-    tool = settings.tools.account_link_tool
-    if tool is None:
-        return None
-    if tool == DEMO_LOOKUP_TOOL:
-        return DemoCustomerDirectory(store=shop, tool_name=tool)
-    server, _, remote = tool.partition(":")
-    connection = mcp.connection(server) if mcp is not None else None
-    if connection is None:
-        raise StartupError(f"ACCOUNT_LINK_TOOL={tool}: MCP_SERVERS has no server named {server}")
-    return McpCustomerDirectory(
-        connection=connection,
-        remote_name=remote,
-        tool_name=tool,
-        timeout_seconds=connection.settings.timeout_seconds,
-    )
-
-
 def build_offline_model(shop: ShopStore, registry: ToolRegistry) -> OfflineChatModel:
     """The offline demo model, told the registry's tools and the shop's words it may use."""
     names = registry.names()
@@ -342,85 +330,6 @@ def open_catalogs(settings: Settings) -> Catalogs:
     except CatalogError as error:
         raise StartupError(str(error)) from error
     return catalogs
-
-
-def _analysis_prompt(settings: Settings) -> PromptTemplate:
-    try:
-        return build_default_prompt_registry().get(
-            ANALYSIS_PROMPT_ID, settings.prompts.analysis_version
-        )
-    except UnknownPromptError as error:
-        raise StartupError(str(error)) from error
-
-
-def analysis_client(settings: Settings, chat_client: ToolCallingClient) -> StructuredOutputClient:
-    """The model the request analysis asks: ``ANALYSIS_MODEL`` over the chat model's connections.
-
-    The offline backend's analyst answers from the conversation's words; a client
-    without Structured Outputs (a test's stand-in) gets the offline analyst too.
-    """
-    if settings.llm.backend != "offline" and isinstance(chat_client, StructuredOutputClient):
-        # Here, not at the top: the offline backend never imports the SDK.
-        from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
-
-        model = settings.analysis.model
-        if model is not None and isinstance(chat_client, OpenAIChatClient):
-            return chat_client.with_model(model)
-        return chat_client
-    return OfflineAnalyst()
-
-
-def build_analysis(
-    settings: Settings,
-    *,
-    client: StructuredOutputClient,
-    redis: AsyncRedisClient,
-    keys: RedisKeys,
-    sessions: SessionStore,
-    audit: AuditSink,
-    intake: Intake | None = None,
-) -> ConversationAnalysis:
-    """The request analysis, configured by ``settings`` (``ANALYSIS_*``).
-
-    ``intake`` (given when a staff group is configured) queues the escalation offers;
-    without it, or with ``ANALYSIS_ESCALATION=off``, nobody is offered a person.
-    """
-    analyzer = SupportRequestAnalyzer(
-        client=client,
-        prompt=_analysis_prompt(settings),
-        categories=settings.analysis.category_names,
-    )
-    schedule = AnalysisSchedule(
-        redis,
-        keys=keys,
-        idle_seconds=settings.csat.after_idle_minutes * 60,
-        ttl_seconds=settings.session.ttl_seconds,
-    )
-    escalation = (
-        EscalationOffers(schedule=schedule, intake=intake)
-        if intake is not None and settings.analysis.escalation == "on"
-        else None
-    )
-    below = settings.handoff.quality_review_below
-    reviews = (
-        QualityReviews(intake=intake, below=below)
-        if intake is not None and below is not None
-        else None
-    )
-    return ConversationAnalysis(
-        analyzer=analyzer,
-        schedule=schedule,
-        idle=IdleAnalysis(
-            analyzer=analyzer,
-            schedule=schedule,
-            sessions=sessions,
-            audit=audit,
-            timeout_seconds=settings.analysis.timeout_seconds,
-            escalation=escalation,
-            reviews=reviews,
-        ),
-        escalation=escalation is not None,
-    )
 
 
 def build_chat_service(
@@ -480,97 +389,10 @@ def build_chat_service(
     )
 
 
-async def _model_and_shop_tools(
-    settings: Settings,
-    shop: ShopStore,
-    registry: ToolRegistry,
-    llm: ToolCallingClient | None,
-    environ: Mapping[str, str],
-    *,
-    localize: Localize = as_written,
-) -> tuple[ToolCallingClient, McpServers | None]:
-    """The shop's MCP servers (if configured), then the model client (``llm`` if given)."""
-    mcp: McpServers | None = None
+def _shop_data(settings: Settings) -> ShopStore:
+    """The shop's data of ``TOOL_DATA_PATH``; unreadable or invalid stops the start."""
     try:
-        if settings.mcp.servers:
-            # Before the model client: the offline demo model learns the tools listed by then.
-            mcp = await open_mcp_servers(settings, registry, environ, localize)
-        # After the registry: the offline demo model learns the registered tools from it.
-        return llm or _build_llm(settings, shop, registry, environ), mcp
-    except StartupError:
-        if mcp is not None:
-            await mcp.aclose()
-        raise
-
-
-def _link_tools(settings: Settings) -> dict[str | None, frozenset[str]]:
-    """The account link lookup, by server: the application's, never offered to the model."""
-    tool = settings.tools.account_link_tool
-    if tool is None:
-        return {}
-    if tool == DEMO_LOOKUP_TOOL:
-        return {None: frozenset({DEMO_LOOKUP_TOOL})}
-    server, _, remote = tool.partition(":")
-    return {server: frozenset({remote})}
-
-
-async def open_mcp_servers(
-    settings: Settings,
-    registry: ToolRegistry,
-    environ: Mapping[str, str],
-    localize: Localize = as_written,
-) -> McpServers:
-    """Connect ``MCP_SERVERS`` and offer their tools in ``registry`` (down ones retry later).
-
-    One warning line when the tool definitions exceed ``MCP_TOOLS_TOKEN_WARNING`` tokens.
-    """
-    try:
-        servers = McpServers(
-            settings=settings.mcp,
-            registry=registry,
-            environ=environ,
-            localize=localize,
-            hidden=_link_tools(settings),
-        )
-    except McpSetupError as error:
-        raise StartupError(str(error)) from error
-    await servers.start()
-    tokens = tool_definition_tokens(registry)
-    limit = settings.mcp.tools_token_warning
-    if limit and tokens > limit:
-        logger.warning(
-            "Tool definitions take about %d tokens of every model request (%d tools), more "
-            "than MCP_TOOLS_TOKEN_WARNING=%d: narrow the servers' tools allowlists",
-            tokens,
-            len(registry.names()),
-            limit,
-        )
-    return servers
-
-
-async def build_application(  # noqa: PLR0915 - the composition root builds every part here
-    settings: Settings,
-    llm: ToolCallingClient | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    clock: Callable[[], datetime] = utc_now,
-    wrap_shop: Callable[[ShopBackend], ShopBackend] | None = None,
-    help_center: HelpCenter | None = None,
-) -> Application:
-    """Build everything; ``llm`` replaces the configured model client (tests, benchmarks).
-
-    ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
-    ``clock`` is what the support-hours code reads as now (whether support is open, the
-    hours tool, the return window); tests fix it. ``wrap_shop`` wraps the demo shop the
-    order tools use (``python -m bot eval`` records the writes that reach it).
-    ``help_center``: one already open from ``KNOWLEDGE_DIR`` (the eval's trials share one
-    instead of indexing the articles again; its searches are not counted in these metrics).
-    """
-    # An unknown prompt version fails before anything connects.
-    _prompts(settings)
-    _analysis_prompt(settings)
-    try:
-        shop = ShopStore.load(settings.tools.data_path)
+        return ShopStore.load(settings.tools.data_path)
     except OSError as error:
         raise StartupError(
             f"TOOL_DATA_PATH {settings.tools.data_path} cannot be read: {error.strerror}"
@@ -583,128 +405,32 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
             f"{where}: {str(first['msg']).removeprefix('Value error, ')} "
             f"({error.error_count()} problem(s))"
         ) from error
-    # Before anything connects: an unknown lookup stops the start with one line.
-    _check_link_tool(settings)
-    catalogs = open_catalogs(settings)
 
-    def localize(language: str | None, message: str) -> str:
-        """A customer text in ``language`` (``None``: the default language)."""
-        return catalogs.texts(language or settings.language.default_language).gettext(message)
 
-    shared_help_center = help_center is not None
-    if help_center is None:
-        try:
-            help_center = open_help_center(
-                settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
-            )
-        except KnowledgeError as error:
-            raise StartupError(str(error)) from error
-    redis = await connect_redis(settings)
-    health_redis = async_client(
-        settings.redis,
-        retry=RetryPolicy(retries=0),
-        max_connections=2,
-        pool_wait_seconds=settings.redis.socket_timeout_seconds,
-    )
-    health = RedisHealthProbe(
-        health_redis,
-        key_prefix=settings.redis.key_prefix,
-        timeout_seconds=settings.redis.socket_timeout_seconds,
-    )
-    # The demo shop's orders in Redis: the write tools change them, every process sees it.
-    shop_backend: ShopBackend = RedisDemoShop(
-        redis, RedisKeys(settings.redis.key_prefix), shop, clock=clock
-    )
-    if wrap_shop is not None:
-        shop_backend = wrap_shop(shop_backend)
-    registry = build_default_tool_registry(
-        shop,
-        timezone=settings.tools.support_timezone,
-        clock=clock,
-        help_center=help_center,
-        shop=shop_backend,
-        demo_shop=settings.mcp.demo_tools_on(),
-        localize=localize,
-    )
-    # The built-in's name, offered or not: a shop's tool never takes it.
-    registry.reserve(REQUEST_HUMAN_AGENT_TOOL_NAME)
-    if settings.handoff.staff_chat_id is not None:
-        registry.register(build_request_human_agent_tool())
-    try:
-        base_client, mcp = await _model_and_shop_tools(
-            settings,
-            shop,
-            registry,
-            llm,
-            os.environ if environ is None else environ,
-            localize=localize,
-        )
-        directory = _customer_directory(settings, shop, mcp)
-    except StartupError:
-        await health_redis.aclose()
-        await redis.aclose()
-        raise
-    # One registry per application: two in one process (tests, benchmarks) never mix counts.
-    metrics = BotMetrics(
-        CollectorRegistry(),
-        known_tools=_known_tools(settings, registry),
-        known_categories=settings.analysis.category_names,
-    )
-    if not shared_help_center:
-        help_center.observe(KnowledgeMetrics(metrics.registry).record_search)
-    model_health = build_model_health(settings, base_client)
-    metrics.observe_model_state(lambda: model_health.reading().state)
-    client = MeteredChatModel(base_client, metrics, model_health)
-    executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
-    audit_settings = settings.audit
+def _audit_sink(settings: Settings, redis: AsyncRedisClient) -> RedisStreamAuditSink:
+    """The audit stream's writer (``AUDIT_*``), chat ids pseudonymised when configured."""
+    audit = settings.audit
     pseudonymizer = (
-        ChatPseudonymizer(audit_settings.hmac_key.get_secret_value().encode())
-        if audit_settings.pseudonymize_chat_ids and audit_settings.hmac_key is not None
+        ChatPseudonymizer(audit.hmac_key.get_secret_value().encode())
+        if audit.pseudonymize_chat_ids and audit.hmac_key is not None
         else None
     )
-    audit = RedisStreamAuditSink(
+    return RedisStreamAuditSink(
         redis,
-        stream=audit_settings.stream,
-        maxlen=audit_settings.stream_maxlen,
+        stream=audit.stream,
+        maxlen=audit.stream_maxlen,
         pseudonymizer=pseudonymizer,
         timeout_seconds=settings.redis.socket_timeout_seconds,
     )
-    keys = RedisKeys(settings.redis.key_prefix)
-    metrics.observe_audit_lost(lambda: audit.lost_entries)
-    metrics.observe_audit_pending(lambda: audit.pending_entries)
-    sessions = RedisSessionStore(
-        redis,
-        keys=keys,
-        ttl_seconds=settings.session.ttl_seconds,
-        archive_ttl_seconds=settings.session.archive_ttl_seconds,
-        retries=metrics,
-    )
-    # The audit as workers and the chat service write it: each turn also counted in metrics.
-    turn_audit = MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries)
-    chat = build_chat_service(
-        settings,
-        llm=client,
-        registry=registry,
-        executor=executor,
-        store=sessions,
-        help_center=help_center,
-        localize=localize,
-    )
-    logger.info(
-        "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
-        settings.llm.backend if llm is None else "injected",
-        client.model_name,
-        chat.prompt.prompt_id,
-        chat.prompt.version,
-        describe_target(settings.redis),
-        ",".join(registry.names()),
-    )
-    work = WorkStream(redis, stream=keys.work_stream, consumer=consumer_name())
+
+
+def _intake(settings: Settings, redis: AsyncRedisClient, keys: RedisKeys) -> Intake:
+    """Intake into the chats' queues under ``FLOOD_*`` (staff messages: their rate only)."""
     flood = settings.flood
-    intake = Intake(
+    return Intake(
         redis,
         keys=keys,
-        work=work,
+        work=WorkStream(redis, stream=keys.work_stream, consumer=consumer_name()),
         limits=FloodLimits(
             burst=flood.burst,
             interval_seconds=flood.interval_seconds,
@@ -720,116 +446,230 @@ async def build_application(  # noqa: PLR0915 - the composition root builds ever
         ),
         queue_max=flood.chat_queue_max,
     )
-    queue = ChatQueue(
-        redis,
-        keys=keys,
-        lease_seconds=settings.session.lease_seconds,
-        outbox_ttl_seconds=settings.session.ttl_seconds,
-        quarantine_ttl_seconds=settings.session.archive_ttl_seconds,
-        bookkeeping_retry_seconds=settings.redis.outage_wait_seconds,
-        retries=metrics,
-    )
-    staff_chat_id = settings.handoff.staff_chat_id
-    handoff = (
-        HandoffService(
-            chat=chat,
-            topics=TopicDirectory(redis, keys=keys, staff_chat_id=staff_chat_id),
-            settings=HandoffPolicy(
-                staff_chat_id=staff_chat_id,
-                after_failed_turns=settings.handoff.after_failed_turns,
-                idle=IdleRule(idle_seconds=settings.handoff.idle_minutes * 60),
-            ),
-            closed_note=lambda gettext: closed_note(
-                shop.support_hours, clock(), settings.tools.support_timezone, gettext
-            ),
-            localize=localize,
-            suggest=settings.handoff.suggestions == "on",
-        )
-        if staff_chat_id is not None
-        else None
-    )
-    # Staff assist: suggested replies in the topics, quality reviews (docs/staff-assist.md).
-    assist = (
-        build_staff_assist(
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Engine:
+    """The core parts and what the application keeps beside them, opened by :func:`_open_engine`."""
+
+    core: CoreParts
+    audit: RedisStreamAuditSink
+    metrics: BotMetrics
+    health_redis: AsyncRedisClient
+    model_health: ModelHealth
+    # The shop's MCP servers: opened with the core (their tools are the model's), a feature.
+    mcp: McpFeature | None
+
+
+async def build_application(
+    settings: Settings,
+    llm: ToolCallingClient | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    clock: Callable[[], datetime] = utc_now,
+    wrap_shop: Callable[[ShopBackend], ShopBackend] | None = None,
+    help_center: HelpCenter | None = None,
+) -> Application:
+    """Build the core, then the features of :data:`FEATURES`; ``llm`` replaces the model client.
+
+    ``environ`` is where the standard proxy variables are read (``os.environ`` by default).
+    ``clock`` is what the support-hours code reads as now (whether support is open, the
+    hours tool, the return window); tests fix it. ``wrap_shop`` wraps the demo shop the
+    order tools use (``python -m bot eval`` records the writes that reach it).
+    ``help_center``: one already open from ``KNOWLEDGE_DIR`` (the eval's trials share one
+    instead of indexing the articles again; its searches are not counted in these metrics).
+    """
+    # An unknown prompt version, unreadable shop data or an unknown lookup fail before
+    # anything connects.
+    _prompts(settings)
+    analysis_prompt(settings)
+    shop = _shop_data(settings)
+    check_link_tool(settings)
+    catalogs = open_catalogs(settings)
+    shared_help_center = help_center is not None
+    if help_center is None:
+        try:
+            help_center = open_help_center(
+                settings.tools.knowledge_dir, top_k=settings.tools.knowledge_top_k
+            )
+        except KnowledgeError as error:
+            raise StartupError(str(error)) from error
+    closing = AsyncExitStack()
+    try:
+        engine = await _open_engine(
             settings,
-            handoff=handoff,
-            intake=intake,
-            llm=client,
-            registry=registry,
-            executor=executor,
+            closing,
+            llm=llm,
+            environ=os.environ if environ is None else environ,
+            shop=shop,
             catalogs=catalogs,
+            help_center=help_center,
+            clock=clock,
+            wrap_shop=wrap_shop,
         )
-        if handoff is not None
-        else None
-    )
-    knowledge = KnowledgeWatcher(
-        help_center, interval_seconds=settings.tools.knowledge_reload_seconds
-    )
-    knowledge.start()
+        if not shared_help_center:
+            help_center.observe(KnowledgeMetrics(engine.metrics.registry).record_search)
+        core = engine.core
+        features = Features().added(engine.mcp)
+        for build in FEATURES:
+            feature = build(core, features)
+            if feature is not None:
+                closing.push_async_callback(feature.aclose)
+            features = features.added(feature)
+    except BaseException:
+        await closing.aclose()
+        raise
     return Application(
-        clock=clock,
-        settings=settings,
-        redis=redis,
-        shop=shop,
-        llm=client,
-        registry=registry,
-        executor=executor,
-        audit=audit,
-        sessions=sessions,
-        chat=chat,
-        keys=keys,
-        work=work,
-        queue=queue,
-        intake=intake,
-        metrics=metrics,
-        turn_audit=turn_audit,
-        blocked=BlockedChats(redis, keys),
-        health_redis=health_redis,
-        health=health,
+        core=core,
+        features=features,
+        audit=engine.audit,
+        metrics=engine.metrics,
+        work=core.intake.work,
+        queue=ChatQueue(
+            core.redis,
+            keys=core.keys,
+            lease_seconds=settings.session.lease_seconds,
+            outbox_ttl_seconds=settings.session.ttl_seconds,
+            quarantine_ttl_seconds=settings.session.archive_ttl_seconds,
+            bookkeeping_retry_seconds=settings.redis.outage_wait_seconds,
+            retries=engine.metrics,
+        ),
+        blocked=BlockedChats(core.redis, core.keys),
+        health_redis=engine.health_redis,
+        health=RedisHealthProbe(
+            engine.health_redis,
+            key_prefix=settings.redis.key_prefix,
+            timeout_seconds=settings.redis.socket_timeout_seconds,
+        ),
         languages=ConversationLanguages(
             catalogs=catalogs,
             policy=LanguagePolicy(
                 languages=settings.language.codes, default=settings.language.default_language
             ),
         ),
-        handoff=handoff,
-        knowledge=knowledge,
-        actions=ActionConfirmations(
-            registry=registry,
-            confirm_seconds=settings.tools.action_confirm_seconds,
-            tool_wait_seconds=settings.tools.action_tool_wait_seconds,
-            runs=ActionRuns(redis, keys, ttl_seconds=settings.session.archive_ttl_seconds),
-            dead_letters=DeadLetters(redis, keys=keys),
-            alert_staff=staff_chat_id is not None,
-            # Staff read their texts in the default language (None: the default).
-            staff_texts=lambda message: localize(None, message),
-        ),
-        mcp=mcp,
-        feedback=CsatSchedule(
-            redis,
-            keys=keys,
-            policy=CsatPolicy(
-                after_idle_seconds=settings.csat.after_idle_minutes * 60,
-                min_interval_seconds=settings.csat.min_interval_hours * 3600,
-            ),
-        )
-        if settings.csat.enabled == "on"
-        else None,
-        analysis=build_analysis(
-            settings,
-            client=analysis_client(settings, base_client),
-            redis=redis,
-            keys=keys,
-            sessions=sessions,
-            audit=turn_audit,
-            intake=intake if staff_chat_id is not None else None,
-        )
-        if settings.analysis.enabled == "on"
-        else None,
-        account_linking=AccountLinking(chat=chat, directory=directory)
-        if directory is not None
-        else None,
-        transcriber=_transcriber(settings, base_client),
-        assist=assist,
+        model_health=engine.model_health,
+        transcriber=_transcriber(settings, core.model),
+        closing=closing,
+    )
+
+
+async def _open_engine(
+    settings: Settings,
+    closing: AsyncExitStack,
+    *,
+    llm: ToolCallingClient | None,
+    environ: Mapping[str, str],
+    shop: ShopStore,
+    catalogs: Catalogs,
+    help_center: HelpCenter,
+    clock: Callable[[], datetime],
+    wrap_shop: Callable[[ShopBackend], ShopBackend] | None,
+) -> _Engine:
+    """The core parts, in order: each one that needs closing pushed onto ``closing``."""
+
+    def localize(language: str | None, message: str) -> str:
+        """A customer text in ``language`` (``None``: the default language)."""
+        return catalogs.texts(language or settings.language.default_language).gettext(message)
+
+    redis = await connect_redis(settings)
+    closing.push_async_callback(redis.aclose)
+    health_redis = async_client(
+        settings.redis,
+        retry=RetryPolicy(retries=0),
+        max_connections=2,
+        pool_wait_seconds=settings.redis.socket_timeout_seconds,
+    )
+    closing.push_async_callback(health_redis.aclose)
+    keys = RedisKeys(settings.redis.key_prefix)
+    # The demo shop's orders in Redis: the write tools change them, every process sees it.
+    shop_backend: ShopBackend = RedisDemoShop(redis, keys, shop, clock=clock)
+    registry = build_default_tool_registry(
+        shop,
+        timezone=settings.tools.support_timezone,
+        clock=clock,
+        help_center=help_center,
+        shop=shop_backend if wrap_shop is None else wrap_shop(shop_backend),
+        demo_shop=settings.mcp.demo_tools_on(),
+        localize=localize,
+    )
+    # The built-in's name, offered or not: a shop's tool never takes it.
+    registry.reserve(REQUEST_HUMAN_AGENT_TOOL_NAME)
+    if settings.handoff.staff_chat_id is not None:
+        registry.register(build_request_human_agent_tool())
+    # Before the model client: the offline demo model learns the tools listed by then.
+    mcp = await open_mcp(settings, registry, environ, localize, hidden=link_tools(settings))
+    if mcp is not None:
+        closing.push_async_callback(mcp.aclose)
+    base_client = llm or _build_llm(settings, shop, registry, environ)
+    # One registry per application: two in one process (tests, benchmarks) never mix counts.
+    metrics = BotMetrics(
+        CollectorRegistry(),
+        known_tools=_known_tools(settings, registry),
+        known_categories=settings.analysis.category_names,
+    )
+    model_health = build_model_health(settings, base_client)
+    client = MeteredChatModel(base_client, metrics, model_health)
+    closing.push_async_callback(client.close)
+    # Its probes stop before the client they ask is closed.
+    closing.push_async_callback(model_health.aclose)
+    metrics.observe_model_state(lambda: model_health.reading().state)
+    executor = ToolExecutor(registry, max_workers=settings.tools.max_workers)
+    closing.callback(executor.close)
+    audit = _audit_sink(settings, redis)
+    # Audit entries Redis missed get a last chance (they are in the log either way).
+    closing.push_async_callback(audit.flush)
+    metrics.observe_audit_lost(lambda: audit.lost_entries)
+    metrics.observe_audit_pending(lambda: audit.pending_entries)
+    sessions = RedisSessionStore(
+        redis,
+        keys=keys,
+        ttl_seconds=settings.session.ttl_seconds,
+        archive_ttl_seconds=settings.session.archive_ttl_seconds,
+        retries=metrics,
+    )
+    chat = build_chat_service(
+        settings,
+        llm=client,
+        registry=registry,
+        executor=executor,
+        store=sessions,
+        help_center=help_center,
+        localize=localize,
+    )
+    # In-flight summaries get a short grace.
+    closing.push_async_callback(chat.drain, grace_seconds=5.0)
+    logger.info(
+        "Engine ready: backend=%s model=%s prompt=%s %s redis=%s tools=%s",
+        settings.llm.backend if llm is None else "injected",
+        client.model_name,
+        chat.prompt.prompt_id,
+        chat.prompt.version,
+        describe_target(settings.redis),
+        ",".join(registry.names()),
+    )
+    core = CoreParts(
+        settings=settings,
+        redis=redis,
+        keys=keys,
+        sessions=sessions,
+        # The audit as workers and the chat service write it: each turn also in metrics.
+        audit=MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries),
+        llm=client,
+        model=base_client,
+        registry=registry,
+        executor=executor,
+        chat=chat,
+        intake=_intake(settings, redis, keys),
+        shop=shop,
+        catalogs=catalogs,
+        help_center=help_center,
+        clock=clock,
+    )
+    return _Engine(
+        core=core,
+        audit=audit,
+        metrics=metrics,
+        health_redis=health_redis,
         model_health=model_health,
+        mcp=mcp,
     )

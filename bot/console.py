@@ -14,7 +14,9 @@ from typing import Any, TextIO
 
 from bot import customer_texts
 from bot.actions.confirmation import Press
+from bot.actions.feature import ActionsFeature
 from bot.analysis.analyzer import AnalysisError
+from bot.analysis.feature import AnalysisFeature
 from bot.analysis.render import render_analysis
 from bot.app import Application
 from bot.chat_errors import ChatServiceError, ChatStorageError
@@ -238,8 +240,9 @@ class Console:
     ) -> None:
         # A front end like Telegram's worker: each message a job of its own (one turn path).
         self._turns = app.local_turns()
-        self._actions = app.actions
-        self._analysis = app.analysis
+        actions = app.features.get(ActionsFeature)
+        self._actions = actions.confirmations if actions is not None else None
+        self._analysis = app.features.get(AnalysisFeature)
         self._sessions = app.sessions
         self._languages = app.languages
         self._streaming = app.settings.telegram.streaming == "on"

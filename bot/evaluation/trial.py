@@ -20,6 +20,7 @@ from typing import Any
 
 from bot import customer_texts
 from bot.actions.confirmation import Press
+from bot.actions.feature import ActionsFeature
 from bot.app import Application, build_application
 from bot.audit.actions import action_entry
 from bot.audit.schema import HandoffAuditEntry
@@ -29,6 +30,7 @@ from bot.evaluation.customers import CustomerPlayer, Line, Move
 from bot.evaluation.recording import RecordingShop
 from bot.evaluation.scenario import CheckExpectation, Scenario
 from bot.evaluation.verdicts import CheckResult, ExecutedAction, Observation, verdict
+from bot.handoff.feature import HandoffFeature
 from bot.language.choice import StoredLanguage
 from bot.language.texts import Texts
 from bot.llm.types import ToolCallingClient
@@ -209,7 +211,7 @@ class Trial:
         # With a staff chat, a turn may hand the conversation to a person (as Telegram's).
         customer = (
             HandoffTurn(name=EVAL_CUSTOMER_NAME, username="", message_id=seen.messages)
-            if app.handoff is not None
+            if app.features.get(HandoffFeature) is not None
             else None
         )
         try:
@@ -232,7 +234,8 @@ class Trial:
         choice: Choice = "yes" if move.kind == "confirm" else "no"
         seen.transcript.append(Line(speaker="press", text=move.kind))
         card = seen.card
-        actions = app.actions
+        feature = app.features.get(ActionsFeature)
+        actions = feature.confirmations if feature is not None else None
         if card is None or actions is None:
             seen.problems.append(f"press {move.kind}: no card was shown to press")
             return

@@ -4,25 +4,27 @@
 top of the engine (:func:`bot.app.build_application`): the dispatcher with its
 handlers, the intake that queues updates in their chats, the worker pool
 whose job runner feeds queued updates to the dispatcher, and the sweepers of
-idle handoffs and due satisfaction questions. Nothing is started here: the
-process (:mod:`bot.telegram.process`) starts the parts under its supervisor,
-the in-process test stack (:mod:`bot.testing.telegram_stack`) in its own
-event loop.
+the features (idle handoffs, due satisfaction questions, idle analyses).
+Nothing is started here: the process (:mod:`bot.telegram.process`) starts the
+parts under its supervisor, the in-process test stack
+(:mod:`bot.testing.telegram_stack`) in its own event loop.
 """
 
 from dataclasses import dataclass
 
 from aiogram import Bot
 
-from bot.analysis.sweeper import AnalysisSweeper
+from bot.actions.feature import ActionsFeature
+from bot.analysis.feature import AnalysisFeature
 from bot.app import Application
-from bot.csat.sweeper import CsatSweeper
+from bot.csat.feature import CsatFeature
 from bot.engine.chat_service import ChatService
-from bot.handoff.sweeper import HandoffSweeper
+from bot.handoff.feature import HandoffFeature
 from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
 from bot.queue.worker import WorkerPool, WorkerPoolConfig
+from bot.staff_assist.feature import StaffAssistFeature
 from bot.telegram.action_cards import CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
@@ -41,8 +43,8 @@ the spinner has stopped by itself, and intake should not hold the update that lo
 class TelegramSide:
     """What one process runs for Telegram, built and not yet started.
 
-    ``handoff_sweeper`` is ``None`` when handoff is off, ``csat_sweeper`` when
-    ``CSAT`` is off, ``analysis_sweeper`` when ``ANALYSIS`` is off.
+    ``named_sweepers``: the sweepers of the features that are on, each with its
+    task's name (``handoff-sweeper``, ``csat-sweeper``, ``analysis-sweeper``).
     """
 
     app: Application
@@ -50,15 +52,19 @@ class TelegramSide:
     front: TelegramFrontEnd
     intake: TelegramIntake
     workers: WorkerPool
-    handoff_sweeper: HandoffSweeper | None
-    csat_sweeper: CsatSweeper | None
-    analysis_sweeper: AnalysisSweeper | None = None
+    named_sweepers: tuple[tuple[str, Periodic], ...] = ()
 
     @property
     def sweepers(self) -> list[Periodic]:
         """Every sweeper this process runs (those of features that are on)."""
-        found = (self.handoff_sweeper, self.csat_sweeper, self.analysis_sweeper)
-        return [sweeper for sweeper in found if sweeper is not None]
+        return [sweeper for _, sweeper in self.named_sweepers]
+
+    def sweeper(self, feature: str) -> Periodic | None:
+        """The sweeper of ``feature`` (its name: ``csat``, ...); ``None`` when it is off."""
+        for name, sweeper in self.named_sweepers:
+            if name == f"{feature}-sweeper":
+                return sweeper
+        return None
 
 
 def build_telegram_side(
@@ -77,11 +83,13 @@ def build_telegram_side(
     """
     chat_service = app.chat if chat is None else chat
     front = build_dispatcher(app, chat_service=chat_service)
+    handoff = app.features.get(HandoffFeature)
+    actions = app.features.get(ActionsFeature)
     intake = TelegramIntake(
         intake=app.intake,
         bot=bot,
         allow_groups=app.settings.telegram.allow_groups,
-        topics=app.handoff.topics if app.handoff is not None else None,
+        topics=handoff.service.topics if handoff is not None else None,
         presses=PressAnswers(
             bot=bot,
             # A press's answer is worth a few seconds only, and intake waits for it.
@@ -93,7 +101,7 @@ def build_telegram_side(
             redis=app.redis,
             keys=app.keys,
             sessions=app.sessions,
-            actions=app.actions,
+            actions=actions.confirmations if actions is not None else None,
             languages=app.languages,
         ),
         vision=vision_on(app.settings),
@@ -104,27 +112,7 @@ def build_telegram_side(
         front=front,
         intake=intake,
         workers=_workers(app, bot, front, tasks, chat=chat_service),
-        handoff_sweeper=HandoffSweeper(
-            topics=app.handoff.topics,
-            intake=app.intake,
-            idle=app.handoff.idle,
-            period_seconds=sweep_period_seconds,
-        )
-        if app.handoff is not None
-        else None,
-        csat_sweeper=CsatSweeper(
-            schedule=app.feedback, intake=app.intake, period_seconds=sweep_period_seconds
-        )
-        if app.feedback is not None
-        else None,
-        analysis_sweeper=AnalysisSweeper(
-            schedule=app.analysis.schedule,
-            analysis=app.analysis.idle,
-            period_seconds=sweep_period_seconds,
-            concurrency=app.settings.analysis.concurrency,
-        )
-        if app.analysis is not None
-        else None,
+        named_sweepers=tuple(app.features.sweepers(sweep_period_seconds)),
     )
 
 
@@ -137,7 +125,13 @@ def _workers(
     chat: ChatService,
 ) -> WorkerPool:
     """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
-    settings = app.settings
+    settings, features = app.settings, app.features
+    handoff = features.get(HandoffFeature)
+    csat = features.get(CsatFeature)
+    analysis = features.get(AnalysisFeature)
+    actions = features.get(ActionsFeature)
+    staff_assist = features.get(StaffAssistFeature)
+    assist = staff_assist.assist if staff_assist is not None else None
     # The blocked flag comes with the chat's state (no extra round trip per send);
     # the sender still sets it on a 403. The staff desk sends through it too.
     replies = ReplySender(
@@ -157,22 +151,22 @@ def _workers(
         desk=StaffDesk(
             bot=bot,
             sender=replies,
-            topics=app.handoff.topics,
+            topics=handoff.service.topics,
             sessions=app.sessions,
-            analysis=app.analysis,
-            assist=app.assist,
-            staff_texts=app.assist.staff_texts if app.assist is not None else None,
+            analysis=analysis,
+            assist=assist,
+            staff_texts=assist.staff_texts if assist is not None else None,
         )
-        if app.handoff is not None
+        if handoff is not None
         else None,
-        handoff=app.handoff,
+        handoff=handoff.service if handoff is not None else None,
         cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
-        feedback=app.feedback,
-        analysis=app.analysis.schedule if app.analysis is not None else None,
-        actions=app.actions,
+        feedback=csat.schedule if csat is not None else None,
+        analysis=analysis.schedule if analysis is not None else None,
+        actions=actions.confirmations if actions is not None else None,
         withdrawal=CardWithdrawal(sessions=app.sessions),
         languages=app.languages,
-        assist=app.assist,
+        assist=assist,
     )
     return WorkerPool(
         stream=app.work,

@@ -33,8 +33,10 @@ from aiogram.types import BotCommand
 from aiohttp import web
 
 from bot import customer_texts
+from bot.accounts.feature import AccountsFeature
 from bot.app import Application, build_application
 from bot.llm.types import ToolCallingClient
+from bot.mcp.feature import McpFeature
 from bot.ops import event_loop
 from bot.ops.heap import settle_start_up_heap
 from bot.ops.log_context import chat_namer, name_chats
@@ -133,15 +135,9 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         if settle_heap:
             settle_start_up_heap()
         working = asyncio.create_task(workers.run(), name="workers")
-        named = (
-            ("handoff-sweeper", side.handoff_sweeper),
-            ("csat-sweeper", side.csat_sweeper),
-            ("analysis-sweeper", side.analysis_sweeper),
-        )
         sweeping = [
             (sweeper, tasks.spawn(name, sweeper.run, stop=stop))
-            for name, sweeper in named
-            if sweeper is not None
+            for name, sweeper in side.named_sweepers
         ]
         try:
             if mode == "webhook":
@@ -213,7 +209,9 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIden
     settings = app.settings
     app.model_health.start()
     try:
-        linking = (customer_texts.LINK_COMMAND,) if app.account_linking is not None else ()
+        linking = (
+            (customer_texts.LINK_COMMAND,) if app.features.get(AccountsFeature) is not None else ()
+        )
         default = settings.language.default_language
         # The default language's menu for everyone, then one per other enabled language
         # for the customers whose Telegram is set to it.
@@ -387,6 +385,7 @@ def _observability_app(
 ) -> web.Application:
     """An aiohttp application serving ``/healthz`` and ``/metrics``."""
     web_app = web.Application()
+    mcp = app.features.get(McpFeature)
     web_app.router.add_get(
         HEALTH_PATH,
         HealthEndpoint(
@@ -397,8 +396,8 @@ def _observability_app(
                 app.health_redis, stream=app.keys.work_stream, consumer=app.work.consumer
             ),
             tasks=tasks,
-            mcp_down=app.mcp.degraded if app.mcp is not None else lambda: (),
-            mcp_detail=app.mcp.down_reasons if app.mcp is not None else lambda: {},
+            mcp_down=mcp.servers.degraded if mcp is not None else lambda: (),
+            mcp_detail=mcp.servers.down_reasons if mcp is not None else lambda: {},
             model=app.model_health.reading,
         ).handle,
     )

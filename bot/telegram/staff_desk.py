@@ -17,10 +17,10 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
 from bot.analysis.analyzer import AnalysisOutcome
+from bot.analysis.feature import AnalysisFeature
 from bot.analysis.model import RequestAnalysis
 from bot.analysis.render import render_analysis
 from bot.analysis.schedule import idle_of
-from bot.analysis.service import ConversationAnalysis
 from bot.customer_texts import Translate
 from bot.handoff.topics import TopicDirectory
 from bot.ops.log_context import chat_label
@@ -115,7 +115,7 @@ class StaffDesk:
         sender: ReplySender,
         topics: TopicDirectory,
         sessions: SessionStore,
-        analysis: ConversationAnalysis | None = None,
+        analysis: AnalysisFeature | None = None,
         assist: StaffAssist | None = None,
         staff_texts: Translate | None = None,
     ) -> None:

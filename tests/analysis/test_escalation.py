@@ -18,6 +18,7 @@ from aiogram.types import CallbackQuery
 
 from bot import customer_texts
 from bot.analysis.offline import looks_upset
+from bot.handoff.feature import HandoffFeature
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import press_incoming, read_press
 from bot.telegram.escalation_offer import CALLBACK_DATA
@@ -183,7 +184,7 @@ async def test_an_upset_customer_is_offered_a_person_once_and_the_press_hands_of
         assert value("support_escalations_offered_total") == 1
         # The offer is not a failed analysis in the numbers.
         assert not value("support_analyses_total", {"category": "none", "outcome": "failed"})
-        assert stack.app.handoff is not None
+        assert stack.app.features.get(HandoffFeature) is not None
         session = await stack.app.sessions.load(telegram_conversation(CHAT))
         assert session is not None
         assert session.handoff != "bot"

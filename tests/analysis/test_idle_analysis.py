@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiogram import Bot
 
+from bot.analysis.feature import AnalysisFeature
 from bot.storage.keys import telegram_conversation
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import Reply, ScriptedOpenAIServer, text_answer
@@ -112,7 +113,9 @@ async def test_an_idle_conversation_is_analysed_once_by_two_processes_and_again_
         # Both sweepers had their chance at the due conversation: it left the schedule.
         await until(lambda: _not_due(first))
         for each in (first, second):
-            await each.side.analysis_sweeper.sweep()  # type: ignore[union-attr]
+            sweeper = each.side.sweeper("analysis")
+            assert sweeper is not None
+            await sweeper.sweep()
         assert model.analysis_requests() == 1
         [entry] = await analysis_entries(second)
         assert entry["event"] == "analysed"
@@ -125,8 +128,9 @@ async def test_an_idle_conversation_is_analysed_once_by_two_processes_and_again_
         assert (entry["resolved"], entry["turns"], entry["person"]) == ("1", "1", "0")
         # The summary is for staff, under the conversation; never in the audit.
         assert not any("8041" in value for value in entry.values())
-        assert first.app.analysis is not None
-        stored = await first.app.analysis.schedule.latest(telegram_conversation(CHAT))
+        analysis = first.app.features.get(AnalysisFeature)
+        assert analysis is not None
+        stored = await analysis.schedule.latest(telegram_conversation(CHAT))
         assert stored is not None
         assert stored.analysis.summary == ANALYSIS["summary"]
         # The customer read the answer and nothing else.
@@ -178,8 +182,9 @@ async def test_a_failed_analysis_is_one_audit_entry_and_nothing_else(  # noqa: P
         [entry] = await analysis_entries(first)
         assert (entry["event"], entry["error"]) == ("analysis_failed", kind)
         assert entry["category"] == ""
-        assert first.app.analysis is not None
-        assert await first.app.analysis.schedule.latest(telegram_conversation(CHAT)) is None
+        analysis = first.app.features.get(AnalysisFeature)
+        assert analysis is not None
+        assert await analysis.schedule.latest(telegram_conversation(CHAT)) is None
         assert telegram.sent_texts(CHAT) == ["Ответ: Где заказ 8041?"]
         assert model.analysis_requests() == 1
 

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from prometheus_client import generate_latest
 
 from bot.app import build_application
+from bot.knowledge.feature import KnowledgeFeature
 from bot.ops.startup import StartupError
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
@@ -96,7 +97,8 @@ async def test_search_help_center_end_to_end_over_http(
             "# Аренда кофемашин\n\nКофемашину BrewMaster можно взять в аренду для офиса.\n",
         )
         deadline = time.monotonic() + 10
-        while app.knowledge is not None and not app.knowledge.center.snapshot.index.search(
+        knowledge = app.features.get(KnowledgeFeature)
+        while knowledge is not None and not knowledge.watcher.center.snapshot.index.search(
             "аренда"
         ):
             assert time.monotonic() < deadline, "the new article was not indexed in time"

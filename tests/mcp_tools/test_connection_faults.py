@@ -2,7 +2,7 @@
 
 The shop is :mod:`bot.testing.mcp_server` as a child process over streamable HTTP
 (with ``authorization``, it answers 401 to any other ``Authorization`` header); the
-bot's side is :func:`bot.app.open_mcp_servers`, as the composition root opens it.
+bot's side is :func:`bot.mcp.feature.open_mcp_servers`, as the composition root opens it.
 """
 
 import json
@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 
-from bot.app import open_mcp_servers
 from bot.mcp.connection import McpConnection, next_pause
+from bot.mcp.feature import open_mcp_servers
 from bot.mcp.servers import McpServers
 from bot.settings import McpServerSettings
 from bot.testing.mcp_process import McpServerProcess

@@ -19,10 +19,12 @@ import pytest
 from aiogram import Bot
 from redis import Redis as SyncRedis
 
+from bot.actions.feature import ActionsFeature
 from bot.actions.runs import ActionRuns
 from bot.app import Application
 from bot.customer_texts import ACTION_CHECKING_MESSAGE, ACTION_CHECKING_TEXT
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
+from bot.mcp.feature import McpFeature
 from bot.ops.startup import StartupError
 from bot.queue.dead_letters import DeadLetter, read_dead_letters
 from bot.testing.audit_entries import stream_entries
@@ -159,9 +161,10 @@ class Stack(TelegramStack):
 
 def runs(stack: Stack) -> ActionRuns:
     """The executing marks of the stack's confirmed actions."""
-    assert stack.app.actions is not None
-    assert stack.app.actions.runs is not None
-    return stack.app.actions.runs
+    actions = stack.app.features.get(ActionsFeature)
+    assert actions is not None
+    assert actions.confirmations.runs is not None
+    return actions.confirmations.runs
 
 
 async def dead_letters(stack: Stack) -> list[DeadLetter]:
@@ -265,8 +268,9 @@ async def test_the_secret_header_comes_from_its_variable_and_is_never_logged(
 
     monkeypatch.setenv(TOKEN_VARIABLE, "Bearer wrong")
     async with connect(shop_server(shop, tools=["get_order"])) as stack:
-        assert stack.app.mcp is not None
-        assert stack.app.mcp.degraded() == ("shop",)  # refused: its tools are not offered
+        mcp = stack.app.features.get(McpFeature)
+        assert mcp is not None
+        assert mcp.servers.degraded() == ("shop",)  # refused: its tools are not offered
 
     monkeypatch.delenv(TOKEN_VARIABLE)
     with pytest.raises(StartupError) as refused:
@@ -330,8 +334,9 @@ async def test_a_press_after_the_server_restarted_runs_once_on_a_new_session(
     try:
         server = shop_server(own, timeout_seconds=15)
         async with open_stack(redis_server, telegram, bot, [server]) as stack:
-            mcp = stack.app.mcp
-            assert mcp is not None
+            feature = stack.app.features.get(McpFeature)
+            assert feature is not None
+            mcp = feature.servers
             message_id, _, buttons = await stack.card("отмените заказ 8042")
             own.kill()
 
@@ -529,8 +534,9 @@ async def test_a_server_down_at_start_up_does_not_stop_the_bot(
     async with open_stack(
         redis_server, telegram, bot, servers, MCP_CONNECT_TIMEOUT_SECONDS=1
     ) as stack:
-        assert stack.app.mcp is not None
-        assert stack.app.mcp.degraded() == ("shop",)
+        mcp = stack.app.features.get(McpFeature)
+        assert mcp is not None
+        assert mcp.servers.degraded() == ("shop",)
         assert stack.app.registry.mcp_tool("get_order") is None
         assert "Ответ" in await stack.reply("привет")
         await asyncio.to_thread(down.start)
@@ -538,7 +544,7 @@ async def test_a_server_down_at_start_up_does_not_stop_the_bot(
             await wait_until(
                 lambda: stack.app.registry.mcp_tool("get_order") is not None, 15, "listed"
             )
-            assert stack.app.mcp.degraded() == ()
+            assert mcp.servers.degraded() == ()
             assert "в пути" in await stack.reply("какой статус у 8042?")
         finally:
             down.kill()

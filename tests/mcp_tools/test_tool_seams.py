@@ -16,6 +16,7 @@ from aiogram import Bot
 from bot.accounts.directory import CustomerDirectoryError, ShopAccount
 from bot.accounts.mcp_directory import McpCustomerDirectory
 from bot.customer_texts import ACTION_UNAVAILABLE_MESSAGE
+from bot.mcp.feature import McpFeature
 from bot.testing.mcp_process import McpServerProcess
 from bot.testing.redis_server import RedisServer
 from bot.testing.telegram_server import FakeTelegramServer
@@ -70,8 +71,9 @@ async def test_the_link_lookup_is_never_offered_even_without_an_allowlist(
 async def test_a_lookup_answering_json_as_text_links_and_an_overlong_id_is_refused(
     stack: Stack,
 ) -> None:
-    assert stack.app.mcp is not None
-    connection = stack.app.mcp.connection("shop")
+    mcp = stack.app.features.get(McpFeature)
+    assert mcp is not None
+    connection = mcp.servers.connection("shop")
     assert connection is not None
     as_text = McpCustomerDirectory(
         connection=connection, remote_name="lookup_as_text", tool_name="shop:lookup_as_text"

@@ -18,6 +18,7 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.accounts.directory import CustomerDirectoryError, ShopAccount
+from bot.accounts.feature import AccountsFeature
 from bot.accounts.linking import AccountLinking
 from bot.app import Application, build_application
 from bot.engine.chat_service import ChatReply, ChatService
@@ -169,7 +170,8 @@ async def unreachable_stack(
     settings = linking_settings(redis_server, telegram)
     async with open_application(settings, llm=ScriptedClient(echo_responder)) as app:
         linking = AccountLinking(chat=app.chat, directory=UnreachableShop())
-        stack = Stack(dataclasses.replace(app, account_linking=linking), bot, telegram)
+        features = app.features.added(AccountsFeature(linking=linking))
+        stack = Stack(dataclasses.replace(app, features=features), bot, telegram)
         async with stack.running():
             yield stack
 
@@ -309,7 +311,7 @@ async def test_a_contact_taken_by_long_polling_links_the_account(
 async def test_without_a_lookup_link_is_unknown_and_a_contact_is_not_text(
     unlinked_stack: Stack, telegram: FakeTelegramServer
 ) -> None:
-    assert unlinked_stack.app.account_linking is None
+    assert unlinked_stack.app.features.get(AccountsFeature) is None
     await unlinked_stack.feed(telegram.message_update(CHAT, "/link"))
     await unlinked_stack.feed(contact_update(telegram, OWN_PHONE, owner=CHAT))
     assert await telegram.wait_for_texts(CHAT, 2) == [customer_texts.HELP, customer_texts.CONTACT]

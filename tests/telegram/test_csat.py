@@ -14,8 +14,10 @@ from aiogram import Bot
 
 from bot import customer_texts
 from bot.app import Application
+from bot.csat.feature import CsatFeature
 from bot.csat.schedule import claimed_score
 from bot.csat.sweeper import CsatSweeper
+from bot.handoff.feature import HandoffFeature
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.storage.connection import text_of
 from bot.storage.keys import telegram_conversation
@@ -63,14 +65,15 @@ class Stack(TelegramStack):
         )
 
     def start_sweeper(self) -> None:
-        sweeper = self.side.csat_sweeper
+        sweeper = self.side.sweeper("csat")
         assert sweeper is not None
         assert self.sweeping is None
         self.sweeping = asyncio.create_task(sweeper.run())
 
     async def stop_sweeper(self) -> None:
-        if self.side.csat_sweeper is not None and self.sweeping is not None:
-            self.side.csat_sweeper.stop()
+        sweeper = self.side.sweeper("csat")
+        if sweeper is not None and self.sweeping is not None:
+            sweeper.stop()
             await self.sweeping
 
     def questions(self) -> list[tuple[int, str, list[list[dict[str, Any]]]]]:
@@ -225,8 +228,8 @@ async def test_never_asked_with_csat_off(
     redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot
 ) -> None:
     async with _stack(redis_server, telegram, bot, CSAT="off") as stack:
-        assert stack.app.feedback is None
-        assert stack.side.csat_sweeper is None
+        assert stack.app.features.get(CsatFeature) is None
+        assert stack.side.sweeper("csat") is None
         await stack.ask("привет")
         await stack.settle()
         assert await stack.app.redis.zcard(stack.app.keys.csat_due) == 0
@@ -261,8 +264,9 @@ async def test_a_403_on_the_question_marks_the_chat_blocked(stack: Stack) -> Non
 
 
 async def test_two_sweepers_on_one_redis_queue_one_question(stack: Stack) -> None:
-    feedback = stack.app.feedback
-    assert feedback is not None
+    csat = stack.app.features.get(CsatFeature)
+    assert csat is not None
+    feedback = csat.schedule
     chats = [telegram_conversation(9200 + n) for n in range(20)]
     for key in chats:
         await stack.app.redis.zadd(stack.app.keys.csat_due, {key: 0})
@@ -288,8 +292,9 @@ async def test_never_asked_during_a_handoff_and_asked_when_it_closes(
 ) -> None:
     telegram.make_forum(STAFF)
     async with _stack(redis_server, telegram, bot, STAFF_CHAT_ID=STAFF) as stack:
-        handoff = stack.app.handoff
-        assert handoff is not None
+        feature = stack.app.features.get(HandoffFeature)
+        assert feature is not None
+        handoff = feature.service
         await stack.ask("вопрос боту")
         await stack.feed(stack.telegram.message_update(CHAT, "/operator"))
         await stack.telegram.wait_for(

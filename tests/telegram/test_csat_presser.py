@@ -43,7 +43,7 @@ async def test_a_press_by_someone_else_records_nothing_the_customers_does(
     async with open_application(settings, llm=ScriptedClient(_echo)) as app:
         stack = TelegramStack(app, bot, telegram=telegram, sweep_period_seconds=0.02)
         async with stack.running():
-            sweeper = stack.side.csat_sweeper
+            sweeper = stack.side.sweeper("csat")
             assert sweeper is not None
             sweeping = asyncio.create_task(sweeper.run())
             try:

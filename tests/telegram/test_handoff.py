@@ -21,6 +21,7 @@ from bot import customer_texts
 from bot.app import Application
 from bot.customer_texts import HANDOFF_IDLE_NOTE as IDLE_NOTE
 from bot.engine.history import STAFF_NOTE
+from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import CLOSED_TOPIC_NOTE, HandoffService
 from bot.handoff.turns import IDLE_TOPIC_NOTE
 from bot.llm.errors import LLMTimeoutError
@@ -76,8 +77,9 @@ class Desk(TelegramStack):
         super().__init__(app, bot, telegram=telegram)
         # The application's support-hours clock.
         self.clock = clock
-        assert app.handoff is not None
-        self.handoff: HandoffService = app.handoff
+        feature = app.features.get(HandoffFeature)
+        assert feature is not None
+        self.handoff: HandoffService = feature.service
         self.model = model
         self.staff_chat = staff_chat
 

@@ -90,13 +90,14 @@ class Stack(TelegramStack):
         return [entry.get("language", "") for entry in entries if entry.get("type") == "turn"]
 
     def start_sweeper(self) -> None:
-        sweeper = self.side.csat_sweeper
+        sweeper = self.side.sweeper("csat")
         assert sweeper is not None
         self.sweeping = asyncio.create_task(sweeper.run())
 
     async def stop_sweeper(self) -> None:
-        if self.side.csat_sweeper is not None and self.sweeping is not None:
-            self.side.csat_sweeper.stop()
+        sweeper = self.side.sweeper("csat")
+        if sweeper is not None and self.sweeping is not None:
+            sweeper.stop()
             await self.sweeping
 
 

@@ -20,6 +20,7 @@ from aiogram import Bot
 
 from bot import customer_texts, staff_texts
 from bot.app import Application
+from bot.handoff.feature import HandoffFeature
 from bot.shop.redis_demo import RedisDemoShop
 from bot.storage.keys import telegram_conversation
 from bot.support_audit.cli import main as support_audit
@@ -111,8 +112,9 @@ class Stack(TelegramStack):
     async def hand_off(self) -> int:
         """``/operator``, then a staff member's first answer: a person is in charge."""
         await self.customer("/operator")
-        assert self.app.handoff is not None
-        topics = self.app.handoff.topics
+        handoff = self.app.features.get(HandoffFeature)
+        assert handoff is not None
+        topics = handoff.service.topics
         key = telegram_conversation(CUSTOMER)
         thread = None
         for _ in range(400):

@@ -40,6 +40,8 @@ BOT_FLOORS = {
     "queue": 7,
     # What acts on a conversation: one turn, the analysis, the satisfaction question.
     "engine": 8,
+    # The core parts every feature is built from (the chat service, the intake, ...).
+    "core": 8,
     "analysis": 8,
     "csat": 8,
     # Around the turn, using the chat service: account linking, the presses on action

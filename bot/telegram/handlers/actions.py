@@ -7,13 +7,16 @@ from aiogram.types import CallbackQuery
 
 from bot import customer_texts
 from bot.actions.buttons import ActionPress
-from bot.actions.confirmation import ActionConfirmations, Press
+from bot.actions.confirmation import Press
+from bot.actions.feature import ActionsFeature
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
+from bot.ops.features import Features
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed, card_press
+from bot.telegram.feature_routers import FeatureRouters
 from turn import TurnContext
 
 logger = logging.getLogger(__name__)
@@ -25,7 +28,7 @@ async def on_press(
     job: JobContext,
     *,
     chat_service: ChatService | None = None,
-    actions: ActionConfirmations | None = None,
+    actions: ActionsFeature | None = None,
     texts: Texts | None = None,
 ) -> JobDone | PlainReply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
@@ -39,7 +42,9 @@ async def on_press(
         return None
     key = telegram_conversation(int(press.chat_id))
     try:
-        settled = await actions.press(key, job, press, gettext=customer_texts.gettext_of(texts))
+        settled = await actions.confirmations.press(
+            key, job, press, gettext=customer_texts.gettext_of(texts)
+        )
         if settled is None:
             return None
         if settled.tool_result is not None:
@@ -74,3 +79,8 @@ def build_router() -> Router:
     router = Router(name=__name__)
     router.callback_query.register(on_press, Pressed(ActionPress))
     return router
+
+
+def routers(features: Features) -> FeatureRouters:
+    """The confirmation card's button router."""
+    return FeatureRouters(routers=(build_router(),))

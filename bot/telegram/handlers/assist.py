@@ -13,14 +13,17 @@ from aiogram import Bot, Router
 from aiogram.types import CallbackQuery, Message
 
 from bot.chat_errors import ChatServiceError
+from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
+from bot.ops.features import Features
 from bot.queue.job_results import JobContext, JobDone, PlainReply
 from bot.queue.staff_actions import StaffAction
 from bot.staff_assist.buttons import SuggestionPress
-from bot.staff_assist.service import StaffAssist
+from bot.staff_assist.feature import StaffAssistFeature
 from bot.staff_texts import SUGGESTION_NOT_SAVED
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed
+from bot.telegram.feature_routers import FeatureRouters
 from bot.telegram.staff_members import StaffMembership
 
 logger = logging.getLogger(__name__)
@@ -32,8 +35,8 @@ async def on_suggestion_press(
     bot: Bot,
     job: JobContext,
     *,
-    handoff: HandoffService | None = None,
-    assist: StaffAssist | None = None,
+    handoff: HandoffFeature | None = None,
+    assist: StaffAssistFeature | None = None,
     staff_members: StaffMembership,
 ) -> JobDone | PlainReply | None:
     """Send the suggestion (or its action's card) if a staff member pressed it in its topic."""
@@ -41,11 +44,11 @@ async def on_suggestion_press(
     if handoff is None or assist is None or message is None:
         return None
     if not await _from_staff_in_topic(
-        callback, callback_data, message, bot, job, handoff, staff_members
+        callback, callback_data, message, bot, job, handoff.service, staff_members
     ):
         return None
     try:
-        return await assist.press(
+        return await assist.assist.press(
             telegram_conversation(job.job.chat_id), job, callback_data, message.message_id
         )
     except ChatServiceError as error:
@@ -54,7 +57,7 @@ async def on_suggestion_press(
         logger.exception("Suggestion press %s failed", job.job.job_id)
     return PlainReply(
         text="",
-        staff=(StaffAction(kind="post", text=assist.staff_texts(SUGGESTION_NOT_SAVED)),),
+        staff=(StaffAction(kind="post", text=assist.assist.staff_texts(SUGGESTION_NOT_SAVED)),),
     )
 
 
@@ -88,3 +91,11 @@ def build_router() -> Router:
         partial(on_suggestion_press, staff_members=StaffMembership()), Pressed(SuggestionPress)
     )
     return router
+
+
+def routers(features: Features) -> FeatureRouters:
+    """Staff's presses on suggested replies (queued in the customer's chat), with staff
+    assist on."""
+    if features.get(StaffAssistFeature) is None:
+        return FeatureRouters()
+    return FeatureRouters(routers=(build_router(),))

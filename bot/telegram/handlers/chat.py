@@ -8,11 +8,13 @@ from aiogram.types import Message
 from redis.exceptions import RedisError
 
 from bot import customer_texts
-from bot.accounts.linking import AccountLinking, shop_customer_id
+from bot.accounts.feature import AccountsFeature
+from bot.accounts.linking import shop_customer_id
+from bot.analysis.feature import AnalysisFeature
 from bot.analysis.offline import looks_upset
-from bot.analysis.schedule import AnalysisSchedule
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
+from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
 from bot.ops.log_context import bind_turn
@@ -35,11 +37,11 @@ async def answer(
     bot: Bot,
     job: JobContext,
     chat_service: ChatService,
-    handoff: HandoffService | None = None,
+    handoff: HandoffFeature | None = None,
     *,
     drafts: Drafts | None = None,
-    account_linking: AccountLinking | None = None,
-    early_analysis: AnalysisSchedule | None = None,
+    accounts: AccountsFeature | None = None,
+    analysis: AnalysisFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobResult:
@@ -52,7 +54,7 @@ async def answer(
     commit starts the count again. With account linking on, the turn's context
     carries the shop's customer id the session keeps (tools bind it).
 
-    With escalation on (``early_analysis``), an answered private message that reads
+    With escalation on (``analysis.early``), an answered private message that reads
     upset (a local word check, no model) has the conversation analysed soon by the
     analysis sweeper, never here: the offer of a person may follow the answer.
     """
@@ -65,20 +67,21 @@ async def answer(
         handoff,
         text=text,
         drafts=drafts,
-        account_linking=account_linking,
+        accounts=accounts,
         language=language,
         texts=texts,
     )
+    early = analysis.early if analysis is not None else None
     if (
-        early_analysis is not None
+        early is not None
         and isinstance(result, JobDone)
         # Waiting for a person already: nobody is to be offered one.
         and handoff is not None
-        and handoff.state(job) == "bot"
+        and handoff.service.state(job) == "bot"
         and message.chat.type == ChatType.PRIVATE
         and looks_upset(text)
     ):
-        await early_analysis.soon(telegram_conversation(message.chat.id))
+        await early.soon(telegram_conversation(message.chat.id))
     return result
 
 
@@ -87,12 +90,12 @@ async def run_turn(
     bot: Bot,
     job: JobContext,
     chat_service: ChatService,
-    handoff: HandoffService | None,
+    handoff: HandoffFeature | None,
     *,
     text: str,
     turn_input: TurnInput = TEXT_INPUT,
     drafts: Drafts | None = None,
-    account_linking: AccountLinking | None = None,
+    accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobResult:
@@ -109,7 +112,7 @@ async def run_turn(
         user_id=message.from_user.id if message.from_user else None,
         turn_id=turn_id,
         # Read from the session only where accounts can be linked at all.
-        shop_customer_id=shop_customer_id(job) if account_linking is not None else None,
+        shop_customer_id=shop_customer_id(job) if accounts is not None else None,
         photos=_photos(job, turn_input),
         language=language,
     )
@@ -118,7 +121,7 @@ async def run_turn(
         if drafts is not None and drafts.wanted(
             chat_type=message.chat.type,
             thread_id=message.message_thread_id,
-            handoff_state=handoff.state(job) if handoff is not None else "bot",
+            handoff_state=handoff.service.state(job) if handoff is not None else "bot",
         ):
             # The draft shows the answer as it is written; no "typing" besides it.
             async with drafts.publisher(bot, chat_id, texts) as publisher:
@@ -148,7 +151,7 @@ async def run_turn(
         )
         if handoff is None:
             return failure
-        return await _after_failure(message, job, handoff, failure, texts)
+        return await _after_failure(message, job, handoff.service, failure, texts)
     return JobDone(reply=reply.delivery, summary_due=reply.summary_updated)
 
 

@@ -43,7 +43,7 @@ async def language_command(
     command: CommandObject,
     *,
     job: JobContext,
-    session_keeper: ChatService,
+    chat_service: ChatService,
     languages: ConversationLanguages,
     texts: Texts | None = None,
 ) -> PlainReply | JobDone:
@@ -76,7 +76,7 @@ async def language_command(
         format="plain",
         text=chosen.gettext(customer_texts.LANGUAGE_CHANGED),
     )
-    done: JobDone = await session_keeper.commit_without_turn(
+    done: JobDone = await chat_service.commit_without_turn(
         telegram_conversation(message.chat.id),
         job,
         lambda session: session.with_language(wanted, chosen=True),

@@ -14,14 +14,16 @@ from aiogram.enums import ChatType
 from aiogram.types import CallbackQuery, Message
 
 from bot import customer_texts
-from bot.handoff.service import HandoffService
+from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
+from bot.ops.features import Features
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed
 from bot.telegram.escalation_offer import OfferPress
+from bot.telegram.feature_routers import FeatureRouters
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ logger = logging.getLogger(__name__)
 async def on_offer_press(
     callback: CallbackQuery,
     job: JobContext,
-    handoff: HandoffService | None = None,
+    handoff: HandoffFeature | None = None,
     operator_unavailable: Callable[[Texts | None], str] | None = None,
     texts: Texts | None = None,
 ) -> JobResult | None:
@@ -55,12 +57,12 @@ async def on_offer_press(
             else customer_texts.shown(texts, customer_texts.OPERATOR_OFF)
         )
         return PlainReply(text=text, card_edit=pressed)
-    if handoff.state(job) != "bot":
+    if handoff.service.state(job) != "bot":
         return PlainReply(
             text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY), card_edit=pressed
         )
     user = callback.from_user
-    return await handoff.open(
+    return await handoff.service.open(
         telegram_conversation(offer.chat.id),
         job,
         HandoffTurn(name=user.full_name, username=user.username or "", message_id=offer.message_id),
@@ -76,3 +78,9 @@ def build_router() -> Router:
     router = Router(name=__name__)
     router.callback_query.register(on_offer_press, Pressed(OfferPress))
     return router
+
+
+def routers(features: Features) -> FeatureRouters:
+    """The offer's button router (the analysis offers a person), whatever is on: an offer
+    made earlier is still answered."""
+    return FeatureRouters(routers=(build_router(),))

@@ -8,15 +8,17 @@ from aiogram.types import CallbackQuery, Message
 from redis.exceptions import RedisError
 
 from bot import customer_texts
-from bot.analysis.schedule import AnalysisSchedule
+from bot.analysis.feature import AnalysisFeature
 from bot.audit.feedback import FeedbackAuditEntry
 from bot.csat.callback import FeedbackPress
-from bot.csat.schedule import CsatSchedule
+from bot.csat.feature import CsatFeature
 from bot.language.texts import Texts
+from bot.ops.features import Features
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.jobs import CardEdit
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed
+from bot.telegram.feature_routers import FeatureRouters
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +28,8 @@ async def on_feedback(
     callback_data: FeedbackPress,
     job: JobContext,
     *,
-    feedback: CsatSchedule | None = None,
-    analyses: AnalysisSchedule | None = None,
+    csat: CsatFeature | None = None,
+    analysis: AnalysisFeature | None = None,
     texts: Texts | None = None,
 ) -> PlainReply | None:
     """Record the first press of the open question: thank by editing it, audit the score.
@@ -39,12 +41,12 @@ async def on_feedback(
     press its router's filter read.
     """
     question = callback.message if isinstance(callback.message, Message) else None
-    if feedback is None or question is None:
+    if csat is None or question is None:
         return None
     if question.chat.type != ChatType.PRIVATE or callback.from_user.id != question.chat.id:
         logger.info("Satisfaction press by someone other than the customer: nothing recorded")
         return None
-    result = await feedback.record(
+    result = await csat.schedule.record(
         telegram_conversation(question.chat.id),
         callback_data.question_id,
         callback_data.score,
@@ -59,7 +61,7 @@ async def on_feedback(
         answered_by=result.answered_by,
         turns=result.turns,
         score=result.score,
-        category=await _category(analyses, telegram_conversation(question.chat.id)),
+        category=await _category(analysis, telegram_conversation(question.chat.id)),
     )
     return PlainReply(
         text="",
@@ -71,12 +73,12 @@ async def on_feedback(
     )
 
 
-async def _category(analyses: AnalysisSchedule | None, conversation_key: str) -> str:
+async def _category(analysis: AnalysisFeature | None, conversation_key: str) -> str:
     """The conversation's analysed category ('' without one): CSAT per category in ``stats``."""
-    if analyses is None:
+    if analysis is None:
         return ""
     try:
-        stored = await analyses.latest(conversation_key)
+        stored = await analysis.schedule.latest(conversation_key)
     except RedisError:
         return ""
     return stored.analysis.category if stored is not None else ""
@@ -87,3 +89,9 @@ def build_router() -> Router:
     router = Router(name=__name__)
     router.callback_query.register(on_feedback, Pressed(FeedbackPress))
     return router
+
+
+def routers(features: Features) -> FeatureRouters:
+    """The question's button router, on or off (off, a press on an old question changes
+    nothing)."""
+    return FeatureRouters(routers=(build_router(),))

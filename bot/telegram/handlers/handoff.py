@@ -17,14 +17,18 @@ from aiogram.filters import Command
 from aiogram.types import Message
 
 from bot import customer_texts
+from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
+from bot.ops.features import Features
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
+from bot.telegram.feature_routers import FeatureRouters
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
+from bot.telegram.media import Media
 from bot.telegram.staff_members import StaffMembership
-from bot.telegram.voice import Heard, VoiceMessages, recording_of
+from bot.telegram.voice import Heard, recording_of
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ def customer_of(message: Message) -> HandoffTurn:
 async def operator(
     message: Message,
     job: JobContext,
-    handoff: HandoffService | None = None,
+    handoff: HandoffFeature | None = None,
     operator_unavailable: Callable[[Texts | None], str] | None = None,
     texts: Texts | None = None,
 ) -> JobResult:
@@ -54,9 +58,9 @@ async def operator(
             else customer_texts.shown(texts, customer_texts.OPERATOR_OFF)
         )
         return PlainReply(text=text)
-    if handoff.state(job) != "bot":
+    if handoff.service.state(job) != "bot":
         return PlainReply(text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
-    return await handoff.open(
+    return await handoff.service.open(
         telegram_conversation(message.chat.id),
         job,
         customer_of(message),
@@ -67,18 +71,18 @@ async def operator(
 
 
 async def in_human_state(
-    message: Message, job: JobContext, handoff: HandoffService | None = None
+    message: Message, job: JobContext, handoff: HandoffFeature | None = None
 ) -> bool:
     """Filter: a person answers this conversation now (the bot stays silent)."""
-    return handoff is not None and handoff.state(job) == "human"
+    return handoff is not None and handoff.service.state(job) == "human"
 
 
 async def customer_to_staff(
     message: Message,
     bot: Bot,
     job: JobContext,
-    handoff: HandoffService,
-    voice: VoiceMessages | None = None,
+    handoff: HandoffFeature,
+    media: Media | None = None,
 ) -> JobResult:
     """In ``human`` state any customer message (text or media) goes to the topic only.
 
@@ -86,10 +90,11 @@ async def customer_to_staff(
     """
     transcript = None
     # Offline (no transcriber) the voice message simply goes to staff, as before.
+    voice = media.voice if media is not None else None
     if voice is not None and voice.transcriber is not None and recording_of(message) is not None:
         heard = await voice.hear(bot, message)
         transcript = heard.text if isinstance(heard, Heard) else None
-    return await handoff.customer_message(
+    return await handoff.service.customer_message(
         telegram_conversation(message.chat.id),
         job,
         message.message_id,
@@ -110,21 +115,22 @@ async def staff_message(
     message: Message,
     bot: Bot,
     job: JobContext,
-    handoff: HandoffService | None = None,
+    handoff: HandoffFeature | None = None,
     *,
     staff_members: StaffMembership,
 ) -> JobResult | None:
     """A message in the staff chat, queued in the customer's chat: relay it, or ``/close``."""
-    if handoff is None or not await _from_staff_in_topic(message, bot, job, handoff, staff_members):
+    service = handoff.service if handoff is not None else None
+    if service is None or not await _from_staff_in_topic(message, bot, job, service, staff_members):
         return None
     conversation_key = telegram_conversation(job.job.chat_id)
     text = message.text or message.caption
     if text is not None and text.startswith("/"):
         # "/close@otherbot" is another bot's command: neither run nor relayed.
         if own_command(text, (await bot.me()).username) == "/close":
-            return await handoff.close(conversation_key, job, "staff")
+            return await service.close(conversation_key, job, "staff")
         return None
-    return await handoff.staff_message(conversation_key, job, message.message_id, text)
+    return await service.staff_message(conversation_key, job, message.message_id, text)
 
 
 async def _from_staff_in_topic(
@@ -161,3 +167,14 @@ def build_staff_router(staff_chat_id: int) -> Router:
     # One membership cache per dispatcher (per process): a burst asks Telegram once.
     router.message.register(partial(staff_message, staff_members=StaffMembership()))
     return router
+
+
+def routers(features: Features) -> FeatureRouters:
+    """The handoff's routers: ``/operator`` always (without a staff group it tells the hours);
+    the staff chat's messages with the handoff on."""
+    handoff = features.get(HandoffFeature)
+    return FeatureRouters(
+        # Before the customer routers: a staff chat message never reaches them.
+        routers=(build_staff_router(handoff.service.staff_chat_id),) if handoff is not None else (),
+        customer=(build_customer_router(),),
+    )

@@ -1,6 +1,6 @@
 """``/link`` and a shared contact: account linking (:mod:`bot.accounts.linking`).
 
-The dispatcher includes this router only with ``ACCOUNT_LINK_TOOL`` set; without
+The dispatcher includes this router only with ``ACCOUNT_LINK_TOOL`` set (:func:`routers`); without
 it ``/link`` is an unknown command (the help) and a contact is a message that
 is not text, as before linking existed.
 """
@@ -13,11 +13,14 @@ from aiogram.filters import Command, Filter
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.accounts.linking import AccountLinking, SharedContact
+from bot.accounts.feature import AccountsFeature
+from bot.accounts.linking import SharedContact
 from bot.chat_errors import ChatServiceError
 from bot.language.texts import Texts
+from bot.ops.features import Features
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.storage.keys import telegram_conversation
+from bot.telegram.feature_routers import FeatureRouters
 from bot.telegram.filters import CommandLike
 
 logger = logging.getLogger(__name__)
@@ -32,14 +35,14 @@ class HasContact(Filter):
 
 
 async def link_command(
-    message: Message, account_linking: AccountLinking, texts: Texts | None = None
+    message: Message, accounts: AccountsFeature, texts: Texts | None = None
 ) -> PlainReply:
     """Ask for the customer's own contact with the ``request_contact`` button."""
-    return account_linking.ask(private_chat=message.chat.type == ChatType.PRIVATE, texts=texts)
+    return accounts.linking.ask(private_chat=message.chat.type == ChatType.PRIVATE, texts=texts)
 
 
 async def shared_contact(
-    message: Message, job: JobContext, account_linking: AccountLinking, texts: Texts | None = None
+    message: Message, job: JobContext, accounts: AccountsFeature, texts: Texts | None = None
 ) -> JobResult:
     """Link the account if the contact is the sender's own (never a number typed as text)."""
     contact = message.contact
@@ -52,7 +55,7 @@ async def shared_contact(
         phone=contact.phone_number,
     )
     try:
-        return await account_linking.link(
+        return await accounts.linking.link(
             telegram_conversation(message.chat.id), job, shared, texts=texts
         )
     except ChatServiceError as error:
@@ -71,3 +74,11 @@ def build_router() -> Router:
     router.message.register(link_command, CommandLike(), Command("link"))
     router.message.register(shared_contact, HasContact())
     return router
+
+
+def routers(features: Features) -> FeatureRouters:
+    """With account linking on, ``/link`` before the commands' catch-all and a shared
+    contact before "not text"; off, both are handled as before linking existed."""
+    if features.get(AccountsFeature) is None:
+        return FeatureRouters()
+    return FeatureRouters(customer=(build_router(),))

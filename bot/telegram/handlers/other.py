@@ -12,7 +12,7 @@ from aiogram.filters import Filter
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.handoff.service import HandoffService
+from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, PlainReply
 from bot.queue.staff_actions import StaffAction
@@ -50,12 +50,12 @@ def reply_for(message: Message) -> str:
 async def not_text(
     message: Message,
     job: JobContext,
-    handoff: HandoffService | None = None,
+    handoff: HandoffFeature | None = None,
     texts: Texts | None = None,
 ) -> PlainReply:
     """Say what the bot cannot read; while a person is awaited, staff see it too."""
     text = customer_texts.shown(texts, reply_for(message))
-    if handoff is not None and handoff.state(job) == "waiting":
+    if handoff is not None and handoff.service.state(job) == "waiting":
         copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
         return PlainReply(text=text, staff=(copy,))
     return PlainReply(text=text)

@@ -12,18 +12,18 @@ from aiogram.filters import Filter
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.accounts.linking import AccountLinking
+from bot.accounts.feature import AccountsFeature
 from bot.engine.chat_service import ChatService
-from bot.handoff.service import HandoffService
+from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import StaffAction
 from bot.storage.keys import telegram_conversation
-from bot.telegram.albums import Albums
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import question_text
 from bot.telegram.handlers.chat import run_turn
-from bot.telegram.photos import AlbumImages, PhotoRefusal, Photos, is_image
+from bot.telegram.media import Media
+from bot.telegram.photos import AlbumImages, PhotoRefusal, is_image
 from turn import TurnInput
 
 
@@ -41,12 +41,10 @@ async def photo_message(
     job: JobContext,
     chat_service: ChatService,
     *,
-    photos: Photos,
-    albums: Albums,
-    handoff: HandoffService | None = None,
+    media: Media,
+    handoff: HandoffFeature | None = None,
     drafts: Drafts | None = None,
-    account_linking: AccountLinking | None = None,
-    photo_keeper: ChatService | None = None,
+    accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobResult:
@@ -55,8 +53,9 @@ async def photo_message(
     An album's other photos, answered with its first, are popped without a word;
     one queued after its album's turn is kept in the history, without a word too.
     """
-    album = await albums.gather(bot, message, job)
-    waiting = handoff is not None and handoff.state(job) == "waiting"
+    photos = media.photos
+    album = await media.albums.gather(bot, message, job)
+    waiting = handoff is not None and handoff.service.state(job) == "waiting"
     copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
     if album is None:
         # Answered with its album; staff following a waiting chat still see every photo.
@@ -75,13 +74,13 @@ async def photo_message(
             text=customer_texts.shown(texts, customer_texts.PHOTO_CAPTION_TOO_LONG),
             staff=(copy,) if waiting else (),
         )
-    if album.late and photo_keeper is not None:
+    if album.late:
         # The album had its answer: a second one would answer one message twice.
         file_id = photos.file_id_for_history(message) if photos.vision else None
         if file_id is None:
             # Without vision (or too large) the album's one line said it already.
             return PlainReply(text="", staff=(copy,) if waiting else ())
-        return await photo_keeper.keep_photo(
+        return await chat_service.keep_photo(
             telegram_conversation(message.chat.id),
             job,
             text,
@@ -102,7 +101,7 @@ async def photo_message(
         text=text,
         turn_input=TurnInput(kind="photo", images=seen.images, images_note=_note(seen, texts)),
         drafts=drafts,
-        account_linking=account_linking,
+        accounts=accounts,
         language=language,
         texts=texts,
     )

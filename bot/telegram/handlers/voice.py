@@ -12,16 +12,17 @@ from aiogram.filters import Filter
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.accounts.linking import AccountLinking
+from bot.accounts.feature import AccountsFeature
 from bot.engine.chat_service import ChatService
-from bot.handoff.service import HandoffService
+from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
 from bot.queue.job_results import JobContext, JobResult, PlainReply
 from bot.queue.staff_actions import StaffAction
 from bot.telegram.drafts import Drafts
 from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, run_turn
+from bot.telegram.media import Media
 from bot.telegram.typing_indicator import TypingIndicator
-from bot.telegram.voice import VoiceMessages, VoiceRefusal
+from bot.telegram.voice import VoiceRefusal
 
 _REFUSALS = {
     VoiceRefusal.OFFLINE: customer_texts.VOICE_OFFLINE,
@@ -49,19 +50,19 @@ async def voice_message(
     job: JobContext,
     chat_service: ChatService,
     *,
-    voice: VoiceMessages,
-    handoff: HandoffService | None = None,
+    media: Media,
+    handoff: HandoffFeature | None = None,
     drafts: Drafts | None = None,
-    account_linking: AccountLinking | None = None,
+    accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobResult:
     """Transcribe, then answer as a text; or ask kindly to write instead."""
     async with TypingIndicator(bot, message.chat.id, delay=TYPING_DELAY_SECONDS):
-        heard = await voice.hear_for_turn(bot, message)
+        heard = await media.voice.hear_for_turn(bot, message)
     if isinstance(heard, VoiceRefusal):
         text = customer_texts.shown(texts, _REFUSALS[heard])
-        if handoff is not None and handoff.state(job) == "waiting":
+        if handoff is not None and handoff.service.state(job) == "waiting":
             # Staff following a waiting chat hear the voice message themselves.
             copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
             return PlainReply(text=text, staff=(copy,))
@@ -75,7 +76,7 @@ async def voice_message(
         text=heard.text,
         turn_input=heard.turn_input,
         drafts=drafts,
-        account_linking=account_linking,
+        accounts=accounts,
         language=language,
         texts=texts,
     )
