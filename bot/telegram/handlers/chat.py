@@ -16,7 +16,8 @@ from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
 from bot.ops.log_context import bind_turn
-from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.job_results import JobContext, JobDone, JobOutcome
 from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
@@ -42,7 +43,7 @@ async def answer(
     early_analysis: AnalysisSchedule | None = None,
     language: str | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """Run the turn of a text; its reply is committed, or a kind message with the incident code.
 
     In a private chat (``drafts`` given, ``STREAMING=on``) the answer is shown as a
@@ -95,7 +96,7 @@ async def run_turn(
     account_linking: AccountLinking | None = None,
     language: str | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """One model turn for ``message`` whose words are ``text`` (typed, or a voice's transcript).
 
     See :func:`answer`; ``turn_input`` says what the customer sent, for the history and the audit.
@@ -142,14 +143,13 @@ async def run_turn(
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
-        failure = PlainReply(
-            text=customer_texts.failure_message(error, turn_id, customer_texts.gettext_of(texts)),
-            audit=error.audit_fields,
-        )
+        told = customer_texts.failure_message(error, turn_id, customer_texts.gettext_of(texts))
         if handoff is None:
-            return failure
-        return await _after_failure(message, job, handoff, failure, texts)
-    return JobDone(reply=reply.delivery, summary_due=reply.summary_updated)
+            return Reply.say(told, audit=error.audit_fields)
+        return await _after_failure(
+            message, job, handoff, told=told, audit=error.audit_fields, texts=texts
+        )
+    return JobDone(delivery=reply.delivery, summary_due=reply.summary_updated)
 
 
 def _photos(job: JobContext, turn_input: TurnInput) -> tuple[str, ...]:
@@ -168,11 +168,15 @@ async def _after_failure(
     message: Message,
     job: JobContext,
     handoff: HandoffService,
-    failure: PlainReply,
+    *,
+    told: str,
+    audit: tuple[dict[str, str], ...],
     texts: Texts | None = None,
-) -> JobResult:
-    """Count the failure; enough in a row (and nobody called yet) opens a handoff."""
+) -> JobOutcome:
+    """Count the failure (``told`` the customer, ``audit``ed); enough in a row (and nobody
+    called yet) opens a handoff."""
     key = telegram_conversation(message.chat.id)
+    failure = Reply.say(told, audit=audit)
     try:
         if not await handoff.record_failure(key, job.job.turn_id) or handoff.state(job) != "bot":
             return failure
@@ -181,8 +185,8 @@ async def _after_failure(
             job,
             customer_of(message),
             trigger="failed_turns",
-            text=f"{failure.text}\n\n{customer_texts.shown(texts, customer_texts.FAILED_HANDOFF)}",
-            audit=failure.audit,
+            text=f"{told}\n\n{customer_texts.shown(texts, customer_texts.FAILED_HANDOFF)}",
+            audit=audit,
             texts=texts,
         )
     except (RedisError, ChatServiceError):

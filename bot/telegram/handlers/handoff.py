@@ -19,7 +19,8 @@ from aiogram.types import Message
 from bot import customer_texts
 from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
-from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.job_results import JobContext, JobOutcome
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
@@ -45,7 +46,7 @@ async def operator(
     handoff: HandoffService | None = None,
     operator_unavailable: Callable[[Texts | None], str] | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """The customer asks for a person (without a staff group: the hours, as the demo model says)."""
     if handoff is None:
         text = (
@@ -53,9 +54,9 @@ async def operator(
             if operator_unavailable
             else customer_texts.shown(texts, customer_texts.OPERATOR_OFF)
         )
-        return PlainReply(text=text)
+        return Reply.say(text)
     if handoff.state(job) != "bot":
-        return PlainReply(text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
+        return Reply.say(customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
     return await handoff.open(
         telegram_conversation(message.chat.id),
         job,
@@ -79,7 +80,7 @@ async def customer_to_staff(
     job: JobContext,
     handoff: HandoffService,
     voice: VoiceMessages | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """In ``human`` state any customer message (text or media) goes to the topic only.
 
     A voice message goes with its transcript (when it can be had) for staff to read.
@@ -113,7 +114,7 @@ async def staff_message(
     handoff: HandoffService | None = None,
     *,
     staff_members: StaffMembership,
-) -> JobResult | None:
+) -> JobOutcome | None:
     """A message in the staff chat, queued in the customer's chat: relay it, or ``/close``."""
     if handoff is None or not await _from_staff_in_topic(message, bot, job, handoff, staff_members):
         return None

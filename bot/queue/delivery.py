@@ -1,0 +1,96 @@
+"""The reply, in two states: :class:`Reply` before its commit, :class:`Delivery` after it.
+
+A handler, a turn's follower or a job runner says what to send as a
+:class:`Reply`: the ordered steps (:mod:`bot.queue.delivery_steps`) and the
+audit entries its delivery completes. Committing it with the job (its pop, and
+the session when it changed) makes it a :class:`Delivery`: the same steps and
+audit, with the job they belong to, kept in the chat's outbox until a worker
+has delivered it (so a crash between the commit and the send sends it then).
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from bot.queue.delivery_steps import DeliveryStep, SendText
+from bot.queue.jobs import QueuedJob
+from bot.queue.legacy_outbox import is_legacy, steps_of_legacy
+
+StepT = TypeVar("StepT")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """What to send for a job, not committed yet: its steps, in order, and its audit.
+
+    ``audit`` holds audit entries as stream fields (:mod:`bot.audit.schema`); a
+    turn entry among them is settled ``undelivered`` when a text of the reply
+    never reaches the customer. No steps: nothing is sent (the audit is written).
+    """
+
+    steps: tuple[DeliveryStep, ...] = ()
+    audit: tuple[dict[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, *steps: DeliveryStep | None, audit: Iterable[dict[str, str]] = ()) -> "Reply":
+        """A reply of ``steps`` in order (a ``None`` is left out: a step not needed)."""
+        return cls(steps=tuple(step for step in steps if step is not None), audit=tuple(audit))
+
+    @classmethod
+    def say(cls, text: str, *, audit: Iterable[dict[str, str]] = ()) -> "Reply":
+        """The bot's own ``text`` (plain), and ``audit``; an empty text sends nothing."""
+        return cls.of(SendText(text=text) if text else None, audit=audit)
+
+
+class Delivery(BaseModel):
+    """A reply committed with its job and not yet delivered (the chat's outbox holds it).
+
+    The worker delivers its steps in order and writes its audit once the customer's
+    part is done (:mod:`bot.telegram.delivery`). An entry the previous version wrote
+    (flat fields: ``format``, ``text``, ``card``, ``question``...) is read as the
+    steps it meant (:mod:`bot.queue.legacy_outbox`).
+    """
+
+    # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    job_id: str
+    turn_id: str
+    chat_id: int
+    steps: tuple[DeliveryStep, ...] = ()
+    audit: tuple[dict[str, str], ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy(cls, data: Any) -> Any:
+        """An entry of the previous version's flat form, as steps."""
+        if isinstance(data, dict) and is_legacy(data):
+            return steps_of_legacy(data)
+        return data
+
+    @classmethod
+    def of(cls, job: QueuedJob, reply: Reply, *, turn_id: str | None = None) -> "Delivery":
+        """``reply`` as committed for ``job`` (``turn_id``: the turn's, if not the job's)."""
+        return cls(
+            job_id=job.job_id,
+            turn_id=job.turn_id if turn_id is None else turn_id,
+            chat_id=job.chat_id,
+            steps=reply.steps,
+            audit=reply.audit,
+        )
+
+    @property
+    def text(self) -> str:
+        """The first text the customer is sent (empty when the reply sends none)."""
+        return next((step.text for step in self.steps if isinstance(step, SendText)), "")
+
+    def first(self, kind: type[StepT]) -> StepT | None:
+        """The first step of ``kind``, if the reply has one."""
+        return next((step for step in self.steps if isinstance(step, kind)), None)
+
+    @property
+    def reply(self) -> Reply:
+        """The reply this delivery commits (its steps and audit, without the job)."""
+        return Reply(steps=self.steps, audit=self.audit)
