@@ -43,6 +43,15 @@ class Reply:
         """The bot's own ``text`` (plain), and ``audit``; an empty text sends nothing."""
         return cls.of(SendText(text=text) if text else None, audit=audit)
 
+    @property
+    def text(self) -> str:
+        """The first text the customer is sent (empty when the reply sends none)."""
+        return _text_of(self.steps)
+
+    def first(self, kind: type[StepT]) -> StepT | None:
+        """The first step of ``kind``, if the reply has one."""
+        return _first(self.steps, kind)
+
 
 class Delivery(BaseModel):
     """A reply committed with its job and not yet delivered (the chat's outbox holds it).
@@ -84,13 +93,21 @@ class Delivery(BaseModel):
     @property
     def text(self) -> str:
         """The first text the customer is sent (empty when the reply sends none)."""
-        return next((step.text for step in self.steps if isinstance(step, SendText)), "")
+        return _text_of(self.steps)
 
     def first(self, kind: type[StepT]) -> StepT | None:
         """The first step of ``kind``, if the reply has one."""
-        return next((step for step in self.steps if isinstance(step, kind)), None)
+        return _first(self.steps, kind)
 
     @property
     def reply(self) -> Reply:
         """The reply this delivery commits (its steps and audit, without the job)."""
         return Reply(steps=self.steps, audit=self.audit)
+
+
+def _text_of(steps: tuple[DeliveryStep, ...]) -> str:
+    return next((step.text for step in steps if isinstance(step, SendText)), "")
+
+
+def _first(steps: tuple[DeliveryStep, ...], kind: type[StepT]) -> StepT | None:
+    return next((step for step in steps if isinstance(step, kind)), None)

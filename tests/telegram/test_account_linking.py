@@ -24,7 +24,7 @@ from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
 from bot.ops.startup import StartupError
 from bot.queue.job_results import JobContext, JobDone
-from bot.queue.jobs import OutboxEntry
+from bot.queue.delivery import Delivery
 from bot.queue.staff_actions import HandoffTurn
 from bot.sessions.models import ConversationSession
 from bot.settings import Settings
@@ -82,7 +82,7 @@ class RecordingChat:
         conversation_key: str,
         held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
-        entry: OutboxEntry,
+        entry: Delivery,
     ) -> JobDone:
         done: JobDone = await self.inner.commit_without_turn(conversation_key, held, change, entry)
         return done
