@@ -13,9 +13,9 @@ import pytest
 
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import DeadLetter, DeadLetters
-from bot.queue.job_results import DropReason, JobDone, JobDropped
 from bot.queue.delivery import Delivery
 from bot.queue.delivery_steps import SendText
+from bot.queue.job_results import DropReason, JobDone, JobDropped
 from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig

@@ -18,9 +18,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.queue.chat_queue import ChatQueue, ChatState
-from bot.queue.job_results import DropReason, JobDone, JobDropped, JobOutcome
 from bot.queue.delivery import Delivery, Reply
 from bot.queue.delivery_steps import SendText
+from bot.queue.job_results import DropReason, JobDone, JobDropped, JobOutcome
 from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import DEADLINE_EXCEEDED, HeldLease, WorkerPool, WorkerPoolConfig

@@ -14,8 +14,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, ChatState
-from bot.queue.job_results import JobDone
 from bot.queue.delivery import Delivery
+from bot.queue.job_results import JobDone
 from bot.queue.work_stream import GROUP, WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.keys import RedisKeys
