@@ -33,7 +33,7 @@ from bot.engine.chat_service import ChatService
 from bot.language.choice import ConversationLanguages
 from bot.language.texts import Texts
 from bot.queue.delivery import Delivery
-from bot.queue.delivery_steps import SendText
+from bot.queue.delivery_steps import SendText, UnknownStep
 from bot.queue.worker import HeldLease
 from bot.telegram.link_keyboard import reply_keyboard
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
@@ -139,8 +139,9 @@ class StepDeliverers:
             found = self._routes.get(type(step))
             if found is None:
                 if not after_audit:
-                    # A kind a newer version wrote, or a feature that is off here.
-                    logger.warning(
+                    # A kind a newer version wrote (worth a look), or a feature off here.
+                    logger.log(
+                        logging.WARNING if isinstance(step, UnknownStep) else logging.INFO,
                         "Turn %s: no deliverer of a %s step here; skipped",
                         run.delivery.turn_id,
                         step.kind,
