@@ -298,6 +298,7 @@ def _state(
 def _outbox_entry(raw: object) -> Delivery | None:
     """The entry, or ``None`` when it is not one (the caller logs and moves it aside)."""
     try:
-        return Delivery.model_validate_json(text_of(raw))
-    except (ValidationError, UnicodeDecodeError):
+        return Delivery.read(text_of(raw))
+    except ValueError:
+        # Not JSON, not a delivery of any version, or bytes that are not UTF-8.
         return None

@@ -8,13 +8,14 @@ audit, with the job they belong to, kept in the chat's outbox until a worker
 has delivered it (so a crash between the commit and the send sends it then).
 """
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.queue.delivery_steps import DeliveryStep, SendText
+from bot.queue.delivery_steps import DeliveryStep, SendText, known_or_unknown
 from bot.queue.jobs import QueuedJob
 from bot.queue.legacy_outbox import is_legacy, steps_of_legacy
 
@@ -57,9 +58,9 @@ class Delivery(BaseModel):
     """A reply committed with its job and not yet delivered (the chat's outbox holds it).
 
     The worker delivers its steps in order and writes its audit once the customer's
-    part is done (:mod:`bot.telegram.delivery`). An entry the previous version wrote
-    (flat fields: ``format``, ``text``, ``card``, ``question``...) is read as the
-    steps it meant (:mod:`bot.queue.legacy_outbox`).
+    part is done (:mod:`bot.telegram.delivery`). Read a stored one with :meth:`read`:
+    it also reads an entry the previous version wrote (flat fields: ``format``,
+    ``text``, ``card``, ``question``...) as the steps it meant.
     """
 
     # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
@@ -68,16 +69,33 @@ class Delivery(BaseModel):
     job_id: str
     turn_id: str
     chat_id: int
-    steps: tuple[DeliveryStep, ...] = ()
+    # No default: an entry without steps is the previous version's (see ``read``).
+    steps: tuple[DeliveryStep, ...]
     audit: tuple[dict[str, str], ...] = ()
 
-    @model_validator(mode="before")
     @classmethod
-    def _read_legacy(cls, data: Any) -> Any:
-        """An entry of the previous version's flat form, as steps."""
-        if isinstance(data, dict) and is_legacy(data):
-            return steps_of_legacy(data)
-        return data
+    def read(cls, raw: str | bytes) -> "Delivery":
+        """An outbox entry as stored: this version's (the fast path, straight from JSON);
+        else the previous version's flat entry, read as the steps that deliver it as that
+        version did (:mod:`bot.queue.legacy_outbox`), or a newer version's whose step
+        kinds this one does not all know (those read as unknown steps, skipped).
+
+        Raises ``ValueError`` (a pydantic ``ValidationError`` among them) when it is
+        none of these.
+        """
+        try:
+            return cls.model_validate_json(raw)
+        except ValidationError as error:
+            unread = error
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise unread
+        if is_legacy(data):
+            return cls.model_validate(steps_of_legacy(data))
+        steps = data.get("steps")
+        if not isinstance(steps, list):
+            raise unread
+        return cls.model_validate({**data, "steps": known_or_unknown(steps)})
 
     @classmethod
     def of(cls, job: QueuedJob, reply: Reply, *, turn_id: str | None = None) -> "Delivery":

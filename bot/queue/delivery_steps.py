@@ -9,13 +9,14 @@ and its deliverer; the runner that walks the steps stays as it is.
 
 Every kind carries a ``kind`` tag (the discriminator). A step of a kind this
 version does not know (a newer version wrote it, during a rolling deploy) is
-read as an :class:`UnknownStep` and skipped, so the rest of the reply is still
-delivered instead of the whole entry being set aside.
+read as an :class:`UnknownStep` (:func:`known_or_unknown`, on the slow path of
+:meth:`bot.queue.delivery.Delivery.read`) and skipped, so the rest of the reply
+is still delivered instead of the whole entry being set aside.
 """
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.pending import ActionCard
@@ -102,39 +103,35 @@ class StaffRelay(BaseModel):
 
 
 class UnknownStep(BaseModel):
-    """A step of a kind this version does not know (written by a newer one): skipped."""
+    """A step of a kind this version does not know (``was``: its kind; a newer version
+    wrote it): skipped."""
 
     model_config = _STORED
 
-    kind: str
+    kind: Literal["unknown"] = "unknown"
+    was: str = ""
 
 
 KnownStep = EditCard | SendText | SendCard | AskQuestion | OfferPerson | StaffRelay
-"""Every step kind this version delivers (add a new kind here, and to :data:`DeliveryStep`)."""
+"""Every step kind this version delivers (a new kind is added here)."""
 
 STEP_KINDS: frozenset[str] = frozenset(
     model.model_fields["kind"].default for model in get_args(KnownStep)
 )
 """The ``kind`` tags of :data:`KnownStep`."""
 
-
-def _kind_of(value: Any) -> str:
-    """The union member a stored (or built) step is read as: its kind, or ``unknown``."""
-    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-    return kind if isinstance(kind, str) and kind in STEP_KINDS else "unknown"
+DeliveryStep = Annotated[KnownStep | UnknownStep, Field(discriminator="kind")]
+"""One step of a delivery, read by its ``kind``."""
 
 
-DeliveryStep = Annotated[
-    Annotated[EditCard, Tag("edit_card")]
-    | Annotated[SendText, Tag("send_text")]
-    | Annotated[SendCard, Tag("send_card")]
-    | Annotated[AskQuestion, Tag("ask_question")]
-    | Annotated[OfferPerson, Tag("offer_person")]
-    | Annotated[StaffRelay, Tag("staff_relay")]
-    | Annotated[UnknownStep, Tag("unknown")],
-    Discriminator(_kind_of),
-]
-"""One step of a delivery, read by its ``kind`` (an unknown kind as :class:`UnknownStep`)."""
+def known_or_unknown(steps: list[Any]) -> list[Any]:
+    """Stored ``steps`` with each of a kind this version does not know as an unknown step."""
+    return [
+        {"kind": "unknown", "was": str(step.get("kind"))}
+        if isinstance(step, dict) and step.get("kind") not in STEP_KINDS
+        else step
+        for step in steps
+    ]
 
 
 def relay(*actions: StaffAction) -> StaffRelay | None:

@@ -144,7 +144,7 @@ class StepDeliverers:
                         logging.WARNING if isinstance(step, UnknownStep) else logging.INFO,
                         "Turn %s: no deliverer of a %s step here; skipped",
                         run.delivery.turn_id,
-                        step.kind,
+                        step.was if isinstance(step, UnknownStep) else step.kind,
                     )
                 continue
             if found.after_audit == after_audit:

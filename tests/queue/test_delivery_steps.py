@@ -10,6 +10,7 @@ wrote it) read as unknown instead of making the whole entry unreadable.
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from bot.queue.delivery import Delivery, Reply
 from bot.queue.delivery_steps import (
@@ -84,7 +85,7 @@ LEGACY_RELAY_ONLY = (
 
 
 def test_an_answer_with_a_card_reads_as_the_edit_the_answer_the_card_then_the_relay() -> None:
-    entry = Delivery.model_validate_json(LEGACY_ANSWER_WITH_CARD)
+    entry = Delivery.read(LEGACY_ANSWER_WITH_CARD)
 
     assert (entry.job_id, entry.turn_id, entry.chat_id) == ("8", "K7M2P9QRS8", 8300)
     assert entry.steps == (
@@ -101,7 +102,7 @@ def test_an_answer_with_a_card_reads_as_the_edit_the_answer_the_card_then_the_re
 
 
 def test_a_question_reads_as_the_question_alone_its_audit_written_only_once_asked() -> None:
-    entry = Delivery.model_validate_json(LEGACY_QUESTION)
+    entry = Delivery.read(LEGACY_QUESTION)
 
     [step] = entry.steps
     assert step == AskQuestion(
@@ -122,7 +123,7 @@ def test_a_question_reads_as_the_question_alone_its_audit_written_only_once_aske
 
 
 def test_an_offer_of_a_person_reads_as_the_offer_alone() -> None:
-    entry = Delivery.model_validate_json(LEGACY_OFFER)
+    entry = Delivery.read(LEGACY_OFFER)
 
     assert entry.steps == (
         OfferPerson(
@@ -141,13 +142,13 @@ def test_an_offer_of_a_person_reads_as_the_offer_alone() -> None:
 
 
 def test_a_plain_text_keeps_its_reply_keyboard_and_language() -> None:
-    entry = Delivery.model_validate_json(LEGACY_LINK_REQUEST)
+    entry = Delivery.read(LEGACY_LINK_REQUEST)
 
     assert entry.steps == (SendText(text="Поделитесь номером", keyboard="contact", language="en"),)
 
 
 def test_a_relay_without_a_text_sends_the_customer_nothing() -> None:
-    entry = Delivery.model_validate_json(LEGACY_RELAY_ONLY)
+    entry = Delivery.read(LEGACY_RELAY_ONLY)
 
     assert entry.steps == (StaffRelay(actions=(StaffAction(kind="copy_to_topic", message_id=70),)),)
     assert entry.text == ""
@@ -157,13 +158,14 @@ def test_a_relay_without_a_text_sends_the_customer_nothing() -> None:
     "legacy", [LEGACY_ANSWER_WITH_CARD, LEGACY_QUESTION, LEGACY_OFFER, LEGACY_LINK_REQUEST]
 )
 def test_a_legacy_entry_written_again_is_stored_as_steps_and_reads_the_same(legacy: str) -> None:
-    entry = Delivery.model_validate_json(legacy)
+    entry = Delivery.read(legacy)
 
     stored = json.loads(entry.model_dump_json())
 
     assert "format" not in stored
     assert "steps" in stored
     assert Delivery.model_validate_json(entry.model_dump_json()) == entry
+    assert Delivery.read(entry.model_dump_json()) == entry
 
 
 def test_every_known_step_kind_is_read_back_as_written() -> None:
@@ -196,9 +198,34 @@ def test_a_step_of_a_kind_a_newer_version_wrote_is_read_as_unknown_and_the_rest_
         "audit": [],
     }
 
-    entry = Delivery.model_validate_json(json.dumps(stored))
+    entry = Delivery.read(json.dumps(stored))
 
-    assert entry.steps == (UnknownStep(kind="send_poll"), SendText(text="ответ", answer=True))
+    assert entry.steps == (UnknownStep(was="send_poll"), SendText(text="ответ", answer=True))
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"job_id": "1", "turn_id": "T1", "chat_id": 9}',
+        '{"job_id": "1", "turn_id": "T1", "chat_id": 9, "steps": "send"}',
+        '{"job_id": "1", "chat_id": 9, "steps": []}',
+        '{"job_id": "1", "turn_id": "T1", "chat_id": 9, "format": "loud", "text": ""}',
+    ],
+)
+def test_what_is_no_delivery_of_any_version_is_refused(stored: str) -> None:
+    """The chat's queue moves such an entry to its quarantine (tests/queue/test_outbox_entries)."""
+    # Not JSON (json's own error), or a pydantic validation error: both are ValueErrors.
+    with pytest.raises(ValueError, match=r"validation error for|Expecting property name"):
+        Delivery.read(stored)
+
+
+def test_a_legacy_entry_is_never_read_as_an_empty_reply_of_this_version() -> None:
+    """Without the reader, the previous version's entry is no delivery at all: never one that
+    silently sends nothing."""
+    with pytest.raises(ValidationError, match="steps"):
+        Delivery.model_validate_json(LEGACY_LINK_REQUEST)
 
 
 def test_a_reply_leaves_out_the_steps_not_needed_and_is_committed_for_its_job() -> None:

@@ -13,6 +13,7 @@ import pytest
 from bot.queue.delivery import Delivery
 from bot.queue.delivery_steps import (
     AskQuestion,
+    DeliveryStep,
     EditCard,
     SendCard,
     SendText,
@@ -60,10 +61,8 @@ class _Journal:
         )
 
 
-def _run(*steps: object) -> DeliveryRun:
-    delivery = Delivery.model_validate(
-        {"job_id": "1", "turn_id": "T1", "chat_id": 5, "steps": steps}
-    )
+def _run(*steps: DeliveryStep) -> DeliveryRun:
+    delivery = Delivery(job_id="1", turn_id="T1", chat_id=5, steps=steps)
     return DeliveryRun(delivery=delivery, lease=HeldLease("tg:5", "token"), blocked=False)
 
 
@@ -101,12 +100,7 @@ async def test_a_step_without_a_deliverer_is_skipped_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     journal = _Journal()
-    run = _run(
-        {"kind": "send_poll", "question": "?"},
-        AskQuestion(question_id="Q"),
-        SendText(text="ответ"),
-    )
-    assert isinstance(run.delivery.steps[0], UnknownStep)
+    run = _run(UnknownStep(was="send_poll"), AskQuestion(question_id="Q"), SendText(text="ответ"))
 
     with caplog.at_level(logging.INFO, logger="bot.telegram.delivery"):
         await journal.deliverers().to_customer(run)
