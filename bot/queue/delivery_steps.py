@@ -4,7 +4,7 @@ A reply is an ordered tuple of typed steps (:class:`bot.queue.delivery.Delivery`
 the way openai-agents types its run items: each feature says what it sends as a
 step kind of its own here, and its front end's twin delivers that kind (in
 Telegram, a deliverer registered with the job runner: :mod:`bot.telegram.delivery`).
-A new feature adds a kind (a class here and a member of :data:`DeliveryStep`)
+A new feature adds a kind (a class here and a member of :data:`KnownStep`)
 and its deliverer; the runner that walks the steps stays as it is.
 
 Every kind carries a ``kind`` tag (the discriminator). A step of a kind this
