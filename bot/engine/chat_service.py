@@ -275,8 +275,8 @@ class ChatService:
                 answer,
                 *follow.steps,
                 audit=tuple(
-                    entry.to_fields()
-                    for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
+                    item.to_fields()
+                    for item in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
                 )
                 + follow.audit,
             ),

@@ -143,12 +143,13 @@ async def run_turn(
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
-        told = customer_texts.failure_message(error, turn_id, customer_texts.gettext_of(texts))
-        if handoff is None:
-            return Reply.say(told, audit=error.audit_fields)
-        return await _after_failure(
-            message, job, handoff, told=told, audit=error.audit_fields, texts=texts
+        failure = Reply.say(
+            customer_texts.failure_message(error, turn_id, customer_texts.gettext_of(texts)),
+            audit=error.audit_fields,
         )
+        if handoff is None:
+            return failure
+        return await _after_failure(message, job, handoff, failure, texts)
     return JobDone(delivery=reply.delivery, summary_due=reply.summary_updated)
 
 
@@ -168,15 +169,11 @@ async def _after_failure(
     message: Message,
     job: JobContext,
     handoff: HandoffService,
-    *,
-    told: str,
-    audit: tuple[dict[str, str], ...],
+    failure: Reply,
     texts: Texts | None = None,
 ) -> JobOutcome:
-    """Count the failure (``told`` the customer, ``audit``ed); enough in a row (and nobody
-    called yet) opens a handoff."""
+    """Count the failure; enough in a row (and nobody called yet) opens a handoff."""
     key = telegram_conversation(message.chat.id)
-    failure = Reply.say(told, audit=audit)
     try:
         if not await handoff.record_failure(key, job.job.turn_id) or handoff.state(job) != "bot":
             return failure
@@ -185,8 +182,8 @@ async def _after_failure(
             job,
             customer_of(message),
             trigger="failed_turns",
-            text=f"{told}\n\n{customer_texts.shown(texts, customer_texts.FAILED_HANDOFF)}",
-            audit=audit,
+            text=f"{failure.text}\n\n{customer_texts.shown(texts, customer_texts.FAILED_HANDOFF)}",
+            audit=failure.audit,
             texts=texts,
         )
     except (RedisError, ChatServiceError):
