@@ -23,8 +23,9 @@ from bot.chat_errors import ChatServiceError, ChatStorageError
 from bot.console_answer import ConsoleAnswer
 from bot.engine.chat_service import ChatReply
 from bot.language.choice import StoredLanguage
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import EditCard
 from bot.queue.job_results import JobContext, SessionChange
-from bot.queue.jobs import OutboxEntry
 from bot.sessions.pending import ActionCard, Choice
 from bot.sessions.store import SessionStoreError
 from bot.storage.keys import safe_conversation_key
@@ -411,15 +412,9 @@ class Console:
         chosen = self._languages.texts(wanted)
 
         async def choose(job: JobContext) -> SessionChange:
-            entry = OutboxEntry(
-                job_id=job.job.job_id,
-                turn_id=job.job.turn_id,
-                chat_id=job.job.chat_id,
-                format="plain",
-                text=chosen.gettext(customer_texts.LANGUAGE_CHANGED),
-            )
             return SessionChange(
-                change=lambda session: session.with_language(wanted, chosen=True), entry=entry
+                change=lambda session: session.with_language(wanted, chosen=True),
+                reply=Reply.say(chosen.gettext(customer_texts.LANGUAGE_CHANGED)),
             )
 
         try:
@@ -519,9 +514,10 @@ class Console:
         if reply is None:
             self._say(customer_texts.CONSOLE_ACTION_GONE)
             return True
-        if reply.card_edit is not None:
+        edit = reply.first(EditCard)
+        if edit is not None:
             # The card's new text, as Telegram edits the card's message.
-            self._print(self._tr(customer_texts.CONSOLE_CARD) + reply.card_edit.text, dim=True)
+            self._print(self._tr(customer_texts.CONSOLE_CARD) + edit.text, dim=True)
         self._print(self._tr(customer_texts.CONSOLE_BOT) + reply.text)
         return True
 

@@ -20,8 +20,9 @@ from bot.accounts.directory import CustomerDirectory, CustomerDirectoryError
 from bot.audit.links import LinkAuditEntry, LinkEvent
 from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
-from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
-from bot.queue.jobs import OutboxEntry, ReplyKeyboardKind
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import ReplyKeyboardKind, SendText
+from bot.queue.job_results import JobContext, JobDone, JobOutcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,16 +46,18 @@ def shop_customer_id(job: JobContext) -> str | None:
     return session.shop_customer_id if session is not None else None
 
 
-def link_request(text: str = customer_texts.LINK_NEEDED, texts: Texts | None = None) -> PlainReply:
+def link_request(text: str = customer_texts.LINK_NEEDED, texts: Texts | None = None) -> Reply:
     """``text`` with the «share my number» button: for a step that needs the customer's id.
 
     A tool whose bound ``customer_id`` is missing (no account linked yet) ends
     its turn with this instead of calling the shop. Both in ``texts``' language.
     """
-    return PlainReply(
-        text=customer_texts.shown(texts, text),
-        reply_keyboard="contact",
-        language=texts.language if texts is not None else None,
+    return Reply.of(
+        SendText(
+            text=customer_texts.shown(texts, text),
+            keyboard="contact",
+            language=texts.language if texts is not None else None,
+        )
     )
 
 
@@ -66,10 +69,10 @@ class AccountLinking:
     directory: CustomerDirectory
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
-    def ask(self, *, private_chat: bool, texts: Texts | None = None) -> PlainReply:
+    def ask(self, *, private_chat: bool, texts: Texts | None = None) -> Reply:
         """``/link``: the request for the customer's own contact, with the button."""
         if not private_chat:
-            return PlainReply(text=customer_texts.shown(texts, customer_texts.LINK_PRIVATE_ONLY))
+            return Reply.say(customer_texts.shown(texts, customer_texts.LINK_PRIVATE_ONLY))
         return link_request(customer_texts.LINK_ASK, texts)
 
     async def link(
@@ -79,14 +82,14 @@ class AccountLinking:
         contact: SharedContact,
         *,
         texts: Texts | None = None,
-    ) -> JobResult:
+    ) -> JobOutcome:
         """Link the chat to the shop's customer of ``contact``, if it is the sender's own.
 
         Raises :class:`~bot.chat_errors.ChatServiceError` when the session
         cannot be saved (nothing is linked then).
         """
         if not contact.private_chat:
-            return PlainReply(text=customer_texts.shown(texts, customer_texts.LINK_PRIVATE_ONLY))
+            return Reply.say(customer_texts.shown(texts, customer_texts.LINK_PRIVATE_ONLY))
         # The button again where the customer may try again (a contact shared without
         # /link had none); removed where sharing the number again changes nothing.
         if not contact.own:
@@ -101,14 +104,9 @@ class AccountLinking:
             )
         if account is None:
             return self._reply(job, "not_found", customer_texts.LINK_NOT_FOUND, "remove", texts)
-        entry = OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=job.job.turn_id,
-            chat_id=job.job.chat_id,
-            format="plain",
-            text=customer_texts.shown(texts, customer_texts.LINK_DONE),
+        entry = Reply.of(
+            SendText(text=customer_texts.shown(texts, customer_texts.LINK_DONE), keyboard="remove"),
             audit=(self._entry(job, "linked").to_fields(),),
-            reply_keyboard="remove",
         )
         customer_id = account.customer_id
         now = self.clock()
@@ -127,13 +125,15 @@ class AccountLinking:
         text: str,
         keyboard: ReplyKeyboardKind,
         texts: Texts | None,
-    ) -> PlainReply:
+    ) -> Reply:
         """Nothing linked: ``text`` with the button (or its removal), and the audit entry."""
-        return PlainReply(
-            text=customer_texts.shown(texts, text),
+        return Reply.of(
+            SendText(
+                text=customer_texts.shown(texts, text),
+                keyboard=keyboard,
+                language=texts.language if texts is not None else None,
+            ),
             audit=(self._entry(job, event).to_fields(),),
-            reply_keyboard=keyboard,
-            language=texts.language if texts is not None else None,
         )
 
     def _entry(self, job: JobContext, event: LinkEvent) -> LinkAuditEntry:

@@ -54,8 +54,9 @@ from bot.customer_texts import (
 from bot.engine.action_audit import action_fields
 from bot.ops.crash_points import ACTION_HANDLED, crash_point
 from bot.queue.dead_letters import DeadLetter, DeadLetters
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import EditCard, SendText, StaffRelay
 from bot.queue.job_results import JobContext, SessionChange
-from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession
 from bot.sessions.pending import OUTCOME_MIRROR, Choice, PendingAction
@@ -314,13 +315,12 @@ class ActionConfirmations:
                         ),
                     ),
                 )
-        entry = OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=job.job.turn_id,
-            chat_id=job.job.chat_id,
-            format="plain",
-            text=result.message,
-            staff=staff,
+        reply = Reply.of(
+            EditCard(message_id=press.card_message_id, text=result.card_text)
+            if press.card_message_id is not None
+            else None,
+            SendText(text=result.message),
+            StaffRelay(actions=staff) if staff else None,
             audit=_press_audit(
                 pending,
                 verdict,
@@ -330,17 +330,12 @@ class ActionConfirmations:
                 decided=decided,
                 seconds=perf_counter() - started,
             ),
-            card_edit=(
-                CardEdit(message_id=press.card_message_id, text=result.card_text)
-                if press.card_message_id is not None
-                else None
-            ),
         )
         return SessionChange(
             change=lambda current: current.with_action_outcome(
                 pending.action_id, result.message, now, job.job.turn_id
             ),
-            entry=entry,
+            reply=reply,
             tool_result=result.for_model,
             tool_name=pending.tool_name,
             action_id=pending.action_id,

@@ -2,7 +2,8 @@
 
 A :data:`~bot.engine.turn_outcomes.TurnFollower` for the chat service: the
 turn's :class:`~bot.engine.turn_outcomes.ActionProposed` outcome becomes the
-confirmation card shown after the answer and the ``proposed`` (and
+confirmation card shown after the answer (a :class:`~bot.queue.delivery_steps.SendCard`
+step) and the ``proposed`` (and
 ``superseded``) audit entries, committed with the turn.
 """
 
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 
 from bot.engine.action_audit import proposal_fields
 from bot.engine.turn_outcomes import FollowUp, TurnEnd
+from bot.queue.delivery_steps import SendCard
 from bot.sessions.pending import ActionCard
 
 
@@ -38,9 +40,7 @@ class ActionCards:
             turn_id=end.context.turn_id,
             now=self.clock(),
         )
-        return dataclasses.replace(
-            follow,
-            audit=follow.audit + audit,
+        card = SendCard(
             card=ActionCard(
                 action_id=proposal.action.action_id,
                 text=proposal.action.description,
@@ -48,3 +48,4 @@ class ActionCards:
             ),
             superseded=proposal.superseded.action_id if proposal.superseded is not None else None,
         )
+        return dataclasses.replace(follow, audit=follow.audit + audit, steps=(*follow.steps, card))

@@ -27,7 +27,6 @@ from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
 from bot.engine.turn_outcomes import (
     ActionProposed,
-    Answer,
     FollowUp,
     HandoffAsked,
     TurnEnd,
@@ -36,8 +35,10 @@ from bot.engine.turn_outcomes import (
 from bot.llm.types import EncodedPart, Message
 from bot.ops.log_context import chat_label
 from bot.ops.surrogates import replace_lone_surrogates
+from bot.queue.delivery import Delivery, Reply
+from bot.queue.delivery_steps import SendCard, SendText, StaffRelay
 from bot.queue.job_results import JobContext, JobDone, SessionChange
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.jobs import QueuedJob
 from bot.queue.staff_actions import HandoffTurn, StaffAction
 from bot.sessions.models import ConversationSession
 from bot.sessions.pending import ActionCard, expired_note, is_expired, pending_note
@@ -72,7 +73,7 @@ class ChatReply:
     ``summary_updated`` says a summary update was started for messages that
     left the window (it runs after the reply); ``has_summary`` that the
     session carries one. ``usage`` is summed over the turn's model calls.
-    ``delivery`` is the outbox entry a worker's turn committed (to be sent).
+    ``delivery`` is the reply the turn committed (to be delivered).
     """
 
     text: str
@@ -88,7 +89,7 @@ class ChatReply:
     tool_names: tuple[str, ...]
     summary_updated: bool
     has_summary: bool
-    delivery: OutboxEntry
+    delivery: Delivery
     # The confirmation card of a write the model proposed, shown after the answer.
     card: ActionCard | None = None
 
@@ -267,21 +268,21 @@ class ChatService:
             follow = follower(end, follow)
         updated = follow.session
         note = follow.note
-        entry = OutboxEntry(
-            job_id=job.job_id,
+        answer = SendText(text=f"{note}\n\n{result.text}" if note else result.text, answer=True)
+        entry = Delivery.of(
+            job,
+            Reply.of(
+                answer,
+                *follow.steps,
+                audit=tuple(
+                    item.to_fields()
+                    for item in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
+                )
+                + follow.audit,
+            ),
             turn_id=context.turn_id,
-            chat_id=job.chat_id,
-            format="answer",
-            text=f"{note}\n\n{result.text}" if note else result.text,
-            audit=tuple(
-                entry.to_fields()
-                for entry in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
-            )
-            + follow.audit,
-            staff=follow.staff,
-            card=follow.card,
-            superseded=follow.superseded,
         )
+        shown = entry.first(SendCard)
         completion = JobCompletion(
             job_raw=held.job_raw,
             job_id=job.job_id,
@@ -310,7 +311,7 @@ class ChatService:
             summary_updated=self.window.overflows(updated.messages),
             has_summary=updated.summary is not None,
             delivery=entry,
-            card=follow.card,
+            card=shown.card if shown is not None else None,
         )
 
     @contextlib.asynccontextmanager
@@ -428,13 +429,14 @@ class ChatService:
         conversation_key: str,
         held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
-        entry: OutboxEntry,
+        reply: Reply,
     ) -> JobDone:
-        """Change the session outside a model turn (handoff steps), popping the job with ``entry``.
+        """Change the session outside a model turn (handoff steps), popping the job with ``reply``.
 
-        Returns the job's result (``entry``, committed; no summary due). Raises a
+        Returns the job's result (``reply``, committed; no summary due). Raises a
         :class:`ChatServiceError` when the session cannot be saved.
         """
+        entry = Delivery.of(held.job, reply)
         try:
             locked = await self.store.held(
                 conversation_key,
@@ -453,7 +455,7 @@ class ChatService:
             await self.store.commit(locked, updated, completion=completion, release=False)
         except SessionStoreError as error:
             raise _translate_store_error(error, entry.turn_id) from error
-        return JobDone(reply=entry)
+        return JobDone(delivery=entry)
 
     async def answer_action(
         self, context: TurnContext, held: JobContext, settled: SessionChange
@@ -464,11 +466,11 @@ class ChatService:
         tool message, and writes the answer the customer reads; the press's card edit,
         staff steps and audit go with it in one commit. A model that cannot answer (or
         proposes another action here) leaves the application's outcome
-        (``settled.entry``), committed as any press is.
+        (``settled.reply``), committed as any press is.
         """
         if settled.tool_result is None or settled.action_id is None:
             return await self.commit_without_turn(
-                context.conversation_key, held, settled.change, settled.entry
+                context.conversation_key, held, settled.change, settled.reply
             )
         started = perf_counter()
         recorder = TurnAuditRecorder(
@@ -513,26 +515,30 @@ class ChatService:
                 type(error).__name__,
             )
             return await self.commit_without_turn(
-                context.conversation_key, held, settled.change, settled.entry
+                context.conversation_key, held, settled.change, settled.reply
             )
         if result.proposal is not None:
             # One card per press: the confirmed read is told as the application words it.
             return await self.commit_without_turn(
-                context.conversation_key, held, settled.change, settled.entry
+                context.conversation_key, held, settled.change, settled.reply
             )
         updated = session.with_action_outcome(
             settled.action_id, result.text, _now(), context.turn_id
         )
-        entry = settled.entry.model_copy(
-            update={
-                "format": "answer",
-                "text": result.text,
-                "audit": settled.entry.audit
+        # The model's answer is the text the press tells (its card's edit and relays stay).
+        answer = SendText(text=result.text, answer=True)
+        entry = Delivery.of(
+            held.job,
+            Reply(
+                steps=tuple(
+                    answer if isinstance(step, SendText) else step for step in settled.reply.steps
+                ),
+                audit=settled.reply.audit
                 + tuple(
                     item.to_fields()
                     for item in self._audit_entries(recorder, TurnOutcome.ANSWERED, started)
                 ),
-            }
+            ),
         )
         completion = JobCompletion(
             job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.model_dump_json()
@@ -541,7 +547,7 @@ class ChatService:
             await self.store.commit(locked, updated, completion=completion, release=False)
         except SessionStoreError as error:
             raise _translate_store_error(error, context.turn_id) from error
-        return JobDone(reply=entry)
+        return JobDone(delivery=entry)
 
     async def keep_photo(
         self,
@@ -561,20 +567,13 @@ class ChatService:
         """
         turn_id = held.job.turn_id
         content = self._question(caption, TurnInput(kind="photo"), turn_id)
-        entry = OutboxEntry(
-            job_id=held.job.job_id,
-            turn_id=turn_id,
-            chat_id=held.job.chat_id,
-            format="none",
-            text="",
-            staff=staff,
-        )
+        reply = Reply.of(StaffRelay(actions=staff) if staff else None)
         now = _now()
 
         def change(session: ConversationSession) -> ConversationSession:
             return session.with_customer_photo(content, (file_id,), now, turn_id)
 
-        return await self.commit_without_turn(conversation_key, held, change, entry)
+        return await self.commit_without_turn(conversation_key, held, change, reply)
 
     def _audit_entries(
         self, recorder: TurnAuditRecorder, outcome: TurnOutcome, started: float
@@ -766,7 +765,7 @@ def _turn_end(
         question=question,
         turn_input=turn_input,
         customer=customer,
-        answer=Answer(text=result.text),
+        answer=result.text,
         proposal=proposal,
         handoff=HandoffAsked(reason=result.handoff.reason) if result.handoff is not None else None,
     )

@@ -14,8 +14,8 @@ from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
+from bot.queue.delivery import Delivery
 from bot.queue.job_results import JobContext, SessionChange
-from bot.queue.jobs import OutboxEntry
 from bot.queue.staff_actions import HandoffTurn
 from turn import TurnContext
 
@@ -60,7 +60,7 @@ class LocalTurns:
         self,
         context: TurnContext,
         step: Callable[[JobContext], Awaitable[SessionChange | None]],
-    ) -> OutboxEntry | None:
+    ) -> Delivery | None:
         """Run a step other than a turn (a pressed card) as a job of its own; commit its change.
 
         Returns the reply committed, its audit written; ``None`` when the step
@@ -73,10 +73,8 @@ class LocalTurns:
                 return None
             # A confirmed read is answered by the model; anything else is committed as is.
             done = await self._chat.answer_action(context, held, settled)
-        reply = done.reply
-        if reply is not None:
-            await self._audit.write_fields(list(reply.audit))
-        return reply
+        await self._audit.write_fields(list(done.delivery.audit))
+        return done.delivery
 
     async def reset(self, conversation_key: str) -> None:
         """Start a fresh conversation (the old one is archived for staff)."""

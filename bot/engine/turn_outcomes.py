@@ -1,6 +1,6 @@
 """What a model turn came to, as typed outcomes, and what the parts that own them add.
 
-A turn ends with an :class:`Answer`, and perhaps an :class:`ActionProposed`
+A turn ends with the model's answer, and perhaps an :class:`ActionProposed`
 (a write the model proposed, waiting for the customer's button) and a
 :class:`HandoffAsked` (the model called for a person). The chat service does
 not decide what follows from them: each part that owns an outcome is a
@@ -14,17 +14,11 @@ decides, it never commits nor sends.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.queue.staff_actions import HandoffTurn, StaffAction
+from bot.queue.delivery_steps import DeliveryStep
+from bot.queue.staff_actions import HandoffTurn
 from bot.sessions.models import ConversationSession
-from bot.sessions.pending import ActionCard, PendingAction
+from bot.sessions.pending import PendingAction
 from turn import TurnContext, TurnInput
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Answer:
-    """The model's answer to the customer (after the help-center link check)."""
-
-    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,7 +42,8 @@ class TurnEnd:
 
     ``before``: the session the turn started from (``None`` for a new one);
     ``question``: the customer's message as the history keeps it; ``customer``:
-    who wrote, for a front end with a staff chat (Telegram), else ``None``.
+    who wrote, for a front end with a staff chat (Telegram), else ``None``;
+    ``answer``: the model's answer to the customer (after the help-center link check).
     """
 
     context: TurnContext
@@ -56,7 +51,7 @@ class TurnEnd:
     question: str
     turn_input: TurnInput
     customer: HandoffTurn | None
-    answer: Answer
+    answer: str
     proposal: ActionProposed | None
     handoff: HandoffAsked | None
 
@@ -66,18 +61,17 @@ class FollowUp:
     """What follows a turn, committed with it: the session to save and the reply's extras.
 
     ``session`` starts as the session with the turn (and its pending action);
-    ``note`` goes before the answer; ``card`` is shown after it and
-    ``superseded`` names the action whose card it replaces; ``ends_failed_streak``:
-    an answer ends the chat's streak of failed turns (set by the handoff part, the
-    only one that records a streak: without it the commit skips the delete).
+    ``note`` goes before the answer, in its text; ``steps`` are delivered after
+    the answer, in order (a proposal's card, the handoff's staff relays);
+    ``ends_failed_streak``: an answer ends the chat's streak of failed turns (set
+    by the handoff part, the only one that records a streak: without it the
+    commit skips the delete).
     """
 
     session: ConversationSession
-    staff: tuple[StaffAction, ...] = ()
+    steps: tuple[DeliveryStep, ...] = ()
     audit: tuple[dict[str, str], ...] = ()
     note: str | None = None
-    card: ActionCard | None = None
-    superseded: str | None = None
     ends_failed_streak: bool = False
 
 

@@ -34,6 +34,7 @@ from bot.handoff.feature import HandoffFeature
 from bot.language.choice import StoredLanguage
 from bot.language.texts import Texts
 from bot.llm.types import ToolCallingClient
+from bot.queue.delivery_steps import EditCard
 from bot.queue.staff_actions import HandoffTurn
 from bot.sessions.handoff_machine import utc_now
 from bot.sessions.models import ConversationSession
@@ -267,8 +268,9 @@ class Trial:
         if entry is None:
             seen.bot(gettext(customer_texts.ACTION_STALE_ANSWER), "outcome")
             return
-        if entry.card_edit is not None:
-            seen.bot(entry.card_edit.text, "card")
+        edit = entry.first(EditCard)
+        if edit is not None:
+            seen.bot(edit.text, "card")
         seen.bot(entry.text, "outcome")
 
     async def _observe(self, app: Application, seen: _Conversation) -> Observation:

@@ -21,8 +21,9 @@ from bot.engine.chat_service import SPEECH_MARK, ChatService
 from bot.handoff.topics import TopicDirectory
 from bot.handoff.turns import IDLE_TOPIC_NOTE, closed_entry
 from bot.language.texts import Texts
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import EditCard, SendText, StaffRelay
 from bot.queue.job_results import JobContext, JobDone
-from bot.queue.jobs import CardEdit, OutboxEntry
 from bot.queue.staff_actions import (
     HandoffTurn,
     StaffAction,
@@ -121,7 +122,7 @@ class HandoffService:
         text: str,
         reason: str = "",
         audit: tuple[dict[str, str], ...] = (),
-        card_edit: CardEdit | None = None,
+        card_edit: EditCard | None = None,
         texts: Texts | None = None,
     ) -> JobDone:
         """Put the conversation in ``waiting``, tell the customer ``text``, open the topic.
@@ -137,13 +138,20 @@ class HandoffService:
         target = step(self.state(job), event).target
         now = self._now()
         why = reason_of(trigger, reason)
-        entry = OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=turn_id,
-            chat_id=job.job.chat_id,
-            format="plain",
-            text=text,
-            card_edit=card_edit,
+        entry = Reply.of(
+            card_edit,
+            SendText(text=text),
+            StaffRelay(
+                actions=(
+                    StaffAction(
+                        kind="open",
+                        name=customer.name,
+                        username=customer.username,
+                        text=staff_label(trigger, reason),
+                        handoff_reason=why,
+                    ),
+                )
+            ),
             audit=(
                 *audit,
                 *self._ended_idle(job),
@@ -155,15 +163,6 @@ class HandoffService:
                     reason=reason,
                     handoff_reason=why,
                 ).to_fields(),
-            ),
-            staff=(
-                StaffAction(
-                    kind="open",
-                    name=customer.name,
-                    username=customer.username,
-                    text=staff_label(trigger, reason),
-                    handoff_reason=why,
-                ),
             ),
         )
         return await self.chat.commit_without_turn(
@@ -195,15 +194,10 @@ class HandoffService:
         if self.suggest:
             # After the relay, as its own job: drafting never holds the copy up.
             staff += (StaffAction(kind="suggest"),)
-        entry = OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=job.job.turn_id,
-            chat_id=job.job.chat_id,
-            format="none",
-            text="",
+        entry = Reply.of(
+            StaffRelay(actions=staff),
             # A suggestion still unsent answers an older message: the newer one replaces it.
             audit=self._suggestion_ended(job, "replaced"),
-            staff=staff,
         )
         if transcript:
             content = f"{SPEECH_MARK}{transcript}"
@@ -291,14 +285,10 @@ class HandoffService:
                     wait_ms=(now - since).total_seconds() * 1000 if since is not None else 0.0,
                 ).to_fields()
             )
-        entry = OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=turn_id,
-            chat_id=job.job.chat_id,
-            format="none" if send is None else "plain",
-            text=send or "",
+        entry = Reply.of(
+            SendText(text=send) if send is not None else None,
+            StaffRelay(actions=staff) if staff else None,
             audit=(*steps, *audit),
-            staff=staff,
         )
 
         def change(session: ConversationSession) -> ConversationSession:
@@ -346,24 +336,22 @@ class HandoffService:
         open_now = before is not None and before.handoff != "bot"
         event = HandoffEvent.STAFF_CLOSES if closed_by == "staff" else HandoffEvent.GOES_IDLE
         target = step(before.handoff if before is not None else "bot", event).target
-        entry = OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=job.job.turn_id,
-            chat_id=job.job.chat_id,
-            format="plain" if open_now else "none",
-            text=self.localize(before.language, customer_texts.HANDOFF_IDLE_NOTE)
+        entry = Reply.of(
+            SendText(text=self.localize(before.language, customer_texts.HANDOFF_IDLE_NOTE))
             if before is not None and open_now
-            else "",
+            else None,
+            StaffRelay(
+                actions=(
+                    StaffAction(kind="post", text=_topic_note(open_now, closed_by)),
+                    StaffAction(kind="ended"),
+                )
+            ),
             audit=(
                 closed_entry(before, str(job.job.chat_id), job.job.turn_id, closed_by, now),
                 *self._suggestion_ended(job, "unused"),
             )
             if before is not None and open_now
             else (),
-            staff=(
-                StaffAction(kind="post", text=_topic_note(open_now, closed_by)),
-                StaffAction(kind="ended"),
-            ),
         )
         return await self.chat.commit_without_turn(
             conversation_key,

@@ -17,6 +17,7 @@ from bot.audit.assist import AssistAuditEntry
 from bot.audit.schema import HandoffAuditEntry
 from bot.engine.chat_service import SPEECH_MARK
 from bot.engine.turn_outcomes import FollowUp, TurnEnd
+from bot.queue.delivery_steps import StaffRelay
 from bot.queue.staff_actions import StaffAction, reason_of, staff_label, transcript_post
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step
 from bot.sessions.models import ConversationSession, HandoffState
@@ -125,7 +126,7 @@ class TurnHandoff:
         return dataclasses.replace(
             follow,
             session=updated,
-            staff=follow.staff + staff,
+            steps=(*follow.steps, StaffRelay(actions=staff)) if staff else follow.steps,
             audit=follow.audit + audit,
             note=note,
             ends_failed_streak=True,

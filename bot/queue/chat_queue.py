@@ -26,7 +26,8 @@ from pydantic import ValidationError
 
 from bot.ops.log_context import chat_label
 from bot.ops.retry import RetryCounter
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.delivery import Delivery
+from bot.queue.jobs import QueuedJob
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.storage.connection import AsyncRedisClient, text_of
 from bot.storage.keys import ConversationKeys, RedisKeys
@@ -55,7 +56,7 @@ class ChatState:
 
     head: QueuedJob | None
     head_raw: str
-    outbox: tuple[OutboxEntry, ...]
+    outbox: tuple[Delivery, ...]
     session_version: str
     session_data: str
     # The customer blocked the bot (read in the same script: no extra round trip).
@@ -120,7 +121,7 @@ class ChatQueue:
         token: str,
         job_raw: str,
         job_id: str,
-        reply: OutboxEntry | None,
+        reply: Delivery | None,
     ) -> bool:
         """Pop the head job and store its reply; ``False`` if that had happened before.
 
@@ -197,7 +198,7 @@ class ChatQueue:
 
     async def _readable(
         self, keys: ConversationKeys, pairs: list[bytes | str]
-    ) -> tuple[OutboxEntry, ...]:
+    ) -> tuple[Delivery, ...]:
         """The outbox entries in ``pairs`` (field, value, ...); unreadable ones are moved aside.
 
         Left in place, an unreadable entry keeps the chat from being released: its
@@ -268,7 +269,7 @@ class ChatQueue:
 
 def _state(
     head_raw: str,
-    outbox: tuple[OutboxEntry, ...],
+    outbox: tuple[Delivery, ...],
     version: object,
     data: object,
     blocked: object,
@@ -294,9 +295,10 @@ def _state(
     )
 
 
-def _outbox_entry(raw: object) -> OutboxEntry | None:
+def _outbox_entry(raw: object) -> Delivery | None:
     """The entry, or ``None`` when it is not one (the caller logs and moves it aside)."""
     try:
-        return OutboxEntry.model_validate_json(text_of(raw))
-    except (ValidationError, UnicodeDecodeError):
+        return Delivery.read(text_of(raw))
+    except ValueError:
+        # Not JSON, not a delivery of any version, or bytes that are not UTF-8.
         return None

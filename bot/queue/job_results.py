@@ -5,14 +5,15 @@ reaches them as workflow data ``job``, and the chat service's turn takes the
 same value). A handler that changes the session commits its reply itself,
 because the session, the job's pop and the reply must be one script (a chat
 turn, a handoff step, a pressed card): it returns :class:`JobDone`. Every
-other handler returns :class:`PlainReply`. Never a send.
+other handler returns a :class:`~bot.queue.delivery.Reply`. Never a send.
 
-The front end's job runner turns either into a :class:`JobOutcome` and hands
-it to the worker, which alone finishes the job from that value
-(:mod:`bot.queue.worker`): :class:`JobDone` (committed already: deliver it),
-:class:`JobReply` (pop the job with this reply, then deliver it) or
-:class:`JobDropped` (pop the job, nothing to say). A job whose run overruns
-the worker's deadline has no outcome: the worker counts it as a failed attempt.
+Both are a :data:`JobOutcome`, what the front end's job runner hands the
+worker, which alone finishes the job from that value (:mod:`bot.queue.worker`):
+:class:`JobDone` (committed already: deliver it), a
+:class:`~bot.queue.delivery.Reply` (pop the job with this reply, then deliver
+it) or :class:`JobDropped` (pop the job, nothing to say). A job whose run
+overruns the worker's deadline has no outcome: the worker counts it as a
+failed attempt.
 """
 
 from collections.abc import Callable
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 
-from bot.queue.jobs import CardEdit, OutboxEntry, QueuedJob, ReplyKeyboardKind
-from bot.queue.staff_actions import StaffAction
+from bot.queue.delivery import Delivery, Reply
+from bot.queue.jobs import QueuedJob
 from bot.sessions.models import ConversationSession, session_of
 
 
@@ -55,32 +56,13 @@ class JobContext:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobDone:
-    """A job's reply, committed to the chat's outbox (or none), and whether a summary is due.
+    """A job's reply, committed to the chat's outbox, and whether a summary is due.
 
     What a committing handler returns, and what a job runner returns to the worker.
     """
 
-    reply: OutboxEntry | None
+    delivery: Delivery
     summary_due: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlainReply:
-    """The bot's own text for the customer (and a failed turn's audit entries).
-
-    ``staff`` are handoff relay steps the worker runs after delivering it;
-    ``card_edit`` a message of the bot's to rewrite first; ``reply_keyboard`` a
-    reply keyboard sent with the text; ``language`` the keyboard's (its button is
-    rendered at delivery). An empty ``text`` sends nothing (an edit and audit
-    entries only).
-    """
-
-    text: str
-    audit: tuple[dict[str, str], ...] = ()
-    staff: tuple[StaffAction, ...] = ()
-    card_edit: CardEdit | None = None
-    reply_keyboard: ReplyKeyboardKind | None = None
-    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,28 +70,17 @@ class SessionChange:
     """A change of the held session outside a model turn, for the caller to commit.
 
     What a part that decides without committing returns (a pressed card): the
-    front end commits ``change`` with the job's pop and ``entry`` in one script
+    front end commits ``change`` with the job's pop and ``reply`` in one script
     (``ChatService.commit_without_turn``), and the result is a :class:`JobDone`.
     """
 
     change: Callable[[ConversationSession], ConversationSession]
-    entry: OutboxEntry
-    # A confirmed read: the model answers from this tool message instead of ``entry``'s
-    # text (``ChatService.answer_action``); ``entry`` is the answer if it cannot.
+    reply: Reply
+    # A confirmed read: the model answers from this tool message instead of ``reply``'s
+    # text (``ChatService.answer_action``); ``reply`` is the answer if it cannot.
     tool_result: str | None = None
     tool_name: str | None = None
     action_id: str | None = None
-
-
-JobResult = JobDone | PlainReply
-"""What a handler returns (a handler given a :class:`SessionChange` commits it first)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobReply:
-    """A reply for the worker to commit (pop the job, store ``reply`` in the outbox) and deliver."""
-
-    reply: OutboxEntry
 
 
 class DropReason(StrEnum):
@@ -132,5 +103,5 @@ class JobDropped:
     reason: DropReason
 
 
-JobOutcome = JobDone | JobReply | JobDropped
-"""What a front end's job runner tells the worker happened to a job."""
+JobOutcome = JobDone | Reply | JobDropped
+"""What happened to a job: what a handler returns, and what a job runner tells the worker."""

@@ -1,18 +1,16 @@
-"""What waits in a chat's queue and in its outbox (pydantic: both cross the Redis boundary)."""
+"""What waits in a chat's queue (pydantic: it crosses the Redis boundary).
+
+What waits in its outbox, a committed reply, is :class:`bot.queue.delivery.Delivery`.
+"""
 
 import hashlib
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.queue.staff_actions import StaffAction
-from bot.sessions.pending import ActionCard
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
-
-ReplyKeyboardKind = Literal["contact", "remove"]
-"""The reply keyboards the bot sends: «share my number» (``contact``), or none (``remove``)."""
 
 
 class Notice(StrEnum):
@@ -54,60 +52,6 @@ class QueuedJob(BaseModel):
     # the worker's router does not decide again. ``None``: not decided at intake (a staff
     # topic message, a press, the bot's own notice, or a job an older version queued).
     addressed: bool | None = None
-
-
-class CardEdit(BaseModel):
-    """A confirmation card's message to rewrite once its action is settled."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    message_id: int
-    text: str
-
-
-class FeedbackQuestion(BaseModel):
-    """The satisfaction question to send (its buttons carry the question id)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    question_id: str
-
-
-class OutboxEntry(BaseModel):
-    """A reply committed and not yet delivered, with the audit entries its delivery completes.
-
-    ``format="none"`` sends nothing to the customer (a handed-off message only
-    relayed); ``staff`` are the relay steps done after the send (:mod:`bot.handoff`).
-    ``audit`` holds the turn's audit entries as stream fields (JSON in Redis),
-    built and read by :mod:`bot.audit.schema`; the turn entry's outcome is
-    settled when delivery succeeds or fails.
-    """
-
-    # Stored in Redis: a field another version wrote (a rolling deploy) is ignored, not fatal.
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    job_id: str
-    turn_id: str
-    chat_id: int
-    format: Literal["answer", "plain", "none"]
-    text: str
-    audit: tuple[dict[str, str], ...] = ()
-    staff: tuple[StaffAction, ...] = ()
-    # A confirmation card sent after the text (a write the model proposed).
-    card: ActionCard | None = None
-    # A confirmation card to edit before the text: its new text, its keyboard removed.
-    card_edit: CardEdit | None = None
-    # The action whose card a new proposal superseded: its card is edited to say so.
-    superseded: str | None = None
-    # The satisfaction question, sent instead of a text; its ``asked`` audit only if sent.
-    question: FeedbackQuestion | None = None
-    # The offer of a person (one button), sent instead of a text; its audit only if sent.
-    person_offer: bool = False
-    # A reply keyboard sent with the text: the button that shares the customer's own
-    # contact (account linking), or its removal once linked.
-    reply_keyboard: ReplyKeyboardKind | None = None
-    # The conversation's language, for what the worker renders at delivery (the question).
-    language: str | None = None
 
 
 def turn_id_for(conversation_key: str, update_id: int) -> str:

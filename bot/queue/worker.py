@@ -33,8 +33,8 @@ from bot.ops.log_context import chat_label
 from bot.ops.retry import RetryCounter
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.chat_queue import ChatQueue, ChatState, LeaseLostError
-from bot.queue.job_results import JobDone, JobDropped, JobOutcome, JobReply
-from bot.queue.jobs import OutboxEntry
+from bot.queue.delivery import Delivery, Reply
+from bot.queue.job_results import JobDone, JobDropped, JobOutcome
 from bot.queue.redis_patience import BOOKKEEPING_RETRY_SECONDS, until_redis_answers
 from bot.queue.sweep import QueueSweep
 from bot.queue.work_stream import Acknowledger, Signal, WorkStream
@@ -69,12 +69,12 @@ class JobRunner(Protocol):
         """Run the head job of ``state`` and say what happened; the worker finishes it."""
         ...
 
-    async def tell(self, reply: OutboxEntry) -> None:
-        """Send ``reply`` and write its audit without the queue: Redis lost its job."""
+    async def tell(self, reply: Delivery) -> None:
+        """Send ``reply``'s texts and write its audit without the queue: Redis lost its job."""
         ...
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
-        """Send a committed reply, record it undelivered if it cannot be, audit the turn.
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
+        """Deliver a committed reply's steps, record it undelivered if it cannot be, audit it.
 
         ``blocked``: the customer blocked the bot (read with the chat's state).
         """
@@ -402,29 +402,28 @@ class WorkerPool:
 
     async def _finish_job(
         self, state: ChatState, lease: HeldLease, outcome: JobOutcome
-    ) -> OutboxEntry | None:
+    ) -> Delivery | None:
         """Finish the head job from what the runner says happened; the reply to deliver."""
         key = lease.conversation_key
-        job_id = state.head.job_id if state.head is not None else ""
+        job = state.head
         if isinstance(outcome, JobDone):
             # The handler's commit popped the job with the session and the reply.
-            return outcome.reply
-        if isinstance(outcome, JobDropped):
-            logger.debug("Job %s of %s dropped (%s)", job_id, chat_label(key), outcome.reason)
-            await self._queue.complete(key, lease.token, state.head_raw, job_id, None)
-            return None
-        return await self._commit_reply(state, lease, outcome)
+            return outcome.delivery
+        if isinstance(outcome, Reply) and job is not None:
+            return await self._commit_reply(state, lease, Delivery.of(job, outcome))
+        reason = outcome.reason if isinstance(outcome, JobDropped) else "unreadable"
+        job_id = job.job_id if job is not None else ""
+        logger.debug("Job %s of %s dropped (%s)", job_id, chat_label(key), reason)
+        await self._queue.complete(key, lease.token, state.head_raw, job_id, None)
+        return None
 
-    async def _commit_reply(
-        self, state: ChatState, lease: HeldLease, outcome: JobReply
-    ) -> OutboxEntry:
+    async def _commit_reply(self, state: ChatState, lease: HeldLease, entry: Delivery) -> Delivery:
         """Pop the head job with its reply in the outbox; the reply to deliver.
 
         When the job had been finished before (a turn's commit whose reply was lost
         to a timeout), the outbox holds its real reply: that one is delivered.
         """
         key = lease.conversation_key
-        entry = outcome.reply
         try:
             done_now = await self._queue.complete(
                 key, lease.token, state.head_raw, entry.job_id, entry
@@ -441,7 +440,7 @@ class WorkerPool:
         return stored or entry
 
     async def _outcome_not_stored(
-        self, state: ChatState, lease: HeldLease, entry: OutboxEntry
+        self, state: ChatState, lease: HeldLease, entry: Delivery
     ) -> None:
         """Redis went away (refused, reset) before the job's reply was stored.
 

@@ -29,16 +29,16 @@ from bot.customer_texts import Translate
 from bot.engine.action_audit import proposal_fields
 from bot.handoff.service import HandoffService
 from bot.queue.admission import Intake
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import SendCard, StaffRelay
 from bot.queue.job_results import (
     DropReason,
     JobContext,
     JobDone,
     JobDropped,
     JobOutcome,
-    JobReply,
-    PlainReply,
 )
-from bot.queue.jobs import Notice, OutboxEntry
+from bot.queue.jobs import Notice
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession
 from bot.sessions.pending import ActionCard
@@ -128,17 +128,12 @@ class StaffAssist:
             failed = AssistAuditEntry(
                 chat_id=chat, turn_id=job.job.turn_id, event="suggestion_failed", error=error.kind
             )
-            return JobReply(
-                reply=self._entry(
-                    job,
-                    audit=(failed.to_fields(),),
-                    staff=(
-                        StaffAction(
-                            kind="post",
-                            text=self.staff_texts(SUGGESTION_FAILED).format(kind=error.kind),
-                        ),
-                    ),
-                )
+            return _relay(
+                StaffAction(
+                    kind="post",
+                    text=self.staff_texts(SUGGESTION_FAILED).format(kind=error.kind),
+                ),
+                audit=(failed.to_fields(),),
             )
         suggestion = StaffSuggestion(
             suggestion_id=new_suggestion_id(),
@@ -154,18 +149,15 @@ class StaffAssist:
             suggestion_id=suggestion.suggestion_id,
             tool_name=drafted.action.tool_name if drafted.action is not None else "",
         )
-        entry = self._entry(
-            job,
-            audit=(suggested.to_fields(),),
-            staff=(
-                StaffAction(
-                    kind="suggestion",
-                    text=suggestion.text,
-                    suggestion_id=suggestion.suggestion_id,
-                    language=language,
-                    action=drafted.action.description if drafted.action is not None else "",
-                ),
+        entry = _relay(
+            StaffAction(
+                kind="suggestion",
+                text=suggestion.text,
+                suggestion_id=suggestion.suggestion_id,
+                language=language,
+                action=drafted.action.description if drafted.action is not None else "",
             ),
+            audit=(suggested.to_fields(),),
         )
         return await self.handoff.chat.commit_without_turn(
             conversation_key, job, lambda stored: stored.with_suggestion(suggestion), entry
@@ -173,7 +165,7 @@ class StaffAssist:
 
     async def press(
         self, conversation_key: str, job: JobContext, press: "SuggestionPress", message_id: int
-    ) -> JobDone | PlainReply | None:
+    ) -> JobDone | Reply | None:
         """Staff pressed a suggestion's button (checked as staff's): send it, or its card.
 
         ``None`` when the suggestion is no longer open (replaced, sent, answered):
@@ -219,7 +211,7 @@ class StaffAssist:
         job: JobContext,
         session: ConversationSession,
         suggestion: StaffSuggestion,
-    ) -> JobDone | PlainReply:
+    ) -> JobDone | Reply:
         """Propose the suggestion's action now (checked again) and send the customer its card."""
         action = suggestion.action
         assert action is not None  # noqa: S101 - the caller checked
@@ -232,7 +224,7 @@ class StaffAssist:
         proposed = await self.tools.propose(call, context)
         if not isinstance(proposed, Proposed):
             text = self.staff_texts(SUGGESTION_CARD_REFUSED).format(code=proposed.code)
-            return PlainReply(text="", staff=(StaffAction(kind="post", text=text),))
+            return _relay(StaffAction(kind="post", text=text))
         pending = proposed.action
         before = session.pending_action
         chat = str(job.job.chat_id)
@@ -248,18 +240,19 @@ class StaffAssist:
                 tool_name=pending.tool_name,
             ).to_fields(),
         )
-        entry = OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=job.job.turn_id,
-            chat_id=job.job.chat_id,
-            format="none",
-            text="",
-            audit=audit,
-            staff=(StaffAction(kind="post", text=self.staff_texts(SUGGESTION_CARD_SENT)),),
-            card=ActionCard(
-                action_id=pending.action_id, text=pending.description, language=context.language
+        entry = Reply.of(
+            SendCard(
+                card=ActionCard(
+                    action_id=pending.action_id,
+                    text=pending.description,
+                    language=context.language,
+                ),
+                superseded=before.action_id if before is not None else None,
             ),
-            superseded=before.action_id if before is not None else None,
+            StaffRelay(
+                actions=(StaffAction(kind="post", text=self.staff_texts(SUGGESTION_CARD_SENT)),)
+            ),
+            audit=audit,
         )
         sent = suggestion.model_copy(update={"card_sent": True})
         return await self.handoff.chat.commit_without_turn(
@@ -286,17 +279,11 @@ class StaffAssist:
         if codes:
             lines.append(self.staff_texts(QUALITY_REVIEW_TURNS).format(turns=", ".join(codes)))
         lines.append(self.staff_texts(QUALITY_REVIEW_HINT))
-        return JobReply(
-            reply=self._entry(
-                job,
-                audit=(),
-                staff=(
-                    StaffAction(kind="open", text=QUALITY_REVIEW_LABEL),
-                    StaffAction(kind="post", text="\n".join(lines)),
-                    # Not a handoff: no idle checks for it.
-                    StaffAction(kind="ended"),
-                ),
-            )
+        return _relay(
+            StaffAction(kind="open", text=QUALITY_REVIEW_LABEL),
+            StaffAction(kind="post", text="\n".join(lines)),
+            # Not a handoff: no idle checks for it.
+            StaffAction(kind="ended"),
         )
 
     def _context(self, session: ConversationSession, job: JobContext) -> TurnContext:
@@ -313,19 +300,10 @@ class StaffAssist:
             language=session.language or self.default_language,
         )
 
-    @staticmethod
-    def _entry(
-        job: JobContext, *, audit: tuple[dict[str, str], ...], staff: tuple[StaffAction, ...]
-    ) -> OutboxEntry:
-        return OutboxEntry(
-            job_id=job.job.job_id,
-            turn_id=job.job.turn_id,
-            chat_id=job.job.chat_id,
-            format="none",
-            text="",
-            audit=audit,
-            staff=staff,
-        )
+
+def _relay(*actions: StaffAction, audit: tuple[dict[str, str], ...] = ()) -> Reply:
+    """A reply to staff only: ``actions`` in the topic, nothing to the customer."""
+    return Reply.of(StaffRelay(actions=actions), audit=audit)
 
 
 def _turn_codes(session: ConversationSession | None, kept: int = 5) -> list[str]:

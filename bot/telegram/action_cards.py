@@ -1,8 +1,11 @@
 """Confirmation cards in Telegram: sent with two inline buttons, edited once settled.
 
-Both go through the worker's retrying sender (:class:`~bot.telegram.sending.ReplySender`).
-A card that could not be delivered withdraws its pending action
-(:class:`CardWithdrawal`): nobody is told to press a button that is not there.
+Both go through the worker's retrying sender (:class:`~bot.telegram.sending.ReplySender`),
+as the deliverers of their steps (:class:`CardDeliverer` of
+:class:`~bot.queue.delivery_steps.SendCard`, :class:`CardEditDeliverer` of
+:class:`~bot.queue.delivery_steps.EditCard`). A card that could not be delivered
+withdraws its pending action (:class:`CardWithdrawal`): nobody is told to press
+a button that is not there.
 """
 
 import logging
@@ -15,17 +18,23 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from redis.exceptions import RedisError
 
+from bot import customer_texts
 from bot.actions.buttons import card_buttons
 from bot.customer_texts import gettext_of
+from bot.engine.action_audit import action_fields
 from bot.language.texts import Texts
-from bot.queue.jobs import CardEdit
+from bot.queue.delivery_steps import EditCard, SendCard, SendText
 from bot.sessions.pending import ActionCard, PendingAction
 from bot.sessions.store import SessionStore, SessionStoreError
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
+from bot.telegram.delivery import DeliveryRun, Outgoing, send_text
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 logger = logging.getLogger(__name__)
+
+CARD_NOT_DELIVERED = "card_not_delivered"
+"""The audit's error code of an action withdrawn because its card never arrived."""
 
 
 def keyboard(card: ActionCard, texts: Texts | None = None) -> InlineKeyboardMarkup:
@@ -49,7 +58,7 @@ async def send_card(
         return None
 
 
-async def edit_card(replies: ReplySender, bot: Bot, chat_id: int, edit: CardEdit) -> bool:
+async def edit_card(replies: ReplySender, bot: Bot, chat_id: int, edit: EditCard) -> bool:
     """Rewrite a settled card: its new text, no keyboard (edited before: fine too)."""
     return await replies.edit_text(bot, chat_id, edit.message_id, edit.text)
 
@@ -115,3 +124,100 @@ class CardIndex:
         except RedisError:
             return None
         return int(raw) if raw else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardEditDeliverer:
+    """Delivers :class:`~bot.queue.delivery_steps.EditCard`: a settled card's new text.
+
+    Not for a chat that blocked the bot (Telegram would refuse it anyway).
+    """
+
+    out: Outgoing
+
+    async def deliver(self, step: EditCard, run: DeliveryRun) -> None:
+        """Rewrite the card's message, its buttons removed (unless the chat blocked the bot)."""
+        if not run.blocked:
+            await edit_card(self.out.replies, self.out.bot, run.delivery.chat_id, step)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardDeliverer:
+    """Delivers :class:`~bot.queue.delivery_steps.SendCard`: a proposal's card.
+
+    Sent only when the text asking to press it reached the customer; the card it
+    supersedes is edited to say so first (both noted in ``index``, or looked up).
+    A card not delivered withdraws its action (``withdrawal``) and audits it.
+    """
+
+    out: Outgoing
+    index: CardIndex | None = None
+    withdrawal: CardWithdrawal | None = None
+
+    async def deliver(self, step: SendCard, run: DeliveryRun) -> None:
+        """Send the card; one that cannot be (or may not be) delivered is withdrawn."""
+        if run.reached and not run.blocked and await self._send(step, run):
+            return
+        run.audit.extend(await self._withdraw(step.card, run, told=run.reached))
+
+    async def _send(self, step: SendCard, run: DeliveryRun) -> bool:
+        """The new card, after the superseded one's edit; ``False`` when it did not arrive
+        (after the sender's retries)."""
+        card = step.card
+        key = run.conversation_key
+        chat_id = run.delivery.chat_id
+        if step.superseded is not None and self.index is not None:
+            old = await self.index.find(key, step.superseded)
+            if old is not None:
+                await edit_card(
+                    self.out.replies,
+                    self.out.bot,
+                    chat_id,
+                    EditCard(
+                        message_id=old,
+                        text=customer_texts.shown(
+                            self.out.texts(card.language), customer_texts.CARD_SUPERSEDED_TEXT
+                        ),
+                    ),
+                )
+        message_id = await send_card(
+            self.out.replies, self.out.bot, chat_id, card, self.out.texts(card.language)
+        )
+        if message_id is None:
+            return False
+        if self.index is not None:
+            await self.index.remember(key, card.action_id, message_id)
+        return True
+
+    async def _withdraw(
+        self, card: ActionCard, run: DeliveryRun, *, told: bool
+    ) -> tuple[dict[str, str], ...]:
+        """A card that never arrived: its action withdrawn and audited, the customer told.
+
+        ``told``: the reply asking to press the button reached the customer, so they
+        are told the buttons could not be shown. A repeated delivery finds the action
+        withdrawn already and does nothing twice.
+        """
+        if self.withdrawal is None:
+            return ()
+        reply = run.delivery
+        text = customer_texts.shown(
+            self.out.texts(card.language), customer_texts.CARD_NOT_DELIVERED
+        )
+        withdrawn = await self.withdrawal.withdraw(
+            run.conversation_key, run.lease.token, card.action_id, reply.turn_id, text
+        )
+        if withdrawn is None:
+            return ()
+        logger.warning("Card of action %s not delivered: the action is withdrawn", card.action_id)
+        if told:
+            await send_text(self.out, reply.chat_id, SendText(text=text), reply.turn_id)
+        return (
+            action_fields(
+                withdrawn,
+                "failed",
+                chat_id=str(reply.chat_id),
+                turn_id=reply.turn_id,
+                error_code=CARD_NOT_DELIVERED,
+            ),
+        )

@@ -23,11 +23,22 @@ from bot.handoff.feature import HandoffFeature
 from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
+from bot.queue.delivery_steps import (
+    AskQuestion,
+    EditCard,
+    OfferPerson,
+    SendCard,
+    SendText,
+    StaffRelay,
+)
 from bot.queue.worker import WorkerPool, WorkerPoolConfig
 from bot.staff_assist.feature import StaffAssistFeature
-from bot.telegram.action_cards import CardIndex, CardWithdrawal
+from bot.telegram.action_cards import CardDeliverer, CardEditDeliverer, CardIndex, CardWithdrawal
 from bot.telegram.callbacks import PressAnswers
+from bot.telegram.delivery import Outgoing, StepDeliverers, TextDeliverer, route
 from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
+from bot.telegram.escalation_offer import OfferDeliverer
+from bot.telegram.feedback_question import QuestionDeliverer
 from bot.telegram.photos import vision_on
 from bot.telegram.sending import ReplySender
 from bot.telegram.staff_desk import StaffDesk
@@ -140,31 +151,20 @@ def _workers(
         check_blocked=False,
         retries=app.metrics,
     )
+    out = Outgoing(bot=bot, replies=replies, languages=app.languages)
     runner = TelegramJobRunner(
         bot=bot,
         dispatcher=front.dispatcher,
-        replies=replies,
+        out=out,
+        steps=_deliverers(app, out, chat=chat),
         chat=chat,
         audit=app.turn_audit,
         dead_letters=DeadLetters(app.redis, keys=app.keys),
         max_attempts=settings.worker.job_max_attempts,
-        desk=StaffDesk(
-            bot=bot,
-            sender=replies,
-            topics=handoff.service.topics,
-            sessions=app.sessions,
-            analysis=analysis,
-            assist=assist,
-            staff_texts=assist.staff_texts if assist is not None else None,
-        )
-        if handoff is not None
-        else None,
         handoff=handoff.service if handoff is not None else None,
-        cards=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
         feedback=csat.schedule if csat is not None else None,
         analysis=analysis.schedule if analysis is not None else None,
         actions=actions.confirmations if actions is not None else None,
-        withdrawal=CardWithdrawal(sessions=app.sessions),
         languages=app.languages,
         assist=assist,
     )
@@ -184,3 +184,42 @@ def _workers(
         ),
         supervisor=tasks,
     )
+
+
+def _deliverers(app: Application, out: Outgoing, *, chat: ChatService) -> StepDeliverers:
+    """The deliverer of every step kind a reply is made of, each its feature's Telegram twin.
+
+    The one place a step kind meets its deliverer: a feature that adds a kind adds
+    its route here (the job runner walks the steps and knows none of them). The
+    staff relays need a staff group (handoff on) and follow the reply's audit.
+    """
+    settings = app.settings
+    routes = [
+        route(EditCard, CardEditDeliverer(out=out).deliver),
+        route(SendText, TextDeliverer(out=out, chat=chat).deliver),
+        route(
+            SendCard,
+            CardDeliverer(
+                out=out,
+                index=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
+                withdrawal=CardWithdrawal(sessions=app.sessions),
+            ).deliver,
+        ),
+        route(AskQuestion, QuestionDeliverer(out=out).deliver),
+        route(OfferPerson, OfferDeliverer(out=out).deliver),
+    ]
+    handoff = app.features.get(HandoffFeature)
+    if handoff is not None:
+        staff_assist = app.features.get(StaffAssistFeature)
+        assist = staff_assist.assist if staff_assist is not None else None
+        desk = StaffDesk(
+            bot=out.bot,
+            sender=out.replies,
+            topics=handoff.service.topics,
+            sessions=app.sessions,
+            analysis=app.features.get(AnalysisFeature),
+            assist=assist,
+            staff_texts=assist.staff_texts if assist is not None else None,
+        )
+        routes.append(route(StaffRelay, desk.deliver, after_audit=True))
+    return StepDeliverers(routes)

@@ -1,6 +1,7 @@
 """The offer of a person in Telegram: one message with one button, and reading its press back."""
 
 import logging
+from dataclasses import dataclass
 from typing import Literal
 
 from aiogram import Bot
@@ -11,6 +12,8 @@ from pydantic import ConfigDict
 
 from bot import customer_texts
 from bot.language.texts import Texts
+from bot.queue.delivery_steps import OfferPerson
+from bot.telegram.delivery import DeliveryRun, Outgoing
 from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
 
 
@@ -53,3 +56,23 @@ async def send_offer(
         logger.warning("Escalation offer not sent: %s", type(error).__name__)
         return False
     return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfferDeliverer:
+    """Delivers :class:`~bot.queue.delivery_steps.OfferPerson`: its ``escalation_offered``
+    entry only if Telegram took the offer (never to a chat that blocked the bot)."""
+
+    out: Outgoing
+
+    async def deliver(self, step: OfferPerson, run: DeliveryRun) -> None:
+        """Send the offer in its language; on success its audit joins the reply's."""
+        if run.blocked:
+            logger.info(
+                "Escalation offer %s not sent: the customer blocked the bot", run.delivery.turn_id
+            )
+            return
+        if await send_offer(
+            self.out.replies, self.out.bot, run.delivery.chat_id, self.out.texts(step.language)
+        ):
+            run.audit.extend(step.audit)

@@ -4,14 +4,14 @@ from aiogram.types import KeyboardButton, ReplyKeyboardMarkup, ReplyKeyboardRemo
 
 from bot import customer_texts
 from bot.language.texts import Texts
-from bot.queue.jobs import ReplyKeyboardKind
+from bot.queue.delivery_steps import ReplyKeyboardKind
 from bot.telegram.sending import ReplyKeyboard
 
 
 def reply_keyboard(
     kind: ReplyKeyboardKind | None, texts: Texts | None = None
 ) -> ReplyKeyboard | None:
-    """The markup of an outbox entry's ``reply_keyboard`` (``None``: the chat's stays as it is).
+    """The markup of a text step's ``keyboard`` (``None``: the chat's stays as it is).
 
     Telegram's ``request_contact`` button sends the customer's *own* number, and
     the message it makes says whose contact it is (``contact.user_id``): the one

@@ -1,7 +1,8 @@
 """The staff side of a handoff: the customer's forum topic, its header, and the relays.
 
 Runs in the worker after a job's commit (the relay steps travel with the
-job's outbox entry), so a crash repeats them with the reply rather than
+job's reply in the outbox, a :class:`~bot.queue.delivery_steps.StaffRelay`
+step this desk delivers), so a crash repeats them with the reply rather than
 losing them. It never raises: a step Telegram refuses is logged, and a relay
 to a customer who blocked the bot is reported in the topic instead.
 """
@@ -24,7 +25,8 @@ from bot.analysis.schedule import idle_of
 from bot.customer_texts import Translate
 from bot.handoff.topics import TopicDirectory
 from bot.ops.log_context import chat_label
-from bot.queue.jobs import OutboxEntry
+from bot.queue.delivery import Delivery
+from bot.queue.delivery_steps import StaffRelay
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession
 from bot.sessions.store import SessionStore, SessionStoreError
@@ -39,6 +41,7 @@ from bot.staff_texts import (
     reason_label,
 )
 from bot.storage.keys import telegram_chat_id
+from bot.telegram.delivery import DeliveryRun
 from bot.telegram.sending import ReplySender
 
 logger = logging.getLogger(__name__)
@@ -106,7 +109,7 @@ def build_header(
 
 
 class StaffDesk:
-    """Performs the relay steps of a delivered outbox entry in the staff chat."""
+    """Performs the relay steps of a delivered reply in the staff chat."""
 
     def __init__(
         self,
@@ -131,9 +134,16 @@ class StaffDesk:
         self._assist = assist
         self._texts: Translate = staff_texts or (lambda message: message)
 
-    async def perform(self, conversation_key: str, entry: OutboxEntry) -> None:
-        """Run ``entry``'s staff steps in order, then note the activity; never raises."""
-        for action in entry.staff:
+    async def deliver(self, step: StaffRelay, run: DeliveryRun) -> None:
+        """The deliverer of a reply's :class:`~bot.queue.delivery_steps.StaffRelay` step."""
+        await self.perform(run.conversation_key, run.delivery, step.actions)
+
+    async def perform(
+        self, conversation_key: str, entry: Delivery, actions: tuple[StaffAction, ...]
+    ) -> None:
+        """Run the relay ``actions`` of reply ``entry`` in order, then note the activity;
+        never raises."""
+        for action in actions:
             if action.kind == "ended":
                 continue
             try:
@@ -151,14 +161,14 @@ class StaffDesk:
                     type(error).__name__,
                 )
         try:
-            if any(action.kind == "ended" for action in entry.staff):
+            if any(action.kind == "ended" for action in actions):
                 await self._topics.ended(conversation_key)
-            elif entry.staff:
+            elif actions:
                 await self._topics.touch(conversation_key, int(time.time() * 1000))
         except RedisError as error:
             logger.warning("Idle index of %s not updated (%s)", entry.turn_id, type(error).__name__)
 
-    async def _step(self, conversation_key: str, entry: OutboxEntry, action: StaffAction) -> None:
+    async def _step(self, conversation_key: str, entry: Delivery, action: StaffAction) -> None:
         if action.kind == "open":
             await self._open(conversation_key, action)
         elif action.kind == "suggest":
@@ -196,7 +206,7 @@ class StaffDesk:
                 await self._post(conversation_key, text)
 
     async def _suggestion(
-        self, conversation_key: str, entry: OutboxEntry, action: StaffAction
+        self, conversation_key: str, entry: Delivery, action: StaffAction
     ) -> None:
         """Post a suggestion in the topic with its buttons (the card's when it needs a write)."""
         lines = [
@@ -318,7 +328,7 @@ class StaffDesk:
         return outcome.analysis if isinstance(outcome, AnalysisOutcome) else None
 
     async def _copy_to_customer(
-        self, conversation_key: str, entry: OutboxEntry, action: StaffAction
+        self, conversation_key: str, entry: Delivery, action: StaffAction
     ) -> None:
         chat_id = telegram_chat_id(conversation_key)
         if chat_id is None or action.message_id is None:

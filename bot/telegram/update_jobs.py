@@ -6,6 +6,8 @@ handlers per feature); handlers return what to say instead of sending it.
 :class:`~bot.queue.job_results.JobOutcome`); the worker finishes it: the reply
 is committed to the chat's outbox first and sent afterwards, so a crash
 between the two sends it when another worker takes the chat over.
+:meth:`TelegramJobRunner.deliver` hands the reply's steps to their deliverers
+(:mod:`bot.telegram.delivery`), writes its audit, and schedules what follows.
 
 The one window that can still send a reply twice: Telegram accepted it and
 the process died before the outbox entry was removed; the next worker then
@@ -21,7 +23,6 @@ from dataclasses import dataclass
 
 from aiogram import Bot, Dispatcher
 from aiogram.dispatcher.event.bases import UNHANDLED
-from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError
 from aiogram.types import Update
 from pydantic import ValidationError
 
@@ -43,42 +44,32 @@ from bot.audit.schema import (
 from bot.audit.sink import AuditSink
 from bot.chat_errors import ChatServiceError
 from bot.csat.schedule import CsatSchedule, claimed_score
-from bot.engine.action_audit import action_fields
 from bot.engine.chat_service import ChatService
 from bot.handoff.service import HandoffService
 from bot.language.choice import ConversationLanguages
 from bot.language.texts import Texts
 from bot.queue.chat_queue import ChatState
 from bot.queue.dead_letters import INTERRUPTED, DeadLetter, DeadLetters
+from bot.queue.delivery import Delivery, Reply
+from bot.queue.delivery_steps import AskQuestion, OfferPerson, SendText
 from bot.queue.job_results import (
     DropReason,
     JobContext,
     JobDone,
     JobDropped,
     JobOutcome,
-    JobReply,
-    PlainReply,
 )
-from bot.queue.jobs import CardEdit, FeedbackQuestion, Notice, OutboxEntry, QueuedJob
+from bot.queue.jobs import Notice, QueuedJob
 from bot.queue.worker import HeldLease
-from bot.sessions.pending import ActionCard
 from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.service import StaffAssist
 from bot.storage.due_set import schedule_together
-from bot.telegram.action_cards import CardIndex, CardWithdrawal, edit_card, send_card
 from bot.telegram.callbacks import card_press, read_press
-from bot.telegram.escalation_offer import send_offer
-from bot.telegram.feedback_question import send_question
-from bot.telegram.link_keyboard import reply_keyboard
+from bot.telegram.delivery import DeliveryRun, Outgoing, StepDeliverers, send_text
 from bot.telegram.middlewares.language import stored_language
-from bot.telegram.sending import ReplyNotDeliveredError, ReplySender
-from bot.telegram.staff_desk import StaffDesk
 from turn import TurnOutcome, Usage
 
 logger = logging.getLogger(__name__)
-
-CARD_NOT_DELIVERED = "card_not_delivered"
-"""The audit's error code of an action withdrawn because its card never arrived."""
 
 _NOTICES = {
     Notice.RATE_LIMITED: customer_texts.RATE_LIMITED,
@@ -92,34 +83,29 @@ _NOTICES = {
 class TelegramJobRunner:
     """Implements :class:`bot.queue.worker.JobRunner` for Telegram updates.
 
-    ``feedback``: the satisfaction question's schedule (``None`` with ``CSAT=off``);
-    every send and edit goes through ``replies`` (which marks a chat blocked on a 403);
-    ``actions`` settles a press given up as a dead letter; ``withdrawal``
-    withdraws the pending action of a card that could not be delivered.
+    ``steps``: the deliverer of each step kind a reply is made of (registered by the
+    assembly; this runner knows none of them); ``out``: what a reply Redis lost is
+    told through. ``feedback``: the satisfaction question's schedule (``None`` with
+    ``CSAT=off``); ``actions`` settles a press given up as a dead letter.
     """
 
     bot: Bot
     dispatcher: Dispatcher
-    replies: ReplySender
+    out: Outgoing
+    steps: StepDeliverers
     chat: ChatService
     audit: AuditSink
     dead_letters: DeadLetters
     max_attempts: int
-    desk: StaffDesk | None = None
     handoff: HandoffService | None = None
-    cards: CardIndex | None = None
     feedback: CsatSchedule | None = None
     actions: ActionConfirmations | None = None
-    withdrawal: CardWithdrawal | None = None
     # The idle analysis's schedule (None with ANALYSIS=off): due when the question would be.
     analysis: AnalysisSchedule | None = None
     # The customer's texts per language; None: the source texts (Russian) as they are.
     languages: ConversationLanguages | None = None
     # Staff assist (a staff group is set): drafts suggestions, posts quality reviews.
     assist: StaffAssist | None = None
-
-    def _texts(self, language: str | None) -> Texts | None:
-        return self.languages.texts(language) if self.languages is not None else None
 
     def _job_language(self, context: JobContext) -> str | None:
         # The conversation's language as its session keeps it now (None: source texts).
@@ -128,7 +114,7 @@ class TelegramJobRunner:
         return self.languages.decide(stored_language(context))
 
     def _job_texts(self, context: JobContext) -> Texts | None:
-        return self._texts(self._job_language(context))
+        return self.out.texts(self._job_language(context))
 
     async def run(self, state: ChatState, lease: HeldLease) -> JobOutcome:
         """Run the head job; what happened, for the worker to finish it."""
@@ -165,10 +151,8 @@ class TelegramJobRunner:
         result = await self.dispatcher.feed_update(
             self.bot, update, job=context, button_press=press
         )
-        if isinstance(result, JobDone):
+        if isinstance(result, JobDone | Reply | JobDropped):
             return result
-        if isinstance(result, PlainReply):
-            return _reply_of(job, result)
         if result is not UNHANDLED and result is not None:
             logger.warning("Update %s: a handler returned %s", job.update_id, type(result))
         return JobDropped(reason=DropReason.UNHANDLED)
@@ -229,11 +213,10 @@ class TelegramJobRunner:
             queue_ms=max(0.0, time.time() * 1000 - job.enqueued_ms),
         )
         gettext = customer_texts.gettext_of(self._job_texts(context))
-        reply = PlainReply(
-            text=customer_texts.unexpected_failure_message(job.turn_id, gettext),
+        return Reply.say(
+            customer_texts.unexpected_failure_message(job.turn_id, gettext),
             audit=(audit.to_fields(),),
         )
-        return _reply_of(job, reply)
 
     async def _settle_given_up_press(
         self, lease: HeldLease, job: QueuedJob, context: JobContext
@@ -263,7 +246,7 @@ class TelegramJobRunner:
             return None
         # A commit that fails raises: the job stays, and the next worker settles it.
         return await self.chat.commit_without_turn(
-            lease.conversation_key, context, settled.change, settled.entry
+            lease.conversation_key, context, settled.change, settled.reply
         )
 
     async def _notice(
@@ -279,8 +262,7 @@ class TelegramJobRunner:
             return await self._assist_job(lease, job, context)
         if job.notice is not Notice.HANDOFF_IDLE:
             notice = _NOTICES[job.notice] if job.notice is not None else ""
-            shown = customer_texts.shown(self._job_texts(context), notice)
-            return _reply_of(job, PlainReply(text=shown))
+            return Reply.say(customer_texts.shown(self._job_texts(context), notice))
         done = None
         if self.handoff is not None:
             try:
@@ -289,7 +271,7 @@ class TelegramJobRunner:
                 # Not saved: the handoff stays open; the next sweep queues another check.
                 logger.warning("Idle check of update %s not saved", job.update_id)
         if done is not None:
-            return JobDone(reply=done.reply)
+            return done
         return JobDropped(reason=DropReason.NOTHING_DUE)
 
     async def _assist_job(
@@ -330,17 +312,14 @@ class TelegramJobRunner:
             answered_by=question.answered_by,
             turns=question.turns,
         )
-        entry = OutboxEntry(
-            job_id=job.job_id,
-            turn_id=job.turn_id,
-            chat_id=job.chat_id,
-            format="none",
-            text="",
-            audit=(asked.to_fields(),),
-            question=FeedbackQuestion(question_id=question.question_id),
-            language=self._job_language(context),
+        # Its ``asked`` entry goes with the step: written only if Telegram takes the question.
+        return Reply.of(
+            AskQuestion(
+                question_id=question.question_id,
+                language=self._job_language(context),
+                audit=(asked.to_fields(),),
+            )
         )
-        return JobReply(reply=entry)
 
     async def _offer(
         self, state: ChatState, lease: HeldLease, job: QueuedJob, context: JobContext
@@ -351,65 +330,37 @@ class TelegramJobRunner:
         offered = AnalysisAuditEntry(
             chat_id=str(job.chat_id), turn_id=job.turn_id, event=ESCALATION_OFFERED
         )
-        entry = OutboxEntry(
-            job_id=job.job_id,
-            turn_id=job.turn_id,
-            chat_id=job.chat_id,
-            format="none",
-            text="",
-            audit=(offered.to_fields(),),
-            person_offer=True,
+        return Reply.of(
             # Sent later, by the delivery: in the conversation's language as it is now.
-            language=self._job_language(context),
+            OfferPerson(language=self._job_language(context), audit=(offered.to_fields(),))
         )
-        return JobReply(reply=entry)
 
-    async def tell(self, reply: OutboxEntry) -> None:
-        """Send a reply whose job Redis lost, and write its audit: the worker's last resort."""
-        await self._send(reply)
+    async def tell(self, reply: Delivery) -> None:
+        """Send a reply's texts whose job Redis lost, and write its audit: the worker's last
+        resort."""
+        for step in reply.steps:
+            if isinstance(step, SendText):
+                await send_text(self.out, reply.chat_id, step, reply.turn_id)
         await self.audit.write_fields(list(reply.audit))
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
-        """Send the reply; an undeliverable answer is recorded so; audit the turn once.
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
+        """Deliver the reply's steps in order, each by its kind's deliverer; audit it once.
 
         To a customer who blocked the bot nothing is sent: the reply is undelivered.
-        Then the reply's staff steps (handoff relays) run, in order. A delivered answer
-        (re)schedules the satisfaction question; so does a closed handoff.
+        The audit is written once the customer's steps are done (a turn's answer that
+        never arrived says so), then the steps that follow it run (the staff relays).
+        A delivered answer (re)schedules the satisfaction question and the analysis;
+        so does a closed handoff.
         """
-        if reply.question is not None:
-            await self._deliver_question(reply, reply.question, blocked=blocked)
-            return
-        if reply.person_offer:
-            await self._deliver_offer(reply, blocked=blocked)
-            return
-        if reply.card_edit is not None and not blocked:
-            await edit_card(self.replies, self.bot, reply.chat_id, reply.card_edit)
-        if reply.format == "none":
-            delivered = True
-        elif blocked:
-            logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
-            delivered = False
-        else:
-            delivered = await self._send(reply)
-        card_audit: tuple[dict[str, str], ...] = ()
-        if reply.card is not None and not (
-            delivered and not blocked and await self._send_card(reply, lease)
-        ):
-            card_audit = await self._withdraw(reply, reply.card, lease, told=delivered)
-        if not delivered and reply.format == "answer":
-            try:
-                await self.chat.mark_undelivered(lease.conversation_key, lease.token, reply.turn_id)
-            except ChatServiceError:
-                logger.warning("Turn %s: could not mark its answer undelivered", reply.turn_id)
-        answered = delivered and not blocked and reply.format == "answer"
+        run = DeliveryRun(delivery=reply, lease=lease, blocked=blocked)
+        await self.steps.to_customer(run)
         await self._record(
             lease.conversation_key,
-            [_with_delivery(fields, delivered) for fields in (*reply.audit, *card_audit)],
-            answered=answered,
+            [_with_delivery(fields, run.reached) for fields in (*reply.audit, *run.audit)],
+            answered=run.answered,
         )
-        if reply.staff and self.desk is not None:
-            await self.desk.perform(lease.conversation_key, reply)
-        if delivered and not blocked and not answered:
+        await self.steps.after_audit(run)
+        if run.reached and not blocked and not run.answered:
             await self._schedule_idle(lease.conversation_key, reply)
 
     async def _record(
@@ -436,7 +387,7 @@ class TelegramJobRunner:
         ]
         await schedule_together([entry for entry in due if entry is not None])
 
-    async def _schedule_idle(self, conversation_key: str, reply: OutboxEntry) -> None:
+    async def _schedule_idle(self, conversation_key: str, reply: Delivery) -> None:
         """After a closed handoff the question and the analysis are due now."""
         idle = [part for part in (self.feedback, self.analysis) if part is not None]
         if idle and any(
@@ -445,113 +396,9 @@ class TelegramJobRunner:
         ):
             await asyncio.gather(*(part.handoff_closed(conversation_key) for part in idle))
 
-    async def _deliver_question(
-        self, reply: OutboxEntry, question: FeedbackQuestion, *, blocked: bool
-    ) -> None:
-        """Send the question; its ``asked`` entry is written only when Telegram took it."""
-        if blocked:
-            logger.info("CSAT question %s not sent: the customer blocked the bot", reply.turn_id)
-            return
-        texts = self._texts(reply.language)
-        if await send_question(self.replies, self.bot, reply.chat_id, question.question_id, texts):
-            await self.audit.write_fields(list(reply.audit))
-
-    async def _deliver_offer(self, reply: OutboxEntry, *, blocked: bool) -> None:
-        """Send the offer of a person; its ``escalation_offered`` entry only if Telegram took it."""
-        if blocked:
-            logger.info("Escalation offer %s not sent: the customer blocked the bot", reply.turn_id)
-            return
-        if await send_offer(self.replies, self.bot, reply.chat_id, self._texts(reply.language)):
-            await self.audit.write_fields(list(reply.audit))
-
-    async def _send_card(self, reply: OutboxEntry, lease: HeldLease) -> bool:
-        """The new card; the card it superseded is edited to say so (both noted or looked up).
-
-        ``False`` when the card could not be delivered (after the sender's retries).
-        """
-        card = reply.card
-        if card is None:
-            return True
-        key = lease.conversation_key
-        if reply.superseded is not None and self.cards is not None:
-            old = await self.cards.find(key, reply.superseded)
-            if old is not None:
-                await edit_card(
-                    self.replies,
-                    self.bot,
-                    reply.chat_id,
-                    CardEdit(
-                        message_id=old,
-                        text=customer_texts.shown(
-                            self._texts(card.language), customer_texts.CARD_SUPERSEDED_TEXT
-                        ),
-                    ),
-                )
-        message_id = await send_card(
-            self.replies, self.bot, reply.chat_id, card, self._texts(card.language)
-        )
-        if message_id is None:
-            return False
-        if self.cards is not None:
-            await self.cards.remember(key, card.action_id, message_id)
-        return True
-
-    async def _withdraw(
-        self, reply: OutboxEntry, card: ActionCard, lease: HeldLease, *, told: bool
-    ) -> tuple[dict[str, str], ...]:
-        """A card that never arrived: its action withdrawn and audited, the customer told.
-
-        ``told``: the reply asking to press the button reached the customer, so they
-        are told the buttons could not be shown. A repeated delivery finds the action
-        withdrawn already and does nothing twice.
-        """
-        if self.withdrawal is None:
-            return ()
-        text = customer_texts.shown(self._texts(card.language), customer_texts.CARD_NOT_DELIVERED)
-        withdrawn = await self.withdrawal.withdraw(
-            lease.conversation_key, lease.token, card.action_id, reply.turn_id, text
-        )
-        if withdrawn is None:
-            return ()
-        logger.warning("Card of action %s not delivered: the action is withdrawn", card.action_id)
-        if told:
-            notice = reply.model_copy(update={"format": "plain", "text": text})
-            await self._send(notice)
-        return (
-            action_fields(
-                withdrawn,
-                "failed",
-                chat_id=str(reply.chat_id),
-                turn_id=reply.turn_id,
-                error_code=CARD_NOT_DELIVERED,
-            ),
-        )
-
     async def summarise(self, lease: HeldLease) -> None:
         """Fold old messages into the summary while the worker holds the lease."""
         await self.chat.summarise(lease.conversation_key, token=lease.token)
-
-    async def _send(self, reply: OutboxEntry) -> bool:
-        keyboard = reply_keyboard(reply.reply_keyboard, self._texts(reply.language))
-        try:
-            if reply.format == "answer":
-                await self.replies.send_answer(
-                    self.bot, reply.chat_id, reply.text, keyboard=keyboard
-                )
-            else:
-                await self.replies.send_plain(
-                    self.bot, reply.chat_id, reply.text, keyboard=keyboard
-                )
-        except TelegramForbiddenError:
-            logger.info("Turn %s not delivered: the customer blocked the bot", reply.turn_id)
-            return False
-        except ReplyNotDeliveredError as error:
-            logger.warning("Turn %s not delivered: %s", reply.turn_id, error)
-            return False
-        except TelegramAPIError as error:
-            logger.warning("Turn %s not delivered: %s", reply.turn_id, type(error).__name__)
-            return False
-        return True
 
 
 def _suggestion_press(job: QueuedJob) -> bool:
@@ -569,21 +416,3 @@ def _with_delivery(fields: dict[str, str], delivered: bool) -> dict[str, str]:
     if not isinstance(entry, TurnAuditEntry) or entry.outcome != TurnOutcome.ANSWERED:
         return fields
     return with_outcome(fields, TurnOutcome.UNDELIVERED)
-
-
-def _reply_of(job: QueuedJob, reply: PlainReply) -> JobReply:
-    """A handler's plain reply as the outbox entry the worker commits with the job's pop."""
-    return JobReply(
-        reply=OutboxEntry(
-            job_id=job.job_id,
-            turn_id=job.turn_id,
-            chat_id=job.chat_id,
-            format="plain" if reply.text else "none",
-            text=reply.text,
-            audit=reply.audit,
-            staff=reply.staff,
-            card_edit=reply.card_edit,
-            reply_keyboard=reply.reply_keyboard,
-            language=reply.language,
-        )
-    )

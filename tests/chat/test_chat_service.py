@@ -14,6 +14,7 @@ from bot.chat_errors import (
 )
 from bot.llm.errors import LLMRequestError, LLMTimeoutError
 from bot.llm.types import EncodedPart, LLMResult, Message, ToolChoice, ToolDefinition
+from bot.queue.delivery_steps import SendText
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import (
@@ -98,7 +99,7 @@ async def test_a_console_turn_is_a_job_of_its_own_committed_delivered_and_releas
     reply = await harness.ask("1", "вопрос")
 
     # The worker's commit: the reply is the committed entry, its audit travels with it.
-    assert reply.delivery.format == "answer"
+    assert reply.delivery.steps == (SendText(text="Ответ: вопрос", answer=True),)
     assert reply.delivery.text == reply.text == "Ответ: вопрос"
     assert [fields["type"] for fields in reply.delivery.audit] == ["turn"]
     # No queued job behind it: nothing popped, no outbox entry left, the lease given back.

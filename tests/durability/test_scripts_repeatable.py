@@ -40,7 +40,8 @@ from bot.handoff.topics import TopicDirectory
 from bot.queue.admission import FloodLimits, IncomingUpdate, Intake, IntakeVerdict, StaffSender
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
 from bot.queue.dead_letters import REDRIVE_MARK_TTL_SECONDS, DeadLetter, DeadLetters
-from bot.queue.jobs import OutboxEntry
+from bot.queue.delivery import Delivery
+from bot.queue.delivery_steps import SendText
 from bot.queue.work_stream import WorkStream
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
@@ -125,14 +126,13 @@ class Chat:
         assert state.head is not None
         return state.head_raw, state.head.job_id
 
-    def reply(self, job_id: str) -> OutboxEntry:
+    def reply(self, job_id: str) -> Delivery:
         """A reply to ``job_id`` with its audit entry."""
-        return OutboxEntry(
+        return Delivery(
             job_id=job_id,
             turn_id=f"T{job_id}",
             chat_id=77,
-            format="answer",
-            text=f"ответ {job_id}",
+            steps=(SendText(text=f"ответ {job_id}", answer=True),),
             audit=({"type": "turn", "turn_id": f"T{job_id}", "outcome": "answered"},),
         )
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 
 from bot.queue.admission import FloodLimits, IncomingUpdate, Intake
 from bot.queue.chat_queue import ChatQueue, ChatState
-from bot.queue.job_results import JobReply
-from bot.queue.jobs import OutboxEntry
+from bot.queue.delivery import Delivery, Reply
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.connection import AsyncRedisClient
@@ -35,7 +34,7 @@ class EchoRunner:
     # When set, every turn waits for it first, as a turn waits for the model.
     gate: asyncio.Event | None = None
 
-    async def run(self, state: ChatState, lease: HeldLease) -> JobReply:
+    async def run(self, state: ChatState, lease: HeldLease) -> Reply:
         """The head job's reply, for the worker to commit with the job's pop."""
         assert state.head is not None
         job = state.head
@@ -44,23 +43,16 @@ class EchoRunner:
         pause = self.slow.get(job.chat_id, self.turn_seconds)
         if pause:
             await asyncio.sleep(pause)
-        reply = OutboxEntry(
-            job_id=job.job_id,
-            turn_id=job.turn_id,
-            chat_id=job.chat_id,
-            format="plain",
-            text=f"Ответ: {job.update.get('text', '')}",
-        )
-        return JobReply(reply=reply)
+        return Reply.say(f"Ответ: {job.update.get('text', '')}")
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
         """Record the reply as sent."""
         self.sent.append((reply.chat_id, reply.text))
 
     async def summarise(self, lease: HeldLease) -> None:
         """Nothing to summarise here."""
 
-    async def tell(self, reply: OutboxEntry) -> None:
+    async def tell(self, reply: Delivery) -> None:
         raise AssertionError("Redis never loses a job here")
 
     def texts(self, chat_id: int) -> list[str]:

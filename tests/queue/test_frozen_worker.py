@@ -9,14 +9,16 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, LeaseLostError
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.delivery import Delivery
+from bot.queue.delivery_steps import SendText
+from bot.queue.jobs import QueuedJob
 from bot.storage.keys import RedisKeys
 
 KEY = "tg:5"
 
 
-def _reply(text: str) -> OutboxEntry:
-    return OutboxEntry(job_id="1", turn_id="T1", chat_id=5, format="plain", text=text)
+def _reply(text: str) -> Delivery:
+    return Delivery(job_id="1", turn_id="T1", chat_id=5, steps=(SendText(text=text),))
 
 
 async def test_a_frozen_workers_completion_of_a_job_its_taker_answered_is_refused(

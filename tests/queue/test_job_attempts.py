@@ -13,8 +13,10 @@ import pytest
 
 from bot.queue.chat_queue import ChatQueue, ChatState
 from bot.queue.dead_letters import DeadLetter, DeadLetters
+from bot.queue.delivery import Delivery
+from bot.queue.delivery_steps import SendText
 from bot.queue.job_results import DropReason, JobDone, JobDropped
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.connection import AsyncRedisClient, text_of
@@ -77,7 +79,7 @@ async def test_the_count_goes_with_the_chat_once_its_queue_is_empty(
     keys = RedisKeys("attempts-gone")
     queue = await _queued(redis_client, keys, "1")
     state = await _taken(queue, "a")
-    reply = OutboxEntry(job_id="1", turn_id="T1", chat_id=41, format="plain", text="ответ")
+    reply = Delivery(job_id="1", turn_id="T1", chat_id=41, steps=(SendText(text="ответ"),))
 
     await queue.complete(KEY, "a", state.head_raw, "1", reply)
     assert await queue.delivered(KEY, "a", "1") is None
@@ -120,13 +122,13 @@ class _Crashes:
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         raise RuntimeError("boom")
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
         raise AssertionError("nothing to deliver")
 
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
 
-    async def tell(self, reply: OutboxEntry) -> None:
+    async def tell(self, reply: Delivery) -> None:
         raise AssertionError("Redis never loses a job here")
 
 
@@ -169,13 +171,13 @@ class _StopsThePoolMidJob:
         self.pool.stop()
         return JobDropped(reason=DropReason.UNHANDLED)
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
         raise AssertionError("nothing to deliver")
 
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
 
-    async def tell(self, reply: OutboxEntry) -> None:
+    async def tell(self, reply: Delivery) -> None:
         raise AssertionError("Redis never loses a job here")
 
 

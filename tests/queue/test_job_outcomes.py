@@ -18,8 +18,10 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.queue.chat_queue import ChatQueue, ChatState
-from bot.queue.job_results import DropReason, JobDone, JobDropped, JobOutcome, JobReply
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.delivery import Delivery, Reply
+from bot.queue.delivery_steps import SendText
+from bot.queue.job_results import DropReason, JobDone, JobDropped, JobOutcome
+from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import DEADLINE_EXCEEDED, HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.keys import RedisKeys
@@ -35,8 +37,8 @@ def _job(job_id: str) -> QueuedJob:
     )
 
 
-def _reply(job_id: str, text: str) -> OutboxEntry:
-    return OutboxEntry(job_id=job_id, turn_id=f"T{job_id}", chat_id=51, format="plain", text=text)
+def _reply(job_id: str, text: str) -> Delivery:
+    return Delivery(job_id=job_id, turn_id=f"T{job_id}", chat_id=51, steps=(SendText(text=text),))
 
 
 @dataclass
@@ -52,13 +54,13 @@ class _Scripted:
         assert state.head is not None
         return await self.scripts[state.head.job_id](state, lease)
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
         self.delivered.append(reply.text)
 
     async def summarise(self, lease: HeldLease) -> None:
         self.summarised += 1
 
-    async def tell(self, reply: OutboxEntry) -> None:
+    async def tell(self, reply: Delivery) -> None:
         self.told.append(reply.text)
 
 
@@ -110,7 +112,7 @@ async def _stack(
 def _answer(text: str) -> Script:
     async def script(state: ChatState, lease: HeldLease) -> JobOutcome:
         assert state.head is not None
-        return JobReply(reply=_reply(state.head.job_id, text))
+        return Reply.say(text)
 
     return script
 
@@ -129,7 +131,7 @@ def _committed_by_handler(queue: ChatQueue, text: str, *, summary_due: bool = Fa
         assert state.head is not None
         entry = _reply(state.head.job_id, text)
         await queue.complete(KEY, lease.token, state.head_raw, state.head.job_id, entry)
-        return JobDone(reply=entry, summary_due=summary_due)
+        return JobDone(delivery=entry, summary_due=summary_due)
 
     return script
 
@@ -187,7 +189,7 @@ async def test_a_reply_for_a_job_committed_before_delivers_the_stored_reply(
         await stack.queue.complete(
             KEY, lease.token, state.head_raw, "1", _reply("1", "настоящий ответ")
         )
-        return JobReply(reply=_reply("1", "текст о сбое"))
+        return Reply.say("текст о сбое")
 
     runner = _Scripted({"1": committed_then_failed})
 
@@ -258,7 +260,7 @@ class _CommitConnectionDrops(ChatQueue):
         token: str,
         job_raw: str,
         job_id: str,
-        reply: OutboxEntry | None,
+        reply: Delivery | None,
     ) -> bool:
         if self._empties:
             await self._client.delete(self.keys(conversation_key).queue)

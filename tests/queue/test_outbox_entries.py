@@ -12,8 +12,9 @@ import json
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, ChatState
-from bot.queue.job_results import JobReply
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.delivery import Delivery, Reply
+from bot.queue.delivery_steps import SendText
+from bot.queue.jobs import QueuedJob
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.keys import RedisKeys
@@ -31,22 +32,22 @@ class _Recording:
         self._queue = queue
         self.sent: list[str] = []
 
-    async def run(self, state: ChatState, lease: HeldLease) -> JobReply:
+    async def run(self, state: ChatState, lease: HeldLease) -> Reply:
         assert state.head is not None
-        return JobReply(reply=_reply(state.head.job_id, f"ответ {state.head.job_id}"))
+        return Reply.say(f"ответ {state.head.job_id}")
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
         self.sent.append(reply.text)
 
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("no summary here")
 
-    async def tell(self, reply: OutboxEntry) -> None:
+    async def tell(self, reply: Delivery) -> None:
         raise AssertionError("Redis never loses a job here")
 
 
-def _reply(job_id: str, text: str) -> OutboxEntry:
-    return OutboxEntry(job_id=job_id, turn_id=f"T{job_id}", chat_id=31, format="plain", text=text)
+def _reply(job_id: str, text: str) -> Delivery:
+    return Delivery(job_id=job_id, turn_id=f"T{job_id}", chat_id=31, steps=(SendText(text=text),))
 
 
 def _pool(redis: aioredis.Redis, keys: RedisKeys) -> tuple[WorkerPool, _Recording]:

@@ -3,7 +3,9 @@
 import json
 from datetime import UTC, datetime
 
-from bot.queue.jobs import OutboxEntry, QueuedJob
+from bot.queue.delivery import Delivery
+from bot.queue.delivery_steps import SendText, StaffRelay
+from bot.queue.jobs import QueuedJob
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.models import ConversationSession, StoredMessage
 
@@ -21,18 +23,17 @@ def test_a_queued_job_with_an_unknown_field_is_read() -> None:
 
 
 def test_an_outbox_entry_and_its_staff_steps_with_unknown_fields_are_read() -> None:
-    entry = OutboxEntry(
+    entry = Delivery(
         job_id="1",
         turn_id="T1",
         chat_id=9,
-        format="plain",
-        text="ответ",
-        staff=(StaffAction(kind="post", text="x"),),
+        steps=(SendText(text="ответ"), StaffRelay(actions=(StaffAction(kind="post", text="x"),))),
     )
     fields = entry.model_dump(mode="json")
-    fields["staff"] = [{**fields["staff"][0], "thread": 7}]
+    relay = fields["steps"][1]
+    fields["steps"][1] = {**relay, "actions": [{**relay["actions"][0], "thread": 7}]}
 
-    assert OutboxEntry.model_validate_json(_with_extra(fields)) == entry
+    assert Delivery.model_validate_json(_with_extra(fields)) == entry
 
 
 def test_a_session_and_its_messages_with_unknown_fields_are_read() -> None:

@@ -7,8 +7,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.queue.chat_queue import ChatQueue, ChatState
+from bot.queue.delivery import Delivery
 from bot.queue.job_results import JobDone
-from bot.queue.jobs import OutboxEntry
 from bot.queue.work_stream import WorkStream
 from bot.queue.worker import HeldLease, WorkerPool, WorkerPoolConfig
 from bot.storage.keys import RedisKeys
@@ -20,13 +20,13 @@ class _NeverRuns:
     async def run(self, state: ChatState, lease: HeldLease) -> JobDone:
         raise AssertionError("no chat should be drained")
 
-    async def deliver(self, reply: OutboxEntry, lease: HeldLease, *, blocked: bool) -> None:
+    async def deliver(self, reply: Delivery, lease: HeldLease, *, blocked: bool) -> None:
         raise AssertionError("nothing to deliver")
 
     async def summarise(self, lease: HeldLease) -> None:
         raise AssertionError("nothing to summarise")
 
-    async def tell(self, reply: OutboxEntry) -> None:
+    async def tell(self, reply: Delivery) -> None:
         raise AssertionError("Redis never loses a job here")
 
 

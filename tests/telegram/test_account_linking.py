@@ -24,8 +24,8 @@ from bot.app import Application, build_application
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
 from bot.ops.startup import StartupError
+from bot.queue.delivery import Reply
 from bot.queue.job_results import JobContext, JobDone
-from bot.queue.jobs import OutboxEntry
 from bot.queue.staff_actions import HandoffTurn
 from bot.sessions.models import ConversationSession
 from bot.settings import Settings
@@ -83,9 +83,9 @@ class RecordingChat:
         conversation_key: str,
         held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
-        entry: OutboxEntry,
+        reply: Reply,
     ) -> JobDone:
-        done: JobDone = await self.inner.commit_without_turn(conversation_key, held, change, entry)
+        done: JobDone = await self.inner.commit_without_turn(conversation_key, held, change, reply)
         return done
 
 

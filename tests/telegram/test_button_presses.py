@@ -24,7 +24,7 @@ from bot import customer_texts
 from bot.actions.buttons import ActionPress
 from bot.csat.callback import FeedbackPress
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.queue.job_results import PlainReply
+from bot.queue.delivery import Reply
 from bot.sessions.pending import new_action_id
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import read_press
@@ -142,7 +142,7 @@ async def test_a_button_router_takes_its_own_kind_of_press_only(
     if router_kind != press_kind:
         assert result is UNHANDLED
     elif router_kind == "offer":
-        assert isinstance(result, PlainReply)
+        assert isinstance(result, Reply)
         assert result.text == customer_texts.OPERATOR_OFF
     else:
         assert result is None

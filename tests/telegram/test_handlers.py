@@ -21,8 +21,8 @@ from bot import chat_errors, customer_texts
 from bot.app import Application
 from bot.engine.chat_service import ChatReply, ChatService
 from bot.engine.reply_stream import ReplyStream
+from bot.queue.delivery import Reply
 from bot.queue.job_results import JobContext, JobDone
-from bot.queue.jobs import OutboxEntry
 from bot.queue.staff_actions import HandoffTurn
 from bot.sessions.models import ConversationSession
 from bot.testing.audit_entries import stream_entries
@@ -105,9 +105,9 @@ class RecordingChat:
         conversation_key: str,
         held: JobContext,
         change: Callable[[ConversationSession], ConversationSession],
-        entry: OutboxEntry,
+        reply: Reply,
     ) -> JobDone:
-        done: JobDone = await self.inner.commit_without_turn(conversation_key, held, change, entry)
+        done: JobDone = await self.inner.commit_without_turn(conversation_key, held, change, reply)
         return done
 
 

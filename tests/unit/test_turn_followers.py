@@ -12,9 +12,10 @@ from bot import customer_texts
 from bot.actions.turns import ActionCards
 from bot.audit.schema import TYPE
 from bot.engine.chat_service import SPEECH_MARK
-from bot.engine.turn_outcomes import ActionProposed, Answer, FollowUp, HandoffAsked, TurnEnd
+from bot.engine.turn_outcomes import ActionProposed, FollowUp, HandoffAsked, TurnEnd
 from bot.handoff.turns import IDLE_TOPIC_NOTE, TurnHandoff
-from bot.queue.staff_actions import TRANSCRIPT_LABEL, HandoffTurn
+from bot.queue.delivery_steps import SendCard, StaffRelay
+from bot.queue.staff_actions import TRANSCRIPT_LABEL, HandoffTurn, StaffAction
 from bot.sessions.handoff_machine import IdleRule
 from bot.sessions.models import ConversationSession, HandoffState
 from bot.sessions.pending import CARD_MIRROR, PendingAction
@@ -59,10 +60,22 @@ def _end(
         question=question,
         turn_input=turn_input or TurnInput(),
         customer=customer,
-        answer=Answer(text="Заказ в пути."),
+        answer="Заказ в пути.",
         proposal=proposal,
         handoff=handoff,
     )
+
+
+def _staff(follow: FollowUp) -> tuple[StaffAction, ...]:
+    """The staff relay steps that follow the answer."""
+    return tuple(
+        action for step in follow.steps if isinstance(step, StaffRelay) for action in step.actions
+    )
+
+
+def _card(follow: FollowUp) -> SendCard | None:
+    """The card that follows the answer, if any."""
+    return next((step for step in follow.steps if isinstance(step, SendCard)), None)
 
 
 def _events(follow: FollowUp) -> list[tuple[str, str]]:
@@ -89,8 +102,8 @@ def test_the_models_call_for_a_person_opens_a_handoff() -> None:
     )
 
     assert after.session.handoff == "waiting"
-    assert [step.kind for step in after.staff] == ["open"]
-    assert "сложный возврат" in after.staff[0].text
+    assert [step.kind for step in _staff(after)] == ["open"]
+    assert "сложный возврат" in _staff(after)[0].text
     assert _events(after) == [("handoff", "opened")]
     assert after.note is None, "the customer hears the model's own answer"
 
@@ -102,7 +115,7 @@ def test_an_idle_handoff_ends_with_the_turn_and_the_customer_is_told() -> None:
 
     assert after.session.handoff == "bot"
     assert after.note == customer_texts.HANDOFF_IDLE_NOTE
-    assert [(step.kind, step.text) for step in after.staff] == [
+    assert [(step.kind, step.text) for step in _staff(after)] == [
         ("post", IDLE_TOPIC_NOTE),
         ("ended", ""),
     ]
@@ -123,16 +136,16 @@ def test_a_waiting_chat_mirrors_a_voice_question_its_transcript_the_answer_and_t
         FollowUp(session=before),
     )
 
-    assert [step.kind for step in after.staff] == [
+    assert [step.kind for step in _staff(after)] == [
         "copy_to_topic",
         "post",
         "post_answer",
         "post",
     ]
-    assert after.staff[0].message_id == CUSTOMER.message_id
-    assert after.staff[1].text.startswith(TRANSCRIPT_LABEL)
-    assert after.staff[1].text.endswith("отмените заказ")
-    assert after.staff[3].text == f"{CARD_MIRROR}Отменить заказ (A1)"
+    assert _staff(after)[0].message_id == CUSTOMER.message_id
+    assert _staff(after)[1].text.startswith(TRANSCRIPT_LABEL)
+    assert _staff(after)[1].text.endswith("отмените заказ")
+    assert _staff(after)[3].text == f"{CARD_MIRROR}Отменить заказ (A1)"
     assert after.session.handoff == "waiting"
 
 
@@ -151,9 +164,10 @@ def test_a_proposal_becomes_a_card_with_its_audit_and_replaces_the_pending_card(
         _end(before, proposal=proposal), FollowUp(session=before)
     )
 
-    assert after.card is not None
-    assert (after.card.action_id, after.card.text) == ("NEW", "Отменить заказ (NEW)")
-    assert after.superseded == "OLD"
+    card = _card(after)
+    assert card is not None
+    assert (card.card.action_id, card.card.text) == ("NEW", "Отменить заказ (NEW)")
+    assert card.superseded == "OLD"
     assert _events(after) == [
         ("action", "superseded"),
         ("action", "proposed"),

@@ -13,7 +13,8 @@ from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts
 from bot.ops.features import Features
-from bot.queue.job_results import JobContext, JobDone, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.job_results import JobContext, JobDone
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed, card_press
 from bot.telegram.feature_routers import FeatureRouters
@@ -30,7 +31,7 @@ async def on_press(
     chat_service: ChatService | None = None,
     actions: ActionsFeature | None = None,
     texts: Texts | None = None,
-) -> JobDone | PlainReply | None:
+) -> JobDone | Reply | None:
     """Settle the chat's pending action if this press may; else change nothing (``None``).
 
     ``callback_data`` is the press its router's filter read. Intake answered the
@@ -50,14 +51,12 @@ async def on_press(
         if settled.tool_result is not None:
             # A confirmed read: the model answers the customer from its result.
             return await chat_service.answer_action(press_context(key, job, press), job, settled)
-        return await chat_service.commit_without_turn(key, job, settled.change, settled.entry)
+        return await chat_service.commit_without_turn(key, job, settled.change, settled.reply)
     except ChatServiceError as error:
         # Not saved: the job runs again (the handler's key keeps the shop's change single).
         logger.warning("Press on action %s not saved: %s", press.action_id, error.kind)
-        return PlainReply(
-            text=customer_texts.failure_message(
-                error, job.job.turn_id, customer_texts.gettext_of(texts)
-            )
+        return Reply.say(
+            customer_texts.failure_message(error, job.job.turn_id, customer_texts.gettext_of(texts))
         )
 
 

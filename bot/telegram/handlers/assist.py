@@ -16,7 +16,9 @@ from bot.chat_errors import ChatServiceError
 from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
 from bot.ops.features import Features
-from bot.queue.job_results import JobContext, JobDone, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import relay
+from bot.queue.job_results import JobContext, JobDone
 from bot.queue.staff_actions import StaffAction
 from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.feature import StaffAssistFeature
@@ -38,7 +40,7 @@ async def on_suggestion_press(
     handoff: HandoffFeature | None = None,
     assist: StaffAssistFeature | None = None,
     staff_members: StaffMembership,
-) -> JobDone | PlainReply | None:
+) -> JobDone | Reply | None:
     """Send the suggestion (or its action's card) if a staff member pressed it in its topic."""
     message = callback.message if isinstance(callback.message, Message) else None
     if handoff is None or assist is None or message is None:
@@ -55,10 +57,7 @@ async def on_suggestion_press(
         logger.warning("Suggestion press not saved: %s", error.kind)
     except Exception:  # staff's press: a failure goes to the topic, never to the customer
         logger.exception("Suggestion press %s failed", job.job.job_id)
-    return PlainReply(
-        text="",
-        staff=(StaffAction(kind="post", text=assist.assist.staff_texts(SUGGESTION_NOT_SAVED)),),
-    )
+    return Reply.of(relay(StaffAction(kind="post", text=assist.assist.staff_texts(SUGGESTION_NOT_SAVED))))
 
 
 async def _from_staff_in_topic(  # noqa: PLR0917 - every part of the press is checked

@@ -18,7 +18,8 @@ from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
 from bot.ops.log_context import bind_turn
-from bot.queue.job_results import JobContext, JobDone, JobResult, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.job_results import JobContext, JobDone, JobOutcome
 from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
@@ -44,7 +45,7 @@ async def answer(
     analysis: AnalysisFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """Run the turn of a text; its reply is committed, or a kind message with the incident code.
 
     In a private chat (``drafts`` given, ``STREAMING=on``) the answer is shown as a
@@ -98,7 +99,7 @@ async def run_turn(
     accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """One model turn for ``message`` whose words are ``text`` (typed, or a voice's transcript).
 
     See :func:`answer`; ``turn_input`` says what the customer sent, for the history and the audit.
@@ -145,14 +146,14 @@ async def run_turn(
     except ChatServiceError as error:
         # The chat is named by the log context (its pseudonym), never by its id here.
         logger.info("Turn %s failed: %s", turn_id, error.kind)
-        failure = PlainReply(
-            text=customer_texts.failure_message(error, turn_id, customer_texts.gettext_of(texts)),
+        failure = Reply.say(
+            customer_texts.failure_message(error, turn_id, customer_texts.gettext_of(texts)),
             audit=error.audit_fields,
         )
         if handoff is None:
             return failure
         return await _after_failure(message, job, handoff.service, failure, texts)
-    return JobDone(reply=reply.delivery, summary_due=reply.summary_updated)
+    return JobDone(delivery=reply.delivery, summary_due=reply.summary_updated)
 
 
 def _photos(job: JobContext, turn_input: TurnInput) -> tuple[str, ...]:
@@ -171,9 +172,9 @@ async def _after_failure(
     message: Message,
     job: JobContext,
     handoff: HandoffService,
-    failure: PlainReply,
+    failure: Reply,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """Count the failure; enough in a row (and nobody called yet) opens a handoff."""
     key = telegram_conversation(message.chat.id)
     try:

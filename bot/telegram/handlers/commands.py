@@ -9,25 +9,25 @@ from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.language.choice import ConversationLanguages
 from bot.language.texts import Texts
-from bot.queue.job_results import JobContext, JobDone, PlainReply
-from bot.queue.jobs import OutboxEntry
+from bot.queue.delivery import Reply
+from bot.queue.job_results import JobContext, JobDone
 from bot.storage.keys import telegram_conversation
 from bot.telegram.filters import CommandLike, HasText
 
 
-async def start(message: Message, texts: Texts | None = None) -> PlainReply:
+async def start(message: Message, texts: Texts | None = None) -> Reply:
     """Greet and say what the bot can help with."""
-    return PlainReply(text=customer_texts.shown(texts, customer_texts.GREETING))
+    return Reply.say(customer_texts.shown(texts, customer_texts.GREETING))
 
 
-async def help_command(message: Message, texts: Texts | None = None) -> PlainReply:
+async def help_command(message: Message, texts: Texts | None = None) -> Reply:
     """List the commands."""
-    return PlainReply(text=customer_texts.shown(texts, customer_texts.HELP))
+    return Reply.say(customer_texts.shown(texts, customer_texts.HELP))
 
 
 async def new_conversation(
     message: Message, job: JobContext, chat_service: ChatService, texts: Texts | None = None
-) -> PlainReply:
+) -> Reply:
     """Archive the conversation and start a fresh one."""
     try:
         await chat_service.reset(telegram_conversation(message.chat.id), token=job.token)
@@ -35,7 +35,7 @@ async def new_conversation(
         # reset() has no turn of its own; the job's turn id is the incident code.
         error.turn_id = error.turn_id or job.job.turn_id
         raise
-    return PlainReply(text=customer_texts.shown(texts, customer_texts.NEW_CONVERSATION))
+    return Reply.say(customer_texts.shown(texts, customer_texts.NEW_CONVERSATION))
 
 
 async def language_command(
@@ -46,7 +46,7 @@ async def language_command(
     chat_service: ChatService,
     languages: ConversationLanguages,
     texts: Texts | None = None,
-) -> PlainReply | JobDone:
+) -> Reply | JobDone:
     """``/language``: the choices; ``/language en``: the conversation's language from now on.
 
     The choice is kept in the session (committed with the reply, as a handoff step
@@ -55,27 +55,17 @@ async def language_command(
     choices = languages.choices()
     argument = (command.args or "").strip()
     if not argument:
-        return PlainReply(
-            text=customer_texts.shown(texts, customer_texts.LANGUAGE_CHOICES).format(
-                choices=choices
-            )
+        return Reply.say(
+            customer_texts.shown(texts, customer_texts.LANGUAGE_CHOICES).format(choices=choices)
         )
     # ``en-US`` (as Telegram's own language_code reads) chooses ``en``.
     wanted = languages.chosen(argument)
     if wanted is None:
-        return PlainReply(
-            text=customer_texts.shown(texts, customer_texts.LANGUAGE_UNKNOWN).format(
-                choices=choices
-            )
+        return Reply.say(
+            customer_texts.shown(texts, customer_texts.LANGUAGE_UNKNOWN).format(choices=choices)
         )
     chosen = languages.texts(wanted)
-    entry = OutboxEntry(
-        job_id=job.job.job_id,
-        turn_id=job.job.turn_id,
-        chat_id=job.job.chat_id,
-        format="plain",
-        text=chosen.gettext(customer_texts.LANGUAGE_CHANGED),
-    )
+    entry = Reply.say(chosen.gettext(customer_texts.LANGUAGE_CHANGED))
     done: JobDone = await chat_service.commit_without_turn(
         telegram_conversation(message.chat.id),
         job,
@@ -85,9 +75,9 @@ async def language_command(
     return done
 
 
-async def unknown_command(message: Message, texts: Texts | None = None) -> PlainReply:
+async def unknown_command(message: Message, texts: Texts | None = None) -> Reply:
     """A command the bot does not have: show the ones it has."""
-    return PlainReply(text=customer_texts.shown(texts, customer_texts.HELP))
+    return Reply.say(customer_texts.shown(texts, customer_texts.HELP))
 
 
 def build_router() -> Router:

@@ -17,8 +17,9 @@ from bot import customer_texts
 from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
 from bot.ops.features import Features
-from bot.queue.job_results import JobContext, JobResult, PlainReply
-from bot.queue.jobs import CardEdit
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import EditCard, SendText
+from bot.queue.job_results import JobContext, JobOutcome
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed
@@ -34,7 +35,7 @@ async def on_offer_press(
     handoff: HandoffFeature | None = None,
     operator_unavailable: Callable[[Texts | None], str] | None = None,
     texts: Texts | None = None,
-) -> JobResult | None:
+) -> JobOutcome | None:
     """Open the handoff and remove the button (its message edited); else change nothing.
 
     Its router's filter lets the offer's presses only (:class:`OfferPress`) through.
@@ -45,7 +46,7 @@ async def on_offer_press(
     if offer.chat.type != ChatType.PRIVATE or callback.from_user.id != offer.chat.id:
         logger.info("Escalation press by someone other than the customer: nothing done")
         return None
-    pressed = CardEdit(
+    pressed = EditCard(
         message_id=offer.message_id,
         text=customer_texts.shown(texts, customer_texts.ESCALATION_PRESSED),
     )
@@ -56,10 +57,10 @@ async def on_offer_press(
             if operator_unavailable
             else customer_texts.shown(texts, customer_texts.OPERATOR_OFF)
         )
-        return PlainReply(text=text, card_edit=pressed)
+        return Reply.of(pressed, SendText(text=text) if text else None)
     if handoff.service.state(job) != "bot":
-        return PlainReply(
-            text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY), card_edit=pressed
+        return Reply.of(
+            pressed, SendText(text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
         )
     user = callback.from_user
     return await handoff.service.open(

@@ -14,8 +14,9 @@ from bot.csat.callback import FeedbackPress
 from bot.csat.feature import CsatFeature
 from bot.language.texts import Texts
 from bot.ops.features import Features
-from bot.queue.job_results import JobContext, PlainReply
-from bot.queue.jobs import CardEdit
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import EditCard
+from bot.queue.job_results import JobContext
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import Pressed
 from bot.telegram.feature_routers import FeatureRouters
@@ -31,7 +32,7 @@ async def on_feedback(
     csat: CsatFeature | None = None,
     analysis: AnalysisFeature | None = None,
     texts: Texts | None = None,
-) -> PlainReply | None:
+) -> Reply | None:
     """Record the first press of the open question: thank by editing it, audit the score.
 
     Only the customer asked may answer: the question goes to private chats only,
@@ -63,9 +64,8 @@ async def on_feedback(
         score=result.score,
         category=await _category(analysis, telegram_conversation(question.chat.id)),
     )
-    return PlainReply(
-        text="",
-        card_edit=CardEdit(
+    return Reply.of(
+        EditCard(
             message_id=question.message_id,
             text=customer_texts.shown(texts, customer_texts.CSAT_THANKS),
         ),

@@ -21,7 +21,8 @@ from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
 from bot.ops.features import Features
-from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.job_results import JobContext, JobOutcome
 from bot.queue.staff_actions import HandoffTurn
 from bot.storage.keys import telegram_conversation
 from bot.telegram.feature_routers import FeatureRouters
@@ -49,7 +50,7 @@ async def operator(
     handoff: HandoffFeature | None = None,
     operator_unavailable: Callable[[Texts | None], str] | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """The customer asks for a person (without a staff group: the hours, as the demo model says)."""
     if handoff is None:
         text = (
@@ -57,9 +58,9 @@ async def operator(
             if operator_unavailable
             else customer_texts.shown(texts, customer_texts.OPERATOR_OFF)
         )
-        return PlainReply(text=text)
+        return Reply.say(text)
     if handoff.service.state(job) != "bot":
-        return PlainReply(text=customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
+        return Reply.say(customer_texts.shown(texts, customer_texts.OPERATOR_ALREADY))
     return await handoff.service.open(
         telegram_conversation(message.chat.id),
         job,
@@ -83,7 +84,7 @@ async def customer_to_staff(
     job: JobContext,
     handoff: HandoffFeature,
     media: Media | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """In ``human`` state any customer message (text or media) goes to the topic only.
 
     A voice message goes with its transcript (when it can be had) for staff to read.
@@ -118,7 +119,7 @@ async def staff_message(
     handoff: HandoffFeature | None = None,
     *,
     staff_members: StaffMembership,
-) -> JobResult | None:
+) -> JobOutcome | None:
     """A message in the staff chat, queued in the customer's chat: relay it, or ``/close``."""
     service = handoff.service if handoff is not None else None
     if service is None or not await _from_staff_in_topic(message, bot, job, service, staff_members):

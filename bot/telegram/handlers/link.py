@@ -18,7 +18,8 @@ from bot.accounts.linking import SharedContact
 from bot.chat_errors import ChatServiceError
 from bot.language.texts import Texts
 from bot.ops.features import Features
-from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.job_results import JobContext, JobOutcome
 from bot.storage.keys import telegram_conversation
 from bot.telegram.feature_routers import FeatureRouters
 from bot.telegram.filters import CommandLike
@@ -36,18 +37,18 @@ class HasContact(Filter):
 
 async def link_command(
     message: Message, accounts: AccountsFeature, texts: Texts | None = None
-) -> PlainReply:
+) -> Reply:
     """Ask for the customer's own contact with the ``request_contact`` button."""
     return accounts.linking.ask(private_chat=message.chat.type == ChatType.PRIVATE, texts=texts)
 
 
 async def shared_contact(
     message: Message, job: JobContext, accounts: AccountsFeature, texts: Texts | None = None
-) -> JobResult:
+) -> JobOutcome:
     """Link the account if the contact is the sender's own (never a number typed as text)."""
     contact = message.contact
     if contact is None:  # HasContact let it through: never, said for the type checker
-        return PlainReply(text=customer_texts.shown(texts, customer_texts.NON_TEXT))
+        return Reply.say(customer_texts.shown(texts, customer_texts.NON_TEXT))
     shared = SharedContact(
         private_chat=message.chat.type == ChatType.PRIVATE,
         sender_id=message.from_user.id if message.from_user else None,
@@ -61,10 +62,8 @@ async def shared_contact(
     except ChatServiceError as error:
         # Not saved: nothing is linked; the customer can share the contact again.
         logger.warning("Account link not saved: %s", error.kind)
-        return PlainReply(
-            text=customer_texts.failure_message(
-                error, job.job.turn_id, customer_texts.gettext_of(texts)
-            )
+        return Reply.say(
+            customer_texts.failure_message(error, job.job.turn_id, customer_texts.gettext_of(texts))
         )
 
 

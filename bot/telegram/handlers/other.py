@@ -14,7 +14,9 @@ from aiogram.types import Message
 from bot import customer_texts
 from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
-from bot.queue.job_results import JobContext, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import SendText, relay
+from bot.queue.job_results import JobContext
 from bot.queue.staff_actions import StaffAction
 from bot.telegram.filters import forwarded_from_channel
 
@@ -52,13 +54,13 @@ async def not_text(
     job: JobContext,
     handoff: HandoffFeature | None = None,
     texts: Texts | None = None,
-) -> PlainReply:
+) -> Reply:
     """Say what the bot cannot read; while a person is awaited, staff see it too."""
     text = customer_texts.shown(texts, reply_for(message))
     if handoff is not None and handoff.service.state(job) == "waiting":
         copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
-        return PlainReply(text=text, staff=(copy,))
-    return PlainReply(text=text)
+        return Reply.of(SendText(text=text) if text else None, relay(copy))
+    return Reply.say(text)
 
 
 def build_forwarded_router() -> Router:

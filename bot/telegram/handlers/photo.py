@@ -16,7 +16,9 @@ from bot.accounts.feature import AccountsFeature
 from bot.engine.chat_service import ChatService
 from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
-from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import SendText, relay
+from bot.queue.job_results import JobContext, JobOutcome
 from bot.queue.staff_actions import StaffAction
 from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
@@ -47,7 +49,7 @@ async def photo_message(
     accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """Answer the photo (an album: all its photos at once) with the model's eyes, or say why not.
 
     An album's other photos, answered with its first, are popped without a word;
@@ -59,7 +61,7 @@ async def photo_message(
     copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
     if album is None:
         # Answered with its album; staff following a waiting chat still see every photo.
-        return PlainReply(text="", staff=(copy,) if waiting else ())
+        return Reply.of(relay(copy) if waiting else None)
     # Telegram puts an album's caption on one of its photos, or several on several:
     # every one is the customer's words, in the album's order.
     username = (await bot.me()).username
@@ -70,16 +72,16 @@ async def photo_message(
     text = "\n".join(caption for caption in captions if caption)
     if photos.caption_refused(text):
         # Said before any download; the turn would refuse it as too long anyway.
-        return PlainReply(
-            text=customer_texts.shown(texts, customer_texts.PHOTO_CAPTION_TOO_LONG),
-            staff=(copy,) if waiting else (),
+        return Reply.of(
+            SendText(text=customer_texts.shown(texts, customer_texts.PHOTO_CAPTION_TOO_LONG)),
+            relay(copy) if waiting else None,
         )
     if album.late:
         # The album had its answer: a second one would answer one message twice.
         file_id = photos.file_id_for_history(message) if photos.vision else None
         if file_id is None:
             # Without vision (or too large) the album's one line said it already.
-            return PlainReply(text="", staff=(copy,) if waiting else ())
+            return Reply.of(relay(copy) if waiting else None)
         return await chat_service.keep_photo(
             telegram_conversation(message.chat.id),
             job,
@@ -91,7 +93,7 @@ async def photo_message(
     if not seen.images:
         text = customer_texts.shown(texts, _refusal_text(seen.refusal, staff=handoff is not None))
         # Staff following a waiting chat see the photo themselves.
-        return PlainReply(text=text, staff=(copy,) if waiting else ())
+        return Reply.of(SendText(text=text) if text else None, relay(copy) if waiting else None)
     return await run_turn(
         message,
         bot,

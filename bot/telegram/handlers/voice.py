@@ -16,7 +16,9 @@ from bot.accounts.feature import AccountsFeature
 from bot.engine.chat_service import ChatService
 from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
-from bot.queue.job_results import JobContext, JobResult, PlainReply
+from bot.queue.delivery import Reply
+from bot.queue.delivery_steps import SendText, relay
+from bot.queue.job_results import JobContext, JobOutcome
 from bot.queue.staff_actions import StaffAction
 from bot.telegram.drafts import Drafts
 from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, run_turn
@@ -56,7 +58,7 @@ async def voice_message(
     accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
-) -> JobResult:
+) -> JobOutcome:
     """Transcribe, then answer as a text; or ask kindly to write instead."""
     async with TypingIndicator(bot, message.chat.id, delay=TYPING_DELAY_SECONDS):
         heard = await media.voice.hear_for_turn(bot, message)
@@ -65,8 +67,8 @@ async def voice_message(
         if handoff is not None and handoff.service.state(job) == "waiting":
             # Staff following a waiting chat hear the voice message themselves.
             copy = StaffAction(kind="copy_to_topic", message_id=message.message_id)
-            return PlainReply(text=text, staff=(copy,))
-        return PlainReply(text=text)
+            return Reply.of(SendText(text=text) if text else None, relay(copy))
+        return Reply.say(text)
     return await run_turn(
         message,
         bot,
