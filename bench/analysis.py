@@ -27,7 +27,6 @@ import redis.asyncio as aioredis
 from bench.stack import BenchRedis
 from bot.analysis.analyzer import SupportRequestAnalyzer, shaped_for
 from bot.analysis.idle_analysis import IdleAnalysis
-from bot.analysis.offline import OfflineAnalyst
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.sweeper import AnalysisSweeper
 from bot.llm.openai_client import OpenAIChatClient
@@ -38,6 +37,7 @@ from bot.settings import DEFAULT_CATEGORIES
 from bot.storage.keys import RedisKeys
 from bot.testing.openai_server import ScriptedOpenAIServer, delay, text_answer
 from bot.testing.recording_audit_sink import RecordingAuditSink
+from bot.tryout.analyst import OfflineAnalyst
 from prompts.registry import ANALYSIS_PROMPT_ID, build_default_prompt_registry
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)

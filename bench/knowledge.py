@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR, Article, Passage, read_articles
+from bot.settings import DEMO_HELP_CENTER
+from tools.knowledge.articles import Article, Passage, read_articles
 
 LABELLED = Path(__file__).parent.parent / "tests" / "knowledge" / "labelled_queries.tsv"
 ENGINES = (
@@ -58,7 +59,7 @@ def labelled_queries(path: Path = LABELLED) -> list[tuple[str | None, str]]:
 
 def generated_articles(count: int, seed: int = 7) -> list[Article]:
     """``count`` articles of the demo help center's words in random order (deterministic)."""
-    demo = read_articles(DEFAULT_KNOWLEDGE_DIR).articles
+    demo = read_articles(DEMO_HELP_CENTER).articles
     # Decoys of the Russian articles' words, as before the English ones shipped.
     words = [
         word
@@ -125,18 +126,18 @@ def _ours(articles: Sequence[Article], *, typos: bool) -> Search:
 
 
 def _stems() -> Callable[[str], list[str]]:
-    from tools.knowledge.analysis import Analyzer  # noqa: PLC0415
+    from tools.knowledge.terms import TermAnalyzer  # noqa: PLC0415
 
-    return Analyzer().terms
+    return TermAnalyzer().terms
 
 
 def _lemmas() -> Callable[[str], list[str]]:
     import pymorphy3  # noqa: PLC0415
 
-    from tools.knowledge.analysis import Analyzer  # noqa: PLC0415
+    from tools.knowledge.terms import TermAnalyzer  # noqa: PLC0415
 
     morph = pymorphy3.MorphAnalyzer()
-    analyzer = Analyzer()
+    analyzer = TermAnalyzer()
     cache: dict[str, str] = {}
 
     def lemma(word: str) -> str:
@@ -258,7 +259,7 @@ def _rss_kib() -> int:
 def measure(engine: str, article_count: int, rounds: int) -> dict[str, Any]:
     """One engine on the demo set (``article_count`` 0) or on that many articles."""
     articles = (
-        list(read_articles(DEFAULT_KNOWLEDGE_DIR).articles)
+        list(read_articles(DEMO_HELP_CENTER).articles)
         if article_count == 0
         else generated_articles(article_count)
     )

@@ -27,8 +27,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bot.actions.confirmation import Verdict
 from bot.actions.feature import ActionsFeature
+from bot.actions.presses import Verdict
 from bot.app import Application, build_application
 from bot.mcp.feature import McpFeature
 from bot.sessions.pending import PendingAction, new_action_id

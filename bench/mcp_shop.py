@@ -20,14 +20,15 @@ from typing import Any
 import redis.asyncio as aioredis
 from mcp import Client
 
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.keys import RedisKeys
 from bot.testing.mcp_shop import DemoShopMcpProcess
 from bot.testing.redis_server import RedisServer
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.order_status import GetOrderStatusArguments, build_order_status_tool
 from tools.product_search import SearchProductsArguments, build_product_search_tool
 from tools.shop_backend import Customer
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import TurnContext
 
 
@@ -45,11 +46,11 @@ async def _timed(call: Callable[[], Awaitable[Any]], calls: int) -> tuple[float,
 
 
 async def _measure(redis_url: str, prefix: str, url: str, calls: int) -> dict[str, float]:
-    store = ShopStore.load()
+    shop_data = ShopData.load(DEMO_SHOP_DATA)
     redis = aioredis.Redis.from_url(redis_url)
-    shop = RedisDemoShop(redis, RedisKeys(prefix), store)
-    status = build_order_status_tool(store, shop)
-    search = build_product_search_tool(store)
+    shop = RedisDemoShop(redis, RedisKeys(prefix), shop_data)
+    status = build_order_status_tool(shop_data, shop)
+    search = build_product_search_tool(shop_data)
     context = TurnContext(conversation_key="bench", chat_id=777, user_id=777, turn_id="bench")
     results: dict[str, float] = {}
     try:

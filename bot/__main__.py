@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 
 from bot.ops import event_loop
-from bot.ops.local_redis import LocalRedisError, LocalRedisServer, redis_or_private
 from bot.ops.startup import StartupError, configure_logging, configured_secrets, load_settings
 from bot.settings import Settings, offline_by_default
 from bot.telegram.startup_checks import Mode, mode_check
+from bot.tryout.local_redis import LocalRedisError, LocalRedisServer, redis_or_private
 
 
 async def _console(settings: Settings, conversation: str | None, notes: Sequence[str]) -> int:
@@ -48,7 +48,7 @@ def console_main(conversation: str | None) -> int:
 
     Nothing needs to be set to try it: without ``LLM_BACKEND`` and ``OPENAI_API_KEY``
     it runs the offline demo model, without ``REDIS_URL`` a private redis-server
-    (:mod:`bot.ops.local_redis`), each said in one line of the banner.
+    (:mod:`bot.tryout.local_redis`), each said in one line of the banner.
     """
     offline = offline_by_default()
     settings = load_settings(values={"LLM_BACKEND": "offline"} if offline else None)
@@ -105,7 +105,7 @@ def _delegate(command: str, args: list[str]) -> int:
         from bot.knowledge.cli import main as knowledge_main  # noqa: PLC0415 - see module docstring
 
         return knowledge_main(args)
-    from bot.shop.mcp_server import main as shop_mcp_main  # noqa: PLC0415 - see module docstring
+    from bot.tryout.demo_shop_mcp import main as shop_mcp_main  # noqa: PLC0415 - see module docstring
 
     return shop_mcp_main(args)
 

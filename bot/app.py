@@ -42,7 +42,6 @@ from bot.language.choice import ConversationLanguages
 from bot.language.detect import LanguagePolicy
 from bot.language.texts import Texts
 from bot.llm.health import ModelHealth
-from bot.llm.offline import OfflineChatModel, OfflineDemoKnowledge
 from bot.llm.transcription import Transcriber
 from bot.llm.types import ToolCallingClient
 from bot.mcp.feature import McpFeature, open_mcp
@@ -58,7 +57,6 @@ from bot.sessions.handoff_machine import IdleRule, utc_now
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import SessionStore
 from bot.settings import Settings
-from bot.shop.redis_demo import RedisDemoShop
 from bot.staff_assist.feature import build_staff_assist
 from bot.storage.blocked_chats import BlockedChats
 from bot.storage.connection import (
@@ -69,6 +67,8 @@ from bot.storage.connection import (
 )
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
+from bot.tryout.demo_shop import RedisDemoShop
+from bot.tryout.model import OfflineChatModel, OfflineDemoKnowledge
 from prompts.registry import (
     SUMMARY_PROMPT_ID,
     SUPPORT_CHAT_PROMPT_ID,
@@ -83,7 +83,7 @@ from tools.knowledge.citations import CitationCheck
 from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
 from tools.shop_backend import ShopBackend
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from tools.write_tools import Localize, as_written
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class Application:
         return self.core.llm
 
     @property
-    def shop(self) -> ShopStore:
+    def shop(self) -> ShopData:
         """The shop's data."""
         return self.core.shop
 
@@ -224,7 +224,7 @@ def turn_lease_seconds(settings: Settings) -> float:
 
 
 def _build_llm(
-    settings: Settings, shop: ShopStore, registry: ToolRegistry, environ: Mapping[str, str]
+    settings: Settings, shop: ShopData, registry: ToolRegistry, environ: Mapping[str, str]
 ) -> ToolCallingClient:
     llm = settings.llm
     if llm.backend == "offline":
@@ -286,7 +286,7 @@ def build_model_health(settings: Settings, client: ToolCallingClient) -> ModelHe
     )
 
 
-def build_offline_model(shop: ShopStore, registry: ToolRegistry) -> OfflineChatModel:
+def build_offline_model(shop: ShopData, registry: ToolRegistry) -> OfflineChatModel:
     """The offline demo model, told the registry's tools and the shop's words it may use."""
     names = registry.names()
     return OfflineChatModel(
@@ -367,7 +367,7 @@ def build_chat_service(
             lease_seconds=turn_lease_seconds(settings),
             wait_seconds=settings.session.lock_wait_seconds,
             max_message_chars=settings.session.message_max_chars,
-            action_confirm_seconds=settings.tools.action_confirm_seconds,
+            card_window_seconds=settings.tools.action_confirm_seconds,
         ),
         model_name=llm.model_name,
         # The handoff policy only with a staff chat; before the cards, as the audit's order.
@@ -389,10 +389,10 @@ def build_chat_service(
     )
 
 
-def _shop_data(settings: Settings) -> ShopStore:
+def _shop_data(settings: Settings) -> ShopData:
     """The shop's data of ``TOOL_DATA_PATH``; unreadable or invalid stops the start."""
     try:
-        return ShopStore.load(settings.tools.data_path)
+        return ShopData.load(settings.tools.data_path)
     except OSError as error:
         raise StartupError(
             f"TOOL_DATA_PATH {settings.tools.data_path} cannot be read: {error.strerror}"
@@ -401,7 +401,7 @@ def _shop_data(settings: Settings) -> ShopStore:
         first = error.errors(include_input=False, include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"])
         raise StartupError(
-            f"TOOL_DATA_PATH {settings.tools.data_path} is not a valid shop store: "
+            f"TOOL_DATA_PATH {settings.tools.data_path} is not a valid shop data file: "
             f"{where}: {str(first['msg']).removeprefix('Value error, ')} "
             f"({error.error_count()} problem(s))"
         ) from error
@@ -559,7 +559,7 @@ async def _open_engine(
     *,
     llm: ToolCallingClient | None,
     environ: Mapping[str, str],
-    shop: ShopStore,
+    shop: ShopData,
     catalogs: Catalogs,
     help_center: HelpCenter,
     clock: Callable[[], datetime],

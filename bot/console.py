@@ -13,8 +13,8 @@ from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, TextIO
 
 from bot import customer_texts
-from bot.actions.confirmation import Press
 from bot.actions.feature import ActionsFeature
+from bot.actions.presses import Press
 from bot.analysis.analyzer import AnalysisError
 from bot.analysis.feature import AnalysisFeature
 from bot.analysis.render import render_analysis
@@ -558,7 +558,7 @@ async def until_hangup(work: Coroutine[Any, Any, int]) -> int:
     """``work``'s exit code; SIGTERM or SIGHUP (the terminal closed) cancel it: 128 + signal.
 
     So a closed terminal or a ``kill`` still closes the application and lets go of
-    the private Redis (bot/ops/local_redis.py) instead of leaving it running.
+    the private Redis (bot/tryout/local_redis.py) instead of leaving it running.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)

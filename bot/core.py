@@ -24,7 +24,7 @@ from bot.storage.keys import RedisKeys
 from tools.execution import ToolExecutor
 from tools.knowledge.library import HelpCenter
 from tools.registry import ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from tools.support_hours import describe_hours, support_hours_at
 
 
@@ -49,7 +49,7 @@ class CoreParts:
     executor: ToolExecutor
     chat: ChatService
     intake: Intake
-    shop: ShopStore
+    shop: ShopData
     catalogs: Catalogs
     help_center: HelpCenter
     clock: Callable[[], datetime]

@@ -23,8 +23,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
 from bot.proxies import ProxyURLError, normalise_proxy_url
-from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
-from tools.store import DEFAULT_STORE_PATH
+
+# The try-out's data (bot/tryout/), named by path: TOOL_DATA_PATH's and KNOWLEDGE_DIR's
+# defaults, so that the bot answers with nothing set; production points both elsewhere.
+DEMO_SHOP_DATA = Path(str(files("bot").joinpath("tryout", "demo_shop.json")))
+"""The demo shop's data: orders, products, return policies, hours, customers."""
+DEMO_HELP_CENTER = Path(str(files("bot").joinpath("tryout", "help_center")))
+"""The demo help center's articles (Markdown)."""
 
 KEY_ALPHABET = r"A-Za-z0-9_.:-"
 """Characters allowed in a key prefix and in a conversation key."""
@@ -208,7 +213,7 @@ class RedisSettings(BaseSettings):
         default=SecretStr("redis://localhost:6379/0"), validation_alias=_env("REDIS_URL")
     )
     # Unset REDIS_URL: the console and the staff CLI run a private redis-server with its
-    # data here (bot/ops/local_redis.py); relative to the current directory.
+    # data here (bot/tryout/local_redis.py); relative to the current directory.
     local_dir: Path = Field(default=Path(".data"), validation_alias=_env("LOCAL_REDIS_DIR"))
     key_prefix: str = Field(
         default="support", pattern=KEY_PREFIX_PATTERN, validation_alias=_env("REDIS_KEY_PREFIX")
@@ -377,7 +382,7 @@ class ToolSettings(BaseSettings):
     turn_deadline_seconds: float = Field(
         default=120.0, gt=0, le=3600, validation_alias=_env("TURN_DEADLINE_SECONDS")
     )
-    data_path: Path = Field(default=DEFAULT_STORE_PATH, validation_alias=_env("TOOL_DATA_PATH"))
+    data_path: Path = Field(default=DEMO_SHOP_DATA, validation_alias=_env("TOOL_DATA_PATH"))
     support_timezone: str | None = Field(default=None, validation_alias=_env("SUPPORT_TIMEZONE"))
     # The shop's lookup of a customer by phone number; set, /link and shared contacts link
     # the chat to the shop's customer (docs/shop.md). Unset: no linking.
@@ -387,9 +392,7 @@ class ToolSettings(BaseSettings):
         validation_alias=_env("ACCOUNT_LINK_TOOL"),
     )
     # The help center search_help_center reads (Markdown articles; default: the demo one).
-    knowledge_dir: Path = Field(
-        default=DEFAULT_KNOWLEDGE_DIR, validation_alias=_env("KNOWLEDGE_DIR")
-    )
+    knowledge_dir: Path = Field(default=DEMO_HELP_CENTER, validation_alias=_env("KNOWLEDGE_DIR"))
     knowledge_top_k: int = Field(default=3, ge=1, le=10, validation_alias=_env("KNOWLEDGE_TOP_K"))
     # How long a write the model proposed waits for the customer's button.
     action_confirm_seconds: float = Field(

@@ -24,7 +24,7 @@ from tools.shop_backend import (
     check_returnable,
     order_id_argument,
 )
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from tools.write_tools import N_, ActionResult, Localize, WriteTool, as_written, card_value
 from turn import ToolBusinessError
 
@@ -236,7 +236,7 @@ def build_cancel_order_tool(
 
 def build_request_return_tool(
     shop: ShopBackend,
-    store: ShopStore,
+    shop_data: ShopData,
     clock: Callable[[], datetime],
     localize: Localize = as_written,
 ) -> WriteTool[RequestReturnArguments, CheckedOrder]:
@@ -246,7 +246,7 @@ def build_request_return_tool(
         arguments: RequestReturnArguments, order: OrderView, tr: Translate
     ) -> None:
         try:
-            check_returnable(order, tuple(arguments.items), store, clock().date())
+            check_returnable(order, tuple(arguments.items), shop_data, clock().date())
         except ShopRuleError as error:
             refusal = tr(N_("Возврат по заказу {order_id} невозможен")).format(
                 order_id=order.order_id

@@ -2,7 +2,7 @@
 
 from tools.registry import RegisteredTool, ToolArguments, ToolHandler
 from tools.shop_backend import Customer, ShopBackend, order_id_argument
-from tools.store import OrderDetails, ShopStore
+from tools.shop_data import OrderDetails, ShopData
 from turn import ToolBusinessError, TurnContext
 
 GET_ORDER_STATUS_TOOL_NAME = "get_order_status"
@@ -26,11 +26,11 @@ class CurrentOrderStatusResult(OrderStatusResult):
 
 
 def build_order_status_tool(
-    store: ShopStore, backend: ShopBackend | None = None
+    shop_data: ShopData, backend: ShopBackend | None = None
 ) -> RegisteredTool[GetOrderStatusArguments, OrderStatusResult]:
-    """The order status tool over ``backend`` (its current state) or, without one, ``store``."""
+    """The order status tool over ``backend`` (its current state) or, without one, ``shop_data``."""
     handler: ToolHandler[GetOrderStatusArguments, OrderStatusResult] = (
-        _store_lookup(store) if backend is None else _backend_lookup(backend)
+        _shop_data_lookup(shop_data) if backend is None else _backend_lookup(backend)
     )
     return RegisteredTool(
         name=GET_ORDER_STATUS_TOOL_NAME,
@@ -40,17 +40,19 @@ def build_order_status_tool(
         ),
         arguments_model=GetOrderStatusArguments,
         handler=handler,
-        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        # Reads the in-memory shop data: cheaper on the event loop than in a thread.
         # The backend's lookup is async and runs on the loop anyway.
         blocking=False,
     )
 
 
-def _store_lookup(store: ShopStore) -> ToolHandler[GetOrderStatusArguments, OrderStatusResult]:
+def _shop_data_lookup(
+    shop_data: ShopData,
+) -> ToolHandler[GetOrderStatusArguments, OrderStatusResult]:
     def get_order_status(
         arguments: GetOrderStatusArguments, context: TurnContext
     ) -> OrderStatusResult:
-        order = store.find_order(arguments.order_id)
+        order = shop_data.find_order(arguments.order_id)
         # An order owned by somebody else answers exactly like a missing one,
         # so the tool never confirms that an order number exists.
         if order is None or (

@@ -3,7 +3,7 @@
 from pydantic import BaseModel
 
 from tools.registry import RegisteredTool, ToolArguments, text_argument
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 SEARCH_PRODUCTS_TOOL_NAME = "search_products"
 MAX_RESULTS = 5
@@ -42,15 +42,15 @@ def _stem(word: str) -> str:
 
 
 def build_product_search_tool(
-    store: ShopStore,
+    shop_data: ShopData,
 ) -> RegisteredTool[SearchProductsArguments, SearchProductsResult]:
-    """The catalogue search tool over ``store``."""
+    """The catalogue search tool over ``shop_data``."""
 
     def search_products(arguments: SearchProductsArguments) -> SearchProductsResult:
         query = " ".join(arguments.query.lower().split())
         stems = {_stem(word) for word in query.split() if len(word) >= 2}
         scored: list[tuple[int, int, ProductItem]] = []
-        for position, product in enumerate(store.products):
+        for position, product in enumerate(shop_data.products):
             haystack = f"{product.name} {product.category} {product.sku}".lower()
             words = {_stem(word) for word in haystack.split()}
             score = sum(1 for stem in stems if stem in words or stem in haystack)
@@ -73,6 +73,6 @@ def build_product_search_tool(
         ),
         arguments_model=SearchProductsArguments,
         handler=search_products,
-        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        # Reads the in-memory shop data: cheaper on the event loop than in a thread.
         blocking=False,
     )

@@ -3,7 +3,7 @@
 from pydantic import BaseModel
 
 from tools.registry import RegisteredTool, ToolArguments, text_argument
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 GET_RETURN_POLICY_TOOL_NAME = "get_return_policy"
 
@@ -33,13 +33,13 @@ def normalise_product(product: str) -> str:
 
 
 def build_return_policy_tool(
-    store: ShopStore,
+    shop_data: ShopData,
 ) -> RegisteredTool[GetReturnPolicyArguments, ReturnPolicyResult]:
-    """The return policy tool over ``store``."""
+    """The return policy tool over ``shop_data``."""
 
     def get_return_policy(arguments: GetReturnPolicyArguments) -> ReturnPolicyResult:
         product = normalise_product(arguments.product)
-        policy = store.find_return_policy(product)
+        policy = shop_data.find_return_policy(product)
         if policy is None:
             return ReturnPolicyResult(
                 product=product,
@@ -62,6 +62,6 @@ def build_return_policy_tool(
         ),
         arguments_model=GetReturnPolicyArguments,
         handler=get_return_policy,
-        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        # Reads the in-memory shop data: cheaper on the event loop than in a thread.
         blocking=False,
     )

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from pydantic import ConfigDict, Field
 
-from tools.store import ORDER_ID_PATTERN, OrderDetails, ShopStore
+from tools.shop_data import ORDER_ID_PATTERN, OrderDetails, ShopData
 from turn import TurnContext
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -93,9 +93,7 @@ CANCELLABLE_STATUSES = frozenset({"new", "processing"})
 RETURNABLE_STATUSES = frozenset({"delivered"})
 
 
-def check_returnable(
-    order: OrderView, items: tuple[str, ...], shop: ShopStore, today: date
-) -> None:
+def check_returnable(order: OrderView, items: tuple[str, ...], shop: ShopData, today: date) -> None:
     """Raise :class:`ShopRuleError` unless ``items`` of ``order`` may be returned ``today``."""
     if order.return_id is not None:
         raise ShopRuleError("return_exists")

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel
 
 from tools.registry import RegisteredTool, ToolArguments
-from tools.store import WEEKDAYS, ShopStore, SupportHours
+from tools.shop_data import WEEKDAYS, ShopData, SupportHours
 from tools.write_tools import N_
 
 Translate = Callable[[str], str]
@@ -133,12 +133,12 @@ def describe_hours(result: SupportHoursResult, gettext: Translate = _as_is) -> s
 
 
 def build_support_hours_tool(
-    store: ShopStore,
+    shop_data: ShopData,
     timezone: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> RegisteredTool[GetSupportHoursArguments, SupportHoursResult]:
-    """The support hours tool; ``timezone`` overrides the store's, ``clock`` is for tests."""
-    hours = store.support_hours
+    """The support hours tool; ``timezone`` overrides the shop data's, ``clock`` is for tests."""
+    hours = shop_data.support_hours
     ZoneInfo(timezone or hours.timezone)  # an unknown zone fails here, not on a question
 
     def get_support_hours(arguments: GetSupportHoursArguments) -> SupportHoursResult:
@@ -152,6 +152,6 @@ def build_support_hours_tool(
         ),
         arguments_model=GetSupportHoursArguments,
         handler=get_support_hours,
-        # Reads the in-memory shop store: cheaper on the event loop than in a thread.
+        # Reads the in-memory shop data: cheaper on the event loop than in a thread.
         blocking=False,
     )

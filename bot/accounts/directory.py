@@ -2,7 +2,7 @@
 
 ``ACCOUNT_LINK_TOOL`` names the shop's lookup tool. The demo shop's
 (``find_customer_by_phone``) is answered here, in process, by
-:class:`DemoCustomerDirectory` over the same store the demo shop's MCP server
+:class:`DemoCustomerDirectory` over the same shop data the demo shop's MCP server
 reads (``python -m bot shop-mcp`` serves the same lookup as a tool). A shop
 connected over MCP names ``<server>:<tool>``:
 :class:`~bot.accounts.mcp_directory.McpCustomerDirectory` calls that tool on the
@@ -12,7 +12,7 @@ server's session (``bot/app.py``, ``_customer_directory``, picks it).
 from dataclasses import dataclass
 from typing import Protocol
 
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 DEMO_LOOKUP_TOOL = "find_customer_by_phone"
 """The demo shop's lookup: the name its MCP server gives the tool, answered here in process."""
@@ -51,12 +51,12 @@ class CustomerDirectory(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoCustomerDirectory:
-    """The demo shop's customers (``customers`` of the store file), looked up in memory."""
+    """The demo shop's customers (``customers`` of the shop data file), looked up in memory."""
 
-    store: ShopStore
+    shop_data: ShopData
     tool_name: str = DEMO_LOOKUP_TOOL
 
     async def find_by_phone(self, phone: str) -> ShopAccount | None:
         """The demo customer whose number has the same digits, if any."""
-        found = self.store.find_customer_by_phone(phone)
+        found = self.shop_data.find_customer_by_phone(phone)
         return ShopAccount(customer_id=found.customer_id) if found is not None else None

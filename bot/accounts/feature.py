@@ -66,7 +66,7 @@ def build_accounts(core: CoreParts, built: Features) -> AccountsFeature | None:
 def _customer_directory(core: CoreParts, mcp: McpFeature | None) -> CustomerDirectory | None:
     """The shop's customers by phone number for ``ACCOUNT_LINK_TOOL`` (``None`` when unset).
 
-    The demo shop's lookup is answered in process, over the store its MCP server
+    The demo shop's lookup is answered in process, over the shop data its MCP server
     reads too; ``<server>:<tool>`` calls that tool on the shop's MCP server.
     Checked by :func:`check_link_tool` first.
     """
@@ -74,7 +74,7 @@ def _customer_directory(core: CoreParts, mcp: McpFeature | None) -> CustomerDire
     if tool is None:
         return None
     if tool == DEMO_LOOKUP_TOOL:
-        return DemoCustomerDirectory(store=core.shop, tool_name=tool)
+        return DemoCustomerDirectory(shop_data=core.shop, tool_name=tool)
     server, _, remote = tool.partition(":")
     connection = mcp.servers.connection(server) if mcp is not None else None
     if connection is None:

@@ -2,5 +2,5 @@
 
 - :mod:`bot.sessions.pending`: the pending action kept in the session, and its card;
 - :mod:`bot.engine.proposals`: a write tool's call turned into a proposal in the tool loop;
-- :mod:`bot.actions.confirmation`: a press on the card resolved against the session.
+- :mod:`bot.actions.presses`: a press on the card resolved against the session.
 """

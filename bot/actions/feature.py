@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bot.actions.confirmation import ActionConfirmations
+from bot.actions.presses import CardPresses
 from bot.actions.runs import ActionRuns
 from bot.core import CoreParts
 from bot.ops.features import Feature, Features
@@ -16,16 +16,16 @@ class ActionsFeature(Feature):
 
     name: ClassVar[str] = "actions"
 
-    confirmations: ActionConfirmations
+    confirmations: CardPresses
 
 
 def build_actions(core: CoreParts, built: Features) -> ActionsFeature:
     """The confirmations of ``core``'s registry (``ACTION_CONFIRM_SECONDS``, ...)."""
     settings = core.settings
     return ActionsFeature(
-        confirmations=ActionConfirmations(
+        confirmations=CardPresses(
             registry=core.registry,
-            confirm_seconds=settings.tools.action_confirm_seconds,
+            card_window_seconds=settings.tools.action_confirm_seconds,
             tool_wait_seconds=settings.tools.action_tool_wait_seconds,
             runs=ActionRuns(
                 core.redis, core.keys, ttl_seconds=settings.session.archive_ttl_seconds

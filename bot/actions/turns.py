@@ -1,7 +1,7 @@
 """What follows a turn that proposed an action: its card, its audit, the card it replaces.
 
-A :data:`~bot.engine.turn_outcomes.TurnFollower` for the chat service: the
-turn's :class:`~bot.engine.turn_outcomes.ActionProposed` outcome becomes the
+A :data:`~bot.engine.turn_items.TurnFollower` for the chat service: the
+turn's :class:`~bot.engine.turn_items.ActionProposed` outcome becomes the
 confirmation card shown after the answer (a :class:`~bot.queue.delivery_steps.SendCard`
 step) and the ``proposed`` (and
 ``superseded``) audit entries, committed with the turn.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.engine.action_audit import proposal_fields
-from bot.engine.turn_outcomes import FollowUp, TurnEnd
+from bot.engine.turn_items import FollowUp, TurnEnd
 from bot.queue.delivery_steps import SendCard
 from bot.sessions.pending import ActionCard
 

@@ -9,7 +9,6 @@ from typing import ClassVar
 from bot.analysis.analyzer import SupportRequestAnalyzer
 from bot.analysis.escalation import EscalationOffers
 from bot.analysis.idle_analysis import IdleAnalysis
-from bot.analysis.offline import OfflineAnalyst
 from bot.analysis.review import QualityReviews
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.sweeper import AnalysisSweeper
@@ -19,6 +18,7 @@ from bot.ops.features import Feature, Features
 from bot.ops.periodic import Periodic
 from bot.ops.startup import StartupError
 from bot.settings import Settings
+from bot.tryout.analyst import OfflineAnalyst
 from prompts.registry import ANALYSIS_PROMPT_ID, UnknownPromptError, build_default_prompt_registry
 from prompts.template import PromptTemplate
 

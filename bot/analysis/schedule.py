@@ -9,7 +9,7 @@ Two kinds of keys (:mod:`bot.storage.keys`):
   :class:`~bot.storage.scripts.csat.ClaimDue` (a claimed score moves on by
   the retry delay, so a second sweeper finds nothing).
 - ``{analysis}:soon``, the same for an early analysis: a customer's message
-  that reads upset (:func:`bot.analysis.offline.looks_upset`, with a staff group
+  that reads upset (:func:`bot.analysis.upset.looks_upset`, with a staff group
   and ``ANALYSIS_ESCALATION=on``) schedules it now, for the escalation offer.
 - ``{<conv>}:analysis``, the conversation's own hash: which idle was analysed
   (the session id and turn count, claimed by one process with

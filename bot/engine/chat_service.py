@@ -25,7 +25,7 @@ from bot.engine.reply_stream import ReplyStream
 from bot.engine.summary import ConversationSummaryService, SummaryError
 from bot.engine.summary_tasks import BackgroundSummaries
 from bot.engine.tool_loop import BoundedToolLoop, ToolLoopResult
-from bot.engine.turn_outcomes import (
+from bot.engine.turn_items import (
     ActionProposed,
     FollowUp,
     HandoffAsked,
@@ -107,7 +107,7 @@ class ChatLimits:
     wait_seconds: float
     max_message_chars: int = 4000
     # How long a proposal waits for its button (ACTION_CONFIRM_SECONDS); None: no limit.
-    action_confirm_seconds: float | None = None
+    card_window_seconds: float | None = None
 
 
 """Told to the customer when a handoff ends (staff ``/close`` or idle)."""
@@ -133,7 +133,7 @@ class ChatService:
     limits: ChatLimits
     model_name: str
     # The parts that own a turn's outcomes (action cards, the handoff policy), in order:
-    # each adds what follows to the commit (bot.engine.turn_outcomes).
+    # each adds what follows to the commit (bot.engine.turn_items).
     followers: tuple[TurnFollower, ...] = ()
     # Takes invented help-center links out of answers; None: no help center to check.
     citations: CitationCheck | None = None
@@ -393,8 +393,10 @@ class ChatService:
         if pending is not None:
             # The customer's «да» executes nothing: the model is told a button waits,
             # or, once its time ran out, that the card no longer does anything.
-            confirm_seconds = self.limits.action_confirm_seconds
-            lapsed = confirm_seconds is not None and is_expired(pending, _now(), confirm_seconds)
+            card_window_seconds = self.limits.card_window_seconds
+            lapsed = card_window_seconds is not None and is_expired(
+                pending, _now(), card_window_seconds
+            )
             note = expired_note(pending) if lapsed else pending_note(pending)
             messages = (*messages[:-1], note, messages[-1])
         result = await self.loop.run(messages, context, observer=recorder, stream=stream)
@@ -752,7 +754,7 @@ def _turn_end(
     turn_input: TurnInput,
     customer: HandoffTurn | None,
 ) -> TurnEnd:
-    """The loop's result as typed outcomes, for the parts that own them."""
+    """The loop's result as turn items, for the parts that own them."""
     proposal = None
     if result.proposal is not None:
         proposal = ActionProposed(

@@ -11,9 +11,9 @@ from typing import TypeVar
 
 from bot.llm.types import ToolCallingClient
 from bot.ops import event_loop
-from bot.ops.local_redis import LocalRedisError, redis_or_private
 from bot.ops.startup import StartupError, configure_logging, load_settings
 from bot.settings import Settings, offline_by_default
+from bot.tryout.local_redis import LocalRedisError, redis_or_private
 
 T = TypeVar("T")
 

@@ -5,7 +5,7 @@ key prefix and an audit stream of its own, so the shop's state, the session and
 the audit start empty: a cancel in one trial is never seen by the next. Turns
 and presses run as the console runs them (:meth:`Application.local_turns`): a
 turn holds the conversation's lease and commits with its outbox entry; a press
-is :meth:`ActionConfirmations.press` in a job of the chat, committed with
+is :meth:`CardPresses.press` in a job of the chat, committed with
 ``commit_without_turn`` as the Telegram handler commits it. The conversation's
 language is decided per message as Telegram's middleware decides it, from the
 session and the scenario's ``language`` (Telegram's ``language_code``).
@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from bot import customer_texts
-from bot.actions.confirmation import Press
 from bot.actions.feature import ActionsFeature
+from bot.actions.presses import Press
 from bot.app import Application, build_application
 from bot.audit.actions import action_entry
 from bot.audit.schema import HandoffAuditEntry
@@ -321,7 +321,7 @@ class Trial:
     async def _check(self, app: Application, check: CheckExpectation, language: str) -> CheckResult:
         """Call a read tool as the model would, for this customer, after the conversation."""
         mcp = app.registry.mcp_tool(check.tool)
-        if app.registry.write_tool(check.tool) is not None or (mcp is not None and mcp.confirm):
+        if app.registry.write_tool(check.tool) is not None or (mcp is not None and mcp.needs_card):
             return CheckResult(ok=False, error_code="not_a_read_tool")
         call = ToolCall(
             id=f"eval_check_{new_turn_id()}",

@@ -1,10 +1,10 @@
 """The handoff policy of a model turn: what a turn's outcomes mean for a handoff.
 
-A :data:`~bot.engine.turn_outcomes.TurnFollower` for the chat service, only for
+A :data:`~bot.engine.turn_items.TurnFollower` for the chat service, only for
 a front end with a staff chat (a turn with a ``customer``): a handoff idle too
 long ends here (the customer is told, the topic too); in ``waiting`` the
 question, the answer and any proposed card are mirrored to the topic; the
-model's :class:`~bot.engine.turn_outcomes.HandoffAsked` opens a handoff. The
+model's :class:`~bot.engine.turn_items.HandoffAsked` opens a handoff. The
 chat service commits what this returns with the turn.
 """
 
@@ -16,7 +16,7 @@ from bot import customer_texts
 from bot.audit.assist import AssistAuditEntry
 from bot.audit.schema import HandoffAuditEntry
 from bot.engine.chat_service import SPEECH_MARK
-from bot.engine.turn_outcomes import FollowUp, TurnEnd
+from bot.engine.turn_items import FollowUp, TurnEnd
 from bot.queue.delivery_steps import StaffRelay
 from bot.queue.staff_actions import StaffAction, reason_of, staff_label, transcript_post
 from bot.sessions.handoff_machine import HandoffEvent, IdleRule, step

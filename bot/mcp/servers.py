@@ -147,7 +147,7 @@ def build_tools(
                 description=description,
                 schema=schema,
                 call=connection.call,
-                confirm=not (trusted and annotations.read_only_hint is True),
+                needs_card=not (trusted and annotations.read_only_hint is True),
                 idempotent=trusted and annotations.idempotent_hint is True,
                 read_only=annotations.read_only_hint is True,
                 timeout_seconds=server.timeout_seconds,

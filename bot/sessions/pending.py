@@ -82,9 +82,9 @@ def pending_note(action: PendingAction) -> dict[str, str]:
     }
 
 
-def is_expired(action: PendingAction, now: datetime, confirm_seconds: float) -> bool:
-    """Whether ``action`` waited longer than ``confirm_seconds`` for its button by ``now``."""
-    return (now - action.proposed_at).total_seconds() > confirm_seconds
+def is_expired(action: PendingAction, now: datetime, card_window_seconds: float) -> bool:
+    """Whether ``action`` waited longer than ``card_window_seconds`` for its button by ``now``."""
+    return (now - action.proposed_at).total_seconds() > card_window_seconds
 
 
 def expired_note(action: PendingAction) -> dict[str, str]:

@@ -11,7 +11,7 @@ Each runs in the worker holding the customer's chat, as a job of its own:
 - :meth:`StaffAssist.press` sends the suggestion as staff's answer, or proposes
   its action (a pending action, as a model's proposal is, through the tool path's
   proposal) and sends the customer the card; the action runs on the customer's
-  press only, by :class:`~bot.actions.confirmation.ActionConfirmations`;
+  press only, by :class:`~bot.actions.presses.CardPresses`;
 - :meth:`StaffAssist.review` posts a low quality score in the customer's topic
   (``QUALITY_REVIEW_BELOW``).
 """

@@ -46,7 +46,6 @@ from bot.audit.stream import (
     stream_id_at,
     stream_id_time,
 )
-from bot.ops.local_redis import LocalRedisError, redis_or_private
 from bot.queue.dead_letters import drop_dead_letter, read_dead_letters, retry_dead_letter
 from bot.settings import AuditSettings, HandoffSettings, RedisSettings
 from bot.storage.connection import RedisSetupError, SyncRedisClient, describe_target, sync_client
@@ -72,6 +71,7 @@ from bot.support_audit.render import (
 )
 from bot.support_audit.table import colour_enabled, terminal_width, wrap_lines
 from bot.support_audit.time_spec import TimeSpecError, parse_since
+from bot.tryout.local_redis import LocalRedisError, redis_or_private
 from turn import TURN_ID_ALPHABET
 from turn.ids import TURN_ID_LENGTH
 

@@ -16,7 +16,7 @@ Telegram shows a spinner on the button until the bot answers the callback
 query; intake answers it right after queueing the press, with a short text
 when a read of the session already shows the press will change nothing
 («Уже выполнено», «Срок подтверждения истёк»: the worker's own verdict function,
-``ActionConfirmations.verdict``, over the same :func:`card_press` value; on the
+``CardPresses.verdict``, over the same :func:`card_press` value; on the
 satisfaction question
 «Спасибо за оценку!», «Вы уже оценили» or «опрос уже закрыт»; on the offer of
 a person none: the handoff's own message follows). The worker
@@ -37,7 +37,7 @@ from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.actions.buttons import ActionPress
-from bot.actions.confirmation import SHORT_ANSWERS, ActionConfirmations, Press
+from bot.actions.presses import SHORT_ANSWERS, CardPresses, Press
 from bot.csat.callback import FeedbackPress
 from bot.csat.schedule import press_state
 from bot.language.choice import ConversationLanguages
@@ -165,7 +165,7 @@ class PressAnswers:
     keys: RedisKeys | None = None
     # Where a card press's pending action is read (with ``actions``, its judge).
     sessions: SessionStore | None = None
-    actions: ActionConfirmations | None = None
+    actions: CardPresses | None = None
     # The short answers' languages: at intake no session is read for them (a card's press
     # reads one for its verdict), so the presser's Telegram language decides.
     languages: ConversationLanguages | None = None

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from bot import customer_texts
 from bot.actions.buttons import ActionPress
-from bot.actions.confirmation import ActionConfirmations
+from bot.actions.presses import CardPresses
 from bot.analysis.schedule import AnalysisSchedule
 from bot.audit.analysis import ESCALATION_OFFERED, AnalysisAuditEntry
 from bot.audit.feedback import FeedbackAuditEntry
@@ -99,7 +99,7 @@ class TelegramJobRunner:
     max_attempts: int
     handoff: HandoffService | None = None
     feedback: CsatSchedule | None = None
-    actions: ActionConfirmations | None = None
+    actions: CardPresses | None = None
     # The idle analysis's schedule (None with ANALYSIS=off): due when the question would be.
     analysis: AnalysisSchedule | None = None
     # The customer's texts per language; None: the source texts (Russian) as they are.

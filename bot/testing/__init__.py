@@ -18,7 +18,7 @@ Nothing in the application imports this package.
   contract in a list.
 - :mod:`~bot.testing.audit_entries`: audit entries with every field chosen by the
   test, and ``stream_entries`` to read a stream back.
-- :mod:`~bot.testing.counting_shop`: ``CountingShop``, the demo store counting order
+- :mod:`~bot.testing.counting_shop`: ``CountingShop``, the demo shop data counting order
   lookups.
 - :mod:`~bot.testing.chat_harness`: ``ChatHarness``, the production-wired chat service
   (``bot.app.build_chat_service``) over a real Redis with a given model.

@@ -12,6 +12,7 @@ from bot.engine.chat_service import ChatReply
 from bot.engine.local_turns import LocalTurns
 from bot.llm.types import ToolCallingClient
 from bot.sessions.redis_store import RedisSessionStore
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
 from bot.testing.audit_entries import stream_entries
@@ -19,7 +20,7 @@ from bot.testing.settings import make_settings
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import TurnContext, new_turn_id
 
 
@@ -45,7 +46,7 @@ class ChatHarness:
             REDIS_KEY_PREFIX=prefix, AUDIT_STREAM=f"{prefix}:audit", **env
         )
         self.stream = self.settings.audit.stream
-        self.registry = registry or build_default_tool_registry(ShopStore.load())
+        self.registry = registry or build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA))
         self.executor = ToolExecutor(self.registry)
         self.store = RedisSessionStore(
             redis,

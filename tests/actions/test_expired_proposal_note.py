@@ -41,14 +41,14 @@ def developer_notes(request: tuple[list[Message], Any, Any]) -> list[str]:
 
 
 async def _stack(
-    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, confirm_seconds: float
+    redis_server: RedisServer, telegram: FakeTelegramServer, bot: Bot, card_window_seconds: float
 ) -> AsyncIterator[tuple[TelegramStack, ScriptedClient]]:
     settings = make_settings(
         TELEGRAM_API_BASE_URL=telegram.base_url,
         REDIS_URL=redis_server.url,
         REDIS_KEY_PREFIX="expirednote",
         AUDIT_STREAM="expirednote:audit",
-        ACTION_CONFIRM_SECONDS=confirm_seconds,
+        ACTION_CONFIRM_SECONDS=card_window_seconds,
     )
     client = ScriptedClient(model)
     async with open_application(settings, llm=client) as app:
@@ -68,8 +68,8 @@ async def test_the_next_turn_is_told_whether_the_card_still_waits(
     bot: Bot,
     case: tuple[float, str, str],
 ) -> None:
-    confirm_seconds, told, not_told = case
-    async for stack, client in _stack(redis_server, telegram, bot, confirm_seconds):
+    card_window_seconds, told, not_told = case
+    async for stack, client in _stack(redis_server, telegram, bot, card_window_seconds):
         await stack.feed(telegram.message_update(CHAT, "отмените заказ 8042"))
         await telegram.wait_for(lambda: len(telegram.keyboards(CHAT)) == 1)
 

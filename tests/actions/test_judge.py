@@ -6,18 +6,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.actions.buttons import ActionPress
-from bot.actions.confirmation import ActionConfirmations, Press, Verdict, judge
+from bot.actions.presses import CardPresses, Press, Verdict, judge
 from bot.customer_texts import ACTION_FAILED_TEXT
 from bot.sessions.pending import PendingAction, new_action_id
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
 from bot.testing.clock import SteppedClockLoop, run_with_stepped_clock
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.default_registry import build_default_tool_registry
 from tools.order_actions import CancelOrderArguments
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from tools.write_tools import ActionResult, WriteTool
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -87,11 +88,11 @@ def test_callback_data_carries_only_the_id_and_the_choice_and_forgeries_are_refu
 async def test_arguments_that_no_longer_validate_fail_kindly(
     redis_client: AsyncRedisClient,
 ) -> None:
-    store = ShopStore.load()
-    shop = RedisDemoShop(redis_client, RedisKeys("judge"), store, clock=lambda: NOW)
-    registry = build_default_tool_registry(store, clock=lambda: NOW, shop=shop)
+    shop_data = ShopData.load(DEMO_SHOP_DATA)
+    shop = RedisDemoShop(redis_client, RedisKeys("judge"), shop_data, clock=lambda: NOW)
+    registry = build_default_tool_registry(shop_data, clock=lambda: NOW, shop=shop)
 
-    actions = ActionConfirmations(registry=registry, clock=lambda: NOW)
+    actions = CardPresses(registry=registry, clock=lambda: NOW)
     result = await actions.settle(
         pending(arguments='{"order_id": "80", "reason": ""}'),
         Verdict.CONFIRM,
@@ -144,7 +145,7 @@ def test_a_confirmed_write_whose_shop_hangs_ends_at_its_deadline() -> None:
         )
         registry = ToolRegistry()
         registry.register_write(tool)
-        actions = ActionConfirmations(registry=registry, clock=lambda: NOW)
+        actions = CardPresses(registry=registry, clock=lambda: NOW)
 
         settling = asyncio.create_task(
             actions.settle(

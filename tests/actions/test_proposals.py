@@ -10,14 +10,15 @@ import pytest
 from bot.actions.buttons import ActionPress, card_buttons
 from bot.customer_texts import CONFIRM_LABEL, DECLINE_LABEL
 from bot.llm.types import LLMResult, Message
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.scripted_client import ScriptedClient, scripted, text_result, tool_result
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.default_registry import build_default_tool_registry
 from tools.shop_backend import Customer
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolCall
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -38,9 +39,9 @@ async def harness_for(
     made: list[ChatHarness] = []
 
     def make(client: ScriptedClient) -> ChatHarness:
-        store = ShopStore.load()
-        shop = RedisDemoShop(redis_client, RedisKeys(PREFIX), store, clock=lambda: NOW)
-        registry = build_default_tool_registry(store, clock=lambda: NOW, shop=shop)
+        shop_data = ShopData.load(DEMO_SHOP_DATA)
+        shop = RedisDemoShop(redis_client, RedisKeys(PREFIX), shop_data, clock=lambda: NOW)
+        registry = build_default_tool_registry(shop_data, clock=lambda: NOW, shop=shop)
         harness = ChatHarness(redis_client, client, prefix=PREFIX, registry=registry)
         made.append(harness)
         return harness
@@ -84,9 +85,9 @@ async def test_a_cancellable_order_becomes_a_pending_action_and_a_card(
     assert session.pending_action.action_id == card.action_id
     assert session.pending_action.user_id == USER
     # Nothing changed in the shop: the order still waits for the button.
-    order = await RedisDemoShop(harness.redis, RedisKeys(PREFIX), ShopStore.load()).order(
-        Customer(user_id=USER, chat_id="c1"), "8042"
-    )
+    order = await RedisDemoShop(
+        harness.redis, RedisKeys(PREFIX), ShopData.load(DEMO_SHOP_DATA)
+    ).order(Customer(user_id=USER, chat_id="c1"), "8042")
     assert order is not None
     assert order.status == "processing"
 

@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from bot.app import Application
 from bot.engine.history import ACTION_NOTE
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
-from bot.shop.redis_demo import RedisDemoShop
 from bot.testing.audit_entries import stream_entries
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.shop_backend import Customer
 
 CHAT = 8100

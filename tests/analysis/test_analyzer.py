@@ -14,7 +14,6 @@ from bot.analysis.analyzer import (
     AnalysisUnavailableError,
     SupportRequestAnalyzer,
 )
-from bot.analysis.offline import OfflineAnalyst
 from bot.llm.openai_client import OpenAIChatClient
 from bot.sessions.models import ConversationSession
 from bot.settings import DEFAULT_CATEGORIES
@@ -24,6 +23,7 @@ from bot.testing.openai_server import (
     refusal_answer,
     text_answer,
 )
+from bot.tryout.analyst import OfflineAnalyst
 from prompts.registry import ANALYSIS_PROMPT_ID, build_default_prompt_registry
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)

@@ -17,7 +17,7 @@ from aiogram import Bot
 from aiogram.types import CallbackQuery
 
 from bot import customer_texts
-from bot.analysis.offline import looks_upset
+from bot.analysis.upset import looks_upset
 from bot.handoff.feature import HandoffFeature
 from bot.storage.keys import telegram_conversation
 from bot.telegram.callbacks import press_incoming, read_press

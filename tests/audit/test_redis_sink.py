@@ -18,6 +18,7 @@ from bot.audit.redis_sink import RedisStreamAuditSink
 from bot.audit.schema import AuditEntry, ToolAuditEntry, TurnAuditEntry
 from bot.chat_errors import ChatServiceError
 from bot.llm.types import LLMResult
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.connection import AsyncRedisClient
 from bot.testing.audit_entries import simple_turn, tool_entry, turn_entry
 from bot.testing.chat_harness import ChatHarness
@@ -26,7 +27,7 @@ from bot.testing.scripted_client import ScriptedClient, scripted
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutionError, ToolExecutionRecord, ToolExecutor
 from tools.registry import RegisteredTool, ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolCall, TurnContext, TurnOutcome, Usage
 
 
@@ -81,7 +82,7 @@ def _wrong_type(_: _NoArguments) -> _Answer:
 @pytest.fixture
 def registry() -> ToolRegistry:
     """The four real tools plus one that hangs, one that crashes, one that returns a dict."""
-    registry = build_default_tool_registry(ShopStore.load())
+    registry = build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA))
     registry.register(RegisteredTool("slow_tool", "Hangs.", _NoArguments, _slow, 0.05))
     registry.register(RegisteredTool("crashing_tool", "Crashes.", _NoArguments, _crash))
     registry.register(

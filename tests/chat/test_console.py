@@ -94,7 +94,7 @@ def test_bad_settings_are_one_line_each_and_exit_2():
 
 
 def test_an_invalid_shop_store_is_one_line_and_exit_1(tmp_path, redis_server: RedisServer):
-    store = json.loads((ROOT / "tools" / "demo_store.json").read_text(encoding="utf-8"))
+    store = json.loads((ROOT / "bot" / "tryout" / "demo_shop.json").read_text(encoding="utf-8"))
     store["support_hours"]["timezone"] = "Mars/Olympus"
     path = tmp_path / "store.json"
     path.write_text(json.dumps(store), encoding="utf-8")
@@ -109,7 +109,7 @@ def test_an_invalid_shop_store_is_one_line_and_exit_1(tmp_path, redis_server: Re
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        f"error: TOOL_DATA_PATH {path} is not a valid shop store: support_hours.timezone: "
+        f"error: TOOL_DATA_PATH {path} is not a valid shop data file: support_hours.timezone: "
         "unknown time zone 'Mars/Olympus' (1 problem(s))"
     )
 

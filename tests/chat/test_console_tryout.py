@@ -22,9 +22,9 @@ import pytest
 from bot import customer_texts
 from bot.app import build_application
 from bot.console import Console, ConsoleScreen
-from bot.ops.local_redis import INSTALL_HINT
 from bot.testing.redis_server import RedisServer
 from bot.testing.settings import child_environment, make_settings
+from bot.tryout.local_redis import INSTALL_HINT
 
 REDIS_NOTE = re.compile(r"^redis: a private redis-server on 127\.0\.0\.1:(\d+) \(")
 MODEL_NOTE = "model: the offline demo (keyword rules, no network) because OPENAI_API_KEY is not set"

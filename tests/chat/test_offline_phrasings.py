@@ -18,18 +18,19 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.app import build_offline_model
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_HELP_CENTER, DEMO_SHOP_DATA
 from bot.storage.keys import RedisKeys
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.default_registry import build_default_tool_registry
-from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR, read_articles
+from tools.knowledge.articles import read_articles
 from tools.knowledge.library import HelpCenter
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 PREFIX = "phrasings"
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-_DEMO_ARTICLES = read_articles(DEFAULT_KNOWLEDGE_DIR).articles
+_DEMO_ARTICLES = read_articles(DEMO_HELP_CENTER).articles
 URLS = {a.article_id: a.url for a in _DEMO_ARTICLES if a.lang == "ru"}
 ENGLISH_URLS = {a.article_id: a.url for a in _DEMO_ARTICLES if a.lang == "en"}
 
@@ -210,7 +211,7 @@ async def redis_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redi
 @pytest.fixture(scope="module")
 def help_center() -> HelpCenter:
     """The demo help center, indexed once: searching only reads it."""
-    return HelpCenter.load()
+    return HelpCenter.load(DEMO_HELP_CENTER)
 
 
 @pytest.fixture
@@ -218,13 +219,13 @@ async def harness(
     redis_client: aioredis.Redis, help_center: HelpCenter
 ) -> AsyncIterator[ChatHarness]:
     """The console's wiring: the application's tools and the offline model learning them."""
-    store = ShopStore.load()
-    shop = RedisDemoShop(redis_client, RedisKeys(PREFIX), store, clock=lambda: NOW)
+    shop_data = ShopData.load(DEMO_SHOP_DATA)
+    shop = RedisDemoShop(redis_client, RedisKeys(PREFIX), shop_data, clock=lambda: NOW)
     registry = build_default_tool_registry(
-        store, clock=lambda: NOW, help_center=help_center, shop=shop
+        shop_data, clock=lambda: NOW, help_center=help_center, shop=shop
     )
     made = ChatHarness(
-        redis_client, build_offline_model(store, registry), prefix=PREFIX, registry=registry
+        redis_client, build_offline_model(shop_data, registry), prefix=PREFIX, registry=registry
     )
     yield made
     await made.close()

@@ -18,7 +18,6 @@ import pytest
 
 from bot.app import build_offline_model
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.llm.offline import OfflineChatModel
 from bot.llm.openai_client import OpenAIChatClient
 from bot.llm.types import (
     LLMResult,
@@ -31,10 +30,11 @@ from bot.llm.types import (
 from bot.testing.counting_shop import CountingShop, counting_shop
 from bot.testing.openai_server import ScriptedOpenAIServer, text_answer, tool_call_answer
 from bot.testing.scripted_client import Script, ScriptedClient, text_result, tool_result
+from bot.tryout.model import OfflineChatModel
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolStatus, TurnContext
 
 
@@ -69,8 +69,10 @@ class ModelUnderTest:
 class _RecordingOfflineModel(OfflineChatModel):
     """The offline model, remembering what it was sent (it has no server to ask)."""
 
-    def __init__(self, store: ShopStore) -> None:
-        super().__init__(build_offline_model(store, build_default_tool_registry(store)).knowledge)
+    def __init__(self, shop_data: ShopData) -> None:
+        super().__init__(
+            build_offline_model(shop_data, build_default_tool_registry(shop_data)).knowledge
+        )
         self.requests: list[Received] = []
 
     async def generate_with_tools(
@@ -105,7 +107,7 @@ def _scripted() -> ModelUnderTest:
     return ModelUnderTest(client, add, received)
 
 
-def _offline(shop: ShopStore) -> ModelUnderTest:
+def _offline(shop: ShopData) -> ModelUnderTest:
     model = _RecordingOfflineModel(shop)
     # It decides from the customer's words: the script only documents what it will do.
     return ModelUnderTest(model, lambda steps: None, lambda: model.requests)
@@ -140,7 +142,7 @@ def _over_http(server: ScriptedOpenAIServer) -> ModelUnderTest:
 
 @pytest.fixture
 def shop() -> CountingShop:
-    """The demo store, counting order lookups."""
+    """The demo shop data, counting order lookups."""
     return counting_shop()
 
 

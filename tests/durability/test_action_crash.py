@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.actions.confirmation import DEFAULT_CONFIRM_SECONDS
+from bot.actions.presses import DEFAULT_CARD_WINDOW_SECONDS
 from bot.storage.keys import RedisKeys
 from bot.testing.openai_server import (
     Reply,
@@ -164,7 +164,7 @@ async def test_an_action_applied_before_the_crash_is_told_as_executed(
     # The press arrived in time (by the intake's record, which the verdict used), however
     # long the crash and the restart took on this machine.
     [confirmed] = [row for row in rows if row.get(b"event") == b"confirmed"]
-    window = float(env.get("ACTION_CONFIRM_SECONDS", DEFAULT_CONFIRM_SECONDS))
+    window = float(env.get("ACTION_CONFIRM_SECONDS", DEFAULT_CARD_WINDOW_SECONDS))
     assert float(confirmed[b"decide_ms"]) < window * 1000
     # The one failed entry a given-up job leaves would tell another story.
     assert not [row for row in rows if row.get(b"outcome") == b"failed"]

@@ -46,7 +46,7 @@ from bot.queue.work_stream import WorkStream
 from bot.sessions.models import ConversationSession
 from bot.sessions.redis_store import RedisSessionStore
 from bot.sessions.store import JobCompletion
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.keys import RedisKeys
 from bot.storage.scripts.admission_lua import Accept, StaffFlood
 from bot.storage.scripts.analysis import BeginAnalysis
@@ -70,8 +70,9 @@ from bot.storage.scripts.dead_letters import DropDeadLetter, RecordDeadLetter, R
 from bot.storage.scripts.handoff import Postpone, RecordFailure
 from bot.storage.scripts.shop import ApplyShopWrite
 from bot.storage.scripts.work import Forget, Resignal, SignalScript, Stale
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.shop_backend import Customer
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 PREFIX = "twice"
 STREAM = f"{PREFIX}:audit"
@@ -321,7 +322,7 @@ async def drop_dead_letter_step(chat: Chat) -> Step:
 
 
 async def shop_write_step(chat: Chat) -> Step:
-    shop = RedisDemoShop(chat.redis, chat.keys, ShopStore.load(), clock=lambda: NOW)
+    shop = RedisDemoShop(chat.redis, chat.keys, ShopData.load(DEMO_SHOP_DATA), clock=lambda: NOW)
     customer = Customer(user_id=77, chat_id=77)
     # A repeated confirmation: the same action id as the idempotency key.
     return lambda: shop.cancel_order(customer, "8042", "передумал", idempotency_key="act1")

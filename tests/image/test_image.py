@@ -64,10 +64,10 @@ def test_the_image_answers_help(image: Image) -> None:
 
 def test_the_image_holds_the_packages_and_data_but_not_the_test_doubles(image: Image) -> None:
     probe = (
-        "import importlib.util as u, json, tools.store as s;"
+        "import importlib.util as u, json, tools.shop_data as s;"
         "names = ('bot', 'turn', 'tools', 'prompts', 'bot.testing', 'tests', 'bench');"
         "found = {n: u.find_spec(n) is not None for n in names};"
-        "print(json.dumps({**found, 'tools/demo_store.json': s.DEFAULT_STORE_PATH.is_file()}))"
+        "print(json.dumps({**found, 'bot/tryout/demo_shop.json': s.DEMO_SHOP_DATA.is_file()}))"
     )
     result = subprocess.run(
         image.python("-c", probe),
@@ -84,7 +84,7 @@ def test_the_image_holds_the_packages_and_data_but_not_the_test_doubles(image: I
         "turn": True,
         "tools": True,
         "prompts": True,
-        "tools/demo_store.json": True,
+        "bot/tryout/demo_shop.json": True,
         "bot.testing": False,
         "tests": False,
         "bench": False,
@@ -107,7 +107,7 @@ def test_every_data_file_of_the_packages_is_in_the_image(image: Image) -> None:
         if path.is_file() and path.suffix not in {".py", ".pyc"}
     }
     data = {name for name in data if not name.startswith(excluded)}
-    assert "tools/demo_store.json" in data
+    assert "bot/tryout/demo_shop.json" in data
     missing = sorted(name for name in data if not (image.site_packages / name).is_file())
     assert missing == [], "add them to [tool.setuptools.package-data] in pyproject.toml"
 

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR
+from bot.settings import DEMO_HELP_CENTER
 
 
 @pytest.fixture
 def articles_dir(tmp_path: Path) -> Path:
     """A copy of the demo help center in the test's temporary directory."""
     target = tmp_path / "help"
-    shutil.copytree(DEFAULT_KNOWLEDGE_DIR, target)
+    shutil.copytree(DEMO_HELP_CENTER, target)
     return target
 
 

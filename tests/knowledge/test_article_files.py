@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from bot.settings import DEMO_SHOP_DATA
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.knowledge.articles import MAX_ARTICLE_BYTES, read_articles
 from tools.knowledge.library import HelpCenter
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolCall, TurnContext
 
 HUGE_BYTES = 106 * 1024 * 1024
@@ -64,7 +65,9 @@ async def test_a_search_runs_in_a_worker_thread_not_on_the_event_loop(
     center = HelpCenter.load(articles_dir)
     threads: list[int] = []
     center.observe(lambda _results, _seconds: threads.append(threading.get_ident()))
-    executor = ToolExecutor(build_default_tool_registry(ShopStore.load(), help_center=center))
+    executor = ToolExecutor(
+        build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA), help_center=center)
+    )
     call = ToolCall(
         id="call_1",
         name=SEARCH_HELP_CENTER_TOOL_NAME,

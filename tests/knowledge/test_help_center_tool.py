@@ -7,12 +7,13 @@ from bot.app import build_offline_model
 from bot.audit.schema import ToolAuditEntry
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.llm.types import Message
+from bot.settings import DEMO_SHOP_DATA
 from bot.testing.audit_entries import tool_entry
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
 from tools.knowledge.library import HelpCenter
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolCall, ToolStatus, TurnContext
 
 CONTEXT = TurnContext(conversation_key="c1", chat_id="c1", user_id=1, turn_id="t1")
@@ -28,7 +29,7 @@ def _call(query: str) -> ToolCall:
 
 def _executor(directory: Path, top_k: int = 3) -> ToolExecutor:
     registry = build_default_tool_registry(
-        ShopStore.load(), help_center=HelpCenter.load(directory, top_k=top_k)
+        ShopData.load(DEMO_SHOP_DATA), help_center=HelpCenter.load(directory, top_k=top_k)
     )
     return ToolExecutor(registry)
 
@@ -105,11 +106,11 @@ def _conversation(text: str) -> list[Message]:
 
 
 async def test_the_demo_model_answers_from_the_article_and_names_it(articles_dir: Path) -> None:
-    store = ShopStore.load()
-    registry = build_default_tool_registry(store, help_center=HelpCenter.load(articles_dir))
+    shop_data = ShopData.load(DEMO_SHOP_DATA)
+    registry = build_default_tool_registry(shop_data, help_center=HelpCenter.load(articles_dir))
     executor = ToolExecutor(registry)
     try:
-        loop = BoundedToolLoop(build_offline_model(store, registry), registry, executor, 3)
+        loop = BoundedToolLoop(build_offline_model(shop_data, registry), registry, executor, 3)
         result = await loop.run(_conversation("Как применить промокод к заказу?"), CONTEXT)
         nothing = await loop.run(_conversation("Посоветуйте рецепт борща на ужин"), CONTEXT)
         hours = await loop.run(_conversation("Когда вы работаете?"), CONTEXT)

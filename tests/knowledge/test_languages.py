@@ -2,15 +2,10 @@
 
 import pytest
 
-from tools.knowledge.analysis import query_language
-from tools.knowledge.articles import (
-    DEFAULT_KNOWLEDGE_DIR,
-    ArticleError,
-    collect_articles,
-    parse_article,
-    read_articles,
-)
+from bot.settings import DEMO_HELP_CENTER
+from tools.knowledge.articles import ArticleError, collect_articles, parse_article, read_articles
 from tools.knowledge.index import SearchIndex, preferred_language
+from tools.knowledge.terms import query_language
 
 # The most asked topics that ship in English too (docs/features.md, the help center; issue 46
 # added the damaged, the incomplete and the defective delivery).
@@ -35,7 +30,7 @@ ENGLISH_TOPICS = {
 @pytest.fixture(scope="module")
 def index() -> SearchIndex:
     """The demo help center, both languages."""
-    return SearchIndex.build(read_articles(DEFAULT_KNOWLEDGE_DIR).articles)
+    return SearchIndex.build(read_articles(DEMO_HELP_CENTER).articles)
 
 
 def test_an_article_without_lang_is_russian_and_a_suffix_names_the_language() -> None:
@@ -80,7 +75,7 @@ def test_translations_share_an_id_but_a_twin_in_one_language_is_a_problem() -> N
 
 
 def test_the_demo_ships_the_most_asked_topics_in_english_as_translations() -> None:
-    found = read_articles(DEFAULT_KNOWLEDGE_DIR)
+    found = read_articles(DEMO_HELP_CENTER)
     assert found.problems == ()
     english = {a.article_id: a for a in found.articles if a.lang == "en"}
     russian = {a.article_id: a for a in found.articles if a.lang == "ru"}

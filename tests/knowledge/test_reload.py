@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from bot.knowledge.watcher import KnowledgeWatcher
+from bot.settings import DEMO_HELP_CENTER
 from tests.knowledge.conftest import write_article
-from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR, read_articles
+from tools.knowledge.articles import read_articles
 from tools.knowledge.library import HelpCenter
 
 # The shipped demo help center, every language counted.
-DEMO_ARTICLES = len(read_articles(DEFAULT_KNOWLEDGE_DIR).articles)
+DEMO_ARTICLES = len(read_articles(DEMO_HELP_CENTER).articles)
 
 NEW_ARTICLE = (
     "---\nid: coffee-rent\n---\n# Аренда кофемашин\n\n"

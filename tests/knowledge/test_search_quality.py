@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.knowledge.articles import DEFAULT_KNOWLEDGE_DIR, read_articles
+from bot.settings import DEMO_HELP_CENTER
+from tools.knowledge.articles import read_articles
 from tools.knowledge.index import SearchIndex
 
 LABELLED = Path(__file__).with_name("labelled_queries.tsv")
@@ -16,7 +17,7 @@ LABELLED = Path(__file__).with_name("labelled_queries.tsv")
 
 @pytest.fixture(scope="module")
 def index() -> SearchIndex:
-    articles = read_articles(DEFAULT_KNOWLEDGE_DIR)
+    articles = read_articles(DEMO_HELP_CENTER)
     assert articles.problems == ()
     return SearchIndex.build(articles.articles)
 
@@ -35,7 +36,7 @@ def _ids(index: SearchIndex, query: str) -> list[str]:
 
 
 def test_the_demo_help_center_covers_the_topics_the_issue_lists() -> None:
-    articles = read_articles(DEFAULT_KNOWLEDGE_DIR).articles
+    articles = read_articles(DEMO_HELP_CENTER).articles
     assert len(articles) >= 25
     ids = {article.article_id for article in articles}
     for needed in (
@@ -57,7 +58,7 @@ def test_the_demo_help_center_covers_the_topics_the_issue_lists() -> None:
 def test_every_labelled_query_names_an_existing_article(index: SearchIndex) -> None:
     rows = _labelled()
     assert len([expected for expected, _ in rows if expected]) >= 80
-    ids = {article.article_id for article in read_articles(DEFAULT_KNOWLEDGE_DIR).articles}
+    ids = {article.article_id for article in read_articles(DEMO_HELP_CENTER).articles}
     assert {expected for expected, _ in rows if expected} <= ids
 
 

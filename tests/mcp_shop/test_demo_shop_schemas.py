@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bot.shop.mcp_server import build_demo_shop_server
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
+from bot.tryout.demo_shop import RedisDemoShop
+from bot.tryout.demo_shop_mcp import build_demo_shop_server
 from tools.order_actions import (
     CancelOrderArguments,
     ChangeDeliveryAddressArguments,
@@ -21,7 +22,7 @@ from tools.order_actions import (
 from tools.order_status import GetOrderStatusArguments
 from tools.product_search import SearchProductsArguments
 from tools.return_policy import GetReturnPolicyArguments
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 MODELS: dict[str, type[BaseModel]] = {
     "get_order_status": GetOrderStatusArguments,
@@ -45,8 +46,10 @@ def _rules(schema: dict[str, Any]) -> dict[str, Any]:
 async def test_a_demo_tools_arguments_are_its_models(
     redis_client: AsyncRedisClient, tool: str
 ) -> None:
-    store = ShopStore.load()
-    server = build_demo_shop_server(RedisDemoShop(redis_client, RedisKeys("schemas"), store), store)
+    shop_data = ShopData.load(DEMO_SHOP_DATA)
+    server = build_demo_shop_server(
+        RedisDemoShop(redis_client, RedisKeys("schemas"), shop_data), shop_data
+    )
     [listed] = [item for item in await server.list_tools() if item.name == tool]
     expected = MODELS[tool].model_json_schema()
 

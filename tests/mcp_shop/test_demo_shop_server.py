@@ -15,12 +15,13 @@ import redis.asyncio as aioredis
 from mcp import Client
 from mcp_types import CallToolResult
 
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.keys import RedisKeys
 from bot.testing.mcp_shop import DemoShopMcpProcess, stdio_parameters
 from bot.testing.redis_server import RedisServer
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.shop_backend import Customer
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 READ_TOOLS = {
     "get_order_status",
@@ -131,7 +132,7 @@ async def test_tools_over_http_read_write_and_refuse(
     # The same demo orders the bot's built-in tools read: customer 777 sees 8042 cancelled.
     redis = aioredis.Redis.from_url(redis_server.url)
     try:
-        shop = RedisDemoShop(redis, RedisKeys(key_prefix), ShopStore.load())
+        shop = RedisDemoShop(redis, RedisKeys(key_prefix), ShopData.load(DEMO_SHOP_DATA))
         order = await shop.order(Customer(user_id=777, chat_id=777), "8042")
         assert order is not None
         assert order.status == "cancelled"
@@ -174,7 +175,7 @@ async def test_tools_over_stdio(redis_server: RedisServer, key_prefix: str, tmp_
     # chat (the console's conversation id): the same order, changed.
     redis = aioredis.Redis.from_url(redis_server.url)
     try:
-        shop = RedisDemoShop(redis, RedisKeys(key_prefix), ShopStore.load())
+        shop = RedisDemoShop(redis, RedisKeys(key_prefix), ShopData.load(DEMO_SHOP_DATA))
         order = await shop.order(Customer(user_id=None, chat_id="c-42"), "8042")
         assert order is not None
         assert order.delivery_address == "Москва, ул. Ленина, 1"

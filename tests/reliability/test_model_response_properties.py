@@ -30,13 +30,14 @@ from bot.llm.errors import (
 )
 from bot.llm.types import LLMResult, Message
 from bot.sessions.models import ConversationSession
+from bot.settings import DEMO_SHOP_DATA
 from bot.testing.chat_harness import ChatHarness
 from bot.testing.redis_server import RedisServer
 from bot.testing.scripted_client import scripted
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolCall, ToolLoopError, ToolStatus, TurnContext, TurnOutcome, Usage, new_turn_id
 
 MAX_TOOL_CALLS = 4
@@ -135,7 +136,7 @@ responses = st.lists(answers, min_size=5, max_size=5)
 
 @pytest.fixture(scope="module")
 def registry() -> ToolRegistry:
-    return build_default_tool_registry(ShopStore.load())
+    return build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA))
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,15 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.language.catalogs import Catalogs
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
 from tools.shop_backend import Customer
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolBusinessError, ToolCall, TurnContext
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -22,9 +23,9 @@ ALICE = Customer(user_id=1001, chat_id=1001)
 
 @pytest.fixture
 def registry(redis_client: AsyncRedisClient) -> ToolRegistry:
-    store = ShopStore.load()
-    shop = RedisDemoShop(redis_client, RedisKeys("acttest"), store, clock=lambda: NOW)
-    return build_default_tool_registry(store, clock=lambda: NOW, shop=shop)
+    shop_data = ShopData.load(DEMO_SHOP_DATA)
+    shop = RedisDemoShop(redis_client, RedisKeys("acttest"), shop_data, clock=lambda: NOW)
+    return build_default_tool_registry(shop_data, clock=lambda: NOW, shop=shop)
 
 
 async def order_status(registry: ToolRegistry, order_id: str) -> dict[str, object]:
@@ -162,10 +163,10 @@ async def test_an_english_customer_hears_a_refusal_in_english(
 ) -> None:
     """What the check refuses is told in the customer's language (a retelling model says it)."""
     catalogs = Catalogs()
-    store = ShopStore.load()
-    shop = RedisDemoShop(redis_client, RedisKeys("acttest"), store, clock=lambda: NOW)
+    shop_data = ShopData.load(DEMO_SHOP_DATA)
+    shop = RedisDemoShop(redis_client, RedisKeys("acttest"), shop_data, clock=lambda: NOW)
     registry = build_default_tool_registry(
-        store,
+        shop_data,
         clock=lambda: NOW,
         shop=shop,
         localize=lambda language, message: catalogs.texts(language or "ru").gettext(message),

@@ -5,11 +5,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.connection import AsyncRedisClient
 from bot.storage.keys import RedisKeys
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.shop_backend import Customer, ShopRuleError
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 ALICE = Customer(user_id=1001, chat_id=1001)
@@ -19,7 +20,9 @@ OWNER = Customer(user_id=100500, chat_id=100500)
 
 @pytest.fixture
 def shop(redis_client: AsyncRedisClient) -> RedisDemoShop:
-    return RedisDemoShop(redis_client, RedisKeys("shoptest"), ShopStore.load(), clock=lambda: NOW)
+    return RedisDemoShop(
+        redis_client, RedisKeys("shoptest"), ShopData.load(DEMO_SHOP_DATA), clock=lambda: NOW
+    )
 
 
 async def test_reads_see_the_seed_and_owned_orders_only_for_their_owner(
@@ -111,7 +114,7 @@ async def test_return_period_and_items_are_checked(redis_client: AsyncRedisClien
     late = RedisDemoShop(
         redis_client,
         RedisKeys("shoptest"),
-        ShopStore.load(),
+        ShopData.load(DEMO_SHOP_DATA),
         clock=lambda: datetime(2026, 12, 13, tzinfo=UTC),
     )
     with pytest.raises(ShopRuleError) as error:

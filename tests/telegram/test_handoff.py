@@ -28,6 +28,7 @@ from bot.llm.errors import LLMTimeoutError
 from bot.llm.types import LLMResult, Message, ToolChoice, ToolDefinition
 from bot.queue.admission import IntakeVerdict
 from bot.sessions.handoff_machine import utc_now
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.keys import RedisKeys, telegram_conversation
 from bot.telegram.staff_desk import NOT_DELIVERED
 from bot.testing.redis_server import RedisServer
@@ -35,7 +36,7 @@ from bot.testing.scripted_client import ScriptedClient, text_result, tool_result
 from bot.testing.settings import make_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from tools.support_hours import closed_note
 
 pytestmark = pytest.mark.timeout(60)
@@ -172,7 +173,7 @@ async def desk(
 
 def _moment_when_support_is(open_now: bool) -> datetime:
     """A fixed moment at which support is open (or closed), and still is an hour later."""
-    hours = ShopStore.load().support_hours
+    hours = ShopData.load(DEMO_SHOP_DATA).support_hours
     # A week from a fixed Monday, hour by hour: every weekday's hours are in it.
     monday = datetime(2026, 11, 30, tzinfo=UTC)
     for step in range(7 * 24):
@@ -424,7 +425,7 @@ async def test_failed_turns_in_a_row_call_a_person_with_their_incident_codes(
     assert called
     assert "Код обращения" in failure
     # Nothing more while support is open; the hours by the desk's clock while it is closed.
-    note = closed_note(ShopStore.load().support_hours, desk.clock())
+    note = closed_note(ShopData.load(DEMO_SHOP_DATA).support_hours, desk.clock())
     assert hours == (f"\n\n{note}" if note else "")
     header = telegram.topic_texts(STAFF, await desk.topic_of())[0]
     assert "Причина: failed_turns" in header

@@ -17,7 +17,7 @@ from aiogram.filters.callback_data import CallbackData
 from aiogram.types import Message
 
 from bot.actions.buttons import ActionPress
-from bot.actions.confirmation import ActionConfirmations, Press, Verdict
+from bot.actions.presses import CardPresses, Press, Verdict
 from bot.customer_texts import ACTION_STALE_ANSWER
 from bot.llm.types import LLMResult, ToolChoice, ToolDefinition
 from bot.llm.types import Message as ModelMessage
@@ -142,10 +142,10 @@ async def test_a_card_press_is_read_once_a_process_and_judged_by_one_function_ov
 
     monkeypatch.setattr(CallbackData, "unpack", classmethod(counted))
     judged: list[tuple[Press, Verdict]] = []
-    verdict = ActionConfirmations.verdict
+    verdict = CardPresses.verdict
 
     def watched(
-        self: ActionConfirmations,
+        self: CardPresses,
         session: ConversationSession | None,
         press: Press,
         at: datetime | None = None,
@@ -153,7 +153,7 @@ async def test_a_card_press_is_read_once_a_process_and_judged_by_one_function_ov
         judged.append((press, verdict(self, session, press, at)))
         return judged[-1][1]
 
-    monkeypatch.setattr(ActionConfirmations, "verdict", watched)
+    monkeypatch.setattr(CardPresses, "verdict", watched)
 
     # A press on a card whose action is gone (no pending action): intake says so at once.
     await stack.feed(telegram.callback_update(CHAT, 7, ActionPress.of(ACTION, "yes").pack()))

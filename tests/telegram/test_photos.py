@@ -15,7 +15,6 @@ from aiogram import Bot
 from bot import customer_texts
 from bot.engine.chat_service import PHOTO_MARK
 from bot.queue.admission import IntakeVerdict
-from bot.shop.redis_demo import RedisDemoShop
 from bot.testing.audit_entries import stream_entries
 from bot.testing.openai_server import (
     ScriptedOpenAIServer,
@@ -29,6 +28,7 @@ from bot.testing.scripted_client import ScriptedClient, echo_responder
 from bot.testing.settings import stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
+from bot.tryout.demo_shop import RedisDemoShop
 from tests.telegram.test_handoff import Desk
 from tools.shop_backend import Customer
 

@@ -35,7 +35,7 @@ the language middleware, the photo check and the store's hold each parsed it).
 A commit writes the new session without reading it again: a turn that starts a
 session parses nothing."""
 PRESS_WORKER_PARSES = 1
-"""A press on a card: the job's one parse, shared by ``ActionConfirmations.press`` and the
+"""A press on a card: the job's one parse, shared by ``CardPresses.press`` and the
 press's turn (two before, when the press read ``session_data`` itself)."""
 PRESS_INTAKE_PARSES = 1
 """Intake predicts a card press's verdict from the session it loads."""

@@ -21,7 +21,7 @@ from aiogram import Bot
 from bot import customer_texts, staff_texts
 from bot.app import Application
 from bot.handoff.feature import HandoffFeature
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_SHOP_DATA
 from bot.storage.keys import telegram_conversation
 from bot.support_audit.cli import main as support_audit
 from bot.testing.audit_entries import stream_entries
@@ -36,8 +36,9 @@ from bot.testing.redis_server import RedisServer
 from bot.testing.settings import make_settings, stack_settings
 from bot.testing.telegram_server import FakeTelegramServer
 from bot.testing.telegram_stack import TelegramStack, open_application
+from bot.tryout.demo_shop import RedisDemoShop
 from tools.shop_backend import Customer
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -458,7 +459,7 @@ async def test_a_card_is_checked_again_on_staffs_press(stack: Stack) -> None:
     await stack.customer(CANCEL)
     await telegram.wait_for(lambda: len(stack.suggestions()) == 1)
     [(message_id, _text, [[_send], [card_button]])] = stack.suggestions()
-    shop = RedisDemoShop(stack.app.redis, stack.app.keys, ShopStore.load())
+    shop = RedisDemoShop(stack.app.redis, stack.app.keys, ShopData.load(DEMO_SHOP_DATA))
     await shop.cancel_order(
         Customer(user_id=CUSTOMER, chat_id=CUSTOMER), "8042", "-", idempotency_key="meanwhile"
     )

@@ -22,7 +22,7 @@ from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.sessions.redis_store import RedisSessionStore
-from bot.settings import RedisSettings
+from bot.settings import DEMO_SHOP_DATA, RedisSettings
 from bot.storage.connection import async_client
 from bot.storage.keys import RedisKeys
 from bot.testing.redis_cluster import RedisClusterProcesses
@@ -34,7 +34,7 @@ from prompts.registry import (
 )
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import TurnContext, new_turn_id
 
 LEASE_SECONDS = 3
@@ -76,7 +76,7 @@ async def test_a_master_killed_during_a_burst_loses_no_answer_silently(
     )
     client = async_client(settings)
     llm = ScriptedClient(echo_responder)
-    registry = build_default_tool_registry(ShopStore.load())
+    registry = build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA))
     executor = ToolExecutor(registry)
     audit = RedisStreamAuditSink(client, stream="cfo:audit", maxlen=10_000, timeout_seconds=1)
     prompts = build_default_prompt_registry()

@@ -17,7 +17,7 @@ from bot.engine.local_turns import LocalTurns
 from bot.engine.summary import ConversationSummaryService
 from bot.engine.tool_loop import BoundedToolLoop
 from bot.sessions.redis_store import RedisSessionStore
-from bot.settings import RedisSettings
+from bot.settings import DEMO_SHOP_DATA, RedisSettings
 from bot.storage.connection import async_client
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
@@ -30,7 +30,7 @@ from prompts.registry import (
 )
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import TurnContext, new_turn_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ async def test_a_fail_over_during_a_burst_loses_no_answer_silently(
     probe_client = async_client(settings, max_connections=2)
     probe = RedisHealthProbe(probe_client, key_prefix="fo", timeout_seconds=1)
     llm = ScriptedClient(echo_responder)
-    registry = build_default_tool_registry(ShopStore.load())
+    registry = build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA))
     executor = ToolExecutor(registry)
     # Short leases (as the durable-turns work makes them): a lease replicated from
     # the dead master must not hold a chat for the default minutes.

@@ -1,26 +1,27 @@
-"""Fixtures of the core-engine unit tests: the demo store, the default tools, an executor."""
+"""Fixtures of the core-engine unit tests: the demo shop data, the default tools, an executor."""
 
 from collections.abc import Iterator
 
 import pytest
 
+from bot.settings import DEMO_SHOP_DATA
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.registry import ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import TurnContext
 
 
 @pytest.fixture(scope="session")
-def store() -> ShopStore:
-    """The demo store shipped with the project."""
-    return ShopStore.load()
+def shop_data() -> ShopData:
+    """The demo shop data shipped with the project."""
+    return ShopData.load(DEMO_SHOP_DATA)
 
 
 @pytest.fixture
-def default_registry(store: ShopStore) -> ToolRegistry:
-    """The four support tools over the demo store."""
-    return build_default_tool_registry(store)
+def default_registry(shop_data: ShopData) -> ToolRegistry:
+    """The four support tools over the demo shop data."""
+    return build_default_tool_registry(shop_data)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The try-out's private redis-server (bot/ops/local_redis.py) with real redis-server processes."""
+"""The try-out's private redis-server (bot/tryout/local_redis.py), real redis-servers."""
 
 import json
 import socket
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot.ops.local_redis import INSTALL_HINT, STATE_FILE, LocalRedis, LocalRedisError
 from bot.settings import RedisSettings
 from bot.testing.redis_server import RedisServer
+from bot.tryout.local_redis import INSTALL_HINT, STATE_FILE, LocalRedis, LocalRedisError
 
 
 def listening(port: int) -> bool:

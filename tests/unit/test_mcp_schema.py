@@ -127,7 +127,7 @@ def _tool(**overrides: Any) -> McpTool:
         "description": "Отменяет заказ.",
         "schema": ArgumentsSchema.build({"type": "object"}),
         "call": _never,
-        "confirm": True,
+        "needs_card": True,
     }
     values.update(overrides)
     return McpTool(**values)

@@ -9,15 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.app import build_offline_model
 from bot.engine.tool_loop import BoundedToolLoop
-from bot.llm.offline import DEMO_TOOL_ROLES, OFFLINE_MODEL_DESCRIPTION, OFFLINE_MODEL_NAME, Role
 from bot.llm.types import Message
-from bot.shop.redis_demo import RedisDemoShop
+from bot.settings import DEMO_HELP_CENTER
 from bot.storage.keys import RedisKeys
+from bot.tryout.demo_shop import RedisDemoShop
+from bot.tryout.model import DEMO_TOOL_ROLES, OFFLINE_MODEL_DESCRIPTION, OFFLINE_MODEL_NAME, Role
 from tools.default_registry import build_default_tool_registry
 from tools.execution import ToolExecutor
 from tools.knowledge.library import HelpCenter
 from tools.registry import RegisteredTool, ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import TurnContext
 
 CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
@@ -31,13 +32,13 @@ def conversation(text: str) -> list[Message]:
 
 
 async def test_the_answer_retells_both_tool_results_in_russian(
-    store: ShopStore,
+    shop_data: ShopData,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
     """Which tools it calls is in the ToolCallingClient contract; the wording is its own."""
-    model = build_offline_model(store, default_registry)
+    model = build_offline_model(shop_data, default_registry)
     loop = BoundedToolLoop(model, default_registry, default_executor, 3)
 
     result = await loop.run(conversation("Где заказ 8041 и можно ли вернуть кофемашину?"), context)
@@ -49,13 +50,13 @@ async def test_the_answer_retells_both_tool_results_in_russian(
 
 
 async def test_tool_errors_are_retold_in_russian(
-    store: ShopStore,
+    shop_data: ShopData,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
     loop = BoundedToolLoop(
-        build_offline_model(store, default_registry), default_registry, default_executor, 3
+        build_offline_model(shop_data, default_registry), default_registry, default_executor, 3
     )
 
     result = await loop.run(conversation("Где мой заказ 5150?"), context)
@@ -64,9 +65,9 @@ async def test_tool_errors_are_retold_in_russian(
 
 
 async def test_no_tools_when_tool_choice_is_none(
-    store: ShopStore, default_registry: ToolRegistry
+    shop_data: ShopData, default_registry: ToolRegistry
 ) -> None:
-    result = await build_offline_model(store, default_registry).generate_with_tools(
+    result = await build_offline_model(shop_data, default_registry).generate_with_tools(
         conversation("Где заказ 8041?"), default_registry.api_schemas(), tool_choice="none"
     )
 
@@ -78,9 +79,9 @@ async def test_no_tools_when_tool_choice_is_none(
 
 @pytest.mark.parametrize("text", ["Расскажите анекдот", "Здравствуйте!"])
 async def test_no_tools_when_nothing_matches(
-    store: ShopStore, default_registry: ToolRegistry, text: str
+    shop_data: ShopData, default_registry: ToolRegistry, text: str
 ) -> None:
-    result = await build_offline_model(store, default_registry).generate_with_tools(
+    result = await build_offline_model(shop_data, default_registry).generate_with_tools(
         conversation(text), default_registry.api_schemas()
     )
 
@@ -91,9 +92,9 @@ async def test_no_tools_when_nothing_matches(
 
 
 async def test_tools_not_offered_are_never_requested(
-    store: ShopStore, default_registry: ToolRegistry
+    shop_data: ShopData, default_registry: ToolRegistry
 ) -> None:
-    result = await build_offline_model(store, default_registry).generate_with_tools(
+    result = await build_offline_model(shop_data, default_registry).generate_with_tools(
         conversation("Где заказ 8041?"),
         [{"type": "function", "function": {"name": "get_support_hours"}}],
     )
@@ -102,7 +103,7 @@ async def test_tools_not_offered_are_never_requested(
 
 
 async def test_summary_mode_without_tools_keeps_the_customer_questions(
-    store: ShopStore, default_registry: ToolRegistry
+    shop_data: ShopData, default_registry: ToolRegistry
 ) -> None:
     messages: list[Message] = [
         {"role": "developer", "content": "Сожми историю."},
@@ -116,28 +117,30 @@ async def test_summary_mode_without_tools_keeps_the_customer_questions(
         },
     ]
 
-    result = await build_offline_model(store, default_registry).generate_with_tools(messages, [])
+    result = await build_offline_model(shop_data, default_registry).generate_with_tools(
+        messages, []
+    )
 
     assert result.tool_calls == ()
     assert result.text == "Клиент спрашивал: Где заказ 8041?; Можно вернуть наушники?."
 
 
 async def run_offline(
-    text: str, store: ShopStore, registry: ToolRegistry, executor: ToolExecutor, ctx: TurnContext
+    text: str, shop_data: ShopData, registry: ToolRegistry, executor: ToolExecutor, ctx: TurnContext
 ) -> tuple[tuple[str, ...], str]:
-    loop = BoundedToolLoop(build_offline_model(store, registry), registry, executor, 3)
+    loop = BoundedToolLoop(build_offline_model(shop_data, registry), registry, executor, 3)
     result = await loop.run(conversation(text), ctx)
     return result.tool_names, result.text
 
 
 async def test_asking_for_an_operator_says_people_answer_in_support_hours(
-    store: ShopStore,
+    shop_data: ShopData,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
     tools, text = await run_offline(
-        "Позовите оператора", store, default_registry, default_executor, context
+        "Позовите оператора", shop_data, default_registry, default_executor, context
     )
 
     assert tools == ("get_support_hours",)
@@ -146,13 +149,13 @@ async def test_asking_for_an_operator_says_people_answer_in_support_hours(
 
 
 async def test_returning_a_product_without_its_own_policy_gets_the_return_policy(
-    store: ShopStore,
+    shop_data: ShopData,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
     tools, text = await run_offline(
-        "Хочу вернуть чайник", store, default_registry, default_executor, context
+        "Хочу вернуть чайник", shop_data, default_registry, default_executor, context
     )
 
     assert tools == ("get_return_policy",)
@@ -161,13 +164,13 @@ async def test_returning_a_product_without_its_own_policy_gets_the_return_policy
 
 
 async def test_order_question_without_a_number_asks_for_the_number(
-    store: ShopStore,
+    shop_data: ShopData,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
     tools, text = await run_offline(
-        "Где мой заказ?", store, default_registry, default_executor, context
+        "Где мой заказ?", shop_data, default_registry, default_executor, context
     )
 
     assert tools == ()
@@ -175,13 +178,13 @@ async def test_order_question_without_a_number_asks_for_the_number(
 
 
 async def test_the_last_step_without_tools_answers_instead_of_summarising(
-    store: ShopStore,
+    shop_data: ShopData,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
     loop = BoundedToolLoop(
-        build_offline_model(store, default_registry), default_registry, default_executor, 1
+        build_offline_model(shop_data, default_registry), default_registry, default_executor, 1
     )
 
     result = await loop.run(conversation("Здравствуйте"), context)
@@ -205,10 +208,10 @@ def _parcel_weight(arguments: _ParcelWeightArguments) -> _ParcelWeightResult:
 
 
 async def test_a_tool_registered_in_the_registry_is_known_without_editing_bot(
-    store: ShopStore, context: TurnContext
+    shop_data: ShopData, context: TurnContext
 ) -> None:
     """A new tool needs no line in bot/: the demo model learns it from the registry."""
-    registry = build_default_tool_registry(store)
+    registry = build_default_tool_registry(shop_data)
     registry.register(
         RegisteredTool(
             name="test_parcel_weight",
@@ -220,7 +223,7 @@ async def test_a_tool_registered_in_the_registry_is_known_without_editing_bot(
     )
     executor = ToolExecutor(registry)
     try:
-        model = build_offline_model(store, registry)
+        model = build_offline_model(shop_data, registry)
         loop = BoundedToolLoop(model, registry, executor, 3)
         named = await loop.run(conversation("test_parcel_weight AB-17"), context)
         shipped = await loop.run(conversation("Где заказ 8041?"), context)
@@ -237,9 +240,9 @@ async def test_a_tool_registered_in_the_registry_is_known_without_editing_bot(
     assert shipped.tool_names == ("get_order_status",)
 
 
-def test_the_roles_follow_the_registry(store: ShopStore, default_registry: ToolRegistry) -> None:
+def test_the_roles_follow_the_registry(shop_data: ShopData, default_registry: ToolRegistry) -> None:
     """A shipped tool the registry lacks is not one the model knows."""
-    knowledge = build_offline_model(store, default_registry).knowledge
+    knowledge = build_offline_model(shop_data, default_registry).knowledge
 
     assert knowledge.tool(Role.ORDER_STATUS) == "get_order_status"
     assert knowledge.tool(Role.HELP_CENTER) is None
@@ -247,16 +250,18 @@ def test_the_roles_follow_the_registry(store: ShopStore, default_registry: ToolR
     assert "get_order_status" not in knowledge.unknown_tools()
 
 
-async def test_one_table_gives_every_shipped_tool_its_role_and_its_words(store: ShopStore) -> None:
+async def test_one_table_gives_every_shipped_tool_its_role_and_its_words(
+    shop_data: ShopData,
+) -> None:
     """DEMO_TOOL_ROLES is the one mapping: a registry with every shipped tool fills every role."""
     client = aioredis.Redis()
     try:
         registry = build_default_tool_registry(
-            store,
-            help_center=HelpCenter.load(),
-            shop=RedisDemoShop(client, RedisKeys("unit"), store),
+            shop_data,
+            help_center=HelpCenter.load(DEMO_HELP_CENTER),
+            shop=RedisDemoShop(client, RedisKeys("unit"), shop_data),
         )
-        knowledge = build_offline_model(store, registry).knowledge
+        knowledge = build_offline_model(shop_data, registry).knowledge
     finally:
         await client.aclose()
 
@@ -267,9 +272,9 @@ async def test_one_table_gives_every_shipped_tool_its_role_and_its_words(store: 
 
 
 def test_the_description_says_in_one_line_what_it_is_and_how_to_use_a_real_model(
-    store: ShopStore, default_registry: ToolRegistry
+    shop_data: ShopData, default_registry: ToolRegistry
 ) -> None:
-    model = build_offline_model(store, default_registry)
+    model = build_offline_model(shop_data, default_registry)
 
     assert model.description == OFFLINE_MODEL_DESCRIPTION
     assert "\n" not in OFFLINE_MODEL_DESCRIPTION
@@ -289,9 +294,9 @@ def test_the_description_says_in_one_line_what_it_is_and_how_to_use_a_real_model
     ],
 )
 async def test_the_returned_product_is_one_the_shop_names_never_a_generic_word(
-    store: ShopStore, default_registry: ToolRegistry, text: str, product: str | None
+    shop_data: ShopData, default_registry: ToolRegistry, text: str, product: str | None
 ) -> None:
-    result = await build_offline_model(store, default_registry).generate_with_tools(
+    result = await build_offline_model(shop_data, default_registry).generate_with_tools(
         conversation(text), default_registry.api_schemas()
     )
 
@@ -319,9 +324,9 @@ async def test_the_returned_product_is_one_the_shop_names_never_a_generic_word(
     ],
 )
 async def test_four_digits_are_an_order_number_unless_they_are_a_sum(
-    store: ShopStore, default_registry: ToolRegistry, text: str, order_id: str | None
+    shop_data: ShopData, default_registry: ToolRegistry, text: str, order_id: str | None
 ) -> None:
-    result = await build_offline_model(store, default_registry).generate_with_tools(
+    result = await build_offline_model(shop_data, default_registry).generate_with_tools(
         conversation(text), default_registry.api_schemas()
     )
 
@@ -333,13 +338,13 @@ async def test_four_digits_are_an_order_number_unless_they_are_a_sum(
 
 
 async def test_an_english_customer_gets_the_same_tools_and_an_english_answer(
-    store: ShopStore,
+    shop_data: ShopData,
     default_registry: ToolRegistry,
     default_executor: ToolExecutor,
     context: TurnContext,
 ) -> None:
     loop = BoundedToolLoop(
-        build_offline_model(store, default_registry), default_registry, default_executor, 3
+        build_offline_model(shop_data, default_registry), default_registry, default_executor, 3
     )
 
     result = await loop.run(

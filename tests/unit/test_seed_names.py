@@ -31,6 +31,7 @@ from bot.engine.tool_loop import (
 )
 from bot.llm.errors import LLMClientError
 from bot.llm.types import LLMResult
+from bot.settings import DEMO_SHOP_DATA
 from prompts.template import PromptTemplate
 from tools.default_registry import build_default_tool_registry
 from tools.execution import (
@@ -54,7 +55,7 @@ from tools.registry import (
     ToolRegistryError,
 )
 from tools.return_policy import GetReturnPolicyArguments, ReturnPolicyResult
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from turn import ToolCall, ToolExecutionRecord, ToolStatus, TurnContext, TurnOutcome
 
 AUDIT = ToolAuditRecord(
@@ -151,7 +152,7 @@ def test_renamed_classes_are_the_same_classes_under_the_seed_name() -> None:
 
 
 async def test_executor_rejects_an_unknown_tool_with_its_audit_record() -> None:
-    executor = ToolExecutor(build_default_tool_registry(ShopStore.load()))
+    executor = ToolExecutor(build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA)))
     call = ToolCall(id="call-9", name="delete_everything", arguments="{}")
     context = TurnContext(conversation_key="tg:1", chat_id=1, user_id=1, turn_id="turn")
     try:
@@ -169,7 +170,7 @@ async def test_executor_rejects_an_unknown_tool_with_its_audit_record() -> None:
 
 
 def test_registry_keeps_the_seed_contract() -> None:
-    registry = build_default_tool_registry(ShopStore.load())
+    registry = build_default_tool_registry(ShopData.load(DEMO_SHOP_DATA))
 
     assert isinstance(registry, ToolRegistry)
     assert {"get_order_status", "get_return_policy"} <= set(registry.names())

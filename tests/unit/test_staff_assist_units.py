@@ -6,13 +6,13 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.analysis.analyzer import SupportRequestAnalyzer
-from bot.analysis.offline import OfflineAnalyst
 from bot.analysis.review import REVIEW_UPDATE_ID_OFFSET, review_update_id
 from bot.audit.assist import AssistAuditEntry, rollup_fields, stats_of_counts
 from bot.queue.staff_actions import HANDOFF_REASONS, reason_of
 from bot.sessions.models import ConversationSession
 from bot.staff_assist.service import suggestion_update_id
 from bot.staff_texts import HANDOFF_REASON_LABELS
+from bot.tryout.analyst import OfflineAnalyst
 from prompts.registry import ANALYSIS_PROMPT_ID, build_default_prompt_registry
 
 

@@ -1,4 +1,4 @@
-"""The four support tools against the shipped demo store, through the real executor."""
+"""The four support tools against the shipped demo shop data, through the real executor."""
 
 import json
 from datetime import UTC, datetime
@@ -11,7 +11,7 @@ from tools.execution import ToolArgumentsError, ToolExecutor
 from tools.human_agent import build_request_human_agent_tool
 from tools.product_search import MAX_RESULTS
 from tools.registry import ToolRegistry
-from tools.store import ShopStore
+from tools.shop_data import ShopData
 from tools.support_hours import closed_note
 from turn import ToolCall, ToolStatus, TurnContext
 
@@ -139,11 +139,11 @@ async def test_product_search_with_no_match_is_empty(default_executor: ToolExecu
     assert payload["data"] == {"query": "телевизор", "items": [], "total_found": 0}
 
 
-async def test_product_search_caps_the_number_of_results(store: ShopStore) -> None:
-    many = store.model_copy(
+async def test_product_search_caps_the_number_of_results(shop_data: ShopData) -> None:
+    many = shop_data.model_copy(
         update={
             "products": tuple(
-                store.products[0].model_copy(update={"sku": f"CM-{i}"}) for i in range(12)
+                shop_data.products[0].model_copy(update={"sku": f"CM-{i}"}) for i in range(12)
             )
         }
     )
@@ -186,10 +186,10 @@ async def test_product_search_caps_the_number_of_results(store: ShopStore) -> No
     ],
 )
 async def test_support_hours_use_the_injected_clock_and_zone(
-    store: ShopStore, utc_now: datetime, zone: str | None, open_now: bool, local_time: str
+    shop_data: ShopData, utc_now: datetime, zone: str | None, open_now: bool, local_time: str
 ) -> None:
     executor = ToolExecutor(
-        build_default_tool_registry(store, timezone=zone, clock=lambda: utc_now)
+        build_default_tool_registry(shop_data, timezone=zone, clock=lambda: utc_now)
     )
     try:
         payload, status, _ = await run(executor, "get_support_hours", {})
@@ -213,9 +213,9 @@ async def test_support_hours_refuse_any_argument(default_executor: ToolExecutor)
         )
 
 
-def test_the_four_support_tools_run_on_the_event_loop(store: ShopStore) -> None:
-    """They only read the in-memory store: no thread hop (``blocking=False``)."""
-    registry = build_default_tool_registry(store)
+def test_the_four_support_tools_run_on_the_event_loop(shop_data: ShopData) -> None:
+    """They only read the in-memory shop_data: no thread hop (``blocking=False``)."""
+    registry = build_default_tool_registry(shop_data)
 
     assert {name: registry.get(name).blocking for name in registry.names()} == {
         "get_order_status": False,
@@ -225,8 +225,8 @@ def test_the_four_support_tools_run_on_the_event_loop(store: ShopStore) -> None:
     }
 
 
-def test_the_closed_note_names_the_hours_only_when_support_is_closed(store: ShopStore) -> None:
-    hours = store.support_hours
+def test_the_closed_note_names_the_hours_only_when_support_is_closed(shop_data: ShopData) -> None:
+    hours = shop_data.support_hours
     assert closed_note(hours, datetime(2026, 12, 2, 9, 0, tzinfo=UTC)) is None
     note = closed_note(hours, datetime(2026, 12, 2, 18, 0, tzinfo=UTC))
     assert note is not None

@@ -1,4 +1,4 @@
-"""The parts that own a turn's typed outcomes decide what follows; the chat service decides none.
+"""The parts that own a turn's items decide what follows; the chat service decides none.
 
 Pure values in, values out: the handoff policy (:class:`TurnHandoff`) and the
 action cards (:class:`ActionCards`) are given a :class:`TurnEnd` and the
@@ -12,7 +12,7 @@ from bot import customer_texts
 from bot.actions.turns import ActionCards
 from bot.audit.schema import TYPE
 from bot.engine.chat_service import SPEECH_MARK
-from bot.engine.turn_outcomes import ActionProposed, FollowUp, HandoffAsked, TurnEnd
+from bot.engine.turn_items import ActionProposed, FollowUp, HandoffAsked, TurnEnd
 from bot.handoff.turns import IDLE_TOPIC_NOTE, TurnHandoff
 from bot.queue.delivery_steps import SendCard, StaffRelay
 from bot.queue.staff_actions import TRANSCRIPT_LABEL, HandoffTurn, StaffAction

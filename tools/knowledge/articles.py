@@ -22,8 +22,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-# The demo help center shipped with the project: KNOWLEDGE_DIR's default.
-DEFAULT_KNOWLEDGE_DIR = Path(__file__).with_name("demo")
 ARTICLE_SUFFIX = ".md"
 # A longer article is refused: it is a manual, not an answer, and a passage of it is
 # all a search could give anyway. Split it into articles.

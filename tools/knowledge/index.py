@@ -29,8 +29,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tools.knowledge.analysis import Analyzer, query_language
 from tools.knowledge.articles import DEFAULT_LANGUAGE, LANGUAGES, Article
+from tools.knowledge.terms import TermAnalyzer, query_language
 
 # BM25F constants: the usual k1 and b; title, tags and headings are short, so only the
 # passage text is normalised by its length.
@@ -90,7 +90,7 @@ _TF_CAP = 255
 
 @dataclass(slots=True)
 class _Builder:
-    analyzer: Analyzer
+    analyzer: TermAnalyzer
     entries: list[_Entry] = field(default_factory=list)
     # term -> (passage numbers, packed field frequencies): flat arrays keep the peak low.
     frequencies: dict[str, tuple["array[int]", "array[int]"]] = field(default_factory=dict)
@@ -125,7 +125,7 @@ class _LanguageIndex:
     def __init__(
         self,
         *,
-        analyzer: Analyzer,
+        analyzer: TermAnalyzer,
         entries: Sequence[_Entry],
         postings: dict[str, tuple["array[int]", "array[float]"]],
         idf: dict[str, float],
@@ -142,7 +142,7 @@ class _LanguageIndex:
         self.articles = {entry.article.article_id: entry.article for entry in self._entries}
 
     @classmethod
-    def build(cls, articles: Iterable[Article], analyzer: Analyzer) -> "_LanguageIndex":
+    def build(cls, articles: Iterable[Article], analyzer: TermAnalyzer) -> "_LanguageIndex":
         """Index ``articles`` (their ids are assumed distinct)."""
         builder = _Builder(analyzer)
         count = 0
@@ -282,12 +282,14 @@ class SearchIndex:
         )
 
     @classmethod
-    def build(cls, articles: Iterable[Article], analyzer: Analyzer | None = None) -> "SearchIndex":
+    def build(
+        cls, articles: Iterable[Article], analyzer: TermAnalyzer | None = None
+    ) -> "SearchIndex":
         """Index ``articles``, each language apart (ids are assumed distinct in a language)."""
         by_language: dict[str, list[Article]] = defaultdict(list)
         for article in articles:
             by_language[article.lang].append(article)
-        shared = analyzer or Analyzer()
+        shared = analyzer or TermAnalyzer()
         return cls(
             {
                 language: _LanguageIndex.build(found, shared)

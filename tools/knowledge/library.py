@@ -14,14 +14,13 @@ from pathlib import Path
 from time import perf_counter
 
 from tools.knowledge.articles import (
-    DEFAULT_KNOWLEDGE_DIR,
     ArticleProblem,
     article_files,
     read_articles,
 )
 from tools.knowledge.index import Hit, SearchIndex
 
-__all__ = ["DEFAULT_KNOWLEDGE_DIR", "HelpCenter", "HelpCenterSnapshot", "SearchObserver"]
+__all__ = ["HelpCenter", "HelpCenterSnapshot", "SearchObserver"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ class HelpCenter:
         self._observers: list[SearchObserver] = []
 
     @classmethod
-    def load(cls, directory: Path = DEFAULT_KNOWLEDGE_DIR, *, top_k: int = 3) -> "HelpCenter":
+    def load(cls, directory: Path, *, top_k: int = 3) -> "HelpCenter":
         """Build the first index of ``directory`` (raises ``OSError`` if it is not one)."""
         center = cls(directory, build_snapshot(directory), top_k=top_k)
         center._report(center._snapshot)

@@ -96,7 +96,7 @@ SAID_MAX_CHARS = 500
 class McpTool:
     """One tool of a shop's MCP server, offered to the model under ``name``: a :class:`Tool`.
 
-    ``confirm``: a call is a proposal the customer confirms with the card's button
+    ``needs_card``: a call is a proposal the customer confirms with the card's button
     (every tool, unless the server is trusted and the tool says it only reads);
     ``idempotent``: trusted to be safe to run twice (a crash after the call does not
     leave its outcome unknown). ``bound`` maps the arguments the application fills
@@ -114,7 +114,7 @@ class McpTool:
     description: str
     schema: ArgumentsSchema
     call: McpCaller = field(repr=False, compare=False)
-    confirm: bool
+    needs_card: bool
     idempotent: bool = False
     read_only: bool = False
     timeout_seconds: float = 10.0
@@ -127,7 +127,7 @@ class McpTool:
     @property
     def approval(self) -> Approval:
         """``card`` unless a trusted server says the tool only reads."""
-        return "card" if self.confirm else "none"
+        return "card" if self.needs_card else "none"
 
     @property
     def effect(self) -> Effect:

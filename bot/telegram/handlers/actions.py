@@ -7,8 +7,8 @@ from aiogram.types import CallbackQuery
 
 from bot import customer_texts
 from bot.actions.buttons import ActionPress
-from bot.actions.confirmation import Press
 from bot.actions.feature import ActionsFeature
+from bot.actions.presses import Press
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.language.texts import Texts

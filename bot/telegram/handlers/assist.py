@@ -57,7 +57,9 @@ async def on_suggestion_press(
         logger.warning("Suggestion press not saved: %s", error.kind)
     except Exception:  # staff's press: a failure goes to the topic, never to the customer
         logger.exception("Suggestion press %s failed", job.job.job_id)
-    return Reply.of(relay(StaffAction(kind="post", text=assist.assist.staff_texts(SUGGESTION_NOT_SAVED))))
+    return Reply.of(
+        relay(StaffAction(kind="post", text=assist.assist.staff_texts(SUGGESTION_NOT_SAVED)))
+    )
 
 
 async def _from_staff_in_topic(  # noqa: PLR0917 - every part of the press is checked

@@ -11,7 +11,7 @@ from bot import customer_texts
 from bot.accounts.feature import AccountsFeature
 from bot.accounts.linking import shop_customer_id
 from bot.analysis.feature import AnalysisFeature
-from bot.analysis.offline import looks_upset
+from bot.analysis.upset import looks_upset
 from bot.chat_errors import ChatServiceError
 from bot.engine.chat_service import ChatService
 from bot.handoff.feature import HandoffFeature

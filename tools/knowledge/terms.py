@@ -47,7 +47,7 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 # Cities a customer names in a question about delivery («сколько идёт доставка в Казань»).
 # The articles say «в других городах» / "in other cities" rather than list them, so a city
-# the index does not know stands for that word (:meth:`Analyzer.place_term`) instead of
+# the index does not know stands for that word (:meth:`TermAnalyzer.place_term`) instead of
 # being an unknown word that outweighs the rest of the question, or a typo of another word
 # (Kazan is not «касанием»). One that an article names (Moscow) is matched as itself.
 _RUSSIAN_PLACES_TEXT = """
@@ -82,7 +82,7 @@ def query_language(text: str) -> str | None:
     return "en" if latin > cyrillic else "ru"
 
 
-class Analyzer:
+class TermAnalyzer:
     """Turns text into index terms; one instance may be shared by threads.
 
     A Snowball stemmer keeps state and must not run in two threads at once, so

@@ -67,7 +67,7 @@ from tools.write_tools import OUTCOME_UNKNOWN, ActionResult, card_value
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONFIRM_SECONDS = 600.0
+DEFAULT_CARD_WINDOW_SECONDS = 600.0
 GIVEN_UP = "poison_job"
 """The error code of a confirmed action whose press was given up and that the shop never applied."""
 
@@ -113,27 +113,27 @@ def judge(
     pending: PendingAction | None,
     press: Press,
     now: datetime,
-    confirm_seconds: float,
+    card_window_seconds: float,
 ) -> Verdict:
     """The verdict on ``press`` given the chat's pending action (pure: intake uses it too)."""
     if pending is None or pending.action_id != press.action_id:
         return Verdict.STALE
     if pending.user_id is not None and pending.user_id != press.presser_id:
         return Verdict.FOREIGN
-    if (now - pending.proposed_at).total_seconds() > confirm_seconds:
+    if (now - pending.proposed_at).total_seconds() > card_window_seconds:
         return Verdict.EXPIRED
     return Verdict.CONFIRM if press.choice == "yes" else Verdict.DECLINE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActionConfirmations:
+class CardPresses:
     """Resolves presses for the Telegram handler and the console, in a job of the chat.
 
-    ``confirm_seconds``: how long a proposal waits for its button (``ACTION_CONFIRM_SECONDS``).
+    ``card_window_seconds``: how long a proposal waits for its button (``ACTION_CONFIRM_SECONDS``).
     """
 
     registry: ToolRegistry
-    confirm_seconds: float = DEFAULT_CONFIRM_SECONDS
+    card_window_seconds: float = DEFAULT_CARD_WINDOW_SECONDS
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     # The executing marks of MCP actions; without them (unit tests) every press is a first.
     runs: ActionRuns | None = None
@@ -151,7 +151,7 @@ class ActionConfirmations:
     ) -> Verdict:
         """The verdict on ``press`` against ``session`` for a press that arrived ``at`` (now)."""
         pending = session.pending_action if session is not None else None
-        return judge(pending, press, at or self.clock(), self.confirm_seconds)
+        return judge(pending, press, at or self.clock(), self.card_window_seconds)
 
     async def settle(  # noqa: PLR0911 - one return per way an action ends
         self,

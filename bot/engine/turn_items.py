@@ -1,4 +1,4 @@
-"""What a model turn came to, as typed outcomes, and what the parts that own them add.
+"""What a model turn came to, as turn items, and what the parts that own them add.
 
 A turn ends with the model's answer, and perhaps an :class:`ActionProposed`
 (a write the model proposed, waiting for the customer's button) and a

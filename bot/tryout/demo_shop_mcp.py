@@ -1,12 +1,12 @@
 """The demo shop as an MCP server: its tools over the Model Context Protocol.
 
-``python -m bot shop-mcp`` (or ``python -m bot.shop.mcp_server``) serves the
+``python -m bot shop-mcp`` (or ``python -m bot.tryout.demo_shop_mcp``) serves the
 demo shop's tools over streamable HTTP at ``http://HOST:PORT/mcp``, or over
 stdin/stdout with ``--stdio``, written with the official ``mcp`` SDK's
 :class:`~mcp.server.mcpserver.MCPServer`. It reads the same settings as the
 bot (``REDIS_URL``, ``REDIS_KEY_PREFIX``, ``TOOL_DATA_PATH``,
 ``SUPPORT_TIMEZONE``) and changes the same demo orders in Redis
-(:class:`~bot.shop.redis_demo.RedisDemoShop`): it is what a shop's own server
+(:class:`~bot.tryout.demo_shop.RedisDemoShop`): it is what a shop's own server
 looks like to the bot, on the demo's data.
 
 Every answer is the built-in tool's own (the same handlers run here). What
@@ -22,7 +22,7 @@ A write derives its idempotency key from the customer and the arguments that
 decide the change (never the free-text reason): the same call repeated
 answers the first receipt and changes nothing again, which is why the write
 tools say ``idempotentHint: true``. A refusal (a shop rule, an unknown order or
-customer, an unreachable store) is a result with ``isError: true``, a short
+customer, an unreachable shop) is a result with ``isError: true``, a short
 ``code: message`` text and ``{"error": {"code", "message"}}`` as its
 structured content.
 """
@@ -56,9 +56,9 @@ from bot.settings import (
     ToolSettings,
     describe_settings_error,
 )
-from bot.shop.redis_demo import RedisDemoShop, ShopUnavailableError
 from bot.storage.connection import async_client, describe_target
 from bot.storage.keys import RedisKeys
+from bot.tryout.demo_shop import RedisDemoShop, ShopUnavailableError
 from tools.order_actions import (
     CANCEL_ORDER_TOOL_NAME,
     CHANGE_DELIVERY_ADDRESS_TOOL_NAME,
@@ -90,7 +90,7 @@ from tools.return_policy import (
     build_return_policy_tool,
 )
 from tools.shop_backend import Customer, OrderView
-from tools.store import CUSTOMER_ID_PATTERN, ShopStore
+from tools.shop_data import CUSTOMER_ID_PATTERN, ShopData
 from tools.support_hours import (
     GET_SUPPORT_HOURS_TOOL_NAME,
     GetSupportHoursArguments,
@@ -287,13 +287,13 @@ async def _run_write(
 
 def build_demo_shop_server(
     shop: RedisDemoShop,
-    store: ShopStore,
+    shop_data: ShopData,
     *,
     timezone: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     log_level: LogLevel = "INFO",
 ) -> DemoShopServer:
-    """An MCP server with the demo shop's tools over ``shop`` (orders) and ``store`` (the rest)."""
+    """An MCP server with the demo shop's tools over ``shop`` (orders) and ``shop_data``."""
     server = DemoShopServer(
         SERVER_NAME,
         title="Демо-магазин",
@@ -305,12 +305,12 @@ def build_demo_shop_server(
         # The HTTP server's own lines (uvicorn) follow LOG_LEVEL too.
         log_level=log_level,
     )
-    order_status = build_order_status_tool(store, shop)
-    return_policy = build_return_policy_tool(store)
-    product_search = build_product_search_tool(store)
-    support_hours = build_support_hours_tool(store, timezone=timezone, clock=clock)
+    order_status = build_order_status_tool(shop_data, shop)
+    return_policy = build_return_policy_tool(shop_data)
+    product_search = build_product_search_tool(shop_data)
+    support_hours = build_support_hours_tool(shop_data, timezone=timezone, clock=clock)
     cancel = build_cancel_order_tool(shop)
-    return_tool = build_request_return_tool(shop, store, clock)
+    return_tool = build_request_return_tool(shop, shop_data, clock)
     change_address = build_change_delivery_address_tool(shop)
 
     @server.tool(
@@ -376,7 +376,7 @@ def build_demo_shop_server(
             ),
         ],
     ) -> Annotated[CallToolResult, CustomerFound]:
-        found = store.find_customer_by_phone(phone)
+        found = shop_data.find_customer_by_phone(phone)
         if found is None:
             return error_result("customer_not_found", "Клиент с таким номером не найден.")
         return _ok(CustomerFound(customer_id=found.customer_id, name=found.name))
@@ -484,10 +484,10 @@ async def serve(
 ) -> int:
     """Connect to the demo shop's Redis and serve until stopped; 1 when Redis is unreachable."""
     try:
-        store = ShopStore.load(settings.tools.data_path)
+        shop_data = ShopData.load(settings.tools.data_path)
     except (OSError, ValueError) as error:
         print(
-            f"error: TOOL_DATA_PATH {settings.tools.data_path} is not a usable shop store "
+            f"error: TOOL_DATA_PATH {settings.tools.data_path} is not a usable shop data file "
             f"({type(error).__name__})",
             file=sys.stderr,
         )
@@ -503,9 +503,9 @@ async def serve(
                 file=sys.stderr,
             )
             return 1
-        shop = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), store)
+        shop = RedisDemoShop(redis, RedisKeys(settings.redis.key_prefix), shop_data)
         server = build_demo_shop_server(
-            shop, store, timezone=settings.tools.support_timezone, log_level=settings.log_level
+            shop, shop_data, timezone=settings.tools.support_timezone, log_level=settings.log_level
         )
         if transport == "stdio":
             await server.run_stdio_async()
@@ -552,7 +552,7 @@ def _stopped(_signal: int, _frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bot.shop.mcp_server [--host H] [--port P] [--stdio]``."""
+    """``python -m bot.tryout.demo_shop_mcp [--host H] [--port P] [--stdio]``."""
     parser = argparse.ArgumentParser(
         prog="python -m bot shop-mcp", description="the demo shop as an MCP server"
     )

@@ -28,7 +28,7 @@ from bot.llm.streaming import tell_text
 from bot.llm.tokens import estimate_messages_tokens, estimate_text_tokens
 from bot.llm.types import LLMResult, Message, TextListener, ToolChoice, ToolDefinition
 from tools.help_center import SEARCH_HELP_CENTER_TOOL_NAME
-from tools.knowledge.analysis import STOP_WORDS, query_language
+from tools.knowledge.terms import STOP_WORDS, query_language
 from tools.order_actions import (
     CANCEL_ORDER_TOOL_NAME,
     CHANGE_DELIVERY_ADDRESS_TOOL_NAME,

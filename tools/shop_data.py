@@ -7,8 +7,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-DEFAULT_STORE_PATH = Path(__file__).with_name("demo_store.json")
-
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -26,7 +24,7 @@ class _Frozen(BaseModel):
 class OrderDetails(BaseModel):
     """What the customer may see of an order: its number, state, delivery estimate and items.
 
-    The store's order, the shop backend's view of it and the order status tool's
+    The shop data's order, the shop backend's view of it and the order status tool's
     result all start with these fields.
     """
 
@@ -104,19 +102,19 @@ class SupportHours(_Frozen):
         return weekly
 
 
-class ShopStore(_Frozen):
+class ShopData(_Frozen):
     """Everything the tools can look up, loaded once at start."""
 
     orders: tuple[Order, ...]
     return_policies: tuple[ReturnPolicy, ...]
     products: tuple[Product, ...]
     support_hours: SupportHours
-    # Older store files have no customers: account linking then finds nobody.
+    # Older shop data files have no customers: account linking then finds nobody.
     customers: tuple[ShopCustomer, ...] = ()
 
     @classmethod
-    def load(cls, path: Path = DEFAULT_STORE_PATH) -> "ShopStore":
-        """Read and validate a store file (raises ``OSError`` or ``ValidationError``)."""
+    def load(cls, path: Path) -> "ShopData":
+        """Read and validate a shop data file (raises ``OSError`` or ``ValidationError``)."""
         return cls.model_validate_json(path.read_bytes())
 
     def find_order(self, order_id: str) -> Order | None:

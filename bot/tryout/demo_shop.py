@@ -1,4 +1,4 @@
-"""The demo shop in Redis: ``tools/demo_store.json`` as the seed, each customer's own copy.
+"""The demo shop in Redis: ``bot/tryout/demo_shop.json`` as the seed, each customer's own copy.
 
 An order without an owner behaves as every customer's own, and each customer
 changes only their copy (one customer cancelling 8042 does not cancel it for
@@ -28,7 +28,7 @@ from tools.shop_backend import (
     WriteReceipt,
     check_returnable,
 )
-from tools.store import Order, ShopStore
+from tools.shop_data import Order, ShopData
 
 STATE_TTL_SECONDS = 30 * 24 * 3600
 """How long a customer's changed orders and write receipts are kept (the demo's memory)."""
@@ -47,7 +47,7 @@ class RedisDemoShop:
         self,
         client: AsyncRedisClient,
         keys: RedisKeys,
-        seed: ShopStore,
+        seed: ShopData,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
