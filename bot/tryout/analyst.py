@@ -13,6 +13,7 @@ from typing import Any
 import pydantic
 
 from bot.analysis.analyzer import SPEAKERS
+from bot.analysis.upset import NEGATIVE_WORDS, URGENT_WORDS
 from bot.llm.errors import LLMBadResponseError
 from bot.llm.types import Message, StructuredResult, StructuredT
 
@@ -40,23 +41,10 @@ _LABELS = {
     "account": "учётная запись",
     "other": "другое",
 }
-_NEGATIVE = ("ужас", "плох", "безобраз", "недовол", "обман", "разочар", "возмут", "не работает")
-_NEGATIVE_EN = ("terrible", "awful", "angry", "disappointed", "scam")
 _POSITIVE = ("спасибо", "отлично", "супер", "благодар", "thank", "great")
-_URGENT = ("срочно", "немедленно", "сейчас же", "urgent", "asap", "immediately")
 _ORDER_NUMBER = re.compile(r"\b\d{4,10}\b")
 _CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 _LATIN = re.compile(r"[a-z]", re.IGNORECASE)
-
-
-def looks_upset(text: str) -> bool:
-    """A cheap local guess that a customer's message is angry or urgent (no model asked).
-
-    The same words the offline analyst reads as negative or urgent; it only decides
-    whether an early analysis is worth scheduling, never what the analysis says.
-    """
-    words = text.lower()
-    return "!!" in words or any(w in words for w in _NEGATIVE + _NEGATIVE_EN + _URGENT)
 
 
 def _said(transcript: str, role: str) -> list[str]:
@@ -76,10 +64,10 @@ def analyse(transcript: str, categories: Sequence[str]) -> dict[str, Any]:
     customer = _said(transcript, "user")
     words = " ".join(customer).lower()
     category = _category(words, categories) if categories else "other"
-    negative = any(w in words for w in _NEGATIVE + _NEGATIVE_EN) or "!!" in words
+    negative = any(w in words for w in NEGATIVE_WORDS) or "!!" in words
     positive = any(w in words for w in _POSITIVE)
     sentiment = "negative" if negative else "positive" if positive else "neutral"
-    urgent = any(w in words for w in _URGENT)
+    urgent = any(w in words for w in URGENT_WORDS)
     urgency = "high" if urgent or (negative and "!!" in words) else "normal"
     cyrillic, latin = len(_CYRILLIC.findall(words)), len(_LATIN.findall(words))
     lines = transcript.splitlines()

@@ -50,10 +50,12 @@ BOT_FLOORS = {
     "actions": 9,
     "handoff": 9,
     "metrics": 10,
-    "shop": 10,
     "support_audit": 10,
     # Staff assist: suggested replies (through the handoff service), quality reviews.
     "staff_assist": 10,
+    # The try-out (the offline model and analyst, the demo shop and its MCP server, the
+    # private redis-server, the demo data): imported only by TRYOUT_IMPORTERS.
+    "tryout": 10,
     # The composition root, under the front ends that run what it builds.
     "app": 11,
     "telegram": 12,
@@ -65,6 +67,18 @@ BOT_FLOORS = {
     "__main__": 13,
 }
 """Each part of ``bot/``'s floor (``bot.testing`` holds the test doubles and is not a part)."""
+
+TRYOUT_IMPORTERS = {
+    # The composition root builds the offline model and analyst and the demo shop.
+    "bot.app",
+    # The front ends that start the try-out: the console, python -m bot, the eval.
+    "bot.console",
+    "bot.__main__",
+    "bot.evaluation",
+    # The staff CLI reads the console's private Redis when REDIS_URL is unset.
+    "bot.support_audit.cli",
+}
+"""The modules (or packages) outside ``bot/tryout/`` that may import it: no product part does."""
 
 
 def _module_name(path: Path) -> str:
@@ -199,6 +213,23 @@ def test_the_composition_root_sits_under_the_front_ends() -> None:
     assert "app" in parts["telegram"]
     assert "app" in parts["console"]
     assert not parts["app"] & {"telegram", "console", "__main__"}
+
+
+def test_only_the_composition_root_and_the_front_ends_import_the_try_out() -> None:
+    """The product never needs ``bot/tryout/``: no part imports it but those that start it."""
+    importers = {
+        source
+        for source, targets in _graph().items()
+        if _part(source) != "tryout" and any(_part(target) == "tryout" for target in targets)
+    }
+    allowed = {
+        source
+        for source in importers
+        if any(source == name or source.startswith(f"{name}.") for name in TRYOUT_IMPORTERS)
+    }
+    assert sorted(importers - allowed) == []
+    # Not vacuous: the composition root builds the offline model from it.
+    assert "bot.app" in importers
 
 
 def test_the_graph_sees_known_edges() -> None:
