@@ -1,4 +1,4 @@
-"""The shop data the tools read: a JSON export (the demo file ships with the project)."""
+"""The shop data the built-in tools read: a JSON export (``TOOL_DATA_PATH``; a demo ships)."""
 
 from datetime import time
 from pathlib import Path

@@ -1,5 +1,8 @@
 """What a model turn came to, as turn items, and what the parts that own them add.
 
+"Turn items" are the engine's typed values of one turn; the audit's closed word for how
+a turn ended is its outcome (:class:`turn.TurnOutcome`), a different thing.
+
 A turn ends with the model's answer, and perhaps an :class:`ActionProposed`
 (a write the model proposed, waiting for the customer's button) and a
 :class:`HandoffAsked` (the model called for a person). The chat service does

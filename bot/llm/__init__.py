@@ -1,1 +1,1 @@
-"""Chat model clients: the OpenAI-compatible one and the offline demo model."""
+"""The chat model client (OpenAI-compatible); the offline demo model is in bot/tryout/."""

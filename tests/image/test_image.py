@@ -64,10 +64,11 @@ def test_the_image_answers_help(image: Image) -> None:
 
 def test_the_image_holds_the_packages_and_data_but_not_the_test_doubles(image: Image) -> None:
     probe = (
-        "import importlib.util as u, json, tools.shop_data as s;"
+        "import importlib.util as u, json, bot.settings as s;"
         "names = ('bot', 'turn', 'tools', 'prompts', 'bot.testing', 'tests', 'bench');"
         "found = {n: u.find_spec(n) is not None for n in names};"
-        "print(json.dumps({**found, 'bot/tryout/demo_shop.json': s.DEMO_SHOP_DATA.is_file()}))"
+        "print(json.dumps({**found, 'bot/tryout/demo_shop.json': s.DEMO_SHOP_DATA.is_file(),"
+        " 'bot/tryout/help_center': s.DEMO_HELP_CENTER.is_dir()}))"
     )
     result = subprocess.run(
         image.python("-c", probe),
@@ -85,6 +86,7 @@ def test_the_image_holds_the_packages_and_data_but_not_the_test_doubles(image: I
         "tools": True,
         "prompts": True,
         "bot/tryout/demo_shop.json": True,
+        "bot/tryout/help_center": True,
         "bot.testing": False,
         "tests": False,
         "bench": False,
