@@ -43,7 +43,7 @@ from bot.language.detect import LanguagePolicy
 from bot.language.texts import Texts
 from bot.llm.health import ModelHealth
 from bot.llm.transcription import Transcriber
-from bot.llm.types import ToolCallingClient
+from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.mcp.feature import McpFeature, open_mcp
 from bot.metrics import BotMetrics, MeteredChatModel, MetricsAuditSink
 from bot.ops.features import Feature, Features
@@ -67,6 +67,7 @@ from bot.storage.connection import (
 )
 from bot.storage.health import RedisHealthProbe
 from bot.storage.keys import RedisKeys
+from bot.tryout.analyst import OfflineAnalyst
 from bot.tryout.demo_shop import RedisDemoShop
 from bot.tryout.model import OfflineChatModel, OfflineDemoKnowledge
 from prompts.registry import (
@@ -284,6 +285,23 @@ def build_model_health(settings: Settings, client: ToolCallingClient) -> ModelHe
         first_pause_seconds=probe_seconds,
         timeout_seconds=settings.llm.timeout_seconds,
     )
+
+
+def analysis_client(settings: Settings, chat_client: ToolCallingClient) -> StructuredOutputClient:
+    """The model the request analysis asks: ``ANALYSIS_MODEL`` over the chat model's connections.
+
+    The offline backend's analyst answers from the conversation's words; a client
+    without Structured Outputs (a test's stand-in) gets the offline analyst too.
+    """
+    if settings.llm.backend != "offline" and isinstance(chat_client, StructuredOutputClient):
+        # Here, not at the top: the offline backend never imports the SDK.
+        from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
+
+        model = settings.analysis.model
+        if model is not None and isinstance(chat_client, OpenAIChatClient):
+            return chat_client.with_model(model)
+        return chat_client
+    return OfflineAnalyst()
 
 
 def build_offline_model(shop: ShopData, registry: ToolRegistry) -> OfflineChatModel:
@@ -656,6 +674,7 @@ async def _open_engine(
         audit=MetricsAuditSink(audit, metrics, lost_entries=lambda: audit.lost_entries),
         llm=client,
         model=base_client,
+        analyst=analysis_client(settings, base_client),
         registry=registry,
         executor=executor,
         chat=chat,

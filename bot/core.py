@@ -15,7 +15,7 @@ from bot.audit.sink import AuditSink
 from bot.engine.chat_service import ChatService
 from bot.language.catalogs import Catalogs
 from bot.language.texts import Texts
-from bot.llm.types import ToolCallingClient
+from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.queue.admission import Intake
 from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import Settings
@@ -33,9 +33,11 @@ class CoreParts:
     """What the features are built from; built once by the composition root.
 
     ``audit`` is the turns' audit (each entry also counted in the metrics);
-    ``llm`` the metered chat model, ``model`` the client under it (the analysis
-    asks it directly: its calls are no turns); ``clock`` what the support-hours
-    code reads as now.
+    ``llm`` the metered chat model, ``model`` the client under it (media asks it
+    directly: its calls are no turns); ``analyst`` the model the request analysis
+    asks (the composition root's choice: the offline analyst of the try-out, or
+    ``ANALYSIS_MODEL`` over the chat model's connections); ``clock`` what the
+    support-hours code reads as now.
     """
 
     settings: Settings
@@ -45,6 +47,7 @@ class CoreParts:
     audit: AuditSink
     llm: ToolCallingClient
     model: ToolCallingClient
+    analyst: StructuredOutputClient
     registry: ToolRegistry
     executor: ToolExecutor
     chat: ChatService

@@ -13,12 +13,10 @@ from bot.analysis.review import QualityReviews
 from bot.analysis.schedule import AnalysisSchedule
 from bot.analysis.sweeper import AnalysisSweeper
 from bot.core import CoreParts
-from bot.llm.types import StructuredOutputClient, ToolCallingClient
 from bot.ops.features import Feature, Features
 from bot.ops.periodic import Periodic
 from bot.ops.startup import StartupError
 from bot.settings import Settings
-from bot.tryout.analyst import OfflineAnalyst
 from prompts.registry import ANALYSIS_PROMPT_ID, UnknownPromptError, build_default_prompt_registry
 from prompts.template import PromptTemplate
 
@@ -65,23 +63,6 @@ def analysis_prompt(settings: Settings) -> PromptTemplate:
         raise StartupError(str(error)) from error
 
 
-def analysis_client(settings: Settings, chat_client: ToolCallingClient) -> StructuredOutputClient:
-    """The model the request analysis asks: ``ANALYSIS_MODEL`` over the chat model's connections.
-
-    The offline backend's analyst answers from the conversation's words; a client
-    without Structured Outputs (a test's stand-in) gets the offline analyst too.
-    """
-    if settings.llm.backend != "offline" and isinstance(chat_client, StructuredOutputClient):
-        # Here, not at the top: the offline backend never imports the SDK.
-        from bot.llm.openai_client import OpenAIChatClient  # noqa: PLC0415
-
-        model = settings.analysis.model
-        if model is not None and isinstance(chat_client, OpenAIChatClient):
-            return chat_client.with_model(model)
-        return chat_client
-    return OfflineAnalyst()
-
-
 def build_analysis(core: CoreParts, built: Features) -> AnalysisFeature | None:
     """The request analysis of ``core``'s settings (``ANALYSIS_*``); ``None`` with ``ANALYSIS=off``.
 
@@ -93,7 +74,7 @@ def build_analysis(core: CoreParts, built: Features) -> AnalysisFeature | None:
         return None
     intake = core.intake if settings.handoff.staff_chat_id is not None else None
     analyzer = SupportRequestAnalyzer(
-        client=analysis_client(settings, core.model),
+        client=core.analyst,
         prompt=analysis_prompt(settings),
         categories=settings.analysis.category_names,
     )
