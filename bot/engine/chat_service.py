@@ -286,7 +286,7 @@ class ChatService:
         completion = JobCompletion(
             job_raw=held.job_raw,
             job_id=job.job_id,
-            outbox_entry=entry.model_dump_json(),
+            outbox_entry=entry.stored(),
             # Only handoff records failed turns: without it there is no streak to end.
             answered=follow.ends_failed_streak,
         )
@@ -452,7 +452,7 @@ class ChatService:
             )
             updated = change(session)
             completion = JobCompletion(
-                job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.model_dump_json()
+                job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.stored()
             )
             await self.store.commit(locked, updated, completion=completion, release=False)
         except SessionStoreError as error:
@@ -543,7 +543,7 @@ class ChatService:
             ),
         )
         completion = JobCompletion(
-            job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.model_dump_json()
+            job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.stored()
         )
         try:
             await self.store.commit(locked, updated, completion=completion, release=False)

@@ -138,7 +138,7 @@ class ChatQueue:
                     token=token,
                     job_raw=job_raw,
                     job_id=job_id,
-                    outbox_entry=reply.model_dump_json() if reply is not None else "",
+                    outbox_entry=reply.stored() if reply is not None else "",
                     ttl=self._outbox_ttl,
                 )
             )

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.queue.delivery_steps import DeliveryStep, SendText, known_or_unknown
 from bot.queue.jobs import QueuedJob
-from bot.queue.legacy_outbox import is_legacy, steps_of_legacy
+from bot.queue.legacy_outbox import is_legacy, legacy_fields, steps_of_legacy
 
 StepT = TypeVar("StepT")
 
@@ -106,6 +106,17 @@ class Delivery(BaseModel):
             chat_id=job.chat_id,
             steps=reply.steps,
             audit=reply.audit,
+        )
+
+    def stored(self) -> str:
+        """This delivery as the outbox stores it: its JSON and, for a rolling deploy, the
+        previous version's flat fields that say the same reply (:func:`legacy_fields`),
+        which this version ignores when it reads the entry back."""
+        legacy = legacy_fields(self.steps)
+        if legacy is None:
+            return self.model_dump_json()
+        return json.dumps(
+            {**legacy, **self.model_dump(mode="json")}, ensure_ascii=False, separators=(",", ":")
         )
 
     @property

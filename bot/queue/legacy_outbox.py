@@ -8,11 +8,20 @@ one took its chat over is read here as the steps that deliver it exactly as it
 would have been: the question or the offer alone (their audit only when sent),
 else the card's edit, the text, the card, then the staff relays.
 
+The other way round, :func:`legacy_fields` gives an entry of steps the flat
+fields that version reads, written beside the steps (:meth:`Delivery.stored
+<bot.queue.delivery.Delivery.stored>`): a worker of the previous version that
+takes a chat over mid-deploy delivers a reply of text, card and relays as it
+would have (it ignores ``steps``), instead of moving it to the quarantine. A
+question or an offer gets no flat fields (their audit sat where the delivery's
+own is now): such a worker quarantines them, and nobody waits for either.
+
 Kept while an outbox may still hold such an entry: an entry is delivered at its
 chat's next drain and expires with the session (``SESSION_TTL_SECONDS``), so
 this can go once a release has run that long.
 """
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -115,3 +124,36 @@ def steps_of_legacy(data: dict[str, Any]) -> dict[str, Any]:
         "steps": steps,
         "audit": audit,
     }
+
+
+# The order of the previous version's fixed delivery: the card's edit, the text, the card, the
+# relays; a reply of steps in this order (each at most once) can be written in its fields.
+_LEGACY_ORDER: tuple[type[DeliveryStep], ...] = (EditCard, SendText, SendCard, StaffRelay)
+
+
+def legacy_fields(steps: Sequence[DeliveryStep]) -> dict[str, Any] | None:
+    """The previous version's flat fields that deliver ``steps`` as they mean (JSON-ready).
+
+    ``None`` when that version could not say them: a question, an offer, a kind it did
+    not have, or steps out of its fixed order.
+    """
+    at = 0
+    fields: dict[str, Any] = {"format": "none", "text": ""}
+    for step in steps:
+        kinds = _LEGACY_ORDER[at:]
+        if type(step) not in kinds:
+            return None
+        at += kinds.index(type(step)) + 1
+        if isinstance(step, EditCard):
+            fields["card_edit"] = {"message_id": step.message_id, "text": step.text}
+        elif isinstance(step, SendText):
+            fields["format"] = "answer" if step.answer else "plain"
+            fields["text"] = step.text
+            fields["reply_keyboard"] = step.keyboard
+            fields["language"] = step.language
+        elif isinstance(step, SendCard):
+            fields["card"] = step.card.model_dump(mode="json")
+            fields["superseded"] = step.superseded
+        elif isinstance(step, StaffRelay):
+            fields["staff"] = [action.model_dump(mode="json") for action in step.actions]
+    return fields

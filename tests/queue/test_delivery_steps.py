@@ -26,6 +26,7 @@ from bot.queue.delivery_steps import (
     relay,
 )
 from bot.queue.jobs import QueuedJob
+from bot.queue.legacy_outbox import LegacyOutboxEntry
 from bot.queue.staff_actions import StaffAction
 from bot.sessions.pending import ActionCard
 
@@ -247,3 +248,43 @@ def test_a_reply_leaves_out_the_steps_not_needed_and_is_committed_for_its_job() 
     assert committed.first(SendCard) is None
     assert Reply.say("").steps == (), "an empty text sends nothing"
     assert Delivery.of(job, reply, turn_id="TURN").turn_id == "TURN"
+
+
+@pytest.mark.parametrize(
+    "legacy", [LEGACY_ANSWER_WITH_CARD, LEGACY_LINK_REQUEST, LEGACY_RELAY_ONLY]
+)
+def test_the_previous_version_reads_a_stored_reply_of_text_card_and_relays_as_it_wrote_it(
+    legacy: str,
+) -> None:
+    """A worker of the previous version taking a chat over mid-deploy delivers the reply."""
+    entry = Delivery.read(legacy)
+
+    stored = entry.stored()
+
+    assert LegacyOutboxEntry.model_validate_json(stored) == LegacyOutboxEntry.model_validate_json(
+        legacy
+    )
+    assert Delivery.read(stored) == entry, "this version reads its steps, not the flat fields"
+
+
+@pytest.mark.parametrize("legacy", [LEGACY_QUESTION, LEGACY_OFFER])
+def test_a_question_or_an_offer_is_stored_without_the_flat_fields(legacy: str) -> None:
+    """Their audit sat where the delivery's own is now: written flat, it would be read twice."""
+    entry = Delivery.read(legacy)
+
+    stored = entry.stored()
+
+    assert "format" not in json.loads(stored)
+    assert Delivery.read(stored) == entry
+
+
+def test_steps_out_of_the_previous_versions_order_are_stored_without_the_flat_fields() -> None:
+    entry = Delivery(
+        job_id="1",
+        turn_id="K7M2P9QRS8",
+        chat_id=8300,
+        steps=(SendText(text="b"), EditCard(message_id=1, text="a")),
+    )
+
+    assert "format" not in json.loads(entry.stored())
+    assert Delivery.read(entry.stored()) == entry
