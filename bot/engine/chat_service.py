@@ -359,8 +359,11 @@ class ChatService:
                     token=locked.token,
                     queue_ms=None,
                     session_version=locked.version,
-                    session_data=locked.session.model_dump_json() if locked.session else "",
+                    # As read with the lease, and its reading: not encoded and read again.
+                    session_data=locked.data
+                    or (locked.session.model_dump_json() if locked.session else ""),
                     release_on_commit=True,
+                    parsed=locked.session,
                 )
             finally:
                 # A committed turn released the lease in its commit: one script less.
@@ -480,7 +483,11 @@ class ChatService:
         )
         try:
             locked = await self.store.held(
-                context.conversation_key, held.token, held.session_version, held.session_data
+                context.conversation_key,
+                held.token,
+                held.session_version,
+                held.session_data,
+                parsed=held.session,
             )
             session = locked.session or ConversationSession.start(
                 locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
