@@ -285,7 +285,8 @@ class ChatService:
         completion = JobCompletion(
             job_raw=held.job_raw,
             job_id=job.job_id,
-            outbox_entry=entry.model_dump_json(),
+            # Kept only with a queued job's pop: the console's commit has none to keep.
+            outbox_entry=entry.model_dump_json() if held.job_raw else "",
             # Only handoff records failed turns: without it there is no streak to end.
             answered=follow.ends_failed_streak,
         )
