@@ -33,16 +33,15 @@ _ONLY_WHEN_ASKED = ("agents_sdk_two_tools",)
 
 
 def _scenarios(args: argparse.Namespace) -> dict[str, Scenario]:
+    plan = scenarios.Rounds(rounds=args.rounds, turns=args.round_turns)
     table: dict[str, Scenario] = {
         "overhead_direct": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=False),
         "overhead_two_tools": lambda url: scenarios.overhead(url, turns=args.turns, two_tools=True),
-        "floor_two_tools": lambda url: scenarios.floor_two_tools(url, turns=args.turns),
+        "floor_two_tools": lambda url: scenarios.floor_two_tools(url, plan),
         # Needs the bench extra (requirements-bench.lock): run only when asked for.
-        "agents_sdk_two_tools": lambda url: scenarios.agents_sdk_two_tools(url, turns=args.turns),
-        "redis_parser_two_tools": lambda url: scenarios.redis_parser_two_tools(
-            url, turns=args.turns
-        ),
-        "sdk_layers_two_tools": lambda url: scenarios.sdk_layers_two_tools(url, turns=args.turns),
+        "agents_sdk_two_tools": lambda url: scenarios.agents_sdk_two_tools(url, plan),
+        "redis_parser_two_tools": lambda url: scenarios.redis_parser_two_tools(url, plan),
+        "sdk_layers_two_tools": lambda url: scenarios.sdk_layers_two_tools(url, plan),
         "cost_growth": scenarios.cost_growth,
         "concurrency_1000": lambda url: scenarios.concurrency(url, customers=args.customers),
         "saturation": lambda url: scenarios.saturation(url, sessions=args.sessions),
@@ -169,11 +168,37 @@ def _pair(name: str, a: tuple[str, str], b: tuple[str, str]) -> _SummaryLine:
             for key, words in ((a_key, a_words), (b_key, b_words))
         )
         return (
-            f"{name} (interleaved): {sides}; {a_key}/{b_key} p50 {f['ratio_p50']}x, "
-            f"CPU {f['ratio_cpu']}x (load {f['loadavg_1m_start_end']})"
+            f"{name} (interleaved, {_plan(f)}): {sides}; {a_key}/{b_key} {_ratios(f)} "
+            f"(load {f['loadavg_1m_start_end']})"
         )
 
     return (name,), line
+
+
+def _plan(f: _Result) -> str:
+    return f"{f['rounds']} rounds x {f['turns_per_round']} turns"
+
+
+def _ratios(f: _Result) -> str:
+    """The pooled ratios and the median and range of the rounds' own ratios."""
+    p50, cpu = f["ratio_p50_rounds"], f["ratio_cpu_rounds"]
+    return (
+        f"p50 {f['ratio_p50']}x (rounds: median {p50['median']}x, {p50['min']}-{p50['max']}), "
+        f"CPU {f['ratio_cpu']}x (rounds: median {cpu['median']}x, {cpu['min']}-{cpu['max']})"
+    )
+
+
+def _floor_line(f: _Result) -> str:
+    engine, floor = f["engine"], f["floor"]
+    return (
+        f"floor_two_tools (interleaved, {_plan(f)}): engine p50 "
+        f"{engine['overhead']['p50_ms']} ms, p99 {engine['overhead']['p99_ms']} ms, CPU "
+        f"{engine['cpu_ms_per_turn']} ms/turn, {engine['redis_round_trips_per_turn']} Redis "
+        f"round trips; floor p50 {floor['overhead']['p50_ms']} ms, p99 "
+        f"{floor['overhead']['p99_ms']} ms, CPU {floor['cpu_ms_per_turn']} ms/turn, "
+        f"{floor['redis_round_trips_per_turn']} round trips; engine/floor {_ratios(f)} "
+        f"(load {f['loadavg_1m_start_end']})"
+    )
 
 
 def _template(name: str, template: str) -> _SummaryLine:
@@ -184,15 +209,7 @@ def _template(name: str, template: str) -> _SummaryLine:
 _SUMMARY_LINES: tuple[_SummaryLine, ...] = (
     _overhead("overhead_direct", "bot overhead"),
     _overhead("overhead_two_tools", "bot overhead"),
-    _template(
-        "floor_two_tools",
-        "floor_two_tools (interleaved): engine p50 {engine[overhead][p50_ms]} ms, p99 "
-        "{engine[overhead][p99_ms]} ms, CPU {engine[cpu_ms_per_turn]} ms/turn, "
-        "{engine[redis_round_trips_per_turn]} Redis round trips; floor p50 "
-        "{floor[overhead][p50_ms]} ms, p99 {floor[overhead][p99_ms]} ms, CPU "
-        "{floor[cpu_ms_per_turn]} ms/turn, {floor[redis_round_trips_per_turn]} round trips; "
-        "engine/floor p50 {ratio_p50}x, CPU {ratio_cpu}x (load {loadavg_1m_start_end})",
-    ),
+    (("floor_two_tools",), _floor_line),
     _pair(
         "agents_sdk_two_tools",
         ("engine", "engine"),
@@ -276,6 +293,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--runs", type=int, default=3, help="repetitions (medians reported)")
     parser.add_argument("--turns", type=int, default=500, help="measured turns per overhead run")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=scenarios.Rounds.rounds,
+        help="interleaved scenarios (*_two_tools but overhead_*): alternating rounds",
+    )
+    parser.add_argument(
+        "--round-turns",
+        type=int,
+        default=scenarios.Rounds.turns,
+        help="interleaved scenarios: turns per side in each round",
+    )
     parser.add_argument("--customers", type=int, default=1000, help="concurrency scenario size")
     parser.add_argument("--sessions", type=int, default=10_000, help="saturation scenario size")
     parser.add_argument("--soak-seconds", type=float, default=20.0, help="soak duration")

@@ -6,8 +6,10 @@ process), uses the run's redis-server, and returns a JSON-able dict.
 
 import asyncio
 import os
+import statistics
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from time import monotonic, perf_counter, process_time
 from typing import Any, Protocol
@@ -29,7 +31,7 @@ from bench.stack import (
     open_engine,
     rss_bytes,
 )
-from bench.stats import latency_summary_ms, slope
+from bench.stats import latency_summary_ms, percentile, slope
 from bot.app import Application
 from bot.engine.chat_service import ChatReply
 from bot.llm.http_client import ChatHttpClient, ChatTransport, session_factory
@@ -96,17 +98,32 @@ async def overhead(redis_url: str, *, turns: int, two_tools: bool) -> dict[str, 
 TurnRunner = Callable[[str, int], Awaitable[Any]]
 
 
-async def floor_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class Rounds:
+    """How an interleaved comparison runs: ``rounds`` rounds of ``turns`` turns per side.
+
+    The default is what a reader outside measured with (6 rounds of 200 turns). The
+    earlier default, 50 rounds of 10, switched sides every few milliseconds and gave
+    a lower p50 ratio than long rounds in the same hour (bench/README.md, "Issue 49");
+    each round's own ratio is reported too, so the spread shows.
+    """
+
+    rounds: int = 6
+    turns: int = 200
+    warmup: int = 50
+
+
+async def floor_two_tools(redis_url: str, plan: Rounds) -> dict[str, Any]:
     """The engine's two-tool turn against the floor (:mod:`bench.floor`), interleaved.
 
     Both use the same zero-latency scripted model (a child process, so its CPU is
     not counted here) and the same Redis client. ``ratio_p50`` and ``ratio_cpu``
     are engine/floor.
     """
-    return await _engine_against(redis_url, "floor", _floor, turns=turns, rounds=rounds)
+    return await _engine_against(redis_url, "floor", _floor, plan)
 
 
-async def agents_sdk_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+async def agents_sdk_two_tools(redis_url: str, plan: Rounds) -> dict[str, Any]:
     """The engine's two-tool turn against the OpenAI Agents SDK's (:mod:`bench.agents_sdk`).
 
     Interleaved as in :func:`floor_two_tools`, against the same zero-latency scripted
@@ -116,7 +133,7 @@ async def agents_sdk_two_tools(redis_url: str, *, turns: int, rounds: int = 50) 
     extra (``requirements-bench.lock``).
     """
     side = partial(_agents_sdk, redis_url)
-    return await _engine_against(redis_url, "agents_sdk", side, turns=turns, rounds=rounds)
+    return await _engine_against(redis_url, "agents_sdk", side, plan)
 
 
 class _Replier(Protocol):
@@ -131,7 +148,7 @@ ComparedSide = Callable[
 
 
 async def _engine_against(
-    redis_url: str, name: str, side: ComparedSide, *, turns: int, rounds: int
+    redis_url: str, name: str, side: ComparedSide, plan: Rounds
 ) -> dict[str, Any]:
     text = f"{QUESTION} {TWO_TOOLS}"
     with ModelServerProcess(0.0) as model:
@@ -143,7 +160,7 @@ async def _engine_against(
                         "engine": (lambda key, user_id: ask(app, key, text, user_id), counters),
                         name: (_replier(other, text), other_counters or counters),
                     }
-                    result = await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+                    result = await _interleaved(runners, model, http, plan)
             finally:
                 await app.aclose()
                 await RedisStats(redis_url).flush_and_close()
@@ -195,7 +212,7 @@ async def _agents_sdk(
         await redis.aclose()
 
 
-async def redis_parser_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+async def redis_parser_two_tools(redis_url: str, plan: Rounds) -> dict[str, Any]:
     """The engine's two-tool turn with redis-py's pure-Python parser against hiredis.
 
     Two engines in this process, one per parser, interleaved as in
@@ -210,12 +227,12 @@ async def redis_parser_two_tools(redis_url: str, *, turns: int, rounds: int = 50
                 for parser in ("python", "hiredis")
             }
             result = await _engines_interleaved(
-                redis_url, engines, model, http, text=text, turns=turns, rounds=rounds
+                redis_url, engines, model, http, text=text, plan=plan
             )
     return _with_ratios(result, "hiredis", "python")
 
 
-async def sdk_layers_two_tools(redis_url: str, *, turns: int, rounds: int = 50) -> dict[str, Any]:
+async def sdk_layers_two_tools(redis_url: str, plan: Rounds) -> dict[str, Any]:
     """The engine's two-tool turn with the SDK building and sending every request itself.
 
     Two engines in this process, interleaved as in :func:`floor_two_tools`: ``sdk``
@@ -247,7 +264,7 @@ async def sdk_layers_two_tools(redis_url: str, *, turns: int, rounds: int = 50) 
                 "production": partial(open_engine, settings),
             }
             result = await _engines_interleaved(
-                redis_url, engines, model, http, text=text, turns=turns, rounds=rounds
+                redis_url, engines, model, http, text=text, plan=plan
             )
     return _with_ratios(result, "production", "sdk")
 
@@ -268,8 +285,7 @@ async def _engines_interleaved(
     http: aiohttp.ClientSession,
     *,
     text: str,
-    turns: int,
-    rounds: int,
+    plan: Rounds,
 ) -> dict[str, Any]:
     """Open each engine, run their turns with ``text`` interleaved, close them all."""
     apps: dict[str, tuple[Application, RedisCounters]] = {}
@@ -279,7 +295,7 @@ async def _engines_interleaved(
         runners: dict[str, tuple[TurnRunner, RedisCounters]] = {
             name: (_asker(app, text), counters) for name, (app, counters) in apps.items()
         }
-        return await _interleaved(runners, model, http, turns=turns, rounds=rounds)
+        return await _interleaved(runners, model, http, plan)
     finally:
         for app, _ in apps.values():
             await app.aclose()
@@ -310,54 +326,61 @@ async def _interleaved(
     runners: dict[str, tuple[TurnRunner, RedisCounters]],
     model: ModelServerProcess,
     http: aiohttp.ClientSession,
-    *,
-    turns: int,
-    rounds: int,
+    plan: Rounds,
 ) -> dict[str, Any]:
-    """Each runner's two-tool turns in ``rounds`` alternating rounds, measured alike.
+    """Each runner's two-tool turns in ``plan.rounds`` alternating rounds, measured alike.
 
-    Rounds of ``turns / rounds`` turns each, the order reversed every round, so a busy
+    Rounds of ``plan.turns`` turns each, the order reversed every round, so a busy
     neighbour on the shared machine slows every runner alike. Time per turn is wall
     time minus the model server's handling spans inside the turn; CPU per turn is
-    this process's CPU time over the turns, every thread included.
+    this process's CPU time over the turns, every thread included. Each round also
+    gives its own ratios (first runner over each other), reported as median and range.
     """
 
     async def model_spans() -> list[tuple[float, float]]:
         async with http.get(f"{model.control_url}/timings") as response:
             return [(a, b) for a, b in (await response.json())["intervals"]]
 
-    per_round = max(1, turns // rounds)
     samples: dict[str, list[float]] = {name: [] for name in runners}
+    per_round: list[dict[str, tuple[float, float]]] = []
     cpu = dict.fromkeys(runners, 0.0)
     trips = dict.fromkeys(runners, 0)
     requests = dict.fromkeys(runners, 0)
     loads = [os.getloadavg()[0]]
     for name, (run, _) in runners.items():  # warm-up
-        for i in range(50):
+        for i in range(plan.warmup):
             await run(f"w{name}{i // TURNS_PER_CONVERSATION}", i)
-    for round_index in range(rounds):
+    for round_index in range(plan.rounds):
         order = list(runners) if round_index % 2 == 0 else list(reversed(runners))
+        this_round: dict[str, tuple[float, float]] = {}
         for name in order:
             run, counters = runners[name]
             await model_spans()  # forget the spans of earlier turns
             windows = []
             cpu_before, trips_before = process_time(), counters.round_trips
-            for i in range(per_round):
-                n = round_index * per_round + i
+            for i in range(plan.turns):
+                n = round_index * plan.turns + i
                 started = monotonic()
                 await run(f"{name}{n // TURNS_PER_CONVERSATION}", 1000 + n)
                 windows.append((started, monotonic()))
-            cpu[name] += process_time() - cpu_before
+            round_cpu = process_time() - cpu_before
+            cpu[name] += round_cpu
             trips[name] += counters.round_trips - trips_before
             spans = await model_spans()
             # The same work on each side: three model requests per two-tool turn.
             requests[name] += sum(1 for a, _ in spans if windows[0][0] <= a <= windows[-1][1])
-            samples[name].extend(
-                (end - start) - _inside(spans, start, end) for start, end in windows
-            )
+            times = [(end - start) - _inside(spans, start, end) for start, end in windows]
+            samples[name].extend(times)
+            this_round[name] = (percentile(times, 50), round_cpu)
+        per_round.append(this_round)
     loads.append(os.getloadavg()[0])
-    measured = per_round * rounds
-    result: dict[str, Any] = {"turns_each": measured, "rounds": rounds, "loadavg_1m": loads}
+    measured = plan.turns * plan.rounds
+    result: dict[str, Any] = {
+        "turns_each": measured,
+        "rounds": plan.rounds,
+        "turns_per_round": plan.turns,
+        "loadavg_1m": loads,
+    }
     for name in runners:
         result[name] = {
             "overhead": latency_summary_ms(samples[name]),
@@ -365,13 +388,27 @@ async def _interleaved(
             "redis_round_trips_per_turn": round(trips[name] / measured, 2),
             "model_requests_per_turn": round(requests[name] / measured, 2),
         }
+    result["per_round"] = per_round
     return result
 
 
+def _spread(values: list[float]) -> dict[str, Any]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "rounds": [round(value, 3) for value in values],
+    }
+
+
 def _with_ratios(result: dict[str, Any], numerator: str, denominator: str) -> dict[str, Any]:
+    """The pooled ratios ``numerator``/``denominator`` and their spread over the rounds."""
     top, bottom = result[numerator], result[denominator]
     result["ratio_p50"] = round(top["overhead"]["p50_ms"] / bottom["overhead"]["p50_ms"], 2)
     result["ratio_cpu"] = round(top["cpu_ms_per_turn"] / bottom["cpu_ms_per_turn"], 2)
+    rounds = result.pop("per_round")
+    result["ratio_p50_rounds"] = _spread([r[numerator][0] / r[denominator][0] for r in rounds])
+    result["ratio_cpu_rounds"] = _spread([r[numerator][1] / r[denominator][1] for r in rounds])
     return result
 
 

@@ -286,7 +286,8 @@ class ChatService:
         completion = JobCompletion(
             job_raw=held.job_raw,
             job_id=job.job_id,
-            outbox_entry=entry.stored(),
+            # Kept only with a queued job's pop: the console's commit has none to keep.
+            outbox_entry=entry.stored() if held.job_raw else "",
             # Only handoff records failed turns: without it there is no streak to end.
             answered=follow.ends_failed_streak,
         )
@@ -360,8 +361,11 @@ class ChatService:
                     token=locked.token,
                     queue_ms=None,
                     session_version=locked.version,
-                    session_data=locked.session.model_dump_json() if locked.session else "",
+                    # As read with the lease, and its reading: not encoded and read again.
+                    session_data=locked.data
+                    or (locked.session.model_dump_json() if locked.session else ""),
                     release_on_commit=True,
+                    parsed=locked.session,
                 )
             finally:
                 # A committed turn released the lease in its commit: one script less.
@@ -484,7 +488,11 @@ class ChatService:
         )
         try:
             locked = await self.store.held(
-                context.conversation_key, held.token, held.session_version, held.session_data
+                context.conversation_key,
+                held.token,
+                held.session_version,
+                held.session_data,
+                parsed=held.session,
             )
             session = locked.session or ConversationSession.start(
                 locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version

@@ -87,15 +87,18 @@ class ChatTransport(httpx2.AsyncBaseTransport):
             raise
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _transport_error(error, request) from error
-        # The body given as content: httpx2 decodes it (Content-Encoding) here, once, and
-        # the client's read of a non-streamed response then has nothing left to do.
-        return httpx2.Response(
+        # The body as a ready stream, read here: httpx2 decodes it (Content-Encoding) once,
+        # and the client's read then has nothing left to do. (``content=`` would encode
+        # the bytes into a stream of their own and add headers the server did not send.)
+        whole = httpx2.Response(
             status_code=status,
             headers=headers,
-            content=content,
+            stream=httpx2.ByteStream(content),
             request=request,
             extensions=extensions,
         )
+        whole.read()
+        return whole
 
     async def aclose(self) -> None:
         """Close the aiohttp session and its connections."""
@@ -225,14 +228,18 @@ class ChatHttpClient(DefaultAioHttpClient):
     def __init__(self, transport: ChatTransport, **kwargs: Any) -> None:
         super().__init__(transport=transport, **kwargs)
         self._chat_transport = transport
-        self._urls: dict[str, httpx2.URL] = {}
+        # Each distinct URL parsed once, with its Host header as httpx2 writes it (the
+        # port only when it is not the scheme's default).
+        self._urls: dict[str, tuple[httpx2.URL, str]] = {}
         self._default_headers = [(key.lower(), value) for key, value in self.headers.multi_items()]
 
     def build_request(self, method: str, url: httpx2.URL | str, **kwargs: Any) -> httpx2.Request:
         """Build the request; the fast path only for an absolute URL and a bytes body."""
+        content = kwargs.get("content")
         if (
             not isinstance(url, str)
-            or not isinstance(kwargs.get("content"), bytes)
+            or not isinstance(content, bytes)
+            or not content
             or not isinstance(kwargs.get("headers"), list)
             or any(kwargs.get(name) for name in ("data", "files", "json", "params", "cookies"))
             or kwargs.get("extensions")
@@ -240,25 +247,35 @@ class ChatHttpClient(DefaultAioHttpClient):
             or self.params
         ):
             return super().build_request(method, url, **kwargs)
-        parsed = self._urls.get(url)
-        if parsed is None:
+        known = self._urls.get(url)
+        if known is None:
             parsed = httpx2.URL(url)
             if parsed.is_relative_url:
                 return super().build_request(method, url, **kwargs)
-            self._urls[url] = parsed
-        headers = list(kwargs["headers"])
-        given = {str(key).lower() for key, _ in headers}
+            known = self._urls[url] = (parsed, parsed.netloc.decode("ascii"))
+        parsed, host = known
+        given = {str(key).lower() for key, _ in kwargs["headers"]}
+        # The headers httpx2 would add, in its order (Host first, Content-Length last),
+        # unless the SDK gave them: the body goes as a ready stream, which httpx2 takes
+        # as it is (``content=`` would wrap the bytes in a stream of their own and look
+        # up each added header in the request's headers).
+        headers = [] if "host" in given else [("Host", host)]
+        headers += kwargs["headers"]
         headers.extend(item for item in self._default_headers if item[0] not in given)
+        if "content-length" not in given:
+            headers.append(("Content-Length", str(len(content))))
         timeout = kwargs.get("timeout", httpx2.USE_CLIENT_DEFAULT)
         if timeout is httpx2.USE_CLIENT_DEFAULT:
             timeout = self.timeout
-        return httpx2.Request(
+        request = httpx2.Request(
             method,
             parsed,
-            content=kwargs["content"],
+            stream=httpx2.ByteStream(content),
             headers=headers,
             extensions={"timeout": httpx2.Timeout(timeout).as_dict()},
         )
+        request.read()  # ``content`` readable at once, as for a request built with it
+        return request
 
     async def send(
         self,

@@ -47,10 +47,14 @@ class JobContext:
     # The console's: the turn's commit hands the lease back in the same script (no
     # queued job follows), so the hold has nothing left to release.
     release_on_commit: bool = False
+    # ``session_data`` read already by whoever took the lease (the console's hold).
+    parsed: ConversationSession | None = None
 
     @cached_property
     def session(self) -> ConversationSession | None:
         """The session read with the job (``None`` when new or unreadable), parsed once."""
+        if self.parsed is not None:
+            return self.parsed
         return session_of(self.session_data)
 
 

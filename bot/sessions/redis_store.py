@@ -152,7 +152,7 @@ class RedisSessionStore:
             )
             await self._run_move_aside(conversation_key, quarantine, token="")
             return LockedSession(conversation_key, token, None, "")
-        return LockedSession(conversation_key, token, session, version)
+        return LockedSession(conversation_key, token, session, version, text_of(raw_data))
 
     async def commit(
         self,

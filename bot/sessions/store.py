@@ -42,12 +42,17 @@ class JobCompletion:
 
 @dataclass(frozen=True, slots=True)
 class LockedSession:
-    """A conversation held by this process: its session (``None`` if new) and version."""
+    """A conversation held by this process: its session (``None`` if new) and version.
+
+    ``data`` is the session as stored (its JSON) when it was read and readable, so
+    that whoever hands it on need not encode it again; ``""`` otherwise.
+    """
 
     conversation_key: str
     token: str
     session: ConversationSession | None
     version: str
+    data: str = ""
 
 
 class SessionStore(Protocol):
