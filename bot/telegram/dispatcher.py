@@ -42,18 +42,19 @@ from bot.telegram.photos import Photos, vision_on
 from bot.telegram.voice import VoiceMessages
 
 TWINS: tuple[TelegramTwin, ...] = (
-    handoff_handlers.routers,
+    TelegramTwin(routers=handoff_handlers.routers, jobs=handoff_handlers.jobs),
     # accounts: after the handoff, whose human state takes every message first.
-    link.routers,
+    TelegramTwin(routers=link.routers),
     # csat
-    feedback_handlers.routers,
-    # analysis: the offer of a person
-    escalation_handlers.routers,
-    action_handlers.routers,
-    assist_handlers.routers,
+    TelegramTwin(routers=feedback_handlers.routers, jobs=feedback_handlers.jobs),
+    # analysis: the offer of a person, the idle analysis's schedule
+    TelegramTwin(routers=escalation_handlers.routers, jobs=escalation_handlers.jobs),
+    TelegramTwin(routers=action_handlers.routers, jobs=action_handlers.jobs),
+    TelegramTwin(routers=assist_handlers.routers, jobs=assist_handlers.jobs),
 )
 """The features' Telegram twins (:mod:`bot.telegram.feature_routers`), in the order their
-customer routers go."""
+customer routers go (and their hooks run: the satisfaction question's before the analysis's).
+The worker's parts of them are gathered by :mod:`bot.telegram.assembly`."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
     ConversationLanguageMiddleware(app.languages).setup(dispatcher)
     metrics.observe_in_flight(lambda: in_flight.in_flight)
 
-    twins: list[FeatureRouters] = [twin(app.features) for twin in TWINS]
+    twins: list[FeatureRouters] = [twin.routers(app.features) for twin in TWINS]
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
     # Order matters: the features' first (the handoff's /operator and human state, account
