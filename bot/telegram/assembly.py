@@ -43,7 +43,8 @@ class TelegramSide:
     """What one process runs for Telegram, built and not yet started.
 
     ``named_sweepers``: the sweepers of the features that are on, each with its
-    task's name (``handoff-sweeper``, ``csat-sweeper``, ``analysis-sweeper``).
+    task's name (``handoff-sweeper``, ``csat-sweeper``, ``analysis-sweeper``);
+    ``runner``: what the workers run each job with (its features' notices and hooks).
     """
 
     app: Application
@@ -51,6 +52,7 @@ class TelegramSide:
     front: TelegramFrontEnd
     intake: TelegramIntake
     workers: WorkerPool
+    runner: TelegramJobRunner
     named_sweepers: tuple[tuple[str, Periodic], ...] = ()
 
     @property
@@ -105,25 +107,22 @@ def build_telegram_side(
         ),
         vision=vision_on(app.settings),
     )
+    runner = _runner(app, bot, front, chat=chat_service)
     return TelegramSide(
         app=app,
         bot=bot,
         front=front,
         intake=intake,
-        workers=_workers(app, bot, front, tasks, chat=chat_service),
+        workers=_workers(app, runner, tasks),
+        runner=runner,
         named_sweepers=tuple(app.features.sweepers(sweep_period_seconds)),
     )
 
 
-def _workers(
-    app: Application,
-    bot: Bot,
-    front: TelegramFrontEnd,
-    tasks: TaskSupervisor | None,
-    *,
-    chat: ChatService,
-) -> WorkerPool:
-    """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
+def _runner(
+    app: Application, bot: Bot, front: TelegramFrontEnd, *, chat: ChatService
+) -> TelegramJobRunner:
+    """The job runner of this process's workers, with the features' deliverers and hooks."""
     settings = app.settings
     # The blocked flag comes with the chat's state (no extra round trip per send);
     # the sender still sets it on a 403. The staff desk sends through it too.
@@ -135,7 +134,7 @@ def _workers(
     )
     out = Outgoing(bot=bot, replies=replies, languages=app.languages)
     steps, hooks = _feature_jobs(app, out, chat=chat)
-    runner = TelegramJobRunner(
+    return TelegramJobRunner(
         bot=bot,
         dispatcher=front.dispatcher,
         out=out,
@@ -147,6 +146,13 @@ def _workers(
         hooks=hooks,
         languages=app.languages,
     )
+
+
+def _workers(
+    app: Application, runner: TelegramJobRunner, tasks: TaskSupervisor | None
+) -> WorkerPool:
+    """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
+    settings = app.settings
     return WorkerPool(
         stream=app.work,
         queue=app.queue,
