@@ -15,33 +15,21 @@ from dataclasses import dataclass
 from aiogram import Bot
 
 from bot.actions.feature import ActionsFeature
-from bot.analysis.feature import AnalysisFeature
 from bot.app import Application
-from bot.csat.feature import CsatFeature
 from bot.engine.chat_service import ChatService
 from bot.handoff.feature import HandoffFeature
 from bot.ops.periodic import Periodic
 from bot.ops.supervision import TaskSupervisor
 from bot.queue.dead_letters import DeadLetters
-from bot.queue.delivery_steps import (
-    AskQuestion,
-    EditCard,
-    OfferPerson,
-    SendCard,
-    SendText,
-    StaffRelay,
-)
+from bot.queue.delivery_steps import EditCard, SendText
 from bot.queue.worker import WorkerPool, WorkerPoolConfig
-from bot.staff_assist.feature import StaffAssistFeature
-from bot.telegram.action_cards import CardDeliverer, CardEditDeliverer, CardIndex, CardWithdrawal
+from bot.telegram.action_cards import CardEditDeliverer
 from bot.telegram.callbacks import PressAnswers
 from bot.telegram.delivery import Outgoing, StepDeliverers, TextDeliverer, route
-from bot.telegram.dispatcher import TelegramFrontEnd, build_dispatcher
-from bot.telegram.escalation_offer import OfferDeliverer
-from bot.telegram.feedback_question import QuestionDeliverer
+from bot.telegram.dispatcher import TWINS, TelegramFrontEnd, build_dispatcher
+from bot.telegram.feature_jobs import JobHooks, WorkerKit
 from bot.telegram.photos import vision_on
 from bot.telegram.sending import ReplySender
-from bot.telegram.staff_desk import StaffDesk
 from bot.telegram.update_intake import TelegramIntake
 from bot.telegram.update_jobs import TelegramJobRunner
 
@@ -55,7 +43,8 @@ class TelegramSide:
     """What one process runs for Telegram, built and not yet started.
 
     ``named_sweepers``: the sweepers of the features that are on, each with its
-    task's name (``handoff-sweeper``, ``csat-sweeper``, ``analysis-sweeper``).
+    task's name (``handoff-sweeper``, ``csat-sweeper``, ``analysis-sweeper``);
+    ``runner``: what the workers run each job with (its features' notices and hooks).
     """
 
     app: Application
@@ -63,6 +52,7 @@ class TelegramSide:
     front: TelegramFrontEnd
     intake: TelegramIntake
     workers: WorkerPool
+    runner: TelegramJobRunner
     named_sweepers: tuple[tuple[str, Periodic], ...] = ()
 
     @property
@@ -117,32 +107,23 @@ def build_telegram_side(
         ),
         vision=vision_on(app.settings),
     )
+    runner = _runner(app, bot, front, chat=chat_service)
     return TelegramSide(
         app=app,
         bot=bot,
         front=front,
         intake=intake,
-        workers=_workers(app, bot, front, tasks, chat=chat_service),
+        workers=_workers(app, runner, tasks),
+        runner=runner,
         named_sweepers=tuple(app.features.sweepers(sweep_period_seconds)),
     )
 
 
-def _workers(
-    app: Application,
-    bot: Bot,
-    front: TelegramFrontEnd,
-    tasks: TaskSupervisor | None,
-    *,
-    chat: ChatService,
-) -> WorkerPool:
-    """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
-    settings, features = app.settings, app.features
-    handoff = features.get(HandoffFeature)
-    csat = features.get(CsatFeature)
-    analysis = features.get(AnalysisFeature)
-    actions = features.get(ActionsFeature)
-    staff_assist = features.get(StaffAssistFeature)
-    assist = staff_assist.assist if staff_assist is not None else None
+def _runner(
+    app: Application, bot: Bot, front: TelegramFrontEnd, *, chat: ChatService
+) -> TelegramJobRunner:
+    """The job runner of this process's workers, with the features' deliverers and hooks."""
+    settings = app.settings
     # The blocked flag comes with the chat's state (no extra round trip per send);
     # the sender still sets it on a 403. The staff desk sends through it too.
     replies = ReplySender(
@@ -152,22 +133,26 @@ def _workers(
         retries=app.metrics,
     )
     out = Outgoing(bot=bot, replies=replies, languages=app.languages)
-    runner = TelegramJobRunner(
+    steps, hooks = _feature_jobs(app, out, chat=chat)
+    return TelegramJobRunner(
         bot=bot,
         dispatcher=front.dispatcher,
         out=out,
-        steps=_deliverers(app, out, chat=chat),
+        steps=steps,
         chat=chat,
         audit=app.turn_audit,
         dead_letters=DeadLetters(app.redis, keys=app.keys),
         max_attempts=settings.worker.job_max_attempts,
-        handoff=handoff.service if handoff is not None else None,
-        feedback=csat.schedule if csat is not None else None,
-        analysis=analysis.schedule if analysis is not None else None,
-        actions=actions.confirmations if actions is not None else None,
+        hooks=hooks,
         languages=app.languages,
-        assist=assist,
     )
+
+
+def _workers(
+    app: Application, runner: TelegramJobRunner, tasks: TaskSupervisor | None
+) -> WorkerPool:
+    """The worker pool of this process, running queued Telegram updates (under ``tasks``)."""
+    settings = app.settings
     return WorkerPool(
         stream=app.work,
         queue=app.queue,
@@ -186,40 +171,21 @@ def _workers(
     )
 
 
-def _deliverers(app: Application, out: Outgoing, *, chat: ChatService) -> StepDeliverers:
-    """The deliverer of every step kind a reply is made of, each its feature's Telegram twin.
+def _feature_jobs(
+    app: Application, out: Outgoing, *, chat: ChatService
+) -> tuple[StepDeliverers, JobHooks]:
+    """The deliverer of every step kind a reply is made of, and the features' notices and hooks.
 
-    The one place a step kind meets its deliverer: a feature that adds a kind adds
-    its route here (the job runner walks the steps and knows none of them). The
-    staff relays need a staff group (handoff on) and follow the reply's audit.
+    The one place a feature's worker part is registered: the core's steps (a text,
+    an edit) here, then each Telegram twin's of :data:`TWINS` (its steps, notices,
+    schedules after an answer and a closed handoff, given-up jobs), in their order.
+    The job runner walks the steps and runs the hooks, and knows none of them.
     """
-    settings = app.settings
-    routes = [
+    kit = WorkerKit(app=app, out=out, chat=chat)
+    parts = [twin.jobs(kit) for twin in TWINS]
+    core = [
         route(EditCard, CardEditDeliverer(out=out).deliver),
         route(SendText, TextDeliverer(out=out, chat=chat).deliver),
-        route(
-            SendCard,
-            CardDeliverer(
-                out=out,
-                index=CardIndex(app.redis, app.keys, settings.session.ttl_seconds),
-                withdrawal=CardWithdrawal(sessions=app.sessions),
-            ).deliver,
-        ),
-        route(AskQuestion, QuestionDeliverer(out=out).deliver),
-        route(OfferPerson, OfferDeliverer(out=out).deliver),
     ]
-    handoff = app.features.get(HandoffFeature)
-    if handoff is not None:
-        staff_assist = app.features.get(StaffAssistFeature)
-        assist = staff_assist.assist if staff_assist is not None else None
-        desk = StaffDesk(
-            bot=out.bot,
-            sender=out.replies,
-            topics=handoff.service.topics,
-            sessions=app.sessions,
-            analysis=app.features.get(AnalysisFeature),
-            assist=assist,
-            staff_texts=assist.staff_texts if assist is not None else None,
-        )
-        routes.append(route(StaffRelay, desk.deliver, after_audit=True))
-    return StepDeliverers(routes)
+    steps = StepDeliverers([*core, *(step for part in parts for step in part.steps)])
+    return steps, JobHooks.of(parts)

@@ -6,7 +6,9 @@ dispatcher runs one queued update at a time per chat, inside a worker that
 holds the chat's lease; handlers return what to say (:mod:`bot.queue.job_results`).
 Services reach handlers as workflow data, never through globals: the core's
 (``chat_service``, ``blocked_chats``, ``operator_unavailable``, ``languages``,
-``drafts``, ``media``), one name per feature that is on (``handoff``,
+``media``), ``turns`` (what a customer's turn runs with: the chat service,
+media, drafts and the features a turn asks, :class:`~bot.telegram.handlers.chat.Turns`),
+one name per feature that is on (``handoff``,
 ``actions``, ``csat``, ``analysis``, ``assist``, ``accounts``, ...: the
 feature object, :mod:`bot.telegram.feature_routers`), and the worker's ``job``;
 ``language`` and ``texts`` (the conversation's language and its catalog) per
@@ -20,8 +22,11 @@ from dataclasses import dataclass
 
 from aiogram import Dispatcher, Router
 
+from bot.accounts.feature import AccountsFeature
+from bot.analysis.feature import AnalysisFeature
 from bot.app import Application
 from bot.engine.chat_service import ChatService
+from bot.handoff.feature import HandoffFeature
 from bot.ops.log_context import ChatNamer, chat_namer
 from bot.settings import Settings
 from bot.telegram.albums import Albums
@@ -34,6 +39,7 @@ from bot.telegram.handlers import chat, commands, last_resort, link, membership,
 from bot.telegram.handlers import escalation as escalation_handlers
 from bot.telegram.handlers import feedback as feedback_handlers
 from bot.telegram.handlers import handoff as handoff_handlers
+from bot.telegram.handlers.chat import Turns
 from bot.telegram.media import Media
 from bot.telegram.middlewares.inflight import InFlightMiddleware
 from bot.telegram.middlewares.language import ConversationLanguageMiddleware
@@ -42,18 +48,19 @@ from bot.telegram.photos import Photos, vision_on
 from bot.telegram.voice import VoiceMessages
 
 TWINS: tuple[TelegramTwin, ...] = (
-    handoff_handlers.routers,
+    TelegramTwin(routers=handoff_handlers.routers, jobs=handoff_handlers.jobs),
     # accounts: after the handoff, whose human state takes every message first.
-    link.routers,
+    TelegramTwin(routers=link.routers),
     # csat
-    feedback_handlers.routers,
-    # analysis: the offer of a person
-    escalation_handlers.routers,
-    action_handlers.routers,
-    assist_handlers.routers,
+    TelegramTwin(routers=feedback_handlers.routers, jobs=feedback_handlers.jobs),
+    # analysis: the offer of a person, the idle analysis's schedule
+    TelegramTwin(routers=escalation_handlers.routers, jobs=escalation_handlers.jobs),
+    TelegramTwin(routers=action_handlers.routers, jobs=action_handlers.jobs),
+    TelegramTwin(routers=assist_handlers.routers, jobs=assist_handlers.jobs),
 )
 """The features' Telegram twins (:mod:`bot.telegram.feature_routers`), in the order their
-customer routers go."""
+customer routers go (and their hooks run: the satisfaction question's before the analysis's).
+The worker's parts of them are gathered by :mod:`bot.telegram.assembly`."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,23 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
     """
     settings, metrics = app.settings, app.metrics
     citations = app.chat.citations
+    media = Media(
+        voice=VoiceMessages(
+            transcriber=app.transcriber,
+            metrics=metrics,
+            max_seconds=settings.media.voice_max_seconds,
+            max_chars=settings.session.message_max_chars,
+        ),
+        photos=Photos(
+            vision=vision_on(settings),
+            max_bytes=settings.media.image_max_bytes,
+            max_turn_bytes=settings.media.image_turn_max_bytes,
+            max_caption_chars=settings.session.message_max_chars,
+            metrics=metrics,
+        ),
+        albums=Albums(redis=app.redis, keys=app.keys),
+    )
+    features = app.features
     dispatcher = Dispatcher(
         # No FSM: its storage and event isolation are unused.
         disable_fsm=True,
@@ -79,26 +103,19 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
         blocked_chats=app.blocked,
         operator_unavailable=app.operator_unavailable,
         languages=app.languages,
-        drafts=drafts_of(
-            settings,
-            metrics,
-            text_filter=(lambda text: citations(text).text) if citations is not None else None,
-        ),
-        media=Media(
-            voice=VoiceMessages(
-                transcriber=app.transcriber,
-                metrics=metrics,
-                max_seconds=settings.media.voice_max_seconds,
-                max_chars=settings.session.message_max_chars,
+        media=media,
+        # What a customer's turn (a text, a voice message, a photo) runs with, gathered once.
+        turns=Turns(
+            chat=chat_service,
+            media=media,
+            drafts=drafts_of(
+                settings,
+                metrics,
+                text_filter=(lambda text: citations(text).text) if citations is not None else None,
             ),
-            photos=Photos(
-                vision=vision_on(settings),
-                max_bytes=settings.media.image_max_bytes,
-                max_turn_bytes=settings.media.image_turn_max_bytes,
-                max_caption_chars=settings.session.message_max_chars,
-                metrics=metrics,
-            ),
-            albums=Albums(redis=app.redis, keys=app.keys),
+            handoff=features.get(HandoffFeature),
+            accounts=features.get(AccountsFeature),
+            analysis=features.get(AnalysisFeature),
         ),
     )
     # One name per feature that is on: its handlers declare it (``csat: CsatFeature``).
@@ -110,7 +127,7 @@ def build_dispatcher(app: Application, *, chat_service: ChatService) -> Telegram
     ConversationLanguageMiddleware(app.languages).setup(dispatcher)
     metrics.observe_in_flight(lambda: in_flight.in_flight)
 
-    twins: list[FeatureRouters] = [twin(app.features) for twin in TWINS]
+    twins: list[FeatureRouters] = [twin.routers(app.features) for twin in TWINS]
     messages_router = Router(name="messages")
     messages_router.message.filter(AddressedToBot(allow_groups=settings.telegram.allow_groups))
     # Order matters: the features' first (the handoff's /operator and human state, account

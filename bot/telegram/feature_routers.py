@@ -1,9 +1,13 @@
-"""A feature's Telegram twin: its routers, and where they go in the dispatcher.
+"""A feature's Telegram twin: its routers and where they go, and its part in the worker's jobs.
 
 Each feature of :data:`bot.app.FEATURES` that customers or staff reach in
-Telegram has a twin here: a function of its handlers module taking the
-application's :class:`~bot.ops.features.Features` and returning its
-:class:`FeatureRouters`. A twin is asked whether its feature is on or off: some
+Telegram has a twin (:class:`TelegramTwin`, listed in
+:data:`bot.telegram.dispatcher.TWINS`): two functions of its handlers module,
+``routers`` taking the application's :class:`~bot.ops.features.Features` and
+returning its :class:`FeatureRouters`, and ``jobs`` taking the worker's
+:class:`~bot.telegram.feature_jobs.WorkerKit` and returning its
+:class:`~bot.telegram.feature_jobs.FeatureJobs` (its steps' deliverers, its
+notices, its schedules). A twin is asked whether its feature is on or off: some
 routers answer in either case (``/operator`` tells the hours without a staff
 group; a press on an old satisfaction question changes nothing). Its handlers
 declare the feature by its name (``csat: CsatFeature | None = None``): the
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 from aiogram import Router
 
 from bot.ops.features import Features
+from bot.telegram.feature_jobs import FeatureJobs, WorkerKit, no_jobs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,5 +36,10 @@ class FeatureRouters:
     customer: tuple[Router, ...] = ()
 
 
-TelegramTwin = Callable[[Features], FeatureRouters]
-"""A feature's Telegram twin: its routers for the application's features."""
+@dataclass(frozen=True, kw_only=True)
+class TelegramTwin:
+    """A feature's Telegram twin: its routers for the application's features, and its part
+    in the jobs of a worker (none by default)."""
+
+    routers: Callable[[Features], FeatureRouters]
+    jobs: Callable[[WorkerKit], FeatureJobs] = no_jobs

@@ -4,6 +4,10 @@ Intake queued it in the customer's chat (the press names it), from the staff cha
 only; here it is checked again as staff messages are: in the topic mapped to this
 customer, by a person who is a current member of the staff chat. Anything else is
 dropped silently. The customer never sees a failure of a staff press.
+
+Its part in a worker's jobs (:func:`jobs`): drafting a suggestion and posting a
+quality review (notices the intake queued), and a given-up press on a suggestion
+(dropped: no customer waits for it).
 """
 
 import logging
@@ -12,19 +16,23 @@ from functools import partial
 from aiogram import Bot, Router
 from aiogram.types import CallbackQuery, Message
 
+from bot.analysis.feature import AnalysisFeature
 from bot.chat_errors import ChatServiceError
 from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
 from bot.ops.features import Features
 from bot.queue.delivery import Reply
 from bot.queue.delivery_steps import relay
-from bot.queue.job_results import JobContext, JobDone
+from bot.queue.job_results import DropReason, JobContext, JobDone, JobDropped, JobOutcome
+from bot.queue.jobs import Notice
 from bot.queue.staff_actions import StaffAction
 from bot.staff_assist.buttons import SuggestionPress
 from bot.staff_assist.feature import StaffAssistFeature
+from bot.staff_assist.service import StaffAssist
 from bot.staff_texts import SUGGESTION_NOT_SAVED
 from bot.storage.keys import telegram_conversation
-from bot.telegram.callbacks import Pressed
+from bot.telegram.callbacks import Pressed, read_press
+from bot.telegram.feature_jobs import FeatureJobs, JobRun, WorkerKit
 from bot.telegram.feature_routers import FeatureRouters
 from bot.telegram.staff_members import StaffMembership
 
@@ -100,3 +108,43 @@ def routers(features: Features) -> FeatureRouters:
     if features.get(StaffAssistFeature) is None:
         return FeatureRouters()
     return FeatureRouters(routers=(build_router(),))
+
+
+async def draft_suggestion(assist: StaffAssist, run: JobRun) -> JobOutcome:
+    """The suggestion's notice: draft a suggested reply for the topic."""
+    return await assist.draft(run.conversation_key, run.context)
+
+
+async def post_review(
+    assist: StaffAssist, analysis: AnalysisFeature | None, run: JobRun
+) -> JobOutcome:
+    """The quality review's notice: post the conversation to staff with its last analysis."""
+    stored = await analysis.schedule.latest(run.conversation_key) if analysis else None
+    return await assist.review(run.context, stored.analysis.quality if stored is not None else None)
+
+
+async def given_up_press(run: JobRun) -> JobOutcome | None:
+    """Staff's press on a suggestion, given up: dropped (the customer is never told);
+    ``None`` for any other job."""
+    callback = run.job.update.get("callback_query")
+    data = callback.get("data") if isinstance(callback, dict) else None
+    if isinstance(read_press(data if isinstance(data, str) else None), SuggestionPress):
+        return JobDropped(reason=DropReason.GIVEN_UP_NOTICE)
+    return None
+
+
+def jobs(kit: WorkerKit) -> FeatureJobs:
+    """With staff assist on, its notices (off, they are nothing due); on or off, a given-up
+    press on a suggestion is dropped."""
+    features = kit.app.features
+    staff_assist = features.get(StaffAssistFeature)
+    if staff_assist is None:
+        return FeatureJobs(given_up=(given_up_press,))
+    assist = staff_assist.assist
+    return FeatureJobs(
+        notices={
+            Notice.SUGGESTION: partial(draft_suggestion, assist),
+            Notice.QUALITY_REVIEW: partial(post_review, assist, features.get(AnalysisFeature)),
+        },
+        given_up=(given_up_press,),
+    )

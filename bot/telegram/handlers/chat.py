@@ -1,6 +1,11 @@
-"""A customer's text: one turn of the chat service, a draft or "typing" while it runs."""
+"""A customer's text: one turn of the chat service, a draft or "typing" while it runs.
+
+The customer's turn handlers (a text here, a voice message, a photo) take one
+:class:`Turns`, what every such turn runs with, gathered once per dispatcher.
+"""
 
 import logging
+from dataclasses import dataclass
 
 from aiogram import Bot, Router
 from aiogram.enums import ChatType
@@ -24,6 +29,7 @@ from bot.storage.keys import telegram_conversation
 from bot.telegram.drafts import Drafts
 from bot.telegram.filters import HasText, question_text
 from bot.telegram.handlers.handoff import customer_of
+from bot.telegram.media import Media
 from bot.telegram.typing_indicator import TypingIndicator
 from turn import TEXT_INPUT, TurnContext, TurnInput
 
@@ -33,22 +39,37 @@ logger = logging.getLogger(__name__)
 TYPING_DELAY_SECONDS = 1.0
 
 
+@dataclass(frozen=True, kw_only=True)
+class Turns:
+    """What a customer's turn in Telegram runs with (the workflow data's ``turns``).
+
+    ``chat``: the chat service; ``media``: voice messages, photos and albums;
+    ``drafts``: the answer shown while it is written (``None``: ``STREAMING=off``);
+    and the features a turn asks, ``None`` while off: ``handoff`` (failed turns
+    call a person, a customer waiting for one), ``accounts`` (the shop's customer
+    id), ``analysis`` (an upset customer analysed early).
+    """
+
+    chat: ChatService
+    media: Media
+    drafts: Drafts | None = None
+    handoff: HandoffFeature | None = None
+    accounts: AccountsFeature | None = None
+    analysis: AnalysisFeature | None = None
+
+
 async def answer(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatService,
-    handoff: HandoffFeature | None = None,
+    turns: Turns,
     *,
-    drafts: Drafts | None = None,
-    accounts: AccountsFeature | None = None,
-    analysis: AnalysisFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobOutcome:
     """Run the turn of a text; its reply is committed, or a kind message with the incident code.
 
-    In a private chat (``drafts`` given, ``STREAMING=on``) the answer is shown as a
+    In a private chat (``turns.drafts`` given, ``STREAMING=on``) the answer is shown as a
     draft while it is written; the committed reply is sent as usual either way.
 
     With handoff on, failed turns in a row call a person in; an answered turn's
@@ -60,18 +81,8 @@ async def answer(
     analysis sweeper, never here: the offer of a person may follow the answer.
     """
     text = question_text(message, (await bot.me()).username)
-    result = await run_turn(
-        message,
-        bot,
-        job,
-        chat_service,
-        handoff,
-        text=text,
-        drafts=drafts,
-        accounts=accounts,
-        language=language,
-        texts=texts,
-    )
+    result = await run_turn(message, bot, job, turns, text=text, language=language, texts=texts)
+    analysis, handoff = turns.analysis, turns.handoff
     early = analysis.early if analysis is not None else None
     if (
         early is not None
@@ -90,13 +101,10 @@ async def run_turn(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatService,
-    handoff: HandoffFeature | None,
+    turns: Turns,
     *,
     text: str,
     turn_input: TurnInput = TEXT_INPUT,
-    drafts: Drafts | None = None,
-    accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobOutcome:
@@ -104,6 +112,7 @@ async def run_turn(
 
     See :func:`answer`; ``turn_input`` says what the customer sent, for the history and the audit.
     """
+    chat_service, handoff, drafts = turns.chat, turns.handoff, turns.drafts
     chat_id = message.chat.id
     turn_id = job.job.turn_id
     bind_turn(turn_id)
@@ -113,7 +122,7 @@ async def run_turn(
         user_id=message.from_user.id if message.from_user else None,
         turn_id=turn_id,
         # Read from the session only where accounts can be linked at all.
-        shop_customer_id=shop_customer_id(job) if accounts is not None else None,
+        shop_customer_id=shop_customer_id(job) if turns.accounts is not None else None,
         photos=_photos(job, turn_input),
         language=language,
     )

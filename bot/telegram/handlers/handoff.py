@@ -6,6 +6,9 @@ chat, only in the topic mapped to this customer, never from a bot, and only
 from a current member of the staff chat (``getChatMember``, kept briefly:
 :mod:`bot.telegram.staff_members`). Anything else is dropped silently.
 Commands other than our ``/close`` in a topic are neither run nor relayed.
+
+Its part in a worker's jobs (:func:`jobs`): the idle check (a notice the sweeper
+queues) and the staff desk, which delivers the relays to the staff topics.
 """
 
 import logging
@@ -17,17 +20,25 @@ from aiogram.filters import Command
 from aiogram.types import Message
 
 from bot import customer_texts
+from bot.analysis.feature import AnalysisFeature
+from bot.chat_errors import ChatServiceError
 from bot.handoff.feature import HandoffFeature
 from bot.handoff.service import HandoffService
 from bot.language.texts import Texts
 from bot.ops.features import Features
 from bot.queue.delivery import Reply
-from bot.queue.job_results import JobContext, JobOutcome
+from bot.queue.delivery_steps import StaffRelay
+from bot.queue.job_results import DropReason, JobContext, JobDropped, JobOutcome
+from bot.queue.jobs import Notice
 from bot.queue.staff_actions import HandoffTurn
+from bot.staff_assist.feature import StaffAssistFeature
 from bot.storage.keys import telegram_conversation
+from bot.telegram.delivery import route
+from bot.telegram.feature_jobs import FeatureJobs, JobRun, WorkerKit
 from bot.telegram.feature_routers import FeatureRouters
 from bot.telegram.filters import RELAYED_CONTENT, CommandLike, InChat, own_command
 from bot.telegram.media import Media
+from bot.telegram.staff_desk import StaffDesk
 from bot.telegram.staff_members import StaffMembership
 from bot.telegram.voice import Heard, recording_of
 
@@ -178,4 +189,41 @@ def routers(features: Features) -> FeatureRouters:
         # Before the customer routers: a staff chat message never reaches them.
         routers=(build_staff_router(handoff.service.staff_chat_id),) if handoff is not None else (),
         customer=(build_customer_router(),),
+    )
+
+
+async def idle_check(handoff: HandoffService, run: JobRun) -> JobOutcome:
+    """The idle check's notice: end the handoff if nobody wrote for the idle time."""
+    done = None
+    try:
+        done = await handoff.idle_check(run.conversation_key, run.context)
+    except ChatServiceError:
+        # Not saved: the handoff stays open; the next sweep queues another check.
+        logger.warning("Idle check of update %s not saved", run.job.update_id)
+    if done is not None:
+        return done
+    return JobDropped(reason=DropReason.NOTHING_DUE)
+
+
+def jobs(kit: WorkerKit) -> FeatureJobs:
+    """With the handoff on: the idle check, and the staff desk delivering the relays (after
+    the reply's audit); off, nothing (an idle check queued before is nothing due)."""
+    app = kit.app
+    handoff = app.features.get(HandoffFeature)
+    if handoff is None:
+        return FeatureJobs()
+    staff_assist = app.features.get(StaffAssistFeature)
+    assist = staff_assist.assist if staff_assist is not None else None
+    desk = StaffDesk(
+        bot=kit.out.bot,
+        sender=kit.out.replies,
+        topics=handoff.service.topics,
+        sessions=app.sessions,
+        analysis=app.features.get(AnalysisFeature),
+        assist=assist,
+        staff_texts=assist.staff_texts if assist is not None else None,
+    )
+    return FeatureJobs(
+        steps=(route(StaffRelay, desk.deliver, after_audit=True),),
+        notices={Notice.HANDOFF_IDLE: partial(idle_check, handoff.service)},
     )

@@ -12,19 +12,14 @@ from aiogram.filters import Filter
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.accounts.feature import AccountsFeature
-from bot.engine.chat_service import ChatService
-from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
 from bot.queue.delivery import Reply
 from bot.queue.delivery_steps import SendText, relay
 from bot.queue.job_results import JobContext, JobOutcome
 from bot.queue.staff_actions import StaffAction
 from bot.storage.keys import telegram_conversation
-from bot.telegram.drafts import Drafts
 from bot.telegram.filters import question_text
-from bot.telegram.handlers.chat import run_turn
-from bot.telegram.media import Media
+from bot.telegram.handlers.chat import Turns, run_turn
 from bot.telegram.photos import AlbumImages, PhotoRefusal, is_image
 from turn import TurnInput
 
@@ -41,12 +36,8 @@ async def photo_message(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatService,
+    turns: Turns,
     *,
-    media: Media,
-    handoff: HandoffFeature | None = None,
-    drafts: Drafts | None = None,
-    accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobOutcome:
@@ -55,6 +46,7 @@ async def photo_message(
     An album's other photos, answered with its first, are popped without a word;
     one queued after its album's turn is kept in the history, without a word too.
     """
+    media, handoff = turns.media, turns.handoff
     photos = media.photos
     album = await media.albums.gather(bot, message, job)
     waiting = handoff is not None and handoff.service.state(job) == "waiting"
@@ -82,7 +74,7 @@ async def photo_message(
         if file_id is None:
             # Without vision (or too large) the album's one line said it already.
             return Reply.of(relay(copy) if waiting else None)
-        return await chat_service.keep_photo(
+        return await turns.chat.keep_photo(
             telegram_conversation(message.chat.id),
             job,
             text,
@@ -98,12 +90,9 @@ async def photo_message(
         message,
         bot,
         job,
-        chat_service,
-        handoff,
+        turns,
         text=text,
         turn_input=TurnInput(kind="photo", images=seen.images, images_note=_note(seen, texts)),
-        drafts=drafts,
-        accounts=accounts,
         language=language,
         texts=texts,
     )

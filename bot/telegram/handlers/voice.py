@@ -12,17 +12,12 @@ from aiogram.filters import Filter
 from aiogram.types import Message
 
 from bot import customer_texts
-from bot.accounts.feature import AccountsFeature
-from bot.engine.chat_service import ChatService
-from bot.handoff.feature import HandoffFeature
 from bot.language.texts import Texts
 from bot.queue.delivery import Reply
 from bot.queue.delivery_steps import SendText, relay
 from bot.queue.job_results import JobContext, JobOutcome
 from bot.queue.staff_actions import StaffAction
-from bot.telegram.drafts import Drafts
-from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, run_turn
-from bot.telegram.media import Media
+from bot.telegram.handlers.chat import TYPING_DELAY_SECONDS, Turns, run_turn
 from bot.telegram.typing_indicator import TypingIndicator
 from bot.telegram.voice import VoiceRefusal
 
@@ -50,18 +45,15 @@ async def voice_message(
     message: Message,
     bot: Bot,
     job: JobContext,
-    chat_service: ChatService,
+    turns: Turns,
     *,
-    media: Media,
-    handoff: HandoffFeature | None = None,
-    drafts: Drafts | None = None,
-    accounts: AccountsFeature | None = None,
     language: str | None = None,
     texts: Texts | None = None,
 ) -> JobOutcome:
     """Transcribe, then answer as a text; or ask kindly to write instead."""
+    handoff = turns.handoff
     async with TypingIndicator(bot, message.chat.id, delay=TYPING_DELAY_SECONDS):
-        heard = await media.voice.hear_for_turn(bot, message)
+        heard = await turns.media.voice.hear_for_turn(bot, message)
     if isinstance(heard, VoiceRefusal):
         text = customer_texts.shown(texts, _REFUSALS[heard])
         if handoff is not None and handoff.service.state(job) == "waiting":
@@ -73,12 +65,9 @@ async def voice_message(
         message,
         bot,
         job,
-        chat_service,
-        handoff,
+        turns,
         text=heard.text,
         turn_input=heard.turn_input,
-        drafts=drafts,
-        accounts=accounts,
         language=language,
         texts=texts,
     )
