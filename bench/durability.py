@@ -52,7 +52,7 @@ from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 RESULTS = Path(__file__).with_name("results") / "durability.json"
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH")
-_READY = {
+READY = {
     "polling": "starting (polling)",
     "worker": "Worker running",
     "webhook": "Webhook listening on",
@@ -87,7 +87,7 @@ async def start_bot(
         HEALTH_PORT="0",
         **extra,
     )
-    return await _start(["-m", "bot", mode], env, workdir, mode, _READY[mode])
+    return await start_process(["-m", "bot", mode], env, workdir, mode, READY[mode])
 
 
 async def start_floor_bot(
@@ -97,7 +97,7 @@ async def start_floor_bot(
     env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
     env["PYTHONPATH"] = _ROOT
     arguments = ["--telegram", telegram_url, "--token", TEST_TOKEN, "--model", model_url]
-    return await _start(
+    return await start_process(
         ["-m", "bench.floor_bot", *arguments, "--redis", redis_url],
         env,
         workdir,
@@ -106,7 +106,7 @@ async def start_floor_bot(
     )
 
 
-async def _start(
+async def start_process(
     arguments: list[str], env: dict[str, str], workdir: Path, name: str, ready: str
 ) -> asyncio.subprocess.Process:
     """``python <arguments>``, stderr in ``<name>.log``; returns once it logs ``ready``."""

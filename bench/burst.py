@@ -1,0 +1,286 @@
+"""``python -m bench.burst``: bursts of customers as an outsider runs them, bot against floor bot.
+
+Every part is a process of its own, started the way someone reading the README
+would start it: a private redis-server, the fake Bot API (``python -m
+bench.telegram_server``, which also pushes the burst and notes each answer),
+the scripted model (``python -m bench.model_server``, ``--latency`` seconds a
+request, 1 s by default), and either the bot (``python -m bot polling``, plus
+``python -m bot worker`` when a burst asks for two processes) with **default
+settings** (only the token, the two URLs, the model's key and ``REDIS_URL``
+set; no warm-up unless ``--warmup``) or one ``python -m bench.floor_bot``.
+
+Each round takes every burst twice, once per side, the order reversed every
+round, each side against fresh servers. Per side and burst it reports the time
+from the burst's push to the last customer's first answer, the CPU of the bot
+processes during it (``/proc``), and the commands Redis ran per customer
+(``INFO commandstats`` deltas: the commands inside scripts included, as the
+issue counted them). The summary gives, per burst, the median over rounds of
+each, the spread (lowest and highest), and the per-round ratios.
+
+    .venv/bin/python -m bench.burst --rounds 5                 # 300:1 and 1000:2
+    .venv/bin/python -m bench.burst --bursts 1000:2 --rounds 7 --bot-env STREAMING=off
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import redis.asyncio as aioredis
+
+from bench.durability import READY, start_floor_bot, start_process, stop
+from bench.model_script import ANSWER
+from bench.stack import ChildServer, ModelServerProcess, process_cpu_seconds
+from bot.testing.redis_server import RedisServer
+from bot.testing.telegram_server import TEST_TOKEN
+
+RESULTS = Path(__file__).with_name("results") / "burst.json"
+_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL")
+_ROOT = str(Path(__file__).resolve().parent.parent)
+_FIRST_CUSTOMER = 700_000
+_WARMUP_CUSTOMER = 600_000
+_RUN_TIMEOUT_SECONDS = 300.0
+
+
+class FakeBotApiProcess(ChildServer):
+    """``python -m bench.telegram_server``: the fake Bot API with its load generator."""
+
+    def __init__(self) -> None:
+        super().__init__("bench.telegram_server", "--token", TEST_TOKEN, urls=2)
+
+
+def default_env(redis_url: str, telegram_url: str, model_url: str) -> dict[str, str]:
+    """What an outsider sets to start the bot against the fakes, and nothing more.
+
+    ``bench.durability`` sets more (``FLOOD_BURST``, a key prefix, ``HEALTH_PORT=0``).
+    """
+    env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
+    env.update(
+        PYTHONPATH=_ROOT,
+        TELEGRAM_BOT_TOKEN=TEST_TOKEN,
+        TELEGRAM_API_BASE_URL=telegram_url,
+        OPENAI_API_KEY="sk-bench",
+        OPENAI_BASE_URL=model_url,
+        REDIS_URL=redis_url,
+    )
+    return env
+
+
+async def _run_load(
+    http: aiohttp.ClientSession, control_url: str, count: int, first_chat: int
+) -> dict[str, Any]:
+    """Push ``count`` first messages at once; the fake answers once each has a reply."""
+    plan = {
+        "turns": count,
+        "concurrency": count,
+        "text": "вопрос покупателя",
+        "expected_reply": ANSWER,
+        "first_chat": first_chat,
+        "timeout_seconds": _RUN_TIMEOUT_SECONDS,
+    }
+    async with http.post(f"{control_url}/run", json=plan) as response:
+        response.raise_for_status()
+        report: dict[str, Any] = await response.json()
+    return report
+
+
+async def _commands(redis_url: str, *, reset: bool) -> int:
+    """Commands Redis ran since the last reset (``INFO commandstats``); reset after if asked."""
+    redis = aioredis.Redis.from_url(redis_url)
+    try:
+        stats = await redis.info("commandstats")
+        total = sum(int(entry["calls"]) for entry in stats.values())
+        if reset:
+            await redis.config_resetstat()
+        return total
+    finally:
+        await redis.aclose()
+
+
+async def one_burst(
+    count: int,
+    processes: int,
+    *,
+    floor: bool,
+    latency: float,
+    warmup: int,
+    bot_env: dict[str, str],
+) -> dict[str, Any]:
+    """One side takes one burst against fresh servers; what it cost."""
+    redis_server = RedisServer()
+    redis_server.start()
+    bots: list[asyncio.subprocess.Process] = []
+    try:
+        with (
+            FakeBotApiProcess() as telegram,
+            ModelServerProcess(latency) as model,
+            tempfile.TemporaryDirectory() as tmp,
+        ):
+            # The control calls wait for the whole burst: no client timeout.
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as http:
+                url = redis_server.url
+                if floor:
+                    bots = [
+                        await start_floor_bot(url, telegram.base_url, model.base_url, Path(tmp))
+                    ]
+                else:
+                    env = {**default_env(url, telegram.base_url, model.base_url), **bot_env}
+                    modes = ["polling"] + ["worker"] * (processes - 1)
+                    bots = list(
+                        await asyncio.gather(
+                            *(
+                                start_process(
+                                    ["-m", "bot", mode],
+                                    env,
+                                    Path(tmp) / f"{mode}-{n}",
+                                    mode,
+                                    READY[mode],
+                                )
+                                for n, mode in enumerate(modes)
+                            )
+                        )
+                    )
+                if warmup:
+                    await _run_load(http, telegram.control_url, warmup, _WARMUP_CUSTOMER)
+                await _commands(url, reset=True)
+                cpu_before = [process_cpu_seconds(bot.pid) for bot in bots]
+                model_before = model.cpu_seconds()
+                report = await _run_load(http, telegram.control_url, count, _FIRST_CUSTOMER)
+                cpu = [
+                    process_cpu_seconds(bot.pid) - b
+                    for bot, b in zip(bots, cpu_before, strict=True)
+                ]
+                model_cpu = model.cpu_seconds() - model_before
+                commands = await _commands(url, reset=False)
+    finally:
+        for bot in bots:
+            await stop(bot)
+        redis_server.close()
+    replied = [at for at in report["replied"] if at is not None]
+    pushed = min(at for at in report["pushed"] if at is not None)
+    return {
+        "side": "floor_bot" if floor else "bot",
+        "customers": count,
+        "processes": 1 if floor else processes,
+        "answered": len(replied),
+        "unexpected_replies": report["unexpected_replies"],
+        "all_answered_seconds": round(max(replied) - pushed, 3),
+        "p50_answer_seconds": round(statistics.median(replied) - pushed, 3),
+        # Until the last customer's answer (drafts and actions before it included).
+        "cpu_ms_per_customer": round(sum(cpu) * 1000 / count, 3),
+        "cpu_ms_per_customer_by_process": [round(c * 1000 / count, 3) for c in cpu],
+        "redis_commands_per_customer": round(commands / count, 2),
+        "model_server_cpu_ms_per_customer": round(model_cpu * 1000 / count, 3),
+        "fake_bot_api_cpu_ms_per_customer": round(report["fake_cpu_seconds"] * 1000 / count, 3),
+        "bot_api_calls_per_customer": {
+            method: round(calls / count, 2) for method, calls in sorted(report["api_calls"].items())
+        },
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "low": round(min(values), 3),
+        "high": round(max(values), 3),
+        "rounds": [round(v, 3) for v in values],
+    }
+
+
+def summarise(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """Per burst: each measure's median and spread per side, and the ratios per round."""
+    summary: dict[str, Any] = {}
+    for key, sides in runs.items():
+        bot, floor = sides["bot"], sides["floor_bot"]
+        entry: dict[str, Any] = {}
+        for measure in (
+            "all_answered_seconds",
+            "cpu_ms_per_customer",
+            "redis_commands_per_customer",
+        ):
+            entry[measure] = {
+                "bot": _spread([r[measure] for r in bot]),
+                "floor_bot": _spread([r[measure] for r in floor]),
+                "ratio_per_round": _spread(
+                    [b[measure] / f[measure] for b, f in zip(bot, floor, strict=True)]
+                ),
+            }
+        summary[key] = entry
+    return summary
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    """Every round: each burst on both sides, the order reversed every round."""
+    bursts = [(int(c), int(p)) for c, p in (b.split(":") for b in args.bursts)]
+    bot_env = dict(pair.split("=", 1) for pair in args.bot_env)
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        f"{c}_customers_{p}_process": {"bot": [], "floor_bot": []} for c, p in bursts
+    }
+    for round_ in range(args.rounds):
+        for count, processes in bursts:
+            key = f"{count}_customers_{processes}_process"
+            order = [False, True] if round_ % 2 == 0 else [True, False]
+            for floor in order:
+                result = await one_burst(
+                    count,
+                    processes,
+                    floor=floor,
+                    latency=args.latency,
+                    warmup=args.warmup,
+                    bot_env=bot_env,
+                )
+                runs[key][result["side"]].append(result)
+                print(
+                    f"round {round_ + 1}/{args.rounds} {key} {result['side']}: "
+                    f"{result['all_answered_seconds']} s, CPU {result['cpu_ms_per_customer']} ms "
+                    f"{result['cpu_ms_per_customer_by_process']}, Redis "
+                    f"{result['redis_commands_per_customer']} commands a customer "
+                    f"(load {result['loadavg_1m']})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return {
+        "settings": {
+            "latency_seconds": args.latency,
+            "warmup_customers": args.warmup,
+            "bot_env": bot_env,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        },
+        "summary": summarise(runs),
+        "runs": runs,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--bursts", nargs="+", default=["300:1", "1000:2"], help="CUSTOMERS:BOT_PROCESSES"
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=1.0, help="model seconds a request")
+    parser.add_argument("--warmup", type=int, default=0, help="customers answered first")
+    parser.add_argument(
+        "--bot-env", nargs="*", default=[], metavar="NAME=VALUE", help="more bot settings"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    results = asyncio.run(main_async(args))
+    print(json.dumps(results["summary"], indent=1), flush=True)
+    args.output.parent.mkdir(exist_ok=True)
+    args.output.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
