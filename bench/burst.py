@@ -19,12 +19,16 @@ each, the spread (lowest and highest), and the per-round ratios.
 
     .venv/bin/python -m bench.burst --rounds 5                 # 300:1 and 1000:2
     .venv/bin/python -m bench.burst --bursts 1000:2 --rounds 7 --bot-env STREAMING=off
+    # Before and after in one run: an older commit's bot as a third side.
+    git archive b52f430 | (mkdir -p /tmp/before && tar -x -C /tmp/before)
+    .venv/bin/python -m bench.burst --rounds 5 --baseline /tmp/before
 """
 
 import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -35,7 +39,7 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 
-from bench.durability import READY, start_floor_bot, start_process, stop
+from bench.durability import READY, start_floor_bot, start_process, start_py_spy, stop
 from bench.model_script import ANSWER
 from bench.stack import ChildServer, ModelServerProcess, process_cpu_seconds
 from bot.testing.redis_server import RedisServer
@@ -56,14 +60,16 @@ class FakeBotApiProcess(ChildServer):
         super().__init__("bench.telegram_server", "--token", TEST_TOKEN, urls=2)
 
 
-def default_env(redis_url: str, telegram_url: str, model_url: str) -> dict[str, str]:
+def default_env(
+    redis_url: str, telegram_url: str, model_url: str, root: str = _ROOT
+) -> dict[str, str]:
     """What an outsider sets to start the bot against the fakes, and nothing more.
 
     ``bench.durability`` sets more (``FLOOD_BURST``, a key prefix, ``HEALTH_PORT=0``).
     """
     env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
     env.update(
-        PYTHONPATH=_ROOT,
+        PYTHONPATH=root,
         TELEGRAM_BOT_TOKEN=TEST_TOKEN,
         TELEGRAM_API_BASE_URL=telegram_url,
         OPENAI_API_KEY="sk-bench",
@@ -91,15 +97,20 @@ async def _run_load(
     return report
 
 
-async def _commands(redis_url: str, *, reset: bool) -> int:
-    """Commands Redis ran since the last reset (``INFO commandstats``); reset after if asked."""
+async def _commands(redis_url: str, *, reset: bool) -> dict[str, int]:
+    """Commands Redis ran since the last reset, by name (``INFO commandstats``).
+
+    Reset afterwards if asked.
+    """
     redis = aioredis.Redis.from_url(redis_url)
     try:
         stats = await redis.info("commandstats")
-        total = sum(int(entry["calls"]) for entry in stats.values())
+        calls = {
+            name.removeprefix("cmdstat_"): int(entry["calls"]) for name, entry in stats.items()
+        }
         if reset:
             await redis.config_resetstat()
-        return total
+        return calls
     finally:
         await redis.aclose()
 
@@ -108,12 +119,21 @@ async def one_burst(
     count: int,
     processes: int,
     *,
-    floor: bool,
+    side: str,
     latency: float,
     warmup: int,
     bot_env: dict[str, str],
+    baseline: Path | None = None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
-    """One side takes one burst against fresh servers; what it cost."""
+    """One side takes one burst against fresh servers; what it cost.
+
+    ``side``: ``bot``, ``floor_bot``, or ``baseline`` (the bot of the source tree
+    ``baseline``, with this checkout's packages). ``profile``: py-spy records each
+    bot process's burst there (collapsed stacks).
+    """
+    floor = side == "floor_bot"
+    root = str(baseline) if side == "baseline" and baseline is not None else _ROOT
     redis_server = RedisServer()
     redis_server.start()
     bots: list[asyncio.subprocess.Process] = []
@@ -131,7 +151,7 @@ async def one_burst(
                         await start_floor_bot(url, telegram.base_url, model.base_url, Path(tmp))
                     ]
                 else:
-                    env = {**default_env(url, telegram.base_url, model.base_url), **bot_env}
+                    env = {**default_env(url, telegram.base_url, model.base_url, root), **bot_env}
                     modes = ["polling"] + ["worker"] * (processes - 1)
                     bots = list(
                         await asyncio.gather(
@@ -149,6 +169,8 @@ async def one_burst(
                     )
                 if warmup:
                     await _run_load(http, telegram.control_url, warmup, _WARMUP_CUSTOMER)
+                name = f"{count}-{side}-{int(time.time())}"
+                spies = [] if profile is None else await start_py_spy(bots, profile, name)
                 await _commands(url, reset=True)
                 cpu_before = [process_cpu_seconds(bot.pid) for bot in bots]
                 model_before = model.cpu_seconds()
@@ -159,6 +181,9 @@ async def one_burst(
                 ]
                 model_cpu = model.cpu_seconds() - model_before
                 commands = await _commands(url, reset=False)
+                for spy in spies:
+                    spy.send_signal(signal.SIGINT)
+                    await spy.wait()
     finally:
         for bot in bots:
             await stop(bot)
@@ -166,7 +191,7 @@ async def one_burst(
     replied = [at for at in report["replied"] if at is not None]
     pushed = min(at for at in report["pushed"] if at is not None)
     return {
-        "side": "floor_bot" if floor else "bot",
+        "side": side,
         "customers": count,
         "processes": 1 if floor else processes,
         "answered": len(replied),
@@ -176,7 +201,11 @@ async def one_burst(
         # Until the last customer's answer (drafts and actions before it included).
         "cpu_ms_per_customer": round(sum(cpu) * 1000 / count, 3),
         "cpu_ms_per_customer_by_process": [round(c * 1000 / count, 3) for c in cpu],
-        "redis_commands_per_customer": round(commands / count, 2),
+        "redis_commands_per_customer": round(sum(commands.values()) / count, 2),
+        "redis_commands_by_name_per_customer": {
+            name: round(calls / count, 2)
+            for name, calls in sorted(commands.items(), key=lambda item: -item[1])
+        },
         "model_server_cpu_ms_per_customer": round(model_cpu * 1000 / count, 3),
         "fake_bot_api_cpu_ms_per_customer": round(report["fake_cpu_seconds"] * 1000 / count, 3),
         "bot_api_calls_per_customer": {
@@ -196,50 +225,61 @@ def _spread(values: list[float]) -> dict[str, Any]:
 
 
 def summarise(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """Per burst: each measure's median and spread per side, and the ratios per round."""
+    """Per burst: each measure's median and spread per side, and each side's ratio per round.
+
+    A ratio is taken within a round (the sides ran minutes apart, the host alike):
+    ``<side>_over_floor_bot``, and ``bot_over_baseline`` when a baseline ran.
+    """
     summary: dict[str, Any] = {}
     for key, sides in runs.items():
-        bot, floor = sides["bot"], sides["floor_bot"]
         entry: dict[str, Any] = {}
         for measure in (
             "all_answered_seconds",
             "cpu_ms_per_customer",
             "redis_commands_per_customer",
         ):
-            entry[measure] = {
-                "bot": _spread([r[measure] for r in bot]),
-                "floor_bot": _spread([r[measure] for r in floor]),
-                "ratio_per_round": _spread(
-                    [b[measure] / f[measure] for b, f in zip(bot, floor, strict=True)]
-                ),
-            }
+            values = {side: [r[measure] for r in results] for side, results in sides.items()}
+            entry[measure] = {side: _spread(v) for side, v in values.items()}
+            pairs = [(side, "floor_bot") for side in values if side != "floor_bot"]
+            if "baseline" in values:
+                pairs.append(("bot", "baseline"))
+            for top, bottom in pairs:
+                entry[measure][f"{top}_over_{bottom}"] = _spread(
+                    [t / b for t, b in zip(values[top], values[bottom], strict=True)]
+                )
         summary[key] = entry
     return summary
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    """Every round: each burst on both sides, the order reversed every round."""
+    """Every round: each burst on every side, the order turned every round."""
     bursts = [(int(c), int(p)) for c, p in (b.split(":") for b in args.bursts)]
     bot_env = dict(pair.split("=", 1) for pair in args.bot_env)
+    sides = ["bot", "floor_bot"] + (["baseline"] if args.baseline else [])
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
-        f"{c}_customers_{p}_process": {"bot": [], "floor_bot": []} for c, p in bursts
+        f"{c}_customers_{p}_process": {side: [] for side in sides} for c, p in bursts
     }
     for round_ in range(args.rounds):
         for count, processes in bursts:
             key = f"{count}_customers_{processes}_process"
-            order = [False, True] if round_ % 2 == 0 else [True, False]
-            for floor in order:
+            shift = round_ % len(sides)
+            order = sides[shift:] + sides[:shift]
+            if round_ % 2:
+                order.reverse()
+            for side in order:
                 result = await one_burst(
                     count,
                     processes,
-                    floor=floor,
+                    side=side,
                     latency=args.latency,
                     warmup=args.warmup,
                     bot_env=bot_env,
+                    baseline=args.baseline,
+                    profile=args.profile,
                 )
-                runs[key][result["side"]].append(result)
+                runs[key][side].append(result)
                 print(
-                    f"round {round_ + 1}/{args.rounds} {key} {result['side']}: "
+                    f"round {round_ + 1}/{args.rounds} {key} {side}: "
                     f"{result['all_answered_seconds']} s, CPU {result['cpu_ms_per_customer']} ms "
                     f"{result['cpu_ms_per_customer_by_process']}, Redis "
                     f"{result['redis_commands_per_customer']} commands a customer "
@@ -252,6 +292,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "latency_seconds": args.latency,
             "warmup_customers": args.warmup,
             "bot_env": bot_env,
+            "baseline": str(args.baseline) if args.baseline else None,
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         },
         "summary": summarise(runs),
@@ -274,6 +315,15 @@ def main(argv: list[str] | None = None) -> int:
         "--bot-env", nargs="*", default=[], metavar="NAME=VALUE", help="more bot settings"
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a source tree of the bot (e.g. `git archive` of an older commit) as a third side",
+    )
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="py-spy each bot process's burst into here"
+    )
     args = parser.parse_args(argv)
     results = asyncio.run(main_async(args))
     print(json.dumps(results["summary"], indent=1), flush=True)

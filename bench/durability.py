@@ -343,7 +343,7 @@ async def customers(
                 telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
             ]
             name = f"{count}-{'floor_bot' if floor else 'bot'}-{int(time.time())}"
-            spies = [] if profile is None else await _start_py_spy(bots, profile, name)
+            spies = [] if profile is None else await start_py_spy(bots, profile, name)
             cpu_before = await _cpu_by_process(bots, model, url)
             # This process serves the fake Bot API: a pause of its collector (the heap of
             # recorded calls grows with every burst) would stall both sides' calls.
@@ -497,7 +497,7 @@ def _per_quarter(times: list[float], started: float, elapsed: float) -> list[int
     return counts
 
 
-async def _start_py_spy(
+async def start_py_spy(
     bots: list[asyncio.subprocess.Process], directory: Path, name: str
 ) -> list[asyncio.subprocess.Process]:
     """``py-spy record`` (``PY_SPY``, else on ``PATH``) on each bot, collapsed stacks."""

@@ -128,10 +128,9 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
     try:
         side = build_telegram_side(app, bot, tasks=tasks)
         front, intake, workers = side.front, side.intake, side.workers
-        if not await _prepare_bot(bot, app, mode, identity):
+        if not await _prepare_bot(bot, app):
             return 1
-        if settle_heap:
-            settle_start_up_heap()
+        _ready(app, mode, identity, settle_heap=settle_heap)
         working = asyncio.create_task(workers.run(), name="workers")
         named = (
             ("handoff-sweeper", side.handoff_sweeper),
@@ -204,14 +203,18 @@ async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:
         await stopping
 
 
-async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIdentity) -> bool:
+async def _prepare_bot(bot: Bot, app: Application) -> bool:
     """Register the command menu (the token and the staff group were checked by the preflight).
 
     The model is probed meanwhile: a wrong key or model is found now, without failing
-    the start (``/healthz`` says degraded and why).
+    the start (``/healthz`` says degraded and why). aiogram's own ``bot.me()`` is
+    asked once here: the handlers read the bot's name from it, and a first burst's
+    turns would otherwise each call ``getMe`` before the first answer is kept (100
+    calls in a burst of 300 customers).
     """
     settings = app.settings
     app.model_health.start()
+    method = "setMyCommands"
     try:
         linking = (customer_texts.LINK_COMMAND,) if app.account_linking is not None else ()
         default = settings.language.default_language
@@ -226,12 +229,27 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIden
                 ],
                 language_code=None if code == default else code,
             )
+        method = "getMe"
+        await bot.me()
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
         return False
     except (TelegramAPIError, ClientDecodeError) as error:
-        print(f"error: {_bot_api_failure(error, settings, 'setMyCommands')}", file=sys.stderr)
+        print(f"error: {_bot_api_failure(error, settings, method)}", file=sys.stderr)
         return False
+    return True
+
+
+def _ready(app: Application, mode: Mode, identity: BotIdentity, *, settle_heap: bool) -> None:
+    """Set start-up's objects aside (``settle_heap``), then log the start-up line.
+
+    The line says the process takes work: one waited for meets a process whose
+    start-up collection is done (it took about 0.3 s of CPU in the first burst
+    otherwise, bench/README.md "Issue 49: bursts against the floor bot").
+    """
+    if settle_heap:
+        settle_start_up_heap()
+    settings = app.settings
     logger.info(
         "Bot @%s starting (%s): backend=%s model=%s prompt=%s %s redis=%s api=%s",
         identity.username,
@@ -243,7 +261,6 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIden
         describe_target(settings.redis),
         settings.telegram.api_base_url,
     )
-    return True
 
 
 def _bot_api_failure(
