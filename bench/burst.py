@@ -7,10 +7,11 @@ the scripted model (``python -m bench.model_server``, ``--latency`` seconds a
 request, 1 s by default), and either the bot (``python -m bot polling``, plus
 ``python -m bot worker`` when a burst asks for two processes) with **default
 settings** (only the token, the two URLs, the model's key and ``REDIS_URL``
-set; no warm-up unless ``--warmup``) or one ``python -m bench.floor_bot``.
+set; no warm-up) or one ``python -m bench.floor_bot``. ``--warmup N`` adds the
+bot after N customers as a side of its own, ``--baseline DIR`` another tree's bot.
 
-Each round takes every burst twice, once per side, the order reversed every
-round, each side against fresh servers. Per side and burst it reports the time
+Each round takes every burst once per side, the order turned every round, each
+side against fresh servers. Per side and burst it reports the time
 from the burst's push to the last customer's first answer, the CPU of the bot
 processes during it (``/proc``), and the commands Redis ran per customer
 (``INFO commandstats`` deltas: the commands inside scripts included, as the
@@ -128,11 +129,13 @@ async def one_burst(
 ) -> dict[str, Any]:
     """One side takes one burst against fresh servers; what it cost.
 
-    ``side``: ``bot``, ``floor_bot``, or ``baseline`` (the bot of the source tree
-    ``baseline``, with this checkout's packages). ``profile``: py-spy records each
-    bot process's burst there (collapsed stacks).
+    ``side``: ``bot``, ``floor_bot``, ``baseline`` (the bot of the source tree
+    ``baseline``, with this checkout's packages), or ``bot_warmed`` (the bot after
+    ``warmup`` customers, where the other sides take none). ``profile``: py-spy
+    records each bot process's burst there (collapsed stacks).
     """
     floor = side == "floor_bot"
+    warmup = warmup if side == "bot_warmed" else 0
     root = str(baseline) if side == "baseline" and baseline is not None else _ROOT
     redis_server = RedisServer()
     redis_server.start()
@@ -241,8 +244,7 @@ def summarise(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any
             values = {side: [r[measure] for r in results] for side, results in sides.items()}
             entry[measure] = {side: _spread(v) for side, v in values.items()}
             pairs = [(side, "floor_bot") for side in values if side != "floor_bot"]
-            if "baseline" in values:
-                pairs.append(("bot", "baseline"))
+            pairs += [("bot", other) for other in ("baseline", "bot_warmed") if other in values]
             for top, bottom in pairs:
                 entry[measure][f"{top}_over_{bottom}"] = _spread(
                     [t / b for t, b in zip(values[top], values[bottom], strict=True)]
@@ -256,6 +258,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     bursts = [(int(c), int(p)) for c, p in (b.split(":") for b in args.bursts)]
     bot_env = dict(pair.split("=", 1) for pair in args.bot_env)
     sides = ["bot", "floor_bot"] + (["baseline"] if args.baseline else [])
+    if args.warmup:
+        sides.append("bot_warmed")
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
         f"{c}_customers_{p}_process": {side: [] for side in sides} for c, p in bursts
     }
@@ -310,7 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--latency", type=float, default=1.0, help="model seconds a request")
-    parser.add_argument("--warmup", type=int, default=0, help="customers answered first")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="adds a side: the bot after this many customers were answered (as bench.durability)",
+    )
     parser.add_argument(
         "--bot-env", nargs="*", default=[], metavar="NAME=VALUE", help="more bot settings"
     )
