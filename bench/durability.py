@@ -91,7 +91,7 @@ async def start_bot(
 
 
 async def start_floor_bot(
-    redis_url: str, telegram_url: str, model_url: str, workdir: Path
+    redis_url: str, telegram_url: str, model_url: str, workdir: Path, *, within: float = 120
 ) -> asyncio.subprocess.Process:
     """``python -m bench.floor_bot`` against the same servers; returns once it polls."""
     env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
@@ -103,22 +103,33 @@ async def start_floor_bot(
         workdir,
         "floor_bot",
         floor_bot.READY,
+        within=within,
     )
 
 
 async def start_process(
-    arguments: list[str], env: dict[str, str], workdir: Path, name: str, ready: str
+    arguments: list[str],
+    env: dict[str, str],
+    workdir: Path,
+    name: str,
+    ready: str,
+    *,
+    within: float = 120,
 ) -> asyncio.subprocess.Process:
-    """``python <arguments>``, stderr in ``<name>.log``; returns once it logs ``ready``."""
+    """``python <arguments>``, stderr in ``<name>.log``; returns once it logs ``ready``.
+
+    Raises ``RuntimeError`` (the process killed) when it exits or is not ready ``within``.
+    """
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     log_path = workdir / f"{name}.log"
     log = log_path.open("wb")
     process = await asyncio.create_subprocess_exec(
         sys.executable, *arguments, cwd=workdir, env=env, stderr=log
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + within
     while ready not in log_path.read_text(errors="replace"):
         if process.returncode is not None or time.monotonic() > deadline:
+            await stop(process)
             raise RuntimeError(f"{name} did not start: {log_path.read_text()}")
         await asyncio.sleep(0.1)
     return process
