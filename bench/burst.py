@@ -99,20 +99,21 @@ async def _run_load(
     return report
 
 
-async def _commands(redis_url: str, *, reset: bool) -> dict[str, int]:
-    """Commands Redis ran since the last reset, by name (``INFO commandstats``).
+async def _commands(redis_url: str, *, reset: bool) -> tuple[dict[str, int], float]:
+    """Commands Redis ran since the last reset, by name (``INFO commandstats``), and its CPU.
 
     Reset afterwards if asked.
     """
     redis = aioredis.Redis.from_url(redis_url)
     try:
         stats = await redis.info("commandstats")
+        cpu = await redis.info("cpu")
         calls = {
             name.removeprefix("cmdstat_"): int(entry["calls"]) for name, entry in stats.items()
         }
         if reset:
             await redis.config_resetstat()
-        return calls
+        return calls, float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
     finally:
         await redis.aclose()
 
@@ -182,7 +183,7 @@ async def one_burst(
                     await _run_load(http, telegram.control_url, warmup, _WARMUP_CUSTOMER)
                 name = f"{count}-{side}-{int(time.time())}"
                 spies = [] if profile is None else await start_py_spy(bots, profile, name)
-                await _commands(url, reset=True)
+                _, redis_before = await _commands(url, reset=True)
                 cpu_before = [process_cpu_seconds(bot.pid) for bot in bots]
                 model_before = model.cpu_seconds()
                 report = await _run_load(http, telegram.control_url, count, _FIRST_CUSTOMER)
@@ -191,7 +192,7 @@ async def one_burst(
                     for bot, b in zip(bots, cpu_before, strict=True)
                 ]
                 model_cpu = model.cpu_seconds() - model_before
-                commands = await _commands(url, reset=False)
+                commands, redis_after = await _commands(url, reset=False)
                 for spy in spies:
                     spy.send_signal(signal.SIGINT)
                     await spy.wait()
@@ -218,6 +219,7 @@ async def one_burst(
             for name, calls in sorted(commands.items(), key=lambda item: -item[1])
         },
         "model_server_cpu_ms_per_customer": round(model_cpu * 1000 / count, 3),
+        "redis_server_cpu_ms_per_customer": round((redis_after - redis_before) * 1000 / count, 3),
         "fake_bot_api_cpu_ms_per_customer": round(report["fake_cpu_seconds"] * 1000 / count, 3),
         "bot_api_calls_per_customer": {
             method: round(calls / count, 2) for method, calls in sorted(report["api_calls"].items())
