@@ -31,6 +31,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import BotCommand
 from aiohttp import web
+from redis.exceptions import RedisError
 
 from bot import customer_texts
 from bot.app import Application, build_application
@@ -50,6 +51,7 @@ from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.storage.connection import describe_target
 from bot.storage.redaction import redacted_url
+from bot.storage.scripts.base import load_scripts
 from bot.telegram.assembly import build_telegram_side
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.dispatcher import TelegramFrontEnd
@@ -130,7 +132,7 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
         front, intake, workers = side.front, side.intake, side.workers
         if not await _prepare_bot(bot, app):
             return 1
-        _ready(app, mode, identity, settle_heap=settle_heap)
+        await _ready(app, mode, identity, settle_heap=settle_heap)
         working = asyncio.create_task(workers.run(), name="workers")
         named = (
             ("handoff-sweeper", side.handoff_sweeper),
@@ -240,13 +242,19 @@ async def _prepare_bot(bot: Bot, app: Application) -> bool:
     return True
 
 
-def _ready(app: Application, mode: Mode, identity: BotIdentity, *, settle_heap: bool) -> None:
-    """Set start-up's objects aside (``settle_heap``), then log the start-up line.
+async def _ready(app: Application, mode: Mode, identity: BotIdentity, *, settle_heap: bool) -> None:
+    """Load the Redis scripts, set start-up's objects aside (``settle_heap``), log the line.
 
     The line says the process takes work: one waited for meets a process whose
-    start-up collection is done (it took about 0.3 s of CPU in the first burst
-    otherwise, bench/README.md "Issue 49: bursts against the floor bot").
+    scripts are in Redis's cache and whose start-up collection is done (a first
+    burst paid for both otherwise, bench/README.md "Issue 49: bursts against the
+    floor bot"). Redis unavailable here is no reason not to start: the scripts are
+    then loaded by their first calls, as before.
     """
+    try:
+        await load_scripts(app.redis)
+    except (RedisError, OSError) as error:
+        logger.warning("Redis scripts not loaded at start (%s)", type(error).__name__)
     if settle_heap:
         settle_start_up_heap()
     settings = app.settings
