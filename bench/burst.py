@@ -15,7 +15,7 @@ side against fresh servers. Per side and burst it reports the time
 from the burst's push to the last customer's first answer, the CPU of the bot
 processes during it (``/proc``), and the commands Redis ran per customer
 (``INFO commandstats`` deltas: the commands inside scripts included, as the
-issue counted them). The summary gives, per burst, the median over rounds of
+issue counted them; read once the last answers' bookkeeping is done). The summary gives, per burst, the median over rounds of
 each, the spread (lowest and highest), and the per-round ratios.
 
     .venv/bin/python -m bench.burst --rounds 5                 # 300:1 and 1000:2
@@ -53,6 +53,7 @@ _FIRST_CUSTOMER = 700_000
 _WARMUP_CUSTOMER = 600_000
 _RUN_TIMEOUT_SECONDS = 300.0
 _START_SECONDS = 600.0
+_IDLE_COMMANDS = 10
 
 
 class FakeBotApiProcess(ChildServer):
@@ -192,7 +193,9 @@ async def one_burst(
                     for bot, b in zip(bots, cpu_before, strict=True)
                 ]
                 model_cpu = model.cpu_seconds() - model_before
-                commands, redis_after = await _commands(url, reset=False)
+                # The last answers' bookkeeping (delivered, released) runs after them: the
+                # commands are counted once Redis has had none for a while.
+                commands, redis_after = await _settled_commands(url)
                 for spy in spies:
                     spy.send_signal(signal.SIGINT)
                     await spy.wait()
@@ -226,6 +229,24 @@ async def one_burst(
         },
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
+
+
+async def _settled_commands(redis_url: str) -> tuple[dict[str, int], float]:
+    """:func:`_commands` once two reads 0.5 s apart differ by no more than idle polling.
+
+    At most 15 s. The bots' idle loops (a blocking read a second per process,
+    ``INFO`` itself) add a few commands a second, not one a customer.
+    """
+    commands, cpu = await _commands(redis_url, reset=False)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        later, cpu = await _commands(redis_url, reset=False)
+        settled = sum(later.values()) - sum(commands.values()) <= _IDLE_COMMANDS
+        commands = later
+        if settled:
+            break
+    return commands, cpu
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
