@@ -328,7 +328,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "warmup_customers": args.warmup,
             "bot_env": bot_env,
             "baseline": str(args.baseline) if args.baseline else None,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         },
         "summary": summarise(runs),
         "runs": runs,
