@@ -31,7 +31,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import BotCommand
 from aiohttp import web
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from bot import customer_texts
 from bot.app import Application, build_application
@@ -253,7 +253,7 @@ async def _ready(app: Application, mode: Mode, identity: BotIdentity, *, settle_
     """
     try:
         await load_scripts(app.redis)
-    except (RedisError, OSError) as error:
+    except (RedisError, RedisClusterException, OSError) as error:
         logger.warning("Redis scripts not loaded at start (%s)", type(error).__name__)
     if settle_heap:
         settle_start_up_heap()
