@@ -4,7 +4,8 @@ Start-up order: settings (exit 2 on a bad or missing token, before any
 connection), the network checks of :mod:`bot.telegram.preflight` (Redis must
 answer, the Bot API must accept the token, the staff group must be usable: exit
 1 otherwise; ``python -m bot`` runs them before this module and aiogram are
-imported), the engine, the command menu, then updates. Every mode
+imported), the engine, the command menu and the bot's own name (``getMe``), the
+Redis scripts loaded, the start-up collection, the start-up line, then updates. Every mode
 runs workers (:mod:`bot.queue.worker`); ``polling`` and ``webhook`` also take
 updates in (intake). Shutdown on SIGINT/SIGTERM: stop taking updates, stop
 claiming chats, let the jobs in hand finish within
