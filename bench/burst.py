@@ -15,8 +15,9 @@ side against fresh servers. Per side and burst it reports the time
 from the burst's push to the last customer's first answer, the CPU of the bot
 processes during it (``/proc``), and the commands Redis ran per customer
 (``INFO commandstats`` deltas: the commands inside scripts included, as the
-issue counted them; read once the last answers' bookkeeping is done). The summary gives, per burst, the median over rounds of
-each, the spread (lowest and highest), and the per-round ratios.
+issue counted them; read once the last answers' bookkeeping is done). The summary
+gives, per burst, the median over rounds of each, the spread (lowest and highest),
+and the per-round ratios.
 
     .venv/bin/python -m bench.burst --rounds 5                 # 300:1 and 1000:2
     .venv/bin/python -m bench.burst --bursts 1000:2 --rounds 7 --bot-env STREAMING=off
