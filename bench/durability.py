@@ -52,7 +52,7 @@ from bot.testing.telegram_server import TEST_TOKEN, FakeTelegramServer
 
 RESULTS = Path(__file__).with_name("results") / "durability.json"
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH")
-_READY = {
+READY = {
     "polling": "starting (polling)",
     "worker": "Worker running",
     "webhook": "Webhook listening on",
@@ -87,38 +87,49 @@ async def start_bot(
         HEALTH_PORT="0",
         **extra,
     )
-    return await _start(["-m", "bot", mode], env, workdir, mode, _READY[mode])
+    return await start_process(["-m", "bot", mode], env, workdir, mode, READY[mode])
 
 
 async def start_floor_bot(
-    redis_url: str, telegram_url: str, model_url: str, workdir: Path
+    redis_url: str, telegram_url: str, model_url: str, workdir: Path, *, within: float = 120
 ) -> asyncio.subprocess.Process:
     """``python -m bench.floor_bot`` against the same servers; returns once it polls."""
     env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
     env["PYTHONPATH"] = _ROOT
     arguments = ["--telegram", telegram_url, "--token", TEST_TOKEN, "--model", model_url]
-    return await _start(
+    return await start_process(
         ["-m", "bench.floor_bot", *arguments, "--redis", redis_url],
         env,
         workdir,
         "floor_bot",
         floor_bot.READY,
+        within=within,
     )
 
 
-async def _start(
-    arguments: list[str], env: dict[str, str], workdir: Path, name: str, ready: str
+async def start_process(
+    arguments: list[str],
+    env: dict[str, str],
+    workdir: Path,
+    name: str,
+    ready: str,
+    *,
+    within: float = 120,
 ) -> asyncio.subprocess.Process:
-    """``python <arguments>``, stderr in ``<name>.log``; returns once it logs ``ready``."""
+    """``python <arguments>``, stderr in ``<name>.log``; returns once it logs ``ready``.
+
+    Raises ``RuntimeError`` (the process killed) when it exits or is not ready ``within``.
+    """
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     log_path = workdir / f"{name}.log"
     log = log_path.open("wb")
     process = await asyncio.create_subprocess_exec(
         sys.executable, *arguments, cwd=workdir, env=env, stderr=log
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + within
     while ready not in log_path.read_text(errors="replace"):
         if process.returncode is not None or time.monotonic() > deadline:
+            await stop(process)
             raise RuntimeError(f"{name} did not start: {log_path.read_text()}")
         await asyncio.sleep(0.1)
     return process
@@ -343,7 +354,7 @@ async def customers(
                 telegram.message_update(700_000 + n, f"вопрос покупателя {n}") for n in range(count)
             ]
             name = f"{count}-{'floor_bot' if floor else 'bot'}-{int(time.time())}"
-            spies = [] if profile is None else await _start_py_spy(bots, profile, name)
+            spies = [] if profile is None else await start_py_spy(bots, profile, name)
             cpu_before = await _cpu_by_process(bots, model, url)
             # This process serves the fake Bot API: a pause of its collector (the heap of
             # recorded calls grows with every burst) would stall both sides' calls.
@@ -497,7 +508,7 @@ def _per_quarter(times: list[float], started: float, elapsed: float) -> list[int
     return counts
 
 
-async def _start_py_spy(
+async def start_py_spy(
     bots: list[asyncio.subprocess.Process], directory: Path, name: str
 ) -> list[asyncio.subprocess.Process]:
     """``py-spy record`` (``PY_SPY``, else on ``PATH``) on each bot, collapsed stacks."""

@@ -87,6 +87,19 @@ class RetryPolicy:
         )
 
 
+async def handshake(connection: aioredis.Connection) -> None:
+    """A new connection's handshake (``HELLO``...), without a ``PING`` before it.
+
+    With a health-check interval, redis-py checks a connection before a command once
+    the interval has passed since its last reply, and a new connection has had none:
+    it sent a ``PING`` before its ``HELLO``, a round trip more on every connection a
+    burst opens (hundreds: 0.37 commands a customer in a burst of 1,000,
+    bench/README.md "Issue 49"). The handshake's reply shows the connection works; the
+    checks before later commands are as before.
+    """
+    await connection.on_connect_check_health(check_health=False)
+
+
 class BoundedRedisCluster(aiocluster.RedisCluster):
     """A :class:`RedisCluster` on which a burst queues instead of failing.
 
@@ -314,6 +327,7 @@ def async_client(
         max_connections=connections,
         timeout=max(timeout, pool_wait_seconds),
         connection_class=aioredis.SSLConnection if common.tls else aioredis.Connection,
+        redis_connect_func=handshake,
         **{key: value for key, value in options.items() if key != "ssl"},
     )
     return aioredis.Redis.from_pool(pool)

@@ -4,7 +4,8 @@ Start-up order: settings (exit 2 on a bad or missing token, before any
 connection), the network checks of :mod:`bot.telegram.preflight` (Redis must
 answer, the Bot API must accept the token, the staff group must be usable: exit
 1 otherwise; ``python -m bot`` runs them before this module and aiogram are
-imported), the engine, the command menu, then updates. Every mode
+imported), the engine, the command menu and the bot's own name (``getMe``), the
+Redis scripts loaded, the start-up collection, the start-up line, then updates. Every mode
 runs workers (:mod:`bot.queue.worker`); ``polling`` and ``webhook`` also take
 updates in (intake). Shutdown on SIGINT/SIGTERM: stop taking updates, stop
 claiming chats, let the jobs in hand finish within
@@ -31,6 +32,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import BotCommand
 from aiohttp import web
+from redis.exceptions import RedisClusterException, RedisError
 
 from bot import customer_texts
 from bot.accounts.feature import AccountsFeature
@@ -52,6 +54,7 @@ from bot.queue.work_stream import BacklogGauge, WorkStream
 from bot.settings import DEFAULT_HEALTH_PORT, HEALTH_PORT_SEARCH, Settings
 from bot.storage.connection import describe_target
 from bot.storage.redaction import redacted_url
+from bot.storage.scripts.base import load_scripts
 from bot.telegram.assembly import build_telegram_side
 from bot.telegram.bot_api_session import BotApiSession
 from bot.telegram.dispatcher import TelegramFrontEnd
@@ -130,10 +133,9 @@ async def run_bot(  # noqa: PLR0912 - every start-up step that can fail returns 
     try:
         side = build_telegram_side(app, bot, tasks=tasks)
         front, intake, workers = side.front, side.intake, side.workers
-        if not await _prepare_bot(bot, app, mode, identity):
+        if not await _prepare_bot(bot, app):
             return 1
-        if settle_heap:
-            settle_start_up_heap()
+        await _ready(app, mode, identity, settle_heap=settle_heap)
         working = asyncio.create_task(workers.run(), name="workers")
         sweeping = [
             (sweeper, tasks.spawn(name, sweeper.run, stop=stop))
@@ -200,14 +202,18 @@ async def _until(stop: asyncio.Event, task: "asyncio.Task[None]") -> None:
         await stopping
 
 
-async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIdentity) -> bool:
+async def _prepare_bot(bot: Bot, app: Application) -> bool:
     """Register the command menu (the token and the staff group were checked by the preflight).
 
     The model is probed meanwhile: a wrong key or model is found now, without failing
-    the start (``/healthz`` says degraded and why).
+    the start (``/healthz`` says degraded and why). aiogram's own ``bot.me()`` is
+    asked once here: the handlers read the bot's name from it, and a first burst's
+    turns would otherwise each call ``getMe`` before the first answer is kept (100
+    calls in a burst of 300 customers).
     """
     settings = app.settings
     app.model_health.start()
+    method = "setMyCommands"
     try:
         linking = (
             (customer_texts.LINK_COMMAND,) if app.features.get(AccountsFeature) is not None else ()
@@ -224,12 +230,33 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIden
                 ],
                 language_code=None if code == default else code,
             )
+        method = "getMe"
+        await bot.me()
     except TelegramUnauthorizedError:
         print("error: the Bot API rejected TELEGRAM_BOT_TOKEN (unauthorized)", file=sys.stderr)
         return False
     except (TelegramAPIError, ClientDecodeError) as error:
-        print(f"error: {_bot_api_failure(error, settings, 'setMyCommands')}", file=sys.stderr)
+        print(f"error: {_bot_api_failure(error, settings, method)}", file=sys.stderr)
         return False
+    return True
+
+
+async def _ready(app: Application, mode: Mode, identity: BotIdentity, *, settle_heap: bool) -> None:
+    """Load the Redis scripts, set start-up's objects aside (``settle_heap``), log the line.
+
+    The line says the process takes work: one waited for meets a process whose
+    scripts are in Redis's cache and whose start-up collection is done (a first
+    burst paid for both otherwise, bench/README.md "Issue 49: bursts against the
+    floor bot"). Redis unavailable here is no reason not to start: the scripts are
+    then loaded by their first calls, as before.
+    """
+    try:
+        await load_scripts(app.redis)
+    except (RedisError, RedisClusterException, OSError) as error:
+        logger.warning("Redis scripts not loaded at start (%s)", type(error).__name__)
+    if settle_heap:
+        settle_start_up_heap()
+    settings = app.settings
     logger.info(
         "Bot @%s starting (%s): backend=%s model=%s prompt=%s %s redis=%s api=%s",
         identity.username,
@@ -241,7 +268,6 @@ async def _prepare_bot(bot: Bot, app: Application, mode: Mode, identity: BotIden
         describe_target(settings.redis),
         settings.telegram.api_base_url,
     )
-    return True
 
 
 def _bot_api_failure(

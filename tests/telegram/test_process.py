@@ -514,3 +514,44 @@ async def test_a_webhook_url_the_bot_api_refuses_is_one_line_and_exit_1(
     # Nothing listens any more: the process is done.
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+async def test_a_first_burst_finds_the_process_ready_when_it_says_so(
+    telegram: FakeTelegramServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The start-up line comes after the start-up collection, and turns ask no ``getMe``.
+
+    Each turn reads the bot's name (``bot.me()``); unless asked once before work is
+    taken, a first burst's turns each called ``getMe`` until one answer was kept.
+    """
+    async with ScriptedOpenAIServer() as model:
+        model.responder = lambda body: text_answer("Ответ.")
+        log_path = tmp_path / "bot.log"
+        process = await WarmLauncher().start(
+            ["polling"],
+            cwd=tmp_path,
+            env=child_env(
+                TELEGRAM_BOT_TOKEN=TEST_TOKEN,
+                **stack_env(telegram, model, redis_server.url, prefix="ready"),
+            ),
+            log_path=log_path,
+        )
+        try:
+            async with asyncio.timeout(120):
+                while not log_path.exists() or "starting (polling)" not in log_path.read_text(
+                    encoding="utf-8"
+                ):
+                    assert process.returncode is None
+                    await asyncio.sleep(0.05)
+            asked_at_start = telegram.received("getMe")
+            chats = range(40_001, 40_011)
+            await telegram.push(*(telegram.message_update(chat, "Вопрос") for chat in chats))
+            for chat in chats:
+                assert await telegram.wait_for_texts(chat, 1, within=60) == ["Ответ."]
+            assert telegram.received("getMe") == asked_at_start
+        finally:
+            process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(30):
+                await process.wait()
+    log = log_path.read_text(encoding="utf-8")
+    assert log.index("Start-up objects set aside") < log.index("starting (polling)"), log

@@ -1,6 +1,7 @@
 """The bot's Redis usage on a real 6-node cluster: spread, bounded bursts, one slot per script."""
 
 import asyncio
+import hashlib
 import inspect
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -15,7 +16,7 @@ from bot.sessions.redis_store import RedisSessionStore
 from bot.settings import RedisSettings
 from bot.storage.connection import RetryPolicy, async_client, every_master
 from bot.storage.keys import ConversationKeys, RedisKeys
-from bot.storage.scripts.base import Scripts
+from bot.storage.scripts.base import Scripts, load_scripts
 from bot.support_audit.cli import main as audit_main
 from bot.testing.redis_cluster import RedisClusterProcesses
 from tests.unit.test_redis_scripts import every_script_class, script_samples
@@ -190,3 +191,17 @@ async def test_start_up_refuses_a_cluster_node_in_standalone_mode(
     )
     with pytest.raises(StartupError, match="is a cluster node: set REDIS_MODE=cluster"):
         await connect_redis(settings)
+
+
+async def test_the_scripts_loaded_at_start_are_on_every_master(
+    redis_cluster: RedisClusterProcesses,
+):
+    """A process loads its scripts before it takes work: on a cluster, on every master."""
+    client = async_client(_cluster_settings(redis_cluster))
+    try:
+        shas = [hashlib.sha1(script.SOURCE.encode()).hexdigest() for script in every_script_class()]  # noqa: S324 - Redis names scripts by SHA-1
+        assert await load_scripts(client) == len(shas)
+        for where in await every_master(client):
+            assert all(await client.execute_command("SCRIPT EXISTS", *shas, **where))
+    finally:
+        await client.aclose()

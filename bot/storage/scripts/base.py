@@ -1,5 +1,6 @@
 """A script call with named KEYS and ARGV, and the runner that sends it."""
 
+import asyncio
 from dataclasses import Field, fields
 from enum import Enum
 from typing import Annotated, Any, ClassVar, TypeVar
@@ -81,6 +82,30 @@ class Scripts:
             script = self._redis.register_script(call.SOURCE)
             self._registered[type(call)] = script
         return await script(keys=call.keys(), args=call.args())
+
+
+async def load_scripts(redis: AsyncRedisClient) -> int:
+    """``SCRIPT LOAD`` every script class defined so far; returns how many texts were loaded.
+
+    A process does it once before it takes work. Otherwise a first burst against a
+    Redis that had not seen the scripts sent each of them to Redis once per turn in
+    flight: every concurrent first call met ``NOSCRIPT`` and loaded the script itself
+    (141 loads and as many refused calls in a burst of 300 customers, bench/README.md
+    "Issue 49"). A Redis restarted empty later is served as before, by redis-py's
+    fall-back.
+    """
+    sources = {script.SOURCE for script in _script_classes(LuaScript)}
+    await asyncio.gather(*(redis.script_load(source) for source in sorted(sources)))
+    return len(sources)
+
+
+def _script_classes(base: type[LuaScript]) -> list[type[LuaScript]]:
+    found = []
+    for script in base.__subclasses__():
+        if "SOURCE" in vars(script):
+            found.append(script)
+        found.extend(_script_classes(script))
+    return found
 
 
 def run_sync(client: SyncRedisClient, call: LuaScript) -> Any:
