@@ -245,13 +245,7 @@ class ChatService:
         turn_input: TurnInput = TEXT_INPUT,
     ) -> ChatReply:
         job = held.job
-        locked = await self.store.held(
-            context.conversation_key,
-            held.token,
-            held.session_version,
-            held.session_data,
-            parsed=held.session,
-        )
+        locked = await self._held(context.conversation_key, held)
         prepared, result, updated = await self._run(
             locked, question, context, recorder, stream, turn_input=turn_input
         )
@@ -384,9 +378,7 @@ class ChatService:
         *,
         turn_input: TurnInput = TEXT_INPUT,
     ) -> tuple[PreparedContext, ToolLoopResult, ConversationSession]:
-        session = locked.session or ConversationSession.start(
-            context.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
-        )
+        session = self._session_or_new(locked)
         instruction = self.instruction(context.language)
         prepared = self.window.prepare(instruction, session.summary, session.messages, question)
         messages = prepared.messages
@@ -430,6 +422,22 @@ class ChatService:
             updated = updated.with_pending_action(result.proposal)
         return prepared, result, updated
 
+    async def _held(self, conversation_key: str, held: JobContext) -> LockedSession:
+        """The session the job's lease read, held (its parse shared with the job)."""
+        return await self.store.held(
+            conversation_key,
+            held.token,
+            held.session_version,
+            held.session_data,
+            parsed=held.session,
+        )
+
+    def _session_or_new(self, locked: LockedSession) -> ConversationSession:
+        """The held session, or a new one for a conversation that has none yet."""
+        return locked.session or ConversationSession.start(
+            locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
+        )
+
     async def commit_without_turn(
         self,
         conversation_key: str,
@@ -444,16 +452,8 @@ class ChatService:
         """
         entry = Delivery.of(held.job, reply)
         try:
-            locked = await self.store.held(
-                conversation_key,
-                held.token,
-                held.session_version,
-                held.session_data,
-                parsed=held.session,
-            )
-            session = locked.session or ConversationSession.start(
-                locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
-            )
+            locked = await self._held(conversation_key, held)
+            session = self._session_or_new(locked)
             updated = change(session)
             completion = JobCompletion(
                 job_raw=held.job_raw, job_id=held.job.job_id, outbox_entry=entry.stored()
@@ -487,16 +487,8 @@ class ChatService:
             language=context.language or "",
         )
         try:
-            locked = await self.store.held(
-                context.conversation_key,
-                held.token,
-                held.session_version,
-                held.session_data,
-                parsed=held.session,
-            )
-            session = locked.session or ConversationSession.start(
-                locked.conversation_key, _now(), self.prompt.prompt_id, self.prompt.version
-            )
+            locked = await self._held(context.conversation_key, held)
+            session = self._session_or_new(locked)
             prepared = self.window.prepare(
                 self.instruction(context.language), session.summary, session.messages, ""
             )

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.analysis.analyzer import transcript
 from bot.llm.errors import LLMClientError
 from bot.llm.types import Message, ToolCallingClient
 from bot.sessions.models import ConversationSession
@@ -21,7 +22,6 @@ from bot.staff_assist.tool_path import AssistTools, Proposed
 from prompts.template import PromptTemplate
 from turn import TurnContext
 
-SPEAKERS = {"user": "Клиент", "assistant": "Бот", "staff": "Сотрудник"}
 SUGGESTION_MAX_CHARS = 3000
 _PROPOSED_NOTE = {
     "ok": True,
@@ -78,7 +78,7 @@ class SuggestionDrafter:
                 "role": "system",
                 "content": self.prompt.render(language=self.language_name(language)),
             },
-            {"role": "user", "content": self._transcript(session)},
+            {"role": "user", "content": transcript(session, max_chars=self.max_transcript_chars)},
         ]
         newest = session.messages[-1] if session.messages else None
         if newest is not None and newest.role == "user":
@@ -114,18 +114,3 @@ class SuggestionDrafter:
                     content = await self.tools.read(call, context)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         raise DraftError("empty")
-
-    def _transcript(self, session: ConversationSession) -> str:
-        lines = [
-            f"{SPEAKERS.get(message.role, message.role)}: {' '.join(message.content.split())}"
-            for message in session.messages
-        ]
-        kept: list[str] = []
-        size = 0
-        for line in reversed(lines):
-            size += len(line) + 1
-            if size > self.max_transcript_chars and kept:
-                break
-            kept.append(line[: self.max_transcript_chars])
-        head = [f"Резюме начала диалога: {session.summary}"] if session.summary else []
-        return "\n".join([*head, *reversed(kept)])

@@ -171,7 +171,8 @@ class Photos:
         return True
 
     def _candidates(self, message: Message) -> list[_Image] | PhotoRefusal:
-        """The sizes of ``message``'s image within the per-image cap, the smallest first."""
+        """The sizes of ``message``'s image within the per-image cap, the smallest first
+        (an image file: itself, if within it)."""
         if message.photo:
             fitting = [
                 size
@@ -185,33 +186,23 @@ class Photos:
                 _Image(file_id=size.file_id, file_size=size.file_size, mime_type="image/jpeg")
                 for size in fitting
             ]
-        chosen = self._choose(message)
-        return chosen if isinstance(chosen, PhotoRefusal) else [chosen]
-
-    def _choose(self, message: Message) -> _Image | PhotoRefusal:
-        """The largest photo size within the limit; an image file if within it."""
-        if message.photo:
-            fitting = [
-                size
-                for size in message.photo
-                if size.file_size is None or size.file_size <= self.max_bytes
-            ]
-            if not fitting:
-                return PhotoRefusal.TOO_LARGE
-            largest = max(fitting, key=lambda size: size.width * size.height)
-            return _Image(
-                file_id=largest.file_id, file_size=largest.file_size, mime_type="image/jpeg"
-            )
         document = message.document
         if document is None or (document.mime_type or "") not in IMAGE_TYPES:
             return PhotoRefusal.UNREADABLE
         if document.file_size is not None and document.file_size > self.max_bytes:
             return PhotoRefusal.TOO_LARGE
-        return _Image(
-            file_id=document.file_id,
-            file_size=document.file_size,
-            mime_type=document.mime_type or "image/jpeg",
-        )
+        return [
+            _Image(
+                file_id=document.file_id,
+                file_size=document.file_size,
+                mime_type=document.mime_type or "image/jpeg",
+            )
+        ]
+
+    def _choose(self, message: Message) -> _Image | PhotoRefusal:
+        """The largest photo size within the limit; an image file if within it."""
+        candidates = self._candidates(message)
+        return candidates if isinstance(candidates, PhotoRefusal) else candidates[-1]
 
     async def _download(self, bot: Bot, image: _Image, max_bytes: int) -> bytes | PhotoRefusal:
         got = await download(
